@@ -1,1 +1,21 @@
-pub fn placeholder() {}
+//! `sheetlog-core`: everything the sheetlog functions share — the domain types, the event-log
+//! algorithms, the ports they are written against and the AWS adapters that implement them.
+//!
+//! Layout:
+//! - [`domain`] — ids, entries, segments, request-unit arithmetic (no SDK types)
+//! - [`log`]    — the event log: create, append, start segment, load, read since
+//! - [`ports`]  — narrow async traits for the stores
+//! - [`aws`]    — DynamoDB and S3 adapters, table schema, the shared stream filter
+//! - [`config`] — typed configuration from the environment
+//! - [`error`]  — error types at each boundary
+
+pub mod aws;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod log;
+pub mod ports;
+
+pub use domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
+pub use error::{LogError, StoreError};
+pub use log::{AppendOptions, EventLog, SegmentHint};
