@@ -198,14 +198,10 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         let created = now_secs();
         let mut hint = opts.segment_hint;
         let mut consistency = Consistency::Eventual;
-        let mut known: Option<Head> = None;
         let mut backoff = retry::Backoff::new(&self.cfg);
 
         for attempt in 1..=self.cfg.max_attempts {
-            let head = match known.take() {
-                Some(h) => h,
-                None => self.head(log, hint, consistency, &mut units).await?,
-            };
+            let head = self.head(log, hint, consistency, &mut units).await?;
             let next_seq = head.next_seq();
             if let Some(expected) = opts.expected_seq {
                 if expected != next_seq {
@@ -228,7 +224,13 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 external: external.clone(),
                 snapshot_root: None,
             };
-            match self.store.put_entry(log, &record, &mut units).await? {
+            let outcome = match self.store.put_entry(log, &record, &mut units).await? {
+                // The SDK retries a PutItem whose response was lost; the retry then fails its
+                // condition against our own item. Recognise it rather than append twice.
+                PutOutcome::Taken(Some(w)) if w == record => PutOutcome::Written,
+                other => other,
+            };
+            match outcome {
                 PutOutcome::Written => {
                     debug!(log = %log, seq = next_seq, attempt, "appended");
                     return Ok(Appended {
@@ -251,23 +253,18 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                             next_seq: now.next_seq(),
                         });
                     }
-                    // The conditional put told us who won; continue after it without a re-read.
-                    hint = Some(head.at);
-                    match winner {
-                        Some(w) if w.is_end_segment() => {
-                            hint = Some(SegmentHint {
-                                segment: head.at.segment + 1,
-                                base_seq: head.at.base_seq + w.num + 1,
-                            });
-                        }
-                        Some(w) => {
-                            known = Some(Head {
-                                at: head.at,
-                                newest: w,
-                            })
-                        }
-                        None => {}
-                    }
+                    // Back to the head query after the backoff. The winner returned with the
+                    // failed condition is not necessarily the newest entry by the time we retry
+                    // (continuing from it makes a writer that backed off for long crawl forward
+                    // one number per attempt), but when it is an End Segment entry it tells us
+                    // exactly where the next segment starts.
+                    hint = Some(match winner {
+                        Some(w) if w.is_end_segment() => SegmentHint {
+                            segment: head.at.segment + 1,
+                            base_seq: head.at.base_seq + w.num + 1,
+                        },
+                        _ => head.at,
+                    });
                     backoff.sleep().await;
                 }
             }
