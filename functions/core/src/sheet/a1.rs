@@ -180,23 +180,40 @@ mod tests {
     #[test]
     fn parses_and_prints_references_at_the_sheet_edges() {
         for (text, row, col) in [("A1", 0, 0), ("B3", 2, 1), ("Z9", 8, 25), ("AA10", 9, 26)] {
-            let r: CellRef = text.parse().map_err(|e| format!("{text}: {e}")).unwrap_or(CellRef { row: 99, col: 99 });
+            let r: CellRef = text
+                .parse()
+                .map_err(|e| format!("{text}: {e}"))
+                .unwrap_or(CellRef { row: 99, col: 99 });
             assert_eq!((r.row, r.col), (row, col), "{text}");
             assert_eq!(r.to_string(), text);
         }
         let last: Result<CellRef, _> = "XFD1048576".parse();
-        assert_eq!(last, Ok(CellRef { row: MAX_ROWS - 1, col: MAX_COLS - 1 }));
+        assert_eq!(
+            last,
+            Ok(CellRef {
+                row: MAX_ROWS - 1,
+                col: MAX_COLS - 1
+            })
+        );
         assert_eq!("b3".parse::<CellRef>(), Ok(CellRef { row: 2, col: 1 }));
     }
 
     #[test]
     fn rejects_malformed_and_out_of_range_references_with_the_text() {
         for bad in ["", "B0", "3B", "B", "12", "B-1", "B03", "B 3", "É1"] {
-            let e = bad.parse::<CellRef>().err().map(|e| e.to_string()).unwrap_or_default();
+            let e = bad
+                .parse::<CellRef>()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains("not a valid A1 reference"), "{bad}: {e}");
         }
         for bad in ["XFE1", "A1048577", "AAAA1", "A99999999999"] {
-            let e = bad.parse::<CellRef>().err().map(|e| e.to_string()).unwrap_or_default();
+            let e = bad
+                .parse::<CellRef>()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains("outside the sheet"), "{bad}: {e}");
         }
     }
@@ -212,7 +229,10 @@ mod tests {
 
     #[test]
     fn ranges_normalise_their_corners() {
-        let r: Range = "C3:A1".parse().unwrap_or(Range::new(CellRef { row: 9, col: 9 }, CellRef { row: 9, col: 9 }));
+        let r: Range = "C3:A1".parse().unwrap_or(Range::new(
+            CellRef { row: 9, col: 9 },
+            CellRef { row: 9, col: 9 },
+        ));
         assert_eq!(r.to_string(), "A1:C3");
         assert_eq!((r.rows(), r.cols()), (3, 3));
         assert!("A1:".parse::<Range>().is_err());

@@ -185,9 +185,8 @@ pub fn write_value(w: &mut Writer, value: &Value, format: Option<&str>) {
             w.str(t);
         }
         Value::Number(n) => {
-            let is_int = n.fract() == 0.0
-                && n.abs() < MAX_SAFE_INT
-                && !(*n == 0.0 && n.is_sign_negative());
+            let is_int =
+                n.fract() == 0.0 && n.abs() < MAX_SAFE_INT && !(*n == 0.0 && n.is_sign_negative());
             if is_int {
                 w.u8(KIND_INT | fbit);
                 w.varint(zigzag(*n as i64));
@@ -278,13 +277,25 @@ mod tests {
             assert_eq!(r.varint(), Ok(v));
             assert!(r.finish().is_ok());
         }
-        assert_eq!(Reader::new(&[0xff; 11]).varint(), Err(CodecError::BadVarint));
+        assert_eq!(
+            Reader::new(&[0xff; 11]).varint(),
+            Err(CodecError::BadVarint)
+        );
         assert_eq!(Reader::new(&[0x80]).varint(), Err(CodecError::Truncated(1)));
     }
 
     #[test]
     fn numbers_keep_their_exact_bits() {
-        for n in [0.0, -0.0, 1.0, -1.0, 0.1, 1e300, -9_007_199_254_740_991.0, 2f64.powi(60)] {
+        for n in [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.1,
+            1e300,
+            -9_007_199_254_740_991.0,
+            2f64.powi(60),
+        ] {
             let mut w = Writer::new();
             write_value(&mut w, &Value::Number(n), None);
             let (v, _) = read_value(&mut Reader::new(&w.buf)).unwrap();
@@ -297,7 +308,13 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for bytes in [&[0x07u8][..], &[0x01, 0x05, b'a'], &[0x02, 0, 0], &[0x05, 99], &[0x81, 0x00, 0x7f]] {
+        for bytes in [
+            &[0x07u8][..],
+            &[0x01, 0x05, b'a'],
+            &[0x02, 0, 0],
+            &[0x05, 99],
+            &[0x81, 0x00, 0x7f],
+        ] {
             assert!(read_value(&mut Reader::new(bytes)).is_err(), "{bytes:?}");
         }
     }

@@ -159,8 +159,13 @@ pub enum DecodeError {
     UnknownType(u16),
     #[error("type {0} is a log entry (snapshot or end-segment), not a spreadsheet event")]
     LogEntry(u16),
-    #[error("{type_name} body version {version} is not supported (this build reads 1..={BODY_VERSION})")]
-    UnsupportedVersion { type_name: &'static str, version: u16 },
+    #[error(
+        "{type_name} body version {version} is not supported (this build reads 1..={BODY_VERSION})"
+    )]
+    UnsupportedVersion {
+        type_name: &'static str,
+        version: u16,
+    },
     #[error("{type_name} body: {source}")]
     Codec {
         type_name: &'static str,
@@ -264,9 +269,9 @@ impl Event {
                             "is outside the sheet",
                         ));
                     }
-                    c.value
-                        .check()
-                        .map_err(|e| ValidationError::new(format!("cells[{i}].value"), e.to_string()))?;
+                    c.value.check().map_err(|e| {
+                        ValidationError::new(format!("cells[{i}].value"), e.to_string())
+                    })?;
                     if let Some(f) = &c.format {
                         check_format(f).map_err(|e| {
                             ValidationError::new(format!("cells[{i}].format"), e.to_string())
@@ -404,7 +409,9 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
                 for _ in 0..ncols {
                     let (v, f) = codec::read_value(r)?;
                     if f.is_some() {
-                        return Err(CodecError::Invalid("insert-rows values carry no format".into()));
+                        return Err(CodecError::Invalid(
+                            "insert-rows values carry no format".into(),
+                        ));
                     }
                     row.push(v);
                 }
@@ -448,16 +455,20 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
 }
 
 /// `at`/`count` of a row or column span: `count >= 1` and the span ends inside the sheet.
-fn check_span(at: u32, count: u32, max: u32, unit: &str, at_text: &str) -> Result<(), ValidationError> {
+fn check_span(
+    at: u32,
+    count: u32,
+    max: u32,
+    unit: &str,
+    at_text: &str,
+) -> Result<(), ValidationError> {
     if count == 0 {
         return Err(ValidationError::new("count", "must be at least 1"));
     }
     if u64::from(at) + u64::from(count) > u64::from(max) {
         return Err(ValidationError::new(
             "count",
-            format!(
-                "{count} {unit}s from {at_text} run past the end of the sheet ({max} {unit}s)"
-            ),
+            format!("{count} {unit}s from {at_text} run past the end of the sheet ({max} {unit}s)"),
         ));
     }
     Ok(())

@@ -10,7 +10,9 @@
 //! Value inference for CSV fields follows what spreadsheets do on open: empty → no cell;
 //! `TRUE`/`FALSE` (any case) → boolean; a standard error text such as `#N/A` → that error; a plain
 //! decimal number (optional sign, digits, point, exponent; no `inf`/`nan`, no thousands
-//! separators) → number; anything else → text. The first line is data, not a header.
+//! separators) → number; anything else → text. The first line is data, not a header. Each record
+//! is one row; blank lines are skipped (as the `csv` crate and most CSV readers do), while a line
+//! of empty fields (`,,`) is an empty row.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
@@ -51,7 +53,10 @@ pub enum ImportError {
     #[error("reading the file: {0}")]
     Io(#[from] std::io::Error),
     #[error("the file is not a readable {format}: {message}")]
-    Unreadable { format: &'static str, message: String },
+    Unreadable {
+        format: &'static str,
+        message: String,
+    },
     #[error("the file has more than {MAX_ROWS} rows")]
     TooManyRows,
     #[error("row {row} has more than {MAX_COLS} columns")]
@@ -88,10 +93,17 @@ pub fn read_rows(
 }
 
 /// Checks that a file would import within the limits (what the API runs before committing).
-pub fn validate(format: ImportFormat, reader: Box<dyn ReadSeek>) -> Result<ImportSummary, ImportError> {
-    read_rows(format, reader, ImportPos::default(), Mode::Strict, &mut |_, _| {
-        Ok(ControlFlow::Continue(()))
-    })
+pub fn validate(
+    format: ImportFormat,
+    reader: Box<dyn ReadSeek>,
+) -> Result<ImportSummary, ImportError> {
+    read_rows(
+        format,
+        reader,
+        ImportPos::default(),
+        Mode::Strict,
+        &mut |_, _| Ok(ControlFlow::Continue(())),
+    )
 }
 
 fn read_csv(
@@ -144,7 +156,13 @@ fn read_csv(
             }
             let text = String::from_utf8_lossy(field);
             let value = infer_value(&text, row, col as u32, mode)?;
-            cells.push((col as u32, Cell { value, format: None }));
+            cells.push((
+                col as u32,
+                Cell {
+                    value,
+                    format: None,
+                },
+            ));
         }
         // A record boundary the reader can seek back to: the start of the next record.
         let p = csv.position();
@@ -309,7 +327,9 @@ fn read_xlsx(
                 return Err(if r >= MAX_ROWS {
                     ImportError::TooManyRows
                 } else {
-                    ImportError::TooManyColumns { row: u64::from(r) + 1 }
+                    ImportError::TooManyColumns {
+                        row: u64::from(r) + 1,
+                    }
                 });
             }
             continue;
@@ -343,7 +363,10 @@ fn read_xlsx(
                 if mode == Mode::Strict {
                     return Err(ImportError::Unreadable {
                         format: "XLSX",
-                        message: format!("cell {} is out of column order", CellRef { row: r, col: c }),
+                        message: format!(
+                            "cell {} is out of column order",
+                            CellRef { row: r, col: c }
+                        ),
                     });
                 }
                 continue;

@@ -9,6 +9,7 @@
 //! - `event.rs` — the events, their JSON form and validation, their versioned binary bodies.
 //! - `model.rs` — rows, the row-level transforms, and [`Sheet`], the in-memory state machine.
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events.
+//! - `sample.rs` — deterministic realistic sample data for tests and benchmarks.
 //!
 //! The rules themselves (what each event does at the edges of the sheet) are written up in
 //! `docs/sheet-model.md`.
@@ -19,6 +20,7 @@ pub mod event;
 pub mod import;
 pub mod limits;
 pub mod model;
+pub mod sample;
 pub mod value;
 
 pub use a1::{CellRef, Range, RefError};

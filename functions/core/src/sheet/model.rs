@@ -118,7 +118,11 @@ impl Sheet {
     }
 
     /// Applies one event. `payload` is the import file for `import` events and ignored otherwise.
-    pub fn apply(&mut self, event: &Event, payload: Option<Box<dyn ReadSeek>>) -> Result<(), ApplyError> {
+    pub fn apply(
+        &mut self,
+        event: &Event,
+        payload: Option<Box<dyn ReadSeek>>,
+    ) -> Result<(), ApplyError> {
         match event {
             Event::Set(s) => {
                 let edits = s.sorted_edits();
@@ -155,23 +159,37 @@ impl Sheet {
                     self.rows.insert(r - e.count, cells);
                 }
             }
-            Event::InsertColumns(e) => self.map_rows(|cells| insert_columns(cells, e.at.0, e.count)),
-            Event::DeleteColumns(e) => self.map_rows(|cells| delete_columns(cells, e.at.0, e.count)),
+            Event::InsertColumns(e) => {
+                self.map_rows(|cells| insert_columns(cells, e.at.0, e.count))
+            }
+            Event::DeleteColumns(e) => {
+                self.map_rows(|cells| delete_columns(cells, e.at.0, e.count))
+            }
             Event::Import(i) => {
                 let payload = payload.ok_or(ApplyError::MissingPayload)?;
                 self.rows.clear();
                 let rows = &mut self.rows;
-                import::read_rows(i.format, payload, ImportPos::default(), Mode::Lenient, &mut |row, _| {
-                    rows.insert(row.index, row.cells);
-                    Ok(ControlFlow::Continue(()))
-                })?;
+                import::read_rows(
+                    i.format,
+                    payload,
+                    ImportPos::default(),
+                    Mode::Lenient,
+                    &mut |row, _| {
+                        rows.insert(row.index, row.cells);
+                        Ok(ControlFlow::Continue(()))
+                    },
+                )?;
             }
         }
         Ok(())
     }
 
     /// Convenience for tests and tools: apply an import from any reader holding the whole file.
-    pub fn import_bytes(&mut self, format: ImportFormat, mut r: impl Read) -> Result<(), ApplyError> {
+    pub fn import_bytes(
+        &mut self,
+        format: ImportFormat,
+        mut r: impl Read,
+    ) -> Result<(), ApplyError> {
         let mut bytes = Vec::new();
         r.read_to_end(&mut bytes).map_err(ImportError::Io)?;
         self.apply(

@@ -148,6 +148,14 @@ impl Serialize for Value {
         match self {
             Value::Empty => s.serialize_none(),
             Value::Text(t) => s.serialize_str(t),
+            // Integral numbers print as integers (`80`, not `80.0`), as a client wrote them.
+            Value::Number(n)
+                if n.fract() == 0.0
+                    && n.abs() < 9.007_199_254_740_992e15
+                    && !(*n == 0.0 && n.is_sign_negative()) =>
+            {
+                s.serialize_i64(*n as i64)
+            }
             Value::Number(n) => s.serialize_f64(*n),
             Value::Bool(b) => s.serialize_bool(*b),
             Value::Error(e) => {
@@ -279,21 +287,31 @@ mod tests {
         let back = serde_json::to_string(&vs).unwrap();
         assert_eq!(
             back,
-            r##"["x",1.5,-2.0,true,null,{"error":"#DIV/0!"},{"error":"#N/A"}]"##
+            r##"["x",1.5,-2,true,null,{"error":"#DIV/0!"},{"error":"#N/A"}]"##
         );
     }
 
     #[test]
     fn wrong_value_types_and_unknown_errors_are_rejected_with_the_reason() {
-        let e = serde_json::from_str::<Value>("[1]").unwrap_err().to_string();
-        assert!(e.contains("expected a string, number, boolean, null"), "{e}");
+        let e = serde_json::from_str::<Value>("[1]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("expected a string, number, boolean, null"),
+            "{e}"
+        );
         let e = serde_json::from_str::<Value>(r##"{"error":"#OOPS"}"##)
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"#OOPS\" is not a spreadsheet error"), "{e}");
         let long = format!("\"{}\"", "é".repeat(MAX_TEXT_CHARS + 1));
-        let e = serde_json::from_str::<Value>(&long).unwrap_err().to_string();
-        assert!(e.contains("text is 32768 characters, the limit is 32767"), "{e}");
+        let e = serde_json::from_str::<Value>(&long)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("text is 32768 characters, the limit is 32767"),
+            "{e}"
+        );
         // Exactly at the limit is fine, even when the UTF-8 is longer than the limit in bytes.
         let ok = format!("\"{}\"", "é".repeat(MAX_TEXT_CHARS));
         assert!(serde_json::from_str::<Value>(&ok).is_ok());

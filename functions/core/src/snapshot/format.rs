@@ -297,7 +297,9 @@ impl ChunkRows {
         let rel = self.next_rel + r.varint()?;
         let index = u64::from(self.start) + rel;
         if index >= u64::from(MAX_ROWS) {
-            return Err(CodecError::Invalid(format!("row {index} is outside the sheet")));
+            return Err(CodecError::Invalid(format!(
+                "row {index} is outside the sheet"
+            )));
         }
         let n = r.varint_u32(MAX_COLS, "cells in a row")?;
         let mut cells: Vec<(u32, Cell)> = Vec::with_capacity(n as usize);
@@ -305,7 +307,9 @@ impl ChunkRows {
         for _ in 0..n {
             let col = next_col + r.varint()?;
             if col >= u64::from(MAX_COLS) {
-                return Err(CodecError::Invalid(format!("column {col} is outside the sheet")));
+                return Err(CodecError::Invalid(format!(
+                    "column {col} is outside the sheet"
+                )));
             }
             cells.push((col as u32, codec::read_cell(&mut r)?));
             next_col = col + 1;

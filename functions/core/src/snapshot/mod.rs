@@ -21,12 +21,14 @@ pub mod store;
 pub mod stream;
 
 pub use builder::{
-    BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece, Progress,
-    SnapshotBuilder,
+    BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
+    Progress, SnapshotBuilder,
 };
 pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
 pub use read::{ReadStats, load_manifest, materialize, read_range};
-pub use store::{BlobStore, FsPayloads, FsStore, MemPayloads, MemStore, PayloadSource, StoreError, WriteStats};
+pub use store::{
+    BlobStore, FsPayloads, FsStore, MemPayloads, MemStore, PayloadSource, StoreError, WriteStats,
+};
 
 /// Why a snapshot could not be built or read.
 #[derive(Debug, thiserror::Error)]

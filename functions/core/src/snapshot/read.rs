@@ -76,7 +76,9 @@ pub async fn read_range(
         }
     } else if let Some(base) = base {
         if base.log_id != log_id {
-            return Err(SnapshotError::BadInput("base snapshot belongs to another log".into()));
+            return Err(SnapshotError::BadInput(
+                "base snapshot belongs to another log".into(),
+            ));
         }
         for (chunk, start) in base.chunks.iter().zip(base.chunk_starts()) {
             let end = start + chunk.rows;
@@ -103,7 +105,10 @@ pub async fn read_range(
 }
 
 /// Every row of a snapshot, as an in-memory sheet (for tests and small sheets).
-pub async fn materialize(store: &dyn BlobStore, manifest: &Manifest) -> Result<Sheet, SnapshotError> {
+pub async fn materialize(
+    store: &dyn BlobStore,
+    manifest: &Manifest,
+) -> Result<Sheet, SnapshotError> {
     let mut rows: Vec<Row> = Vec::new();
     for (chunk, start) in manifest.chunks.iter().zip(manifest.chunk_starts()) {
         let mut it = load_chunk(store, manifest.log_id, chunk, start).await?;

@@ -59,7 +59,14 @@ impl BlobStore for S3Store {
 
     #[instrument(skip(self), fields(bucket = %self.bucket))]
     async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
-        let out = match self.client.get_object().bucket(&self.bucket).key(key).send().await {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
             Ok(o) => o,
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
             Err(e) => return Err(StoreError::new("get", key, describe(&e))),
@@ -74,7 +81,14 @@ impl BlobStore for S3Store {
 
     #[instrument(skip(self), fields(bucket = %self.bucket))]
     async fn exists(&self, key: &str) -> Result<bool, StoreError> {
-        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
             Err(e) => Err(StoreError::new("exists", key, describe(&e))),
@@ -118,6 +132,9 @@ impl PayloadSource for S3Payloads {
             file.write_all(&chunk).map_err(|e| err(&e))?;
         }
         file.seek(SeekFrom::Start(0)).map_err(|e| err(&e))?;
-        Ok(Box::new(std::io::BufReader::with_capacity(256 * 1024, file)))
+        Ok(Box::new(std::io::BufReader::with_capacity(
+            256 * 1024,
+            file,
+        )))
     }
 }

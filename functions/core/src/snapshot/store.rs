@@ -93,7 +93,10 @@ impl MemStore {
 
     /// Every key written, sorted.
     pub fn keys(&self) -> Vec<String> {
-        self.keys.lock().map(|k| k.iter().cloned().collect()).unwrap_or_default()
+        self.keys
+            .lock()
+            .map(|k| k.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// A copy of the stored blobs (for byte-for-byte comparisons in tests).
@@ -156,7 +159,10 @@ impl FsStore {
 
     fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
         // Keys come from this crate, but a `..` would escape the root, so refuse it outright.
-        if key.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+        if key
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+        {
             return Err(StoreError::new("path", key, "not a valid key"));
         }
         Ok(self.root.join(key))
@@ -202,6 +208,10 @@ impl MemPayloads {
         Self::default()
     }
 
+    pub fn get(&self, key: &str) -> Option<Bytes> {
+        self.files.lock().ok()?.get(key).cloned()
+    }
+
     pub fn insert(&self, key: &str, bytes: impl Into<Bytes>) {
         if let Ok(mut f) = self.files.lock() {
             f.insert(key.to_owned(), bytes.into());
@@ -238,10 +248,14 @@ impl FsPayloads {
 #[async_trait]
 impl PayloadSource for FsPayloads {
     async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError> {
-        if key.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+        if key
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+        {
             return Err(StoreError::new("open", key, "not a valid key"));
         }
-        let f = std::fs::File::open(self.root.join(key)).map_err(|e| StoreError::new("open", key, e))?;
+        let f = std::fs::File::open(self.root.join(key))
+            .map_err(|e| StoreError::new("open", key, e))?;
         Ok(Box::new(std::io::BufReader::with_capacity(256 * 1024, f)))
     }
 }

@@ -200,48 +200,51 @@ impl Stage {
             Item::Row(mut row) => {
                 let to = self.map_row(row.index);
                 match self {
-                Stage::Set { rows, next } => {
-                    emit_set_rows_before(rows, next, row.index, out);
-                    if let Some((r, edits)) = rows.get(*next) {
-                        if *r == row.index {
-                            apply_set_to_row(&mut row.cells, edits.iter().map(|(c, v)| (*c, v)));
-                            *next += 1;
+                    Stage::Set { rows, next } => {
+                        emit_set_rows_before(rows, next, row.index, out);
+                        if let Some((r, edits)) = rows.get(*next) {
+                            if *r == row.index {
+                                apply_set_to_row(
+                                    &mut row.cells,
+                                    edits.iter().map(|(c, v)| (*c, v)),
+                                );
+                                *next += 1;
+                            }
+                        }
+                        if !row.cells.is_empty() {
+                            out.push(Item::Row(row));
                         }
                     }
-                    if !row.cells.is_empty() {
-                        out.push(Item::Row(row));
+                    Stage::InsertRows {
+                        at, rows, emitted, ..
+                    } => {
+                        if row.index >= *at && !*emitted {
+                            out.extend(rows.iter().cloned().map(Item::Row));
+                            *emitted = true;
+                        }
+                        if let Some(to) = to {
+                            row.index = to;
+                            out.push(Item::Row(row));
+                        }
                     }
-                }
-                Stage::InsertRows {
-                    at, rows, emitted, ..
-                } => {
-                    if row.index >= *at && !*emitted {
-                        out.extend(rows.iter().cloned().map(Item::Row));
-                        *emitted = true;
+                    Stage::DeleteRows { .. } => {
+                        if let Some(to) = to {
+                            row.index = to;
+                            out.push(Item::Row(row));
+                        }
                     }
-                    if let Some(to) = to {
-                        row.index = to;
-                        out.push(Item::Row(row));
+                    Stage::InsertColumns { at, count } => {
+                        insert_columns(&mut row.cells, *at, *count);
+                        if !row.cells.is_empty() {
+                            out.push(Item::Row(row));
+                        }
                     }
-                }
-                Stage::DeleteRows { .. } => {
-                    if let Some(to) = to {
-                        row.index = to;
-                        out.push(Item::Row(row));
+                    Stage::DeleteColumns { at, count } => {
+                        delete_columns(&mut row.cells, *at, *count);
+                        if !row.cells.is_empty() {
+                            out.push(Item::Row(row));
+                        }
                     }
-                }
-                Stage::InsertColumns { at, count } => {
-                    insert_columns(&mut row.cells, *at, *count);
-                    if !row.cells.is_empty() {
-                        out.push(Item::Row(row));
-                    }
-                }
-                Stage::DeleteColumns { at, count } => {
-                    delete_columns(&mut row.cells, *at, *count);
-                    if !row.cells.is_empty() {
-                        out.push(Item::Row(row));
-                    }
-                }
                 }
             }
             Item::Span(mut span) => {
