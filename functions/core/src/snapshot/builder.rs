@@ -276,9 +276,9 @@ impl<'a> SnapshotBuilder<'a> {
         base: Option<Manifest>,
         entries: impl IntoIterator<Item = LogEntry>,
     ) -> Result<Self, SnapshotError> {
-        if config.chunk_target < 1024 {
+        if config.chunk_target < 64 {
             return Err(SnapshotError::BadInput(
-                "chunk target must be at least 1024 bytes".into(),
+                "chunk target must be at least 64 bytes".into(),
             ));
         }
         if let Some(b) = &base {

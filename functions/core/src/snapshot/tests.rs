@@ -16,7 +16,7 @@ use crate::sheet::{Cell, CellRef, Range, Sheet, Value};
 
 const LOG: Uuid = Uuid::from_u128(0x5eed_0000_0000_4000_8000_0000_0000_0001);
 /// A tiny target so the small sheets of the property tests still span many chunks.
-const SMALL: BuildConfig = BuildConfig { chunk_target: 1024 };
+const SMALL: BuildConfig = BuildConfig { chunk_target: 160 };
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -79,7 +79,7 @@ fn snapshot_blobs(store: &MemStore, m: &Manifest) -> BTreeMap<String, Bytes> {
 }
 
 fn full_range() -> Range {
-    Range::new(CellRef { row: 0, col: 0 }, CellRef { row: 59, col: 11 })
+    Range::new(CellRef { row: 0, col: 0 }, CellRef { row: 99, col: 13 })
 }
 
 // ---- random event sequences ----
@@ -103,28 +103,30 @@ enum Spec {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
+    // Cells of one `set` sit within four rows of each other, as a person's edits do, so most
+    // entries leave most chunks alone and the reuse path is exercised as much as the rewrite path.
     let cell = (
-        0u32..50,
+        0u32..4,
         0u32..10,
         small_value(),
         proptest::option::of("0\\.0{0,3}%?"),
     );
     prop_oneof![
-        6 => proptest::collection::vec(cell, 1..16).prop_map(|cells| Spec::Event(Event::Set(SetCells {
+        8 => (0u32..70, proptest::collection::vec(cell, 1..8)).prop_map(|(r0, cells)| Spec::Event(Event::Set(SetCells {
             cells: cells
                 .into_iter()
-                .map(|(row, col, value, format)| CellEdit { at: CellRef { row, col }, value, format })
+                .map(|(dr, col, value, format)| CellEdit { at: CellRef { row: r0 + dr, col }, value, format })
                 .collect(),
         }))),
-        2 => (0u32..50, 1u32..5, proptest::collection::vec(proptest::collection::vec(small_value(), 0..6), 0..4))
+        2 => (0u32..70, 1u32..5, proptest::collection::vec(proptest::collection::vec(small_value(), 0..6), 0..4))
             .prop_map(|(at, count, values)| Spec::Event(Event::InsertRows(InsertRows {
                 at: RowNumber(at),
                 count,
                 values: values.into_iter().take(count as usize).collect(),
             }))),
-        2 => (0u32..50, 1u32..6).prop_map(|(at, count)| Spec::Event(Event::DeleteRows(DeleteRows { at: RowNumber(at), count }))),
-        1 => (0u32..10, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::InsertColumns(InsertColumns { at: ColumnName(at), count }))),
-        1 => (0u32..10, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::DeleteColumns(DeleteColumns { at: ColumnName(at), count }))),
+        2 => (0u32..70, 1u32..6).prop_map(|(at, count)| Spec::Event(Event::DeleteRows(DeleteRows { at: RowNumber(at), count }))),
+        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::InsertColumns(InsertColumns { at: ColumnName(at), count }))),
+        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::DeleteColumns(DeleteColumns { at: ColumnName(at), count }))),
         1 => Just(Spec::Marker),
         1 => proptest::collection::vec(proptest::collection::vec("[a-z0-9]{0,30}", 0..8), 0..40)
             .prop_map(|rows| Spec::Csv(rows.iter().map(|r| r.join(",") + "\n").collect())),
@@ -164,15 +166,20 @@ fn cuts(len: usize) -> impl Strategy<Value = (usize, usize)> {
     (0..=len, 0..=len).prop_map(|(a, b)| (a.min(b), a.max(b)))
 }
 
+/// A random entry list that starts with an import of 60 realistic rows (so there is a base with
+/// many chunks for later entries to reuse or rewrite), and two cut points.
 fn case() -> impl Strategy<Value = (Vec<Spec>, (usize, usize))> {
-    proptest::collection::vec(spec(), 1..30).prop_flat_map(|specs| {
+    proptest::collection::vec(spec(), 1..16).prop_flat_map(|mut specs| {
+        let mut csv = Vec::new();
+        write_sample_csv(&mut csv, 60).unwrap();
+        specs.insert(0, Spec::Csv(String::from_utf8(csv).unwrap()));
         let n = specs.len();
         (Just(specs), cuts(n))
     })
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// (a) A snapshot at k plus replay of the entries after it equals replay from empty.
     #[test]
@@ -547,7 +554,7 @@ fn builder_rejects_gaps_and_foreign_checkpoints() {
             log_id: LOG,
             seq: 9,
             base_seq: None,
-            chunk_target: 1024,
+            chunk_target: 160,
             consumed: 0,
             import: None,
             next_chunk_start: 0,
