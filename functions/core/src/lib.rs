@@ -6,6 +6,8 @@
 //! - [`log`]    — the event log: create, append, start segment, load, read since
 //! - [`ports`]  — narrow async traits for the stores
 //! - [`aws`]    — DynamoDB and S3 adapters, table schema, the shared stream filter
+//! - [`sheet`]  — the spreadsheet model: events, validation, binary codec, state machine, import
+//! - [`snapshot`] — chunked, content-addressed snapshots: format, incremental builder, read path
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
 
@@ -15,6 +17,8 @@ pub mod domain;
 pub mod error;
 pub mod log;
 pub mod ports;
+pub mod sheet;
+pub mod snapshot;
 
 pub use domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
 pub use error::{LogError, StoreError};

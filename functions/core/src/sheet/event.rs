@@ -1,0 +1,569 @@
+//! Spreadsheet events: typed, validated, with a JSON form (the HTTP API contract) and a compact
+//! binary form (the log body), versioned per type.
+//!
+//! JSON: `{"type": "set", "body": {"cells": [{"ref": "B3", "value": 1, "format": "0.00"}]}}`.
+//! Binary: `Event::encode` gives `(type code, body version, bytes)`; the log stores those three
+//! things and nothing else about the event.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::a1::{CellRef, column_name, parse_column};
+use super::codec::{self, CodecError, Reader, Writer};
+use super::limits::{MAX_CELLS_PER_SET, MAX_COLS, MAX_ROWS};
+use super::value::{Cell, Value, check_format};
+
+/// Type code of the log's own Snapshot entry (owned by the log core).
+pub const TYPE_SNAPSHOT: u16 = 0;
+/// Type code of the log's own End Segment entry (owned by the log core).
+pub const TYPE_END_SEGMENT: u16 = 1;
+pub const TYPE_SET: u16 = 16;
+pub const TYPE_INSERT_ROWS: u16 = 17;
+pub const TYPE_DELETE_ROWS: u16 = 18;
+pub const TYPE_INSERT_COLUMNS: u16 = 19;
+pub const TYPE_DELETE_COLUMNS: u16 = 20;
+pub const TYPE_IMPORT: u16 = 21;
+
+/// The body version every type is written with today. Decoders keep accepting older versions.
+pub const BODY_VERSION: u16 = 1;
+
+/// One spreadsheet event. The JSON form is adjacently tagged: `{"type": ..., "body": ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", content = "body", rename_all = "kebab-case")]
+pub enum Event {
+    Set(SetCells),
+    InsertRows(InsertRows),
+    DeleteRows(DeleteRows),
+    InsertColumns(InsertColumns),
+    DeleteColumns(DeleteColumns),
+    Import(Import),
+}
+
+/// `set`: write cells. Each edit replaces the whole cell (value and format); `null` with no format
+/// clears it. When a reference repeats, the last edit wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetCells {
+    pub cells: Vec<CellEdit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellEdit {
+    #[serde(rename = "ref")]
+    pub at: CellRef,
+    pub value: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+}
+
+/// A 1-based row number in JSON, held 0-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RowNumber(pub u32);
+
+/// Column letters in JSON (`"C"`), held as a 0-based index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ColumnName(pub u32);
+
+/// `insert-rows`: `count` empty rows so the first new row is row `at`; rows from `at` down move
+/// down by `count`. `values[i][j]` fills new row `at + i`, column `j` (from A). Cells pushed past
+/// the last sheet row are dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InsertRows {
+    pub at: RowNumber,
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<Vec<Value>>,
+}
+
+/// `delete-rows`: remove rows `at..at+count`; rows below move up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRows {
+    pub at: RowNumber,
+    pub count: u32,
+}
+
+/// `insert-columns`: like `insert-rows` for columns, with no values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InsertColumns {
+    pub at: ColumnName,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteColumns {
+    pub at: ColumnName,
+    pub count: u32,
+}
+
+/// `import`: replace the sheet with a file's contents from A1. The file is the entry's external
+/// payload, supplied separately.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Import {
+    pub format: ImportFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImportFormat {
+    Csv,
+    Xlsx,
+}
+
+/// An entry the log can hold: its own markers or a spreadsheet event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    Snapshot,
+    EndSegment,
+    Event(Event),
+}
+
+/// An event that breaks a rule; `path` names the field (`cells[2].ref`), empty for the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl ValidationError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ValidationError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a stored body did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("unknown entry type {0}")]
+    UnknownType(u16),
+    #[error("type {0} is a log entry (snapshot or end-segment), not a spreadsheet event")]
+    LogEntry(u16),
+    #[error(
+        "{type_name} body version {version} is not supported (this build reads 1..={BODY_VERSION})"
+    )]
+    UnsupportedVersion {
+        type_name: &'static str,
+        version: u16,
+    },
+    #[error("{type_name} body: {source}")]
+    Codec {
+        type_name: &'static str,
+        source: CodecError,
+    },
+    #[error("{type_name} body: {source}")]
+    Invalid {
+        type_name: &'static str,
+        source: ValidationError,
+    },
+}
+
+const TYPE_NAMES: [&str; 6] = [
+    "set",
+    "insert-rows",
+    "delete-rows",
+    "insert-columns",
+    "delete-columns",
+    "import",
+];
+
+impl Event {
+    /// The JSON `type` name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::Set(_) => "set",
+            Event::InsertRows(_) => "insert-rows",
+            Event::DeleteRows(_) => "delete-rows",
+            Event::InsertColumns(_) => "insert-columns",
+            Event::DeleteColumns(_) => "delete-columns",
+            Event::Import(_) => "import",
+        }
+    }
+
+    pub fn type_code(&self) -> u16 {
+        match self {
+            Event::Set(_) => TYPE_SET,
+            Event::InsertRows(_) => TYPE_INSERT_ROWS,
+            Event::DeleteRows(_) => TYPE_DELETE_ROWS,
+            Event::InsertColumns(_) => TYPE_INSERT_COLUMNS,
+            Event::DeleteColumns(_) => TYPE_DELETE_COLUMNS,
+            Event::Import(_) => TYPE_IMPORT,
+        }
+    }
+
+    /// Parses and validates a whole JSON entry `{"type": ..., "body": ...}`.
+    pub fn from_json(bytes: &[u8]) -> Result<Event, ValidationError> {
+        let raw: RawEntry = serde_json::from_slice(bytes).map_err(|e| {
+            // serde_json's messages carry "at line 1 column 7", which is noise for a JSON body.
+            let msg = e.to_string();
+            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
+            ValidationError::new("", msg)
+        })?;
+        Event::from_parts(&raw.kind, raw.body)
+    }
+
+    /// Parses and validates an entry given its `type` and `body` (for callers that wrap the entry
+    /// in their own JSON, such as the API with its `expectedSeq`).
+    pub fn from_parts(kind: &str, body: serde_json::Value) -> Result<Event, ValidationError> {
+        let event = match kind {
+            "set" => Event::Set(parse_body(body)?),
+            "insert-rows" => Event::InsertRows(parse_body(body)?),
+            "delete-rows" => Event::DeleteRows(parse_body(body)?),
+            "insert-columns" => Event::InsertColumns(parse_body(body)?),
+            "delete-columns" => Event::DeleteColumns(parse_body(body)?),
+            "import" => Event::Import(parse_body(body)?),
+            other => {
+                return Err(ValidationError::new(
+                    "type",
+                    format!(
+                        "{other:?} is not a known entry type (expected one of {})",
+                        TYPE_NAMES.join(", ")
+                    ),
+                ));
+            }
+        };
+        event.validate()?;
+        Ok(event)
+    }
+
+    /// Checks the rules serde cannot: limits that involve more than one field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        match self {
+            Event::Set(s) => {
+                if s.cells.is_empty() {
+                    return Err(ValidationError::new("cells", "must hold at least one cell"));
+                }
+                if s.cells.len() > MAX_CELLS_PER_SET {
+                    return Err(ValidationError::new(
+                        "cells",
+                        format!(
+                            "{} cells, the limit per entry is {MAX_CELLS_PER_SET}",
+                            s.cells.len()
+                        ),
+                    ));
+                }
+                for (i, c) in s.cells.iter().enumerate() {
+                    if CellRef::new(c.at.row, c.at.col).is_none() {
+                        return Err(ValidationError::new(
+                            format!("cells[{i}].ref"),
+                            "is outside the sheet",
+                        ));
+                    }
+                    c.value.check().map_err(|e| {
+                        ValidationError::new(format!("cells[{i}].value"), e.to_string())
+                    })?;
+                    if let Some(f) = &c.format {
+                        check_format(f).map_err(|e| {
+                            ValidationError::new(format!("cells[{i}].format"), e.to_string())
+                        })?;
+                    }
+                }
+                Ok(())
+            }
+            Event::InsertRows(e) => {
+                check_span(e.at.0, e.count, MAX_ROWS, "row", &e.at.to_string())?;
+                if e.values.len() as u64 > u64::from(e.count) {
+                    return Err(ValidationError::new(
+                        "values",
+                        format!("has {} rows but count is {}", e.values.len(), e.count),
+                    ));
+                }
+                for (i, row) in e.values.iter().enumerate() {
+                    if row.len() as u64 > u64::from(MAX_COLS) {
+                        return Err(ValidationError::new(
+                            format!("values[{i}]"),
+                            format!("has {} values, the sheet has {MAX_COLS} columns", row.len()),
+                        ));
+                    }
+                    for (j, v) in row.iter().enumerate() {
+                        v.check().map_err(|e| {
+                            ValidationError::new(format!("values[{i}][{j}]"), e.to_string())
+                        })?;
+                    }
+                }
+                Ok(())
+            }
+            Event::DeleteRows(e) => check_span(e.at.0, e.count, MAX_ROWS, "row", &e.at.to_string()),
+            Event::InsertColumns(e) => {
+                check_span(e.at.0, e.count, MAX_COLS, "column", &column_name(e.at.0))
+            }
+            Event::DeleteColumns(e) => {
+                check_span(e.at.0, e.count, MAX_COLS, "column", &column_name(e.at.0))
+            }
+            Event::Import(_) => Ok(()),
+        }
+    }
+
+    /// The binary form: `(type code, body version, body bytes)`.
+    pub fn encode(&self) -> (u16, u16, Vec<u8>) {
+        let mut w = Writer::new();
+        match self {
+            Event::Set(s) => {
+                w.varint(s.cells.len() as u64);
+                for c in &s.cells {
+                    w.varint(u64::from(c.at.row));
+                    w.varint(u64::from(c.at.col));
+                    codec::write_value(&mut w, &c.value, c.format.as_deref());
+                }
+            }
+            Event::InsertRows(e) => {
+                w.varint(u64::from(e.at.0));
+                w.varint(u64::from(e.count));
+                w.varint(e.values.len() as u64);
+                for row in &e.values {
+                    w.varint(row.len() as u64);
+                    for v in row {
+                        codec::write_value(&mut w, v, None);
+                    }
+                }
+            }
+            Event::DeleteRows(DeleteRows { at, count }) => {
+                w.varint(u64::from(at.0));
+                w.varint(u64::from(*count));
+            }
+            Event::InsertColumns(InsertColumns { at, count })
+            | Event::DeleteColumns(DeleteColumns { at, count }) => {
+                w.varint(u64::from(at.0));
+                w.varint(u64::from(*count));
+            }
+            Event::Import(i) => w.u8(match i.format {
+                ImportFormat::Csv => 0,
+                ImportFormat::Xlsx => 1,
+            }),
+        }
+        (self.type_code(), BODY_VERSION, w.buf)
+    }
+
+    /// Decodes a stored body and checks it against the same rules as the JSON form.
+    pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<Event, DecodeError> {
+        let type_name = match type_code {
+            TYPE_SNAPSHOT | TYPE_END_SEGMENT => return Err(DecodeError::LogEntry(type_code)),
+            TYPE_SET..=TYPE_IMPORT => TYPE_NAMES[usize::from(type_code - TYPE_SET)],
+            _ => return Err(DecodeError::UnknownType(type_code)),
+        };
+        if version != BODY_VERSION {
+            return Err(DecodeError::UnsupportedVersion { type_name, version });
+        }
+        let codec_err = |source| DecodeError::Codec { type_name, source };
+        let mut r = Reader::new(body);
+        let event = decode_v1(type_code, &mut r).map_err(codec_err)?;
+        r.finish().map_err(codec_err)?;
+        event
+            .validate()
+            .map_err(|source| DecodeError::Invalid { type_name, source })?;
+        Ok(event)
+    }
+}
+
+fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
+    let span = |r: &mut Reader<'_>, max: u32, what: &str| -> Result<(u32, u32), CodecError> {
+        Ok((r.varint_u32(max - 1, what)?, r.varint_u32(max, "count")?))
+    };
+    Ok(match type_code {
+        TYPE_SET => {
+            let n = r.varint()?;
+            if n > MAX_CELLS_PER_SET as u64 {
+                return Err(CodecError::Invalid(format!("{n} cells")));
+            }
+            // Every cell takes at least three bytes, so a lying count cannot over-allocate.
+            let mut cells = Vec::with_capacity((n as usize).min(r.remaining() / 3));
+            for _ in 0..n {
+                let row = r.varint_u32(MAX_ROWS - 1, "row")?;
+                let col = r.varint_u32(MAX_COLS - 1, "column")?;
+                let (value, format) = codec::read_value(r)?;
+                cells.push(CellEdit {
+                    at: CellRef { row, col },
+                    value,
+                    format: format.map(String::from),
+                });
+            }
+            Event::Set(SetCells { cells })
+        }
+        TYPE_INSERT_ROWS => {
+            let (at, count) = span(r, MAX_ROWS, "row")?;
+            let nrows = r.varint_u32(count, "value rows")?;
+            let mut values = Vec::with_capacity((nrows as usize).min(r.remaining()));
+            for _ in 0..nrows {
+                let ncols = r.varint_u32(MAX_COLS, "values per row")?;
+                let mut row = Vec::with_capacity((ncols as usize).min(r.remaining()));
+                for _ in 0..ncols {
+                    let (v, f) = codec::read_value(r)?;
+                    if f.is_some() {
+                        return Err(CodecError::Invalid(
+                            "insert-rows values carry no format".into(),
+                        ));
+                    }
+                    row.push(v);
+                }
+                values.push(row);
+            }
+            Event::InsertRows(InsertRows {
+                at: RowNumber(at),
+                count,
+                values,
+            })
+        }
+        TYPE_DELETE_ROWS => {
+            let (at, count) = span(r, MAX_ROWS, "row")?;
+            Event::DeleteRows(DeleteRows {
+                at: RowNumber(at),
+                count,
+            })
+        }
+        TYPE_INSERT_COLUMNS => {
+            let (at, count) = span(r, MAX_COLS, "column")?;
+            Event::InsertColumns(InsertColumns {
+                at: ColumnName(at),
+                count,
+            })
+        }
+        TYPE_DELETE_COLUMNS => {
+            let (at, count) = span(r, MAX_COLS, "column")?;
+            Event::DeleteColumns(DeleteColumns {
+                at: ColumnName(at),
+                count,
+            })
+        }
+        _ => Event::Import(Import {
+            format: match r.u8()? {
+                0 => ImportFormat::Csv,
+                1 => ImportFormat::Xlsx,
+                b => return Err(CodecError::Invalid(format!("unknown import format {b}"))),
+            },
+        }),
+    })
+}
+
+/// `at`/`count` of a row or column span: `count >= 1` and the span ends inside the sheet.
+fn check_span(
+    at: u32,
+    count: u32,
+    max: u32,
+    unit: &str,
+    at_text: &str,
+) -> Result<(), ValidationError> {
+    if count == 0 {
+        return Err(ValidationError::new("count", "must be at least 1"));
+    }
+    if u64::from(at) + u64::from(count) > u64::from(max) {
+        return Err(ValidationError::new(
+            "count",
+            format!("{count} {unit}s from {at_text} run past the end of the sheet ({max} {unit}s)"),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_body<T: DeserializeOwned>(body: serde_json::Value) -> Result<T, ValidationError> {
+    serde_path_to_error::deserialize(body).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        ValidationError::new(path, e.into_inner().to_string())
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    body: serde_json::Value,
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = RawEntry::deserialize(d)?;
+        Event::from_parts(&raw.kind, raw.body).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for RowNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "row {}", u64::from(self.0) + 1)
+    }
+}
+
+impl Serialize for RowNumber {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::from(self.0) + 1)
+    }
+}
+
+impl<'de> Deserialize<'de> for RowNumber {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        if n < 1 || n > i64::from(MAX_ROWS) {
+            return Err(serde::de::Error::custom(format!(
+                "{n} is out of range (rows are 1..={MAX_ROWS})"
+            )));
+        }
+        Ok(RowNumber(n as u32 - 1))
+    }
+}
+
+impl Serialize for ColumnName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&column_name(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for ColumnName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_column(&s)
+            .map(ColumnName)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Entry {
+    /// Decodes any stored entry: the log's markers (whose bodies belong to the log core and are not
+    /// looked at here) or a spreadsheet event.
+    pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<Entry, DecodeError> {
+        match type_code {
+            TYPE_SNAPSHOT => Ok(Entry::Snapshot),
+            TYPE_END_SEGMENT => Ok(Entry::EndSegment),
+            _ => Event::decode(type_code, version, body).map(Entry::Event),
+        }
+    }
+
+    pub fn type_code(&self) -> u16 {
+        match self {
+            Entry::Snapshot => TYPE_SNAPSHOT,
+            Entry::EndSegment => TYPE_END_SEGMENT,
+            Entry::Event(e) => e.type_code(),
+        }
+    }
+}
+
+impl SetCells {
+    /// The edits keyed by position in row-major order, the last edit of a repeated reference
+    /// winning. A blank cell in the map means "clear".
+    pub fn sorted_edits(&self) -> BTreeMap<CellRef, Cell> {
+        let mut m = BTreeMap::new();
+        for c in &self.cells {
+            m.insert(c.at, Cell::new(c.value.clone(), c.format.as_deref()));
+        }
+        m
+    }
+}

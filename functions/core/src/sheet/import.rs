@@ -1,0 +1,414 @@
+//! Reading CSV and XLSX files into rows, streaming: one row in memory at a time (plus, for XLSX,
+//! the workbook's shared-strings table, which calamine loads up front).
+//!
+//! Two modes. [`Mode::Strict`] is for validating an upload before it is committed: anything
+//! outside the sheet limits is an error naming the row and column. [`Mode::Lenient`] is for
+//! applying an entry already in the log, where every input must give *some* deterministic sheet:
+//! rows past the last sheet row and columns past the last column are dropped, over-long text is
+//! cut to the limit, and reading stops at the first record that cannot be parsed.
+//!
+//! Value inference for CSV fields follows what spreadsheets do on open: empty → no cell;
+//! `TRUE`/`FALSE` (any case) → boolean; a standard error text such as `#N/A` → that error; a plain
+//! decimal number (optional sign, digits, point, exponent; no `inf`/`nan`, no thousands
+//! separators) → number; anything else → text. The first line is data, not a header. Each record
+//! is one row; blank lines are skipped (as the `csv` crate and most CSV readers do), while a line
+//! of empty fields (`,,`) is an empty row.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
+
+use calamine::{DataRef, Reader as _, Xlsx};
+use serde::{Deserialize, Serialize};
+
+use super::a1::CellRef;
+use super::event::ImportFormat;
+use super::limits::{MAX_COLS, MAX_ROWS, MAX_TEXT_CHARS};
+use super::model::Row;
+use super::value::{Cell, ErrorCode, Value};
+
+/// A seekable byte source (a file, or bytes in memory).
+pub trait ReadSeek: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadSeek for T {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Strict,
+    Lenient,
+}
+
+/// Where to resume reading: every row before `row` has been delivered. For CSV, `byte`, `line`
+/// and `record` locate the next record so the reader can seek instead of re-reading; XLSX
+/// re-reads and skips (its XML cannot be entered in the middle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ImportPos {
+    pub row: u32,
+    #[serde(default)]
+    pub byte: u64,
+    #[serde(default)]
+    pub line: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("reading the file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the file is not a readable {format}: {message}")]
+    Unreadable {
+        format: &'static str,
+        message: String,
+    },
+    #[error("the file has more than {MAX_ROWS} rows")]
+    TooManyRows,
+    #[error("row {row} has more than {MAX_COLS} columns")]
+    TooManyColumns { row: u64 },
+    #[error("{cell}: text is {chars} characters, the limit is {MAX_TEXT_CHARS}")]
+    TextTooLong { cell: String, chars: usize },
+    #[error("stopped by the consumer: {0}")]
+    Consumer(String),
+}
+
+/// What a completed read saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImportSummary {
+    /// Rows delivered (non-empty rows only).
+    pub rows: u64,
+    pub cells: u64,
+    /// True when reading stopped early at unreadable input (lenient mode only).
+    pub truncated: bool,
+}
+
+/// Calls `f` with each non-empty row in order and the position after it. `f` may stop the read
+/// early with `ControlFlow::Break`, or fail it with an error message.
+pub fn read_rows(
+    format: ImportFormat,
+    reader: Box<dyn ReadSeek>,
+    from: ImportPos,
+    mode: Mode,
+    f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
+) -> Result<ImportSummary, ImportError> {
+    match format {
+        ImportFormat::Csv => read_csv(reader, from, mode, f),
+        ImportFormat::Xlsx => read_xlsx(reader, from, mode, f),
+    }
+}
+
+/// Checks that a file would import within the limits (what the API runs before committing).
+pub fn validate(
+    format: ImportFormat,
+    reader: Box<dyn ReadSeek>,
+) -> Result<ImportSummary, ImportError> {
+    read_rows(
+        format,
+        reader,
+        ImportPos::default(),
+        Mode::Strict,
+        &mut |_, _| Ok(ControlFlow::Continue(())),
+    )
+}
+
+fn read_csv(
+    mut reader: Box<dyn ReadSeek>,
+    from: ImportPos,
+    mode: Mode,
+    f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
+) -> Result<ImportSummary, ImportError> {
+    reader.seek(SeekFrom::Start(from.byte))?;
+    let mut builder = csv::ReaderBuilder::new();
+    builder.has_headers(false).flexible(true);
+    let mut csv = builder.from_reader(reader);
+    let mut record = csv::ByteRecord::new();
+    let mut summary = ImportSummary::default();
+    let mut row = from.row;
+    loop {
+        match csv.read_byte_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => return Ok(summary),
+            Err(e) => match e.into_kind() {
+                csv::ErrorKind::Io(io) => return Err(ImportError::Io(io)),
+                other if mode == Mode::Strict => {
+                    return Err(ImportError::Unreadable {
+                        format: "CSV",
+                        message: format!("{other:?}"),
+                    });
+                }
+                _ => {
+                    summary.truncated = true;
+                    return Ok(summary);
+                }
+            },
+        }
+        if row >= MAX_ROWS {
+            if mode == Mode::Strict {
+                return Err(ImportError::TooManyRows);
+            }
+            summary.truncated = true;
+            return Ok(summary);
+        }
+        if record.len() > MAX_COLS as usize && mode == Mode::Strict {
+            return Err(ImportError::TooManyColumns {
+                row: u64::from(row) + 1,
+            });
+        }
+        let mut cells = Vec::new();
+        for (col, field) in record.iter().take(MAX_COLS as usize).enumerate() {
+            if field.is_empty() {
+                continue;
+            }
+            let text = String::from_utf8_lossy(field);
+            let value = infer_value(&text, row, col as u32, mode)?;
+            cells.push((
+                col as u32,
+                Cell {
+                    value,
+                    format: None,
+                },
+            ));
+        }
+        // A record boundary the reader can seek back to: the start of the next record.
+        let p = csv.position();
+        let pos = ImportPos {
+            row: row + 1,
+            byte: from.byte + p.byte(),
+            line: from.line + p.line(),
+        };
+        row += 1;
+        if cells.is_empty() {
+            continue;
+        }
+        summary.rows += 1;
+        summary.cells += cells.len() as u64;
+        let r = Row {
+            index: row - 1,
+            cells,
+        };
+        match f(r, pos).map_err(ImportError::Consumer)? {
+            ControlFlow::Continue(()) => {}
+            ControlFlow::Break(()) => return Ok(summary),
+        }
+    }
+}
+
+/// Spreadsheet-style typing of one text field (see the module docs).
+pub fn infer_value(text: &str, row: u32, col: u32, mode: Mode) -> Result<Value, ImportError> {
+    if text.eq_ignore_ascii_case("true") {
+        return Ok(Value::Bool(true));
+    }
+    if text.eq_ignore_ascii_case("false") {
+        return Ok(Value::Bool(false));
+    }
+    if text.starts_with('#') {
+        if let Some(e) = ErrorCode::parse(text) {
+            return Ok(Value::Error(e));
+        }
+    }
+    if looks_numeric(text) {
+        if let Ok(n) = text.parse::<f64>() {
+            if n.is_finite() {
+                return Ok(Value::Number(n));
+            }
+        }
+    }
+    Ok(Value::Text(limit_text(text.to_owned(), row, col, mode)?))
+}
+
+fn limit_text(text: String, row: u32, col: u32, mode: Mode) -> Result<String, ImportError> {
+    if text.len() <= MAX_TEXT_CHARS {
+        return Ok(text);
+    }
+    let chars = text.chars().count();
+    if chars <= MAX_TEXT_CHARS {
+        return Ok(text);
+    }
+    if mode == Mode::Strict {
+        let cell = CellRef { row, col }.to_string();
+        return Err(ImportError::TextTooLong { cell, chars });
+    }
+    Ok(text.chars().take(MAX_TEXT_CHARS).collect())
+}
+
+/// A plain decimal: `-12`, `3.5`, `.5`, `1e-3`. Rejects what `f64::from_str` would also accept but
+/// a spreadsheet would keep as text (`inf`, `NaN`, `1_000`).
+fn looks_numeric(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if matches!(b.first(), Some(b'+' | b'-')) {
+        i = 1;
+    }
+    let digits_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let mut mantissa_digits = i - digits_start;
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let frac_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        mantissa_digits += i - frac_start;
+    }
+    if mantissa_digits == 0 {
+        return false;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exp_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == exp_start {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+fn read_xlsx(
+    reader: Box<dyn ReadSeek>,
+    from: ImportPos,
+    mode: Mode,
+    f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
+) -> Result<ImportSummary, ImportError> {
+    let unreadable = |e: calamine::XlsxError| ImportError::Unreadable {
+        format: "XLSX",
+        message: e.to_string(),
+    };
+    let mut summary = ImportSummary::default();
+    let mut book: Xlsx<_> = match Xlsx::new(reader) {
+        Ok(b) => b,
+        Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
+        Err(_) => {
+            summary.truncated = true;
+            return Ok(summary);
+        }
+    };
+    let Some(name) = book.sheet_names().first().cloned() else {
+        return Ok(summary);
+    };
+    let mut cells = match book.worksheet_cells_reader(&name) {
+        Ok(c) => c,
+        Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
+        Err(_) => {
+            summary.truncated = true;
+            return Ok(summary);
+        }
+    };
+    let mut current: Option<Row> = None;
+    // Emits the row being assembled; returns true when the consumer asked to stop.
+    let mut emit = |row: Option<Row>, summary: &mut ImportSummary| -> Result<bool, ImportError> {
+        let Some(row) = row else { return Ok(false) };
+        if row.cells.is_empty() || row.index < from.row {
+            return Ok(false);
+        }
+        summary.rows += 1;
+        summary.cells += row.cells.len() as u64;
+        let pos = ImportPos {
+            row: row.index + 1,
+            ..ImportPos::default()
+        };
+        Ok(f(row, pos).map_err(ImportError::Consumer)?.is_break())
+    };
+    loop {
+        let cell = match cells.next_cell() {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
+            Err(_) => {
+                summary.truncated = true;
+                break;
+            }
+        };
+        let (r, c) = cell.get_position();
+        if r >= MAX_ROWS || c >= MAX_COLS {
+            if mode == Mode::Strict {
+                return Err(if r >= MAX_ROWS {
+                    ImportError::TooManyRows
+                } else {
+                    ImportError::TooManyColumns {
+                        row: u64::from(r) + 1,
+                    }
+                });
+            }
+            continue;
+        }
+        let Some((value, format)) = xlsx_value(cell.get_value(), r, c, mode)? else {
+            continue;
+        };
+        let same_row = current.as_ref().is_some_and(|row| row.index == r);
+        if !same_row {
+            if current.as_ref().is_some_and(|row| row.index > r) {
+                // Worksheet XML is row-major in every file Excel writes; a file that is not cannot
+                // be streamed in order, so its out-of-order cells are an error (strict) or dropped.
+                if mode == Mode::Strict {
+                    return Err(ImportError::Unreadable {
+                        format: "XLSX",
+                        message: format!("cell {} is out of row order", CellRef { row: r, col: c }),
+                    });
+                }
+                continue;
+            }
+            if emit(current.take(), &mut summary)? {
+                return Ok(summary);
+            }
+            current = Some(Row {
+                index: r,
+                cells: Vec::new(),
+            });
+        }
+        if let Some(row) = current.as_mut() {
+            if row.cells.last().is_some_and(|(last, _)| *last >= c) {
+                if mode == Mode::Strict {
+                    return Err(ImportError::Unreadable {
+                        format: "XLSX",
+                        message: format!(
+                            "cell {} is out of column order",
+                            CellRef { row: r, col: c }
+                        ),
+                    });
+                }
+                continue;
+            }
+            row.cells.push((c, Cell::new(value, format)));
+        }
+    }
+    emit(current.take(), &mut summary)?;
+    Ok(summary)
+}
+
+fn xlsx_value(
+    v: &DataRef<'_>,
+    row: u32,
+    col: u32,
+    mode: Mode,
+) -> Result<Option<(Value, Option<&'static str>)>, ImportError> {
+    let text = |s: &str| -> Result<Value, ImportError> {
+        Ok(Value::Text(limit_text(s.to_owned(), row, col, mode)?))
+    };
+    Ok(Some(match v {
+        DataRef::Empty => return Ok(None),
+        DataRef::Int(i) => (Value::Number(*i as f64), None),
+        DataRef::Float(x) if x.is_finite() => (Value::Number(*x), None),
+        DataRef::Float(_) => (Value::Error(ErrorCode::Num), None),
+        DataRef::String(s) => (text(s)?, None),
+        DataRef::SharedString(s) => (text(s)?, None),
+        DataRef::Bool(b) => (Value::Bool(*b), None),
+        DataRef::DateTime(d) => {
+            // Dates are serial numbers with a date format, as in Excel itself.
+            let serial = d.as_f64();
+            let format = if serial.fract() == 0.0 {
+                "yyyy-mm-dd"
+            } else {
+                "yyyy-mm-dd hh:mm:ss"
+            };
+            (Value::Number(serial), Some(format))
+        }
+        DataRef::DateTimeIso(s) | DataRef::DurationIso(s) => (text(s)?, None),
+        DataRef::Error(e) => {
+            let code = ErrorCode::parse(&e.to_string()).unwrap_or(ErrorCode::Value);
+            (Value::Error(code), None)
+        }
+    }))
+}

@@ -1,0 +1,328 @@
+//! The snapshot format: chunk bytes, chunk blobs, the manifest, and the object keys.
+//!
+//! A chunk is a contiguous run of rows. Its raw bytes are
+//! `varint row-count-stored, then per row: varint gap, varint cell-count, then per cell:
+//! varint column-gap and the cell (sheet::codec)`, where a row's *gap* is its index relative to the
+//! end of the previous row in the chunk (the first row's gap is its position relative to the
+//! chunk's first covered row) and a cell's column gap is likewise relative to the previous cell.
+//! Nothing in a chunk is absolute, so rows inserted or deleted above a chunk leave its bytes alone.
+//!
+//! The blob stored for a chunk is `b"SLC1"` followed by one zstd frame of the raw bytes; its key is
+//! `snapshots/<log>/chunks/<sha256 of the raw bytes, hex>`. The manifest is JSON at
+//! `snapshots/<log>/manifests/<seq, 20 digits>.json`.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::SnapshotError;
+use crate::sheet::codec::{self, CodecError, Reader, Writer};
+use crate::sheet::limits::{MAX_COLS, MAX_ROWS};
+use crate::sheet::{Cell, Row};
+
+/// Bumped if the chunk bytes, the blob framing or the chunk-boundary rule ever change; a builder
+/// treats a base snapshot of another format as if every chunk had changed.
+pub const FORMAT_VERSION: u32 = 1;
+const BLOB_MAGIC: &[u8; 4] = b"SLC1";
+const ZSTD_LEVEL: i32 = 3;
+/// Refuse to inflate a chunk past this: a chunk is a few MB unless a single row is enormous, and
+/// the largest legal row (16,384 cells of 32,767 chars) is under 2 GiB only barely; 1 GiB keeps a
+/// corrupt blob from exhausting memory while admitting every realistic row.
+const MAX_RAW_CHUNK: usize = 1 << 30;
+
+/// The manifest: everything needed to find and place every chunk of one snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Manifest {
+    pub format: u32,
+    pub log_id: Uuid,
+    /// The snapshot holds the state of every entry before this sequence.
+    pub seq: u64,
+    /// The chunk target size (raw bytes) the chunk boundaries were chosen for.
+    pub chunk_target: u32,
+    /// Rows covered: the last non-empty row's index plus one.
+    pub rows: u32,
+    pub cells: u64,
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// One chunk as the manifest records it. Its first covered row is the sum of `rows` of the
+/// chunks before it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChunkRef {
+    /// SHA-256 of the raw chunk bytes, hex.
+    pub hash: String,
+    /// Rows covered, from the first covered row through the chunk's last (non-empty) row.
+    pub rows: u32,
+    pub cells: u64,
+    /// The highest column used in the chunk (lets a column edit to its right skip it).
+    pub max_col: u32,
+    /// Size of the stored blob.
+    pub bytes: u64,
+    pub raw_bytes: u64,
+}
+
+pub fn manifest_key(log_id: Uuid, seq: u64) -> String {
+    format!("snapshots/{log_id}/manifests/{seq:020}.json")
+}
+
+pub fn chunk_key(log_id: Uuid, hash: &str) -> String {
+    format!("snapshots/{log_id}/chunks/{hash}")
+}
+
+impl Manifest {
+    /// An empty sheet's manifest.
+    pub fn empty(log_id: Uuid, seq: u64, chunk_target: u32) -> Self {
+        Manifest {
+            format: FORMAT_VERSION,
+            log_id,
+            seq,
+            chunk_target,
+            rows: 0,
+            cells: 0,
+            chunks: Vec::new(),
+        }
+    }
+
+    /// Canonical bytes: struct order, no whitespace, trailing newline. Same manifest, same bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+
+    pub fn from_bytes(key: &str, b: &[u8]) -> Result<Self, SnapshotError> {
+        let m: Manifest = serde_json::from_slice(b).map_err(|e| SnapshotError::BadManifest {
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let covered: u64 = m.chunks.iter().map(|c| u64::from(c.rows)).sum();
+        if covered != u64::from(m.rows) || m.rows > MAX_ROWS {
+            return Err(SnapshotError::BadManifest {
+                key: key.to_owned(),
+                reason: format!("chunks cover {covered} rows, manifest says {}", m.rows),
+            });
+        }
+        Ok(m)
+    }
+
+    /// The first covered row of each chunk.
+    pub fn chunk_starts(&self) -> Vec<u32> {
+        let mut at = 0u32;
+        self.chunks
+            .iter()
+            .map(|c| {
+                let s = at;
+                at += c.rows;
+                s
+            })
+            .collect()
+    }
+
+    pub fn stored_bytes(&self) -> u64 {
+        self.chunks.iter().map(|c| c.bytes).sum()
+    }
+}
+
+/// A chunk being assembled: rows are encoded as they arrive, so memory is the raw size.
+#[derive(Debug)]
+pub struct ChunkBuilder {
+    /// First row this chunk covers (absolute).
+    pub start: u32,
+    body: Writer,
+    rows: u64,
+    cells: u64,
+    max_col: u32,
+    /// Relative index just past the last row written.
+    end: u32,
+    scratch: Writer,
+}
+
+/// What appending a row did: the bytes it added, and the hash of its contents (not its position)
+/// that the boundary rule looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub size: u64,
+    pub content_hash: u64,
+}
+
+impl ChunkBuilder {
+    pub fn new(start: u32) -> Self {
+        ChunkBuilder {
+            start,
+            body: Writer::new(),
+            rows: 0,
+            cells: 0,
+            max_col: 0,
+            end: 0,
+            scratch: Writer::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn raw_len(&self) -> u64 {
+        self.body.len() as u64
+    }
+
+    /// Appends a non-empty row whose index is at or after `start` and after every row so far.
+    pub fn push(&mut self, row: &Row) -> Result<Appended, SnapshotError> {
+        let rel = row
+            .index
+            .checked_sub(self.start)
+            .filter(|rel| self.rows == 0 || *rel >= self.end)
+            .ok_or_else(|| {
+                SnapshotError::Internal(format!(
+                    "row {} arrived out of order (chunk starts at {}, next free relative row {})",
+                    row.index, self.start, self.end
+                ))
+            })?;
+        self.scratch.buf.clear();
+        self.scratch.varint(row.cells.len() as u64);
+        let mut next_col = 0u32;
+        for (col, cell) in &row.cells {
+            let gap = col.checked_sub(next_col).ok_or_else(|| {
+                SnapshotError::Internal(format!("row {} has unsorted columns", row.index))
+            })?;
+            self.scratch.varint(u64::from(gap));
+            codec::write_cell(&mut self.scratch, cell);
+            next_col = col + 1;
+            self.max_col = self.max_col.max(*col);
+        }
+        let before = self.body.len();
+        self.body.varint(u64::from(rel - self.end));
+        self.body.buf.extend_from_slice(&self.scratch.buf);
+        self.rows += 1;
+        self.cells += row.cells.len() as u64;
+        self.end = rel + 1;
+        Ok(Appended {
+            size: (self.body.len() - before) as u64,
+            content_hash: xxhash_rust::xxh3::xxh3_64(&self.scratch.buf),
+        })
+    }
+
+    /// Finishes the chunk: raw bytes, their hash, the compressed blob, and its manifest entry.
+    pub fn finish(self) -> Result<SealedChunk, SnapshotError> {
+        let mut raw = Writer::new();
+        raw.varint(self.rows);
+        raw.buf.extend_from_slice(&self.body.buf);
+        let raw = raw.buf;
+        let hash = hex::encode(Sha256::digest(&raw));
+        let mut blob = Vec::with_capacity(raw.len() / 3 + 16);
+        blob.extend_from_slice(BLOB_MAGIC);
+        let compressed = zstd::bulk::compress(&raw, ZSTD_LEVEL)
+            .map_err(|e| SnapshotError::Internal(format!("zstd: {e}")))?;
+        blob.extend_from_slice(&compressed);
+        Ok(SealedChunk {
+            chunk: ChunkRef {
+                hash,
+                rows: self.end,
+                cells: self.cells,
+                max_col: self.max_col,
+                bytes: blob.len() as u64,
+                raw_bytes: raw.len() as u64,
+            },
+            blob,
+        })
+    }
+}
+
+/// A finished chunk ready to store.
+#[derive(Debug)]
+pub struct SealedChunk {
+    pub chunk: ChunkRef,
+    pub blob: Vec<u8>,
+}
+
+/// Unpacks a chunk blob and checks it against the hash in its name.
+pub fn open_blob(key: &str, expected_hash: &str, blob: &[u8]) -> Result<Vec<u8>, SnapshotError> {
+    let corrupt = |reason: String| SnapshotError::Corrupt {
+        key: key.to_owned(),
+        reason,
+    };
+    let frame = blob
+        .strip_prefix(BLOB_MAGIC)
+        .ok_or_else(|| corrupt("not a sheetlog chunk (bad magic)".into()))?;
+    let mut raw = Vec::new();
+    let decoder = zstd::stream::read::Decoder::new(frame).map_err(|e| corrupt(e.to_string()))?;
+    use std::io::Read;
+    decoder
+        .take(MAX_RAW_CHUNK as u64 + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| corrupt(e.to_string()))?;
+    if raw.len() > MAX_RAW_CHUNK {
+        return Err(corrupt("inflates past the chunk size limit".into()));
+    }
+    let actual = hex::encode(Sha256::digest(&raw));
+    if actual != expected_hash {
+        return Err(corrupt(format!("content hash is {actual}")));
+    }
+    Ok(raw)
+}
+
+/// Decodes a chunk's raw bytes into rows with absolute indices (`start` + relative).
+#[derive(Debug)]
+pub struct ChunkRows {
+    raw: Vec<u8>,
+    pos: usize,
+    left: u64,
+    start: u32,
+    next_rel: u64,
+}
+
+impl ChunkRows {
+    pub fn new(raw: Vec<u8>, start: u32) -> Result<Self, CodecError> {
+        let mut r = Reader::new(&raw);
+        let left = r.varint()?;
+        let pos = raw.len() - r.remaining();
+        Ok(ChunkRows {
+            raw,
+            pos,
+            left,
+            start,
+            next_rel: 0,
+        })
+    }
+
+    /// Decodes the next row, or `None` at the end (checking nothing is left over).
+    pub fn next_row(&mut self) -> Result<Option<Row>, CodecError> {
+        let mut r = Reader::new(&self.raw[self.pos..]);
+        if self.left == 0 {
+            r.finish()?;
+            return Ok(None);
+        }
+        let rel = self.next_rel + r.varint()?;
+        let index = u64::from(self.start) + rel;
+        if index >= u64::from(MAX_ROWS) {
+            return Err(CodecError::Invalid(format!(
+                "row {index} is outside the sheet"
+            )));
+        }
+        let n = r.varint_u32(MAX_COLS, "cells in a row")?;
+        let mut cells: Vec<(u32, Cell)> = Vec::with_capacity(n as usize);
+        let mut next_col = 0u64;
+        for _ in 0..n {
+            let col = next_col + r.varint()?;
+            if col >= u64::from(MAX_COLS) {
+                return Err(CodecError::Invalid(format!(
+                    "column {col} is outside the sheet"
+                )));
+            }
+            cells.push((col as u32, codec::read_cell(&mut r)?));
+            next_col = col + 1;
+        }
+        if cells.is_empty() {
+            return Err(CodecError::Invalid("empty row stored".into()));
+        }
+        self.pos = self.raw.len() - r.remaining();
+        self.left -= 1;
+        self.next_rel = rel + 1;
+        Ok(Some(Row {
+            index: index as u32,
+            cells,
+        }))
+    }
+}

@@ -1,0 +1,70 @@
+//! The chunked, content-addressed snapshot engine.
+//!
+//! A snapshot at sequence N is the sheet after every entry before N, stored as a JSON manifest
+//! plus compressed chunks of contiguous rows, each chunk named by the hash of its contents so
+//! consecutive snapshots share every unchanged chunk. The format is specified in `format.rs` and
+//! `docs/sheet-model.md`.
+//!
+//! Layout:
+//! - `store.rs` — the blob-store and payload ports; in-memory and filesystem implementations.
+//! - `s3.rs` — the S3 adapters of both ports.
+//! - `format.rs` — chunk bytes, chunk blobs, the manifest, object keys.
+//! - `stream.rs` — events as streaming row transforms ([`stream::Stage`]), position mapping.
+//! - `builder.rs` — the incremental, resumable builder and its checkpoints.
+//! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
+
+pub mod builder;
+pub mod format;
+pub mod read;
+pub mod s3;
+pub mod store;
+pub mod stream;
+
+pub use builder::{
+    BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
+    Progress, SnapshotBuilder,
+};
+pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
+pub use read::{ReadStats, load_manifest, materialize, read_range};
+pub use store::{
+    BlobStore, FsPayloads, FsStore, MemPayloads, MemStore, PayloadSource, StoreError, WriteStats,
+};
+
+/// Why a snapshot could not be built or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("chunk {0} is missing from the store")]
+    MissingChunk(String),
+    #[error("chunk {key} is corrupt: {reason}")]
+    Corrupt { key: String, reason: String },
+    #[error("manifest {key} is unreadable: {reason}")]
+    BadManifest { key: String, reason: String },
+    #[error("import payload {key}: {message}")]
+    Import { key: String, message: String },
+    #[error("invalid build input: {0}")]
+    BadInput(String),
+    #[error("checkpoint does not belong to this build: {0} differs")]
+    CheckpointMismatch(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Builds a snapshot in one go (no checkpoints kept): see [`SnapshotBuilder`].
+pub async fn build_snapshot(
+    store: &dyn BlobStore,
+    payloads: &dyn PayloadSource,
+    config: BuildConfig,
+    log_id: uuid::Uuid,
+    seq: u64,
+    base: Option<Manifest>,
+    entries: impl IntoIterator<Item = LogEntry>,
+) -> Result<BuildResult, SnapshotError> {
+    SnapshotBuilder::new(store, payloads, config, log_id, seq, base, entries)?
+        .run(|_| {})
+        .await
+}
+
+#[cfg(test)]
+mod tests;

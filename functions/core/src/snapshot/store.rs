@@ -1,0 +1,261 @@
+//! The blob-store port the snapshot engine writes through, the payload port it reads import
+//! files through, and the local implementations (in memory, filesystem). The S3 adapters are in
+//! `s3.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::sheet::import::ReadSeek;
+
+/// A store failure, with the operation and key it happened on.
+#[derive(Debug, thiserror::Error)]
+#[error("blob store {op} {key:?}: {message}")]
+pub struct StoreError {
+    pub op: &'static str,
+    pub key: String,
+    pub message: String,
+}
+
+impl StoreError {
+    pub fn new(op: &'static str, key: &str, message: impl fmt::Display) -> Self {
+        StoreError {
+            op,
+            key: key.to_owned(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Where snapshot manifests and chunks live. Keys are `/`-separated paths; values are immutable
+/// once written (every key is derived from its content or from the snapshot it belongs to, so a
+/// second `put` of a key always carries the same bytes).
+#[async_trait]
+pub trait BlobStore: Send + Sync + fmt::Debug {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError>;
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError>;
+    async fn exists(&self, key: &str) -> Result<bool, StoreError>;
+}
+
+/// Where import files (the external payloads of `import` entries) are read from. The reader is
+/// seekable so a resumed import can continue from a checkpoint instead of the start.
+#[async_trait]
+pub trait PayloadSource: Send + Sync + fmt::Debug {
+    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError>;
+}
+
+/// Counters of what a store was asked to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteStats {
+    pub puts: u64,
+    pub bytes: u64,
+}
+
+/// An in-memory store that counts writes. With `discarding`, it remembers keys but drops the
+/// bytes (for benchmarks that must not hold a whole sheet in memory); `get` then returns `None`.
+#[derive(Debug, Default)]
+pub struct MemStore {
+    blobs: Mutex<BTreeMap<String, Bytes>>,
+    keys: Mutex<BTreeSet<String>>,
+    discard: bool,
+    puts: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn discarding() -> Self {
+        MemStore {
+            discard: true,
+            ..Self::default()
+        }
+    }
+
+    pub fn stats(&self) -> WriteStats {
+        WriteStats {
+            puts: self.puts.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn reset_stats(&self) {
+        self.puts.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+    }
+
+    /// Every key written, sorted.
+    pub fn keys(&self) -> Vec<String> {
+        self.keys
+            .lock()
+            .map(|k| k.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A copy of the stored blobs (for byte-for-byte comparisons in tests).
+    pub fn snapshot(&self) -> BTreeMap<String, Bytes> {
+        self.blobs.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    fn poisoned(op: &'static str, key: &str) -> StoreError {
+        StoreError::new(op, key, "lock poisoned")
+    }
+}
+
+#[async_trait]
+impl BlobStore for MemStore {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.keys
+            .lock()
+            .map_err(|_| Self::poisoned("put", key))?
+            .insert(key.to_owned());
+        if !self.discard {
+            self.blobs
+                .lock()
+                .map_err(|_| Self::poisoned("put", key))?
+                .insert(key.to_owned(), bytes);
+        }
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        Ok(self
+            .blobs
+            .lock()
+            .map_err(|_| Self::poisoned("get", key))?
+            .get(key)
+            .cloned())
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .keys
+            .lock()
+            .map_err(|_| Self::poisoned("exists", key))?
+            .contains(key))
+    }
+}
+
+/// A store in a directory: key `a/b/c` is the file `<root>/a/b/c`. Writes go to a temporary file
+/// renamed into place, so a reader never sees half a blob.
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    root: PathBuf,
+}
+
+impl FsStore {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FsStore { root: root.into() }
+    }
+
+    fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
+        // Keys come from this crate, but a `..` would escape the root, so refuse it outright.
+        if key
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+        {
+            return Err(StoreError::new("path", key, "not a valid key"));
+        }
+        Ok(self.root.join(key))
+    }
+}
+
+#[async_trait]
+impl BlobStore for FsStore {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        let path = self.path(key)?;
+        let err = |e: std::io::Error| StoreError::new("put", key, e);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        tokio::fs::create_dir_all(dir).await.map_err(err)?;
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+        tokio::fs::write(&tmp, &bytes).await.map_err(err)?;
+        tokio::fs::rename(&tmp, &path).await.map_err(err)?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        match tokio::fs::read(self.path(key)?).await {
+            Ok(b) => Ok(Some(Bytes::from(b))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::new("get", key, e)),
+        }
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        tokio::fs::try_exists(self.path(key)?)
+            .await
+            .map_err(|e| StoreError::new("exists", key, e))
+    }
+}
+
+/// Import payloads held in memory, by key.
+#[derive(Debug, Default)]
+pub struct MemPayloads {
+    files: Mutex<BTreeMap<String, Bytes>>,
+}
+
+impl MemPayloads {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, key: &str) -> Option<Bytes> {
+        self.files.lock().ok()?.get(key).cloned()
+    }
+
+    pub fn insert(&self, key: &str, bytes: impl Into<Bytes>) {
+        if let Ok(mut f) = self.files.lock() {
+            f.insert(key.to_owned(), bytes.into());
+        }
+    }
+}
+
+#[async_trait]
+impl PayloadSource for MemPayloads {
+    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError> {
+        let bytes = self
+            .files
+            .lock()
+            .map_err(|_| StoreError::new("open", key, "lock poisoned"))?
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::new("open", key, "no such payload"))?;
+        Ok(Box::new(std::io::Cursor::new(bytes)))
+    }
+}
+
+/// Import payloads as files in a directory (key = path relative to it).
+#[derive(Debug, Clone)]
+pub struct FsPayloads {
+    root: PathBuf,
+}
+
+impl FsPayloads {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FsPayloads { root: root.into() }
+    }
+}
+
+#[async_trait]
+impl PayloadSource for FsPayloads {
+    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError> {
+        if key
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+        {
+            return Err(StoreError::new("open", key, "not a valid key"));
+        }
+        let f = std::fs::File::open(self.root.join(key))
+            .map_err(|e| StoreError::new("open", key, e))?;
+        Ok(Box::new(std::io::BufReader::with_capacity(256 * 1024, f)))
+    }
+}

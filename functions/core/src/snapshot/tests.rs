@@ -1,0 +1,669 @@
+//! Tests of the snapshot engine: properties (a)–(c) against the in-memory state machine, write
+//! amplification of clustered edits and row inserts, the read path, resumability, corruption.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use uuid::Uuid;
+
+use super::*;
+use crate::sheet::event::*;
+use crate::sheet::sample::{SAMPLE_COLS, write_sample_csv};
+use crate::sheet::{Cell, CellRef, Range, Sheet, Value};
+
+const LOG: Uuid = Uuid::from_u128(0x5eed_0000_0000_4000_8000_0000_0000_0001);
+/// A tiny target so the small sheets of the property tests still span many chunks.
+const SMALL: BuildConfig = BuildConfig { chunk_target: 160 };
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The oracle: replay entries `[0, seq)` on the in-memory sheet.
+fn replay(entries: &[LogEntry], seq: u64, payloads: &MemPayloads) -> Sheet {
+    let mut sheet = Sheet::new();
+    for e in entries.iter().take(seq as usize) {
+        if let Entry::Event(ev) = &e.entry {
+            let payload = e.payload.as_ref().map(|k| {
+                Box::new(Cursor::new(payloads.get(k).expect("payload")))
+                    as Box<dyn crate::sheet::import::ReadSeek>
+            });
+            sheet.apply(ev, payload).unwrap();
+        }
+    }
+    sheet
+}
+
+async fn build(
+    store: &MemStore,
+    payloads: &MemPayloads,
+    config: BuildConfig,
+    seq: u64,
+    base: Option<Manifest>,
+    entries: &[LogEntry],
+) -> BuildResult {
+    let from = base.as_ref().map_or(0, |b| b.seq) as usize;
+    build_snapshot(
+        store,
+        payloads,
+        config,
+        LOG,
+        seq,
+        base,
+        entries[from..seq as usize].to_vec(),
+    )
+    .await
+    .unwrap()
+}
+
+/// The blobs a manifest references plus the manifest itself, by key.
+fn snapshot_blobs(store: &MemStore, m: &Manifest) -> BTreeMap<String, Bytes> {
+    let all = store.snapshot();
+    let mut out = BTreeMap::new();
+    let mkey = manifest_key(m.log_id, m.seq);
+    out.insert(
+        mkey.clone(),
+        all.get(&mkey).cloned().expect("manifest stored"),
+    );
+    for c in &m.chunks {
+        let k = chunk_key(m.log_id, &c.hash);
+        out.insert(k.clone(), all.get(&k).cloned().expect("chunk stored"));
+    }
+    out
+}
+
+fn full_range() -> Range {
+    Range::new(CellRef { row: 0, col: 0 }, CellRef { row: 99, col: 13 })
+}
+
+// ---- random event sequences ----
+
+fn small_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        1 => Just(Value::Empty),
+        4 => "[a-z ]{0,40}".prop_map(Value::Text),
+        2 => (-1000i32..1000).prop_map(|n| Value::Number(f64::from(n) / 4.0)),
+        1 => any::<bool>().prop_map(Value::Bool),
+        1 => proptest::sample::select(crate::sheet::ErrorCode::ALL.to_vec()).prop_map(Value::Error),
+    ]
+}
+
+/// An entry spec: an event, a log marker, or a CSV import with its file.
+#[derive(Debug, Clone)]
+enum Spec {
+    Event(Event),
+    Marker,
+    Csv(String),
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    // Cells of one `set` sit within four rows of each other, as a person's edits do, so most
+    // entries leave most chunks alone and the reuse path is exercised as much as the rewrite path.
+    let cell = (
+        0u32..4,
+        0u32..10,
+        small_value(),
+        proptest::option::of("0\\.0{0,3}%?"),
+    );
+    prop_oneof![
+        8 => (0u32..70, proptest::collection::vec(cell, 1..8)).prop_map(|(r0, cells)| Spec::Event(Event::Set(SetCells {
+            cells: cells
+                .into_iter()
+                .map(|(dr, col, value, format)| CellEdit { at: CellRef { row: r0 + dr, col }, value, format })
+                .collect(),
+        }))),
+        2 => (0u32..70, 1u32..5, proptest::collection::vec(proptest::collection::vec(small_value(), 0..6), 0..4))
+            .prop_map(|(at, count, values)| Spec::Event(Event::InsertRows(InsertRows {
+                at: RowNumber(at),
+                count,
+                values: values.into_iter().take(count as usize).collect(),
+            }))),
+        2 => (0u32..70, 1u32..6).prop_map(|(at, count)| Spec::Event(Event::DeleteRows(DeleteRows { at: RowNumber(at), count }))),
+        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::InsertColumns(InsertColumns { at: ColumnName(at), count }))),
+        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::DeleteColumns(DeleteColumns { at: ColumnName(at), count }))),
+        1 => Just(Spec::Marker),
+        1 => proptest::collection::vec(proptest::collection::vec("[a-z0-9]{0,30}", 0..8), 0..40)
+            .prop_map(|rows| Spec::Csv(rows.iter().map(|r| r.join(",") + "\n").collect())),
+    ]
+}
+
+fn entries_of(specs: &[Spec], payloads: &MemPayloads) -> Vec<LogEntry> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let seq = i as u64;
+            match s {
+                Spec::Event(e) => LogEntry::event(seq, e.clone()),
+                Spec::Marker => LogEntry {
+                    seq,
+                    entry: Entry::Snapshot,
+                    payload: None,
+                },
+                Spec::Csv(text) => {
+                    let key = format!("payloads/{LOG}/{seq}");
+                    payloads.insert(&key, text.clone().into_bytes());
+                    LogEntry {
+                        seq,
+                        entry: Entry::Event(Event::Import(Import {
+                            format: ImportFormat::Csv,
+                        })),
+                        payload: Some(key),
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+fn cuts(len: usize) -> impl Strategy<Value = (usize, usize)> {
+    (0..=len, 0..=len).prop_map(|(a, b)| (a.min(b), a.max(b)))
+}
+
+/// A random entry list that starts with an import of 60 realistic rows (so there is a base with
+/// many chunks for later entries to reuse or rewrite), and two cut points.
+fn case() -> impl Strategy<Value = (Vec<Spec>, (usize, usize))> {
+    proptest::collection::vec(spec(), 1..16).prop_flat_map(|mut specs| {
+        let mut csv = Vec::new();
+        write_sample_csv(&mut csv, 60).unwrap();
+        specs.insert(0, Spec::Csv(String::from_utf8(csv).unwrap()));
+        let n = specs.len();
+        (Just(specs), cuts(n))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// (a) A snapshot at k plus replay of the entries after it equals replay from empty.
+    #[test]
+    fn snapshot_then_replay_equals_replay_from_empty((specs, (k, _)) in case()) {
+        let payloads = MemPayloads::new();
+        let entries = entries_of(&specs, &payloads);
+        let n = entries.len() as u64;
+        let want_k = replay(&entries, k as u64, &payloads);
+        let want_n = replay(&entries, n, &payloads);
+        rt().block_on(async {
+            let store = MemStore::new();
+            let snap = build(&store, &payloads, SMALL, k as u64, None, &entries).await;
+            let got = materialize(&store, &snap.manifest).await.unwrap();
+            prop_assert_eq!(&got, &want_k, "snapshot at {} differs from replay", k);
+            let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest), &entries[k..], full_range())
+                .await
+                .unwrap();
+            prop_assert_eq!(values, want_n.read_range(full_range()));
+            // Also a small range somewhere in the middle.
+            let r: Range = "C7:E12".parse().unwrap();
+            let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest), &entries[k..], r).await.unwrap();
+            prop_assert_eq!(values, want_n.read_range(r));
+            Ok(())
+        })?;
+    }
+
+    /// (b) Snapshots built incrementally equal a from-scratch snapshot of the same prefix, byte
+    /// for byte (manifest and every chunk blob).
+    #[test]
+    fn incremental_snapshots_equal_from_scratch_byte_for_byte((specs, (a, b)) in case()) {
+        let payloads = MemPayloads::new();
+        let entries = entries_of(&specs, &payloads);
+        let n = entries.len() as u64;
+        rt().block_on(async {
+            let inc = MemStore::new();
+            let s1 = build(&inc, &payloads, SMALL, a as u64, None, &entries).await;
+            let s2 = build(&inc, &payloads, SMALL, b as u64, Some(s1.manifest), &entries).await;
+            let s3 = build(&inc, &payloads, SMALL, n, Some(s2.manifest.clone()), &entries).await;
+            for (seq, got) in [(b as u64, &s2), (n, &s3)] {
+                let scratch = MemStore::new();
+                let full = build(&scratch, &payloads, SMALL, seq, None, &entries).await;
+                prop_assert_eq!(&got.manifest, &full.manifest);
+                prop_assert_eq!(snapshot_blobs(&inc, &got.manifest), snapshot_blobs(&scratch, &full.manifest));
+            }
+            prop_assert_eq!(&materialize(&inc, &s3.manifest).await.unwrap(), &replay(&entries, n, &payloads));
+            Ok(())
+        })?;
+    }
+
+    /// (c) Resuming from every checkpoint, in a fresh builder, gives the same bytes.
+    #[test]
+    fn resuming_from_every_checkpoint_gives_the_same_bytes((specs, (a, _)) in case()) {
+        let payloads = MemPayloads::new();
+        let entries = entries_of(&specs, &payloads);
+        let n = entries.len() as u64;
+        rt().block_on(async {
+            let store = MemStore::new();
+            let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await.manifest;
+            let mut checkpoints = Vec::new();
+            let first = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, n, Some(base.clone()), entries[a..].to_vec())
+                .unwrap()
+                .run(|c| checkpoints.push(serde_json::to_string(&c).unwrap()))
+                .await
+                .unwrap();
+            let want = snapshot_blobs(&store, &first.manifest);
+            for json in &checkpoints {
+                let cp: Checkpoint = serde_json::from_str(json).unwrap();
+                // A fresh store holding only the base snapshot and the chunks the checkpoint
+                // lists: the resumed process must write everything after it itself.
+                let fresh = MemStore::new();
+                let keep: Vec<String> = base
+                    .chunks
+                    .iter()
+                    .map(|c| c.hash.clone())
+                    .chain(cp.pieces.iter().filter_map(|p| match p {
+                        Piece::New(c) => Some(c.hash.clone()),
+                        Piece::Reused { .. } => None,
+                    }))
+                    .map(|h| chunk_key(LOG, &h))
+                    .chain([manifest_key(LOG, base.seq)])
+                    .collect();
+                for (k, v) in store.snapshot() {
+                    if keep.contains(&k) {
+                        fresh.put(&k, v).await.unwrap();
+                    }
+                }
+                let resumed = SnapshotBuilder::resume(&fresh, &payloads, SMALL, LOG, n, Some(base.clone()), entries[a..].to_vec(), &cp)
+                    .unwrap()
+                    .run(|_| {})
+                    .await
+                    .unwrap();
+                prop_assert_eq!(&resumed.manifest, &first.manifest);
+                prop_assert_eq!(snapshot_blobs(&fresh, &resumed.manifest), want.clone());
+            }
+            Ok(())
+        })?;
+    }
+}
+
+// ---- write amplification on a large sheet ----
+
+/// A 1,000,000-cell sheet (100,000 sample rows × 10 columns) imported from CSV.
+async fn million_cell_sheet(
+    store: &MemStore,
+    payloads: &MemPayloads,
+) -> (Vec<LogEntry>, BuildResult) {
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 100_000).unwrap();
+    payloads.insert("payloads/big.csv", csv);
+    let entries = vec![
+        LogEntry {
+            seq: 0,
+            entry: Entry::Snapshot,
+            payload: None,
+        },
+        LogEntry {
+            seq: 1,
+            entry: Entry::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some("payloads/big.csv".into()),
+        },
+    ];
+    let full = build(store, payloads, BuildConfig::default(), 2, None, &entries).await;
+    assert_eq!(full.manifest.cells, 100_000 * u64::from(SAMPLE_COLS));
+    (entries, full)
+}
+
+#[test]
+fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapshot() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let (mut entries, full) = million_cell_sheet(&store, &payloads).await;
+        let full_bytes = full.manifest.stored_bytes() + full.manifest_bytes;
+        let chunks = full.manifest.chunks.len();
+        assert!(chunks >= 30, "a 1M-cell sheet spans many chunks, got {chunks}");
+
+        // 100 edits confined to C40001:L40010, each its own entry, as a user typing would make.
+        for i in 0..100u32 {
+            let at = CellRef { row: 40_000 + i / 10, col: 2 + i % 10 };
+            entries.push(LogEntry::event(
+                2 + u64::from(i),
+                Event::Set(SetCells { cells: vec![CellEdit { at, value: Value::Text(format!("edited {i}")), format: None }] }),
+            ));
+        }
+        store.reset_stats();
+        let inc = build(&store, &payloads, BuildConfig::default(), 102, Some(full.manifest.clone()), &entries).await;
+        let written = store.stats();
+        let ratio = written.bytes as f64 / full_bytes as f64;
+        println!(
+            "full: {full_bytes} bytes in {chunks} chunks; incremental: {} bytes in {} blobs ({:.2}%), stats {:?}",
+            written.bytes, written.puts, ratio * 100.0, inc.stats
+        );
+        assert!(ratio < 0.05, "wrote {:.2}% of a full snapshot", ratio * 100.0);
+        assert!(written.puts <= 3, "one or two chunks plus the manifest, got {}", written.puts);
+        assert_eq!(inc.stats.chunks_reused as usize + inc.stats.chunks_opened as usize, chunks);
+
+        // The edits are there, and the rest is untouched.
+        let r: Range = "C40001:L40010".parse().unwrap();
+        let (values, read) = read_range(&store, &payloads, LOG, Some(&inc.manifest), &[], r).await.unwrap();
+        assert_eq!(values[9][9], Value::Text("edited 99".into()));
+        assert!(read.chunks_loaded <= 2, "a 10x10 read loads the chunk(s) holding it, got {}", read.chunks_loaded);
+        let full_sheet = materialize(&store, &inc.manifest).await.unwrap();
+        assert_eq!(full_sheet.cell_count(), 1_000_020, "K and L are new columns: 20 new cells");
+        assert_eq!(
+            full_sheet.get(CellRef { row: 39_999, col: 2 }).map(|c| &c.value),
+            Some(&Value::Text(crate::sheet::sample::sample_fields(39_999)[2].clone()))
+        );
+    });
+}
+
+#[test]
+fn inserting_one_row_near_the_top_rewrites_one_chunk() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let (mut entries, full) = million_cell_sheet(&store, &payloads).await;
+        entries.push(LogEntry::event(
+            2,
+            Event::InsertRows(InsertRows {
+                at: RowNumber(10),
+                count: 1,
+                values: vec![vec![
+                    Value::Text("Nails".into()),
+                    Value::Number(0.01),
+                    Value::Number(80.0),
+                ]],
+            }),
+        ));
+        store.reset_stats();
+        let inc = build(
+            &store,
+            &payloads,
+            BuildConfig::default(),
+            3,
+            Some(full.manifest.clone()),
+            &entries,
+        )
+        .await;
+        let written = store.stats();
+        println!("insert near the top: {written:?}, {:?}", inc.stats);
+        assert_eq!(written.puts, 2, "one chunk and the manifest");
+        assert_eq!(inc.stats.chunks_written, 1);
+        assert_eq!(inc.manifest.chunks.len(), full.manifest.chunks.len());
+        // Every chunk after the first is the same object as before, though every row moved down.
+        assert_eq!(inc.manifest.chunks[1..], full.manifest.chunks[1..]);
+        let (values, _) = read_range(
+            &store,
+            &payloads,
+            LOG,
+            Some(&inc.manifest),
+            &[],
+            "A11:C12".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            values[0],
+            vec![
+                Value::Text("Nails".into()),
+                Value::Number(0.01),
+                Value::Number(80.0)
+            ]
+        );
+        assert_eq!(
+            values[1][0],
+            Value::Number(11.0),
+            "old row 11 (id 11) is now row 12"
+        );
+    });
+}
+
+#[test]
+fn checkpoints_of_a_million_cell_build_stay_small() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let mut csv = Vec::new();
+        write_sample_csv(&mut csv, 100_000).unwrap();
+        payloads.insert("p", csv);
+        let entries = vec![LogEntry {
+            seq: 0,
+            entry: Entry::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some("p".into()),
+        }];
+        let mut largest = 0;
+        let mut count = 0;
+        let done = SnapshotBuilder::new(
+            &store,
+            &payloads,
+            BuildConfig::default(),
+            LOG,
+            1,
+            None,
+            entries,
+        )
+        .unwrap()
+        .run(|c| {
+            count += 1;
+            largest = largest.max(serde_json::to_vec(&c).unwrap().len());
+        })
+        .await
+        .unwrap();
+        println!(
+            "{count} checkpoints, largest {largest} bytes, {} chunks",
+            done.manifest.chunks.len()
+        );
+        assert!(
+            count + 1 >= done.manifest.chunks.len(),
+            "a checkpoint after (nearly) every chunk"
+        );
+        assert!(largest < 16 * 1024, "checkpoint of {largest} bytes");
+    });
+}
+
+// ---- behaviour at the edges ----
+
+#[test]
+fn rebuilding_a_snapshot_is_idempotent_and_leaves_no_new_objects() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let entries = entries_of(
+            &[Spec::Event(Event::Set(SetCells {
+                cells: (0..200)
+                    .map(|r| CellEdit {
+                        at: CellRef { row: r, col: 0 },
+                        value: Value::Text(format!("row {r} {}", "x".repeat(40))),
+                        format: None,
+                    })
+                    .collect(),
+            }))],
+            &payloads,
+        );
+        let a = build(&store, &payloads, SMALL, 1, None, &entries).await;
+        let keys = store.keys();
+        store.reset_stats();
+        let b = build(&store, &payloads, SMALL, 1, None, &entries).await;
+        assert_eq!(a.manifest, b.manifest);
+        assert_eq!(store.keys(), keys, "same keys, nothing orphaned");
+        assert_eq!(
+            store.stats().puts,
+            1,
+            "only the manifest is put again; chunks exist"
+        );
+        assert!(a.manifest.chunks.len() > 3);
+        assert_eq!(
+            a.manifest_key,
+            format!("snapshots/{LOG}/manifests/00000000000000000001.json")
+        );
+    });
+}
+
+#[test]
+fn a_corrupt_or_missing_chunk_is_reported_not_misread() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let entries = entries_of(
+            &[Spec::Event(Event::Set(SetCells {
+                cells: vec![CellEdit {
+                    at: CellRef { row: 3, col: 3 },
+                    value: Value::Number(1.0),
+                    format: None,
+                }],
+            }))],
+            &payloads,
+        );
+        let m = build(&store, &payloads, SMALL, 1, None, &entries)
+            .await
+            .manifest;
+        let key = chunk_key(LOG, &m.chunks[0].hash);
+        let mut blob = store.get(&key).await.unwrap().unwrap().to_vec();
+        let last = blob.len() - 1;
+        blob[last] ^= 0x55;
+        store.put(&key, Bytes::from(blob)).await.unwrap();
+        let err = materialize(&store, &m).await.unwrap_err().to_string();
+        assert!(err.contains("is corrupt"), "{err}");
+        let empty = MemStore::new();
+        let err = materialize(&empty, &m).await.unwrap_err().to_string();
+        assert!(err.contains("is missing"), "{err}");
+    });
+}
+
+#[test]
+fn builder_rejects_gaps_and_foreign_checkpoints() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let e = |seq| LogEntry {
+            seq,
+            entry: Entry::Snapshot,
+            payload: None,
+        };
+        let err = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, 3, None, vec![e(0), e(2)])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid build input: expected the entry at sequence 1, got 2"
+        );
+        let err = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, 3, None, vec![e(0), e(1)])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid build input: entries stop at 2, the snapshot is at 3"
+        );
+        let cp = Checkpoint {
+            format: 1,
+            log_id: LOG,
+            seq: 9,
+            base_seq: None,
+            chunk_target: 160,
+            consumed: 0,
+            import: None,
+            next_chunk_start: 0,
+            pieces: vec![],
+            stats: BuildStats::default(),
+        };
+        let err = SnapshotBuilder::resume(
+            &store,
+            &payloads,
+            SMALL,
+            LOG,
+            2,
+            None,
+            vec![e(0), e(1)],
+            &cp,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("log id or sequence differs"),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn filesystem_store_round_trips_a_snapshot() {
+    rt().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsStore::new(dir.path());
+        let payloads = FsPayloads::new(dir.path());
+        std::fs::write(dir.path().join("in.csv"), "a,1\nb,2\n").unwrap();
+        let entries = vec![LogEntry {
+            seq: 0,
+            entry: Entry::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some("in.csv".into()),
+        }];
+        let built = build_snapshot(&store, &payloads, SMALL, LOG, 1, None, entries)
+            .await
+            .unwrap();
+        let m = load_manifest(&store, LOG, 1).await.unwrap().unwrap();
+        assert_eq!(m, built.manifest);
+        let sheet = materialize(&store, &m).await.unwrap();
+        assert_eq!(
+            sheet.read_range("A1:B2".parse().unwrap()),
+            vec![
+                vec![Value::Text("a".into()), Value::Number(1.0)],
+                vec![Value::Text("b".into()), Value::Number(2.0)],
+            ]
+        );
+        assert!(store.get("../etc/passwd").await.is_err());
+        assert_eq!(load_manifest(&store, LOG, 2).await.unwrap(), None);
+    });
+}
+
+#[test]
+fn xlsx_imports_stream_into_a_snapshot() {
+    let mut book = rust_xlsxwriter::Workbook::new();
+    let ws = book.add_worksheet();
+    for r in 0..300u32 {
+        ws.write_string(r, 0, format!("row {r}")).unwrap();
+        ws.write_number(r, 1, f64::from(r)).unwrap();
+    }
+    let bytes = book.save_to_buffer().unwrap();
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        payloads.insert("x", bytes.clone());
+        let entries = vec![LogEntry {
+            seq: 0,
+            entry: Entry::Event(Event::Import(Import {
+                format: ImportFormat::Xlsx,
+            })),
+            payload: Some("x".into()),
+        }];
+        let mut cps = Vec::new();
+        let built = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, 1, None, entries.clone())
+            .unwrap()
+            .run(|c| cps.push(c))
+            .await
+            .unwrap();
+        assert!(built.manifest.chunks.len() > 2);
+        let mut want = Sheet::new();
+        want.import_bytes(ImportFormat::Xlsx, Cursor::new(bytes))
+            .unwrap();
+        assert_eq!(materialize(&store, &built.manifest).await.unwrap(), want);
+        // Resume an XLSX import halfway.
+        let cp = &cps[cps.len() / 2];
+        let resumed = SnapshotBuilder::resume(&store, &payloads, SMALL, LOG, 1, None, entries, cp)
+            .unwrap()
+            .run(|_| {})
+            .await
+            .unwrap();
+        assert_eq!(resumed.manifest, built.manifest);
+    });
+}
+
+#[test]
+fn a_formatted_cell_survives_the_chunk_format() {
+    rt().block_on(async {
+        let store = MemStore::new();
+        let payloads = MemPayloads::new();
+        let ev = Event::from_json(br#"{"type":"set","body":{"cells":[{"ref":"B3","value":0.125,"format":"0.00%"},{"ref":"C3","value":null,"format":"@"}]}}"#).unwrap();
+        let entries = vec![LogEntry::event(0, ev)];
+        let m = build(&store, &payloads, SMALL, 1, None, &entries).await.manifest;
+        let sheet = materialize(&store, &m).await.unwrap();
+        assert_eq!(sheet.get("B3".parse().unwrap()), Some(&Cell::new(Value::Number(0.125), Some("0.00%"))));
+        assert_eq!(sheet.get("C3".parse().unwrap()), Some(&Cell::new(Value::Empty, Some("@"))));
+        assert_eq!((m.rows, m.cells), (3, 2));
+    });
+}
