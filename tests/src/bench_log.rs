@@ -49,8 +49,19 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn op(operation: &'static str, u: RequestUnits, item_bytes: Option<u64>, note: &'static str) -> OpCost {
-    OpCost { operation, read_units: u.read, write_units: u.write, item_bytes, note }
+fn op(
+    operation: &'static str,
+    u: RequestUnits,
+    item_bytes: Option<u64>,
+    note: &'static str,
+) -> OpCost {
+    OpCost {
+        operation,
+        read_units: u.read,
+        write_units: u.write,
+        item_bytes,
+        note,
+    }
 }
 
 /// Runs the benchmark. `set_cell_body` is the stored body of a one-cell `set` event (the caller
@@ -63,11 +74,21 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
 
     let created = log.create().await?;
     let id = created.log;
-    ops.push(op("create log", created.units, None, "transaction: segment 0 + snapshot entry 0"));
+    ops.push(op(
+        "create log",
+        created.units,
+        None,
+        "transaction: segment 0 + snapshot entry 0",
+    ));
 
     let cell = || NewEntry::new(set_cell_type, 1, set_cell_body.clone());
     let first = log.append(id, cell(), AppendOptions::default()).await?;
-    ops.push(op("append (no hint)", first.units, None, "segment query + entry query + conditional put"));
+    ops.push(op(
+        "append (no hint)",
+        first.units,
+        None,
+        "segment query + entry query + conditional put",
+    ));
 
     eprintln!("timing 200 uncontended appends…");
     let mut hint = first.hint;
@@ -76,7 +97,14 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     for _ in 0..200 {
         let t = Instant::now();
         let a = log
-            .append(id, cell(), AppendOptions { expected_seq: None, segment_hint: Some(hint) })
+            .append(
+                id,
+                cell(),
+                AppendOptions {
+                    expected_seq: None,
+                    segment_hint: Some(hint),
+                },
+            )
             .await?;
         latencies.push(t.elapsed().as_secs_f64() * 1000.0);
         hint = a.hint;
@@ -102,16 +130,40 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     latencies.sort_by(f64::total_cmp);
 
     let big = log
-        .append(id, NewEntry::new(set_cell_type, 1, vec![0u8; 100 * 1024]), AppendOptions::default())
+        .append(
+            id,
+            NewEntry::new(set_cell_type, 1, vec![0u8; 100 * 1024]),
+            AppendOptions::default(),
+        )
         .await?;
-    ops.push(op("append 100 KB body", big.units, None, "body to S3 first (1 PUT), item keeps the key"));
+    ops.push(op(
+        "append 100 KB body",
+        big.units,
+        None,
+        "body to S3 first (1 PUT), item keeps the key",
+    ));
 
     let page = log.read_since(id, 1, 100).await?;
-    ops.push(op("read 100 entries", page.units, None, "segment query + one entry query page"));
+    ops.push(op(
+        "read 100 entries",
+        page.units,
+        None,
+        "segment query + one entry query page",
+    ));
     let loaded = log.load(id).await?;
-    ops.push(op("load", loaded.units, None, "two segments + entries since the snapshot"));
+    ops.push(op(
+        "load",
+        loaded.units,
+        None,
+        "two segments + entries since the snapshot",
+    ));
     let started = log.start_segment(id).await?;
-    ops.push(op("start segment", started.units, None, "transaction of three conditional puts"));
+    ops.push(op(
+        "start segment",
+        started.units,
+        None,
+        "transaction of three conditional puts",
+    ));
 
     let writers = 8;
     let per_writer = 50;
@@ -130,7 +182,10 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
                     .append(
                         contended,
                         NewEntry::new(set_cell_type, 1, body.clone()),
-                        AppendOptions { expected_seq: None, segment_hint: hint },
+                        AppendOptions {
+                            expected_seq: None,
+                            segment_hint: hint,
+                        },
                     )
                     .await?;
                 hint = Some(a.hint);
@@ -168,10 +223,19 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(b)?);
         return Ok(());
     }
-    println!("{:<24} {:>10} {:>11} {:>11}  note", "operation", "read units", "write units", "item bytes");
+    println!(
+        "{:<24} {:>10} {:>11} {:>11}  note",
+        "operation", "read units", "write units", "item bytes"
+    );
     for o in &b.operations {
-        let bytes = o.item_bytes.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:<24} {:>10} {:>11} {:>11}  {}", o.operation, o.read_units, o.write_units, bytes, o.note);
+        let bytes = o
+            .item_bytes
+            .map(|b| b.to_string())
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<24} {:>10} {:>11} {:>11}  {}",
+            o.operation, o.read_units, o.write_units, bytes, o.note
+        );
     }
     println!();
     println!(
@@ -188,4 +252,3 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
     );
     Ok(())
 }
-
