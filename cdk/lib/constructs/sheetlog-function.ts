@@ -212,14 +212,11 @@ export class SheetlogFunction extends Construct {
   }
 }
 
-let cargoLambdaChecked = false;
-
 /**
  * cargo-lambda-cdk silently falls back to Docker when `cargo lambda` is missing, which then fails
  * with an unrelated message (no Docker here). Say what is actually wrong.
  */
 function requireCargoLambda(): void {
-  if (cargoLambdaChecked) return;
   const probe = spawnSync('cargo', ['lambda', '--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
     throw new Error(
@@ -228,5 +225,4 @@ function requireCargoLambda(): void {
         '.venv/bin on PATH (see docs/deploy.md).',
     );
   }
-  cargoLambdaChecked = true;
 }
