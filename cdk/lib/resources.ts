@@ -65,7 +65,11 @@ export interface LocalQueue {
   readonly deadLetter: { readonly logicalId: string; readonly maxReceiveCount: number } | null;
 }
 
-/** A value in a function's environment: a literal, or the name/URL of a resource of the stack. */
+/**
+ * A value in a function's environment: a literal; `{ref: <logicalId>}` for the `Ref` of a resource
+ * of the stack (a table's or bucket's name, a queue's URL), which the local runner substitutes with
+ * its own resource's name or URL; `{cfn: …}` for any other CloudFormation expression.
+ */
 export type LocalEnvValue = string | { readonly ref: string } | { readonly cfn: unknown };
 
 export interface LocalFunction {

@@ -96,6 +96,7 @@ const ENV_NAME = /^(SHEETLOG_[A-Z0-9_]+|RUST_LOG)$/;
 
 export class SheetlogFunction extends Construct {
   readonly function: RustFunction;
+  readonly role: iam.Role;
   readonly logGroup: logs.LogGroup;
   readonly crate: FunctionCrate;
   private readonly bound = new Map<string, string>();
@@ -120,15 +121,15 @@ export class SheetlogFunction extends Construct {
 
     // Our own role instead of AWSLambdaBasicExecutionRole, whose logs:CreateLogGroup and
     // PutLogEvents apply to every log group in the account: this one writes to its own group only.
-    const role = new iam.Role(this, 'Role', {
+    this.role = new iam.Role(this, 'Role', {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
       description: `${props.crate.binaryName} execution role`,
     });
-    this.logGroup.grantWrite(role);
+    this.logGroup.grantWrite(this.role);
 
     this.function = new RustFunction(this, 'Function', {
       manifestPath,
-      role,
+      role: this.role,
       binaryName: props.crate.binaryName,
       runtime: 'provided.al2023',
       architecture: props.architecture,
@@ -140,7 +141,7 @@ export class SheetlogFunction extends Construct {
       tracing: lambda.Tracing.ACTIVE,
     });
     Tags.of(this.function).add(BINARY_TAG, props.crate.binaryName);
-    Validations.of(role).acknowledge({
+    Validations.of(this.role).acknowledge({
       id: 'AwsSolutions-IAM5[Resource::*]',
       reason:
         `Only actions without resource-level permissions are granted on "*": ${UNSCOPED_ACTIONS.join(', ')} ` +
@@ -172,7 +173,7 @@ export class SheetlogFunction extends Construct {
         new iam.PolicyStatement({ actions, resources: [bucket.arnForObjects(`${prefix}*`)] }),
       );
       const bucketLogicalId: string = Stack.of(this).resolve((bucket.node.defaultChild as CfnElement).logicalId);
-      Validations.of(this.function.role!).acknowledge({
+      Validations.of(this.role).acknowledge({
         id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${prefix}*]`,
         reason: `Object keys under ${prefix} are chosen at run time (UUIDs, content hashes); the wildcard stops at the prefix.`,
       });
