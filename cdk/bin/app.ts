@@ -4,13 +4,13 @@
  * `npx cdk deploy -c snapshotInterval=200`; see docs/deploy.md for every key and its default.
  */
 import { App } from 'aws-cdk-lib';
-import { ConfigError } from '../lib/config';
+import { SetupError } from '../lib/errors';
 import { buildApp } from '../lib/sheetlog-app';
 
 try {
   buildApp({ app: new App() });
 } catch (err) {
-  if (err instanceof ConfigError) {
+  if (err instanceof SetupError) {
     // A clear message and a failing exit, without a stack trace that buries it.
     console.error(err.message);
     process.exit(1);

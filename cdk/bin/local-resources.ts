@@ -8,7 +8,7 @@
  *
  * Context works as for `cdk synth` (cdk.json, then each -c); see docs/deploy.md.
  */
-import { ConfigError } from '../lib/config';
+import { SetupError } from '../lib/errors';
 import { describeLocalResourcesOfStack } from '../lib/resources';
 import { buildApp } from '../lib/sheetlog-app';
 
@@ -33,6 +33,6 @@ try {
   const { stack } = buildApp({ skipBundling: true, nag: false, context: parseArgs(process.argv.slice(2)) });
   process.stdout.write(`${JSON.stringify(describeLocalResourcesOfStack(stack), null, 2)}\n`);
 } catch (err) {
-  console.error(err instanceof ConfigError ? err.message : `local-resources: ${(err as Error).message}`);
+  console.error(err instanceof SetupError ? err.message : `local-resources: ${(err as Error).message}`);
   process.exit(1);
 }

@@ -5,6 +5,7 @@
  * clear message instead of producing a stack that misbehaves at run time.
  */
 import type { Node } from 'constructs';
+import { SetupError } from './errors';
 
 /** CloudWatch Logs only accepts these retention periods (days). */
 export const LOG_RETENTION_DAYS_ALLOWED = [
@@ -101,7 +102,7 @@ export const CONFIG_CONTEXT_KEYS = [
 export type ConfigContextKey = (typeof CONFIG_CONTEXT_KEYS)[number];
 
 /** Thrown for invalid context; the message lists every problem, one per line. */
-export class ConfigError extends Error {
+export class ConfigError extends SetupError {
   constructor(readonly problems: string[]) {
     super(`Invalid sheetlog configuration (CDK context):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'ConfigError';

@@ -14,6 +14,7 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { SheetlogFunction, type SheetlogFunctionProps } from '../lib/constructs/sheetlog-function';
 import { SheetlogTable } from '../lib/constructs/sheetlog-table';
+import { SetupError } from '../lib/errors';
 import { CRATES } from '../lib/sheetlog-stack';
 import { stubFunctionsDir } from '../lib/stub-crates';
 
@@ -37,7 +38,8 @@ describe('SheetlogFunction', () => {
   test('names the missing crate when its Cargo.toml does not exist', () => {
     assert.throws(
       () => new SheetlogFunction(skipBundling(), 'Fn', props({ functionsDir: path.join(stubFunctionsDir(), 'nowhere') })),
-      /nowhere\/api\/Cargo\.toml does not exist: the sheetlog-api crate must be in the tree/,
+      (err: Error) =>
+        err instanceof SetupError && /nowhere\/api\/Cargo\.toml does not exist: the sheetlog-api crate must be in the tree/.test(err.message),
     );
   });
 
@@ -62,7 +64,10 @@ describe('SheetlogFunction', () => {
     const saved = process.env.PATH;
     process.env.PATH = '/nonexistent';
     try {
-      assert.throws(() => new SheetlogFunction(stack, 'Fn', props()), /`cargo lambda` is not on PATH.*pip install cargo-lambda==1\.9\.2/);
+      assert.throws(
+        () => new SheetlogFunction(stack, 'Fn', props()),
+        (err: Error) => err instanceof SetupError && /`cargo lambda` is not on PATH.*pip install cargo-lambda==1\.9\.2/.test(err.message),
+      );
     } finally {
       process.env.PATH = saved;
     }

@@ -17,6 +17,7 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
+import { SetupError } from '../errors';
 
 /** One function crate: `functions/<dir>/Cargo.toml`, whose package and binary are both `binaryName`. */
 export interface FunctionCrate {
@@ -107,7 +108,7 @@ export class SheetlogFunction extends Construct {
 
     const manifestPath = path.join(props.functionsDir, props.crate.dir, 'Cargo.toml');
     if (!fs.existsSync(manifestPath)) {
-      throw new Error(
+      throw new SetupError(
         `${manifestPath} does not exist: the ${props.crate.binaryName} crate must be in the tree to synthesize the stack`,
       );
     }
@@ -220,7 +221,7 @@ export class SheetlogFunction extends Construct {
 function requireCargoLambda(): void {
   const probe = spawnSync('cargo', ['lambda', '--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
-    throw new Error(
+    throw new SetupError(
       '`cargo lambda` is not on PATH, and the functions must be built to synthesize the stack. ' +
         'Install it with `python3 -m venv .venv && .venv/bin/pip install cargo-lambda==1.9.2` and put ' +
         '.venv/bin on PATH (see docs/deploy.md).',
