@@ -84,11 +84,13 @@ export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/' } as co
  * - stream records live 24 hours; a record that keeps failing is sent to the failure queue after
  *   12, well before DynamoDB trims it.
  */
+const SNAPSHOT_WORKER_TIMEOUT = Duration.minutes(5);
+
 export const TIMINGS = {
   apiTimeout: Duration.seconds(25), // below the HTTP API's 30 s integration limit
   streamRouterTimeout: Duration.seconds(30),
-  snapshotWorkerTimeout: Duration.minutes(5),
-  snapshotVisibilityTimeout: Duration.minutes(30),
+  snapshotWorkerTimeout: SNAPSHOT_WORKER_TIMEOUT,
+  snapshotVisibilityTimeout: Duration.seconds(6 * SNAPSHOT_WORKER_TIMEOUT.toSeconds()),
   snapshotMaxReceiveCount: 100,
   queueRetention: Duration.days(14),
   streamMaxRecordAge: Duration.hours(12),
