@@ -105,7 +105,8 @@ pub fn env_required(name: &str) -> Result<String, ConfigError> {
 pub struct Resources {
     pub entry_table: String,
     pub segment_table: String,
-    pub pending_table: String,
+    /// Only the snapshot worker (and tools) use it; the CDK stack passes it only to them.
+    pub pending_table: Option<String>,
     pub bucket: String,
 }
 
@@ -114,7 +115,9 @@ impl Resources {
         Ok(Self {
             entry_table: env_required("SHEETLOG_ENTRY_TABLE")?,
             segment_table: env_required("SHEETLOG_SEGMENT_TABLE")?,
-            pending_table: env_required("SHEETLOG_PENDING_TABLE")?,
+            pending_table: std::env::var("SHEETLOG_PENDING_TABLE")
+                .ok()
+                .filter(|s| !s.is_empty()),
             bucket: env_required("SHEETLOG_BUCKET")?,
         })
     }
@@ -124,8 +127,17 @@ impl Resources {
         Self {
             entry_table: format!("{prefix}-entry"),
             segment_table: format!("{prefix}-segment"),
-            pending_table: format!("{prefix}-pending"),
+            pending_table: Some(format!("{prefix}-pending")),
             bucket: format!("{prefix}-data"),
         }
+    }
+}
+
+impl Resources {
+    /// The Pending Snapshots table, for the functions that need it.
+    pub fn require_pending_table(&self) -> Result<&str, ConfigError> {
+        self.pending_table
+            .as_deref()
+            .ok_or_else(|| ConfigError("SHEETLOG_PENDING_TABLE is not set".into()))
     }
 }

@@ -165,7 +165,9 @@ pub async fn create_all(
 ) -> Result<(), StoreError> {
     create_table(dynamo, &resources.entry_table, ENTRY_TABLE).await?;
     create_table(dynamo, &resources.segment_table, SEGMENT_TABLE).await?;
-    create_table(dynamo, &resources.pending_table, PENDING_TABLE).await?;
+    if let Some(pending) = &resources.pending_table {
+        create_table(dynamo, pending, PENDING_TABLE).await?;
+    }
     create_bucket(s3, &resources.bucket, DEFAULT_AUTO_DELETE_DAYS).await?;
     Ok(())
 }
