@@ -8,6 +8,7 @@
 //! - [`aws`]    — DynamoDB and S3 adapters, table schema, the shared stream filter
 //! - [`sheet`]  — the spreadsheet model: events, validation, binary codec, state machine, import
 //! - [`snapshot`] — chunked, content-addressed snapshots: format, incremental builder, read path
+//! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
 
@@ -19,6 +20,7 @@ pub mod log;
 pub mod ports;
 pub mod sheet;
 pub mod snapshot;
+pub mod snapshot_input;
 
 pub use domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
 pub use error::{LogError, StoreError};

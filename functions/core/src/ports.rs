@@ -62,6 +62,23 @@ pub trait LogStore: Send + Sync {
         units: &mut RequestUnits,
     ) -> Result<Vec<SegmentRecord>, StoreError>;
 
+    /// One segment, if it exists. The default reads every segment; the DynamoDB store overrides it
+    /// with a single GetItem.
+    async fn segment(
+        &self,
+        log: LogId,
+        num: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<SegmentRecord>, StoreError> {
+        let _ = consistency;
+        Ok(self
+            .all_segments(log, units)
+            .await?
+            .into_iter()
+            .find(|s| s.num == num))
+    }
+
     /// Every segment of the log in order (paged internally).
     async fn all_segments(
         &self,

@@ -207,6 +207,28 @@ impl LogStore for DynamoLogStore {
     }
 
     #[instrument(skip(self, units), fields(log = %log))]
+    async fn segment(
+        &self,
+        log: LogId,
+        num: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<SegmentRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.segment_table)
+            .set_key(Some(segment_key(log, num)))
+            .consistent_read(consistency == Consistency::Strong)
+            .send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "GetItem", e))?;
+        let bytes = out.item.as_ref().map(item_size).unwrap_or(0);
+        *units += RequestUnits::reads(read_units(bytes, Self::consistency(consistency)));
+        out.item.as_ref().map(segment_from_item).transpose()
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
     async fn all_segments(
         &self,
         log: LogId,

@@ -5,17 +5,23 @@
 //! - `items.rs`  — Entry/Segment item <-> record mapping, attribute names, DynamoDB item size
 //! - `dynamo.rs` — [`DynamoLogStore`], the `LogStore` over DynamoDB (conditional puts, transactions, paging)
 //! - `s3.rs`     — [`S3PayloadStore`], the `PayloadStore` over S3 with the auto-delete tag
+//! - `pending.rs` — [`PendingStore`], the Pending Snapshots table with its increment-guarded writes
+//! - `queues.rs` — [`SqsJobQueue`], the snapshot job queue, and the local queue pair
 //! - `schema.rs` — table and bucket definitions, used by the local stack and the tests
 //! - `stream_filter.json` — the Entry-stream event filter shared with the CDK stack
 
 pub mod dynamo;
 pub mod items;
+pub mod pending;
+pub mod queues;
 pub mod s3;
 pub mod schema;
 
 pub use dynamo::DynamoLogStore;
 pub use items::item_size;
-pub use s3::S3PayloadStore;
+pub use pending::{Guarded, PendingKey, PendingSnapshot, PendingStore};
+pub use queues::{QueueUrls, SqsJobQueue};
+pub use s3::{S3PayloadStore, Untagged};
 
 /// The Entry-stream filter patterns (one JSON object per pattern), as the CDK stack uses them.
 pub const STREAM_FILTER_JSON: &str = include_str!("stream_filter.json");

@@ -4,8 +4,10 @@
 //! Layout:
 //! - `mod.rs`  — ids, entry types, stored records and decoded entries
 //! - `cost.rs` — DynamoDB request-unit arithmetic from AWS's documented rules
+//! - `job.rs`  — the snapshot job message the stream router, worker and reprocess tool share
 
 pub mod cost;
+pub mod job;
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use cost::RequestUnits;
+pub use job::SnapshotJob;
 
 /// Identifies one log (one spreadsheet). A random v4 UUID, stored as its 16 raw bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

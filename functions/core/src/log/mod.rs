@@ -497,6 +497,51 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         })
     }
 
+    /// One segment of the log, read consistently; `None` when it does not exist.
+    pub async fn segment(
+        &self,
+        log: LogId,
+        num: u64,
+    ) -> Result<(Option<SegmentRecord>, RequestUnits), LogError> {
+        let mut units = RequestUnits::default();
+        let seg = self
+            .store
+            .segment(log, num, Consistency::Strong, &mut units)
+            .await?;
+        Ok((seg, units))
+    }
+
+    /// Up to `limit` entries in sequence order starting at entry `num` of the segment `start`
+    /// names, following End Segment entries into later segments. Unlike [`read_since`]
+    /// (which serves readers and only looks at the two newest segments), this reads from any
+    /// segment the caller has located, so the snapshot worker can read behind a log that has
+    /// moved on.
+    ///
+    /// [`read_since`]: Self::read_since
+    pub async fn read_from(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        num: u64,
+        limit: usize,
+    ) -> Result<EntriesPage, LogError> {
+        let mut units = RequestUnits::default();
+        let chain = self
+            .read_chain(log, start, num, limit.max(1), &mut units)
+            .await?;
+        let complete = chain.complete;
+        let entries = self.resolve(log, chain.records).await?;
+        let next_seq = entries
+            .last()
+            .map_or(start.base_seq + num, |e| e.seq + 1);
+        Ok(EntriesPage {
+            entries,
+            next_seq,
+            complete,
+            units,
+        })
+    }
+
     /// The log's next free sequence, read consistently.
     pub async fn next_seq(&self, log: LogId) -> Result<(u64, RequestUnits), LogError> {
         let mut units = RequestUnits::default();

@@ -1,0 +1,238 @@
+//! The snapshot job queue over SQS: sending jobs (one or a batch), re-sending a job with a delay
+//! (how the worker defers without using up the message's receive count), changing a message's
+//! visibility, and creating the queue pair for the local stack the way the CDK stack does.
+
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use tracing::instrument;
+
+use crate::domain::SnapshotJob;
+use crate::error::StoreError;
+
+const SERVICE: &str = "SQS";
+
+/// SQS refuses a `DelaySeconds` above 15 minutes.
+pub const MAX_DELAY: Duration = Duration::from_secs(900);
+/// SQS takes at most 10 messages per SendMessageBatch.
+const MAX_BATCH: usize = 10;
+
+/// Settings of the snapshot queue pair. The defaults are the CDK stack's `TIMINGS`
+/// (`cdk/lib/sheetlog-stack.ts`); the local stack uses them so jobs behave as they do in AWS.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSettings {
+    /// How long a received job stays invisible: six times the worker's 5-minute timeout.
+    pub visibility_timeout: Duration,
+    /// Receives after which SQS moves a job to the dead-letter queue.
+    pub max_receive_count: u32,
+    pub retention: Duration,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            visibility_timeout: Duration::from_secs(30 * 60),
+            max_receive_count: 100,
+            retention: Duration::from_secs(14 * 24 * 3600),
+        }
+    }
+}
+
+/// URLs of a snapshot queue and its dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueUrls {
+    pub snapshot_queue: String,
+    pub dead_letter_queue: String,
+}
+
+/// The snapshot job queue.
+#[derive(Debug, Clone)]
+pub struct SqsJobQueue {
+    client: Client,
+    url: String,
+}
+
+impl SqsJobQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Sends one job, invisible for `delay` (capped at SQS's 15 minutes).
+    #[instrument(skip(self), fields(log = %job.log_id, segment = job.segment, entry = job.entry))]
+    pub async fn send(&self, job: &SnapshotJob, delay: Duration) -> Result<(), StoreError> {
+        let secs = delay.min(MAX_DELAY).as_secs();
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(job.to_json())
+            .delay_seconds(i32::try_from(secs).unwrap_or(900))
+            .send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "SendMessage", e))?;
+        Ok(())
+    }
+
+    /// Sends jobs ten to a request; the result for each job is in the same position, so a
+    /// caller can report exactly the ones that failed.
+    #[instrument(skip(self, jobs), fields(jobs = jobs.len()))]
+    pub async fn send_batch(&self, jobs: &[SnapshotJob]) -> Vec<Result<(), StoreError>> {
+        let mut results = Vec::with_capacity(jobs.len());
+        for chunk in jobs.chunks(MAX_BATCH) {
+            let mut req = self.client.send_message_batch().queue_url(&self.url);
+            let mut built = Vec::with_capacity(chunk.len());
+            for (i, job) in chunk.iter().enumerate() {
+                built.push(
+                    SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(job.to_json())
+                        .build()
+                        .map_err(|e| StoreError::service(SERVICE, "SendMessageBatch", e)),
+                );
+            }
+            let mut errors: Vec<Option<StoreError>> = Vec::with_capacity(chunk.len());
+            for b in built {
+                match b {
+                    Ok(entry) => {
+                        req = req.entries(entry);
+                        errors.push(None);
+                    }
+                    Err(e) => errors.push(Some(e)),
+                }
+            }
+            match req.send().await {
+                Ok(out) => {
+                    for failed in out.failed() {
+                        if let Some(slot) = failed
+                            .id()
+                            .parse::<usize>()
+                            .ok()
+                            .and_then(|i| errors.get_mut(i))
+                        {
+                            *slot = Some(StoreError::service(
+                                SERVICE,
+                                "SendMessageBatch",
+                                format!(
+                                    "{}: {}",
+                                    failed.code(),
+                                    failed.message().unwrap_or("no message")
+                                ),
+                            ));
+                        }
+                    }
+                    results.extend(errors.into_iter().map(|e| match e {
+                        Some(e) => Err(e),
+                        None => Ok(()),
+                    }));
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    results.extend(chunk.iter().map(|_| {
+                        Err(StoreError::service(
+                            SERVICE,
+                            "SendMessageBatch",
+                            text.clone(),
+                        ))
+                    }));
+                }
+            }
+        }
+        results
+    }
+
+    /// Makes a received message visible again after `timeout` (0: right away).
+    #[instrument(skip(self, receipt))]
+    pub async fn change_visibility(
+        &self,
+        receipt: &str,
+        timeout: Duration,
+    ) -> Result<(), StoreError> {
+        // SQS allows at most 12 hours.
+        let secs = timeout.as_secs().min(12 * 3600);
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(i32::try_from(secs).unwrap_or(0))
+            .send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "ChangeMessageVisibility", e))?;
+        Ok(())
+    }
+
+    /// Deletes a received message (the local driver's side of Lambda's event-source mapping).
+    pub async fn delete(&self, receipt: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "DeleteMessage", e))?;
+        Ok(())
+    }
+}
+
+/// Creates the snapshot queue and its dead-letter queue with the redrive policy, named
+/// `<prefix>-snapshots` and `<prefix>-snapshots-dlq` (the local stack and tests; in AWS the CDK
+/// stack owns them). Creating a queue that exists with the same attributes is a no-op in SQS.
+pub async fn create_snapshot_queues(
+    client: &Client,
+    prefix: &str,
+    settings: QueueSettings,
+) -> Result<QueueUrls, StoreError> {
+    let retention = settings.retention.as_secs().to_string();
+    let dlq = client
+        .create_queue()
+        .queue_name(format!("{prefix}-snapshots-dlq"))
+        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SERVICE, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
+    let dlq_arn = client
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SERVICE, "GetQueueAttributes", e))?
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or_else(|| StoreError::corrupt("GetQueueAttributes response", "no queue ARN"))?;
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": settings.max_receive_count,
+    })
+    .to_string();
+    let queue = client
+        .create_queue()
+        .queue_name(format!("{prefix}-snapshots"))
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            settings.visibility_timeout.as_secs().to_string(),
+        )
+        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SERVICE, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
+    Ok(QueueUrls {
+        snapshot_queue: queue,
+        dead_letter_queue: dlq,
+    })
+}

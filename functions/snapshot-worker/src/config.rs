@@ -1,0 +1,71 @@
+//! The worker's settings, read once at cold start. `SHEETLOG_PENDING_TIMEOUT_SECS` is set by the
+//! CDK stack; the rest are timings that must agree with the stack's `TIMINGS` and have defaults
+//! that do.
+
+use std::time::Duration;
+
+use sheetlog_core::config::{ConfigError, env_parse};
+use sheetlog_core::snapshot::BuildConfig;
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// A pending snapshot whose holder has written nothing (checkpoint or heartbeat) for this
+    /// long is presumed dead and may be claimed by another invocation. It only has to cover the
+    /// time between two writes, not a whole build: the holder heartbeats at a third of it.
+    pub pending_timeout: Duration,
+    /// Hand the job off when this little of the invocation's time is left (checked after each
+    /// checkpoint), leaving room for one more chunk and the hand-off writes.
+    pub handoff_reserve: Duration,
+    /// Deferral backoff: the first wait behind an earlier snapshot, doubling per deferral up to
+    /// `defer_max`, half of it random so deferred jobs spread out.
+    pub defer_min: Duration,
+    pub defer_max: Duration,
+    /// After an unexpected error the message comes back after this long (times the receive
+    /// count, capped at `defer_max`) instead of the queue's 30-minute visibility timeout.
+    pub error_retry: Duration,
+    /// Chunking parameters; every build of a log must use the same ones to reuse chunks.
+    pub build: BuildConfig,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            pending_timeout: Duration::from_secs(120),
+            handoff_reserve: Duration::from_secs(60),
+            defer_min: Duration::from_secs(5),
+            defer_max: Duration::from_secs(300),
+            error_retry: Duration::from_secs(30),
+            build: BuildConfig::default(),
+        }
+    }
+}
+
+impl WorkerConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        if let Some(v) = env_parse::<u64>("SHEETLOG_PENDING_TIMEOUT_SECS")? {
+            c.pending_timeout = Duration::from_secs(v);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.pending_timeout < Duration::from_secs(1) {
+            return Err(ConfigError(
+                "SHEETLOG_PENDING_TIMEOUT_SECS must be at least 1".into(),
+            ));
+        }
+        if self.defer_min.is_zero() || self.defer_max < self.defer_min {
+            return Err(ConfigError(
+                "deferral backoff needs 0 < defer_min <= defer_max".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whole seconds of the pending timeout, as the Pending Snapshots timestamps count.
+    pub fn pending_timeout_secs(&self) -> i64 {
+        i64::try_from(self.pending_timeout.as_secs().max(1)).unwrap_or(i64::MAX)
+    }
+}

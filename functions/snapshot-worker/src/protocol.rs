@@ -1,0 +1,477 @@
+//! The Pending Snapshots protocol (seed: "Snapshot Creation", "Checkpoints", "Idempotence"), one
+//! job at a time. [`Worker::run`] decides what the job's message should do next and returns it as
+//! an [`Outcome`]; the handler turns that into queue actions.
+//!
+//! In order, for a job naming Snapshot entry (segment, entry) of a log:
+//! 1. The log's earliest pending snapshot comes before this one → wait for it (deferred with
+//!    backoff and jitter).
+//! 2. This snapshot already has a pending item:
+//!    - active and written to within the pending timeout → another invocation is on it: come
+//!      back when its timeout would run out;
+//!    - inactive (handed off, or waiting) or stale (its holder died) → claim it with a write
+//!      conditional on the increment we read; losing that race means this message is a
+//!      duplicate; winning means continuing from the item's checkpoint.
+//! 3. No pending item: the segment's Last Snapshot at or past the entry → a late duplicate.
+//!    Otherwise create the pending item, conditional on it not existing (losing → duplicate).
+//! 4. Read the log from the previous completed snapshot. An earlier Snapshot entry in between is
+//!    not built yet → clear active and wait (deferred with backoff).
+//! 5. Build with the incremental builder, resuming from the checkpoint if there is one. After
+//!    each chunk write a checkpoint, conditional on the increment (so checkpoints only move
+//!    forward; a refused write means another invocation took over, and this one bails out).
+//!    Between checkpoints a heartbeat keeps `modified` fresh. After a checkpoint, if the
+//!    invocation's time is nearly up, clear active and hand the job off.
+//! 6. Complete, in this order: the manifest key into the Snapshot entry, the segment's Last
+//!    Snapshot, delete the pending item; the handler then lets the message be deleted.
+//!
+//! Every S3 object the build writes has a deterministic name (chunks by content hash, the
+//! manifest by log and sequence), so duplicate or overlapping invocations write identical bytes
+//! to identical keys and leave nothing orphaned.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use rand::Rng;
+use sheetlog_core::aws::{
+    DynamoLogStore, Guarded, PendingKey, PendingSnapshot, PendingStore, S3PayloadStore,
+};
+use sheetlog_core::config::{ConfigError, LogConfig, Resources};
+use sheetlog_core::domain::{RequestUnits, SnapshotJob};
+use sheetlog_core::error::{LogError, StoreError};
+use sheetlog_core::log::EventLog;
+use sheetlog_core::ports::LogStore;
+use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
+use sheetlog_core::snapshot::{Checkpoint, Progress, SnapshotBuilder, SnapshotError};
+use sheetlog_core::snapshot_input::{
+    InputError, Located, Target, base_manifest, locate, log_entries, target,
+};
+use tracing::{debug, info, warn};
+
+use crate::config::WorkerConfig;
+use crate::hooks::{NoHooks, Step, StepHook};
+
+pub type AwsLog = EventLog<DynamoLogStore, S3PayloadStore>;
+
+/// DynamoDB items are limited to 400 KB; a checkpoint bigger than this is not stored (the build
+/// goes on, heartbeating instead, and a takeover restarts from the last stored checkpoint).
+/// At ~60 bytes per new chunk this is only reached by a from-scratch build of well over 5,000
+/// chunks (a sheet of over a gigabyte of raw cells).
+const MAX_STATE_BYTES: usize = 350 * 1024;
+
+/// Why a job is waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeferReason {
+    /// An earlier snapshot of the log has a pending item.
+    EarlierPending { segment: u64, entry: u64 },
+    /// An earlier Snapshot entry of the log has not been started.
+    EarlierUnprocessed { segment: u64, entry: u64 },
+    /// Another invocation holds this snapshot's pending item and is alive.
+    HeldElsewhere,
+}
+
+/// What became of a job, and so what its message should do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Built (or its interrupted completion finished); the root is the manifest key.
+    Completed { root: String },
+    /// The segment's Last Snapshot already covers it: a late duplicate.
+    AlreadyComplete,
+    /// Another invocation won a race for the pending item: this message is a duplicate.
+    Duplicate,
+    /// Come back after `delay`.
+    Deferred { delay: Duration, reason: DeferReason },
+    /// Ran out of time after `checkpoints` checkpoints; the next invocation resumes.
+    HandedOff { checkpoints: u32 },
+    /// The job names no Snapshot entry.
+    Rejected { reason: String },
+}
+
+impl Outcome {
+    /// Whether the message is finished with (deleted) rather than sent round again.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Outcome::Deferred { .. } | Outcome::HandedOff { .. })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error("encoding a checkpoint failed: {0}")]
+    Checkpoint(serde_json::Error),
+    /// A [`StepHook`] stopped the worker after this step (a simulated crash).
+    #[error("stopped by a step hook after {0}")]
+    Stopped(Step),
+}
+
+/// Builds snapshots for jobs.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    log: AwsLog,
+    pending: PendingStore,
+    blobs: S3Store,
+    imports: S3Payloads,
+    cfg: WorkerConfig,
+    hook: Arc<dyn StepHook>,
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+impl Worker {
+    pub fn new(
+        log: AwsLog,
+        pending: PendingStore,
+        blobs: S3Store,
+        imports: S3Payloads,
+        cfg: WorkerConfig,
+    ) -> Self {
+        Self {
+            log,
+            pending,
+            blobs,
+            imports,
+            cfg,
+            hook: Arc::new(NoHooks),
+        }
+    }
+
+    /// The worker over the stack's tables and bucket (S3 addressed path-style, which works
+    /// against AWS and the local emulator alike).
+    pub fn from_sdk(
+        sdk: &aws_config::SdkConfig,
+        resources: &Resources,
+        log_cfg: LogConfig,
+        cfg: WorkerConfig,
+    ) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(sdk)
+                .force_path_style(true)
+                .build(),
+        );
+        let store = DynamoLogStore::new(
+            dynamo.clone(),
+            &resources.entry_table,
+            &resources.segment_table,
+        );
+        let payloads = S3PayloadStore::new(s3.clone(), &resources.bucket);
+        let log = EventLog::new(store, payloads, log_cfg)?;
+        let pending = PendingStore::new(dynamo, resources.require_pending_table()?);
+        Ok(Self::new(
+            log,
+            pending,
+            S3Store::new(s3.clone(), &resources.bucket),
+            S3Payloads::new(s3, &resources.bucket),
+            cfg,
+        ))
+    }
+
+    /// The same worker reporting its steps to `hook`.
+    pub fn with_hook(mut self, hook: Arc<dyn StepHook>) -> Self {
+        self.hook = hook;
+        self
+    }
+
+    pub fn config(&self) -> &WorkerConfig {
+        &self.cfg
+    }
+
+    pub fn pending(&self) -> &PendingStore {
+        &self.pending
+    }
+
+    /// Runs the protocol for one job. `handoff_at` is when the invocation must stop starting new
+    /// chunks. Errors leave everything as a crash would: the pending item is reclaimed after
+    /// the pending timeout.
+    pub async fn run(&self, job: &SnapshotJob, handoff_at: Instant) -> Result<Outcome, WorkerError> {
+        let key = PendingKey::new(job.log_id, job.segment, job.entry);
+        let now = now_secs();
+
+        // 1–2. The earliest pending snapshot of the log is either an earlier one (wait), this one
+        // (a retry or duplicate), or a later one / none (this one has no pending item).
+        let existing = match self.pending.earliest(job.log_id).await? {
+            Some(p) if p.key.position() < key.position() => {
+                return Ok(Outcome::Deferred {
+                    delay: self.backoff(job.deferrals),
+                    reason: DeferReason::EarlierPending {
+                        segment: p.key.segment,
+                        entry: p.key.entry,
+                    },
+                });
+            }
+            Some(p) if p.key == key => Some(p),
+            _ => None,
+        };
+
+        let held = match existing {
+            Some(p) => {
+                let timeout = self.cfg.pending_timeout_secs();
+                if p.active && !p.is_stale(now, timeout) {
+                    let left = timeout - now.saturating_sub(p.modified);
+                    return Ok(Outcome::Deferred {
+                        delay: Duration::from_secs(u64::try_from(left).unwrap_or(1))
+                            + self.jitter(),
+                        reason: DeferReason::HeldElsewhere,
+                    });
+                }
+                match self.pending.claim(&p, now).await? {
+                    Guarded::Lost => return Ok(Outcome::Duplicate),
+                    Guarded::Done(p) => {
+                        info!(log = %job.log_id, segment = job.segment, entry = job.entry,
+                            retries = p.retries, was_active = p.active, "claimed pending snapshot");
+                        self.step(Step::Claimed).await?;
+                        p
+                    }
+                }
+            }
+            None => {
+                // 3. No pending item: finished already, or not started.
+                match target(&self.log, job.log_id, job.segment, job.entry).await? {
+                    Target::NotASnapshot => {
+                        return Ok(Outcome::Rejected {
+                            reason: "no Snapshot entry at that position".into(),
+                        });
+                    }
+                    Target::AlreadyComplete => return Ok(Outcome::AlreadyComplete),
+                    Target::Incomplete { .. } => {}
+                }
+                self.step(Step::BeforePendingItem).await?;
+                match self.pending.create(key, now).await? {
+                    Guarded::Lost => return Ok(Outcome::Duplicate),
+                    Guarded::Done(p) => {
+                        self.step(Step::PendingCreated).await?;
+                        p
+                    }
+                }
+            }
+        };
+        Box::pin(self.work(job, held, handoff_at)).await
+    }
+
+    /// Steps 4–6, holding the pending item `held`.
+    async fn work(
+        &self,
+        job: &SnapshotJob,
+        held: PendingSnapshot,
+        handoff_at: Instant,
+    ) -> Result<Outcome, WorkerError> {
+        let key = held.key;
+        let input = match locate(&self.log, job.log_id, job.segment, job.entry).await? {
+            Located::Ready(input) => input,
+            Located::AlreadyComplete => {
+                // A completion stopped after advancing Last Snapshot: only the cleanup is left.
+                self.pending.delete(key).await?;
+                self.step(Step::PendingDeleted).await?;
+                return Ok(Outcome::AlreadyComplete);
+            }
+            Located::NotASnapshot => {
+                self.pending.delete(key).await?;
+                return Ok(Outcome::Rejected {
+                    reason: "no Snapshot entry at that position".into(),
+                });
+            }
+            Located::EarlierUnprocessed { segment, entry, .. } => {
+                // Started before the previous snapshot was (seed: "the simplest way to handle it
+                // is to clear the Active flag, change the visibility timeout and exit").
+                return Ok(
+                    match self.pending.release(key, held.increment, now_secs()).await? {
+                        Guarded::Lost => Outcome::Duplicate,
+                        Guarded::Done(_) => Outcome::Deferred {
+                            delay: self.backoff(job.deferrals),
+                            reason: DeferReason::EarlierUnprocessed { segment, entry },
+                        },
+                    },
+                );
+            }
+        };
+        if let Some(root) = &input.target.snapshot_root {
+            // The manifest is complete and recorded; a crash cut the completion short.
+            let root = root.clone();
+            return self.complete(job, key, &root).await;
+        }
+
+        let base = base_manifest(&self.blobs, job.log_id, &input.base).await?;
+        let entries = log_entries(&input.entries)?;
+        let log_uuid = *job.log_id.as_uuid();
+        let seq = input.target.seq;
+        let checkpoint = held.state.as_deref().and_then(|s| {
+            serde_json::from_str::<Checkpoint>(s)
+                .map_err(|e| warn!(log = %job.log_id, error = %e, "unreadable checkpoint; starting over"))
+                .ok()
+        });
+        let mut builder = match &checkpoint {
+            Some(c) => match SnapshotBuilder::resume(
+                &self.blobs,
+                &self.imports,
+                self.cfg.build,
+                log_uuid,
+                seq,
+                base.clone(),
+                entries.clone(),
+                c,
+            ) {
+                Ok(b) => {
+                    debug!(log = %job.log_id, seq, consumed = c.consumed, "resuming from checkpoint");
+                    b
+                }
+                // A checkpoint from other build settings (say, a changed chunk target):
+                // starting over gives a correct snapshot, only later.
+                Err(e) => {
+                    warn!(log = %job.log_id, error = %e, "checkpoint does not fit; starting over");
+                    SnapshotBuilder::new(
+                        &self.blobs,
+                        &self.imports,
+                        self.cfg.build,
+                        log_uuid,
+                        seq,
+                        base,
+                        entries,
+                    )?
+                }
+            },
+            None => SnapshotBuilder::new(
+                &self.blobs,
+                &self.imports,
+                self.cfg.build,
+                log_uuid,
+                seq,
+                base,
+                entries,
+            )?,
+        };
+
+        let mut increment = held.increment;
+        let mut written = 0u32;
+        let result = loop {
+            let Some(progress) = self.step_alive(&mut builder, key, &mut increment).await? else {
+                return Ok(Outcome::Duplicate);
+            };
+            match progress {
+                Progress::Checkpoint(c) => {
+                    let state = serde_json::to_string(&c).map_err(WorkerError::Checkpoint)?;
+                    let write = if state.len() > MAX_STATE_BYTES {
+                        warn!(log = %job.log_id, bytes = state.len(), "checkpoint too large to store");
+                        self.pending.heartbeat(key, increment, now_secs()).await?
+                    } else {
+                        self.pending
+                            .checkpoint(key, increment, &state, now_secs())
+                            .await?
+                    };
+                    match write {
+                        // Another invocation took the item over: it carries on, we stop.
+                        Guarded::Lost => return Ok(Outcome::Duplicate),
+                        Guarded::Done(p) => increment = p.increment,
+                    }
+                    written += 1;
+                    self.step(Step::Checkpoint(written)).await?;
+                    if Instant::now() >= handoff_at {
+                        return Ok(
+                            match self.pending.release(key, increment, now_secs()).await? {
+                                Guarded::Lost => Outcome::Duplicate,
+                                Guarded::Done(_) => Outcome::HandedOff {
+                                    checkpoints: written,
+                                },
+                            },
+                        );
+                    }
+                }
+                Progress::Done(r) => break r,
+            }
+        };
+        debug!(log = %job.log_id, seq, chunks_written = result.stats.chunks_written,
+            chunks_reused = result.stats.chunks_reused, "snapshot built");
+        self.complete(job, key, &result.manifest_key).await
+    }
+
+    /// One builder step, heartbeating every third of the pending timeout while it runs. `None`
+    /// when a heartbeat found the item taken over.
+    async fn step_alive(
+        &self,
+        builder: &mut SnapshotBuilder<'_>,
+        key: PendingKey,
+        increment: &mut u64,
+    ) -> Result<Option<Progress>, WorkerError> {
+        let every = (self.cfg.pending_timeout / 3).max(Duration::from_millis(500));
+        let mut step = Box::pin(builder.step());
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        loop {
+            tokio::select! {
+                progress = &mut step => return Ok(Some(progress?)),
+                _ = ticks.tick() => {
+                    match self.pending.heartbeat(key, *increment, now_secs()).await? {
+                        Guarded::Lost => return Ok(None),
+                        Guarded::Done(p) => *increment = p.increment,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Step 6, in the seed's order. Each write is idempotent, so a completion cut short anywhere
+    /// is finished by whichever invocation comes next.
+    async fn complete(
+        &self,
+        job: &SnapshotJob,
+        key: PendingKey,
+        root: &str,
+    ) -> Result<Outcome, WorkerError> {
+        let mut units = RequestUnits::default();
+        let store = self.log.store();
+        store
+            .set_snapshot_root(job.log_id, job.segment, job.entry, root, &mut units)
+            .await?;
+        self.step(Step::RootWritten).await?;
+        store
+            .advance_last_snapshot(job.log_id, job.segment, job.entry, &mut units)
+            .await?;
+        self.step(Step::LastSnapshotAdvanced).await?;
+        self.pending.delete(key).await?;
+        self.step(Step::PendingDeleted).await?;
+        info!(log = %job.log_id, segment = job.segment, entry = job.entry, root, "snapshot complete");
+        Ok(Outcome::Completed {
+            root: root.to_owned(),
+        })
+    }
+
+    async fn step(&self, step: Step) -> Result<(), WorkerError> {
+        match self.hook.reached(step).await {
+            ControlFlow::Continue(()) => Ok(()),
+            ControlFlow::Break(()) => Err(WorkerError::Stopped(step)),
+        }
+    }
+
+    /// The wait before deferred job `n` (0-based) looks again: exponential from `defer_min` to
+    /// `defer_max`, then "equal jitter" (half fixed, half random) so a crowd of jobs waiting on
+    /// one snapshot spreads out but none comes back immediately.
+    pub fn backoff(&self, deferrals: u32) -> Duration {
+        let cap = ExponentialBuilder::default()
+            .with_min_delay(self.cfg.defer_min)
+            .with_max_delay(self.cfg.defer_max)
+            .with_factor(2.0)
+            .without_max_times()
+            .build()
+            .nth(deferrals.min(64) as usize)
+            .unwrap_or(self.cfg.defer_max);
+        let half = cap / 2;
+        let micros = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+        half + Duration::from_micros(rand::rng().random_range(0..=micros))
+    }
+
+    fn jitter(&self) -> Duration {
+        let max = u64::try_from(self.cfg.defer_min.as_millis()).unwrap_or(1000);
+        Duration::from_millis(rand::rng().random_range(0..=max))
+    }
+}
