@@ -1,0 +1,172 @@
+//! `sheetlog-pipeline`: runs the side-effect pipeline on one machine. The emulator runs no Lambda
+//! event-source mappings, so this crate plays their part: it polls the Entry table's stream
+//! (every shard, the stack's filter applied) into the stream router's handler, and the snapshot
+//! queue into the snapshot worker's handler, honouring visibility timeouts, per-record failures
+//! and a per-invocation time budget. The handlers are exactly the ones deployed to Lambda.
+//!
+//! Layout:
+//! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
+//! - [`stream`] — [`StreamDriver`]: DescribeStream / GetShardIterator / GetRecords → router
+//! - [`queue`]  — [`QueueDriver`]: ReceiveMessage → worker handler → DeleteMessage
+//! - `lib.rs`   — [`run_local_pipeline`], both drivers until shutdown
+
+pub mod filter;
+pub mod queue;
+pub mod stream;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use filter::FilterPatterns;
+pub use queue::QueueDriver;
+pub use sheetlog_core::aws::QueueUrls;
+pub use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
+use sheetlog_core::aws::{S3PayloadStore, SqsJobQueue};
+use sheetlog_core::config::{LogConfig, Resources};
+use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
+use sheetlog_stream_router::AwsEffects;
+pub use stream::StreamDriver;
+use tracing::{info, warn};
+
+/// Settings of the local pipeline.
+#[derive(Debug, Clone)]
+pub struct LocalPipelineConfig {
+    /// Each worker invocation's time; it hands off (after at least one chunk) once it is used up.
+    /// Lambda's is the function timeout less a reserve; make it small to exercise hand-off.
+    pub worker_time_budget: Duration,
+    /// Worker invocations at once.
+    pub worker_concurrency: usize,
+    /// How often an idle driver looks again.
+    pub poll_interval: Duration,
+    /// Retries of a failing stream record before it is dropped (the stack's is 10).
+    pub stream_retry_attempts: u32,
+    pub worker: WorkerConfig,
+    pub log: LogConfig,
+}
+
+impl Default for LocalPipelineConfig {
+    fn default() -> Self {
+        Self {
+            worker_time_budget: Duration::from_secs(4 * 60),
+            worker_concurrency: 2,
+            poll_interval: Duration::from_millis(200),
+            stream_retry_attempts: 10,
+            worker: WorkerConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// The two drivers over one stack's resources.
+#[derive(Debug)]
+pub struct LocalPipeline {
+    pub stream: StreamDriver,
+    pub queue: QueueDriver,
+    poll_interval: Duration,
+}
+
+impl LocalPipeline {
+    /// Builds the router's effects, the worker and both drivers from SDK configuration (pointed
+    /// at the emulator through `AWS_ENDPOINT_URL` or an explicit endpoint).
+    pub fn new(
+        sdk: &aws_config::SdkConfig,
+        resources: &Resources,
+        queues: &QueueUrls,
+        cfg: LocalPipelineConfig,
+    ) -> anyhow::Result<Self> {
+        let worker = Worker::from_sdk(sdk, resources, cfg.log.clone(), cfg.worker.clone())?;
+        Self::with_worker(sdk, resources, queues, cfg, worker)
+    }
+
+    /// As [`new`](Self::new), with a worker the caller built (tests pass one with a step hook).
+    pub fn with_worker(
+        sdk: &aws_config::SdkConfig,
+        resources: &Resources,
+        queues: &QueueUrls,
+        cfg: LocalPipelineConfig,
+        worker: Worker,
+    ) -> anyhow::Result<Self> {
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(sdk)
+                .force_path_style(true)
+                .build(),
+        );
+        let job_queue = SqsJobQueue::new(sqs.clone(), &queues.snapshot_queue);
+        let effects = Arc::new(AwsEffects::new(
+            job_queue.clone(),
+            S3PayloadStore::new(s3, &resources.bucket),
+        ));
+        let stream = StreamDriver::new(
+            sdk,
+            &resources.entry_table,
+            effects,
+            FilterPatterns::entry_stream()?,
+            cfg.stream_retry_attempts,
+        );
+        let queue = QueueDriver::new(
+            sqs,
+            &queues.snapshot_queue,
+            Handler::new(worker, job_queue),
+            cfg.worker_time_budget,
+            cfg.worker_concurrency,
+        );
+        Ok(Self {
+            stream,
+            queue,
+            poll_interval: cfg.poll_interval,
+        })
+    }
+
+    /// Runs both drivers until `shutdown` resolves.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let poll = self.poll_interval;
+        let stream_task = async {
+            let mut stop = stop_rx.clone();
+            loop {
+                match self.stream.poll_once().await {
+                    Ok(r) if r.jobs_sent + r.payloads_committed > 0 => {
+                        info!(jobs = r.jobs_sent, payloads = r.payloads_committed, "stream records routed");
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %format!("{e:#}"), "polling the Entry stream failed"),
+                }
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(poll) => {}
+                }
+            }
+        };
+        let queue = &self.queue;
+        let queue_task = async {
+            let mut stop = stop_rx.clone();
+            queue
+                .run(poll, async move {
+                    let _ = stop.changed().await;
+                })
+                .await;
+        };
+        let stopper = async {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        };
+        tokio::join!(stream_task, queue_task, stopper);
+    }
+}
+
+/// Runs the stream router and snapshot worker against the emulator until `shutdown` resolves.
+/// The lead's local runner calls this next to the API server.
+pub async fn run_local_pipeline(
+    sdk: &aws_config::SdkConfig,
+    resources: &Resources,
+    queues: &QueueUrls,
+    cfg: LocalPipelineConfig,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    LocalPipeline::new(sdk, resources, queues, cfg)?
+        .run(shutdown)
+        .await;
+    Ok(())
+}

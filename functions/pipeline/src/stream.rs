@@ -1,0 +1,290 @@
+//! The Entry table's stream, polled the way Lambda's DynamoDB event source does it: every shard
+//! from its oldest record, the stack's filter applied, records converted to the Lambda event
+//! types and handed to the stream router in batches; records the router reports as failed are
+//! retried with backoff, up to the stack's retry limit.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
+use aws_sdk_dynamodbstreams::types::{
+    AttributeValue as StreamValue, Record, ShardIteratorType, StreamViewType as SdkViewType,
+};
+use serde_dynamo::AttributeValue;
+use sheetlog_stream_router::{Effects, RouteReport, route};
+use tracing::{debug, error, warn};
+
+use crate::filter::FilterPatterns;
+
+/// Records read per GetRecords call (Lambda's batch size for this source in the stack).
+const BATCH: i32 = 100;
+
+/// Polls one table's stream and feeds the stream router.
+pub struct StreamDriver {
+    dynamo: aws_sdk_dynamodb::Client,
+    streams: aws_sdk_dynamodbstreams::Client,
+    table: String,
+    effects: Arc<dyn Effects>,
+    filter: FilterPatterns,
+    retry_attempts: u32,
+    stream_arn: Option<String>,
+    /// Open shards and where to read next (None: not yet started).
+    shards: BTreeMap<String, Option<String>>,
+    /// Shards that have been read to their end.
+    closed: Vec<String>,
+}
+
+impl std::fmt::Debug for StreamDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamDriver")
+            .field("table", &self.table)
+            .field("stream_arn", &self.stream_arn)
+            .field("shards", &self.shards.len())
+            .finish()
+    }
+}
+
+impl StreamDriver {
+    pub fn new(
+        sdk: &aws_config::SdkConfig,
+        table: impl Into<String>,
+        effects: Arc<dyn Effects>,
+        filter: FilterPatterns,
+        retry_attempts: u32,
+    ) -> Self {
+        Self {
+            dynamo: aws_sdk_dynamodb::Client::new(sdk),
+            streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+            table: table.into(),
+            effects,
+            filter,
+            retry_attempts,
+            stream_arn: None,
+            shards: BTreeMap::new(),
+            closed: Vec::new(),
+        }
+    }
+
+    async fn stream_arn(&mut self) -> anyhow::Result<String> {
+        if let Some(arn) = &self.stream_arn {
+            return Ok(arn.clone());
+        }
+        let arn = self
+            .dynamo
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+            .with_context(|| format!("describing table {}", self.table))?
+            .table
+            .and_then(|t| t.latest_stream_arn)
+            .with_context(|| format!("table {} has no stream", self.table))?;
+        self.stream_arn = Some(arn.clone());
+        Ok(arn)
+    }
+
+    /// Picks up shards that appeared since the last look (DescribeStream, paged).
+    async fn refresh_shards(&mut self, arn: &str) -> anyhow::Result<()> {
+        let mut start: Option<String> = None;
+        loop {
+            let out = self
+                .streams
+                .describe_stream()
+                .stream_arn(arn)
+                .set_exclusive_start_shard_id(start.clone())
+                .send()
+                .await
+                .context("DescribeStream")?;
+            let Some(desc) = out.stream_description else {
+                return Ok(());
+            };
+            for shard in desc.shards() {
+                if let Some(id) = shard.shard_id() {
+                    if !self.closed.iter().any(|c| c == id) {
+                        self.shards.entry(id.to_owned()).or_insert(None);
+                    }
+                }
+            }
+            match desc.last_evaluated_shard_id {
+                Some(last) => start = Some(last),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Reads every shard once (as many GetRecords pages as it takes to catch up) and routes what
+    /// passes the filter. Returns the combined report.
+    pub async fn poll_once(&mut self) -> anyhow::Result<RouteReport> {
+        let arn = self.stream_arn().await?;
+        self.refresh_shards(&arn).await?;
+        let mut total = RouteReport::default();
+        let ids: Vec<String> = self.shards.keys().cloned().collect();
+        for id in ids {
+            loop {
+                let iterator = match self.shards.get(&id).cloned().flatten() {
+                    Some(it) => it,
+                    None => self
+                        .streams
+                        .get_shard_iterator()
+                        .stream_arn(&arn)
+                        .shard_id(&id)
+                        // From the oldest record, as the stack's event source starts.
+                        .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                        .send()
+                        .await
+                        .context("GetShardIterator")?
+                        .shard_iterator
+                        .context("GetShardIterator returned no iterator")?,
+                };
+                let out = self
+                    .streams
+                    .get_records()
+                    .shard_iterator(&iterator)
+                    .limit(BATCH)
+                    .send()
+                    .await
+                    .context("GetRecords")?;
+                let records = out.records.unwrap_or_default();
+                let got = records.len();
+                match out.next_shard_iterator {
+                    Some(next) => {
+                        self.shards.insert(id.clone(), Some(next));
+                    }
+                    None => {
+                        // The shard is closed and fully read.
+                        self.shards.remove(&id);
+                        self.closed.push(id.clone());
+                    }
+                }
+                if got > 0 {
+                    let report = self.deliver(&arn, &records).await;
+                    total.jobs_sent += report.jobs_sent;
+                    total.payloads_committed += report.payloads_committed;
+                    total.payloads_missing += report.payloads_missing;
+                    total.ignored += report.ignored;
+                    total.failed.extend(report.failed);
+                }
+                if got == 0 || !self.shards.contains_key(&id) {
+                    break;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Filters, converts and routes one GetRecords page, retrying failed records.
+    async fn deliver(&self, arn: &str, records: &[Record]) -> RouteReport {
+        let mut batch = Vec::new();
+        for r in records {
+            match convert_record(r, arn) {
+                Some(rec) => {
+                    let json = serde_json::to_value(&rec).unwrap_or_default();
+                    if self.filter.matches(&json) {
+                        batch.push(rec);
+                    }
+                }
+                None => warn!(event = ?r.event_id(), "stream record could not be converted"),
+            }
+        }
+        let mut total = RouteReport::default();
+        let mut attempt = 0u32;
+        let mut backoff = Duration::from_millis(100);
+        while !batch.is_empty() {
+            let mut event = Event::default();
+            event.records = std::mem::take(&mut batch);
+            let report = route(self.effects.as_ref(), &event).await;
+            total.jobs_sent += report.jobs_sent;
+            total.payloads_committed += report.payloads_committed;
+            total.payloads_missing += report.payloads_missing;
+            total.ignored += report.ignored;
+            if report.failed.is_empty() {
+                break;
+            }
+            attempt += 1;
+            // Only the failed records go round again.
+            batch = event
+                .records
+                .into_iter()
+                .filter(|r| {
+                    report
+                        .failed
+                        .iter()
+                        .any(|f| Some(f) == r.change.sequence_number.as_ref())
+                })
+                .collect();
+            if attempt > self.retry_attempts {
+                error!(records = batch.len(), "stream records still failing after every retry; dropping them (in AWS they go to the failure queue)");
+                total.failed.extend(report.failed);
+                break;
+            }
+            debug!(records = batch.len(), attempt, "retrying failed stream records");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        total
+    }
+}
+
+/// A stream record in the shape Lambda delivers it.
+pub fn convert_record(r: &Record, stream_arn: &str) -> Option<EventRecord> {
+    let d = r.dynamodb()?;
+    let mut change = aws_lambda_events::event::dynamodb::StreamRecord::default();
+    change.keys = convert_image(d.keys.as_ref())?;
+    change.new_image = convert_image(d.new_image.as_ref())?;
+    change.old_image = convert_image(d.old_image.as_ref())?;
+    change.sequence_number = d.sequence_number.clone();
+    change.size_bytes = d.size_bytes.unwrap_or(0);
+    change.stream_view_type = d.stream_view_type.as_ref().and_then(|v| match v {
+        SdkViewType::NewImage => Some(StreamViewType::NewImage),
+        SdkViewType::OldImage => Some(StreamViewType::OldImage),
+        SdkViewType::NewAndOldImages => Some(StreamViewType::NewAndOldImages),
+        SdkViewType::KeysOnly => Some(StreamViewType::KeysOnly),
+        _ => None,
+    });
+    let mut rec = EventRecord::default();
+    rec.aws_region = r.aws_region.clone().unwrap_or_default();
+    rec.change = change;
+    rec.event_id = r.event_id.clone().unwrap_or_default();
+    rec.event_name = r
+        .event_name
+        .as_ref()
+        .map(|n| n.as_str().to_owned())
+        .unwrap_or_default();
+    rec.event_source = r.event_source.clone();
+    rec.event_version = r.event_version.clone();
+    rec.event_source_arn = Some(stream_arn.to_owned());
+    Some(rec)
+}
+
+fn convert_image(image: Option<&HashMap<String, StreamValue>>) -> Option<serde_dynamo::Item> {
+    let mut out = HashMap::new();
+    for (k, v) in image.into_iter().flatten() {
+        out.insert(k.clone(), convert_value(v)?);
+    }
+    Some(serde_dynamo::Item::from(out))
+}
+
+/// SDK attribute value → Lambda event attribute value. Written out rather than taken from
+/// serde_dynamo's `aws-sdk-dynamodbstreams+1` feature because that conversion panics on a
+/// variant it does not know; this one reports it (`None`).
+fn convert_value(v: &StreamValue) -> Option<AttributeValue> {
+    Some(match v {
+        StreamValue::B(b) => AttributeValue::B(b.as_ref().to_vec()),
+        StreamValue::Bool(b) => AttributeValue::Bool(*b),
+        StreamValue::Bs(bs) => AttributeValue::Bs(bs.iter().map(|b| b.as_ref().to_vec()).collect()),
+        StreamValue::L(l) => AttributeValue::L(l.iter().map(convert_value).collect::<Option<_>>()?),
+        StreamValue::M(m) => AttributeValue::M(
+            m.iter()
+                .map(|(k, v)| Some((k.clone(), convert_value(v)?)))
+                .collect::<Option<_>>()?,
+        ),
+        StreamValue::N(n) => AttributeValue::N(n.clone()),
+        StreamValue::Ns(ns) => AttributeValue::Ns(ns.clone()),
+        StreamValue::Null(b) => AttributeValue::Null(*b),
+        StreamValue::S(s) => AttributeValue::S(s.clone()),
+        StreamValue::Ss(ss) => AttributeValue::Ss(ss.clone()),
+        _ => return None,
+    })
+}
