@@ -1,0 +1,91 @@
+//! `sheetlog-maintenance`: operator commands. Resource names come from flags or the same
+//! environment variables the functions read (the stack's outputs name them).
+//!
+//! ```text
+//! sheetlog-maintenance reprocess --since 2026-11-20T00:00:00Z [--dry-run]
+//! ```
+//! Progress goes to stderr, the final report (JSON) to stdout.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sheetlog_core::aws::{S3PayloadStore, SqsJobQueue};
+use sheetlog_maintenance::{ReprocessOptions, Reprocessor, parse_since};
+
+#[derive(Debug, Parser)]
+#[command(name = "sheetlog-maintenance", version, about = "sheetlog operator tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Re-enqueue snapshot jobs and re-run payload un-tagging for entries written since a date.
+    /// Safe to run any number of times.
+    Reprocess(ReprocessArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ReprocessArgs {
+    /// RFC 3339 date-time; entries created at or after it are reprocessed.
+    #[arg(long, value_parser = parse_since)]
+    since: i64,
+    /// Report what would be done, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long, env = "SHEETLOG_ENTRY_TABLE")]
+    entry_table: String,
+    #[arg(long, env = "SHEETLOG_SEGMENT_TABLE")]
+    segment_table: String,
+    #[arg(long, env = "SHEETLOG_BUCKET")]
+    bucket: String,
+    #[arg(long, env = "SHEETLOG_SNAPSHOT_QUEUE_URL")]
+    queue_url: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    match Cli::parse().command {
+        Command::Reprocess(args) => reprocess(args).await,
+    }
+}
+
+async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    let tool = Reprocessor::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &args.entry_table,
+        &args.segment_table,
+        S3PayloadStore::new(s3, &args.bucket),
+        SqsJobQueue::new(aws_sdk_sqs::Client::new(&sdk), &args.queue_url),
+    );
+    let opts = ReprocessOptions {
+        since: args.since,
+        dry_run: args.dry_run,
+    };
+    let verb = if args.dry_run { "would enqueue" } else { "enqueued" };
+    let report = tool
+        .run(opts, &mut |log, r| {
+            eprintln!(
+                "log {log}: {} logs, {} entries read; {verb} {} jobs, {} payloads untagged, {} missing",
+                r.logs, r.entries_read, r.jobs_enqueued, r.payloads_untagged, r.payloads_missing
+            );
+        })
+        .await
+        .context("reprocessing")?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! The manual fallback (seed: "Manual Fallback"): when stream records or queue messages were
+//! lost (expired, dropped, parked in a failure queue), walk the log entries written since a date
+//! and start the side effects that have not happened:
+//! - a Snapshot entry without a root whose segment's Last Snapshot does not cover it → a
+//!   snapshot job on the queue;
+//! - an entry whose external object still carries the auto-delete tag → remove the tag.
+//!
+//! Safe to run any number of times: a job for a snapshot that is complete or in progress is a
+//! duplicate the worker discards, and removing a tag is idempotent.
+//!
+//! Finding the logs: nothing indexes entries by date, so the tool scans the Segment table (paged)
+//! for every log id — fine for an operator's tool, and far cheaper than scanning entries. For
+//! each log it reads only the segments that can hold entries from the date on: the newest one
+//! created before the date and every later one. In those segments it also enqueues incomplete
+//! Snapshot entries written *before* the date, because a later snapshot waits for every earlier
+//! one and would otherwise never start.
+
+use std::collections::HashSet;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+use sheetlog_core::aws::items::segment_attr;
+use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore, SqsJobQueue, Untagged};
+use sheetlog_core::domain::{EntryType, LogId, RequestUnits, SegmentRecord, SnapshotJob};
+use sheetlog_core::error::StoreError;
+use sheetlog_core::ports::{Consistency, LogStore};
+use tracing::warn;
+
+/// Entries read per query page.
+const PAGE: usize = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReprocessError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("scanning the Segment table failed: {0}")]
+    Scan(String),
+}
+
+/// What a run found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReprocessReport {
+    pub logs: u64,
+    pub segments_read: u64,
+    pub entries_read: u64,
+    /// Snapshot jobs sent (or, in a dry run, that would have been).
+    pub jobs_enqueued: u64,
+    /// Objects whose auto-delete tag was removed (or would have been).
+    pub payloads_untagged: u64,
+    /// Objects already without the tag.
+    pub payloads_already_committed: u64,
+    /// Objects referenced by a committed entry that do not exist (logged with their keys).
+    pub payloads_missing: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReprocessOptions {
+    /// Unix epoch seconds: entries created at or after this are looked at.
+    pub since: i64,
+    /// Report what would be done without doing it.
+    pub dry_run: bool,
+}
+
+/// The tables, bucket and queue a run works on.
+#[derive(Debug, Clone)]
+pub struct Reprocessor {
+    dynamo: aws_sdk_dynamodb::Client,
+    segment_table: String,
+    store: DynamoLogStore,
+    payloads: S3PayloadStore,
+    queue: SqsJobQueue,
+}
+
+impl Reprocessor {
+    pub fn new(
+        dynamo: aws_sdk_dynamodb::Client,
+        entry_table: &str,
+        segment_table: &str,
+        payloads: S3PayloadStore,
+        queue: SqsJobQueue,
+    ) -> Self {
+        Self {
+            store: DynamoLogStore::new(dynamo.clone(), entry_table, segment_table),
+            dynamo,
+            segment_table: segment_table.to_owned(),
+            payloads,
+            queue,
+        }
+    }
+
+    /// Runs over every log. `progress` is called after each log with the totals so far.
+    pub async fn run(
+        &self,
+        opts: ReprocessOptions,
+        progress: &mut (dyn FnMut(LogId, &ReprocessReport) + Send),
+    ) -> Result<ReprocessReport, ReprocessError> {
+        let mut report = ReprocessReport::default();
+        let mut seen: HashSet<LogId> = HashSet::new();
+        let mut start = None;
+        loop {
+            // Only the key attribute: the scan is for log ids; each log's segments are then read
+            // with a Query, in order.
+            let page = self
+                .dynamo
+                .scan()
+                .table_name(&self.segment_table)
+                .projection_expression("#l")
+                .expression_attribute_names("#l", segment_attr::LOG_ID)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ReprocessError::Scan(e.to_string()))?;
+            for item in page.items() {
+                let Some(AttributeValue::B(b)) = item.get(segment_attr::LOG_ID) else {
+                    continue;
+                };
+                let Some(log) = LogId::from_slice(b.as_ref()) else {
+                    warn!("Segment item with a malformed log id; skipped");
+                    continue;
+                };
+                if seen.insert(log) {
+                    self.log(log, opts, &mut report).await?;
+                    report.logs += 1;
+                    progress(log, &report);
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) => start = Some(k),
+                None => return Ok(report),
+            }
+        }
+    }
+
+    /// One log.
+    pub async fn log(
+        &self,
+        log: LogId,
+        opts: ReprocessOptions,
+        report: &mut ReprocessReport,
+    ) -> Result<(), ReprocessError> {
+        let mut units = RequestUnits::default();
+        let segments = self.store.all_segments(log, &mut units).await?;
+        // The newest segment created before the date can still hold entries from after it; any
+        // older one was closed before that segment began.
+        let first = segments
+            .iter()
+            .rposition(|s| s.created < opts.since)
+            .unwrap_or(0);
+        let mut jobs = Vec::new();
+        for seg in &segments[first..] {
+            if seg.archive.is_some() {
+                // Archived segments are history; their side effects happened before archiving.
+                continue;
+            }
+            report.segments_read += 1;
+            self.segment(log, seg, opts, report, &mut jobs).await?;
+        }
+        if !jobs.is_empty() {
+            report.jobs_enqueued += jobs.len() as u64;
+            if !opts.dry_run {
+                for (job, result) in jobs.iter().zip(self.queue.send_batch(&jobs).await) {
+                    if let Err(e) = result {
+                        warn!(log = %log, segment = job.segment, entry = job.entry, error = %e, "enqueueing failed");
+                        report.jobs_enqueued -= 1;
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn segment(
+        &self,
+        log: LogId,
+        seg: &SegmentRecord,
+        opts: ReprocessOptions,
+        report: &mut ReprocessReport,
+        jobs: &mut Vec<SnapshotJob>,
+    ) -> Result<(), ReprocessError> {
+        let mut units = RequestUnits::default();
+        let mut from = 0;
+        loop {
+            let page = self
+                .store
+                .read_entries(log, seg.num, from, PAGE, Consistency::Eventual, &mut units)
+                .await?;
+            for e in &page.entries {
+                report.entries_read += 1;
+                let complete = e.snapshot_root.is_some()
+                    || seg.last_snapshot.is_some_and(|l| l >= e.num);
+                if e.kind == EntryType::SNAPSHOT && !complete {
+                    jobs.push(SnapshotJob::new(log, seg.num, e.num));
+                }
+                if e.created < opts.since {
+                    continue;
+                }
+                if let Some(key) = &e.external {
+                    match self.payloads.has_auto_delete_tag(key).await? {
+                        Some(true) => {
+                            report.payloads_untagged += 1;
+                            if !opts.dry_run {
+                                if self.payloads.remove_auto_delete_tag(key).await?
+                                    == Untagged::Missing
+                                {
+                                    report.payloads_untagged -= 1;
+                                    report.payloads_missing += 1;
+                                }
+                            }
+                        }
+                        Some(false) => report.payloads_already_committed += 1,
+                        None => {
+                            warn!(log = %log, segment = seg.num, entry = e.num, key = %key,
+                                "a committed entry references a payload object that does not exist");
+                            report.payloads_missing += 1;
+                        }
+                    }
+                }
+            }
+            match page.entries.last() {
+                Some(last) if page.more => from = last.num + 1,
+                _ => return Ok(()),
+            }
+        }
+    }
+}
