@@ -5,12 +5,14 @@
 //! - [`bench_log`] — the `./scripts/bench log` measurements
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
 //! - [`faults`]   — a store wrapper that injects lost responses and lost races
+//! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
 //! - `tests/`     — integration tests, one file per area
 
 pub mod bench_log;
 pub mod emulator;
 pub mod faults;
+pub mod pipeline;
 pub mod stack;
 
 pub use emulator::Emulator;

@@ -111,7 +111,15 @@ pub fn classify(record: &EventRecord) -> Vec<Action> {
     };
     let mut actions = Vec::new();
     if num(entry_attr::TYPE) == Some(u64::from(EntryType::SNAPSHOT.0)) {
-        actions.push(Action::Job(SnapshotJob::new(log, segment, entry)));
+        if (segment, entry) == (0, 0) {
+            // A log's first entry is the snapshot of the empty sheet, written complete with the
+            // log itself: a job would only be discarded by the worker as a late duplicate.
+            actions.push(Action::Ignore(
+                "the log's first snapshot is complete at creation".into(),
+            ));
+        } else {
+            actions.push(Action::Job(SnapshotJob::new(log, segment, entry)));
+        }
     }
     match image.get(entry_attr::EXTERNAL) {
         // Only objects under the log's own payload prefix: anything else was not written by
@@ -371,6 +379,16 @@ mod tests {
         assert!(report.failed.is_empty());
         assert_eq!(report.payloads_missing, 1);
         assert_eq!(report.payloads_committed, 1);
+    }
+
+    #[test]
+    fn a_logs_first_snapshot_needs_no_job() {
+        let mut event = load("snapshot-insert.json");
+        event.records[0]
+            .change
+            .new_image
+            .insert("n".into(), AttributeValue::N("0".into()));
+        assert!(matches!(classify(&event.records[0]).as_slice(), [Action::Ignore(_)]));
     }
 
     #[test]

@@ -1,0 +1,288 @@
+//! A test stack with the side-effect pipeline: the tables and bucket of [`TestStack`] plus the
+//! snapshot queue pair, and helpers to build workers and drivers over them, to write spreadsheet
+//! entries, and to check a completed snapshot against a replay and a from-scratch build.
+
+use std::collections::BTreeSet;
+use std::io::Cursor;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use aws_config::SdkConfig;
+use aws_sdk_sqs::types::QueueAttributeName;
+use bytes::Bytes;
+use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
+use sheetlog_core::aws::{PendingStore, QueueUrls, S3PayloadStore, SqsJobQueue};
+use sheetlog_core::config::{AUTO_DELETE_TAG_KEY, LogConfig};
+use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
+use sheetlog_core::log::SegmentHint;
+use sheetlog_core::ports::PayloadStore;
+use sheetlog_core::sheet::{Event, Sheet};
+use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
+use sheetlog_core::snapshot::{BlobStore, BuildConfig, Manifest, MemStore, build_snapshot, materialize};
+use sheetlog_core::snapshot_input::log_entries;
+use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig};
+use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
+
+use crate::emulator::unique_prefix;
+use crate::stack::{AwsLog, TestStack};
+
+/// A tiny chunk target, so the small sheets of the tests span many chunks and checkpoints.
+pub const TEST_BUILD: BuildConfig = BuildConfig { chunk_target: 256 };
+
+/// Worker settings for tests: short timeouts and waits, tiny chunks.
+pub fn test_worker_config() -> WorkerConfig {
+    WorkerConfig {
+        pending_timeout: Duration::from_secs(1),
+        handoff_reserve: Duration::ZERO,
+        defer_min: Duration::from_secs(1),
+        defer_max: Duration::from_secs(1),
+        error_retry: Duration::from_secs(1),
+        build: TEST_BUILD,
+    }
+}
+
+#[derive(Debug)]
+pub struct PipelineStack {
+    pub sdk: SdkConfig,
+    pub sqs: aws_sdk_sqs::Client,
+    pub queues: QueueUrls,
+    pub log: AwsLog,
+    pub pending: PendingStore,
+    pub blobs: S3Store,
+    /// Kept last so the emulator outlives the clients above.
+    pub stack: TestStack,
+}
+
+impl PipelineStack {
+    pub async fn new(label: &str) -> anyhow::Result<Self> {
+        Self::with_queue_settings(label, QueueSettings::default()).await
+    }
+
+    pub async fn with_queue_settings(
+        label: &str,
+        settings: QueueSettings,
+    ) -> anyhow::Result<Self> {
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let queues = create_snapshot_queues(&sqs, &unique_prefix(label), settings).await?;
+        let pending = PendingStore::new(
+            stack.dynamo.clone(),
+            stack.resources.require_pending_table()?,
+        );
+        Ok(Self {
+            log: stack.log()?,
+            blobs: S3Store::new(stack.s3.clone(), &stack.resources.bucket),
+            pending,
+            queues,
+            sqs,
+            sdk,
+            stack,
+        })
+    }
+
+    pub fn worker(&self, cfg: WorkerConfig) -> anyhow::Result<Worker> {
+        Ok(Worker::from_sdk(
+            &self.sdk,
+            &self.stack.resources,
+            LogConfig::default(),
+            cfg,
+        )?)
+    }
+
+    pub fn job_queue(&self) -> SqsJobQueue {
+        SqsJobQueue::new(self.sqs.clone(), &self.queues.snapshot_queue)
+    }
+
+    pub fn handler(&self, worker: Worker) -> Handler {
+        Handler::new(worker, self.job_queue())
+    }
+
+    pub fn payloads(&self) -> S3PayloadStore {
+        self.stack.payload_store()
+    }
+
+    /// Both local drivers over this stack, with the given worker.
+    pub fn pipeline(
+        &self,
+        cfg: LocalPipelineConfig,
+        worker: Worker,
+    ) -> anyhow::Result<LocalPipeline> {
+        LocalPipeline::with_worker(&self.sdk, &self.stack.resources, &self.queues, cfg, worker)
+    }
+
+    /// Messages on the snapshot queue: (visible, in flight, delayed).
+    pub async fn queue_depth(&self, url: &str) -> anyhow::Result<(u64, u64, u64)> {
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await?
+            .attributes
+            .unwrap_or_default();
+        let get = |k: QueueAttributeName| {
+            attrs
+                .get(&k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok((
+            get(QueueAttributeName::ApproximateNumberOfMessages),
+            get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+            get(QueueAttributeName::ApproximateNumberOfMessagesDelayed),
+        ))
+    }
+
+    /// Whether an object carries the auto-delete tag (`None`: no such object).
+    pub async fn tagged(&self, key: &str) -> anyhow::Result<Option<bool>> {
+        Ok(self.payloads().has_auto_delete_tag(key).await?)
+    }
+
+    /// Every object key under `snapshots/<log>/`.
+    pub async fn snapshot_objects(&self, log: LogId) -> anyhow::Result<BTreeSet<String>> {
+        let mut keys = BTreeSet::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .stack
+                .s3
+                .list_objects_v2()
+                .bucket(&self.stack.resources.bucket)
+                .prefix(format!("snapshots/{log}/"))
+                .set_continuation_token(token)
+                .send()
+                .await?;
+            keys.extend(out.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+            match out.next_continuation_token {
+                Some(t) => token = Some(t),
+                None => return Ok(keys),
+            }
+        }
+    }
+
+    /// Entries `0..seq` of a log, bodies resolved.
+    pub async fn entries_before(&self, log: LogId, seq: u64) -> anyhow::Result<Vec<Entry>> {
+        let start = SegmentHint {
+            segment: 0,
+            base_seq: 0,
+        };
+        let page = self
+            .log
+            .read_from(log, start, 0, usize::try_from(seq).unwrap_or(usize::MAX))
+            .await?;
+        if page.entries.len() as u64 != seq {
+            bail!("read {} entries, wanted {seq}", page.entries.len());
+        }
+        Ok(page.entries)
+    }
+
+    /// The sheet after entries `0..seq`, replayed in memory (the oracle).
+    pub async fn replay(&self, log: LogId, seq: u64) -> anyhow::Result<Sheet> {
+        let mut sheet = Sheet::new();
+        for e in log_entries(&self.entries_before(log, seq).await?)? {
+            if let sheetlog_core::sheet::Entry::Event(ev) = &e.entry {
+                let payload = match &e.payload {
+                    Some(k) => Some(Box::new(Cursor::new(self.payloads().get(k).await?))
+                        as Box<dyn sheetlog_core::sheet::import::ReadSeek>),
+                    None => None,
+                };
+                sheet.apply(ev, payload)?;
+            }
+        }
+        Ok(sheet)
+    }
+
+    /// Checks the completed snapshot whose manifest is `root` at `seq`: its cells equal a full
+    /// replay, its manifest and chunks are byte-identical to a from-scratch build, and returns
+    /// the manifest.
+    pub async fn check_snapshot(
+        &self,
+        log: LogId,
+        seq: u64,
+        root: &str,
+    ) -> anyhow::Result<Manifest> {
+        let bytes = self
+            .blobs
+            .get(root)
+            .await?
+            .with_context(|| format!("manifest {root} is missing"))?;
+        let manifest = Manifest::from_bytes(root, &bytes)?;
+        anyhow::ensure!(manifest.seq == seq, "manifest is at {}, not {seq}", manifest.seq);
+        let got = materialize(&self.blobs, &manifest).await?;
+        let want = self.replay(log, seq).await?;
+        anyhow::ensure!(got == want, "snapshot at {seq} differs from a replay");
+
+        let reference = MemStore::new();
+        let imports = S3Payloads::new(self.stack.s3.clone(), &self.stack.resources.bucket);
+        let built = build_snapshot(
+            &reference,
+            &imports,
+            TEST_BUILD,
+            *log.as_uuid(),
+            seq,
+            None,
+            log_entries(&self.entries_before(log, seq).await?)?,
+        )
+        .await?;
+        anyhow::ensure!(built.manifest_key == root, "manifest key differs");
+        anyhow::ensure!(
+            Bytes::from(built.manifest.to_bytes()) == bytes,
+            "manifest bytes differ from a from-scratch build"
+        );
+        for (key, blob) in reference.snapshot() {
+            let stored = self
+                .blobs
+                .get(&key)
+                .await?
+                .with_context(|| format!("chunk {key} is missing"))?;
+            anyhow::ensure!(stored == blob, "chunk {key} differs from a from-scratch build");
+        }
+        Ok(manifest)
+    }
+
+    /// Every object under the log's snapshot prefix belongs to one of `manifests`.
+    pub async fn assert_no_orphans(&self, log: LogId, roots: &[&str]) -> anyhow::Result<()> {
+        let mut expected = BTreeSet::new();
+        for root in roots {
+            expected.insert((*root).to_owned());
+            let bytes = self.blobs.get(root).await?.context("manifest missing")?;
+            let m = Manifest::from_bytes(root, &bytes)?;
+            for c in &m.chunks {
+                expected.insert(sheetlog_core::snapshot::chunk_key(*log.as_uuid(), &c.hash));
+            }
+        }
+        let found = self.snapshot_objects(log).await?;
+        let orphans: Vec<_> = found.difference(&expected).collect();
+        anyhow::ensure!(orphans.is_empty(), "orphaned snapshot objects: {orphans:?}");
+        Ok(())
+    }
+}
+
+/// An entry for a spreadsheet event given as JSON (`{"type": ..., "body": ...}`).
+pub fn event(json: serde_json::Value) -> anyhow::Result<NewEntry> {
+    let ev = Event::from_json(json.to_string().as_bytes())
+        .map_err(|e| anyhow::anyhow!("invalid test event: {e}"))?;
+    let (code, version, body) = ev.encode();
+    Ok(NewEntry::new(EntryType(code), version, body))
+}
+
+/// A Snapshot entry to append.
+pub fn snapshot_entry() -> NewEntry {
+    NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new())
+}
+
+/// `rows` rows of three cells inserted at row `at` (1-based), values tagged with `tag`.
+pub fn rows_event(at: u32, rows: u32, tag: &str) -> anyhow::Result<NewEntry> {
+    let values: Vec<serde_json::Value> = (0..rows)
+        .map(|r| serde_json::json!([format!("{tag}-{r}"), r * 7, format!("note {tag} {r}")]))
+        .collect();
+    event(serde_json::json!({
+        "type": "insert-rows",
+        "body": { "at": at, "count": rows, "values": values }
+    }))
+}
+
+/// Whether the tag key is the auto-delete one (re-exported for tests that set tags by hand).
+pub const AUTO_DELETE_KEY: &str = AUTO_DELETE_TAG_KEY;

@@ -1,0 +1,856 @@
+//! The side-effect pipeline against the emulator: Entry stream → stream router → snapshot queue
+//! → snapshot worker (Pending Snapshots protocol), fault injection at every protocol step,
+//! duplicates, ordering, hand-off, the reprocess tool and payload un-tagging.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde_json::json;
+use sheetlog_core::LogError;
+use sheetlog_core::aws::queues::QueueSettings;
+use sheetlog_core::aws::{Guarded, PendingKey, S3PayloadStore, SqsJobQueue, Untagged};
+use sheetlog_core::domain::{EntryType, LogId, NewEntry, SnapshotJob};
+use sheetlog_core::error::StoreError;
+use sheetlog_core::log::AppendOptions;
+use sheetlog_core::ports::PayloadStore;
+use sheetlog_core::sheet::sample::write_sample_csv;
+use sheetlog_maintenance::{ReprocessOptions, Reprocessor};
+use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, StreamDriver};
+use sheetlog_snapshot_worker::{DeferReason, Outcome, Step, StepHook, Worker, WorkerError};
+use sheetlog_stream_router::{AwsEffects, Effects};
+use sheetlog_tests::pipeline::{
+    PipelineStack, event, rows_event, snapshot_entry, test_worker_config,
+};
+
+fn later() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Where an appended entry landed.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    seq: u64,
+    job: SnapshotJob,
+}
+
+async fn append(px: &PipelineStack, log: LogId, entry: NewEntry) -> anyhow::Result<At> {
+    let a = px.log.append(log, entry, AppendOptions::default()).await?;
+    Ok(At {
+        seq: a.seq,
+        job: SnapshotJob::new(log, a.segment, a.entry),
+    })
+}
+
+/// A log with two Snapshot entries, the second with edits scattered over the first's chunks.
+async fn two_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, At, At)> {
+    let log = px.log.create().await?.log;
+    append(px, log, rows_event(1, 80, "a")?).await?;
+    append(
+        px,
+        log,
+        event(json!({"type": "set", "body": {"cells": [
+            {"ref": "D1", "value": "first"}, {"ref": "B40", "value": 1.5}
+        ]}}))?,
+    )
+    .await?;
+    let first = append(px, log, snapshot_entry()).await?;
+    append(
+        px,
+        log,
+        event(json!({"type": "set", "body": {"cells": [
+            {"ref": "A3", "value": "edited"}, {"ref": "C50", "value": true},
+            {"ref": "B78", "value": "late"}
+        ]}}))?,
+    )
+    .await?;
+    append(px, log, rows_event(20, 6, "b")?).await?;
+    append(
+        px,
+        log,
+        event(json!({"type": "delete-rows", "body": {"at": 60, "count": 3}}))?,
+    )
+    .await?;
+    let second = append(px, log, snapshot_entry()).await?;
+    Ok((log, first, second))
+}
+
+/// Runs a job until it finishes, sleeping through deferrals and continuing after hand-offs.
+async fn drive(worker: &Worker, job: SnapshotJob) -> anyhow::Result<Vec<Outcome>> {
+    let mut outcomes = Vec::new();
+    let mut job = job;
+    for _ in 0..200 {
+        let o = worker.run(&job, later()).await?;
+        outcomes.push(o.clone());
+        match o {
+            Outcome::Deferred { delay, .. } => {
+                tokio::time::sleep(delay.min(Duration::from_secs(2))).await;
+                job = job.deferred();
+            }
+            Outcome::HandedOff { .. } => {}
+            _ => return Ok(outcomes),
+        }
+    }
+    bail!("job {job:?} did not finish: {outcomes:?}")
+}
+
+/// The Snapshot entry's root and its segment's Last Snapshot.
+async fn completion(px: &PipelineStack, job: SnapshotJob) -> anyhow::Result<(Option<String>, Option<u64>)> {
+    let (seg, _) = px.log.segment(job.log_id, job.segment).await?;
+    let seg = seg.context("segment missing")?;
+    let mut units = Default::default();
+    let entry = sheetlog_core::ports::LogStore::read_entries(
+        px.log.store(),
+        job.log_id,
+        job.segment,
+        job.entry,
+        1,
+        sheetlog_core::ports::Consistency::Strong,
+        &mut units,
+    )
+    .await?
+    .entries
+    .into_iter()
+    .next()
+    .context("entry missing")?;
+    Ok((entry.snapshot_root, seg.last_snapshot))
+}
+
+/// Asserts the snapshot of `at` is complete and correct; returns its root.
+async fn assert_complete(px: &PipelineStack, at: At) -> anyhow::Result<String> {
+    let (root, last) = completion(px, at.job).await?;
+    let root = root.with_context(|| format!("snapshot {:?} has no root", at.job))?;
+    ensure!(
+        last.is_some_and(|l| l >= at.job.entry),
+        "Last Snapshot {last:?} does not cover entry {}",
+        at.job.entry
+    );
+    ensure!(
+        px.pending.get(PendingKey::new(at.job.log_id, at.job.segment, at.job.entry)).await?.is_none(),
+        "pending item left behind"
+    );
+    px.check_snapshot(at.job.log_id, at.seq, &root).await?;
+    Ok(root)
+}
+
+async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check().await? {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("timed out waiting for {what}")
+}
+
+/// Records the steps a worker passes; stops at `kill` the first time it is reached.
+#[derive(Debug, Default)]
+struct Steps {
+    seen: Mutex<Vec<Step>>,
+    kill: Option<Step>,
+    fired: AtomicBool,
+}
+
+#[async_trait]
+impl StepHook for Steps {
+    async fn reached(&self, step: Step) -> ControlFlow<()> {
+        if let Ok(mut s) = self.seen.lock() {
+            s.push(step);
+        }
+        if Some(step) == self.kill && !self.fired.swap(true, Ordering::SeqCst) {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-e2e").await?;
+    let log = px.log.create().await?.log;
+    // An import (payload uploaded first, tagged for auto-delete), then edits, then a snapshot.
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 40)?;
+    let key = format!("payloads/{log}/uploads/import-1");
+    px.payloads().put_discardable(&key, Bytes::from(csv)).await?;
+    append(
+        &px,
+        log,
+        event(json!({"type": "import", "body": {"format": "csv"}}))?.with_payload(&key),
+    )
+    .await?;
+    append(
+        &px,
+        log,
+        event(json!({"type": "set", "body": {"cells": [{"ref": "K2", "value": "x"}]}}))?,
+    )
+    .await?;
+    let first = append(&px, log, snapshot_entry()).await?;
+    // A new segment starts with its own Snapshot entry; the next one must wait for it.
+    let started = px.log.start_segment(log).await?;
+    let second = At {
+        seq: started.snapshot_seq,
+        job: SnapshotJob::new(log, started.segment, 0),
+    };
+    ensure!(
+        matches!(px.log.start_segment(log).await, Err(LogError::SnapshotIncomplete { .. })),
+        "a third segment started before the second's snapshot"
+    );
+    append(&px, log, rows_event(3, 10, "seg1")?).await?;
+
+    let pipeline = px.pipeline(LocalPipelineConfig::default(), px.worker(test_worker_config())?)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(pipeline.run(async {
+        let _ = stopped.await;
+    }));
+
+    for at in [first, second] {
+        wait_until("the snapshot", Duration::from_secs(60), || async {
+            Ok(completion(&px, at.job).await?.0.is_some())
+        })
+        .await?;
+    }
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    ensure!(px.tagged(&key).await? == Some(false), "the committed import kept its tag");
+
+    // With the second segment's snapshot done, a third segment may start; the pipeline builds
+    // its snapshot too.
+    let third = px.log.start_segment(log).await?;
+    let third = At {
+        seq: third.snapshot_seq,
+        job: SnapshotJob::new(log, third.segment, 0),
+    };
+    wait_until("the third snapshot", Duration::from_secs(60), || async {
+        Ok(completion(&px, third.job).await?.0.is_some())
+    })
+    .await?;
+    let root3 = assert_complete(&px, third).await?;
+    let loaded = px.log.load(log).await?;
+    ensure!(loaded.snapshot.seq == third.seq, "load did not start from the newest snapshot");
+    ensure!(loaded.snapshot.snapshot_root.as_deref() == Some(root3.as_str()));
+    px.assert_no_orphans(log, &[&root1, &root2, &root3]).await?;
+    wait_until("an empty queue", Duration::from_secs(10), || async {
+        Ok(px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0))
+    })
+    .await?;
+
+    let _ = stop.send(());
+    running.await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn worker_killed_after_each_step_still_completes_byte_identical() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-kill").await?;
+    let clean = px.worker(test_worker_config())?;
+
+    // A clean run to learn the steps (the second snapshot's checkpoints included).
+    let (_, first, second) = two_snapshot_log(&px).await?;
+    drive(&clean, first.job).await?;
+    let recorder = Arc::new(Steps::default());
+    let recording = px.worker(test_worker_config())?.with_hook(recorder.clone());
+    let outcomes = drive(&recording, second.job).await?;
+    ensure!(matches!(outcomes.last(), Some(Outcome::Completed { .. })));
+    let steps = recorder.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    let checkpoints = steps.iter().filter(|s| matches!(s, Step::Checkpoint(_))).count();
+    ensure!(checkpoints >= 3, "too few checkpoints to be interesting: {steps:?}");
+    eprintln!("killing after each of {} steps: {steps:?}", steps.len());
+    ensure!(steps.first() == Some(&Step::BeforePendingItem));
+    ensure!(steps.last() == Some(&Step::PendingDeleted));
+
+    for kill in steps {
+        let (log, first, second) = two_snapshot_log(&px).await?;
+        drive(&clean, first.job).await?;
+        let hook = Arc::new(Steps {
+            kill: Some(kill),
+            ..Steps::default()
+        });
+        let killer = px.worker(test_worker_config())?.with_hook(hook);
+        match killer.run(&second.job, later()).await {
+            Err(WorkerError::Stopped(at)) if at == kill => {}
+            other => bail!("expected a kill at {kill}, got {other:?}"),
+        }
+        let key = PendingKey::new(log, second.job.segment, second.job.entry);
+        if let Step::Checkpoint(_) = kill {
+            let p = px.pending.get(key).await?.context("pending item gone")?;
+            ensure!(p.state.is_some() && p.active, "no checkpoint kept after {kill}");
+        }
+        // The message comes back (after the pending timeout for a holder that died active).
+        let outcomes = drive(&clean, second.job).await?;
+        ensure!(
+            matches!(
+                outcomes.last(),
+                Some(Outcome::Completed { .. } | Outcome::AlreadyComplete)
+            ),
+            "after a kill at {kill}: {outcomes:?}"
+        );
+        let root1 = assert_complete(&px, first).await?;
+        let root2 = assert_complete(&px, second)
+            .await
+            .with_context(|| format!("after a kill at {kill}"))?;
+        px.assert_no_orphans(log, &[&root1, &root2])
+            .await
+            .with_context(|| format!("after a kill at {kill}"))?;
+    }
+
+    // A resumed run can die too: killed after a checkpoint, then again right after the claim and
+    // after the resumed run's first checkpoint, the snapshot still comes out the same.
+    let (log, first, second) = two_snapshot_log(&px).await?;
+    drive(&clean, first.job).await?;
+    for kill in [Step::Checkpoint(1), Step::Claimed, Step::Checkpoint(1)] {
+        let killer = px.worker(test_worker_config())?.with_hook(Arc::new(Steps {
+            kill: Some(kill),
+            ..Steps::default()
+        }));
+        let mut result = killer.run(&second.job, later()).await;
+        // A holder that died active is only claimable once its timeout has passed.
+        while let Ok(Outcome::Deferred { delay, .. }) = result {
+            tokio::time::sleep(delay.min(Duration::from_secs(2))).await;
+            result = killer.run(&second.job, later()).await;
+        }
+        ensure!(
+            matches!(result, Err(WorkerError::Stopped(at)) if at == kill),
+            "expected a kill at {kill}, got {result:?}"
+        );
+    }
+    drive(&clean, second.job).await?;
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_message_delivered_twice_concurrently_is_built_once() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-dup").await?;
+    let cfg = LocalPipelineConfig {
+        worker_concurrency: 2,
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = px.pipeline(cfg, px.worker(test_worker_config())?)?;
+    let queue = px.job_queue();
+    for _ in 0..3 {
+        let (log, first, _) = two_snapshot_log(&px).await?;
+        // Two copies of one job, received in one batch and run side by side.
+        queue.send(&first.job, Duration::ZERO).await?;
+        queue.send(&first.job, Duration::ZERO).await?;
+        let mut outcomes = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            for r in pipeline.queue.poll_once().await? {
+                outcomes.push(r.result?);
+            }
+            if px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let completed = outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::Completed { .. }))
+            .count();
+        ensure!(completed == 1, "built {completed} times: {outcomes:?}");
+        eprintln!("two deliveries of one job: {outcomes:?}");
+        ensure!(
+            outcomes.iter().all(|o| matches!(
+                o,
+                Outcome::Completed { .. }
+                    | Outcome::Duplicate
+                    | Outcome::AlreadyComplete
+                    | Outcome::Deferred { reason: DeferReason::HeldElsewhere, .. }
+            )),
+            "{outcomes:?}"
+        );
+        let root = assert_complete(&px, first).await?;
+        px.assert_no_orphans(log, &[&root]).await?;
+    }
+    ensure!(px.queue_depth(&px.queues.dead_letter_queue).await? == (0, 0, 0));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn snapshots_delivered_in_the_wrong_order_complete_in_log_order() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-order").await?;
+    let worker = px.worker(test_worker_config())?;
+    let (log, first, second) = two_snapshot_log(&px).await?;
+
+    // Snapshot 2 first: it finds snapshot 1 unbuilt in the log, releases its item and waits.
+    match worker.run(&second.job, later()).await? {
+        Outcome::Deferred {
+            reason: DeferReason::EarlierUnprocessed { segment, entry },
+            ..
+        } if (segment, entry) == (first.job.segment, first.job.entry) => {}
+        other => bail!("expected a wait for snapshot 1, got {other:?}"),
+    }
+    let held = px
+        .pending
+        .get(PendingKey::new(log, second.job.segment, second.job.entry))
+        .await?
+        .context("snapshot 2 has no pending item")?;
+    ensure!(!held.active, "a waiting snapshot must not stay active");
+    ensure!(completion(&px, second.job).await?.0.is_none());
+
+    // Snapshot 1 is not held up by the later pending item.
+    let o1 = worker.run(&first.job, later()).await?;
+    ensure!(matches!(o1, Outcome::Completed { .. }), "{o1:?}");
+    // Snapshot 2, redelivered, claims its released item at once and builds on snapshot 1.
+    let o2 = worker.run(&second.job.deferred(), later()).await?;
+    ensure!(matches!(o2, Outcome::Completed { .. }), "{o2:?}");
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_later_snapshot_waits_while_an_earlier_one_is_pending() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-wait").await?;
+    let worker = px.worker(test_worker_config())?;
+    let (log, first, second) = two_snapshot_log(&px).await?;
+    let killer = px.worker(test_worker_config())?.with_hook(Arc::new(Steps {
+        kill: Some(Step::PendingCreated),
+        ..Steps::default()
+    }));
+    ensure!(matches!(
+        killer.run(&first.job, later()).await,
+        Err(WorkerError::Stopped(Step::PendingCreated))
+    ));
+    match worker.run(&second.job, later()).await? {
+        Outcome::Deferred {
+            reason: DeferReason::EarlierPending { segment, entry },
+            ..
+        } if (segment, entry) == (first.job.segment, first.job.entry) => {}
+        other => bail!("expected a wait for pending snapshot 1, got {other:?}"),
+    }
+    ensure!(
+        px.pending.list(log).await?.len() == 1,
+        "the waiting snapshot must not create its item"
+    );
+    // The active item of snapshot 1 is fresh: its own redelivery waits out the timeout.
+    match worker.run(&first.job, later()).await? {
+        Outcome::Deferred {
+            reason: DeferReason::HeldElsewhere,
+            delay,
+        } if delay <= Duration::from_secs(3) => {}
+        other => bail!("expected to wait for the holder's timeout, got {other:?}"),
+    }
+    drive(&worker, first.job).await?;
+    drive(&worker, second.job).await?;
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tiny_time_budget_hands_off_several_times_and_completes() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-handoff").await?;
+    let cfg = LocalPipelineConfig {
+        worker_time_budget: Duration::ZERO,
+        worker_concurrency: 1,
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = px.pipeline(cfg, px.worker(test_worker_config())?)?;
+    // The second snapshot: built on the first, it checkpoints after every chunk (a first
+    // snapshot of rows inserted by events has no source to checkpoint against).
+    let (log, first, second) = two_snapshot_log(&px).await?;
+    drive(&px.worker(test_worker_config())?, first.job).await?;
+    px.job_queue().send(&second.job, Duration::ZERO).await?;
+    let mut handoffs = 0;
+    let mut done = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done && Instant::now() < deadline {
+        for r in pipeline.queue.poll_once().await? {
+            match r.result? {
+                Outcome::HandedOff { checkpoints } => {
+                    ensure!(checkpoints == 1, "a zero budget allows one chunk per invocation");
+                    handoffs += 1;
+                }
+                Outcome::Completed { .. } => done = true,
+                other => bail!("unexpected {other:?}"),
+            }
+        }
+    }
+    ensure!(done, "not completed");
+    ensure!(handoffs >= 3, "only {handoffs} hand-offs");
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
+    ensure!(px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0));
+    ensure!(px.queue_depth(&px.queues.dead_letter_queue).await? == (0, 0, 0));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deferrals_never_push_a_live_job_into_the_dead_letter_queue() -> anyhow::Result<()> {
+    // Two receives and a job is dead-lettered: every deferral must start a fresh message.
+    let settings = QueueSettings {
+        max_receive_count: 2,
+        ..QueueSettings::default()
+    };
+    let px = PipelineStack::with_queue_settings("pipeline-dlq", settings).await?;
+    let pipeline = px.pipeline(LocalPipelineConfig::default(), px.worker(test_worker_config())?)?;
+    let (log, first, second) = two_snapshot_log(&px).await?;
+    let killer = px.worker(test_worker_config())?.with_hook(Arc::new(Steps {
+        kill: Some(Step::PendingCreated),
+        ..Steps::default()
+    }));
+    ensure!(killer.run(&first.job, later()).await.is_err());
+    px.job_queue().send(&second.job, Duration::ZERO).await?;
+    let mut deferred = 0;
+    while deferred < 4 {
+        for r in pipeline.queue.poll_once().await? {
+            match r.result? {
+                Outcome::Deferred { .. } => {
+                    ensure!(!r.keep, "a deferred message is replaced, not kept");
+                    deferred += 1;
+                }
+                other => bail!("unexpected {other:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    drive(&px.worker(test_worker_config())?, first.job).await?;
+    wait_until("snapshot 2", Duration::from_secs(30), || async {
+        pipeline.queue.poll_once().await?;
+        Ok(completion(&px, second.job).await?.0.is_some())
+    })
+    .await?;
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
+    ensure!(px.queue_depth(&px.queues.dead_letter_queue).await? == (0, 0, 0));
+
+    // A message that is not a job at all is a poison message: it does end there.
+    px.sqs
+        .send_message()
+        .queue_url(&px.queues.snapshot_queue)
+        .message_body("{\"not\": \"a job\"}")
+        .send()
+        .await?;
+    wait_until("the poison message in the DLQ", Duration::from_secs(30), || async {
+        for r in pipeline.queue.poll_once().await? {
+            ensure!(r.keep, "a poison message must not be deleted");
+        }
+        Ok(px.queue_depth(&px.queues.dead_letter_queue).await?.0 == 1)
+    })
+    .await?;
+    Ok(())
+}
+
+/// Router effects that fail to commit one key a given number of times, recording every call.
+#[derive(Debug)]
+struct Flaky {
+    inner: AwsEffects,
+    fail_key: String,
+    failures_left: AtomicUsize,
+    commits: Mutex<Vec<String>>,
+    job_batches: Mutex<Vec<usize>>,
+}
+
+#[async_trait]
+impl Effects for Flaky {
+    async fn send_jobs(&self, jobs: &[SnapshotJob]) -> Vec<Result<(), StoreError>> {
+        if let Ok(mut b) = self.job_batches.lock() {
+            b.push(jobs.len());
+        }
+        self.inner.send_jobs(jobs).await
+    }
+    async fn commit_payload(&self, key: &str) -> Result<Untagged, StoreError> {
+        if let Ok(mut c) = self.commits.lock() {
+            c.push(key.to_owned());
+        }
+        if key == self.fail_key
+            && self
+                .failures_left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            return Err(StoreError::service("S3", "DeleteObjectTagging", "injected"));
+        }
+        self.inner.commit_payload(key).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-router").await?;
+    let log = px.log.create().await?.log;
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 5)?;
+    let (good, bad) = (
+        format!("payloads/{log}/uploads/good"),
+        format!("payloads/{log}/uploads/bad"),
+    );
+    for key in [&good, &bad] {
+        px.payloads()
+            .put_discardable(key, Bytes::from(csv.clone()))
+            .await?;
+        append(
+            &px,
+            log,
+            event(json!({"type": "import", "body": {"format": "csv"}}))?.with_payload(key.as_str()),
+        )
+        .await?;
+    }
+    append(&px, log, snapshot_entry()).await?;
+    let effects = |failures| {
+        Arc::new(Flaky {
+            inner: AwsEffects::new(px.job_queue(), px.payloads()),
+            fail_key: bad.clone(),
+            failures_left: AtomicUsize::new(failures),
+            commits: Mutex::new(Vec::new()),
+            job_batches: Mutex::new(Vec::new()),
+        })
+    };
+
+    // No retries: exactly one record is reported failed, the others' effects happened.
+    let flaky = effects(usize::MAX);
+    let mut driver = StreamDriver::new(
+        &px.sdk,
+        &px.stack.resources.entry_table,
+        flaky.clone(),
+        FilterPatterns::entry_stream()?,
+        0,
+    );
+    let report = driver.poll_once().await?;
+    ensure!(report.failed.len() == 1, "{report:?}");
+    ensure!(report.jobs_sent == 1 && report.payloads_committed == 1, "{report:?}");
+    ensure!(px.tagged(&good).await? == Some(false));
+    ensure!(px.tagged(&bad).await? == Some(true));
+    ensure!(px.queue_depth(&px.queues.snapshot_queue).await?.0 == 1);
+
+    // With retries, only the failed record goes round again, and then succeeds.
+    let flaky = effects(1);
+    let mut driver = StreamDriver::new(
+        &px.sdk,
+        &px.stack.resources.entry_table,
+        flaky.clone(),
+        FilterPatterns::entry_stream()?,
+        3,
+    );
+    let report = driver.poll_once().await?;
+    ensure!(report.failed.is_empty(), "{report:?}");
+    let commits = flaky.commits.lock().map(|c| c.clone()).unwrap_or_default();
+    ensure!(
+        commits.iter().filter(|k| **k == bad).count() == 2
+            && commits.iter().filter(|k| **k == good).count() == 1,
+        "{commits:?}"
+    );
+    let batches = flaky.job_batches.lock().map(|b| b.clone()).unwrap_or_default();
+    ensure!(batches == vec![1], "the snapshot job was resent on retry: {batches:?}");
+    ensure!(px.tagged(&bad).await? == Some(false));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-tags").await?;
+    let log = px.log.create().await?.log;
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 5)?;
+    let committed = format!("payloads/{log}/uploads/committed");
+    let abandoned = format!("payloads/{log}/uploads/abandoned");
+    for key in [&committed, &abandoned] {
+        px.payloads()
+            .put_discardable(key, Bytes::from(csv.clone()))
+            .await?;
+    }
+    append(
+        &px,
+        log,
+        event(json!({"type": "import", "body": {"format": "csv"}}))?
+            .with_payload(committed.as_str()),
+    )
+    .await?;
+    // A body over the inline threshold is offloaded to S3 (tagged) by the append itself.
+    let big: Vec<serde_json::Value> = (0..900)
+        .map(|i| json!({"ref": format!("A{}", i + 1), "value": format!("long text value number {i}")}))
+        .collect();
+    let offloaded = append(&px, log, event(json!({"type": "set", "body": {"cells": big}}))?).await?;
+    let mut units = Default::default();
+    let offloaded_key = sheetlog_core::ports::LogStore::read_entries(
+        px.log.store(),
+        log,
+        offloaded.job.segment,
+        offloaded.job.entry,
+        1,
+        sheetlog_core::ports::Consistency::Strong,
+        &mut units,
+    )
+    .await?
+    .entries
+    .into_iter()
+    .next()
+    .and_then(|e| e.offloaded_body_key().map(str::to_owned))
+    .context("the big body was not offloaded")?;
+    ensure!(px.tagged(&offloaded_key).await? == Some(true));
+
+    let mut driver = StreamDriver::new(
+        &px.sdk,
+        &px.stack.resources.entry_table,
+        Arc::new(AwsEffects::new(px.job_queue(), px.payloads())),
+        FilterPatterns::entry_stream()?,
+        3,
+    );
+    let report = driver.poll_once().await?;
+    ensure!(report.payloads_committed == 2, "{report:?}");
+    ensure!(px.tagged(&committed).await? == Some(false), "committed upload kept its tag");
+    ensure!(px.tagged(&offloaded_key).await? == Some(false), "offloaded body kept its tag");
+    ensure!(px.tagged(&abandoned).await? == Some(true), "an upload never committed lost its tag");
+
+    // An un-tagging that was lost (the tag put back) is redone by the reprocess tool; the
+    // abandoned upload is still left to expire.
+    px.stack
+        .s3
+        .put_object_tagging()
+        .bucket(&px.stack.resources.bucket)
+        .key(&committed)
+        .tagging(
+            aws_sdk_s3::types::Tagging::builder()
+                .tag_set(
+                    aws_sdk_s3::types::Tag::builder()
+                        .key(sheetlog_tests::pipeline::AUTO_DELETE_KEY)
+                        .value("true")
+                        .build()?,
+                )
+                .build()?,
+        )
+        .send()
+        .await?;
+    let report = reprocessor(&px)
+        .run(
+            ReprocessOptions {
+                since: now_secs() - 3600,
+                dry_run: false,
+            },
+            &mut |_, _| {},
+        )
+        .await?;
+    ensure!(report.payloads_untagged == 1, "{report:?}");
+    ensure!(report.payloads_already_committed == 1, "{report:?}");
+    ensure!(px.tagged(&committed).await? == Some(false));
+    ensure!(px.tagged(&abandoned).await? == Some(true));
+    Ok(())
+}
+
+fn reprocessor(px: &PipelineStack) -> Reprocessor {
+    Reprocessor::new(
+        px.stack.dynamo.clone(),
+        &px.stack.resources.entry_table,
+        &px.stack.resources.segment_table,
+        S3PayloadStore::new(px.stack.s3.clone(), &px.stack.resources.bucket),
+        SqsJobQueue::new(px.sqs.clone(), &px.queues.snapshot_queue),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-reprocess").await?;
+    let pipeline = px.pipeline(LocalPipelineConfig::default(), px.worker(test_worker_config())?)?;
+    let mut stream = pipeline.stream;
+    let queue = pipeline.queue;
+    let (log, first, _) = two_snapshot_log(&px).await?;
+    ensure!(stream.poll_once().await?.jobs_sent == 2);
+    // Both jobs are lost (say, a purge by mistake, or they expired).
+    px.sqs
+        .purge_queue()
+        .queue_url(&px.queues.snapshot_queue)
+        .send()
+        .await?;
+    ensure!(queue.poll_once().await?.is_empty());
+    ensure!(completion(&px, first.job).await?.0.is_none());
+
+    let since = now_secs() - 3600;
+    let opts = ReprocessOptions {
+        since,
+        dry_run: true,
+    };
+    let dry = reprocessor(&px).run(opts, &mut |_, _| {}).await?;
+    ensure!(dry.jobs_enqueued == 2 && px.queue_depth(&px.queues.snapshot_queue).await?.0 == 0);
+    let opts = ReprocessOptions {
+        since,
+        dry_run: false,
+    };
+    let mut progress = Vec::new();
+    let report = reprocessor(&px)
+        .run(opts, &mut |l, r| progress.push((l, r.jobs_enqueued)))
+        .await?;
+    ensure!(report.jobs_enqueued == 2, "{report:?}");
+    ensure!(progress.iter().any(|(l, _)| *l == log));
+    wait_until("both snapshots", Duration::from_secs(60), || async {
+        queue.poll_once().await?;
+        let (_, second, _) = (0, px.pending.list(log).await?, 0);
+        Ok(second.is_empty() && completion(&px, first.job).await?.0.is_some())
+    })
+    .await?;
+    // Safe to run again: nothing is left to do, so nothing is enqueued.
+    let again = reprocessor(&px).run(opts, &mut |_, _| {}).await?;
+    ensure!(again.jobs_enqueued == 0, "{again:?}");
+    assert_complete(&px, first).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-pending").await?;
+    let log = LogId::new_random();
+    let p = &px.pending;
+    let key = PendingKey::new(log, 1, 5);
+    let Guarded::Done(created) = p.create(key, 100).await? else {
+        bail!("first create lost")
+    };
+    ensure!(created.active && created.increment == 0);
+    ensure!(p.create(key, 101).await? == Guarded::Lost, "a second create must lose");
+
+    let Guarded::Done(c1) = p.checkpoint(key, 0, "{\"a\":1}", 102).await? else {
+        bail!("holder's checkpoint refused")
+    };
+    ensure!(c1.increment == 1 && c1.modified == 102 && c1.state.as_deref() == Some("{\"a\":1}"));
+    // A writer still holding increment 0 has been overtaken.
+    ensure!(p.checkpoint(key, 0, "{\"a\":0}", 103).await? == Guarded::Lost);
+    ensure!(p.claim(&created, 104).await? == Guarded::Lost, "a claim on a stale read must lose");
+
+    let Guarded::Done(released) = p.release(key, 1, 105).await? else {
+        bail!("release refused")
+    };
+    ensure!(!released.active && released.increment == 2);
+    let Guarded::Done(claimed) = p.claim(&released, 106).await? else {
+        bail!("claim refused")
+    };
+    ensure!(claimed.active && claimed.increment == 3 && claimed.retries == 1);
+    ensure!(claimed.state.as_deref() == Some("{\"a\":1}"), "a claim keeps the checkpoint");
+    let Guarded::Done(beat) = p.heartbeat(key, 3, 107).await? else {
+        bail!("heartbeat refused")
+    };
+    ensure!(beat.increment == 4 && beat.modified == 107);
+
+    // Earliest is by (segment, entry), whatever the insertion order.
+    p.create(PendingKey::new(log, 2, 0), 100).await?;
+    p.create(PendingKey::new(log, 0, 300), 100).await?;
+    let earliest = p.earliest(log).await?.context("no pending items")?;
+    ensure!(earliest.key == PendingKey::new(log, 0, 300));
+    p.delete(PendingKey::new(log, 0, 300)).await?;
+    ensure!(p.earliest(log).await?.map(|e| e.key) == Some(key));
+    ensure!(p.list(log).await?.len() == 2);
+    ensure!(p.earliest(LogId::new_random()).await?.is_none());
+    let _ = EntryType::SNAPSHOT;
+    Ok(())
+}
