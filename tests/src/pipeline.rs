@@ -18,7 +18,9 @@ use sheetlog_core::log::SegmentHint;
 use sheetlog_core::ports::PayloadStore;
 use sheetlog_core::sheet::{Event, Sheet};
 use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
-use sheetlog_core::snapshot::{BlobStore, BuildConfig, Manifest, MemStore, build_snapshot, materialize};
+use sheetlog_core::snapshot::{
+    BlobStore, BuildConfig, Manifest, MemStore, build_snapshot, materialize,
+};
 use sheetlog_core::snapshot_input::log_entries;
 use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
@@ -58,10 +60,7 @@ impl PipelineStack {
         Self::with_queue_settings(label, QueueSettings::default()).await
     }
 
-    pub async fn with_queue_settings(
-        label: &str,
-        settings: QueueSettings,
-    ) -> anyhow::Result<Self> {
+    pub async fn with_queue_settings(label: &str, settings: QueueSettings) -> anyhow::Result<Self> {
         let stack = TestStack::new(label).await?;
         let sdk = stack.emulator.sdk_config().await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -154,7 +153,11 @@ impl PipelineStack {
                 .set_continuation_token(token)
                 .send()
                 .await?;
-            keys.extend(out.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+            keys.extend(
+                out.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(str::to_owned)),
+            );
             match out.next_continuation_token {
                 Some(t) => token = Some(t),
                 None => return Ok(keys),
@@ -209,7 +212,11 @@ impl PipelineStack {
             .await?
             .with_context(|| format!("manifest {root} is missing"))?;
         let manifest = Manifest::from_bytes(root, &bytes)?;
-        anyhow::ensure!(manifest.seq == seq, "manifest is at {}, not {seq}", manifest.seq);
+        anyhow::ensure!(
+            manifest.seq == seq,
+            "manifest is at {}, not {seq}",
+            manifest.seq
+        );
         let got = materialize(&self.blobs, &manifest).await?;
         let want = self.replay(log, seq).await?;
         anyhow::ensure!(got == want, "snapshot at {seq} differs from a replay");
@@ -237,7 +244,10 @@ impl PipelineStack {
                 .get(&key)
                 .await?
                 .with_context(|| format!("chunk {key} is missing"))?;
-            anyhow::ensure!(stored == blob, "chunk {key} differs from a from-scratch build");
+            anyhow::ensure!(
+                stored == blob,
+                "chunk {key} differs from a from-scratch build"
+            );
         }
         Ok(manifest)
     }

@@ -106,7 +106,10 @@ async fn drive(worker: &Worker, job: SnapshotJob) -> anyhow::Result<Vec<Outcome>
 }
 
 /// The Snapshot entry's root and its segment's Last Snapshot.
-async fn completion(px: &PipelineStack, job: SnapshotJob) -> anyhow::Result<(Option<String>, Option<u64>)> {
+async fn completion(
+    px: &PipelineStack,
+    job: SnapshotJob,
+) -> anyhow::Result<(Option<String>, Option<u64>)> {
     let (seg, _) = px.log.segment(job.log_id, job.segment).await?;
     let seg = seg.context("segment missing")?;
     let mut units = Default::default();
@@ -137,7 +140,10 @@ async fn assert_complete(px: &PipelineStack, at: At) -> anyhow::Result<String> {
         at.job.entry
     );
     ensure!(
-        px.pending.get(PendingKey::new(at.job.log_id, at.job.segment, at.job.entry)).await?.is_none(),
+        px.pending
+            .get(PendingKey::new(at.job.log_id, at.job.segment, at.job.entry))
+            .await?
+            .is_none(),
         "pending item left behind"
     );
     px.check_snapshot(at.job.log_id, at.seq, &root).await?;
@@ -188,7 +194,9 @@ async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyho
     let mut csv = Vec::new();
     write_sample_csv(&mut csv, 40)?;
     let key = format!("payloads/{log}/uploads/import-1");
-    px.payloads().put_discardable(&key, Bytes::from(csv)).await?;
+    px.payloads()
+        .put_discardable(&key, Bytes::from(csv))
+        .await?;
     append(
         &px,
         log,
@@ -209,12 +217,18 @@ async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyho
         job: SnapshotJob::new(log, started.segment, 0),
     };
     ensure!(
-        matches!(px.log.start_segment(log).await, Err(LogError::SnapshotIncomplete { .. })),
+        matches!(
+            px.log.start_segment(log).await,
+            Err(LogError::SnapshotIncomplete { .. })
+        ),
         "a third segment started before the second's snapshot"
     );
     append(&px, log, rows_event(3, 10, "seg1")?).await?;
 
-    let pipeline = px.pipeline(LocalPipelineConfig::default(), px.worker(test_worker_config())?)?;
+    let pipeline = px.pipeline(
+        LocalPipelineConfig::default(),
+        px.worker(test_worker_config())?,
+    )?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(pipeline.run(async {
         let _ = stopped.await;
@@ -228,7 +242,10 @@ async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyho
     }
     let root1 = assert_complete(&px, first).await?;
     let root2 = assert_complete(&px, second).await?;
-    ensure!(px.tagged(&key).await? == Some(false), "the committed import kept its tag");
+    ensure!(
+        px.tagged(&key).await? == Some(false),
+        "the committed import kept its tag"
+    );
 
     // With the second segment's snapshot done, a third segment may start; the pipeline builds
     // its snapshot too.
@@ -243,7 +260,10 @@ async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyho
     .await?;
     let root3 = assert_complete(&px, third).await?;
     let loaded = px.log.load(log).await?;
-    ensure!(loaded.snapshot.seq == third.seq, "load did not start from the newest snapshot");
+    ensure!(
+        loaded.snapshot.seq == third.seq,
+        "load did not start from the newest snapshot"
+    );
     ensure!(loaded.snapshot.snapshot_root.as_deref() == Some(root3.as_str()));
     px.assert_no_orphans(log, &[&root1, &root2, &root3]).await?;
     wait_until("an empty queue", Duration::from_secs(10), || async {
@@ -269,8 +289,14 @@ async fn worker_killed_after_each_step_still_completes_byte_identical() -> anyho
     let outcomes = drive(&recording, second.job).await?;
     ensure!(matches!(outcomes.last(), Some(Outcome::Completed { .. })));
     let steps = recorder.seen.lock().map(|s| s.clone()).unwrap_or_default();
-    let checkpoints = steps.iter().filter(|s| matches!(s, Step::Checkpoint(_))).count();
-    ensure!(checkpoints >= 3, "too few checkpoints to be interesting: {steps:?}");
+    let checkpoints = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Checkpoint(_)))
+        .count();
+    ensure!(
+        checkpoints >= 3,
+        "too few checkpoints to be interesting: {steps:?}"
+    );
     eprintln!("killing after each of {} steps: {steps:?}", steps.len());
     ensure!(steps.first() == Some(&Step::BeforePendingItem));
     ensure!(steps.last() == Some(&Step::PendingDeleted));
@@ -290,7 +316,10 @@ async fn worker_killed_after_each_step_still_completes_byte_identical() -> anyho
         let key = PendingKey::new(log, second.job.segment, second.job.entry);
         if let Step::Checkpoint(_) = kill {
             let p = px.pending.get(key).await?.context("pending item gone")?;
-            ensure!(p.state.is_some() && p.active, "no checkpoint kept after {kill}");
+            ensure!(
+                p.state.is_some() && p.active,
+                "no checkpoint kept after {kill}"
+            );
         }
         // The message comes back (after the pending timeout for a holder that died active).
         let outcomes = drive(&clean, second.job).await?;
@@ -374,7 +403,10 @@ async fn the_same_message_delivered_twice_concurrently_is_built_once() -> anyhow
                 Outcome::Completed { .. }
                     | Outcome::Duplicate
                     | Outcome::AlreadyComplete
-                    | Outcome::Deferred { reason: DeferReason::HeldElsewhere, .. }
+                    | Outcome::Deferred {
+                        reason: DeferReason::HeldElsewhere,
+                        ..
+                    }
             )),
             "{outcomes:?}"
         );
@@ -480,7 +512,10 @@ async fn a_tiny_time_budget_hands_off_several_times_and_completes() -> anyhow::R
         for r in pipeline.queue.poll_once().await? {
             match r.result? {
                 Outcome::HandedOff { checkpoints } => {
-                    ensure!(checkpoints == 1, "a zero budget allows one chunk per invocation");
+                    ensure!(
+                        checkpoints == 1,
+                        "a zero budget allows one chunk per invocation"
+                    );
                     handoffs += 1;
                 }
                 Outcome::Completed { .. } => done = true,
@@ -506,7 +541,10 @@ async fn deferrals_never_push_a_live_job_into_the_dead_letter_queue() -> anyhow:
         ..QueueSettings::default()
     };
     let px = PipelineStack::with_queue_settings("pipeline-dlq", settings).await?;
-    let pipeline = px.pipeline(LocalPipelineConfig::default(), px.worker(test_worker_config())?)?;
+    let pipeline = px.pipeline(
+        LocalPipelineConfig::default(),
+        px.worker(test_worker_config())?,
+    )?;
     let (log, first, second) = two_snapshot_log(&px).await?;
     let killer = px.worker(test_worker_config())?.with_hook(Arc::new(Steps {
         kill: Some(Step::PendingCreated),
@@ -545,12 +583,16 @@ async fn deferrals_never_push_a_live_job_into_the_dead_letter_queue() -> anyhow:
         .message_body("{\"not\": \"a job\"}")
         .send()
         .await?;
-    wait_until("the poison message in the DLQ", Duration::from_secs(30), || async {
-        for r in pipeline.queue.poll_once().await? {
-            ensure!(r.keep, "a poison message must not be deleted");
-        }
-        Ok(px.queue_depth(&px.queues.dead_letter_queue).await?.0 == 1)
-    })
+    wait_until(
+        "the poison message in the DLQ",
+        Duration::from_secs(30),
+        || async {
+            for r in pipeline.queue.poll_once().await? {
+                ensure!(r.keep, "a poison message must not be deleted");
+            }
+            Ok(px.queue_depth(&px.queues.dead_letter_queue).await?.0 == 1)
+        },
+    )
     .await?;
     Ok(())
 }
@@ -632,7 +674,10 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
     );
     let report = driver.poll_once().await?;
     ensure!(report.failed.len() == 1, "{report:?}");
-    ensure!(report.jobs_sent == 1 && report.payloads_committed == 1, "{report:?}");
+    ensure!(
+        report.jobs_sent == 1 && report.payloads_committed == 1,
+        "{report:?}"
+    );
     ensure!(px.tagged(&good).await? == Some(false));
     ensure!(px.tagged(&bad).await? == Some(true));
     ensure!(px.queue_depth(&px.queues.snapshot_queue).await?.0 == 1);
@@ -654,8 +699,15 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
             && commits.iter().filter(|k| **k == good).count() == 1,
         "{commits:?}"
     );
-    let batches = flaky.job_batches.lock().map(|b| b.clone()).unwrap_or_default();
-    ensure!(batches == vec![1], "the snapshot job was resent on retry: {batches:?}");
+    let batches = flaky
+        .job_batches
+        .lock()
+        .map(|b| b.clone())
+        .unwrap_or_default();
+    ensure!(
+        batches == vec![1],
+        "the snapshot job was resent on retry: {batches:?}"
+    );
     ensure!(px.tagged(&bad).await? == Some(false));
     Ok(())
 }
@@ -684,7 +736,12 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     let big: Vec<serde_json::Value> = (0..900)
         .map(|i| json!({"ref": format!("A{}", i + 1), "value": format!("long text value number {i}")}))
         .collect();
-    let offloaded = append(&px, log, event(json!({"type": "set", "body": {"cells": big}}))?).await?;
+    let offloaded = append(
+        &px,
+        log,
+        event(json!({"type": "set", "body": {"cells": big}}))?,
+    )
+    .await?;
     let mut units = Default::default();
     let offloaded_key = sheetlog_core::ports::LogStore::read_entries(
         px.log.store(),
@@ -712,9 +769,18 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     );
     let report = driver.poll_once().await?;
     ensure!(report.payloads_committed == 2, "{report:?}");
-    ensure!(px.tagged(&committed).await? == Some(false), "committed upload kept its tag");
-    ensure!(px.tagged(&offloaded_key).await? == Some(false), "offloaded body kept its tag");
-    ensure!(px.tagged(&abandoned).await? == Some(true), "an upload never committed lost its tag");
+    ensure!(
+        px.tagged(&committed).await? == Some(false),
+        "committed upload kept its tag"
+    );
+    ensure!(
+        px.tagged(&offloaded_key).await? == Some(false),
+        "offloaded body kept its tag"
+    );
+    ensure!(
+        px.tagged(&abandoned).await? == Some(true),
+        "an upload never committed lost its tag"
+    );
 
     // An un-tagging that was lost (the tag put back) is redone by the reprocess tool; the
     // abandoned upload is still left to expire.
@@ -764,7 +830,10 @@ fn reprocessor(px: &PipelineStack) -> Reprocessor {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<()> {
     let px = PipelineStack::new("pipeline-reprocess").await?;
-    let pipeline = px.pipeline(LocalPipelineConfig::default(), px.worker(test_worker_config())?)?;
+    let pipeline = px.pipeline(
+        LocalPipelineConfig::default(),
+        px.worker(test_worker_config())?,
+    )?;
     let mut stream = pipeline.stream;
     let queue = pipeline.queue;
     let (log, first, _) = two_snapshot_log(&px).await?;
@@ -818,7 +887,10 @@ async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Resu
         bail!("first create lost")
     };
     ensure!(created.active && created.increment == 0);
-    ensure!(p.create(key, 101).await? == Guarded::Lost, "a second create must lose");
+    ensure!(
+        p.create(key, 101).await? == Guarded::Lost,
+        "a second create must lose"
+    );
 
     let Guarded::Done(c1) = p.checkpoint(key, 0, "{\"a\":1}", 102).await? else {
         bail!("holder's checkpoint refused")
@@ -826,7 +898,10 @@ async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Resu
     ensure!(c1.increment == 1 && c1.modified == 102 && c1.state.as_deref() == Some("{\"a\":1}"));
     // A writer still holding increment 0 has been overtaken.
     ensure!(p.checkpoint(key, 0, "{\"a\":0}", 103).await? == Guarded::Lost);
-    ensure!(p.claim(&created, 104).await? == Guarded::Lost, "a claim on a stale read must lose");
+    ensure!(
+        p.claim(&created, 104).await? == Guarded::Lost,
+        "a claim on a stale read must lose"
+    );
 
     let Guarded::Done(released) = p.release(key, 1, 105).await? else {
         bail!("release refused")
@@ -836,7 +911,10 @@ async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Resu
         bail!("claim refused")
     };
     ensure!(claimed.active && claimed.increment == 3 && claimed.retries == 1);
-    ensure!(claimed.state.as_deref() == Some("{\"a\":1}"), "a claim keeps the checkpoint");
+    ensure!(
+        claimed.state.as_deref() == Some("{\"a\":1}"),
+        "a claim keeps the checkpoint"
+    );
     let Guarded::Done(beat) = p.heartbeat(key, 3, 107).await? else {
         bail!("heartbeat refused")
     };

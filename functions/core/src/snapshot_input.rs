@@ -56,7 +56,11 @@ pub enum Located {
     /// The segment's Last Snapshot is at or past the entry: already complete.
     AlreadyComplete,
     /// An earlier Snapshot entry (at `seq`) is not complete yet; this one must wait.
-    EarlierUnprocessed { segment: u64, entry: u64, seq: u64 },
+    EarlierUnprocessed {
+        segment: u64,
+        entry: u64,
+        seq: u64,
+    },
     /// There is no such entry, or it is not a Snapshot entry: the job is bogus.
     NotASnapshot,
 }

@@ -12,7 +12,9 @@ pub use reprocess::{ReprocessError, ReprocessOptions, ReprocessReport, Reprocess
 pub fn parse_since(raw: &str) -> Result<i64, String> {
     time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
         .map(|t| t.unix_timestamp())
-        .map_err(|e| format!("{raw:?} is not an RFC 3339 date-time (like 2026-11-20T00:00:00Z): {e}"))
+        .map_err(|e| {
+            format!("{raw:?} is not an RFC 3339 date-time (like 2026-11-20T00:00:00Z): {e}")
+        })
 }
 
 #[cfg(test)]

@@ -12,7 +12,11 @@ use sheetlog_core::aws::{S3PayloadStore, SqsJobQueue};
 use sheetlog_maintenance::{ReprocessOptions, Reprocessor, parse_since};
 
 #[derive(Debug, Parser)]
-#[command(name = "sheetlog-maintenance", version, about = "sheetlog operator tools")]
+#[command(
+    name = "sheetlog-maintenance",
+    version,
+    about = "sheetlog operator tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,8 +51,7 @@ struct ReprocessArgs {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .with_target(false)
@@ -76,7 +79,11 @@ async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
         since: args.since,
         dry_run: args.dry_run,
     };
-    let verb = if args.dry_run { "would enqueue" } else { "enqueued" };
+    let verb = if args.dry_run {
+        "would enqueue"
+    } else {
+        "enqueued"
+    };
     let report = tool
         .run(opts, &mut |log, r| {
             eprintln!(

@@ -188,8 +188,8 @@ impl Reprocessor {
                 .await?;
             for e in &page.entries {
                 report.entries_read += 1;
-                let complete = e.snapshot_root.is_some()
-                    || seg.last_snapshot.is_some_and(|l| l >= e.num);
+                let complete =
+                    e.snapshot_root.is_some() || seg.last_snapshot.is_some_and(|l| l >= e.num);
                 if e.kind == EntryType::SNAPSHOT && !complete {
                     jobs.push(SnapshotJob::new(log, seg.num, e.num));
                 }

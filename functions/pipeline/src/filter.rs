@@ -62,7 +62,8 @@ fn check(pattern: &Map<String, Value>, at: &str) -> Result<(), FilterError> {
                 for a in alternatives {
                     match a {
                         Value::Object(op) => {
-                            let ok = op.len() == 1 && op.get("exists").is_some_and(Value::is_boolean);
+                            let ok =
+                                op.len() == 1 && op.get("exists").is_some_and(Value::is_boolean);
                             if !ok {
                                 return Err(FilterError(format!("{here}: operator {a}")));
                             }
@@ -75,7 +76,11 @@ fn check(pattern: &Map<String, Value>, at: &str) -> Result<(), FilterError> {
                 }
             }
             // Lambda rejects a pattern whose value is a bare scalar.
-            _ => return Err(FilterError(format!("{here}: value must be a list or object"))),
+            _ => {
+                return Err(FilterError(format!(
+                    "{here}: value must be a list or object"
+                )));
+            }
         }
     }
     Ok(())
@@ -85,7 +90,9 @@ fn matches_object(pattern: &Map<String, Value>, value: &Value) -> bool {
     pattern.iter().all(|(k, p)| {
         let field = value.get(k);
         match p {
-            Value::Object(inner) => matches!(field, Some(v @ Value::Object(_)) if matches_object(inner, v)),
+            Value::Object(inner) => {
+                matches!(field, Some(v @ Value::Object(_)) if matches_object(inner, v))
+            }
             Value::Array(alternatives) => alternatives.iter().any(|a| matches_leaf(a, field)),
             _ => false,
         }
@@ -117,15 +124,21 @@ mod tests {
     }
 
     #[test]
-    fn the_entry_stream_filter_passes_snapshots_and_external_entries_only() -> Result<(), FilterError>
-    {
+    fn the_entry_stream_filter_passes_snapshots_and_external_entries_only()
+    -> Result<(), FilterError> {
         let f = FilterPatterns::entry_stream()?;
         assert!(f.matches(&insert(json!({"t": {"N": "0"}, "n": {"N": "5"}}))));
-        assert!(f.matches(&insert(json!({"t": {"N": "16"}, "e": {"S": "payloads/x/y"}}))));
+        assert!(f.matches(&insert(
+            json!({"t": {"N": "16"}, "e": {"S": "payloads/x/y"}})
+        )));
         assert!(!f.matches(&insert(json!({"t": {"N": "16"}, "b": {"B": "AA=="}}))));
         assert!(!f.matches(&insert(json!({"t": {"N": "1"}}))));
         // Not inserts: the root being set on a Snapshot entry, and removals.
-        assert!(!f.matches(&json!({"eventName": "MODIFY", "dynamodb": {"NewImage": {"t": {"N": "0"}}}})));
+        assert!(
+            !f.matches(
+                &json!({"eventName": "MODIFY", "dynamodb": {"NewImage": {"t": {"N": "0"}}}})
+            )
+        );
         assert!(!f.matches(&json!({"eventName": "REMOVE", "dynamodb": {}})));
         Ok(())
     }

@@ -128,7 +128,11 @@ impl LocalPipeline {
             loop {
                 match self.stream.poll_once().await {
                     Ok(r) if r.jobs_sent + r.payloads_committed > 0 => {
-                        info!(jobs = r.jobs_sent, payloads = r.payloads_committed, "stream records routed");
+                        info!(
+                            jobs = r.jobs_sent,
+                            payloads = r.payloads_committed,
+                            "stream records routed"
+                        );
                     }
                     Ok(_) => {}
                     Err(e) => warn!(error = %format!("{e:#}"), "polling the Entry stream failed"),

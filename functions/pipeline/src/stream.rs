@@ -215,11 +215,17 @@ impl StreamDriver {
                 })
                 .collect();
             if attempt > self.retry_attempts {
-                error!(records = batch.len(), "stream records still failing after every retry; dropping them (in AWS they go to the failure queue)");
+                error!(
+                    records = batch.len(),
+                    "stream records still failing after every retry; dropping them (in AWS they go to the failure queue)"
+                );
                 total.failed.extend(report.failed);
                 break;
             }
-            debug!(records = batch.len(), attempt, "retrying failed stream records");
+            debug!(
+                records = batch.len(),
+                attempt, "retrying failed stream records"
+            );
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }

@@ -67,7 +67,11 @@ impl Handler {
     }
 
     /// Like [`handle`](Self::handle), returning each message's outcome.
-    pub async fn handle_detailed(&self, event: SqsEvent, handoff_at: Instant) -> Vec<MessageResult> {
+    pub async fn handle_detailed(
+        &self,
+        event: SqsEvent,
+        handoff_at: Instant,
+    ) -> Vec<MessageResult> {
         let mut out = Vec::with_capacity(event.records.len());
         for message in event.records {
             out.push(self.handle_message(message, handoff_at).await);
@@ -121,9 +125,7 @@ impl Handler {
                     Outcome::Deferred { delay, .. } => {
                         self.requeue(job.deferred(), *delay, receipt).await
                     }
-                    Outcome::HandedOff { .. } => {
-                        self.requeue(job, Duration::ZERO, receipt).await
-                    }
+                    Outcome::HandedOff { .. } => self.requeue(job, Duration::ZERO, receipt).await,
                     Outcome::Rejected { reason } => {
                         error!(log = %job.log_id, segment = job.segment, entry = job.entry,
                             reason, "dropping a job that names no Snapshot entry");

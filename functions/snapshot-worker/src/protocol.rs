@@ -80,7 +80,10 @@ pub enum Outcome {
     /// Another invocation won a race for the pending item: this message is a duplicate.
     Duplicate,
     /// Come back after `delay`.
-    Deferred { delay: Duration, reason: DeferReason },
+    Deferred {
+        delay: Duration,
+        reason: DeferReason,
+    },
     /// Ran out of time after `checkpoints` checkpoints; the next invocation resumes.
     HandedOff { checkpoints: u32 },
     /// The job names no Snapshot entry.
@@ -196,7 +199,11 @@ impl Worker {
     /// Runs the protocol for one job. `handoff_at` is when the invocation must stop starting new
     /// chunks. Errors leave everything as a crash would: the pending item is reclaimed after
     /// the pending timeout.
-    pub async fn run(&self, job: &SnapshotJob, handoff_at: Instant) -> Result<Outcome, WorkerError> {
+    pub async fn run(
+        &self,
+        job: &SnapshotJob,
+        handoff_at: Instant,
+    ) -> Result<Outcome, WorkerError> {
         let key = PendingKey::new(job.log_id, job.segment, job.entry);
         let now = now_secs();
 
@@ -287,7 +294,11 @@ impl Worker {
                 // Started before the previous snapshot was (seed: "the simplest way to handle it
                 // is to clear the Active flag, change the visibility timeout and exit").
                 return Ok(
-                    match self.pending.release(key, held.increment, now_secs()).await? {
+                    match self
+                        .pending
+                        .release(key, held.increment, now_secs())
+                        .await?
+                    {
                         Guarded::Lost => Outcome::Duplicate,
                         Guarded::Done(_) => Outcome::Deferred {
                             delay: self.backoff(job.deferrals),

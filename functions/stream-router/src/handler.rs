@@ -72,7 +72,10 @@ impl Effects for AwsEffects {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Job(SnapshotJob),
-    CommitPayload { log: LogId, key: String },
+    CommitPayload {
+        log: LogId,
+        key: String,
+    },
     /// Nothing to do (not an insert, an ordinary entry, or a poison record), and why.
     Ignore(String),
 }
@@ -275,7 +278,11 @@ mod tests {
         }
         async fn commit_payload(&self, key: &str) -> Result<Untagged, StoreError> {
             if self.fail_key_containing.is_some_and(|k| key.contains(k)) {
-                return Err(StoreError::service("S3", "DeleteObjectTagging", "slow down"));
+                return Err(StoreError::service(
+                    "S3",
+                    "DeleteObjectTagging",
+                    "slow down",
+                ));
             }
             if self.missing_key_containing.is_some_and(|k| key.contains(k)) {
                 return Ok(Untagged::Missing);
@@ -327,7 +334,10 @@ mod tests {
         jobs.sort_by_key(|j| (j.segment, j.entry));
         assert_eq!(
             jobs,
-            vec![SnapshotJob::new(log(), 0, 100), SnapshotJob::new(log(), 1, 0)]
+            vec![
+                SnapshotJob::new(log(), 0, 100),
+                SnapshotJob::new(log(), 1, 0)
+            ]
         );
     }
 
@@ -388,7 +398,10 @@ mod tests {
             .change
             .new_image
             .insert("n".into(), AttributeValue::N("0".into()));
-        assert!(matches!(classify(&event.records[0]).as_slice(), [Action::Ignore(_)]));
+        assert!(matches!(
+            classify(&event.records[0]).as_slice(),
+            [Action::Ignore(_)]
+        ));
     }
 
     #[test]

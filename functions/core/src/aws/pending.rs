@@ -216,7 +216,10 @@ impl PendingStore {
             .send()
             .await
             .map_err(|e| StoreError::service(SERVICE, "GetItem", e))?;
-        out.item.as_ref().map(PendingSnapshot::from_item).transpose()
+        out.item
+            .as_ref()
+            .map(PendingSnapshot::from_item)
+            .transpose()
     }
 
     /// Starts a pending snapshot, active and held by the caller, on condition that none exists
@@ -276,14 +279,8 @@ impl PendingStore {
             seen.key,
             seen.increment,
             "SET #a = :t, #m = :now, #i = #i + :one, #r = if_not_exists(#r, :zero) + :one",
-            &[
-                ("#a", pending_attr::ACTIVE),
-                ("#r", pending_attr::RETRIES),
-            ],
-            vec![
-                (":t", AttributeValue::Bool(true)),
-                (":zero", num(0)),
-            ],
+            &[("#a", pending_attr::ACTIVE), ("#r", pending_attr::RETRIES)],
+            vec![(":t", AttributeValue::Bool(true)), (":zero", num(0))],
             now,
         )
         .await

@@ -77,6 +77,11 @@ mod tests {
     fn malformed_jobs_are_rejected() {
         assert!(SnapshotJob::from_json(r#"{"logId":"nope","segment":1,"entry":2}"#).is_err());
         assert!(SnapshotJob::from_json(r#"{"segment":1,"entry":2}"#).is_err());
-        assert!(SnapshotJob::from_json(r#"{"logId":"2f1c7a52-8c52-4a44-9a0e-3f0c1f6f2b11","segment":-1,"entry":2}"#).is_err());
+        assert!(
+            SnapshotJob::from_json(
+                r#"{"logId":"2f1c7a52-8c52-4a44-9a0e-3f0c1f6f2b11","segment":-1,"entry":2}"#
+            )
+            .is_err()
+        );
     }
 }

@@ -531,9 +531,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             .await?;
         let complete = chain.complete;
         let entries = self.resolve(log, chain.records).await?;
-        let next_seq = entries
-            .last()
-            .map_or(start.base_seq + num, |e| e.seq + 1);
+        let next_seq = entries.last().map_or(start.base_seq + num, |e| e.seq + 1);
         Ok(EntriesPage {
             entries,
             next_seq,
