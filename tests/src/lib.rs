@@ -1,1 +1,17 @@
-pub fn placeholder() {}
+//! `sheetlog-tests`: the helpers integration tests and benchmarks use to run sheetlog against a
+//! local AWS emulator over the real wire protocol, plus the tests themselves (in `tests/`).
+//!
+//! Layout:
+//! - [`bench_log`] — the `./scripts/bench log` measurements
+//! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
+//! - [`faults`]   — a store wrapper that injects lost responses and lost races
+//! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
+//! - `tests/`     — integration tests, one file per area
+
+pub mod bench_log;
+pub mod emulator;
+pub mod faults;
+pub mod stack;
+
+pub use emulator::Emulator;
+pub use stack::TestStack;

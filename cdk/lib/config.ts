@@ -1,0 +1,265 @@
+/**
+ * Deployment configuration: every knob a self-hoster can turn, read from CDK context
+ * (`cdk deploy -c snapshotInterval=200`, or the `context` block of cdk.json), with the defaults
+ * documented in docs/deploy.md. Values are validated up front so a typo fails `cdk synth` with one
+ * clear message instead of producing a stack that misbehaves at run time.
+ */
+import type { Node } from 'constructs';
+import { SetupError } from './errors';
+
+/** CloudWatch Logs only accepts these retention periods (days). */
+export const LOG_RETENTION_DAYS_ALLOWED = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+] as const;
+
+export type FunctionArchitecture = 'arm64' | 'x86_64';
+
+export interface JwtAuthorizerConfig {
+  /** Token issuer URL (https), e.g. a Cognito user pool or any OIDC provider. */
+  readonly issuer: string;
+  /** Accepted `aud` (or Cognito `client_id`) values. */
+  readonly audience: string[];
+}
+
+export interface SheetlogConfig {
+  /** CloudFormation stack name; a unique one per deployment in the same account and region. */
+  readonly stackName: string;
+  /** Lambda architecture the functions are built for. */
+  readonly architecture: FunctionArchitecture;
+  /** A Snapshot entry is appended after this many entries (`SHEETLOG_SNAPSHOT_INTERVAL`). */
+  readonly snapshotInterval: number;
+  /** A segment is ended after this many entries (`SHEETLOG_SEGMENT_MAX_ENTRIES`). */
+  readonly segmentMaxEntries: number;
+  /** Entry bodies larger than this are offloaded to S3 (`SHEETLOG_INLINE_BODY_MAX_BYTES`). */
+  readonly inlineBodyMaxBytes: number;
+  /** Uploaded or offloaded objects still tagged for auto-delete expire after this many days. */
+  readonly autoDeleteDays: number;
+  /** Lifetime of presigned upload/download URLs (`SHEETLOG_UPLOAD_URL_TTL_SECS`). */
+  readonly uploadUrlTtlSecs: number;
+  /** A claimed pending snapshot not checkpointed for this long may be taken over (`SHEETLOG_PENDING_TIMEOUT_SECS`). */
+  readonly pendingTimeoutSecs: number;
+  /** Retention of the functions' and the API's log groups. */
+  readonly logRetentionDays: number;
+  /** `RUST_LOG` filter for every function. */
+  readonly logLevel: string;
+  /** When set, the HTTP API accepts JWTs from this issuer instead of IAM (SigV4) signatures. */
+  readonly jwt?: JwtAuthorizerConfig;
+  /** Origins allowed by the API's CORS preflight and the bucket's CORS rule. */
+  readonly corsAllowedOrigins: string[];
+  /** Steady-state request rate limit of the HTTP API (requests per second). */
+  readonly throttlingRateLimit: number;
+  /** Burst limit of the HTTP API (requests). */
+  readonly throttlingBurstLimit: number;
+  /** When set, alarm notifications are also sent to this address (the subscription must be confirmed). */
+  readonly alarmEmail?: string;
+  /**
+   * Sandbox stacks only: tables and bucket are deleted with the stack (no deletion protection,
+   * no RETAIN, bucket emptied on delete). Never set this for a deployment that holds real data.
+   */
+  readonly ephemeral: boolean;
+}
+
+export const DEFAULT_CONFIG: SheetlogConfig = {
+  stackName: 'sheetlog',
+  architecture: 'arm64',
+  snapshotInterval: 100,
+  segmentMaxEntries: 10_000,
+  inlineBodyMaxBytes: 16_384,
+  autoDeleteDays: 3,
+  uploadUrlTtlSecs: 900,
+  pendingTimeoutSecs: 120,
+  logRetentionDays: 30,
+  logLevel: 'info',
+  jwt: undefined,
+  corsAllowedOrigins: ['*'],
+  throttlingRateLimit: 100,
+  throttlingBurstLimit: 200,
+  alarmEmail: undefined,
+  ephemeral: false,
+};
+
+/** The context keys this app reads; anything else in context is CDK's business. */
+export const CONFIG_CONTEXT_KEYS = [
+  'stackName',
+  'architecture',
+  'snapshotInterval',
+  'segmentMaxEntries',
+  'inlineBodyMaxBytes',
+  'autoDeleteDays',
+  'uploadUrlTtlSecs',
+  'pendingTimeoutSecs',
+  'logRetentionDays',
+  'logLevel',
+  'jwtIssuer',
+  'jwtAudience',
+  'corsAllowedOrigins',
+  'throttlingRateLimit',
+  'throttlingBurstLimit',
+  'alarmEmail',
+  'ephemeral',
+] as const;
+
+export type ConfigContextKey = (typeof CONFIG_CONTEXT_KEYS)[number];
+
+/** Thrown for invalid context; the message lists every problem, one per line. */
+export class ConfigError extends SetupError {
+  constructor(readonly problems: string[]) {
+    super(`Invalid sheetlog configuration (CDK context):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Lookup = (key: ConfigContextKey) => unknown;
+
+/** Reads and validates the configuration from a construct node's context (usually the App's). */
+export function configFromContext(node: Node): SheetlogConfig {
+  return parseConfig((key) => node.tryGetContext(key));
+}
+
+/** Reads and validates the configuration from plain values (context from the CLI arrives as strings). */
+export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, unknown>>): SheetlogConfig {
+  const get: Lookup = typeof lookup === 'function' ? lookup : (key) => lookup[key];
+  const problems: string[] = [];
+  const p = new Parser(get, problems);
+
+  const config: SheetlogConfig = {
+    stackName: p.string('stackName', DEFAULT_CONFIG.stackName, {
+      pattern: /^[A-Za-z][A-Za-z0-9-]{0,127}$/,
+      hint: 'letters, digits and hyphens, starting with a letter, at most 128 characters',
+    }),
+    architecture: p.oneOf('architecture', DEFAULT_CONFIG.architecture, ['arm64', 'x86_64'] as const),
+    snapshotInterval: p.integer('snapshotInterval', DEFAULT_CONFIG.snapshotInterval, 2, 100_000),
+    segmentMaxEntries: p.integer('segmentMaxEntries', DEFAULT_CONFIG.segmentMaxEntries, 10, 1_000_000),
+    // DynamoDB items are limited to 400 KB; keep room for the other attributes and the keys.
+    inlineBodyMaxBytes: p.integer('inlineBodyMaxBytes', DEFAULT_CONFIG.inlineBodyMaxBytes, 0, 350_000),
+    autoDeleteDays: p.integer('autoDeleteDays', DEFAULT_CONFIG.autoDeleteDays, 1, 365),
+    // URLs are presigned with the function's temporary role credentials, which outlive an hour
+    // only sometimes; a longer TTL would promise more than S3 will honour.
+    uploadUrlTtlSecs: p.integer('uploadUrlTtlSecs', DEFAULT_CONFIG.uploadUrlTtlSecs, 60, 3_600),
+    pendingTimeoutSecs: p.integer('pendingTimeoutSecs', DEFAULT_CONFIG.pendingTimeoutSecs, 10, 900),
+    logRetentionDays: p.integer('logRetentionDays', DEFAULT_CONFIG.logRetentionDays, 1, 3_653, LOG_RETENTION_DAYS_ALLOWED),
+    logLevel: p.string('logLevel', DEFAULT_CONFIG.logLevel, {
+      pattern: /^[A-Za-z0-9_:=,.-]+$/,
+      hint: 'a RUST_LOG filter such as "info" or "info,sheetlog_core=debug"',
+    }),
+    jwt: jwtConfig(get, problems),
+    corsAllowedOrigins: p.list('corsAllowedOrigins', DEFAULT_CONFIG.corsAllowedOrigins, {
+      pattern: /^(\*|https?:\/\/[^\s/,]+)$/,
+      hint: '"*" or origins such as "https://sheets.example.com" (scheme and host, no path)',
+    }),
+    throttlingRateLimit: p.integer('throttlingRateLimit', DEFAULT_CONFIG.throttlingRateLimit, 1, 10_000),
+    throttlingBurstLimit: p.integer('throttlingBurstLimit', DEFAULT_CONFIG.throttlingBurstLimit, 1, 5_000),
+    alarmEmail: p.optionalString('alarmEmail', {
+      pattern: /^[^\s@]+@[^\s@]+\.[^\s@]+$/,
+      hint: 'an email address',
+    }),
+    ephemeral: p.boolean('ephemeral', DEFAULT_CONFIG.ephemeral),
+  };
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}
+
+function jwtConfig(get: Lookup, problems: string[]): JwtAuthorizerConfig | undefined {
+  const p = new Parser(get, problems);
+  const issuer = p.optionalString('jwtIssuer', {
+    pattern: /^https:\/\/[^\s]+$/,
+    hint: 'an https URL such as "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf"',
+  });
+  const audience = p.list('jwtAudience', [], { pattern: /^[^\s,]+$/, hint: 'comma-separated client ids' });
+  if (issuer === undefined && audience.length === 0) return undefined;
+  if (issuer === undefined) {
+    problems.push('jwtAudience is set but jwtIssuer is not: set both to enable the JWT authorizer, or neither for IAM');
+    return undefined;
+  }
+  if (audience.length === 0) {
+    problems.push('jwtIssuer is set but jwtAudience is not: set both to enable the JWT authorizer, or neither for IAM');
+    return undefined;
+  }
+  return { issuer, audience };
+}
+
+interface StringRule {
+  readonly pattern: RegExp;
+  readonly hint: string;
+}
+
+/** Small typed readers; each records a problem and returns the default so all problems are reported at once. */
+class Parser {
+  constructor(
+    private readonly get: Lookup,
+    private readonly problems: string[],
+  ) {}
+
+  integer(key: ConfigContextKey, fallback: number, min: number, max: number, allowed?: readonly number[]): number {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null) return fallback;
+    const text = typeof raw === 'number' ? String(raw) : typeof raw === 'string' ? raw.trim() : undefined;
+    const value = text !== undefined && /^-?\d+$/.test(text) ? Number(text) : NaN;
+    if (!Number.isSafeInteger(value)) {
+      this.problems.push(`${key}=${show(raw)}: expected a whole number (default ${fallback})`);
+      return fallback;
+    }
+    if (allowed !== undefined && !allowed.includes(value)) {
+      this.problems.push(`${key}=${value}: expected one of ${allowed.join(', ')} (default ${fallback})`);
+      return fallback;
+    }
+    if (value < min || value > max) {
+      this.problems.push(`${key}=${value}: expected a whole number from ${min} to ${max} (default ${fallback})`);
+      return fallback;
+    }
+    return value;
+  }
+
+  boolean(key: ConfigContextKey, fallback: boolean): boolean {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null) return fallback;
+    if (raw === true || raw === 'true') return true;
+    if (raw === false || raw === 'false') return false;
+    this.problems.push(`${key}=${show(raw)}: expected true or false (default ${fallback})`);
+    return fallback;
+  }
+
+  string(key: ConfigContextKey, fallback: string, rule: StringRule): string {
+    return this.optionalString(key, rule) ?? fallback;
+  }
+
+  optionalString(key: ConfigContextKey, rule: StringRule): string | undefined {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null || raw === '') return undefined;
+    if (typeof raw !== 'string' || !rule.pattern.test(raw)) {
+      this.problems.push(`${key}=${show(raw)}: expected ${rule.hint}`);
+      return undefined;
+    }
+    return raw;
+  }
+
+  oneOf<T extends string>(key: ConfigContextKey, fallback: T, values: readonly T[]): T {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null || raw === '') return fallback;
+    if (typeof raw === 'string' && (values as readonly string[]).includes(raw)) return raw as T;
+    this.problems.push(`${key}=${show(raw)}: expected one of ${values.join(', ')} (default ${fallback})`);
+    return fallback;
+  }
+
+  /** A list given as a JSON array in cdk.json or as a comma-separated string on the command line. */
+  list(key: ConfigContextKey, fallback: string[], rule: StringRule): string[] {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null || raw === '') return fallback;
+    const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',').map((s) => s.trim()) : undefined;
+    if (items === undefined || items.length === 0) {
+      this.problems.push(`${key}=${show(raw)}: expected a comma-separated list of ${rule.hint}`);
+      return fallback;
+    }
+    const bad = items.filter((item) => typeof item !== 'string' || !rule.pattern.test(item));
+    if (bad.length > 0) {
+      this.problems.push(`${key}: ${bad.map(show).join(', ')} not accepted; expected ${rule.hint}`);
+      return fallback;
+    }
+    return items as string[];
+  }
+}
+
+function show(value: unknown): string {
+  return JSON.stringify(value) ?? String(value);
+}

@@ -1,0 +1,230 @@
+/**
+ * The house Lambda construct: a cargo-lambda `RustFunction` with our defaults (ARM64,
+ * `provided.al2023`, JSON logs into a log group with retention, X-Ray tracing, explicit timeout and
+ * memory) and `bind*` helpers that set one environment variable and grant exactly the access that
+ * variable implies, in the same call — so a function can never learn a resource's name without the
+ * permission to use it, nor hold a permission it has no name for.
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { type CfnElement, Duration, RemovalPolicy, Stack, Tags, Validations } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { RustFunction } from 'cargo-lambda-cdk';
+import { Construct } from 'constructs';
+import { SetupError } from '../errors';
+
+/** One function crate: `functions/<dir>/Cargo.toml`, whose package and binary are both `binaryName`. */
+export interface FunctionCrate {
+  readonly dir: string;
+  readonly binaryName: string;
+}
+
+/** The tag that names a function's binary in the template (read back by `resources.ts`). */
+export const BINARY_TAG = 'sheetlog:binary';
+
+/**
+ * DynamoDB access levels. Scan is deliberately absent: every read the design makes is a key lookup
+ * or a Query on one partition.
+ */
+export type TableAccess = 'read' | 'readUpdate' | 'readWrite';
+
+const TABLE_ACTIONS: Record<TableAccess, string[]> = {
+  // ConditionCheckItem is what a TransactWriteItems condition-only item needs.
+  read: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem'],
+  readUpdate: [
+    'dynamodb:GetItem',
+    'dynamodb:BatchGetItem',
+    'dynamodb:Query',
+    'dynamodb:ConditionCheckItem',
+    'dynamodb:UpdateItem',
+  ],
+  readWrite: [
+    'dynamodb:GetItem',
+    'dynamodb:BatchGetItem',
+    'dynamodb:Query',
+    'dynamodb:ConditionCheckItem',
+    'dynamodb:PutItem',
+    'dynamodb:UpdateItem',
+    'dynamodb:DeleteItem',
+    'dynamodb:BatchWriteItem',
+  ],
+};
+
+/** What a function may do with the objects under one key prefix of a bucket. */
+export type ObjectAccess = 'read' | 'write' | 'tagging';
+
+const OBJECT_ACTIONS: Record<ObjectAccess, string[]> = {
+  read: ['s3:GetObject'],
+  // A PUT that carries an x-amz-tagging header (the auto-delete tag) also needs PutObjectTagging:
+  // grant `tagging` with `write` where objects are written tagged.
+  write: ['s3:PutObject'],
+  tagging: ['s3:GetObjectTagging', 's3:PutObjectTagging', 's3:DeleteObjectTagging'],
+};
+
+export interface PrefixGrant {
+  /** Key prefix, ending in `/` (for example `payloads/`). */
+  readonly prefix: string;
+  readonly access: ObjectAccess[];
+}
+
+/** `send`: producers. `consume`: a consumer that also extends visibility and deletes by itself. */
+export type QueueAccess = 'send' | 'consume';
+
+export interface SheetlogFunctionProps {
+  readonly crate: FunctionCrate;
+  /** Folder holding the function crates (`<functionsDir>/<crate.dir>/Cargo.toml`). */
+  readonly functionsDir: string;
+  readonly description: string;
+  readonly architecture: lambda.Architecture;
+  readonly timeout: Duration;
+  readonly memorySize: number;
+  readonly logRetention: logs.RetentionDays;
+  /** `RUST_LOG` filter. */
+  readonly logLevel: string;
+}
+
+/** The only actions a function role may hold on `Resource: "*"`; none of them supports resource-level permissions. */
+export const UNSCOPED_ACTIONS = ['xray:PutTraceSegments', 'xray:PutTelemetryRecords', 'dynamodb:ListStreams'] as const;
+
+/** Environment variables are ours to name: `SHEETLOG_*`, plus `RUST_LOG`. */
+const ENV_NAME = /^(SHEETLOG_[A-Z0-9_]+|RUST_LOG)$/;
+
+export class SheetlogFunction extends Construct {
+  readonly function: RustFunction;
+  readonly role: iam.Role;
+  readonly logGroup: logs.LogGroup;
+  readonly crate: FunctionCrate;
+  private readonly bound = new Map<string, string>();
+
+  constructor(scope: Construct, id: string, props: SheetlogFunctionProps) {
+    super(scope, id);
+    this.crate = props.crate;
+
+    const manifestPath = path.join(props.functionsDir, props.crate.dir, 'Cargo.toml');
+    if (!fs.existsSync(manifestPath)) {
+      throw new SetupError(
+        `${manifestPath} does not exist: the ${props.crate.binaryName} crate must be in the tree to synthesize the stack`,
+      );
+    }
+    if (Stack.of(this).bundlingRequired) requireCargoLambda();
+
+    // Logs are diagnostics, not data: they expire with the retention and go with the stack.
+    this.logGroup = new logs.LogGroup(this, 'Logs', {
+      retention: props.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+
+    // Our own role instead of AWSLambdaBasicExecutionRole, whose logs:CreateLogGroup and
+    // PutLogEvents apply to every log group in the account: this one writes to its own group only.
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `${props.crate.binaryName} execution role`,
+    });
+    this.logGroup.grantWrite(this.role);
+
+    this.function = new RustFunction(this, 'Function', {
+      manifestPath,
+      role: this.role,
+      binaryName: props.crate.binaryName,
+      runtime: 'provided.al2023',
+      architecture: props.architecture,
+      description: props.description,
+      timeout: props.timeout,
+      memorySize: props.memorySize,
+      loggingFormat: lambda.LoggingFormat.JSON,
+      logGroup: this.logGroup,
+      tracing: lambda.Tracing.ACTIVE,
+    });
+    Tags.of(this.function).add(BINARY_TAG, props.crate.binaryName);
+    Validations.of(this.role).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason:
+        `Only actions without resource-level permissions are granted on "*": ${UNSCOPED_ACTIONS.join(', ')} ` +
+        '(X-Ray tracing; ListStreams for an Entry-stream consumer). cdk/test/nag.test.ts fails on any other action on "*".',
+    });
+    this.bindSetting('RUST_LOG', props.logLevel);
+  }
+
+  /** Sets a plain setting (no resource behind it). */
+  bindSetting(name: string, value: string | number): this {
+    this.setEnv(name, String(value));
+    return this;
+  }
+
+  /** Sets `name` to the table's name and grants `access` on that table only. */
+  bindTable(name: string, table: dynamodb.ITable, access: TableAccess): this {
+    this.setEnv(name, table.tableName);
+    table.grant(this.function, ...TABLE_ACTIONS[access]);
+    return this;
+  }
+
+  /** Sets `name` to the bucket's name and grants each access on its prefix only. */
+  bindBucket(name: string, bucket: s3.IBucket, grants: PrefixGrant[]): this {
+    this.setEnv(name, bucket.bucketName);
+    for (const { prefix, access } of grants) {
+      if (!/^[a-z0-9-]+\/$/.test(prefix)) throw new Error(`bucket prefix ${JSON.stringify(prefix)} must look like "name/"`);
+      const actions = [...new Set(access.flatMap((a) => OBJECT_ACTIONS[a]))].sort();
+      this.function.addToRolePolicy(
+        new iam.PolicyStatement({ actions, resources: [bucket.arnForObjects(`${prefix}*`)] }),
+      );
+      const bucketLogicalId: string = Stack.of(this).resolve((bucket.node.defaultChild as CfnElement).logicalId);
+      Validations.of(this.role).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${prefix}*]`,
+        reason: `Object keys under ${prefix} are chosen at run time (UUIDs, content hashes); the wildcard stops at the prefix.`,
+      });
+    }
+    if (grants.some((g) => g.access.includes('read'))) {
+      // Without ListBucket, S3 answers a GET or HEAD of a missing key with 403 instead of 404, and
+      // "not there yet" (a chunk to upload, an upload not finished) becomes indistinguishable from
+      // "not allowed". It reveals key names only, which are UUIDs and content hashes.
+      this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] }));
+    }
+    return this;
+  }
+
+  /** Sets `name` to the queue's URL and grants sending, or the consumer's own visibility and delete calls. */
+  bindQueue(name: string, queue: sqs.IQueue, access: QueueAccess): this {
+    this.setEnv(name, queue.queueUrl);
+    if (access === 'send') {
+      queue.grantSendMessages(this.function);
+    } else {
+      // Receiving is granted by the event-source mapping; the worker itself defers a job
+      // (ChangeMessageVisibility) and finishes a duplicate (DeleteMessage).
+      queue.grant(this.function, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
+    }
+    return this;
+  }
+
+  /** The environment variables set so far, by name (values may be tokens). */
+  get environment(): ReadonlyMap<string, string> {
+    return this.bound;
+  }
+
+  private setEnv(name: string, value: string): void {
+    if (!ENV_NAME.test(name)) throw new Error(`environment variable ${name}: CDK-owned names are SHEETLOG_* or RUST_LOG`);
+    if (this.bound.has(name)) throw new Error(`environment variable ${name} is bound twice on ${this.crate.binaryName}`);
+    this.bound.set(name, value);
+    this.function.addEnvironment(name, value);
+  }
+}
+
+/**
+ * cargo-lambda-cdk silently falls back to Docker when `cargo lambda` is missing, which then fails
+ * with an unrelated message (no Docker here). Say what is actually wrong.
+ */
+function requireCargoLambda(): void {
+  const probe = spawnSync('cargo', ['lambda', '--version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new SetupError(
+      '`cargo lambda` is not on PATH, and the functions must be built to synthesize the stack. ' +
+        'Install it with `python3 -m venv .venv && .venv/bin/pip install cargo-lambda==1.9.2` and put ' +
+        '.venv/bin on PATH (see docs/deploy.md).',
+    );
+  }
+}

@@ -1,0 +1,256 @@
+/**
+ * What the local stack must create, as plain JSON, derived from the synthesized CloudFormation
+ * template (not from the constructs), so the description is of exactly what `cdk deploy` creates.
+ * The Rust local runner is compared against it: table keys and attribute types, stream view type,
+ * TTL attribute, bucket lifecycle rules and CORS, queue attributes and redrive, the event-source
+ * mappings with the Entry-stream filter, and every function's environment.
+ *
+ * Print it with `npx tsx cdk/bin/local-resources.ts` (same `-c key=value` context as `cdk synth`).
+ */
+import type { Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { BINARY_TAG } from './constructs/sheetlog-function';
+
+/** Bumped on any incompatible change to the shape below. */
+export const LOCAL_RESOURCES_FORMAT = 1;
+
+export interface KeyAttribute {
+  readonly name: string;
+  /** DynamoDB scalar type: `S`, `N` or `B`. */
+  readonly type: string;
+}
+
+export interface LocalTable {
+  readonly logicalId: string;
+  /** The environment variable that carries the table's name to the functions, if any. */
+  readonly env: string | null;
+  readonly partitionKey: KeyAttribute;
+  readonly sortKey: KeyAttribute | null;
+  readonly billingMode: string;
+  readonly streamViewType: string | null;
+  readonly ttlAttribute: string | null;
+}
+
+export interface LocalLifecycleRule {
+  readonly id: string | null;
+  readonly enabled: boolean;
+  readonly prefix: string | null;
+  /** Objects must carry all of these tags (key -> value) for the rule to apply. */
+  readonly tags: Record<string, string>;
+  readonly expirationDays: number | null;
+  readonly abortIncompleteMultipartUploadDays: number | null;
+}
+
+export interface LocalCorsRule {
+  readonly allowedMethods: string[];
+  readonly allowedOrigins: string[];
+  readonly allowedHeaders: string[];
+  readonly exposedHeaders: string[];
+  readonly maxAgeSeconds: number | null;
+}
+
+export interface LocalBucket {
+  readonly logicalId: string;
+  readonly env: string | null;
+  readonly lifecycleRules: LocalLifecycleRule[];
+  readonly cors: LocalCorsRule[];
+}
+
+export interface LocalQueue {
+  readonly logicalId: string;
+  readonly env: string | null;
+  readonly fifo: boolean;
+  readonly visibilityTimeoutSecs: number;
+  readonly messageRetentionSecs: number;
+  readonly deadLetter: { readonly logicalId: string; readonly maxReceiveCount: number } | null;
+}
+
+/**
+ * A value in a function's environment: a literal; `{ref: <logicalId>}` for the `Ref` of a resource
+ * of the stack (a table's or bucket's name, a queue's URL), which the local runner substitutes with
+ * its own resource's name or URL; `{cfn: …}` for any other CloudFormation expression.
+ */
+export type LocalEnvValue = string | { readonly ref: string } | { readonly cfn: unknown };
+
+export interface LocalFunction {
+  /** The binary (crate) name, from the function's `sheetlog:binary` tag. */
+  readonly binary: string;
+  readonly timeoutSecs: number;
+  readonly environment: Record<string, LocalEnvValue>;
+}
+
+export interface LocalStreamConsumer {
+  readonly function: string;
+  readonly table: string;
+  readonly startingPosition: string;
+  readonly batchSize: number | null;
+  /** Event patterns (parsed JSON); a record is delivered when any one matches. */
+  readonly filterPatterns: unknown[];
+  readonly reportBatchItemFailures: boolean;
+  readonly maximumRetryAttempts: number | null;
+  readonly onFailureQueue: string | null;
+}
+
+export interface LocalQueueConsumer {
+  readonly function: string;
+  readonly queue: string;
+  readonly batchSize: number | null;
+  readonly reportBatchItemFailures: boolean;
+}
+
+export interface LocalResources {
+  readonly format: number;
+  readonly tables: LocalTable[];
+  readonly buckets: LocalBucket[];
+  readonly queues: LocalQueue[];
+  readonly functions: LocalFunction[];
+  readonly streamConsumers: LocalStreamConsumer[];
+  readonly queueConsumers: LocalQueueConsumer[];
+}
+
+type Json = Record<string, any>;
+
+export function describeLocalResourcesOfStack(stack: Stack): LocalResources {
+  return describeLocalResources(Template.fromStack(stack).toJSON());
+}
+
+/** Describes the resources of a synthesized template (the JSON of `cdk synth`). */
+export function describeLocalResources(template: Json): LocalResources {
+  const resources: Record<string, Json> = template.Resources ?? {};
+  const ofType = (type: string) =>
+    Object.entries(resources)
+      .filter(([, r]) => r.Type === type)
+      .sort(([a], [b]) => a.localeCompare(b));
+
+  // Function logical id -> binary name, and resource logical id -> env var naming it.
+  const binaryOf = new Map<string, string>();
+  const envOf = new Map<string, string>();
+  const functions: LocalFunction[] = [];
+  for (const [id, fn] of ofType('AWS::Lambda::Function')) {
+    const binary = tagValue(fn.Properties?.Tags, BINARY_TAG);
+    if (binary === undefined) continue; // not one of ours (a CDK custom-resource provider)
+    binaryOf.set(id, binary);
+    const environment: Record<string, LocalEnvValue> = {};
+    const variables: Json = fn.Properties?.Environment?.Variables ?? {};
+    for (const name of Object.keys(variables).sort()) {
+      const value = envValue(variables[name]);
+      environment[name] = value;
+      if (typeof value === 'object' && 'ref' in value && !envOf.has(value.ref)) envOf.set(value.ref, name);
+    }
+    functions.push({ binary, timeoutSecs: fn.Properties?.Timeout ?? 3, environment });
+  }
+  functions.sort((a, b) => a.binary.localeCompare(b.binary));
+
+  const tables: LocalTable[] = ofType('AWS::DynamoDB::Table').map(([id, t]) => {
+    const p = t.Properties ?? {};
+    const types = new Map<string, string>((p.AttributeDefinitions ?? []).map((a: Json) => [a.AttributeName, a.AttributeType]));
+    const key = (keyType: string): KeyAttribute | null => {
+      const k = (p.KeySchema ?? []).find((s: Json) => s.KeyType === keyType);
+      return k ? { name: k.AttributeName, type: types.get(k.AttributeName) ?? '?' } : null;
+    };
+    const partitionKey = key('HASH');
+    if (partitionKey === null) throw new Error(`table ${id} has no partition key`);
+    return {
+      logicalId: id,
+      env: envOf.get(id) ?? null,
+      partitionKey,
+      sortKey: key('RANGE'),
+      billingMode: p.BillingMode ?? 'PROVISIONED',
+      streamViewType: p.StreamSpecification?.StreamViewType ?? null,
+      ttlAttribute: p.TimeToLiveSpecification?.Enabled ? p.TimeToLiveSpecification.AttributeName : null,
+    };
+  });
+
+  const buckets: LocalBucket[] = ofType('AWS::S3::Bucket').map(([id, b]) => {
+    const p = b.Properties ?? {};
+    return {
+      logicalId: id,
+      env: envOf.get(id) ?? null,
+      lifecycleRules: (p.LifecycleConfiguration?.Rules ?? []).map(
+        (r: Json): LocalLifecycleRule => ({
+          id: r.Id ?? null,
+          enabled: r.Status === 'Enabled',
+          prefix: r.Prefix ?? null,
+          tags: Object.fromEntries((r.TagFilters ?? []).map((f: Json) => [f.Key, f.Value])),
+          expirationDays: r.ExpirationInDays ?? null,
+          abortIncompleteMultipartUploadDays: r.AbortIncompleteMultipartUpload?.DaysAfterInitiation ?? null,
+        }),
+      ),
+      cors: (p.CorsConfiguration?.CorsRules ?? []).map(
+        (r: Json): LocalCorsRule => ({
+          allowedMethods: r.AllowedMethods ?? [],
+          allowedOrigins: r.AllowedOrigins ?? [],
+          allowedHeaders: r.AllowedHeaders ?? [],
+          exposedHeaders: r.ExposedHeaders ?? [],
+          maxAgeSeconds: r.MaxAge ?? null,
+        }),
+      ),
+    };
+  });
+
+  const queues: LocalQueue[] = ofType('AWS::SQS::Queue').map(([id, q]) => {
+    const p = q.Properties ?? {};
+    const redrive = p.RedrivePolicy;
+    return {
+      logicalId: id,
+      env: envOf.get(id) ?? null,
+      fifo: p.FifoQueue === true,
+      // SQS defaults, for attributes left unset in the template.
+      visibilityTimeoutSecs: p.VisibilityTimeout ?? 30,
+      messageRetentionSecs: p.MessageRetentionPeriod ?? 345_600,
+      deadLetter: redrive
+        ? { logicalId: getAttTarget(redrive.deadLetterTargetArn, id), maxReceiveCount: Number(redrive.maxReceiveCount) }
+        : null,
+    };
+  });
+
+  const streamConsumers: LocalStreamConsumer[] = [];
+  const queueConsumers: LocalQueueConsumer[] = [];
+  for (const [id, m] of ofType('AWS::Lambda::EventSourceMapping')) {
+    const p = m.Properties ?? {};
+    const fnId = p.FunctionName?.Ref;
+    const fn = binaryOf.get(fnId);
+    if (fn === undefined) throw new Error(`event-source mapping ${id} targets ${JSON.stringify(p.FunctionName)}, not one of our functions`);
+    const source = p.EventSourceArn?.['Fn::GetAtt'];
+    const reportBatchItemFailures = (p.FunctionResponseTypes ?? []).includes('ReportBatchItemFailures');
+    if (Array.isArray(source) && source[1] === 'StreamArn') {
+      streamConsumers.push({
+        function: fn,
+        table: source[0],
+        startingPosition: p.StartingPosition,
+        batchSize: p.BatchSize ?? null,
+        filterPatterns: (p.FilterCriteria?.Filters ?? []).map((f: Json) => JSON.parse(f.Pattern)),
+        reportBatchItemFailures,
+        maximumRetryAttempts: p.MaximumRetryAttempts ?? null,
+        onFailureQueue: p.DestinationConfig?.OnFailure?.Destination
+          ? getAttTarget(p.DestinationConfig.OnFailure.Destination, id)
+          : null,
+      });
+    } else if (Array.isArray(source) && source[1] === 'Arn' && resources[source[0]]?.Type === 'AWS::SQS::Queue') {
+      queueConsumers.push({ function: fn, queue: source[0], batchSize: p.BatchSize ?? null, reportBatchItemFailures });
+    } else {
+      throw new Error(`event-source mapping ${id}: unsupported source ${JSON.stringify(p.EventSourceArn)}`);
+    }
+  }
+
+  return { format: LOCAL_RESOURCES_FORMAT, tables, buckets, queues, functions, streamConsumers, queueConsumers };
+}
+
+function tagValue(tags: unknown, key: string): string | undefined {
+  if (Array.isArray(tags)) return tags.find((t: Json) => t.Key === key)?.Value;
+  return undefined;
+}
+
+function envValue(value: unknown): LocalEnvValue {
+  if (typeof value === 'string') return value;
+  if (value !== null && typeof value === 'object' && typeof (value as Json).Ref === 'string') {
+    return { ref: (value as Json).Ref };
+  }
+  return { cfn: value };
+}
+
+function getAttTarget(value: Json, where: string): string {
+  const att = value?.['Fn::GetAtt'];
+  if (Array.isArray(att) && att[1] === 'Arn') return att[0];
+  throw new Error(`${where}: expected {"Fn::GetAtt": [<id>, "Arn"]}, got ${JSON.stringify(value)}`);
+}

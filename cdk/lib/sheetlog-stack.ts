@@ -1,0 +1,429 @@
+/**
+ * The whole of sheetlog in one stack: the event-log tables, the payload/snapshot bucket, the
+ * snapshot job queue, the three Rust functions with their event sources, the HTTP API, alarms and
+ * outputs. docs/deploy.md describes it for the people who deploy it; DESIGN.md says why it is shaped
+ * this way.
+ *
+ * Layout:
+ * - stateful resources (tables, bucket, queues) carry fixed logical ids from `LOGICAL_IDS`; the
+ *   upgrade-safety test pins them and their replacement-triggering properties.
+ * - functions are built by the house construct `SheetlogFunction`; each environment variable is
+ *   bound together with its permission.
+ */
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Tags, Validations } from 'aws-cdk-lib';
+import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpIamAuthorizer, HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import type { SheetlogConfig } from './config';
+import { type FunctionCrate, SheetlogFunction } from './constructs/sheetlog-function';
+import { SheetlogTable } from './constructs/sheetlog-table';
+import { FUNCTIONS_DIR } from './paths';
+import { type FilterPattern, loadStreamFilterPatterns } from './stream-filter';
+
+/** The function crates: `functions/<dir>`, package = binary = `binaryName`. */
+export const CRATES = {
+  api: { dir: 'api', binaryName: 'sheetlog-api' },
+  streamRouter: { dir: 'stream-router', binaryName: 'sheetlog-stream-router' },
+  snapshotWorker: { dir: 'snapshot-worker', binaryName: 'sheetlog-snapshot-worker' },
+} as const satisfies Record<string, FunctionCrate>;
+
+/**
+ * Logical ids of the stateful resources. They are their identity across upgrades: never rename one
+ * (CloudFormation would create a new, empty resource and drop or orphan the old one).
+ */
+export const LOGICAL_IDS = {
+  entryTable: 'EntryTable',
+  segmentTable: 'SegmentTable',
+  pendingSnapshotsTable: 'PendingSnapshotsTable',
+  bucket: 'DataBucket',
+  snapshotQueue: 'SnapshotQueue',
+  snapshotDeadLetterQueue: 'SnapshotDeadLetterQueue',
+  streamRouterFailureQueue: 'StreamRouterFailureQueue',
+} as const;
+
+/** The environment variables the Rust code reads. CDK owns these names. */
+export const ENV = {
+  entryTable: 'SHEETLOG_ENTRY_TABLE',
+  segmentTable: 'SHEETLOG_SEGMENT_TABLE',
+  pendingTable: 'SHEETLOG_PENDING_TABLE',
+  bucket: 'SHEETLOG_BUCKET',
+  snapshotQueueUrl: 'SHEETLOG_SNAPSHOT_QUEUE_URL',
+  inlineBodyMaxBytes: 'SHEETLOG_INLINE_BODY_MAX_BYTES',
+  snapshotInterval: 'SHEETLOG_SNAPSHOT_INTERVAL',
+  segmentMaxEntries: 'SHEETLOG_SEGMENT_MAX_ENTRIES',
+  uploadUrlTtlSecs: 'SHEETLOG_UPLOAD_URL_TTL_SECS',
+  pendingTimeoutSecs: 'SHEETLOG_PENDING_TIMEOUT_SECS',
+} as const;
+
+/** Objects written before their entry commits carry this tag; the lifecycle rule expires them. */
+export const AUTO_DELETE_TAG = { key: 'sheetlog-auto-delete', value: 'true' } as const;
+
+export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/' } as const;
+
+/**
+ * Timings that must agree with each other (the test suite checks the relations):
+ * - the worker hands off before its Lambda timeout (DESIGN: checkpoints), and SQS must not
+ *   redeliver a job while an invocation may still be working on it, so the queue's visibility
+ *   timeout is six times the worker's timeout, as AWS recommends for SQS event sources (it leaves
+ *   room for the poller's own retries when the function is throttled);
+ * - the worker defers a job by changing its visibility, and every deferral is a receive, so the
+ *   redrive threshold counts deferrals, not failures: 100 allows hours of legitimate waiting
+ *   behind an earlier snapshot while still parking a poison job;
+ * - stream records live 24 hours; a record that keeps failing is sent to the failure queue after
+ *   12, well before DynamoDB trims it.
+ */
+const SNAPSHOT_WORKER_TIMEOUT = Duration.minutes(5);
+
+export const TIMINGS = {
+  apiTimeout: Duration.seconds(25), // below the HTTP API's 30 s integration limit
+  streamRouterTimeout: Duration.seconds(30),
+  snapshotWorkerTimeout: SNAPSHOT_WORKER_TIMEOUT,
+  snapshotVisibilityTimeout: Duration.seconds(6 * SNAPSHOT_WORKER_TIMEOUT.toSeconds()),
+  snapshotMaxReceiveCount: 100,
+  queueRetention: Duration.days(14),
+  streamMaxRecordAge: Duration.hours(12),
+  streamRetryAttempts: 10,
+} as const;
+
+export interface SheetlogStackProps extends StackProps {
+  readonly config: SheetlogConfig;
+  /** Folder holding the function crates; tests point it at stub crates. Defaults to `functions/`. */
+  readonly functionsDir?: string;
+  /** The Entry-stream filter patterns; default: read from `functions/core/src/aws/stream_filter.json`. */
+  readonly streamFilterPatterns?: FilterPattern[];
+}
+
+export class SheetlogStack extends Stack {
+  readonly entryTable: dynamodb.Table;
+  readonly segmentTable: dynamodb.Table;
+  readonly pendingSnapshotsTable: dynamodb.Table;
+  readonly bucket: s3.Bucket;
+  readonly snapshotQueue: sqs.Queue;
+  readonly snapshotDeadLetterQueue: sqs.Queue;
+  readonly streamRouterFailureQueue: sqs.Queue;
+  readonly api: SheetlogFunction;
+  readonly streamRouter: SheetlogFunction;
+  readonly snapshotWorker: SheetlogFunction;
+  readonly httpApi: apigw.HttpApi;
+  readonly alarmTopic: sns.Topic;
+
+  constructor(scope: Construct, id: string, props: SheetlogStackProps) {
+    super(scope, id, {
+      description: 'sheetlog: serverless event-sourced backend for collaborative spreadsheets',
+      ...props,
+    });
+    const { config } = props;
+    const functionsDir = props.functionsDir ?? FUNCTIONS_DIR;
+    const streamFilterPatterns = props.streamFilterPatterns ?? loadStreamFilterPatterns();
+    Tags.of(this).add('sheetlog:stack', config.stackName);
+
+    // ---- Tables (keys: docs/storage.md) -------------------------------------------------------
+    // Adding a table (the Dedupe table, say) is one SheetlogTable here, one LOGICAL_IDS entry, one
+    // ENV name and a bindTable call per function that uses it; the upgrade-safety fixture then
+    // needs the new table added on purpose.
+    this.entryTable = new SheetlogTable(this, LOGICAL_IDS.entryTable, {
+      partitionKey: { name: 's', type: dynamodb.AttributeType.BINARY },
+      sortKey: { name: 'n', type: dynamodb.AttributeType.NUMBER },
+      stream: dynamodb.StreamViewType.NEW_IMAGE,
+      ephemeral: config.ephemeral,
+    });
+    this.segmentTable = new SheetlogTable(this, LOGICAL_IDS.segmentTable, {
+      partitionKey: { name: 'l', type: dynamodb.AttributeType.BINARY },
+      sortKey: { name: 'n', type: dynamodb.AttributeType.NUMBER },
+      ephemeral: config.ephemeral,
+    });
+    this.pendingSnapshotsTable = new SheetlogTable(this, LOGICAL_IDS.pendingSnapshotsTable, {
+      partitionKey: { name: 'l', type: dynamodb.AttributeType.BINARY },
+      sortKey: { name: 'n', type: dynamodb.AttributeType.BINARY },
+      ephemeral: config.ephemeral,
+    });
+
+    // ---- Bucket -------------------------------------------------------------------------------
+    this.bucket = new s3.Bucket(this, LOGICAL_IDS.bucket, {
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      minimumTLSVersion: 1.2,
+      // Objects are immutable (payloads by UUID, snapshot chunks by content hash): versions would
+      // only keep expired uploads alive.
+      versioned: false,
+      lifecycleRules: [
+        {
+          // The discardable write: an upload whose entry never commits keeps its tag and expires.
+          id: 'expire-auto-delete-tagged',
+          tagFilters: { [AUTO_DELETE_TAG.key]: AUTO_DELETE_TAG.value },
+          expiration: Duration.days(config.autoDeleteDays),
+        },
+        {
+          // S3 refuses AbortIncompleteMultipartUpload in a rule filtered by tags, hence a rule of its own.
+          id: 'abort-incomplete-multipart-uploads',
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
+      ],
+      cors: [
+        {
+          // Browsers PUT payloads to, and GET snapshots from, URLs the API presigns; the URL's
+          // signature is the authorization, the origin list only limits which pages may use it.
+          allowedMethods: [s3.HttpMethods.PUT, s3.HttpMethods.GET, s3.HttpMethods.HEAD],
+          allowedOrigins: config.corsAllowedOrigins,
+          allowedHeaders: ['*'],
+          exposedHeaders: ['ETag'],
+          maxAge: 3600,
+        },
+      ],
+      removalPolicy: config.ephemeral ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN,
+      autoDeleteObjects: config.ephemeral,
+    });
+    (this.bucket.node.defaultChild as s3.CfnBucket).overrideLogicalId(LOGICAL_IDS.bucket);
+    Validations.of(this.bucket).acknowledge({
+      id: 'AwsSolutions-S1',
+      reason:
+        'Only the stack\'s own functions and URLs they presign reach this bucket, and the API access log records every ' +
+        'presign request; server access logs would need a second bucket for every self-hoster to administer. ' +
+        'Enable CloudTrail S3 data events for an object-level audit trail (docs/deploy.md).',
+    });
+
+    // ---- Queues -------------------------------------------------------------------------------
+    this.snapshotDeadLetterQueue = secureQueue(this, LOGICAL_IDS.snapshotDeadLetterQueue, {});
+    this.snapshotQueue = secureQueue(this, LOGICAL_IDS.snapshotQueue, {
+      visibilityTimeout: TIMINGS.snapshotVisibilityTimeout,
+      deadLetterQueue: { queue: this.snapshotDeadLetterQueue, maxReceiveCount: TIMINGS.snapshotMaxReceiveCount },
+    });
+    this.streamRouterFailureQueue = secureQueue(this, LOGICAL_IDS.streamRouterFailureQueue, {});
+    Validations.of(this.streamRouterFailureQueue).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason:
+        'This queue is itself the on-failure destination of the Entry-stream event source (the stream router\'s DLQ); ' +
+        'it holds records of failed batches for an operator, and a DLQ behind it would add nothing.',
+    });
+    // The snapshot DLQ is found by cdk-nag as the target of SnapshotQueue's redrive policy.
+
+    // ---- Functions ----------------------------------------------------------------------------
+    const architecture = config.architecture === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
+    const logRetention = config.logRetentionDays as logs.RetentionDays;
+    const common = { functionsDir, architecture, logRetention, logLevel: config.logLevel };
+
+    this.api = new SheetlogFunction(this, 'Api', {
+      ...common,
+      crate: CRATES.api,
+      description: 'sheetlog HTTP API',
+      timeout: TIMINGS.apiTimeout,
+      memorySize: 512,
+    })
+      .bindTable(ENV.entryTable, this.entryTable, 'readWrite')
+      .bindTable(ENV.segmentTable, this.segmentTable, 'readWrite')
+      .bindBucket(ENV.bucket, this.bucket, [
+        { prefix: PREFIXES.payloads, access: ['read', 'write', 'tagging'] },
+        { prefix: PREFIXES.snapshots, access: ['read'] },
+      ])
+      .bindSetting(ENV.inlineBodyMaxBytes, config.inlineBodyMaxBytes)
+      .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
+      .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries)
+      .bindSetting(ENV.uploadUrlTtlSecs, config.uploadUrlTtlSecs);
+
+    this.streamRouter = new SheetlogFunction(this, 'StreamRouter', {
+      ...common,
+      crate: CRATES.streamRouter,
+      description: 'sheetlog Entry-stream router: snapshot jobs and payload un-tagging',
+      timeout: TIMINGS.streamRouterTimeout,
+      memorySize: 256,
+    })
+      .bindQueue(ENV.snapshotQueueUrl, this.snapshotQueue, 'send')
+      .bindBucket(ENV.bucket, this.bucket, [{ prefix: PREFIXES.payloads, access: ['tagging'] }]);
+
+    this.snapshotWorker = new SheetlogFunction(this, 'SnapshotWorker', {
+      ...common,
+      crate: CRATES.snapshotWorker,
+      description: 'sheetlog snapshot worker (Pending Snapshots protocol)',
+      timeout: TIMINGS.snapshotWorkerTimeout,
+      memorySize: 1024,
+    })
+      .bindTable(ENV.entryTable, this.entryTable, 'readUpdate')
+      .bindTable(ENV.segmentTable, this.segmentTable, 'readUpdate')
+      .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, 'readWrite')
+      .bindBucket(ENV.bucket, this.bucket, [
+        { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
+        { prefix: PREFIXES.payloads, access: ['read'] },
+      ])
+      .bindQueue(ENV.snapshotQueueUrl, this.snapshotQueue, 'consume')
+      .bindSetting(ENV.pendingTimeoutSecs, config.pendingTimeoutSecs)
+      .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
+      .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries);
+
+    // ---- Event sources ------------------------------------------------------------------------
+    this.streamRouter.function.addEventSource(
+      new DynamoEventSource(this.entryTable, {
+        // From the oldest record: the mapping is created with the table, and nothing may be skipped.
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: 100,
+        filters: streamFilterPatterns.map((pattern) => lambda.FilterCriteria.filter(pattern)),
+        reportBatchItemFailures: true,
+        bisectBatchOnError: true,
+        retryAttempts: TIMINGS.streamRetryAttempts,
+        maxRecordAge: TIMINGS.streamMaxRecordAge,
+        onFailure: new SqsDlq(this.streamRouterFailureQueue),
+      }),
+    );
+    this.snapshotWorker.function.addEventSource(
+      new SqsEventSource(this.snapshotQueue, {
+        // One job per invocation: a job can run for minutes and hands off through its own message.
+        batchSize: 1,
+        reportBatchItemFailures: true,
+      }),
+    );
+
+    // ---- HTTP API -----------------------------------------------------------------------------
+    const authorizer = config.jwt
+      ? new HttpJwtAuthorizer('JwtAuthorizer', config.jwt.issuer, { jwtAudience: config.jwt.audience })
+      : new HttpIamAuthorizer();
+    this.httpApi = new apigw.HttpApi(this, 'HttpApi', {
+      apiName: config.stackName,
+      description: `sheetlog HTTP API (${config.jwt ? 'JWT' : 'IAM'} authorization)`,
+      defaultIntegration: new HttpLambdaIntegration('ApiIntegration', this.api.function, {
+        payloadFormatVersion: apigw.PayloadFormatVersion.VERSION_2_0,
+      }),
+      defaultAuthorizer: authorizer,
+      // API Gateway answers CORS preflights itself, before any authorizer runs.
+      corsPreflight: {
+        allowOrigins: config.corsAllowedOrigins,
+        allowMethods: [apigw.CorsHttpMethod.ANY],
+        // A wildcard does not cover Authorization in browsers, hence both.
+        allowHeaders: ['authorization', '*'],
+        maxAge: Duration.hours(1),
+      },
+      createDefaultStage: false,
+    });
+    const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
+      retention: logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const stage = new apigw.HttpStage(this, 'DefaultStage', {
+      httpApi: this.httpApi,
+      stageName: '$default',
+      autoDeploy: true,
+      throttle: { rateLimit: config.throttlingRateLimit, burstLimit: config.throttlingBurstLimit },
+      accessLogSettings: {
+        destination: new apigw.LogGroupLogDestination(accessLogs),
+        format: AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: '$context.requestId',
+            ip: '$context.identity.sourceIp',
+            caller: '$context.identity.caller',
+            requestTime: '$context.requestTime',
+            routeKey: '$context.routeKey',
+            path: '$context.path',
+            status: '$context.status',
+            responseLength: '$context.responseLength',
+            latencyMs: '$context.responseLatency',
+            integrationError: '$context.integrationErrorMessage',
+            authorizerError: '$context.authorizer.error',
+          }),
+        ),
+      },
+    });
+
+    // ---- Alarms -------------------------------------------------------------------------------
+    this.alarmTopic = new sns.Topic(this, 'AlarmTopic', { displayName: `${config.stackName} alarms`, enforceSSL: true });
+    Validations.of(this.alarmTopic).acknowledge({
+      id: 'AwsSolutions-SNS2',
+      reason:
+        'Alarm notifications carry alarm names and metric values, no customer data. CloudWatch cannot publish to a ' +
+        'topic encrypted with the AWS-managed SNS key, and a customer-managed key is one more thing to administer.',
+    });
+    if (config.alarmEmail) this.alarmTopic.addSubscription(new EmailSubscription(config.alarmEmail));
+    this.addAlarms();
+
+    // ---- Outputs ------------------------------------------------------------------------------
+    const outputs: Record<string, [string, string]> = {
+      ApiUrl: [stage.url, 'Base URL of the HTTP API'],
+      ApiAuthorization: [config.jwt ? 'JWT' : 'IAM', 'How requests to the API are authorized'],
+      EntryTableName: [this.entryTable.tableName, 'Entry table (the event logs)'],
+      SegmentTableName: [this.segmentTable.tableName, 'Segment table'],
+      PendingSnapshotsTableName: [this.pendingSnapshotsTable.tableName, 'Pending Snapshots table'],
+      BucketName: [this.bucket.bucketName, 'Payload and snapshot bucket'],
+      SnapshotQueueUrl: [this.snapshotQueue.queueUrl, 'Snapshot job queue'],
+      SnapshotDeadLetterQueueUrl: [this.snapshotDeadLetterQueue.queueUrl, 'Snapshot jobs that kept failing'],
+      StreamRouterFailureQueueUrl: [this.streamRouterFailureQueue.queueUrl, 'Entry-stream batches the router could not process'],
+      AlarmTopicArn: [this.alarmTopic.topicArn, 'Subscribe here to receive alarm notifications'],
+    };
+    for (const [name, [value, description]] of Object.entries(outputs)) {
+      new CfnOutput(this, name, { value, description });
+    }
+  }
+
+  private addAlarms(): void {
+    const action = new SnsAction(this.alarmTopic);
+    const alarm = (id: string, description: string, metric: cloudwatch.IMetric, threshold: number, periods = 1) => {
+      const a = new cloudwatch.Alarm(this, id, {
+        alarmDescription: description,
+        metric,
+        threshold,
+        evaluationPeriods: periods,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      a.addAlarmAction(action);
+      a.addOkAction(action);
+    };
+    const fiveMinutes = Duration.minutes(5);
+
+    for (const [id, queue, what] of [
+      ['SnapshotDeadLetterQueueDepthAlarm', this.snapshotDeadLetterQueue, 'Snapshot jobs gave up; see docs/deploy.md (alarms)'],
+      ['StreamRouterFailureQueueDepthAlarm', this.streamRouterFailureQueue, 'Entry-stream batches failed; see docs/deploy.md (alarms)'],
+    ] as const) {
+      alarm(id, what, queue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: 'Maximum' }), 1);
+    }
+
+    alarm(
+      'StreamIteratorAgeAlarm',
+      'The stream router is falling behind the Entry stream (records expire after 24 hours)',
+      this.streamRouter.function.metric('IteratorAge', { period: fiveMinutes, statistic: 'Maximum' }),
+      Duration.minutes(15).toMilliseconds(),
+      3,
+    );
+
+    for (const [name, fn] of [
+      ['Api', this.api],
+      ['StreamRouter', this.streamRouter],
+      ['SnapshotWorker', this.snapshotWorker],
+    ] as const) {
+      alarm(
+        `${name}ErrorsAlarm`,
+        `${fn.crate.binaryName} invocations failed`,
+        fn.function.metricErrors({ period: fiveMinutes, statistic: 'Sum' }),
+        1,
+      );
+      alarm(
+        `${name}ThrottlesAlarm`,
+        `${fn.crate.binaryName} invocations were throttled`,
+        fn.function.metricThrottles({ period: fiveMinutes, statistic: 'Sum' }),
+        1,
+      );
+    }
+  }
+}
+
+/** A standard queue with 14-day retention, SSE and a TLS-only policy, under a fixed logical id. */
+function secureQueue(scope: Construct, logicalId: string, props: sqs.QueueProps): sqs.Queue {
+  const queue = new sqs.Queue(scope, logicalId, {
+    retentionPeriod: TIMINGS.queueRetention,
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    ...props,
+  });
+  (queue.node.defaultChild as sqs.CfnQueue).overrideLogicalId(logicalId);
+  return queue;
+}

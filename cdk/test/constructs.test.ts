@@ -1,0 +1,87 @@
+/**
+ * The house constructs on their own: what SheetlogFunction refuses, and that a SheetlogTable keeps
+ * the logical id it is given wherever it sits in the construct tree.
+ */
+import * as assert from 'node:assert/strict';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import { App, Duration, Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import { Construct } from 'constructs';
+import { SheetlogFunction, type SheetlogFunctionProps } from '../lib/constructs/sheetlog-function';
+import { SheetlogTable } from '../lib/constructs/sheetlog-table';
+import { SetupError } from '../lib/errors';
+import { CRATES } from '../lib/sheetlog-stack';
+import { stubFunctionsDir } from '../lib/stub-crates';
+
+function props(overrides: Partial<SheetlogFunctionProps> = {}): SheetlogFunctionProps {
+  return {
+    crate: CRATES.api,
+    functionsDir: stubFunctionsDir(),
+    description: 'probe',
+    architecture: lambda.Architecture.ARM_64,
+    timeout: Duration.seconds(10),
+    memorySize: 256,
+    logRetention: logs.RetentionDays.ONE_WEEK,
+    logLevel: 'info',
+    ...overrides,
+  };
+}
+
+const skipBundling = () => new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Probe');
+
+describe('SheetlogFunction', () => {
+  test('names the missing crate when its Cargo.toml does not exist', () => {
+    assert.throws(
+      () => new SheetlogFunction(skipBundling(), 'Fn', props({ functionsDir: path.join(stubFunctionsDir(), 'nowhere') })),
+      (err: Error) =>
+        err instanceof SetupError && /nowhere\/api\/Cargo\.toml does not exist: the sheetlog-api crate must be in the tree/.test(err.message),
+    );
+  });
+
+  test('accepts only CDK-owned environment variable names, each bound once', () => {
+    const fn = new SheetlogFunction(skipBundling(), 'Fn', props());
+    assert.throws(() => fn.bindSetting('TABLE', 'x'), /CDK-owned names are SHEETLOG_\* or RUST_LOG/);
+    fn.bindSetting('SHEETLOG_X', 1);
+    assert.throws(() => fn.bindSetting('SHEETLOG_X', 2), /SHEETLOG_X is bound twice on sheetlog-api/);
+    assert.throws(() => fn.bindSetting('RUST_LOG', 'debug'), /RUST_LOG is bound twice/);
+    assert.deepEqual([...fn.environment.keys()], ['RUST_LOG', 'SHEETLOG_X']);
+  });
+
+  test('grants bucket access per prefix only, and refuses a prefix that is not a folder', () => {
+    const stack = skipBundling();
+    const bucket = new s3.Bucket(stack, 'B');
+    const fn = new SheetlogFunction(stack, 'Fn', props());
+    assert.throws(() => fn.bindBucket('SHEETLOG_BUCKET', bucket, [{ prefix: 'payloads', access: ['read'] }]), /must look like "name\/"/);
+  });
+
+  test('asks for cargo-lambda by name when bundling is due and `cargo lambda` is missing', () => {
+    const stack = new Stack(new App(), 'Bundles');
+    const saved = process.env.PATH;
+    process.env.PATH = '/nonexistent';
+    try {
+      assert.throws(
+        () => new SheetlogFunction(stack, 'Fn', props()),
+        (err: Error) => err instanceof SetupError && /`cargo lambda` is not on PATH.*pip install cargo-lambda==1\.9\.2/.test(err.message),
+      );
+    } finally {
+      process.env.PATH = saved;
+    }
+  });
+});
+
+describe('SheetlogTable', () => {
+  test('keeps its logical id however deeply it is nested', () => {
+    const stack = skipBundling();
+    const deep = new Construct(new Construct(stack, 'Outer'), 'Inner');
+    new SheetlogTable(deep, 'EntryTable', {
+      partitionKey: { name: 's', type: dynamodb.AttributeType.BINARY },
+      ephemeral: false,
+    });
+    assert.deepEqual(Object.keys(Template.fromStack(stack).findResources('AWS::DynamoDB::Table')), ['EntryTable']);
+  });
+});

@@ -1,0 +1,164 @@
+/**
+ * The local-stack description (cdk/lib/resources.ts) that the Rust local runner is compared with:
+ * it must be read from the template, agree with docs/storage.md, and be what the script prints.
+ */
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, test } from 'node:test';
+import { describeLocalResources, describeLocalResourcesOfStack } from '../lib/resources';
+import { loadStreamFilterPatterns } from '../lib/stream-filter';
+import { synth } from './support';
+
+const REPO_ROOT = path.resolve(__dirname, '..', '..');
+/** tsx's loader by URL, so a child process can run TypeScript from any working directory. */
+const TSX = pathToFileURL(require.resolve('tsx')).href;
+
+describe('local resources description', () => {
+  const { json, stack } = synth();
+  const local = describeLocalResources(json);
+
+  test('has the tables of docs/storage.md with their keys, types, stream and TTL', () => {
+    assert.deepEqual(
+      local.tables.map((t) => [t.logicalId, t.env, t.partitionKey, t.sortKey, t.streamViewType, t.ttlAttribute, t.billingMode]),
+      [
+        ['EntryTable', 'SHEETLOG_ENTRY_TABLE', { name: 's', type: 'B' }, { name: 'n', type: 'N' }, 'NEW_IMAGE', null, 'PAY_PER_REQUEST'],
+        ['PendingSnapshotsTable', 'SHEETLOG_PENDING_TABLE', { name: 'l', type: 'B' }, { name: 'n', type: 'B' }, null, null, 'PAY_PER_REQUEST'],
+        ['SegmentTable', 'SHEETLOG_SEGMENT_TABLE', { name: 'l', type: 'B' }, { name: 'n', type: 'N' }, null, null, 'PAY_PER_REQUEST'],
+      ],
+    );
+  });
+
+  test('has the bucket with its auto-delete lifecycle rule and CORS', () => {
+    assert.equal(local.buckets.length, 1);
+    const [bucket] = local.buckets;
+    assert.equal(bucket.env, 'SHEETLOG_BUCKET');
+    assert.deepEqual(bucket.lifecycleRules, [
+      {
+        id: 'expire-auto-delete-tagged',
+        enabled: true,
+        prefix: null,
+        tags: { 'sheetlog-auto-delete': 'true' },
+        expirationDays: 3,
+        abortIncompleteMultipartUploadDays: null,
+      },
+      {
+        id: 'abort-incomplete-multipart-uploads',
+        enabled: true,
+        prefix: null,
+        tags: {},
+        expirationDays: null,
+        abortIncompleteMultipartUploadDays: 1,
+      },
+    ]);
+    assert.deepEqual(bucket.cors[0].allowedMethods, ['PUT', 'GET', 'HEAD']);
+  });
+
+  test('has the queues with their attributes and redrive', () => {
+    assert.deepEqual(local.queues, [
+      { logicalId: 'SnapshotDeadLetterQueue', env: null, fifo: false, visibilityTimeoutSecs: 30, messageRetentionSecs: 1_209_600, deadLetter: null },
+      {
+        logicalId: 'SnapshotQueue',
+        env: 'SHEETLOG_SNAPSHOT_QUEUE_URL',
+        fifo: false,
+        visibilityTimeoutSecs: 1800,
+        messageRetentionSecs: 1_209_600,
+        deadLetter: { logicalId: 'SnapshotDeadLetterQueue', maxReceiveCount: 100 },
+      },
+      { logicalId: 'StreamRouterFailureQueue', env: null, fifo: false, visibilityTimeoutSecs: 30, messageRetentionSecs: 1_209_600, deadLetter: null },
+    ]);
+  });
+
+  test('has the stream router on the Entry stream with the shared filter, and the worker on the queue', () => {
+    assert.deepEqual(local.streamConsumers, [
+      {
+        function: 'sheetlog-stream-router',
+        table: 'EntryTable',
+        startingPosition: 'TRIM_HORIZON',
+        batchSize: 100,
+        filterPatterns: loadStreamFilterPatterns(),
+        reportBatchItemFailures: true,
+        maximumRetryAttempts: 10,
+        onFailureQueue: 'StreamRouterFailureQueue',
+      },
+    ]);
+    assert.deepEqual(local.queueConsumers, [
+      { function: 'sheetlog-snapshot-worker', queue: 'SnapshotQueue', batchSize: 1, reportBatchItemFailures: true },
+    ]);
+  });
+
+  test('has every function with its environment, resources by reference', () => {
+    assert.deepEqual(local.functions.map((f) => f.binary), ['sheetlog-api', 'sheetlog-snapshot-worker', 'sheetlog-stream-router']);
+    const api = local.functions[0];
+    assert.deepEqual(api.environment.SHEETLOG_ENTRY_TABLE, { ref: 'EntryTable' });
+    assert.equal(api.environment.SHEETLOG_INLINE_BODY_MAX_BYTES, '16384');
+    assert.equal(api.timeoutSecs, 25);
+  });
+
+  test('follows the template, not the defaults: context changes show up', () => {
+    const other = describeLocalResourcesOfStack(synth({ autoDeleteDays: '9', snapshotInterval: '33' }).stack);
+    assert.equal(other.buckets[0].lifecycleRules[0].expirationDays, 9);
+    assert.equal(other.functions[0].environment.SHEETLOG_SNAPSHOT_INTERVAL, '33');
+    assert.deepEqual(describeLocalResourcesOfStack(stack), local);
+  });
+
+  test('reads a TTL attribute and a FIFO queue when a template has them', () => {
+    const template = {
+      Resources: {
+        Dedupe: {
+          Type: 'AWS::DynamoDB::Table',
+          Properties: {
+            KeySchema: [{ AttributeName: 'p', KeyType: 'HASH' }],
+            AttributeDefinitions: [{ AttributeName: 'p', AttributeType: 'S' }],
+            TimeToLiveSpecification: { AttributeName: 'x', Enabled: true },
+          },
+        },
+        Fifo: { Type: 'AWS::SQS::Queue', Properties: { FifoQueue: true } },
+      },
+    };
+    const d = describeLocalResources(template);
+    assert.deepEqual(d.tables[0], {
+      logicalId: 'Dedupe',
+      env: null,
+      partitionKey: { name: 'p', type: 'S' },
+      sortKey: null,
+      billingMode: 'PROVISIONED',
+      streamViewType: null,
+      ttlAttribute: 'x',
+    });
+    assert.equal(d.queues[0].fifo, true);
+  });
+
+  test('is what `cdk/bin/local-resources.ts` prints, context flags included', () => {
+    const run = spawnSync(
+      process.execPath,
+      ['--import', TSX, path.join(REPO_ROOT, 'cdk', 'bin', 'local-resources.ts'), '-c', 'autoDeleteDays=9', '-c', 'snapshotInterval=33'],
+      { cwd: os.tmpdir(), encoding: 'utf8' },
+    );
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout), describeLocalResourcesOfStack(synth({ autoDeleteDays: '9', snapshotInterval: '33' }).stack));
+  });
+});
+
+describe('stream filter file', () => {
+  const write = (content: string) => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sheetlog-filter-')), 'f.json');
+    fs.writeFileSync(file, content);
+    return file;
+  };
+
+  test('is read pattern by pattern, ignoring its comment', () => {
+    const file = write('{"_comment": "x", "filters": [{"eventName": ["INSERT"]}]}');
+    assert.deepEqual(loadStreamFilterPatterns(file), [{ eventName: ['INSERT'] }]);
+  });
+
+  test('is rejected, naming the file, when malformed', () => {
+    assert.throws(() => loadStreamFilterPatterns(write('{"filters": []}')), /f\.json: expected \{"filters"/);
+    assert.throws(() => loadStreamFilterPatterns(write('{"filters": [[1]]}')), /filters\[0\] must be a non-empty JSON object/);
+    assert.throws(() => loadStreamFilterPatterns(write('not json')), /cannot read the stream filter .*f\.json/);
+    assert.throws(() => loadStreamFilterPatterns(write(JSON.stringify({ filters: Array(6).fill({ a: [1] }) }))), /at most 5/);
+  });
+});

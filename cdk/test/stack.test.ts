@@ -1,0 +1,508 @@
+/**
+ * The stack's behaviour, asserted on the synthesized template by properties (resources are found
+ * by type, tag or property; stateful resources by their fixed logical ids, which are part of the
+ * contract and pinned by upgrade-safety.test.ts).
+ */
+import * as assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { App } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { parseConfig } from '../lib/config';
+import { AUTO_DELETE_TAG, CRATES, ENV, LOGICAL_IDS, SheetlogStack, TIMINGS } from '../lib/sheetlog-stack';
+import { loadStreamFilterPatterns } from '../lib/stream-filter';
+import { stubFunctionsDir } from '../lib/stub-crates';
+import { type Json, functionByBinary, grantsByResource, onlyResource, resourcesOfType, synth } from './support';
+
+const API = CRATES.api.binaryName;
+const ROUTER = CRATES.streamRouter.binaryName;
+const WORKER = CRATES.snapshotWorker.binaryName;
+
+describe('tables', () => {
+  const { json, template } = synth();
+
+  const expectedKeys: Record<string, [string, string][]> = {
+    [LOGICAL_IDS.entryTable]: [['s', 'B'], ['n', 'N']],
+    [LOGICAL_IDS.segmentTable]: [['l', 'B'], ['n', 'N']],
+    [LOGICAL_IDS.pendingSnapshotsTable]: [['l', 'B'], ['n', 'B']],
+  };
+
+  test('keys and attribute types are exactly those of docs/storage.md', () => {
+    const tables = resourcesOfType(json, 'AWS::DynamoDB::Table');
+    assert.deepEqual(tables.map(([id]) => id).sort(), Object.keys(expectedKeys).sort());
+    for (const [id, keys] of Object.entries(expectedKeys)) {
+      const p = json.Resources[id].Properties;
+      assert.deepEqual(p.KeySchema, [
+        { AttributeName: keys[0][0], KeyType: 'HASH' },
+        { AttributeName: keys[1][0], KeyType: 'RANGE' },
+      ], id);
+      assert.deepEqual(p.AttributeDefinitions, keys.map(([name, type]) => ({ AttributeName: name, AttributeType: type })), id);
+      assert.equal(p.GlobalSecondaryIndexes, undefined, `${id} has no indexes`);
+      assert.equal(p.TimeToLiveSpecification, undefined, `${id} has no TTL yet`);
+    }
+  });
+
+  test('every table is on-demand, recoverable, encrypted, deletion-protected and retained', () => {
+    for (const id of Object.keys(expectedKeys)) {
+      template.hasResource('AWS::DynamoDB::Table', {
+        Properties: Match.objectLike({
+          BillingMode: 'PAY_PER_REQUEST',
+          PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+          SSESpecification: { SSEEnabled: true },
+          DeletionProtectionEnabled: true,
+          KeySchema: json.Resources[id].Properties.KeySchema,
+        }),
+        DeletionPolicy: 'Retain',
+        UpdateReplacePolicy: 'Retain',
+      });
+    }
+  });
+
+  test('only the Entry table has a stream, with new images', () => {
+    assert.deepEqual(json.Resources[LOGICAL_IDS.entryTable].Properties.StreamSpecification, { StreamViewType: 'NEW_IMAGE' });
+    assert.equal(json.Resources[LOGICAL_IDS.segmentTable].Properties.StreamSpecification, undefined);
+    assert.equal(json.Resources[LOGICAL_IDS.pendingSnapshotsTable].Properties.StreamSpecification, undefined);
+  });
+});
+
+describe('bucket', () => {
+  const { json, template } = synth();
+  const bucket = json.Resources[LOGICAL_IDS.bucket];
+
+  test('blocks public access, encrypts, and is retained', () => {
+    assert.equal(bucket.Type, 'AWS::S3::Bucket');
+    assert.deepEqual(bucket.Properties.PublicAccessBlockConfiguration, {
+      BlockPublicAcls: true,
+      BlockPublicPolicy: true,
+      IgnorePublicAcls: true,
+      RestrictPublicBuckets: true,
+    });
+    assert.deepEqual(bucket.Properties.BucketEncryption, {
+      ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+    });
+    assert.equal(bucket.DeletionPolicy, 'Retain');
+    assert.equal(bucket.UpdateReplacePolicy, 'Retain');
+  });
+
+  test('its policy denies every request that is not over TLS', () => {
+    template.hasResourceProperties('AWS::S3::BucketPolicy', {
+      Bucket: { Ref: LOGICAL_IDS.bucket },
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Effect: 'Deny',
+            Principal: { AWS: '*' },
+            Action: 's3:*',
+            Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+          }),
+        ]),
+      },
+    });
+  });
+
+  test('expires objects still tagged for auto-delete after 3 days and aborts stale multipart uploads', () => {
+    const rules: Json[] = bucket.Properties.LifecycleConfiguration.Rules;
+    const tagged = rules.filter((r) => r.TagFilters !== undefined);
+    assert.deepEqual(tagged, [
+      {
+        Id: 'expire-auto-delete-tagged',
+        Status: 'Enabled',
+        TagFilters: [{ Key: AUTO_DELETE_TAG.key, Value: AUTO_DELETE_TAG.value }],
+        ExpirationInDays: 3,
+      },
+    ]);
+    assert.deepEqual(AUTO_DELETE_TAG, { key: 'sheetlog-auto-delete', value: 'true' });
+    const abort = rules.filter((r) => r.AbortIncompleteMultipartUpload !== undefined);
+    assert.equal(abort.length, 1);
+    assert.equal(abort[0].Status, 'Enabled');
+    assert.ok(abort[0].AbortIncompleteMultipartUpload.DaysAfterInitiation >= 1);
+    assert.equal(abort[0].TagFilters, undefined, 'S3 rejects an abort rule filtered by tags');
+    assert.equal(abort[0].Prefix, undefined, 'uploads anywhere in the bucket are aborted');
+    assert.ok(rules.every((r) => r.ExpirationInDays === undefined || r.TagFilters !== undefined), 'nothing untagged ever expires');
+  });
+
+  test('CORS lets browsers PUT and GET through presigned URLs', () => {
+    const [rule] = bucket.Properties.CorsConfiguration.CorsRules;
+    assert.deepEqual([...rule.AllowedMethods].sort(), ['GET', 'HEAD', 'PUT']);
+    assert.deepEqual(rule.AllowedOrigins, ['*']);
+    assert.deepEqual(rule.AllowedHeaders, ['*'], 'a presigned PUT sends Content-Type and x-amz-tagging');
+    assert.ok(rule.ExposedHeaders.includes('ETag'));
+  });
+});
+
+describe('queues', () => {
+  const { json, template } = synth();
+  const q = (id: string) => json.Resources[id];
+
+  test('the snapshot queue is standard, keeps messages 14 days and redrives to its DLQ', () => {
+    const p = q(LOGICAL_IDS.snapshotQueue).Properties;
+    assert.equal(p.FifoQueue, undefined);
+    assert.equal(p.MessageRetentionPeriod, 14 * 24 * 3600);
+    assert.deepEqual(p.RedrivePolicy, {
+      deadLetterTargetArn: { 'Fn::GetAtt': [LOGICAL_IDS.snapshotDeadLetterQueue, 'Arn'] },
+      maxReceiveCount: TIMINGS.snapshotMaxReceiveCount,
+    });
+  });
+
+  test('the snapshot visibility timeout covers the worker: at least six times its timeout', () => {
+    const visibility = q(LOGICAL_IDS.snapshotQueue).Properties.VisibilityTimeout;
+    const [, worker] = functionByBinary(json, WORKER);
+    assert.ok(
+      visibility >= 6 * worker.Properties.Timeout,
+      `visibility ${visibility}s < 6 x worker timeout ${worker.Properties.Timeout}s`,
+    );
+    assert.ok(visibility <= 12 * 3600, 'SQS caps visibility at 12 hours');
+    // A crashed invocation's job reappears after the visibility timeout; by then its claim must
+    // have expired, or the redelivery could only defer again.
+    const pending = Number(worker.Properties.Environment.Variables[ENV.pendingTimeoutSecs]);
+    assert.ok(visibility >= pending, `visibility ${visibility}s < pending timeout ${pending}s`);
+  });
+
+  test('every queue is encrypted, TLS-only and keeps messages 14 days', () => {
+    const queues = resourcesOfType(json, 'AWS::SQS::Queue');
+    assert.deepEqual(queues.map(([id]) => id).sort(), [
+      LOGICAL_IDS.snapshotDeadLetterQueue,
+      LOGICAL_IDS.snapshotQueue,
+      LOGICAL_IDS.streamRouterFailureQueue,
+    ].sort());
+    for (const [id, queue] of queues) {
+      assert.equal(queue.Properties.SqsManagedSseEnabled, true, id);
+      assert.equal(queue.Properties.MessageRetentionPeriod, 1_209_600, id);
+      template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+        Queues: [{ Ref: id }],
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+          ]),
+        },
+      });
+    }
+  });
+});
+
+describe('functions', () => {
+  const { json, template } = synth();
+
+  test('every function is a cargo-lambda build on ARM64 provided.al2023 with the house defaults', () => {
+    const ours = resourcesOfType(json, 'AWS::Lambda::Function');
+    assert.equal(ours.length, 3);
+    for (const binary of [API, ROUTER, WORKER]) {
+      const [, fn] = functionByBinary(json, binary);
+      const p = fn.Properties;
+      assert.equal(p.Runtime, 'provided.al2023', binary);
+      assert.deepEqual(p.Architectures, ['arm64'], binary);
+      assert.equal(p.Handler, 'bootstrap', binary);
+      assert.equal(p.LoggingConfig.LogFormat, 'JSON', binary);
+      assert.deepEqual(p.TracingConfig, { Mode: 'Active' }, binary);
+      assert.ok(p.Timeout > 3 && p.MemorySize >= 256, binary);
+      assert.equal(p.Environment.Variables.RUST_LOG, 'info', binary);
+      const logGroup = json.Resources[p.LoggingConfig.LogGroup.Ref];
+      assert.equal(logGroup.Type, 'AWS::Logs::LogGroup');
+      assert.equal(logGroup.Properties.RetentionInDays, 30, binary);
+    }
+  });
+
+  test('the x86_64 fallback builds and deploys every function for x86_64', () => {
+    const x86 = synth({ architecture: 'x86_64' }).json;
+    for (const binary of [API, ROUTER, WORKER]) {
+      assert.deepEqual(functionByBinary(x86, binary)[1].Properties.Architectures, ['x86_64']);
+    }
+  });
+
+  test('the API function stays within the HTTP API integration timeout', () => {
+    assert.ok(functionByBinary(json, API)[1].Properties.Timeout < 30);
+  });
+
+  test('each function gets exactly the environment it needs, with the documented defaults', () => {
+    const env = (binary: string) => functionByBinary(json, binary)[1].Properties.Environment.Variables;
+    assert.deepEqual(env(API), {
+      RUST_LOG: 'info',
+      SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
+      SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
+      SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
+      SHEETLOG_INLINE_BODY_MAX_BYTES: '16384',
+      SHEETLOG_SNAPSHOT_INTERVAL: '100',
+      SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
+      SHEETLOG_UPLOAD_URL_TTL_SECS: '900',
+    });
+    assert.deepEqual(env(ROUTER), {
+      RUST_LOG: 'info',
+      SHEETLOG_SNAPSHOT_QUEUE_URL: { Ref: LOGICAL_IDS.snapshotQueue },
+      SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
+    });
+    assert.deepEqual(env(WORKER), {
+      RUST_LOG: 'info',
+      SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
+      SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
+      SHEETLOG_PENDING_TABLE: { Ref: LOGICAL_IDS.pendingSnapshotsTable },
+      SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
+      SHEETLOG_SNAPSHOT_QUEUE_URL: { Ref: LOGICAL_IDS.snapshotQueue },
+      SHEETLOG_PENDING_TIMEOUT_SECS: '120',
+      SHEETLOG_SNAPSHOT_INTERVAL: '100',
+      SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
+    });
+  });
+
+  test('execution roles hold least privilege: exactly these actions on exactly these resources', () => {
+    const readWrite = [
+      'dynamodb:BatchGetItem',
+      'dynamodb:BatchWriteItem',
+      'dynamodb:ConditionCheckItem',
+      'dynamodb:DeleteItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+    ];
+    const readUpdate = ['dynamodb:BatchGetItem', 'dynamodb:ConditionCheckItem', 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'];
+    const tagging = ['s3:DeleteObjectTagging', 's3:GetObjectTagging', 's3:PutObjectTagging'];
+    const xray = ['xray:PutTelemetryRecords', 'xray:PutTraceSegments'];
+    const logs = ['logs:CreateLogStream', 'logs:PutLogEvents'];
+    const bucket = LOGICAL_IDS.bucket;
+
+    const grants = (binary: string) => {
+      const [, fn] = functionByBinary(json, binary);
+      const ownLogs = fn.Properties.LoggingConfig.LogGroup.Ref;
+      const g = grantsByResource(json, binary);
+      g['<own log group>'] = g[ownLogs];
+      delete g[ownLogs];
+      return g;
+    };
+
+    assert.deepEqual(grants(API), {
+      '<own log group>': logs,
+      '*': xray,
+      [LOGICAL_IDS.entryTable]: readWrite,
+      [LOGICAL_IDS.segmentTable]: readWrite,
+      [`${bucket}/payloads/*`]: ['s3:GetObject', 's3:PutObject', ...tagging].sort(),
+      [`${bucket}/snapshots/*`]: ['s3:GetObject'],
+      [bucket]: ['s3:ListBucket'],
+    });
+    assert.deepEqual(grants(ROUTER), {
+      '<own log group>': logs,
+      '*': ['dynamodb:ListStreams', ...xray].sort(),
+      [`${LOGICAL_IDS.entryTable}.StreamArn`]: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
+      [LOGICAL_IDS.snapshotQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
+      [LOGICAL_IDS.streamRouterFailureQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
+      [`${bucket}/payloads/*`]: tagging,
+    });
+    assert.deepEqual(grants(WORKER), {
+      '<own log group>': logs,
+      '*': xray,
+      [LOGICAL_IDS.entryTable]: readUpdate,
+      [LOGICAL_IDS.segmentTable]: readUpdate,
+      [LOGICAL_IDS.pendingSnapshotsTable]: readWrite,
+      [`${bucket}/snapshots/*`]: ['s3:GetObject', 's3:PutObject'],
+      [`${bucket}/payloads/*`]: ['s3:GetObject'],
+      [bucket]: ['s3:ListBucket'],
+      [LOGICAL_IDS.snapshotQueue]: [
+        'sqs:ChangeMessageVisibility',
+        'sqs:DeleteMessage',
+        'sqs:GetQueueAttributes',
+        'sqs:GetQueueUrl',
+        'sqs:ReceiveMessage',
+      ],
+    });
+  });
+
+  test('no managed policies: each role is trusted by Lambda only and writes only its own log group', () => {
+    const roles = resourcesOfType(json, 'AWS::IAM::Role');
+    assert.equal(roles.length, 3);
+    for (const [id, role] of roles) {
+      assert.equal(role.Properties.ManagedPolicyArns, undefined, id);
+      assert.deepEqual(role.Properties.AssumeRolePolicyDocument.Statement, [
+        { Action: 'sts:AssumeRole', Effect: 'Allow', Principal: { Service: 'lambda.amazonaws.com' } },
+      ]);
+    }
+    template.resourceCountIs('AWS::IAM::ManagedPolicy', 0);
+  });
+});
+
+describe('event sources', () => {
+  const { json } = synth();
+
+  test('the stream router reads the Entry stream through the shared filter, with bounded retries', () => {
+    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) => m.Properties.StartingPosition !== undefined);
+    const p = mapping.Properties;
+    assert.deepEqual(p.EventSourceArn, { 'Fn::GetAtt': [LOGICAL_IDS.entryTable, 'StreamArn'] });
+    assert.deepEqual(p.FunctionName, { Ref: functionByBinary(json, ROUTER)[0] });
+    assert.equal(p.StartingPosition, 'TRIM_HORIZON');
+    assert.deepEqual(p.FunctionResponseTypes, ['ReportBatchItemFailures']);
+    assert.equal(p.BisectBatchOnFunctionError, true);
+    assert.equal(p.MaximumRetryAttempts, TIMINGS.streamRetryAttempts);
+    assert.ok(p.MaximumRetryAttempts > 0 && p.MaximumRetryAttempts <= 100);
+    assert.ok(p.MaximumRecordAgeInSeconds >= 60 && p.MaximumRecordAgeInSeconds < 24 * 3600, 'fails over before the stream trims the record');
+    assert.deepEqual(p.DestinationConfig, {
+      OnFailure: { Destination: { 'Fn::GetAtt': [LOGICAL_IDS.streamRouterFailureQueue, 'Arn'] } },
+    });
+  });
+
+  test('the filter is the file functions/core/src/aws/stream_filter.json, pattern for pattern', () => {
+    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) => m.Properties.StartingPosition !== undefined);
+    const deployed = mapping.Properties.FilterCriteria.Filters.map((f: Json) => JSON.parse(f.Pattern));
+    assert.deepEqual(deployed, loadStreamFilterPatterns());
+    assert.ok(deployed.length >= 1);
+  });
+
+  test('the stack follows the filter file rather than a copy of it', () => {
+    const custom = [{ eventName: ['INSERT'], dynamodb: { NewImage: { t: { N: ['42'] } } } }];
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const config = parseConfig({});
+    const other = new SheetlogStack(app, 'FilterProbe', { config, functionsDir: stubFunctionsDir(), streamFilterPatterns: custom });
+    Template.fromStack(other).hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FilterCriteria: { Filters: [{ Pattern: JSON.stringify(custom[0]) }] },
+    });
+  });
+
+  test('the snapshot worker consumes the snapshot queue one job at a time with batch item failures', () => {
+    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) => m.Properties.StartingPosition === undefined);
+    const p = mapping.Properties;
+    assert.deepEqual(p.EventSourceArn, { 'Fn::GetAtt': [LOGICAL_IDS.snapshotQueue, 'Arn'] });
+    assert.deepEqual(p.FunctionName, { Ref: functionByBinary(json, WORKER)[0] });
+    assert.equal(p.BatchSize, 1);
+    assert.deepEqual(p.FunctionResponseTypes, ['ReportBatchItemFailures']);
+  });
+});
+
+describe('HTTP API', () => {
+  test('routes everything to the API function with IAM authorization by default', () => {
+    const { json, template } = synth();
+    const [, route] = onlyResource(json, 'AWS::ApiGatewayV2::Route');
+    assert.equal(route.Properties.RouteKey, '$default');
+    assert.equal(route.Properties.AuthorizationType, 'AWS_IAM');
+    template.resourceCountIs('AWS::ApiGatewayV2::Authorizer', 0);
+    template.hasResourceProperties('AWS::ApiGatewayV2::Integration', {
+      IntegrationType: 'AWS_PROXY',
+      PayloadFormatVersion: '2.0',
+      IntegrationUri: { 'Fn::GetAtt': [functionByBinary(json, API)[0], 'Arn'] },
+    });
+    template.hasOutput('ApiAuthorization', { Value: 'IAM' });
+  });
+
+  test('uses a JWT authorizer with the issuer and audience from context when both are set', () => {
+    const { json, template } = synth({ jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web-client,cli-client' });
+    const [authorizerId, authorizer] = onlyResource(json, 'AWS::ApiGatewayV2::Authorizer');
+    assert.equal(authorizer.Properties.AuthorizerType, 'JWT');
+    assert.deepEqual(authorizer.Properties.JwtConfiguration, {
+      Issuer: 'https://issuer.example.com/pool',
+      Audience: ['web-client', 'cli-client'],
+    });
+    assert.deepEqual(authorizer.Properties.IdentitySource, ['$request.header.Authorization']);
+    const [, route] = onlyResource(json, 'AWS::ApiGatewayV2::Route');
+    assert.equal(route.Properties.AuthorizationType, 'JWT');
+    assert.deepEqual(route.Properties.AuthorizerId, { Ref: authorizerId });
+    template.hasOutput('ApiAuthorization', { Value: 'JWT' });
+  });
+
+  test('throttles the default stage and logs access', () => {
+    const { json } = synth();
+    const [, stage] = onlyResource(json, 'AWS::ApiGatewayV2::Stage');
+    assert.equal(stage.Properties.StageName, '$default');
+    assert.equal(stage.Properties.AutoDeploy, true);
+    assert.deepEqual(stage.Properties.DefaultRouteSettings, { ThrottlingRateLimit: 100, ThrottlingBurstLimit: 200 });
+    const format = JSON.parse(stage.Properties.AccessLogSettings.Format);
+    assert.equal(format.requestId, '$context.requestId');
+    const logGroup = json.Resources[stage.Properties.AccessLogSettings.DestinationArn['Fn::GetAtt'][0]];
+    assert.equal(logGroup.Properties.RetentionInDays, 30);
+  });
+
+  test('answers CORS preflights for browser clients', () => {
+    const { json } = synth({ corsAllowedOrigins: 'https://sheets.example.com' });
+    const [, api] = onlyResource(json, 'AWS::ApiGatewayV2::Api');
+    assert.deepEqual(api.Properties.CorsConfiguration.AllowOrigins, ['https://sheets.example.com']);
+    assert.ok(api.Properties.CorsConfiguration.AllowHeaders.includes('authorization'));
+    const [, bucket] = onlyResource(json, 'AWS::S3::Bucket');
+    assert.deepEqual(bucket.Properties.CorsConfiguration.CorsRules[0].AllowedOrigins, ['https://sheets.example.com']);
+  });
+});
+
+describe('alarms', () => {
+  const { json } = synth();
+  const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
+  const [topicId] = onlyResource(json, 'AWS::SNS::Topic');
+
+  const find = (metric: string, dimension: Json) =>
+    alarms.filter((a) => a.MetricName === metric && (a.Dimensions ?? []).some((d: Json) => JSON.stringify(d.Value) === JSON.stringify(dimension)));
+
+  test('fire on any message in either dead-letter queue', () => {
+    for (const id of [LOGICAL_IDS.snapshotDeadLetterQueue, LOGICAL_IDS.streamRouterFailureQueue]) {
+      const [alarm, ...rest] = find('ApproximateNumberOfMessagesVisible', { 'Fn::GetAtt': [id, 'QueueName'] });
+      assert.ok(alarm, `no depth alarm on ${id}`);
+      assert.equal(rest.length, 0);
+      assert.equal(alarm.Namespace, 'AWS/SQS');
+      assert.equal(alarm.Threshold, 1);
+      assert.equal(alarm.ComparisonOperator, 'GreaterThanOrEqualToThreshold');
+    }
+  });
+
+  test('fire when the stream router falls behind the Entry stream', () => {
+    const [alarm] = find('IteratorAge', { Ref: functionByBinary(json, ROUTER)[0] });
+    assert.ok(alarm);
+    assert.equal(alarm.Namespace, 'AWS/Lambda');
+    assert.equal(alarm.Statistic, 'Maximum');
+    assert.ok(alarm.Threshold > 0 && alarm.Threshold < 24 * 3600 * 1000);
+  });
+
+  test('fire on errors and throttles of every function', () => {
+    for (const binary of [API, ROUTER, WORKER]) {
+      for (const metric of ['Errors', 'Throttles']) {
+        const [alarm, ...rest] = find(metric, { Ref: functionByBinary(json, binary)[0] });
+        assert.ok(alarm, `no ${metric} alarm for ${binary}`);
+        assert.equal(rest.length, 0);
+        assert.equal(alarm.Threshold, 1);
+      }
+    }
+  });
+
+  test('every alarm notifies the alarm topic, and missing data is not an alarm', () => {
+    assert.equal(alarms.length, 2 + 1 + 6);
+    for (const alarm of alarms) {
+      assert.deepEqual(alarm.AlarmActions, [{ Ref: topicId }]);
+      assert.deepEqual(alarm.OKActions, [{ Ref: topicId }]);
+      assert.equal(alarm.TreatMissingData, 'notBreaching');
+    }
+  });
+
+  test('alarmEmail subscribes an address to the topic', () => {
+    const { template } = synth({ alarmEmail: 'ops@example.com' });
+    template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
+    synth().template.resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+});
+
+describe('outputs', () => {
+  test('name the API URL, tables, bucket, queues and alarm topic', () => {
+    const { json } = synth();
+    const outputs = json.Outputs as Record<string, Json>;
+    assert.deepEqual(Object.keys(outputs).sort(), [
+      'AlarmTopicArn',
+      'ApiAuthorization',
+      'ApiUrl',
+      'BucketName',
+      'EntryTableName',
+      'PendingSnapshotsTableName',
+      'SegmentTableName',
+      'SnapshotDeadLetterQueueUrl',
+      'SnapshotQueueUrl',
+      'StreamRouterFailureQueueUrl',
+    ]);
+    assert.deepEqual(outputs.EntryTableName.Value, { Ref: LOGICAL_IDS.entryTable });
+    assert.deepEqual(outputs.SegmentTableName.Value, { Ref: LOGICAL_IDS.segmentTable });
+    assert.deepEqual(outputs.PendingSnapshotsTableName.Value, { Ref: LOGICAL_IDS.pendingSnapshotsTable });
+    assert.deepEqual(outputs.BucketName.Value, { Ref: LOGICAL_IDS.bucket });
+    assert.deepEqual(outputs.SnapshotQueueUrl.Value, { Ref: LOGICAL_IDS.snapshotQueue });
+    const url = JSON.stringify(outputs.ApiUrl.Value);
+    assert.match(url, /execute-api/);
+    assert.match(url, new RegExp(onlyResource(json, 'AWS::ApiGatewayV2::Api')[0]));
+  });
+});
+
+describe('sandbox (ephemeral) stacks', () => {
+  test('delete their tables and bucket with the stack', () => {
+    const { json } = synth({ ephemeral: 'true', stackName: 'sheetlog-sandbox' });
+    for (const [id, r] of [...resourcesOfType(json, 'AWS::DynamoDB::Table'), ...resourcesOfType(json, 'AWS::S3::Bucket')]) {
+      assert.equal(r.DeletionPolicy, 'Delete', id);
+      assert.equal(r.Properties.DeletionProtectionEnabled ?? false, false, id);
+    }
+    assert.equal(resourcesOfType(json, 'Custom::S3AutoDeleteObjects').length, 1, 'the bucket is emptied before deletion');
+  });
+});

@@ -1,0 +1,84 @@
+/**
+ * Shared test helpers: synthesize the stack with bundling skipped (stub crates, no Rust build) and
+ * find resources by what they are (type, tag, property), never by hashed logical id.
+ */
+import * as assert from 'node:assert/strict';
+import { Template } from 'aws-cdk-lib/assertions';
+import { BINARY_TAG } from '../lib/constructs/sheetlog-function';
+import { buildApp, type SheetlogApp } from '../lib/sheetlog-app';
+
+export type Json = Record<string, any>;
+
+export interface Synth extends SheetlogApp {
+  readonly template: Template;
+  readonly json: Json;
+}
+
+const cache = new Map<string, Synth>();
+
+/** Synthesizes the app with the given extra context (memoized per context within a test file). */
+export function synth(context: Record<string, unknown> = {}): Synth {
+  const key = JSON.stringify(context);
+  let result = cache.get(key);
+  if (result === undefined) {
+    const built = buildApp({ skipBundling: true, nag: false, context });
+    const template = Template.fromStack(built.stack);
+    result = { ...built, template, json: template.toJSON() };
+    cache.set(key, result);
+  }
+  return result;
+}
+
+export function resourcesOfType(json: Json, type: string): [string, Json][] {
+  return Object.entries(json.Resources as Record<string, Json>).filter(([, r]) => r.Type === type);
+}
+
+/** The one resource of `type` whose properties satisfy `predicate`. */
+export function onlyResource(json: Json, type: string, predicate: (r: Json) => boolean = () => true): [string, Json] {
+  const found = resourcesOfType(json, type).filter(([, r]) => predicate(r));
+  assert.equal(found.length, 1, `expected exactly one ${type} matching, found ${found.map(([id]) => id).join(', ') || 'none'}`);
+  return found[0];
+}
+
+/** A function of ours, found by its `sheetlog:binary` tag. */
+export function functionByBinary(json: Json, binary: string): [string, Json] {
+  return onlyResource(json, 'AWS::Lambda::Function', (r) =>
+    (r.Properties.Tags ?? []).some((t: Json) => t.Key === BINARY_TAG && t.Value === binary),
+  );
+}
+
+/** Every IAM statement attached to the function's execution role. */
+export function roleStatements(json: Json, binary: string): Json[] {
+  const [, fn] = functionByBinary(json, binary);
+  const roleId = fn.Properties.Role['Fn::GetAtt'][0];
+  return resourcesOfType(json, 'AWS::IAM::Policy')
+    .filter(([, p]) => p.Properties.Roles.some((r: Json) => r.Ref === roleId))
+    .flatMap(([, p]) => p.Properties.PolicyDocument.Statement as Json[]);
+}
+
+/** A readable key for a statement's resource: a logical id, `<id>/prefix*`, or a literal. */
+export function resourceKey(resource: unknown): string {
+  if (typeof resource === 'string') return resource;
+  const r = resource as Json;
+  if (r.Ref) return r.Ref;
+  if (r['Fn::GetAtt']) return r['Fn::GetAtt'][1] === 'Arn' ? r['Fn::GetAtt'][0] : r['Fn::GetAtt'].join('.');
+  if (r['Fn::Join']) return r['Fn::Join'][1].map(resourceKey).join('');
+  return JSON.stringify(r);
+}
+
+/** Actions the role holds, as "resource -> sorted actions" (Allow statements only). */
+export function grantsByResource(json: Json, binary: string): Record<string, string[]> {
+  const grants: Record<string, Set<string>> = {};
+  for (const s of roleStatements(json, binary)) {
+    assert.equal(s.Effect, 'Allow');
+    assert.equal(s.Condition, undefined, 'conditions are not expected on function roles');
+    const actions: string[] = Array.isArray(s.Action) ? s.Action : [s.Action];
+    const resources: unknown[] = Array.isArray(s.Resource) ? s.Resource : [s.Resource];
+    for (const r of resources) {
+      const key = resourceKey(r);
+      grants[key] ??= new Set();
+      actions.forEach((a) => grants[key].add(a));
+    }
+  }
+  return Object.fromEntries(Object.entries(grants).map(([k, v]) => [k, [...v].sort()]));
+}

@@ -1,0 +1,71 @@
+//! The API's settings, read once at start-up from the variables the CDK stack sets.
+
+use std::time::Duration;
+
+use sheetlog_core::config::{ConfigError, env_parse};
+
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Append a Snapshot entry once this many entries have gone by since the last one.
+    pub snapshot_interval: u64,
+    /// Start a new segment (instead of a Snapshot entry) once the current one holds this many.
+    pub segment_max_entries: u64,
+    /// How long presigned upload and download URLs stay valid.
+    pub upload_url_ttl: Duration,
+    /// Largest entry body accepted through `POST /entries` (larger goes through the upload flow).
+    pub max_entry_bytes: usize,
+    /// Largest HTTP request body read at all.
+    pub max_request_bytes: usize,
+    /// Largest uploaded file a commit accepts.
+    pub max_upload_bytes: u64,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            snapshot_interval: 100,
+            segment_max_entries: 10_000,
+            upload_url_ttl: Duration::from_secs(15 * 60),
+            max_entry_bytes: 1024 * 1024,
+            max_request_bytes: 6 * 1024 * 1024,
+            max_upload_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl ApiConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        if let Some(v) = env_parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {
+            c.snapshot_interval = v;
+        }
+        if let Some(v) = env_parse::<u64>("SHEETLOG_SEGMENT_MAX_ENTRIES")? {
+            c.segment_max_entries = v;
+        }
+        if let Some(v) = env_parse::<u64>("SHEETLOG_UPLOAD_URL_TTL_SECS")? {
+            c.upload_url_ttl = Duration::from_secs(v);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.snapshot_interval < 2 {
+            return Err(ConfigError(
+                "SHEETLOG_SNAPSHOT_INTERVAL must be at least 2".into(),
+            ));
+        }
+        if self.segment_max_entries < self.snapshot_interval {
+            return Err(ConfigError(
+                "SHEETLOG_SEGMENT_MAX_ENTRIES must be at least SHEETLOG_SNAPSHOT_INTERVAL".into(),
+            ));
+        }
+        let ttl = self.upload_url_ttl.as_secs();
+        if !(60..=7 * 24 * 3600).contains(&ttl) {
+            return Err(ConfigError(
+                "SHEETLOG_UPLOAD_URL_TTL_SECS must be between 60 and 604800 (S3's limit)".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,168 @@
+//! The JSON shapes of requests and responses, with their OpenAPI schemas.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedLog {
+    pub log_id: String,
+    pub seq: u64,
+}
+
+/// An entry to append. `body` is the JSON form of the event named by `type` (see docs/api.md).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppendRequest {
+    /// One of `set`, `insert-rows`, `delete-rows`, `insert-columns`, `delete-columns`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub body: Value,
+    /// Fail with 409 unless the entry would get exactly this sequence.
+    #[serde(default)]
+    pub expected_seq: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendResponse {
+    pub seq: u64,
+    pub segment: u64,
+    pub entry: u64,
+    /// The log's next free sequence after everything this request wrote.
+    pub next_seq: u64,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UploadRequest {
+    /// The entry type the file is for; today only `import`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Content type of the file; `text/csv` or the XLSX media type also choose the import format.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// The entry body, e.g. `{"format": "xlsx"}`. Defaults from the content type, else CSV.
+    #[serde(default)]
+    pub body: Option<Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadCreated {
+    pub upload_id: String,
+    /// Presigned URL to send the file to.
+    pub url: String,
+    pub method: String,
+    /// Headers the upload request must carry exactly (they are part of the signature).
+    pub headers: BTreeMap<String, String>,
+    /// RFC 3339 time after which the URL no longer works.
+    pub expires_at: String,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommitRequest {
+    #[serde(default)]
+    pub expected_seq: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryDto {
+    pub seq: u64,
+    /// `snapshot`, `end-segment`, or an event type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// RFC 3339 creation time (second precision).
+    pub created: String,
+    /// The event body in the same JSON form it was written in (`{}` for log entries).
+    pub body: Value,
+    /// Uploaded payloads: a presigned GET of the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_url: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EntriesResponse {
+    pub entries: Vec<EntryDto>,
+    /// The sequence to ask for next.
+    pub next_seq: u64,
+    /// True when the page reached the end of the log.
+    pub complete: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotRef {
+    pub seq: u64,
+    /// `complete` once the snapshot has been built.
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadResponse {
+    pub log_id: String,
+    pub snapshot: SnapshotRef,
+    pub entries: Vec<EntryDto>,
+    pub next_seq: u64,
+    pub complete: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SegmentDto {
+    pub segment: u64,
+    pub base_seq: u64,
+    pub created: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_snapshot_seq: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SegmentsResponse {
+    pub segments: Vec<SegmentDto>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CellsResponse {
+    /// The values are the state of every entry before this sequence.
+    pub seq: u64,
+    pub range: String,
+    /// Rows in order; each cell a string, number, boolean, `{"error": "#DIV/0!"}`, or null when empty.
+    pub values: Vec<Vec<Value>>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+}
+
+/// Every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorResponse {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorDetail {
+    /// Stable kebab-case code, e.g. `log-not-found`.
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload_path: Option<String>,
+}

@@ -1,0 +1,166 @@
+//! Every failure the API reports, each with its HTTP status and kebab-case code. The body is
+//! always `{"error": {"code", "message", ...details}}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use sheetlog_core::LogError;
+use tracing::error;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidJson(String),
+    #[error("{0}")]
+    InvalidEntry(String),
+    #[error("{0}")]
+    InvalidQuery(String),
+    #[error("{0:?} is not a valid log id (expected a UUID)")]
+    InvalidLogId(String),
+    #[error("log {0} does not exist")]
+    LogNotFound(String),
+    #[error("upload {0} does not exist")]
+    UploadNotFound(String),
+    #[error("no route for {method} {path}")]
+    RouteNotFound { method: String, path: String },
+    #[error("{method} is not allowed here")]
+    MethodNotAllowed { method: String },
+    #[error("expected to append at sequence {expected}, but the log's next sequence is {next_seq}")]
+    Conflict { expected: u64, next_seq: u64 },
+    #[error(
+        "the file for upload {upload_id} has not been uploaded (PUT it to the presigned URL first)"
+    )]
+    UploadMissing { upload_id: String },
+    #[error("the uploaded file is not a valid {format} file: {reason}")]
+    InvalidPayload {
+        format: &'static str,
+        reason: String,
+    },
+    #[error(
+        "the entry body is {size} bytes; entries above {limit} bytes must use the upload flow (POST /logs/{{logId}}/uploads)"
+    )]
+    EntryTooLarge { size: usize, limit: usize },
+    #[error("the request body exceeds {limit} bytes")]
+    RequestTooLarge { limit: usize },
+    #[error("the uploaded file is {size} bytes; the limit is {limit} bytes")]
+    UploadTooLarge { size: u64, limit: u64 },
+    #[error(
+        "sequence {from} is no longer available (the oldest retained is {first_seq}); load the log again with GET /logs/{{logId}}"
+    )]
+    Truncated { from: u64, first_seq: u64 },
+    #[error("sequence {from} is past the end of the log (next sequence is {next_seq})")]
+    OutOfRange { from: u64, next_seq: u64 },
+    #[error("the log is busy with other writers; retry shortly")]
+    Busy,
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            InvalidJson(_) | InvalidEntry(_) | InvalidQuery(_) | InvalidLogId(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Conflict { .. } | UploadMissing { .. } => StatusCode::CONFLICT,
+            InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            Truncated { .. } => StatusCode::GONE,
+            OutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            InvalidJson(_) => "invalid-json",
+            InvalidEntry(_) => "invalid-entry",
+            InvalidQuery(_) => "invalid-query",
+            InvalidLogId(_) => "invalid-log-id",
+            LogNotFound(_) => "log-not-found",
+            UploadNotFound(_) => "upload-not-found",
+            RouteNotFound { .. } => "not-found",
+            MethodNotAllowed { .. } => "method-not-allowed",
+            Conflict { .. } => "conflict",
+            UploadMissing { .. } => "upload-missing",
+            InvalidPayload { .. } => "invalid-payload",
+            EntryTooLarge { .. } => "entry-too-large",
+            RequestTooLarge { .. } => "request-too-large",
+            UploadTooLarge { .. } => "upload-too-large",
+            Truncated { .. } => "truncated",
+            OutOfRange { .. } => "out-of-range",
+            Busy => "busy",
+            Internal(_) => "internal",
+        }
+    }
+
+    fn details(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        match self {
+            ApiError::Conflict { expected, next_seq } => {
+                m.insert("expectedSeq".into(), json!(expected));
+                m.insert("nextSeq".into(), json!(next_seq));
+            }
+            ApiError::OutOfRange { next_seq, .. } => {
+                m.insert("nextSeq".into(), json!(next_seq));
+            }
+            ApiError::Truncated { first_seq, .. } => {
+                m.insert("firstSeq".into(), json!(first_seq));
+            }
+            ApiError::EntryTooLarge { limit, .. } => {
+                m.insert("limit".into(), json!(limit));
+                m.insert("uploadPath".into(), json!("/logs/{logId}/uploads"));
+            }
+            _ => {}
+        }
+        m
+    }
+
+    /// Maps an event-log error for a request about `log`.
+    pub fn from_log(log: &str, e: LogError) -> Self {
+        match e {
+            LogError::LogNotFound(_) => ApiError::LogNotFound(log.to_owned()),
+            LogError::Conflict { expected, next_seq } => ApiError::Conflict { expected, next_seq },
+            LogError::Contention { .. } => ApiError::Busy,
+            LogError::ReloadRequired {
+                from,
+                first_retained,
+            } => ApiError::Truncated {
+                from,
+                first_seq: first_retained,
+            },
+            LogError::OutOfRange { from, next_seq } => ApiError::OutOfRange { from, next_seq },
+            LogError::BodyTooLarge { size, limit } => ApiError::EntryTooLarge { size, limit },
+            LogError::InvalidEntry(m) => ApiError::InvalidEntry(m),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = self.to_string();
+        if let ApiError::Internal(detail) = &self {
+            // The detail goes to the logs, not to the client.
+            error!(detail = %detail, "internal error");
+        }
+        let mut body = Map::new();
+        body.insert("code".into(), json!(self.code()));
+        body.insert("message".into(), json!(message));
+        body.extend(self.details());
+        let mut resp = (status, axum::Json(json!({ "error": body }))).into_response();
+        if matches!(self, ApiError::Busy) {
+            resp.headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}

@@ -1,0 +1,610 @@
+//! The request handlers. Each parses and validates everything before writing anything, so a
+//! rejected request never changes the log.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Cursor;
+
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::operation::head_object::HeadObjectError;
+use aws_sdk_s3::presigning::PresigningConfig;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use sheetlog_core::aws::s3::auto_delete_tagging;
+use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
+use sheetlog_core::ports::PayloadStore;
+use sheetlog_core::sheet::event::{Entry as SheetEntry, Import, ImportFormat};
+use sheetlog_core::sheet::{Event, import};
+use tracing::info;
+use uuid::Uuid;
+
+use crate::dto::*;
+use crate::error::ApiError;
+use crate::state::SharedState;
+use crate::{cells, trigger};
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+const MAX_PAGE: usize = 1000;
+const DEFAULT_PAGE: usize = 100;
+const XLSX_MEDIA_TYPE: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+/// Object metadata recording what an upload is for (sent by the client as signed headers).
+const META_TYPE: &str = "sheetlog-type";
+const META_FORMAT: &str = "sheetlog-format";
+
+pub fn parse_log_id(raw: &str) -> ApiResult<LogId> {
+    raw.parse::<LogId>()
+        .map_err(|_| ApiError::InvalidLogId(raw.to_owned()))
+}
+
+/// The request body, mapping axum's rejections (too large, unreadable) to our JSON errors.
+fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::RequestTooLarge { limit }
+        } else {
+            ApiError::InvalidJson(format!("could not read the request body: {e}"))
+        }
+    })
+}
+
+/// Parses a JSON body: malformed JSON is `invalid-json`, well-formed JSON of the wrong shape
+/// (unknown or missing fields, wrong types) is `invalid-entry`.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
+        match e.classify() {
+            serde_json::error::Category::Data => ApiError::InvalidEntry(msg),
+            _ => ApiError::InvalidJson(format!("the request body is not valid JSON: {msg}")),
+        }
+    })
+}
+
+fn rfc3339(epoch_secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(epoch_secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+fn type_name(kind: EntryType) -> &'static str {
+    use sheetlog_core::sheet::event::*;
+    match kind.0 {
+        TYPE_SNAPSHOT => "snapshot",
+        TYPE_END_SEGMENT => "end-segment",
+        TYPE_SET => "set",
+        TYPE_INSERT_ROWS => "insert-rows",
+        TYPE_DELETE_ROWS => "delete-rows",
+        TYPE_INSERT_COLUMNS => "insert-columns",
+        TYPE_DELETE_COLUMNS => "delete-columns",
+        TYPE_IMPORT => "import",
+        _ => "unknown",
+    }
+}
+
+/// The JSON form of a stored entry, exactly as a client wrote it.
+pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
+    let decoded = SheetEntry::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+        ApiError::Internal(format!(
+            "entry at sequence {} does not decode: {err}",
+            e.seq
+        ))
+    })?;
+    let body = match decoded {
+        SheetEntry::Event(event) => {
+            let mut v =
+                serde_json::to_value(&event).map_err(|err| ApiError::Internal(err.to_string()))?;
+            v.get_mut("body").map(Value::take).unwrap_or(Value::Null)
+        }
+        SheetEntry::Snapshot | SheetEntry::EndSegment => json!({}),
+    };
+    let payload_url = match &e.payload {
+        Some(key) => Some(presign_get(state, key).await?),
+        None => None,
+    };
+    Ok(EntryDto {
+        seq: e.seq,
+        kind: type_name(e.kind).to_owned(),
+        created: rfc3339(e.created),
+        body,
+        payload_url,
+    })
+}
+
+async fn entry_dtos(state: &SharedState, entries: &[Entry]) -> ApiResult<Vec<EntryDto>> {
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        out.push(entry_dto(state, e).await?);
+    }
+    Ok(out)
+}
+
+async fn presign_get(state: &SharedState, key: &str) -> ApiResult<String> {
+    let cfg = PresigningConfig::expires_in(state.cfg.upload_url_ttl)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let req = state
+        .s3
+        .get_object()
+        .bucket(&state.bucket)
+        .key(key)
+        .presigned(cfg)
+        .await
+        .map_err(|e| ApiError::Internal(format!("presigning a GET failed: {e}")))?;
+    Ok(req.uri().to_owned())
+}
+
+#[utoipa::path(get, path = "/health", responses((status = 200, body = Health)))]
+pub async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Create a log. Its entry 0 is the Snapshot entry of the empty sheet.
+#[utoipa::path(post, path = "/logs",
+    responses((status = 201, body = CreatedLog), (status = 400, body = ErrorResponse)))]
+pub async fn create_log(
+    State(state): State<SharedState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<CreatedLog>)> {
+    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
+    if !bytes.iter().all(u8::is_ascii_whitespace) {
+        // No fields are defined yet; anything but `{}` is a mistake worth reporting.
+        let v: serde_json::Map<String, Value> = parse_json(&bytes)?;
+        if let Some(k) = v.keys().next() {
+            return Err(ApiError::InvalidEntry(format!("unknown field `{k}`")));
+        }
+    }
+    let created = state
+        .log
+        .create()
+        .await
+        .map_err(|e| ApiError::from_log("", e))?;
+    info!(log = %created.log, "log created");
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedLog {
+            log_id: created.log.to_string(),
+            seq: created.seq,
+        }),
+    ))
+}
+
+/// Append an entry. Bodies above the inline threshold are stored in S3 by the server.
+#[utoipa::path(post, path = "/logs/{logId}/entries",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    request_body = AppendRequest,
+    responses(
+        (status = 201, body = AppendResponse),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
+pub async fn append_entry(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<AppendResponse>)> {
+    let log = parse_log_id(&log_id)?;
+    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
+    let req: AppendRequest = parse_json(&bytes)?;
+    if req.kind == "import" {
+        return Err(ApiError::InvalidEntry(
+            "type: import entries are created through the upload flow (POST /logs/{logId}/uploads)"
+                .into(),
+        ));
+    }
+    let event = Event::from_parts(&req.kind, req.body)
+        .map_err(|e| ApiError::InvalidEntry(e.to_string()))?;
+    let (code, version, encoded) = event.encode();
+    if encoded.len() > state.cfg.max_entry_bytes {
+        return Err(ApiError::EntryTooLarge {
+            size: encoded.len(),
+            limit: state.cfg.max_entry_bytes,
+        });
+    }
+    let entry = NewEntry::new(EntryType(code), version, encoded);
+    let out = trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq).await?;
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+/// Start a large-entry upload: returns a presigned PUT for the file.
+#[utoipa::path(post, path = "/logs/{logId}/uploads",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    request_body = UploadRequest,
+    responses((status = 201, body = UploadCreated), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub async fn create_upload(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<UploadCreated>)> {
+    let log = parse_log_id(&log_id)?;
+    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
+    let req: UploadRequest = parse_json(&bytes)?;
+    if req.kind != "import" {
+        return Err(ApiError::InvalidEntry(format!(
+            "type: {:?} cannot be uploaded; only \"import\" entries carry a file",
+            req.kind
+        )));
+    }
+    let format = match (&req.body, req.content_type.as_deref()) {
+        (Some(body), _) => match Event::from_parts("import", body.clone()) {
+            Ok(Event::Import(Import { format })) => format,
+            Ok(_) => return Err(ApiError::InvalidEntry("body: not an import body".into())),
+            Err(e) => return Err(ApiError::InvalidEntry(e.to_string())),
+        },
+        (None, Some(ct)) if ct.starts_with(XLSX_MEDIA_TYPE) => ImportFormat::Xlsx,
+        (None, _) => ImportFormat::Csv,
+    };
+    let content_type = req.content_type.clone().unwrap_or_else(|| match format {
+        ImportFormat::Csv => "text/csv".into(),
+        ImportFormat::Xlsx => XLSX_MEDIA_TYPE.into(),
+    });
+    if content_type.is_empty() || content_type.len() > 255 || !content_type.is_ascii() {
+        return Err(ApiError::InvalidEntry(
+            "contentType: must be 1 to 255 ASCII characters".into(),
+        ));
+    }
+    // The log must exist; also pins where a later commit starts looking for an earlier commit.
+    let (from_seq, _) = state
+        .log
+        .next_seq(log)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    let upload_id = format!("u{from_seq}-{}", Uuid::new_v4().simple());
+    let key = upload_key(log, &upload_id);
+    let format_name = format_name(format);
+    let presigning = PresigningConfig::expires_in(state.cfg.upload_url_ttl)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let presigned = state
+        .s3
+        .put_object()
+        .bucket(&state.bucket)
+        .key(&key)
+        .content_type(&content_type)
+        .tagging(auto_delete_tagging())
+        .metadata(META_TYPE, "import")
+        .metadata(META_FORMAT, format_name)
+        .presigned(presigning)
+        .await
+        .map_err(|e| ApiError::Internal(format!("presigning the upload failed: {e}")))?;
+    let headers: BTreeMap<String, String> = presigned
+        .headers()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    let expires = time::OffsetDateTime::now_utc() + state.cfg.upload_url_ttl;
+    let expires_at = expires
+        .replace_nanosecond(0)
+        .unwrap_or(expires)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    Ok((
+        StatusCode::CREATED,
+        Json(UploadCreated {
+            upload_id,
+            url: presigned.uri().to_owned(),
+            method: "PUT".into(),
+            headers,
+            expires_at,
+        }),
+    ))
+}
+
+fn format_name(f: ImportFormat) -> &'static str {
+    match f {
+        ImportFormat::Csv => "csv",
+        ImportFormat::Xlsx => "xlsx",
+    }
+}
+
+/// Uploaded objects live under the log's prefix, so a commit through another log cannot reach them.
+fn upload_key(log: LogId, upload_id: &str) -> String {
+    format!("payloads/{log}/uploads/{upload_id}")
+}
+
+/// `u<seq>-<32 hex>` → the sequence the log was at when the upload started.
+fn parse_upload_id(raw: &str) -> Option<u64> {
+    let rest = raw.strip_prefix('u')?;
+    let (seq, rand) = rest.split_once('-')?;
+    if rand.len() != 32
+        || !rand
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
+        return None;
+    }
+    if seq.is_empty() || seq.len() > 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    seq.parse().ok()
+}
+
+/// Commit an upload: the linchpin write of an entry that references the uploaded file.
+#[utoipa::path(post, path = "/logs/{logId}/uploads/{uploadId}/commit",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("uploadId" = String, Path, description = "from POST /logs/{logId}/uploads")),
+    request_body = CommitRequest,
+    responses((status = 201, body = AppendResponse, description = "committed"),
+        (status = 200, body = AppendResponse, description = "already committed: the same sequence"),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
+        (status = 422, body = ErrorResponse)))]
+pub async fn commit_upload(
+    State(state): State<SharedState>,
+    Path((log_id, upload_id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<AppendResponse>)> {
+    let log = parse_log_id(&log_id)?;
+    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
+    let req: CommitRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
+        CommitRequest::default()
+    } else {
+        parse_json(&bytes)?
+    };
+    let from_seq =
+        parse_upload_id(&upload_id).ok_or_else(|| ApiError::UploadNotFound(upload_id.clone()))?;
+    let key = upload_key(log, &upload_id);
+
+    // Committed before? Then answer with the same sequence.
+    if let Some(done) = find_commit(&state, log, &log_id, from_seq, &key).await? {
+        return Ok((StatusCode::OK, Json(done)));
+    }
+    let head = match state
+        .s3
+        .head_object()
+        .bucket(&state.bucket)
+        .key(&key)
+        .send()
+        .await
+    {
+        Ok(h) => h,
+        Err(SdkError::ServiceError(e)) if matches!(e.err(), HeadObjectError::NotFound(_)) => {
+            return Err(ApiError::UploadMissing { upload_id });
+        }
+        Err(e) => return Err(ApiError::Internal(format!("HeadObject failed: {e}"))),
+    };
+    let size = u64::try_from(head.content_length().unwrap_or(0)).unwrap_or(0);
+    if size > state.cfg.max_upload_bytes {
+        return Err(ApiError::UploadTooLarge {
+            size,
+            limit: state.cfg.max_upload_bytes,
+        });
+    }
+    let meta = head.metadata().cloned().unwrap_or_default();
+    let format = match meta.get(META_FORMAT).map(String::as_str) {
+        Some("xlsx") => ImportFormat::Xlsx,
+        Some("csv") => ImportFormat::Csv,
+        _ => sniff_format(&state, &key).await?,
+    };
+    // Validate the file before the linchpin write: a file that will not import never enters the log.
+    let file = state
+        .log
+        .payloads()
+        .get(&key)
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading the upload failed: {e}")))?;
+    let summary =
+        tokio::task::spawn_blocking(move || import::validate(format, Box::new(Cursor::new(file))))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(|e| ApiError::InvalidPayload {
+                format: format_name(format),
+                reason: e.to_string(),
+            })?;
+    let (code, version, encoded) = Event::Import(Import { format }).encode();
+    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&key);
+    let out = trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq).await?;
+    info!(log = %log, upload = %upload_id, seq = out.seq, rows = ?summary, "upload committed");
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+async fn sniff_format(state: &SharedState, key: &str) -> ApiResult<ImportFormat> {
+    let out = state
+        .s3
+        .get_object()
+        .bucket(&state.bucket)
+        .key(key)
+        .range("bytes=0-3")
+        .send()
+        .await
+        .map_err(|e| ApiError::Internal(format!("GetObject failed: {e}")))?;
+    let head = out
+        .body
+        .collect()
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .into_bytes();
+    // XLSX files are ZIP archives.
+    Ok(if head.starts_with(b"PK\x03\x04") {
+        ImportFormat::Xlsx
+    } else {
+        ImportFormat::Csv
+    })
+}
+
+/// Looks for an entry committing `key` among the entries since the upload started.
+async fn find_commit(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    from_seq: u64,
+    key: &str,
+) -> ApiResult<Option<AppendResponse>> {
+    let mut next = from_seq;
+    loop {
+        let page = match state.log.read_since(log, next, MAX_PAGE).await {
+            Ok(p) => p,
+            // An upload id from the future, or so old its segment is gone: nothing to find.
+            Err(
+                sheetlog_core::LogError::OutOfRange { .. }
+                | sheetlog_core::LogError::ReloadRequired { .. },
+            ) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(ApiError::from_log(log_id, e)),
+        };
+        if let Some(e) = page
+            .entries
+            .iter()
+            .find(|e| e.payload.as_deref() == Some(key))
+        {
+            let (next_seq, _) = state
+                .log
+                .next_seq(log)
+                .await
+                .map_err(|e| ApiError::from_log(log_id, e))?;
+            return Ok(Some(AppendResponse {
+                seq: e.seq,
+                segment: e.segment,
+                entry: e.num,
+                next_seq,
+            }));
+        }
+        next = page.next_seq;
+        if page.complete {
+            return Ok(None);
+        }
+    }
+}
+
+fn query_u64(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
+    match q.get(name) {
+        None => Ok(None),
+        Some(raw) => raw.trim().parse::<u64>().map(Some).map_err(|_| {
+            ApiError::InvalidQuery(format!("{name}={raw:?} is not a non-negative integer"))
+        }),
+    }
+}
+
+fn reject_unknown_params(q: &HashMap<String, String>, known: &[&str]) -> ApiResult<()> {
+    match q.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::InvalidQuery(format!(
+            "unknown query parameter {k:?} (expected {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Read entries from a sequence on.
+#[utoipa::path(get, path = "/logs/{logId}/entries",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("from" = Option<u64>, Query, description = "first sequence to return (default 0)"),
+        ("limit" = Option<u64>, Query, description = "entries per page, 1 to 1000 (default 100)")),
+    responses((status = 200, body = EntriesResponse), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 416, body = ErrorResponse)))]
+pub async fn read_entries(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<EntriesResponse>> {
+    let log = parse_log_id(&log_id)?;
+    reject_unknown_params(&q, &["from", "limit"])?;
+    let from = query_u64(&q, "from")?.unwrap_or(0);
+    let limit = match query_u64(&q, "limit")? {
+        None => DEFAULT_PAGE,
+        Some(n) if (1..=MAX_PAGE as u64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::InvalidQuery(format!(
+                "limit={n} must be between 1 and {MAX_PAGE}"
+            )));
+        }
+    };
+    let page = state
+        .log
+        .read_since(log, from, limit)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    Ok(Json(EntriesResponse {
+        entries: entry_dtos(&state, &page.entries).await?,
+        next_seq: page.next_seq,
+        complete: page.complete,
+    }))
+}
+
+/// Load a log: its newest completed snapshot and every entry after it.
+#[utoipa::path(get, path = "/logs/{logId}",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    responses((status = 200, body = LoadResponse), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub async fn load_log(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+) -> ApiResult<Json<LoadResponse>> {
+    let log = parse_log_id(&log_id)?;
+    let loaded = state
+        .log
+        .load(log)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    Ok(Json(LoadResponse {
+        log_id: log.to_string(),
+        snapshot: SnapshotRef {
+            seq: loaded.snapshot.seq,
+            status: "complete".into(),
+        },
+        entries: entry_dtos(&state, &loaded.entries).await?,
+        next_seq: loaded.next_seq,
+        complete: true,
+    }))
+}
+
+/// The log's segments, oldest first.
+#[utoipa::path(get, path = "/logs/{logId}/segments",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    responses((status = 200, body = SegmentsResponse), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub async fn list_segments(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+) -> ApiResult<Json<SegmentsResponse>> {
+    let log = parse_log_id(&log_id)?;
+    let (segments, _) = state
+        .log
+        .segments(log)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    Ok(Json(SegmentsResponse {
+        segments: segments
+            .iter()
+            .map(|s| SegmentDto {
+                segment: s.num,
+                base_seq: s.base_seq,
+                created: rfc3339(s.created),
+                last_snapshot_seq: s.last_snapshot.map(|n| s.seq_of(n)),
+            })
+            .collect(),
+    }))
+}
+
+/// Cell values of a range as of a sequence.
+#[utoipa::path(get, path = "/logs/{logId}/cells",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("range" = String, Query, description = "an A1 range such as A1:C3, or one cell"),
+        ("at" = Option<u64>, Query, description = "the state of every entry before this sequence (default: the whole log)")),
+    responses((status = 200, body = CellsResponse), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 416, body = ErrorResponse)))]
+pub async fn read_cells(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<CellsResponse>> {
+    let log = parse_log_id(&log_id)?;
+    reject_unknown_params(&q, &["range", "at"])?;
+    let raw_range = q
+        .get("range")
+        .ok_or_else(|| ApiError::InvalidQuery("range is required, e.g. range=A1:C3".into()))?;
+    let at = query_u64(&q, "at")?;
+    let out = cells::read(&state, log, &log_id, raw_range, at).await?;
+    Ok(Json(out))
+}

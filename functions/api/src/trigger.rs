@@ -1,0 +1,92 @@
+//! Appending, then the snapshot trigger that runs after every append (the design's "doesn't need
+//! to be reliable" logic): when the segment's entry number has just passed a multiple of the
+//! snapshot interval and no Snapshot entry sits in between, append one — or, when the segment is
+//! big enough and its snapshot is complete, start a new segment instead (which begins with one).
+//!
+//! If this process dies right after the append, the next few appends run the same check and
+//! catch up, so a snapshot comes a few entries late rather than never. Two writers can both decide
+//! a snapshot is due; the extra Snapshot entry costs one cheap incremental snapshot.
+
+use sheetlog_core::LogError;
+use sheetlog_core::domain::{EntryType, LogId, NewEntry};
+use sheetlog_core::log::{AppendOptions, Appended};
+use tracing::{info, warn};
+
+use crate::dto::AppendResponse;
+use crate::error::ApiError;
+use crate::state::SharedState;
+
+/// How many entries past each interval boundary the check keeps running.
+const CATCH_UP_WINDOW: u64 = 5;
+
+pub async fn append_and_trigger(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    entry: NewEntry,
+    expected_seq: Option<u64>,
+) -> Result<AppendResponse, ApiError> {
+    let opts = AppendOptions {
+        expected_seq,
+        segment_hint: state.hint(log),
+    };
+    let a = state
+        .log
+        .append(log, entry, opts)
+        .await
+        .map_err(|e| ApiError::from_log(log_id, e))?;
+    state.remember_hint(log, a.hint);
+    let next_seq = match maybe_snapshot(state, log, &a).await {
+        Ok(next) => next,
+        Err(e) => {
+            // The append itself succeeded; a failed trigger is retried by the next append.
+            warn!(log = %log, error = %e, "snapshot trigger failed");
+            a.next_seq
+        }
+    };
+    Ok(AppendResponse {
+        seq: a.seq,
+        segment: a.segment,
+        entry: a.entry,
+        next_seq,
+    })
+}
+
+/// Returns the log's next sequence after whatever the trigger wrote.
+async fn maybe_snapshot(state: &SharedState, log: LogId, a: &Appended) -> Result<u64, LogError> {
+    let interval = state.cfg.snapshot_interval;
+    let past = a.entry % interval;
+    if a.entry < interval || past >= CATCH_UP_WINDOW {
+        return Ok(a.next_seq);
+    }
+    // Entries since the boundary (at most CATCH_UP_WINDOW of them): is one a Snapshot entry?
+    let recent = state
+        .log
+        .read_since(log, a.seq - past, (past + 1) as usize)
+        .await?;
+    if recent.entries.iter().any(|e| e.kind == EntryType::SNAPSHOT) {
+        return Ok(a.next_seq);
+    }
+    if a.entry + 1 >= state.cfg.segment_max_entries {
+        match state.log.start_segment(log).await {
+            Ok(s) => {
+                state.remember_hint(log, s.hint);
+                info!(log = %log, segment = s.segment, "started a new segment");
+                return Ok(s.next_seq);
+            }
+            // The current segment's snapshot is still being built: take a plain snapshot now
+            // and roll the segment at a later boundary.
+            Err(LogError::SnapshotIncomplete { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let snap = NewEntry::new(EntryType::SNAPSHOT, 0, bytes::Bytes::new());
+    let opts = AppendOptions {
+        expected_seq: None,
+        segment_hint: Some(a.hint),
+    };
+    let s = state.log.append(log, snap, opts).await?;
+    state.remember_hint(log, s.hint);
+    info!(log = %log, seq = s.seq, "snapshot entry appended");
+    Ok(s.next_seq)
+}

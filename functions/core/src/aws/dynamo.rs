@@ -1,0 +1,465 @@
+//! [`LogStore`] over DynamoDB: the Entry and Segment tables.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+use tracing::instrument;
+
+use super::items::{
+    Item, bin, entry_attr, entry_from_item, entry_key, entry_to_item, item_size, num, segment_attr,
+    segment_from_item, segment_key, segment_to_item,
+};
+use crate::domain::cost::{ReadConsistency, read_units, write_units};
+use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
+use crate::error::StoreError;
+use crate::ports::{Consistency, EntryPage, LogStore, PutOutcome, TxOutcome};
+
+const SERVICE: &str = "DynamoDB";
+
+/// What one Query asks for.
+#[derive(Debug, Clone)]
+struct QuerySpec<'a> {
+    table: &'a str,
+    pk_name: &'a str,
+    pk: Vec<u8>,
+    /// Lowest sort key wanted, if any.
+    from: Option<u64>,
+    forward: bool,
+    limit: Option<i32>,
+    consistency: Consistency,
+}
+
+/// The Entry and Segment tables, through one SDK client.
+#[derive(Debug, Clone)]
+pub struct DynamoLogStore {
+    client: Client,
+    entry_table: String,
+    segment_table: String,
+}
+
+impl DynamoLogStore {
+    pub fn new(
+        client: Client,
+        entry_table: impl Into<String>,
+        segment_table: impl Into<String>,
+    ) -> Self {
+        Self {
+            client,
+            entry_table: entry_table.into(),
+            segment_table: segment_table.into(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn consistency(c: Consistency) -> ReadConsistency {
+        match c {
+            Consistency::Eventual => ReadConsistency::Eventual,
+            Consistency::Strong => ReadConsistency::Strong,
+        }
+    }
+
+    /// One Query page; charges the units for the items it returned.
+    async fn query_page(
+        &self,
+        spec: QuerySpec<'_>,
+        start: Option<Item>,
+        units: &mut RequestUnits,
+    ) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+        let QuerySpec {
+            table,
+            pk_name,
+            pk,
+            from,
+            forward,
+            limit,
+            consistency,
+        } = spec;
+        let mut q = self
+            .client
+            .query()
+            .table_name(table)
+            .expression_attribute_names("#p", pk_name)
+            .expression_attribute_values(":p", bin(pk))
+            .scan_index_forward(forward)
+            .consistent_read(consistency == Consistency::Strong)
+            .set_limit(limit)
+            .set_exclusive_start_key(start);
+        q = match from {
+            Some(from) => q
+                .key_condition_expression("#p = :p AND #n >= :n")
+                .expression_attribute_names("#n", "n")
+                .expression_attribute_values(":n", num(from)),
+            None => q.key_condition_expression("#p = :p"),
+        };
+        let out = q
+            .send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "Query", e))?;
+        let items = out.items.unwrap_or_default();
+        let bytes: u64 = items.iter().map(item_size).sum();
+        *units += RequestUnits::reads(read_units(bytes, Self::consistency(consistency)));
+        Ok((items, out.last_evaluated_key))
+    }
+
+    fn tx_put(table: &str, item: Item, key_attr: &str) -> Result<TransactWriteItem, StoreError> {
+        let put = Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#k)")
+            .expression_attribute_names("#k", key_attr)
+            .build()
+            .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    async fn transact(
+        &self,
+        puts: Vec<(String, Item, &'static str)>,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        let mut items = Vec::with_capacity(puts.len());
+        for (table, item, key) in puts {
+            // Transactions cost two write units per KB, charged whether or not they commit.
+            *units += RequestUnits::writes(write_units(item_size(&item), true));
+            items.push(Self::tx_put(&table, item, key)?);
+        }
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(TxOutcome::Committed),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(c)
+                    if c.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))) =>
+            {
+                Ok(TxOutcome::Conflict)
+            }
+            Err(e) => Err(StoreError::service(SERVICE, "TransactWriteItems", e)),
+        }
+    }
+}
+
+#[async_trait]
+impl LogStore for DynamoLogStore {
+    #[instrument(skip(self, segment, first, units), fields(log = %log))]
+    async fn create_log(
+        &self,
+        log: LogId,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.transact(
+            vec![
+                (
+                    self.segment_table.clone(),
+                    segment_to_item(log, segment),
+                    segment_attr::NUM,
+                ),
+                (
+                    self.entry_table.clone(),
+                    entry_to_item(log, first),
+                    entry_attr::NUM,
+                ),
+            ],
+            units,
+        )
+        .await
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn newest_segments(
+        &self,
+        log: LogId,
+        limit: u32,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+        let (items, _) = self
+            .query_page(
+                QuerySpec {
+                    table: &self.segment_table,
+                    pk_name: segment_attr::LOG_ID,
+                    pk: log.as_bytes().to_vec(),
+                    from: None,
+                    forward: false,
+                    limit: Some(limit),
+                    consistency,
+                },
+                None,
+                units,
+            )
+            .await?;
+        items.iter().map(segment_from_item).collect()
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn all_segments(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let (items, next) = self
+                .query_page(
+                    QuerySpec {
+                        table: &self.segment_table,
+                        pk_name: segment_attr::LOG_ID,
+                        pk: log.as_bytes().to_vec(),
+                        from: None,
+                        forward: true,
+                        limit: None,
+                        consistency: Consistency::Eventual,
+                    },
+                    start,
+                    units,
+                )
+                .await?;
+            for item in &items {
+                out.push(segment_from_item(item)?);
+            }
+            match next {
+                Some(k) => start = Some(k),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn newest_entry(
+        &self,
+        log: LogId,
+        segment: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<EntryRecord>, StoreError> {
+        let (items, _) = self
+            .query_page(
+                QuerySpec {
+                    table: &self.entry_table,
+                    pk_name: entry_attr::SEGMENT_ID,
+                    pk: segment_id(log, segment),
+                    from: None,
+                    forward: false,
+                    limit: Some(1),
+                    consistency,
+                },
+                None,
+                units,
+            )
+            .await?;
+        items.first().map(entry_from_item).transpose()
+    }
+
+    #[instrument(skip(self, entry, units), fields(log = %log, segment = entry.segment, entry = entry.num))]
+    async fn put_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<PutOutcome, StoreError> {
+        let item = entry_to_item(log, entry);
+        let size = item_size(&item);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.entry_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#n)")
+            .expression_attribute_names("#n", entry_attr::NUM)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => {
+                *units += RequestUnits::writes(write_units(size, false));
+                Ok(PutOutcome::Written)
+            }
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+            {
+                // A failed conditional write is still charged, at the larger of the two items.
+                let old = match e.into_err() {
+                    PutItemError::ConditionalCheckFailedException(c) => c.item,
+                    _ => None,
+                };
+                let old_size = old.as_ref().map(item_size).unwrap_or(0);
+                *units += RequestUnits::writes(write_units(size.max(old_size), false));
+                let winner = old.as_ref().map(entry_from_item).transpose()?;
+                Ok(PutOutcome::Taken(winner))
+            }
+            Err(e) => Err(StoreError::service(SERVICE, "PutItem", e)),
+        }
+    }
+
+    #[instrument(skip(self, end, segment, first, units), fields(log = %log, segment = segment.num))]
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.transact(
+            vec![
+                (
+                    self.entry_table.clone(),
+                    entry_to_item(log, end),
+                    entry_attr::NUM,
+                ),
+                (
+                    self.segment_table.clone(),
+                    segment_to_item(log, segment),
+                    segment_attr::NUM,
+                ),
+                (
+                    self.entry_table.clone(),
+                    entry_to_item(log, first),
+                    entry_attr::NUM,
+                ),
+            ],
+            units,
+        )
+        .await
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError> {
+        let mut entries = Vec::new();
+        let mut start = None;
+        // DynamoDB returns at most 1 MB per Query; keep following LastEvaluatedKey until we have
+        // `limit` entries or the segment ends. Stopping at the first page would silently drop
+        // everything past 1 MB.
+        loop {
+            let remaining = limit.saturating_sub(entries.len());
+            if remaining == 0 {
+                return Ok(EntryPage {
+                    entries,
+                    more: true,
+                });
+            }
+            let (items, next) = self
+                .query_page(
+                    QuerySpec {
+                        table: &self.entry_table,
+                        pk_name: entry_attr::SEGMENT_ID,
+                        pk: segment_id(log, segment),
+                        from: Some(from),
+                        forward: true,
+                        limit: Some(i32::try_from(remaining).unwrap_or(i32::MAX)),
+                        consistency,
+                    },
+                    start,
+                    units,
+                )
+                .await?;
+            for item in &items {
+                entries.push(entry_from_item(item)?);
+            }
+            match next {
+                Some(k) => start = Some(k),
+                None => {
+                    return Ok(EntryPage {
+                        entries,
+                        more: false,
+                    });
+                }
+            }
+        }
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        n: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.entry_table)
+            .set_key(Some(entry_key(log, segment, n)))
+            .update_expression("SET #r = :r")
+            .condition_expression("attribute_exists(#n) AND #t = :snap")
+            .expression_attribute_names("#r", entry_attr::ROOT)
+            .expression_attribute_names("#n", entry_attr::NUM)
+            .expression_attribute_names("#t", entry_attr::TYPE)
+            .expression_attribute_values(":r", AttributeValue::S(root.to_owned()))
+            .expression_attribute_values(":snap", num(crate::domain::EntryType::SNAPSHOT.0))
+            .send()
+            .await;
+        // An update is billed on the item size; Snapshot entries are far below 1 KB.
+        *units += RequestUnits::writes(1.0);
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(StoreError::corrupt(
+                    "Entry item",
+                    format!("segment {segment} entry {n} is not a Snapshot entry"),
+                ))
+            }
+            Err(e) => Err(StoreError::service(SERVICE, "UpdateItem", e)),
+        }
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        n: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.segment_table)
+            .set_key(Some(segment_key(log, segment)))
+            .update_expression("SET #s = :s")
+            .condition_expression("attribute_exists(#n) AND (attribute_not_exists(#s) OR #s < :s)")
+            .expression_attribute_names("#s", segment_attr::LAST_SNAPSHOT)
+            .expression_attribute_names("#n", segment_attr::NUM)
+            .expression_attribute_values(":s", num(n))
+            .send()
+            .await;
+        *units += RequestUnits::writes(1.0);
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(StoreError::service(SERVICE, "UpdateItem", e)),
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Error types at the core's boundaries: [`StoreError`] for adapters (what went wrong talking to
+//! a store), [`LogError`] for the event-log operations (what the caller did or must do next).
+
+use crate::domain::LogId;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A failure inside a storage adapter.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The service call failed (network, throttling after the SDK's own retries, permissions).
+    #[error("{service} {operation} failed: {source}")]
+    Service {
+        service: &'static str,
+        operation: &'static str,
+        source: BoxError,
+    },
+    /// An item or object read back does not have the shape we write.
+    #[error("corrupt {what}: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+    /// A referenced object does not exist.
+    #[error("object {key} not found")]
+    NotFound { key: String },
+}
+
+impl StoreError {
+    pub fn service(
+        service: &'static str,
+        operation: &'static str,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Self::Service {
+            service,
+            operation,
+            source: source.into(),
+        }
+    }
+    pub fn corrupt(what: &'static str, detail: impl Into<String>) -> Self {
+        Self::Corrupt {
+            what,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What an event-log operation reports when it cannot do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("log {0} does not exist")]
+    LogNotFound(LogId),
+    /// The caller's expected sequence is stale (or ahead of the log).
+    #[error("expected to append at sequence {expected}, but the log's next sequence is {next_seq}")]
+    Conflict { expected: u64, next_seq: u64 },
+    /// Every attempt lost a race with another writer.
+    #[error("gave up appending to log {log} after {attempts} attempts under contention")]
+    Contention { log: LogId, attempts: u32 },
+    #[error(
+        "cannot start a new segment of log {log}: segment {segment} has no completed snapshot yet"
+    )]
+    SnapshotIncomplete { log: LogId, segment: u64 },
+    /// The log's items break an invariant (for example no completed snapshot in either of the
+    /// two newest segments). Nothing is written when this is reported.
+    #[error("log {log} is corrupt: {detail}")]
+    CorruptLog { log: LogId, detail: String },
+    /// The reader is too far behind: the entries after `from` are no longer in the retained
+    /// segments, so it must load the log again from its newest snapshot.
+    #[error("sequence {from} is before the first retained entry {first_retained}; reload the log")]
+    ReloadRequired { from: u64, first_retained: u64 },
+    #[error("sequence {from} is past the end of the log (next sequence is {next_seq})")]
+    OutOfRange { from: u64, next_seq: u64 },
+    #[error("entry body is {size} bytes; the largest accepted is {limit} bytes")]
+    BodyTooLarge { size: usize, limit: usize },
+    #[error("invalid entry: {0}")]
+    InvalidEntry(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,743 @@
+//! The event-log algorithms from the design (`docs/storage.md`, seed `event-log-on-dynamodb`):
+//! create, append with optimistic concurrency, start a new segment, load, and read since a
+//! sequence. Generic over [`LogStore`] and [`PayloadStore`]; knows nothing about spreadsheets.
+//!
+//! Layout:
+//! - `mod.rs`   — [`EventLog`] and its operations
+//! - `retry.rs` — exponential backoff with full jitter for the append and segment loops
+
+mod retry;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use serde::Serialize;
+use tracing::{debug, info};
+use uuid::Uuid;
+
+use crate::config::LogConfig;
+use crate::domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
+use crate::error::{LogError, StoreError};
+use crate::ports::{Consistency, LogStore, PayloadStore, PutOutcome, TxOutcome};
+
+/// Where a log's newest segment starts. Callers that keep the hint from their last append skip
+/// the Segment query (the seed's optional optimisation). A stale hint is harmless: the segment it
+/// names ends with an End Segment entry, which leads to the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SegmentHint {
+    pub segment: u64,
+    pub base_seq: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppendOptions {
+    /// Fail with [`LogError::Conflict`] unless the entry would get exactly this sequence.
+    pub expected_seq: Option<u64>,
+    pub segment_hint: Option<SegmentHint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Created {
+    pub log: LogId,
+    pub seq: u64,
+    pub units: RequestUnits,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Appended {
+    pub seq: u64,
+    pub segment: u64,
+    pub entry: u64,
+    /// The log's next free sequence right after this append.
+    pub next_seq: u64,
+    pub hint: SegmentHint,
+    /// How many read-then-write rounds it took (1 when uncontended).
+    pub attempts: u32,
+    pub units: RequestUnits,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SegmentStarted {
+    /// The new segment's number.
+    pub segment: u64,
+    /// Sequence of the End Segment entry written into the previous segment.
+    pub end_seq: u64,
+    /// Sequence of the new segment's entry 0, its Snapshot entry.
+    pub snapshot_seq: u64,
+    pub next_seq: u64,
+    pub hint: SegmentHint,
+    pub units: RequestUnits,
+}
+
+/// The seed's Load Spreadsheet: the newest completed snapshot entry and every entry after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub snapshot: Entry,
+    pub entries: Vec<Entry>,
+    pub next_seq: u64,
+    pub units: RequestUnits,
+}
+
+/// A page of entries from a sequence onwards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntriesPage {
+    pub entries: Vec<Entry>,
+    /// The sequence to ask for next.
+    pub next_seq: u64,
+    /// True when the page reached the end of the log as it was read.
+    pub complete: bool,
+    pub units: RequestUnits,
+}
+
+/// The newest entry of the log and the segment it is in.
+#[derive(Debug, Clone)]
+struct Head {
+    at: SegmentHint,
+    newest: EntryRecord,
+}
+
+impl Head {
+    fn next_num(&self) -> u64 {
+        self.newest.num + 1
+    }
+    fn next_seq(&self) -> u64 {
+        self.at.base_seq + self.next_num()
+    }
+}
+
+/// Records read from the log, ready to have their bodies resolved.
+struct Chain {
+    records: Vec<(u64, EntryRecord)>,
+    complete: bool,
+}
+
+/// One log table pair plus the payload bucket.
+#[derive(Debug, Clone)]
+pub struct EventLog<S, P> {
+    store: S,
+    payloads: P,
+    cfg: LogConfig,
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Object key for a body or payload stored in S3: scoped to the log, unguessable.
+pub fn payload_key(log: LogId) -> String {
+    format!("payloads/{log}/{}", Uuid::new_v4().simple())
+}
+
+impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+    pub fn new(store: S, payloads: P, cfg: LogConfig) -> Result<Self, crate::config::ConfigError> {
+        cfg.validate()?;
+        Ok(Self {
+            store,
+            payloads,
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.cfg
+    }
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+    pub fn payloads(&self) -> &P {
+        &self.payloads
+    }
+
+    /// Creates a new log: segment 0 and its entry 0 (the Snapshot of the empty sheet) in one
+    /// transaction. The empty snapshot needs no work, so segment 0 starts with it completed.
+    pub async fn create(&self) -> Result<Created, LogError> {
+        self.create_with_id(LogId::new_random()).await
+    }
+
+    pub async fn create_with_id(&self, log: LogId) -> Result<Created, LogError> {
+        let mut units = RequestUnits::default();
+        let created = now_secs();
+        let segment = SegmentRecord {
+            num: 0,
+            created,
+            base_seq: 0,
+            last_snapshot: Some(0),
+            archive: None,
+        };
+        let first = internal_entry(0, 0, created, EntryType::SNAPSHOT);
+        match self
+            .store
+            .create_log(log, &segment, &first, &mut units)
+            .await?
+        {
+            TxOutcome::Committed => {
+                info!(log = %log, "created log");
+                Ok(Created { log, seq: 0, units })
+            }
+            TxOutcome::Conflict => Err(LogError::InvalidEntry(format!("log {log} already exists"))),
+        }
+    }
+
+    /// Appends an entry (the seed's Add Entry): find the newest entry, then put at the next number
+    /// on condition that it is free, retrying with backoff when another writer wins.
+    pub async fn append(
+        &self,
+        log: LogId,
+        entry: NewEntry,
+        opts: AppendOptions,
+    ) -> Result<Appended, LogError> {
+        if entry.kind == EntryType::END_SEGMENT {
+            return Err(LogError::InvalidEntry(
+                "End Segment entries are written only by start_segment".into(),
+            ));
+        }
+        let mut units = RequestUnits::default();
+        let (body, external) = self.place_body(log, &entry).await?;
+        let created = now_secs();
+        let mut hint = opts.segment_hint;
+        let mut consistency = Consistency::Eventual;
+        let mut backoff = retry::Backoff::new(&self.cfg);
+
+        for attempt in 1..=self.cfg.max_attempts {
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            if let Some(expected) = opts.expected_seq {
+                if expected != next_seq {
+                    if consistency == Consistency::Eventual {
+                        // An eventually consistent read may lag; confirm before reporting.
+                        consistency = Consistency::Strong;
+                        hint = Some(head.at);
+                        continue;
+                    }
+                    return Err(LogError::Conflict { expected, next_seq });
+                }
+            }
+            let record = EntryRecord {
+                segment: head.at.segment,
+                num: head.next_num(),
+                created,
+                kind: entry.kind,
+                version: entry.version,
+                body: body.clone(),
+                external: external.clone(),
+                snapshot_root: None,
+            };
+            let outcome = match self.store.put_entry(log, &record, &mut units).await? {
+                // The SDK retries a PutItem whose response was lost; the retry then fails its
+                // condition against our own item. Recognise it rather than append twice.
+                PutOutcome::Taken(Some(w)) if w == record => PutOutcome::Written,
+                other => other,
+            };
+            match outcome {
+                PutOutcome::Written => {
+                    debug!(log = %log, seq = next_seq, attempt, "appended");
+                    return Ok(Appended {
+                        seq: next_seq,
+                        segment: head.at.segment,
+                        entry: record.num,
+                        next_seq: next_seq + 1,
+                        hint: head.at,
+                        attempts: attempt,
+                        units,
+                    });
+                }
+                PutOutcome::Taken(winner) => {
+                    if let Some(expected) = opts.expected_seq {
+                        let now = self
+                            .head(log, Some(head.at), Consistency::Strong, &mut units)
+                            .await?;
+                        return Err(LogError::Conflict {
+                            expected,
+                            next_seq: now.next_seq(),
+                        });
+                    }
+                    // Back to the head query after the backoff. The winner returned with the
+                    // failed condition is not necessarily the newest entry by the time we retry
+                    // (continuing from it makes a writer that backed off for long crawl forward
+                    // one number per attempt), but when it is an End Segment entry it tells us
+                    // exactly where the next segment starts.
+                    hint = Some(match winner {
+                        Some(w) if w.is_end_segment() => SegmentHint {
+                            segment: head.at.segment + 1,
+                            base_seq: head.at.base_seq + w.num + 1,
+                        },
+                        _ => head.at,
+                    });
+                    backoff.sleep().await;
+                }
+            }
+        }
+        Err(LogError::Contention {
+            log,
+            attempts: self.cfg.max_attempts,
+        })
+    }
+
+    /// Decides where the body goes: inline, or to S3 first (discardable until this append commits).
+    async fn place_body(
+        &self,
+        log: LogId,
+        entry: &NewEntry,
+    ) -> Result<(Option<Bytes>, Option<String>), LogError> {
+        let size = entry.body.len();
+        if size > self.cfg.max_body_bytes {
+            return Err(LogError::BodyTooLarge {
+                size,
+                limit: self.cfg.max_body_bytes,
+            });
+        }
+        if let Some(payload) = &entry.payload {
+            if size > self.cfg.inline_body_max_bytes {
+                return Err(LogError::BodyTooLarge {
+                    size,
+                    limit: self.cfg.inline_body_max_bytes,
+                });
+            }
+            return Ok((Some(entry.body.clone()), Some(payload.clone())));
+        }
+        if size > self.cfg.inline_body_max_bytes {
+            let key = payload_key(log);
+            self.payloads
+                .put_discardable(&key, entry.body.clone())
+                .await?;
+            return Ok((None, Some(key)));
+        }
+        Ok((Some(entry.body.clone()), None))
+    }
+
+    /// The seed's Create New Segment: End Segment into the current segment, the new Segment item
+    /// and its Snapshot entry, in one conditional transaction. Refused until the current segment
+    /// has a completed snapshot, so snapshots never pile up behind each other.
+    pub async fn start_segment(&self, log: LogId) -> Result<SegmentStarted, LogError> {
+        let mut units = RequestUnits::default();
+        let mut consistency = Consistency::Eventual;
+        let mut backoff = retry::Backoff::new(&self.cfg);
+        for _ in 0..self.cfg.max_attempts {
+            let current = self
+                .store
+                .newest_segments(log, 1, consistency, &mut units)
+                .await?
+                .into_iter()
+                .next()
+                .ok_or(LogError::LogNotFound(log))?;
+            if current.last_snapshot.is_none() {
+                return Err(LogError::SnapshotIncomplete {
+                    log,
+                    segment: current.num,
+                });
+            }
+            let newest = self
+                .store
+                .newest_entry(log, current.num, consistency, &mut units)
+                .await?
+                .ok_or_else(|| corrupt(log, format!("segment {} has no entries", current.num)))?;
+            if newest.is_end_segment() {
+                // Our segment read was stale: a newer segment exists. Look again, consistently.
+                consistency = Consistency::Strong;
+                continue;
+            }
+            let created = now_secs();
+            let end = internal_entry(current.num, newest.num + 1, created, EntryType::END_SEGMENT);
+            let next = SegmentRecord {
+                num: current.num + 1,
+                created,
+                base_seq: current.seq_of(newest.num + 2),
+                last_snapshot: None,
+                archive: None,
+            };
+            let first = internal_entry(next.num, 0, created, EntryType::SNAPSHOT);
+            match self
+                .store
+                .start_segment(log, &end, &next, &first, &mut units)
+                .await?
+            {
+                TxOutcome::Committed => {
+                    info!(log = %log, segment = next.num, base_seq = next.base_seq, "started segment");
+                    let hint = SegmentHint {
+                        segment: next.num,
+                        base_seq: next.base_seq,
+                    };
+                    return Ok(SegmentStarted {
+                        segment: next.num,
+                        end_seq: current.seq_of(end.num),
+                        snapshot_seq: next.base_seq,
+                        next_seq: next.base_seq + 1,
+                        hint,
+                        units,
+                    });
+                }
+                TxOutcome::Conflict => backoff.sleep().await,
+            }
+        }
+        Err(LogError::Contention {
+            log,
+            attempts: self.cfg.max_attempts,
+        })
+    }
+
+    /// Records a completed snapshot: the root on the Snapshot entry, then the segment's Last
+    /// Snapshot (only ever moved forward). Both writes are idempotent.
+    pub async fn complete_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        root: &str,
+    ) -> Result<RequestUnits, LogError> {
+        let mut units = RequestUnits::default();
+        self.store
+            .set_snapshot_root(log, segment, num, root, &mut units)
+            .await?;
+        self.store
+            .advance_last_snapshot(log, segment, num, &mut units)
+            .await?;
+        Ok(units)
+    }
+
+    /// The seed's Load Spreadsheet.
+    pub async fn load(&self, log: LogId) -> Result<Loaded, LogError> {
+        let mut units = RequestUnits::default();
+        let segments = self
+            .store
+            .newest_segments(log, 2, Consistency::Eventual, &mut units)
+            .await?;
+        let current = segments.first().ok_or(LogError::LogNotFound(log))?;
+        let (from_segment, from_num) = match (current.last_snapshot, segments.get(1)) {
+            (Some(n), _) => (current, n),
+            (None, Some(previous)) => match previous.last_snapshot {
+                Some(n) => (previous, n),
+                None => {
+                    return Err(corrupt(
+                        log,
+                        format!(
+                            "neither segment {} nor segment {} has a completed snapshot",
+                            current.num, previous.num
+                        ),
+                    ));
+                }
+            },
+            (None, None) => {
+                return Err(corrupt(
+                    log,
+                    format!("segment {} has no completed snapshot", current.num),
+                ));
+            }
+        };
+        let start = SegmentHint {
+            segment: from_segment.num,
+            base_seq: from_segment.base_seq,
+        };
+        let chain = self
+            .read_chain(log, start, from_num, usize::MAX, &mut units)
+            .await?;
+        let mut entries = self.resolve(log, chain.records).await?.into_iter();
+        let snapshot = entries
+            .next()
+            .filter(|e| e.kind == EntryType::SNAPSHOT)
+            .ok_or_else(|| {
+                corrupt(
+                    log,
+                    format!(
+                        "Last Snapshot of segment {} is not a Snapshot entry",
+                        start.segment
+                    ),
+                )
+            })?;
+        let entries: Vec<Entry> = entries.collect();
+        let next_seq = entries.last().map_or(snapshot.seq, |e| e.seq) + 1;
+        Ok(Loaded {
+            snapshot,
+            entries,
+            next_seq,
+            units,
+        })
+    }
+
+    /// The seed's Update Loaded Spreadsheet: up to `limit` entries from sequence `from` on, across
+    /// a segment boundary. [`LogError::ReloadRequired`] when `from` is older than the two newest
+    /// segments; [`LogError::OutOfRange`] when it is past the end.
+    pub async fn read_since(
+        &self,
+        log: LogId,
+        from: u64,
+        limit: usize,
+    ) -> Result<EntriesPage, LogError> {
+        let mut units = RequestUnits::default();
+        let limit = limit.max(1);
+        let segments = self
+            .store
+            .newest_segments(log, 2, Consistency::Eventual, &mut units)
+            .await?;
+        let current = segments.first().ok_or(LogError::LogNotFound(log))?;
+        let oldest = segments.last().unwrap_or(current);
+        let seg = segments
+            .iter()
+            .find(|s| from >= s.base_seq)
+            .ok_or(LogError::ReloadRequired {
+                from,
+                first_retained: oldest.base_seq,
+            })?;
+        let start = SegmentHint {
+            segment: seg.num,
+            base_seq: seg.base_seq,
+        };
+        let chain = self
+            .read_chain(log, start, from - seg.base_seq, limit, &mut units)
+            .await?;
+        let complete = chain.complete;
+        let entries = self.resolve(log, chain.records).await?;
+        let next_seq = from + entries.len() as u64;
+        Ok(EntriesPage {
+            entries,
+            next_seq,
+            complete,
+            units,
+        })
+    }
+
+    /// The log's next free sequence, read consistently.
+    pub async fn next_seq(&self, log: LogId) -> Result<(u64, RequestUnits), LogError> {
+        let mut units = RequestUnits::default();
+        let head = self
+            .head(log, None, Consistency::Strong, &mut units)
+            .await?;
+        Ok((head.next_seq(), units))
+    }
+
+    /// Every segment of the log, oldest first.
+    pub async fn segments(
+        &self,
+        log: LogId,
+    ) -> Result<(Vec<SegmentRecord>, RequestUnits), LogError> {
+        let mut units = RequestUnits::default();
+        let all = self.store.all_segments(log, &mut units).await?;
+        if all.is_empty() {
+            return Err(LogError::LogNotFound(log));
+        }
+        Ok((all, units))
+    }
+
+    /// Finds the newest entry, starting from a hint or the newest segment, following End Segment
+    /// entries into the next segment (a stale hint or an eventually consistent segment read).
+    async fn head(
+        &self,
+        log: LogId,
+        hint: Option<SegmentHint>,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Head, LogError> {
+        let mut at = match hint {
+            Some(h) => h,
+            None => self.current_segment(log, consistency, units).await?,
+        };
+        let mut consistency = consistency;
+        let mut from_hint = hint.is_some();
+        loop {
+            match self
+                .store
+                .newest_entry(log, at.segment, consistency, units)
+                .await?
+            {
+                Some(e) if e.is_end_segment() => {
+                    at = SegmentHint {
+                        segment: at.segment + 1,
+                        base_seq: at.base_seq + e.num + 1,
+                    };
+                }
+                Some(newest) => return Ok(Head { at, newest }),
+                None if from_hint => {
+                    // A hint for a segment that does not exist: fall back to the Segment table.
+                    from_hint = false;
+                    at = self.current_segment(log, consistency, units).await?;
+                }
+                None if consistency == Consistency::Eventual => {
+                    // Segment and entry 0 commit together, but separate eventually consistent
+                    // reads can disagree for a moment.
+                    consistency = Consistency::Strong;
+                }
+                None => {
+                    return Err(corrupt(
+                        log,
+                        format!("segment {} has no entries", at.segment),
+                    ));
+                }
+            }
+        }
+    }
+
+    async fn current_segment(
+        &self,
+        log: LogId,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<SegmentHint, LogError> {
+        let newest = self
+            .store
+            .newest_segments(log, 1, consistency, units)
+            .await?;
+        let s = newest.first().ok_or(LogError::LogNotFound(log))?;
+        Ok(SegmentHint {
+            segment: s.num,
+            base_seq: s.base_seq,
+        })
+    }
+
+    /// Reads records in sequence order from `(start.segment, num)`, hopping over End Segment
+    /// entries into the following segment, until `limit` records or the end of the log.
+    async fn read_chain(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        num: u64,
+        limit: usize,
+        units: &mut RequestUnits,
+    ) -> Result<Chain, LogError> {
+        let mut records: Vec<(u64, EntryRecord)> = Vec::new();
+        let (mut at, mut num) = (start, num);
+        loop {
+            let remaining = limit - records.len();
+            if remaining == 0 {
+                return Ok(Chain {
+                    records,
+                    complete: false,
+                });
+            }
+            let page = self
+                .store
+                .read_entries(
+                    log,
+                    at.segment,
+                    num,
+                    remaining,
+                    Consistency::Eventual,
+                    units,
+                )
+                .await?;
+            if page.entries.is_empty() && !page.more {
+                // Nothing at or after `num` in this segment: either `num` is the end of the log,
+                // or the segment ended earlier (End Segment) and `num` lies in a later segment,
+                // or the caller asked past the end.
+                let newest = self
+                    .store
+                    .newest_entry(log, at.segment, Consistency::Strong, units)
+                    .await?
+                    .ok_or_else(|| {
+                        corrupt(log, format!("segment {} has no entries", at.segment))
+                    })?;
+                if newest.is_end_segment() {
+                    let skip = newest.num + 1;
+                    at = SegmentHint {
+                        segment: at.segment + 1,
+                        base_seq: at.base_seq + skip,
+                    };
+                    num -= skip.min(num);
+                    continue;
+                }
+                if newest.num + 1 == num {
+                    return Ok(Chain {
+                        records,
+                        complete: true,
+                    });
+                }
+                if newest.num + 1 < num {
+                    return Err(LogError::OutOfRange {
+                        from: at.base_seq + num,
+                        next_seq: at.base_seq + newest.num + 1,
+                    });
+                }
+                // The entry appeared between the two reads; read again.
+                continue;
+            }
+            let mut ended = None;
+            for rec in page.entries {
+                if rec.is_end_segment() {
+                    ended = Some(rec.num);
+                }
+                records.push((at.base_seq + rec.num, rec));
+            }
+            match ended {
+                Some(end) if records.len() < limit => {
+                    at = SegmentHint {
+                        segment: at.segment + 1,
+                        base_seq: at.base_seq + end + 1,
+                    };
+                    num = 0;
+                }
+                Some(_) => {
+                    return Ok(Chain {
+                        records,
+                        complete: false,
+                    });
+                }
+                None if page.more => {
+                    return Ok(Chain {
+                        records,
+                        complete: false,
+                    });
+                }
+                None => {
+                    return Ok(Chain {
+                        records,
+                        complete: true,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Turns records into entries, fetching offloaded bodies from S3 (a few at a time).
+    async fn resolve(
+        &self,
+        log: LogId,
+        records: Vec<(u64, EntryRecord)>,
+    ) -> Result<Vec<Entry>, LogError> {
+        futures::stream::iter(records)
+            .map(|(seq, rec)| async move {
+                let payload = rec.payload_key().map(str::to_owned);
+                let body = match (rec.body, &rec.external) {
+                    (Some(body), _) => body,
+                    (None, Some(key)) => self.payloads.get(key).await.map_err(|e| match e {
+                        StoreError::NotFound { key } => corrupt(
+                            log,
+                            format!("body object {key} of sequence {seq} is missing"),
+                        ),
+                        other => LogError::Store(other),
+                    })?,
+                    (None, None) => Bytes::new(),
+                };
+                Ok::<Entry, LogError>(Entry {
+                    seq,
+                    segment: rec.segment,
+                    num: rec.num,
+                    created: rec.created,
+                    kind: rec.kind,
+                    version: rec.version,
+                    body,
+                    payload,
+                    snapshot_root: rec.snapshot_root,
+                })
+            })
+            .buffered(8)
+            .try_collect()
+            .await
+    }
+}
+
+fn internal_entry(segment: u64, num: u64, created: i64, kind: EntryType) -> EntryRecord {
+    EntryRecord {
+        segment,
+        num,
+        created,
+        kind,
+        version: 0,
+        body: Some(Bytes::new()),
+        external: None,
+        snapshot_root: None,
+    }
+}
+
+fn corrupt(log: LogId, detail: String) -> LogError {
+    LogError::CorruptLog { log, detail }
+}

@@ -1,0 +1,141 @@
+//! Narrow async traits the log algorithms are written against. The AWS adapters in
+//! [`crate::aws`] implement them over DynamoDB and S3; tests may wrap them to inject faults.
+//!
+//! Every method adds the request units it consumed to the `units` accumulator it is given, so an
+//! operation can report its cost even when it fails part way.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
+use crate::error::StoreError;
+
+/// Result of a conditional put of a new entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    Written,
+    /// The entry number was taken. Carries the winner when the store returned it
+    /// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`), which saves a re-read.
+    Taken(Option<EntryRecord>),
+}
+
+/// Result of a multi-item conditional transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxOutcome {
+    Committed,
+    /// A condition failed; nothing was written.
+    Conflict,
+}
+
+/// One page of entries read in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryPage {
+    pub entries: Vec<EntryRecord>,
+    /// True when the segment may hold more entries after the last one returned.
+    pub more: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consistency {
+    Eventual,
+    Strong,
+}
+
+/// The Entry and Segment tables.
+#[async_trait]
+pub trait LogStore: Send + Sync {
+    /// Creates segment 0 and its entry 0 in one transaction; both must not exist.
+    async fn create_log(
+        &self,
+        log: LogId,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError>;
+
+    /// Up to `limit` segments, newest first.
+    async fn newest_segments(
+        &self,
+        log: LogId,
+        limit: u32,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError>;
+
+    /// Every segment of the log in order (paged internally).
+    async fn all_segments(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError>;
+
+    /// The entry with the highest number in a segment.
+    async fn newest_entry(
+        &self,
+        log: LogId,
+        segment: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<EntryRecord>, StoreError>;
+
+    /// Puts an entry on condition that its number is free.
+    async fn put_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<PutOutcome, StoreError>;
+
+    /// One transaction: `end` (End Segment) into the current segment, the new segment item and
+    /// its entry 0 (`first`, a Snapshot); each conditional on not existing.
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError>;
+
+    /// Entries of one segment with numbers `>= from`, in order, at most `limit`. Follows
+    /// `LastEvaluatedKey` across DynamoDB's 1 MB pages until `limit` entries or the segment end.
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError>;
+
+    /// Records the snapshot root on a Snapshot entry (idempotent).
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError>;
+
+    /// Moves a segment's Last Snapshot forward to `num`; never backwards. Returns false when it
+    /// was already at or beyond `num`.
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError>;
+}
+
+/// Object storage for large entry bodies and uploaded payloads.
+#[async_trait]
+pub trait PayloadStore: Send + Sync {
+    /// Stores an object tagged for auto-delete: it is discardable until the entry that references
+    /// it is committed and the tag removed.
+    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError>;
+    /// Reads an object; [`StoreError::NotFound`] when it does not exist.
+    async fn get(&self, key: &str) -> Result<Bytes, StoreError>;
+}

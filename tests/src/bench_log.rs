@@ -1,0 +1,254 @@
+//! `./scripts/bench log`: what each event-log operation costs in DynamoDB request units and item
+//! bytes (computed with AWS's published rules from the items actually written to the emulator),
+//! plus latency and contention figures on the emulator. Units and bytes carry over to AWS;
+//! latencies do not (the emulator is one local Python process).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde::Serialize;
+use sheetlog_core::aws::items::{entry_key, item_size};
+use sheetlog_core::domain::{EntryType, NewEntry, RequestUnits};
+use sheetlog_core::log::AppendOptions;
+
+use crate::stack::TestStack;
+
+/// One operation's cost.
+#[derive(Debug, Serialize)]
+pub struct OpCost {
+    pub operation: &'static str,
+    pub read_units: f64,
+    pub write_units: f64,
+    /// Size of the Entry item written, where the operation writes one.
+    pub item_bytes: Option<u64>,
+    pub note: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LogBench {
+    pub append_rru: f64,
+    pub append_wru: f64,
+    pub set_cell_item_bytes: u64,
+    pub append_no_hint_rru: f64,
+    pub append_latency_ms_p50: f64,
+    pub append_latency_ms_p99: f64,
+    pub contended_writers: usize,
+    pub contended_appends: usize,
+    pub contended_appends_per_s: f64,
+    pub contended_attempts_p50: u32,
+    pub contended_attempts_max: u32,
+    pub operations: Vec<OpCost>,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn op(
+    operation: &'static str,
+    u: RequestUnits,
+    item_bytes: Option<u64>,
+    note: &'static str,
+) -> OpCost {
+    OpCost {
+        operation,
+        read_units: u.read,
+        write_units: u.write,
+        item_bytes,
+        note,
+    }
+}
+
+/// Runs the benchmark. `set_cell_body` is the stored body of a one-cell `set` event (the caller
+/// passes the spreadsheet model's real encoding) and `set_cell_type` its type code.
+pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Result<LogBench> {
+    eprintln!("starting emulator and creating tables…");
+    let stack = TestStack::new("bench-log").await?;
+    let log = Arc::new(stack.log()?);
+    let mut ops = Vec::new();
+
+    let created = log.create().await?;
+    let id = created.log;
+    ops.push(op(
+        "create log",
+        created.units,
+        None,
+        "transaction: segment 0 + snapshot entry 0",
+    ));
+
+    let cell = || NewEntry::new(set_cell_type, 1, set_cell_body.clone());
+    let first = log.append(id, cell(), AppendOptions::default()).await?;
+    ops.push(op(
+        "append (no hint)",
+        first.units,
+        None,
+        "segment query + entry query + conditional put",
+    ));
+
+    eprintln!("timing 200 uncontended appends…");
+    let mut hint = first.hint;
+    let mut latencies = Vec::new();
+    let mut hinted = None;
+    for _ in 0..200 {
+        let t = Instant::now();
+        let a = log
+            .append(
+                id,
+                cell(),
+                AppendOptions {
+                    expected_seq: None,
+                    segment_hint: Some(hint),
+                },
+            )
+            .await?;
+        latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+        hint = a.hint;
+        hinted = Some(a);
+    }
+    let hinted = hinted.ok_or_else(|| anyhow::anyhow!("no append ran"))?;
+    let item = stack
+        .dynamo
+        .get_item()
+        .table_name(&stack.resources.entry_table)
+        .set_key(Some(entry_key(id, hinted.segment, hinted.entry)))
+        .send()
+        .await?
+        .item
+        .unwrap_or_default();
+    let cell_bytes = item_size(&item);
+    ops.push(op(
+        "append (segment hint)",
+        hinted.units,
+        Some(cell_bytes),
+        "entry query + conditional put; one-cell set event",
+    ));
+    latencies.sort_by(f64::total_cmp);
+
+    let big = log
+        .append(
+            id,
+            NewEntry::new(set_cell_type, 1, vec![0u8; 100 * 1024]),
+            AppendOptions::default(),
+        )
+        .await?;
+    ops.push(op(
+        "append 100 KB body",
+        big.units,
+        None,
+        "body to S3 first (1 PUT), item keeps the key",
+    ));
+
+    let page = log.read_since(id, 1, 100).await?;
+    ops.push(op(
+        "read 100 entries",
+        page.units,
+        None,
+        "segment query + one entry query page",
+    ));
+    let loaded = log.load(id).await?;
+    ops.push(op(
+        "load",
+        loaded.units,
+        None,
+        "two segments + entries since the snapshot",
+    ));
+    let started = log.start_segment(id).await?;
+    ops.push(op(
+        "start segment",
+        started.units,
+        None,
+        "transaction of three conditional puts",
+    ));
+
+    let writers = 8;
+    let per_writer = 50;
+    eprintln!("{writers} writers x {per_writer} appends on one log…");
+    let contended = log.create().await?.log;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..writers {
+        let log = log.clone();
+        let body = set_cell_body.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut attempts = Vec::new();
+            let mut hint = None;
+            for _ in 0..per_writer {
+                let a = log
+                    .append(
+                        contended,
+                        NewEntry::new(set_cell_type, 1, body.clone()),
+                        AppendOptions {
+                            expected_seq: None,
+                            segment_hint: hint,
+                        },
+                    )
+                    .await?;
+                hint = Some(a.hint);
+                attempts.push(a.attempts);
+            }
+            Ok::<_, sheetlog_core::LogError>(attempts)
+        }));
+    }
+    let mut attempts = Vec::new();
+    for task in tasks {
+        attempts.extend(task.await??);
+    }
+    let elapsed = t.elapsed().as_secs_f64();
+    attempts.sort_unstable();
+
+    Ok(LogBench {
+        append_rru: hinted.units.read,
+        append_wru: hinted.units.write,
+        set_cell_item_bytes: cell_bytes,
+        append_no_hint_rru: first.units.read,
+        append_latency_ms_p50: percentile(&latencies, 0.5),
+        append_latency_ms_p99: percentile(&latencies, 0.99),
+        contended_writers: writers,
+        contended_appends: attempts.len(),
+        contended_appends_per_s: attempts.len() as f64 / elapsed,
+        contended_attempts_p50: attempts.get(attempts.len() / 2).copied().unwrap_or(0),
+        contended_attempts_max: attempts.last().copied().unwrap_or(0),
+        operations: ops,
+    })
+}
+
+/// Prints the result as a table (or one JSON object).
+pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(b)?);
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:>10} {:>11} {:>11}  note",
+        "operation", "read units", "write units", "item bytes"
+    );
+    for o in &b.operations {
+        let bytes = o
+            .item_bytes
+            .map(|b| b.to_string())
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<24} {:>10} {:>11} {:>11}  {}",
+            o.operation, o.read_units, o.write_units, bytes, o.note
+        );
+    }
+    println!();
+    println!(
+        "emulator latency, uncontended append with hint: p50 {:.1} ms, p99 {:.1} ms",
+        b.append_latency_ms_p50, b.append_latency_ms_p99
+    );
+    println!(
+        "contention, {} writers on one log: {} appends at {:.0}/s, attempts p50 {} max {}",
+        b.contended_writers,
+        b.contended_appends,
+        b.contended_appends_per_s,
+        b.contended_attempts_p50,
+        b.contended_attempts_max
+    );
+    Ok(())
+}

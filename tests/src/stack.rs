@@ -1,0 +1,57 @@
+//! A complete, uniquely named set of sheetlog resources on the emulator.
+
+use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore, schema};
+use sheetlog_core::config::{LogConfig, Resources};
+use sheetlog_core::log::EventLog;
+
+use crate::emulator::{Emulator, unique_prefix};
+
+pub type AwsLog = EventLog<DynamoLogStore, S3PayloadStore>;
+
+#[derive(Debug)]
+pub struct TestStack {
+    pub resources: Resources,
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    /// Kept last so the emulator outlives the clients above when the stack is dropped.
+    pub emulator: Emulator,
+}
+
+impl TestStack {
+    /// Starts an emulator and creates the tables and bucket under a prefix unique to `label`.
+    pub async fn new(label: &str) -> anyhow::Result<Self> {
+        let emulator = Emulator::start()?;
+        let dynamo = emulator.dynamodb().await;
+        let s3 = emulator.s3().await;
+        let resources = Resources::with_prefix(&unique_prefix(label));
+        schema::create_all(&dynamo, &s3, &resources).await?;
+        Ok(Self {
+            resources,
+            dynamo,
+            s3,
+            emulator,
+        })
+    }
+
+    pub fn log_store(&self) -> DynamoLogStore {
+        DynamoLogStore::new(
+            self.dynamo.clone(),
+            &self.resources.entry_table,
+            &self.resources.segment_table,
+        )
+    }
+
+    pub fn payload_store(&self) -> S3PayloadStore {
+        S3PayloadStore::new(self.s3.clone(), &self.resources.bucket)
+    }
+
+    /// An event log with the given configuration.
+    pub fn log_with(&self, cfg: LogConfig) -> anyhow::Result<AwsLog> {
+        Ok(EventLog::new(self.log_store(), self.payload_store(), cfg)?)
+    }
+
+    /// An event log with the production defaults.
+    pub fn log(&self) -> anyhow::Result<AwsLog> {
+        self.log_with(LogConfig::default())
+    }
+}
