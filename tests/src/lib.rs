@@ -2,6 +2,7 @@
 //! local AWS emulator over the real wire protocol, plus the tests themselves (in `tests/`).
 //!
 //! Layout:
+//! - [`api`]      — the API under test: in-process over loopback HTTP, or a deployment by URL
 //! - [`bench_log`] — the `./scripts/bench log` measurements
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
 //! - [`faults`]   — a store wrapper that injects lost responses and lost races
@@ -9,6 +10,7 @@
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
 //! - `tests/`     — integration tests, one file per area
 
+pub mod api;
 pub mod bench_log;
 pub mod emulator;
 pub mod faults;

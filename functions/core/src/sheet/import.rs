@@ -196,17 +196,16 @@ pub fn infer_value(text: &str, row: u32, col: u32, mode: Mode) -> Result<Value, 
     if text.eq_ignore_ascii_case("false") {
         return Ok(Value::Bool(false));
     }
-    if text.starts_with('#') {
-        if let Some(e) = ErrorCode::parse(text) {
-            return Ok(Value::Error(e));
-        }
+    if text.starts_with('#')
+        && let Some(e) = ErrorCode::parse(text)
+    {
+        return Ok(Value::Error(e));
     }
-    if looks_numeric(text) {
-        if let Ok(n) = text.parse::<f64>() {
-            if n.is_finite() {
-                return Ok(Value::Number(n));
-            }
-        }
+    if looks_numeric(text)
+        && let Ok(n) = text.parse::<f64>()
+        && n.is_finite()
+    {
+        return Ok(Value::Number(n));
     }
     Ok(Value::Text(limit_text(text.to_owned(), row, col, mode)?))
 }

@@ -281,13 +281,13 @@ impl<'a> SnapshotBuilder<'a> {
                 "chunk target must be at least 64 bytes".into(),
             ));
         }
-        if let Some(b) = &base {
-            if b.log_id != log_id {
-                return Err(SnapshotError::BadInput(format!(
-                    "base snapshot belongs to log {}, not {log_id}",
-                    b.log_id
-                )));
-            }
+        if let Some(b) = &base
+            && b.log_id != log_id
+        {
+            return Err(SnapshotError::BadInput(format!(
+                "base snapshot belongs to log {}, not {log_id}",
+                b.log_id
+            )));
         }
         let from = base.as_ref().map_or(0, |b| b.seq);
         let (stages, import) = plan(from, seq, entries)?;
@@ -369,10 +369,10 @@ impl<'a> SnapshotBuilder<'a> {
         }
         let base_chunks = b.base.as_ref().map_or(0, |m| m.chunks.len());
         for p in &checkpoint.pieces {
-            if let Piece::Reused { from, to } = p {
-                if from >= to || *to > base_chunks {
-                    return Err(mismatch("reused chunk range"));
-                }
+            if let Piece::Reused { from, to } = p
+                && (from >= to || *to > base_chunks)
+            {
+                return Err(mismatch("reused chunk range"));
             }
         }
         b.pipeline.skip_to(checkpoint.consumed);

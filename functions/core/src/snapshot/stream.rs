@@ -202,14 +202,11 @@ impl Stage {
                 match self {
                     Stage::Set { rows, next } => {
                         emit_set_rows_before(rows, next, row.index, out);
-                        if let Some((r, edits)) = rows.get(*next) {
-                            if *r == row.index {
-                                apply_set_to_row(
-                                    &mut row.cells,
-                                    edits.iter().map(|(c, v)| (*c, v)),
-                                );
-                                *next += 1;
-                            }
+                        if let Some((r, edits)) = rows.get(*next)
+                            && *r == row.index
+                        {
+                            apply_set_to_row(&mut row.cells, edits.iter().map(|(c, v)| (*c, v)));
+                            *next += 1;
                         }
                         if !row.cells.is_empty() {
                             out.push(Item::Row(row));

@@ -1,0 +1,376 @@
+//! The `snapshot` benchmark.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use sheetlog_core::sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
+use sheetlog_core::sheet::{
+    CellEdit, CellRef, Entry, Event, Import, ImportFormat, InsertRows, RowNumber, SetCells, Value,
+};
+use sheetlog_core::snapshot::{
+    BlobStore, BuildConfig, FsPayloads, FsStore, LogEntry, MemPayloads, MemStore, PayloadSource,
+    SnapshotBuilder, build_snapshot,
+};
+use uuid::Uuid;
+
+const LOG: Uuid = Uuid::from_u128(0xbe4c_0000_0000_4000_8000_0000_0000_0001);
+
+#[derive(Debug, clap::Args)]
+pub struct ChildArgs {
+    /// The CSV file to import.
+    #[arg(long)]
+    csv: PathBuf,
+    /// Where chunks go: a directory (filesystem store), or omitted for a store that counts and
+    /// discards.
+    #[arg(long)]
+    store_dir: Option<PathBuf>,
+}
+
+/// What a child build reports on stdout.
+#[derive(Debug, Serialize, Deserialize)]
+struct ChildReport {
+    rows: u64,
+    cells: u64,
+    seconds: f64,
+    chunks: u64,
+    stored_bytes: u64,
+    checkpoints: u64,
+    peak_rss_mb: f64,
+}
+
+/// Runs in the child: import one CSV into a snapshot from empty, checkpoint after every chunk.
+pub fn child(args: ChildArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let dir = args
+        .csv
+        .parent()
+        .context("csv path has no parent")?
+        .to_owned();
+    let name = args
+        .csv
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("csv name")?
+        .to_owned();
+    let payloads = FsPayloads::new(dir);
+    let report = rt.block_on(async {
+        let fs;
+        let mem;
+        let store: &dyn BlobStore = match &args.store_dir {
+            Some(d) => {
+                fs = FsStore::new(d);
+                &fs
+            }
+            None => {
+                mem = MemStore::discarding();
+                &mem
+            }
+        };
+        let entries = [import_entry(0, &name)];
+        let started = Instant::now();
+        let mut checkpoints = 0u64;
+        let built = SnapshotBuilder::new(
+            store,
+            &payloads,
+            BuildConfig::default(),
+            LOG,
+            1,
+            None,
+            entries,
+        )?
+        .run(|cp| {
+            // What the snapshot worker does with each checkpoint: serialise it.
+            checkpoints += u64::from(serde_json::to_vec(&cp).is_ok());
+        })
+        .await?;
+        let seconds = started.elapsed().as_secs_f64();
+        anyhow::Ok(ChildReport {
+            rows: u64::from(built.manifest.rows),
+            cells: built.manifest.cells,
+            seconds,
+            chunks: built.manifest.chunks.len() as u64,
+            stored_bytes: built.manifest.stored_bytes(),
+            checkpoints,
+            peak_rss_mb: peak_rss_mb()?,
+        })
+    })?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+/// This process's peak resident set size (VmHWM), in MiB.
+fn peak_rss_mb() -> anyhow::Result<f64> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmHWM in /proc/self/status")?;
+    Ok(kb / 1024.0)
+}
+
+fn import_entry(seq: u64, key: &str) -> LogEntry {
+    LogEntry {
+        seq,
+        entry: Entry::Event(Event::Import(Import {
+            format: ImportFormat::Csv,
+        })),
+        payload: Some(key.to_owned()),
+    }
+}
+
+fn write_csv(path: &Path, rows: u64) -> anyhow::Result<u64> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    write_sample_csv(&mut w, rows)?;
+    w.flush()?;
+    Ok(std::fs::metadata(path)?.len())
+}
+
+/// Writes sample rows until the file holds at least `bytes`; returns (rows, bytes).
+fn write_csv_of_size(path: &Path, bytes: u64) -> anyhow::Result<(u64, u64)> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    let mut written = 0u64;
+    let mut rows = 0u64;
+    while written < bytes {
+        let line = sample_fields(rows).join(",") + "\n";
+        w.write_all(line.as_bytes())?;
+        written += line.len() as u64;
+        rows += 1;
+    }
+    w.flush()?;
+    Ok((rows, written))
+}
+
+fn run_child(csv: &Path, store_dir: Option<&Path>) -> anyhow::Result<ChildReport> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("build-child").arg("--csv").arg(csv);
+    if let Some(d) = store_dir {
+        cmd.arg("--store-dir").arg(d);
+    }
+    let out = cmd.output().context("running the build child")?;
+    if !out.status.success() {
+        bail!(
+            "build child failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+#[derive(Debug, Serialize)]
+struct Figures {
+    chunk_target_bytes: u32,
+    build_cells_1m: u64,
+    build_cells_per_s_1m: f64,
+    build_peak_rss_mb_1m: f64,
+    build_chunks_1m: u64,
+    build_stored_bytes_1m: u64,
+    build_cells_10m: u64,
+    build_cells_per_s_10m: f64,
+    build_peak_rss_mb_10m: f64,
+    build_chunks_10m: u64,
+    build_stored_bytes_10m: u64,
+    full_snapshot_bytes: u64,
+    incremental_bytes_written: u64,
+    incremental_blobs_written: u64,
+    incremental_bytes_ratio: f64,
+    insert_row_bytes_written: u64,
+    insert_row_blobs_written: u64,
+    csv_import_file_bytes: u64,
+    csv_import_rows: u64,
+    csv_import_rows_per_s: f64,
+    csv_import_mb_per_s: f64,
+    csv_import_peak_rss_mb: f64,
+}
+
+pub fn run(json: bool) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let say = |s: &str| eprintln!("[bench snapshot] {s}");
+
+    say("generating 1M-cell CSV (100,000 rows x 10 columns)");
+    let csv_1m = tmp.path().join("1m.csv");
+    write_csv(&csv_1m, 100_000)?;
+    say("building a 1M-cell snapshot from scratch (child process, filesystem store)");
+    let b1 = run_child(&csv_1m, Some(&tmp.path().join("store-1m")))?;
+
+    say("generating 10M-cell CSV (1,000,000 rows x 10 columns)");
+    let csv_10m = tmp.path().join("10m.csv");
+    write_csv(&csv_10m, 1_000_000)?;
+    say("building a 10M-cell snapshot from scratch (child process, filesystem store)");
+    let b10 = run_child(&csv_10m, Some(&tmp.path().join("store-10m")))?;
+    std::fs::remove_file(&csv_10m)?;
+    let _ = std::fs::remove_dir_all(tmp.path().join("store-10m"));
+
+    say("incremental snapshot after 100 clustered edits to the 1M-cell sheet");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (full_bytes, inc, ins) = rt.block_on(incremental(&csv_1m))?;
+
+    say("importing a 100 MB CSV (child process, counting store that discards)");
+    let csv_100 = tmp.path().join("100mb.csv");
+    let (rows_100, bytes_100) = write_csv_of_size(&csv_100, 100_000_000)?;
+    let imp = run_child(&csv_100, None)?;
+    if imp.cells != rows_100 * u64::from(SAMPLE_COLS) {
+        bail!(
+            "import produced {} cells, expected {}",
+            imp.cells,
+            rows_100 * u64::from(SAMPLE_COLS)
+        );
+    }
+
+    let f = Figures {
+        chunk_target_bytes: BuildConfig::default().chunk_target,
+        build_cells_1m: b1.cells,
+        build_cells_per_s_1m: b1.cells as f64 / b1.seconds,
+        build_peak_rss_mb_1m: b1.peak_rss_mb,
+        build_chunks_1m: b1.chunks,
+        build_stored_bytes_1m: b1.stored_bytes,
+        build_cells_10m: b10.cells,
+        build_cells_per_s_10m: b10.cells as f64 / b10.seconds,
+        build_peak_rss_mb_10m: b10.peak_rss_mb,
+        build_chunks_10m: b10.chunks,
+        build_stored_bytes_10m: b10.stored_bytes,
+        full_snapshot_bytes: full_bytes,
+        incremental_bytes_written: inc.0,
+        incremental_blobs_written: inc.1,
+        incremental_bytes_ratio: inc.0 as f64 / full_bytes as f64,
+        insert_row_bytes_written: ins.0,
+        insert_row_blobs_written: ins.1,
+        csv_import_file_bytes: bytes_100,
+        csv_import_rows: rows_100,
+        csv_import_rows_per_s: rows_100 as f64 / imp.seconds,
+        csv_import_mb_per_s: bytes_100 as f64 / 1e6 / imp.seconds,
+        csv_import_peak_rss_mb: imp.peak_rss_mb,
+    };
+    if json {
+        println!("{}", serde_json::to_string(&f)?);
+    } else {
+        print_table(&f);
+    }
+    Ok(())
+}
+
+/// Builds the 1M-cell base in memory, then (1) 100 single-cell edits inside C40001:L40010 and
+/// (2) one row inserted at row 11. Returns the full snapshot's bytes and (bytes, blobs) written
+/// by each incremental snapshot.
+async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64))> {
+    let store = MemStore::new();
+    let payloads = MemPayloads::new();
+    payloads.insert("1m.csv", std::fs::read(csv)?);
+    let p: &dyn PayloadSource = &payloads;
+    let mut entries = vec![import_entry(0, "1m.csv")];
+    let full = build_snapshot(
+        &store,
+        p,
+        BuildConfig::default(),
+        LOG,
+        1,
+        None,
+        entries.clone(),
+    )
+    .await?;
+    let full_bytes = store.stats().bytes;
+    for i in 0..100u32 {
+        let at = CellRef {
+            row: 40_000 + i / 10,
+            col: 2 + i % 10,
+        };
+        let cells = vec![CellEdit {
+            at,
+            value: Value::Text(format!("edited {i}")),
+            format: None,
+        }];
+        entries.push(LogEntry::event(
+            1 + u64::from(i),
+            Event::Set(SetCells { cells }),
+        ));
+    }
+    store.reset_stats();
+    build_snapshot(
+        &store,
+        p,
+        BuildConfig::default(),
+        LOG,
+        101,
+        Some(full.manifest.clone()),
+        entries[1..].to_vec(),
+    )
+    .await?;
+    let inc = store.stats();
+    let insert = LogEntry::event(
+        1,
+        Event::InsertRows(InsertRows {
+            at: RowNumber(10),
+            count: 1,
+            values: vec![vec![
+                Value::Text("Nails".into()),
+                Value::Number(0.01),
+                Value::Number(80.0),
+            ]],
+        }),
+    );
+    store.reset_stats();
+    build_snapshot(
+        &store,
+        p,
+        BuildConfig::default(),
+        LOG,
+        2,
+        Some(full.manifest),
+        [insert],
+    )
+    .await?;
+    let ins = store.stats();
+    Ok((full_bytes, (inc.bytes, inc.puts), (ins.bytes, ins.puts)))
+}
+
+fn print_table(f: &Figures) {
+    println!(
+        "snapshot engine (chunk target {} KiB raw)",
+        f.chunk_target_bytes / 1024
+    );
+    println!(
+        "  build from scratch, {:>10} cells: {:>12.0} cells/s, peak RSS {:>6.1} MB, {} chunks, {} bytes",
+        f.build_cells_1m,
+        f.build_cells_per_s_1m,
+        f.build_peak_rss_mb_1m,
+        f.build_chunks_1m,
+        f.build_stored_bytes_1m
+    );
+    println!(
+        "  build from scratch, {:>10} cells: {:>12.0} cells/s, peak RSS {:>6.1} MB, {} chunks, {} bytes",
+        f.build_cells_10m,
+        f.build_cells_per_s_10m,
+        f.build_peak_rss_mb_10m,
+        f.build_chunks_10m,
+        f.build_stored_bytes_10m
+    );
+    println!(
+        "  100 clustered edits on 1M cells:  {} bytes in {} blobs written, {:.2}% of a full snapshot ({} bytes)",
+        f.incremental_bytes_written,
+        f.incremental_blobs_written,
+        f.incremental_bytes_ratio * 100.0,
+        f.full_snapshot_bytes
+    );
+    println!(
+        "  insert one row at row 11:          {} bytes in {} blobs written",
+        f.insert_row_bytes_written, f.insert_row_blobs_written
+    );
+    println!(
+        "  CSV import, {} bytes, {} rows: {:.0} rows/s ({:.1} MB/s), peak RSS {:.1} MB",
+        f.csv_import_file_bytes,
+        f.csv_import_rows,
+        f.csv_import_rows_per_s,
+        f.csv_import_mb_per_s,
+        f.csv_import_peak_rss_mb
+    );
+}

@@ -1,0 +1,69 @@
+//! The API for black-box tests: by default the real router served over HTTP on a loopback port in
+//! this process, on a fresh emulator stack; with `SHEETLOG_API_URL` set, an already running
+//! deployment (the local stack, or a sandbox stack from `scripts/integ`).
+
+use std::sync::Arc;
+
+use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_core::config::LogConfig;
+use tokio::task::JoinHandle;
+
+use crate::stack::TestStack;
+
+pub const API_URL_VAR: &str = "SHEETLOG_API_URL";
+
+#[derive(Debug)]
+pub struct TestApi {
+    /// Base URL without a trailing slash.
+    pub base: String,
+    /// The stack behind the API when it runs in this process (lets tests reach past the API,
+    /// e.g. to complete a snapshot); `None` against an external deployment.
+    pub stack: Option<TestStack>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl TestApi {
+    /// The API under test with default settings.
+    pub async fn start(label: &str) -> anyhow::Result<Self> {
+        Self::start_with(label, ApiConfig::default()).await
+    }
+
+    /// In-process API with the given settings (ignored for an external deployment).
+    pub async fn start_with(label: &str, cfg: ApiConfig) -> anyhow::Result<Self> {
+        if let Ok(url) = std::env::var(API_URL_VAR) {
+            if !url.is_empty() {
+                return Ok(Self {
+                    base: url.trim_end_matches('/').to_owned(),
+                    stack: None,
+                    server: None,
+                });
+            }
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+        let app = sheetlog_api::router(Arc::new(state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            base,
+            stack: Some(stack),
+            server: Some(server),
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+}
+
+impl Drop for TestApi {
+    fn drop(&mut self) {
+        if let Some(s) = &self.server {
+            s.abort();
+        }
+    }
+}

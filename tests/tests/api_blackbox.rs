@@ -1,0 +1,757 @@
+//! Black-box tests of the HTTP API over real HTTP: every route's success path, every documented
+//! error, the three-step upload, and concurrent clients. They run against the router served in
+//! this process on a fresh emulator stack, or against a deployment named by `SHEETLOG_API_URL`
+//! (tests that must reach behind the API skip themselves there).
+
+use std::collections::BTreeSet;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use sheetlog_api::ApiConfig;
+use sheetlog_core::LogId;
+use sheetlog_tests::api::TestApi;
+
+async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
+    let r = c.post(api.url("/logs")).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let v: Value = r.json().await?;
+    assert_eq!(v["seq"], 0);
+    Ok(v["logId"].as_str().unwrap_or_default().to_owned())
+}
+
+async fn append(
+    c: &Client,
+    api: &TestApi,
+    log: &str,
+    entry: Value,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&entry)
+        .send()
+        .await?;
+    let status = r.status();
+    Ok((status, r.json().await?))
+}
+
+async fn next_seq(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<u64> {
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    v["nextSeq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no nextSeq in {v}"))
+}
+
+async fn all_entries(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let v: Value = c
+            .get(api.url(&format!("/logs/{log}/entries?from={from}&limit=1000")))
+            .send()
+            .await?
+            .json()
+            .await?;
+        out.extend(v["entries"].as_array().cloned().unwrap_or_default());
+        from = v["nextSeq"].as_u64().unwrap_or(from);
+        if v["complete"] == json!(true) {
+            return Ok(out);
+        }
+    }
+}
+
+fn assert_error(status: StatusCode, body: &Value, want_status: StatusCode, code: &str) {
+    assert_eq!(status, want_status, "body: {body}");
+    assert_eq!(body["error"]["code"], code, "body: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.len() > 10),
+        "a human message is expected: {body}"
+    );
+}
+
+#[tokio::test]
+async fn every_route_succeeds_and_entries_round_trip() -> anyhow::Result<()> {
+    let api = TestApi::start("routes").await?;
+    let c = Client::new();
+    let health = c.get(api.url("/health")).send().await?;
+    assert_eq!(health.status(), StatusCode::OK);
+    let doc: Value = c.get(api.url("/openapi.json")).send().await?.json().await?;
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
+    for path in [
+        "/logs",
+        "/logs/{logId}",
+        "/logs/{logId}/entries",
+        "/logs/{logId}/uploads",
+        "/logs/{logId}/uploads/{uploadId}/commit",
+        "/logs/{logId}/segments",
+        "/logs/{logId}/cells",
+    ] {
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+
+    let log = create_log(&c, &api).await?;
+    let written = vec![
+        json!({"type": "set", "body": {"cells": [
+            {"ref": "A1", "value": "Item"}, {"ref": "B1", "value": 0.25, "format": "0.00%"},
+            {"ref": "C1", "value": true}, {"ref": "D1", "value": null}, {"ref": "E1", "value": {"error": "#DIV/0!"}}]}}),
+        json!({"type": "insert-rows", "body": {"at": 1, "count": 1, "values": [["Nails", 0.01, 80]]}}),
+        json!({"type": "insert-columns", "body": {"at": "B", "count": 2}}),
+        json!({"type": "delete-columns", "body": {"at": "B", "count": 1}}),
+        json!({"type": "delete-rows", "body": {"at": 5, "count": 2}}),
+    ];
+    for (i, entry) in written.iter().enumerate() {
+        let (status, v) = append(&c, &api, &log, entry.clone()).await?;
+        assert_eq!(status, StatusCode::CREATED, "{v}");
+        assert_eq!(v["seq"], i as u64 + 1);
+        assert_eq!(v["nextSeq"], i as u64 + 2);
+        assert_eq!(
+            (v["segment"].as_u64(), v["entry"].as_u64()),
+            (Some(0), Some(i as u64 + 1))
+        );
+    }
+
+    let entries = all_entries(&c, &api, &log).await?;
+    assert_eq!(entries.len(), 6);
+    assert_eq!(entries[0]["type"], "snapshot");
+    for (got, want) in entries[1..].iter().zip(&written) {
+        assert_eq!(got["type"], want["type"]);
+        assert_eq!(
+            got["body"], want["body"],
+            "entries read back in the form they were written"
+        );
+        assert!(got["created"].as_str().is_some_and(|t| t.ends_with('Z')));
+    }
+
+    let cells: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:D2")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(cells["seq"], 6);
+    assert_eq!(
+        cells["values"],
+        json!([["Nails", null, 0.01, 80], ["Item", null, 0.25, true]])
+    );
+    let before: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:B1&at=2")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        before["values"],
+        json!([["Item", 0.25]]),
+        "at=2 is the state before the insert"
+    );
+
+    let loaded: Value = c
+        .get(api.url(&format!("/logs/{log}")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(loaded["logId"], log.as_str());
+    assert_eq!(loaded["snapshot"], json!({"seq": 0, "status": "complete"}));
+    assert_eq!(loaded["entries"].as_array().map(Vec::len), Some(5));
+    assert_eq!(
+        (loaded["nextSeq"].as_u64(), loaded["complete"].as_bool()),
+        (Some(6), Some(true))
+    );
+
+    let segs: Value = c
+        .get(api.url(&format!("/logs/{log}/segments")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(segs["segments"][0]["segment"], 0);
+    assert_eq!(segs["segments"][0]["baseSeq"], 0);
+    assert_eq!(segs["segments"][0]["lastSnapshotSeq"], 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> anyhow::Result<()> {
+    let api = TestApi::start("append-errors").await?;
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
+    )
+    .await?;
+    let before = next_seq(&c, &api, &log).await?;
+
+    let cases = [
+        (
+            json!({"type": "set", "body": {"cells": [{"ref": "B0", "value": 1}]}}),
+            "cells[0].ref",
+        ),
+        (
+            json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": [1]}]}}),
+            "cells[0].value",
+        ),
+        (json!({"type": "frobnicate", "body": {}}), "frobnicate"),
+        (
+            json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}, "extra": 1}),
+            "extra",
+        ),
+        (
+            json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1, "colour": "red"}]}}),
+            "colour",
+        ),
+        (
+            json!({"type": "insert-rows", "body": {"at": 2_000_000, "count": 1}}),
+            "at",
+        ),
+        (
+            json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "x".repeat(40_000)}]}}),
+            "32767",
+        ),
+        (
+            json!({"type": "import", "body": {"format": "csv"}}),
+            "upload",
+        ),
+        (json!({"type": "snapshot", "body": {}}), "snapshot"),
+    ];
+    for (entry, mention) in cases {
+        let (status, v) = append(&c, &api, &log, entry).await?;
+        assert_error(status, &v, StatusCode::BAD_REQUEST, "invalid-entry");
+        let msg = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(mention), "{msg:?} should mention {mention:?}");
+    }
+
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .body("{\"type\": \"set\",")
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::BAD_REQUEST,
+        "invalid-json",
+    );
+
+    let stale =
+        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 2}]}, "expectedSeq": 1});
+    let (status, v) = append(&c, &api, &log, stale).await?;
+    assert_error(status, &v, StatusCode::CONFLICT, "conflict");
+    assert_eq!(v["error"]["nextSeq"], before);
+
+    // A valid entry whose encoded body passes 1 MB: 40 cells of 30,000 characters.
+    let big: Vec<Value> = (1..=40)
+        .map(|i| json!({"ref": format!("A{i}"), "value": "y".repeat(30_000)}))
+        .collect();
+    let (status, v) = append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "set", "body": {"cells": big}}),
+    )
+    .await?;
+    assert_error(status, &v, StatusCode::PAYLOAD_TOO_LARGE, "entry-too-large");
+    assert_eq!(v["error"]["uploadPath"], "/logs/{logId}/uploads");
+
+    let huge = format!(
+        "{{\"type\":\"set\",\"body\":{{\"cells\":[{{\"ref\":\"A1\",\"value\":\"{}\"}}]}}}}",
+        "z".repeat(7 << 20)
+    );
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .body(huge)
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request-too-large",
+    );
+
+    let unknown = LogId::new_random();
+    let (status, v) = append(
+        &c,
+        &api,
+        &unknown.to_string(),
+        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
+    )
+    .await?;
+    assert_error(status, &v, StatusCode::NOT_FOUND, "log-not-found");
+    let (status, v) = append(
+        &c,
+        &api,
+        "not-a-uuid",
+        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
+    )
+    .await?;
+    assert_error(status, &v, StatusCode::BAD_REQUEST, "invalid-log-id");
+
+    assert_eq!(
+        next_seq(&c, &api, &log).await?,
+        before,
+        "no rejected request changed the log"
+    );
+    let ok = json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 2}]}, "expectedSeq": before});
+    let (status, v) = append(&c, &api, &log, ok).await?;
+    assert_eq!(
+        (status, v["seq"].as_u64()),
+        (StatusCode::CREATED, Some(before))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_100_kb_set_body_round_trips_inline() -> anyhow::Result<()> {
+    let api = TestApi::start("big-set").await?;
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    let cells: Vec<Value> = (1..=4)
+        .map(|i| json!({"ref": format!("B{i}"), "value": format!("{i}{}", "q".repeat(25_599))}))
+        .collect();
+    let body = json!({"cells": cells});
+    let (status, v) = append(&c, &api, &log, json!({"type": "set", "body": body.clone()})).await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let entries = all_entries(&c, &api, &log).await?;
+    assert_eq!(entries[1]["body"], body);
+    assert!(
+        entries[1].get("payloadUrl").is_none(),
+        "a server-offloaded body comes back inline"
+    );
+    Ok(())
+}
+
+/// Runs the upload flow's first two steps; returns the upload id.
+async fn upload(
+    c: &Client,
+    api: &TestApi,
+    log: &str,
+    request: Value,
+    file: &[u8],
+) -> anyhow::Result<String> {
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&request)
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let u: Value = r.json().await?;
+    assert_eq!(u["method"], "PUT");
+    assert!(u["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')));
+    let mut put = c
+        .put(u["url"].as_str().unwrap_or_default())
+        .body(file.to_vec());
+    for (k, v) in u["headers"].as_object().cloned().unwrap_or_default() {
+        put = put.header(k, v.as_str().unwrap_or_default());
+    }
+    assert!(put.send().await?.status().is_success());
+    Ok(u["uploadId"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test]
+async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<()> {
+    let api = TestApi::start("upload").await?;
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    let csv = b"name,price,qty\nNails,0.01,80\nScrews,0.02,15\n";
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "import"}))
+        .send()
+        .await?;
+    let u: Value = r.json().await?;
+    assert_eq!(
+        u["headers"]["x-amz-tagging"], "sheetlog-auto-delete=true",
+        "the object is born discardable"
+    );
+    let id = upload(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import", "contentType": "text/csv"}),
+        csv,
+    )
+    .await?;
+
+    let commit = api.url(&format!("/logs/{log}/uploads/{id}/commit"));
+    let r = c
+        .post(&commit)
+        .json(&json!({"expectedSeq": 1}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let first: Value = r.json().await?;
+    assert_eq!(first["seq"], 1);
+    let r = c.post(&commit).send().await?;
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "a second commit is acknowledged, not repeated"
+    );
+    let second: Value = r.json().await?;
+    assert_eq!(second["seq"], first["seq"]);
+    assert_eq!(
+        next_seq(&c, &api, &log).await?,
+        2,
+        "only one entry was written"
+    );
+
+    let entries = all_entries(&c, &api, &log).await?;
+    assert_eq!(entries[1]["type"], "import");
+    assert_eq!(entries[1]["body"], json!({"format": "csv"}));
+    let url = entries[1]["payloadUrl"].as_str().unwrap_or_default();
+    let served = c.get(url).send().await?.bytes().await?;
+    assert_eq!(served.as_ref(), csv, "payloadUrl serves the uploaded bytes");
+
+    let cells: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:C3")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        cells["values"],
+        json!([
+            ["name", "price", "qty"],
+            ["Nails", 0.01, 80],
+            ["Screws", 0.02, 15]
+        ])
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
+    let api = TestApi::start("upload-errors").await?;
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    let other = create_log(&c, &api).await?;
+
+    // Commit before the file was PUT.
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "import"}))
+        .send()
+        .await?;
+    let u: Value = r.json().await?;
+    let id = u["uploadId"].as_str().unwrap_or_default();
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::CONFLICT,
+        "upload-missing",
+    );
+
+    // Another log's upload cannot be committed here.
+    let theirs = upload(&c, &api, &other, json!({"type": "import"}), b"a,b\n1,2\n").await?;
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{theirs}/commit")))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::CONFLICT,
+        "upload-missing",
+    );
+
+    // A file that does not parse as what it claims to be.
+    let bad = upload(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import", "body": {"format": "xlsx"}}),
+        b"this is not a zip",
+    )
+    .await?;
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{bad}/commit")))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-payload",
+    );
+
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/nonsense/commit")))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::NOT_FOUND,
+        "upload-not-found",
+    );
+
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "set"}))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::BAD_REQUEST,
+        "invalid-entry",
+    );
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "import", "size": 3}))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::BAD_REQUEST,
+        "invalid-entry",
+    );
+
+    assert_eq!(
+        next_seq(&c, &api, &log).await?,
+        1,
+        "nothing was written to the log"
+    );
+    assert_eq!(next_seq(&c, &api, &other).await?, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn entry_reads_page_and_reject_bad_ranges() -> anyhow::Result<()> {
+    let api = TestApi::start("paging").await?;
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    for i in 1..=120 {
+        let (status, _) = append(
+            &c,
+            &api,
+            &log,
+            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}}),
+        )
+        .await?;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/entries")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        v["entries"].as_array().map(Vec::len),
+        Some(100),
+        "default page size"
+    );
+    assert_eq!(
+        (v["nextSeq"].as_u64(), v["complete"].as_bool()),
+        (Some(100), Some(false))
+    );
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/entries?from=100&limit=1000")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(v["complete"], true);
+    let end = v["nextSeq"].as_u64().unwrap_or(0);
+    assert!(
+        end > 120,
+        "120 appends plus the Snapshot entry the trigger added"
+    );
+    let kinds: Vec<&str> = all_entries(&c, &api, &log)
+        .await?
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .map(|s| if s == "snapshot" { "s" } else { "e" })
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "s").count(),
+        2,
+        "entry 0 and one triggered after 100 entries"
+    );
+
+    for (query, code) in [
+        ("from=-1", "invalid-query"),
+        ("from=abc", "invalid-query"),
+        ("limit=0", "invalid-query"),
+        ("limit=1001", "invalid-query"),
+        ("frm=1", "invalid-query"),
+    ] {
+        let r = c
+            .get(api.url(&format!("/logs/{log}/entries?{query}")))
+            .send()
+            .await?;
+        let status = r.status();
+        assert_error(status, &r.json().await?, StatusCode::BAD_REQUEST, code);
+    }
+    let r = c
+        .get(api.url(&format!("/logs/{log}/entries?from={}", end + 5)))
+        .send()
+        .await?;
+    let status = r.status();
+    let v: Value = r.json().await?;
+    assert_error(
+        status,
+        &v,
+        StatusCode::RANGE_NOT_SATISFIABLE,
+        "out-of-range",
+    );
+    assert_eq!(v["error"]["nextSeq"], end);
+    let r = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:ZZZZ9")))
+        .send()
+        .await?;
+    let status = r.status();
+    assert_error(
+        status,
+        &r.json().await?,
+        StatusCode::BAD_REQUEST,
+        "invalid-query",
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn readers_behind_the_retained_segments_get_410() -> anyhow::Result<()> {
+    let api = TestApi::start("truncated").await?;
+    let Some(stack) = &api.stack else {
+        return Ok(());
+    }; // needs to complete snapshots directly
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    let id: LogId = log.parse()?;
+    let core = stack.log()?;
+    core.start_segment(id).await?;
+    core.complete_snapshot(id, 1, 0, "root-1").await?;
+    core.start_segment(id).await?;
+    let r = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0")))
+        .send()
+        .await?;
+    let status = r.status();
+    let v: Value = r.json().await?;
+    assert_error(status, &v, StatusCode::GONE, "truncated");
+    assert_eq!(v["error"]["firstSeq"], 2);
+    Ok(())
+}
+
+#[tokio::test]
+async fn snapshot_trigger_starts_a_new_segment_once_the_snapshot_is_complete() -> anyhow::Result<()>
+{
+    let cfg = ApiConfig {
+        snapshot_interval: 4,
+        segment_max_entries: 8,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with("trigger", cfg).await?;
+    if api.stack.is_none() {
+        return Ok(()); // the deployment's interval is not ours to set
+    }
+    let c = Client::new();
+    let log = create_log(&c, &api).await?;
+    let mut last = json!(null);
+    for i in 1..=12 {
+        let (status, v) = append(
+            &c,
+            &api,
+            &log,
+            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}}),
+        )
+        .await?;
+        assert_eq!(status, StatusCode::CREATED);
+        last = v;
+    }
+    let segs: Value = c
+        .get(api.url(&format!("/logs/{log}/segments")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        segs["segments"].as_array().map(Vec::len),
+        Some(2),
+        "segment 0 was complete, so it rolled: {segs}"
+    );
+    let entries = all_entries(&c, &api, &log).await?;
+    let seqs: Vec<u64> = entries.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+    assert!(entries.iter().any(|e| e["type"] == "end-segment"));
+    assert_eq!(
+        last["nextSeq"].as_u64(),
+        Some(seqs.len() as u64),
+        "nextSeq counts the server's own entries"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<()> {
+    let api = TestApi::start("http-concurrent").await?;
+    let log = create_log(&Client::new(), &api).await?;
+    let mut tasks = Vec::new();
+    for client in 0..8 {
+        let url = api.url(&format!("/logs/{log}/entries"));
+        tasks.push(tokio::spawn(async move {
+            let c = Client::new();
+            let mut seqs = Vec::new();
+            for i in 0..50 {
+                let entry = json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", client * 50 + i + 1), "value": client}]}});
+                let r = c.post(&url).json(&entry).send().await?;
+                anyhow::ensure!(r.status() == StatusCode::CREATED, "append failed: {}", r.status());
+                let v: Value = r.json().await?;
+                seqs.push(v["seq"].as_u64().unwrap_or(u64::MAX));
+            }
+            Ok(seqs)
+        }));
+    }
+    let mut acked = BTreeSet::new();
+    for t in tasks {
+        for s in t.await?? {
+            assert!(acked.insert(s), "sequence {s} acknowledged twice");
+        }
+    }
+    assert_eq!(acked.len(), 400);
+    let entries = all_entries(&Client::new(), &api, &log).await?;
+    let seqs: Vec<u64> = entries.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(
+        seqs,
+        (0..seqs.len() as u64).collect::<Vec<_>>(),
+        "contiguous from 0"
+    );
+    let set_seqs: BTreeSet<u64> = entries
+        .iter()
+        .filter(|e| e["type"] == "set")
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    assert_eq!(
+        set_seqs, acked,
+        "exactly the acknowledged appends are in the log"
+    );
+    Ok(())
+}

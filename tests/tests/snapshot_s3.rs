@@ -1,0 +1,159 @@
+//! The snapshot engine through the S3 adapters on the emulator: build, incremental build, resume,
+//! read back, payloads streamed from S3, missing objects.
+
+use bytes::Bytes;
+use sheetlog_core::sheet::sample::write_sample_csv;
+use sheetlog_core::sheet::{
+    CellEdit, CellRef, Entry, Event, Import, ImportFormat, SetCells, Value,
+};
+use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
+use sheetlog_core::snapshot::{
+    BlobStore, BuildConfig, LogEntry, SnapshotBuilder, build_snapshot, chunk_key, load_manifest,
+    manifest_key, materialize, read_range,
+};
+use sheetlog_tests::emulator::{Emulator, unique_prefix};
+use uuid::Uuid;
+
+async fn bucket(emu: &Emulator) -> anyhow::Result<(aws_sdk_s3::Client, String)> {
+    let s3 = emu.s3().await;
+    let name = unique_prefix("snapshots");
+    s3.create_bucket().bucket(&name).send().await?;
+    Ok((s3, name))
+}
+
+#[tokio::test]
+async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
+    let emu = Emulator::start()?;
+    let (s3, name) = bucket(&emu).await?;
+    let store = S3Store::new(s3.clone(), &name);
+    let payloads = S3Payloads::new(s3.clone(), &name);
+    let log = Uuid::new_v4();
+
+    // The import file is an uploaded payload in the same bucket.
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 3_000)?;
+    let payload_key = format!("payloads/{log}/{}", Uuid::new_v4());
+    s3.put_object()
+        .bucket(&name)
+        .key(&payload_key)
+        .body(csv.into())
+        .send()
+        .await?;
+    let mut entries = vec![
+        LogEntry {
+            seq: 0,
+            entry: Entry::Snapshot,
+            payload: None,
+        },
+        LogEntry {
+            seq: 1,
+            entry: Entry::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some(payload_key),
+        },
+    ];
+    // A small chunk target so 30,000 cells make many chunks.
+    let config = BuildConfig {
+        chunk_target: 16 * 1024,
+    };
+    let mut checkpoints = Vec::new();
+    let first = SnapshotBuilder::new(&store, &payloads, config, log, 2, None, entries.clone())?
+        .run(|c| checkpoints.push(c))
+        .await?;
+    assert_eq!(first.manifest.cells, 30_000);
+    assert!(
+        first.manifest.chunks.len() > 5,
+        "{} chunks",
+        first.manifest.chunks.len()
+    );
+    assert_eq!(first.manifest_key, manifest_key(log, 2));
+
+    // Everything the manifest names is in the bucket, and reads back identically.
+    let loaded = load_manifest(&store, log, 2)
+        .await?
+        .expect("manifest in S3");
+    assert_eq!(loaded, first.manifest);
+    for c in &loaded.chunks {
+        assert!(store.exists(&chunk_key(log, &c.hash)).await?);
+    }
+    let sheet = materialize(&store, &loaded).await?;
+    assert_eq!(sheet.cell_count(), 30_000);
+
+    // Resuming from a checkpoint in the middle gives the same manifest.
+    let cp = &checkpoints[checkpoints.len() / 2];
+    let resumed =
+        SnapshotBuilder::resume(&store, &payloads, config, log, 2, None, entries.clone(), cp)?
+            .run(|_| {})
+            .await?;
+    assert_eq!(resumed.manifest, first.manifest);
+
+    // An incremental snapshot after one edit shares every chunk but one.
+    entries.push(LogEntry::event(
+        2,
+        Event::Set(SetCells {
+            cells: vec![CellEdit {
+                at: CellRef { row: 1500, col: 1 },
+                value: Value::Text("edited".into()),
+                format: None,
+            }],
+        }),
+    ));
+    let next = build_snapshot(
+        &store,
+        &payloads,
+        config,
+        log,
+        3,
+        Some(loaded.clone()),
+        entries[2..].to_vec(),
+    )
+    .await?;
+    assert_eq!(next.stats.chunks_written, 1);
+    let shared = next
+        .manifest
+        .chunks
+        .iter()
+        .filter(|c| loaded.chunks.contains(c))
+        .count();
+    assert_eq!(shared, loaded.chunks.len() - 1);
+    let (values, stats) = read_range(
+        &store,
+        &payloads,
+        log,
+        Some(&next.manifest),
+        &[],
+        "A1501:B1501".parse()?,
+    )
+    .await?;
+    assert_eq!(values[0][1], Value::Text("edited".into()));
+    assert_eq!(stats.chunks_loaded, 1);
+
+    // Missing objects are `None` / `false`, not errors.
+    assert_eq!(store.get(&chunk_key(log, "00")).await?, None);
+    assert!(!store.exists("snapshots/nothing-here").await?);
+    assert_eq!(load_manifest(&store, log, 99).await?, None);
+    store
+        .put("snapshots/probe", Bytes::from_static(b"x"))
+        .await?;
+    assert_eq!(
+        store.get("snapshots/probe").await?,
+        Some(Bytes::from_static(b"x"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_bucket_is_an_error_naming_the_key() -> anyhow::Result<()> {
+    let emu = Emulator::start()?;
+    let store = S3Store::new(emu.s3().await, unique_prefix("no-such-bucket"));
+    let err = store
+        .put("snapshots/x", Bytes::from_static(b"x"))
+        .await
+        .expect_err("no bucket");
+    assert!(err.to_string().contains("snapshots/x"), "{err}");
+    let payloads = S3Payloads::new(emu.s3().await, unique_prefix("no-such-bucket"));
+    use sheetlog_core::snapshot::PayloadSource;
+    assert!(payloads.open("payloads/x").await.is_err());
+    Ok(())
+}
