@@ -235,7 +235,7 @@ impl PipelineStack {
         .await?;
         anyhow::ensure!(built.manifest_key == root, "manifest key differs");
         anyhow::ensure!(
-            Bytes::from(built.manifest.to_bytes()) == bytes,
+            built.manifest.to_bytes() == bytes,
             "manifest bytes differ from a from-scratch build"
         );
         for (key, blob) in reference.snapshot() {

@@ -52,15 +52,12 @@ pub struct SnapshotInput {
 /// Where the snapshot of one Snapshot entry stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Located {
-    Ready(SnapshotInput),
+    /// Boxed: the input holds whole entries, the other variants a few integers.
+    Ready(Box<SnapshotInput>),
     /// The segment's Last Snapshot is at or past the entry: already complete.
     AlreadyComplete,
     /// An earlier Snapshot entry (at `seq`) is not complete yet; this one must wait.
-    EarlierUnprocessed {
-        segment: u64,
-        entry: u64,
-        seq: u64,
-    },
+    EarlierUnprocessed { segment: u64, entry: u64, seq: u64 },
     /// There is no such entry, or it is not a Snapshot entry: the job is bogus.
     NotASnapshot,
 }
@@ -175,11 +172,11 @@ pub async fn locate<S: LogStore, P: PayloadStore>(
         got,
     })?;
     let base = entries[0].clone();
-    Ok(Located::Ready(SnapshotInput {
+    Ok(Located::Ready(Box::new(SnapshotInput {
         target,
         base,
         entries,
-    }))
+    })))
 }
 
 /// The previous completed snapshot's position: this segment's Last Snapshot when it is before

@@ -200,13 +200,12 @@ impl Reprocessor {
                     match self.payloads.has_auto_delete_tag(key).await? {
                         Some(true) => {
                             report.payloads_untagged += 1;
-                            if !opts.dry_run {
-                                if self.payloads.remove_auto_delete_tag(key).await?
+                            if !opts.dry_run
+                                && self.payloads.remove_auto_delete_tag(key).await?
                                     == Untagged::Missing
-                                {
-                                    report.payloads_untagged -= 1;
-                                    report.payloads_missing += 1;
-                                }
+                            {
+                                report.payloads_untagged -= 1;
+                                report.payloads_missing += 1;
                             }
                         }
                         Some(false) => report.payloads_already_committed += 1,

@@ -89,21 +89,19 @@ impl QueueDriver {
             result: Ok(sheetlog_snapshot_worker::Outcome::Duplicate),
             keep: true,
         });
-        if !result.keep {
-            if let Some(r) = receipt {
-                if let Err(e) = self
-                    .sqs
-                    .delete_message()
-                    .queue_url(&self.url)
-                    .receipt_handle(r)
-                    .send()
-                    .await
-                {
-                    // The message comes back after its visibility timeout; the worker treats
-                    // the repeat as a duplicate.
-                    warn!(error = %e, "deleting a handled message failed");
-                }
-            }
+        if !result.keep
+            && let Some(r) = receipt
+            && let Err(e) = self
+                .sqs
+                .delete_message()
+                .queue_url(&self.url)
+                .receipt_handle(r)
+                .send()
+                .await
+        {
+            // The message comes back after its visibility timeout; the worker treats
+            // the repeat as a duplicate.
+            warn!(error = %e, "deleting a handled message failed");
         }
         result
     }

@@ -101,10 +101,10 @@ impl StreamDriver {
                 return Ok(());
             };
             for shard in desc.shards() {
-                if let Some(id) = shard.shard_id() {
-                    if !self.closed.iter().any(|c| c == id) {
-                        self.shards.entry(id.to_owned()).or_insert(None);
-                    }
+                if let Some(id) = shard.shard_id()
+                    && !self.closed.iter().any(|c| c == id)
+                {
+                    self.shards.entry(id.to_owned()).or_insert(None);
                 }
             }
             match desc.last_evaluated_shard_id {

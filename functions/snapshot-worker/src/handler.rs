@@ -162,10 +162,10 @@ impl Handler {
             Ok(()) => false,
             Err(e) => {
                 warn!(log = %job.log_id, error = %e, "re-sending the job failed; keeping the message instead");
-                if let Some(r) = receipt {
-                    if let Err(e) = self.queue.change_visibility(r, delay).await {
-                        warn!(error = %e, "changing visibility failed; the queue's timeout applies");
-                    }
+                if let Some(r) = receipt
+                    && let Err(e) = self.queue.change_visibility(r, delay).await
+                {
+                    warn!(error = %e, "changing visibility failed; the queue's timeout applies");
                 }
                 true
             }
@@ -176,10 +176,10 @@ impl Handler {
     async fn retry_later(&self, receipt: Option<&str>, receives: u32) {
         let cfg = self.worker.config();
         let wait = (cfg.error_retry * receives.max(1)).min(cfg.defer_max);
-        if let Some(r) = receipt {
-            if let Err(e) = self.queue.change_visibility(r, wait).await {
-                warn!(error = %e, "changing visibility failed; the queue's timeout applies");
-            }
+        if let Some(r) = receipt
+            && let Err(e) = self.queue.change_visibility(r, wait).await
+        {
+            warn!(error = %e, "changing visibility failed; the queue's timeout applies");
         }
     }
 }
