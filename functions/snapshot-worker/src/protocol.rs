@@ -464,25 +464,81 @@ impl Worker {
         }
     }
 
-    /// The wait before deferred job `n` (0-based) looks again: exponential from `defer_min` to
-    /// `defer_max`, then "equal jitter" (half fixed, half random) so a crowd of jobs waiting on
-    /// one snapshot spreads out but none comes back immediately.
-    pub fn backoff(&self, deferrals: u32) -> Duration {
-        let cap = ExponentialBuilder::default()
-            .with_min_delay(self.cfg.defer_min)
-            .with_max_delay(self.cfg.defer_max)
-            .with_factor(2.0)
-            .without_max_times()
-            .build()
-            .nth(deferrals.min(64) as usize)
-            .unwrap_or(self.cfg.defer_max);
-        let half = cap / 2;
-        let micros = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
-        half + Duration::from_micros(rand::rng().random_range(0..=micros))
+    fn backoff(&self, deferrals: u32) -> Duration {
+        deferral_delay(&self.cfg, deferrals)
     }
 
     fn jitter(&self) -> Duration {
         let max = u64::try_from(self.cfg.defer_min.as_millis()).unwrap_or(1000);
         Duration::from_millis(rand::rng().random_range(0..=max))
+    }
+}
+
+/// The wait before a job deferred `deferrals` times looks again: exponential from `defer_min`
+/// to `defer_max`, then "equal jitter" (half fixed, half random) so a crowd of jobs waiting on
+/// one snapshot spreads out but none comes straight back.
+pub fn deferral_delay(cfg: &WorkerConfig, deferrals: u32) -> Duration {
+    let cap = ExponentialBuilder::default()
+        .with_min_delay(cfg.defer_min)
+        .with_max_delay(cfg.defer_max)
+        .with_factor(2.0)
+        .without_max_times()
+        .build()
+        .nth(deferrals.min(64) as usize)
+        .unwrap_or(cfg.defer_max);
+    let half = cap / 2;
+    let micros = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+    half + Duration::from_micros(rand::rng().random_range(0..=micros))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deferrals_back_off_exponentially_with_half_jitter_up_to_the_cap() {
+        let cfg = WorkerConfig::default(); // 5 s doubling to 300 s
+        for (n, cap) in [
+            (0u32, 5u64),
+            (1, 10),
+            (2, 20),
+            (5, 160),
+            (6, 300),
+            (40, 300),
+        ] {
+            for _ in 0..50 {
+                let d = deferral_delay(&cfg, n);
+                let cap = Duration::from_secs(cap);
+                assert!(
+                    d >= cap / 2 && d <= cap,
+                    "deferral {n}: {d:?} outside [{:?}, {cap:?}]",
+                    cap / 2
+                );
+            }
+        }
+        // Jittered: not every draw is the same.
+        let draws: std::collections::BTreeSet<_> =
+            (0..50).map(|_| deferral_delay(&cfg, 3)).collect();
+        assert!(draws.len() > 1);
+    }
+
+    #[test]
+    fn deferral_waits_fit_in_an_sqs_delivery_delay() {
+        let cfg = WorkerConfig::default();
+        assert!(deferral_delay(&cfg, u32::MAX) <= sheetlog_core::aws::queues::MAX_DELAY);
+    }
+
+    #[test]
+    fn only_waits_and_hand_offs_send_the_job_round_again() {
+        assert!(Outcome::Duplicate.is_final());
+        assert!(Outcome::AlreadyComplete.is_final());
+        assert!(!Outcome::HandedOff { checkpoints: 1 }.is_final());
+        assert!(
+            !Outcome::Deferred {
+                delay: Duration::ZERO,
+                reason: DeferReason::HeldElsewhere
+            }
+            .is_final()
+        );
     }
 }
