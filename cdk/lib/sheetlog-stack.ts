@@ -78,9 +78,9 @@ export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/' } as co
  *   redeliver a job while an invocation may still be working on it, so the queue's visibility
  *   timeout is six times the worker's timeout, as AWS recommends for SQS event sources (it leaves
  *   room for the poller's own retries when the function is throttled);
- * - the worker defers a job by changing its visibility, and every deferral is a receive, so the
- *   redrive threshold counts deferrals, not failures: 100 allows hours of legitimate waiting
- *   behind an earlier snapshot while still parking a poison job;
+ * - the worker defers (and hands off) a job by sending a fresh copy with a delivery delay, so
+ *   waiting does not count towards the redrive threshold: only failed invocations (errors, crashes,
+ *   timeouts) do, and 100 of those, each followed by a growing retry delay, park a poison job;
  * - stream records live 24 hours; a record that keeps failing is sent to the failure queue after
  *   12, well before DynamoDB trims it.
  */
@@ -381,8 +381,8 @@ export class SheetlogStack extends Stack {
     const fiveMinutes = Duration.minutes(5);
 
     for (const [id, queue, what] of [
-      ['SnapshotDeadLetterQueueDepthAlarm', this.snapshotDeadLetterQueue, 'Snapshot jobs gave up; see docs/deploy.md (alarms)'],
-      ['StreamRouterFailureQueueDepthAlarm', this.streamRouterFailureQueue, 'Entry-stream batches failed; see docs/deploy.md (alarms)'],
+      ['SnapshotDeadLetterQueueDepthAlarm', this.snapshotDeadLetterQueue, 'Snapshot jobs gave up; see docs/operations.md'],
+      ['StreamRouterFailureQueueDepthAlarm', this.streamRouterFailureQueue, 'Entry-stream batches failed; see docs/operations.md'],
     ] as const) {
       alarm(id, what, queue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: 'Maximum' }), 1);
     }

@@ -300,6 +300,7 @@ describe('functions', () => {
         'sqs:GetQueueAttributes',
         'sqs:GetQueueUrl',
         'sqs:ReceiveMessage',
+        'sqs:SendMessage',
       ],
     });
   });

@@ -73,7 +73,7 @@ export interface PrefixGrant {
   readonly access: ObjectAccess[];
 }
 
-/** `send`: producers. `consume`: a consumer that also extends visibility and deletes by itself. */
+/** `send`: producers. `consume`: a consumer that also re-sends, changes visibility and deletes by itself. */
 export type QueueAccess = 'send' | 'consume';
 
 export interface SheetlogFunctionProps {
@@ -194,9 +194,12 @@ export class SheetlogFunction extends Construct {
     if (access === 'send') {
       queue.grantSendMessages(this.function);
     } else {
-      // Receiving is granted by the event-source mapping; the worker itself defers a job
-      // (ChangeMessageVisibility) and finishes a duplicate (DeleteMessage).
+      // Receiving is granted by the event-source mapping. The worker defers or hands off a job
+      // by sending a fresh copy with a delivery delay (SendMessage), so waiting never counts
+      // towards the redrive threshold; it falls back to ChangeMessageVisibility when the send
+      // fails, and may delete a finished message itself (DeleteMessage).
       queue.grant(this.function, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
+      queue.grantSendMessages(this.function);
     }
     return this;
   }
