@@ -597,6 +597,57 @@ async fn deferrals_never_push_a_live_job_into_the_dead_letter_queue() -> anyhow:
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_that_keeps_failing_ends_in_the_dead_letter_queue() -> anyhow::Result<()> {
+    let settings = QueueSettings {
+        max_receive_count: 3,
+        ..QueueSettings::default()
+    };
+    let px = PipelineStack::with_queue_settings("pipeline-poison", settings).await?;
+    let pipeline = px.pipeline(
+        LocalPipelineConfig::default(),
+        px.worker(test_worker_config())?,
+    )?;
+    let log = px.log.create().await?.log;
+    append(&px, log, rows_event(1, 10, "a")?).await?;
+    // The log core stores any body; this one is not a spreadsheet event the worker can decode.
+    append(
+        &px,
+        log,
+        NewEntry::new(EntryType(16), 1, Bytes::from_static(&[0xff, 0xff, 0xff])),
+    )
+    .await?;
+    let snap = append(&px, log, snapshot_entry()).await?;
+    px.job_queue().send(&snap.job, Duration::ZERO).await?;
+    let mut failures = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while px.queue_depth(&px.queues.dead_letter_queue).await?.0 == 0 {
+        ensure!(
+            Instant::now() < deadline,
+            "the failing job never reached the DLQ"
+        );
+        for r in pipeline.queue.poll_once().await? {
+            ensure!(r.keep && r.result.is_err(), "{:?}", r.result);
+            failures += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(
+        failures == 3,
+        "{failures} failed invocations before the DLQ"
+    );
+    // Each failure released the item, so every retry took it straight over (no deferral that
+    // would have reset the receive count).
+    let item = px
+        .pending
+        .get(PendingKey::new(log, snap.job.segment, snap.job.entry))
+        .await?
+        .context("pending item")?;
+    ensure!(!item.active && item.retries == 2, "{item:?}");
+    ensure!(completion(&px, snap.job).await?.0.is_none());
+    Ok(())
+}
+
 /// Router effects that fail to commit one key a given number of times, recording every call.
 #[derive(Debug)]
 struct Flaky {

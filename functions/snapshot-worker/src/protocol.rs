@@ -265,7 +265,24 @@ impl Worker {
                 }
             }
         };
-        Box::pin(self.work(job, held, handoff_at)).await
+        let key = held.key;
+        let mut increment = held.increment;
+        let result = Box::pin(self.work(job, held, handoff_at, &mut increment)).await;
+        if let Err(e) = &result
+            && !matches!(e, WorkerError::Stopped(_))
+        {
+            // Let the retry claim the item at once. Left active, the retry would find it fresh
+            // and defer (a fresh message), which would reset the receive count and keep a job
+            // that fails every time out of the dead-letter queue. A crash cannot do this; its
+            // retry comes after the queue's visibility timeout, long after the item went stale.
+            match self.pending.release(key, increment, now_secs()).await {
+                Ok(_) => {}
+                Err(release) => {
+                    warn!(log = %job.log_id, error = %release, "releasing the pending item after an error failed")
+                }
+            }
+        }
+        result
     }
 
     /// Steps 4–6, holding the pending item `held`.
@@ -274,6 +291,7 @@ impl Worker {
         job: &SnapshotJob,
         held: PendingSnapshot,
         handoff_at: Instant,
+        increment: &mut u64,
     ) -> Result<Outcome, WorkerError> {
         let key = held.key;
         let input = match locate(&self.log, job.log_id, job.segment, job.entry).await? {
@@ -364,10 +382,9 @@ impl Worker {
             )?,
         };
 
-        let mut increment = held.increment;
         let mut written = 0u32;
         let result = loop {
-            let Some(progress) = self.step_alive(&mut builder, key, &mut increment).await? else {
+            let Some(progress) = self.step_alive(&mut builder, key, increment).await? else {
                 return Ok(Outcome::Duplicate);
             };
             match progress {
@@ -375,22 +392,22 @@ impl Worker {
                     let state = serde_json::to_string(&c).map_err(WorkerError::Checkpoint)?;
                     let write = if state.len() > MAX_STATE_BYTES {
                         warn!(log = %job.log_id, bytes = state.len(), "checkpoint too large to store");
-                        self.pending.heartbeat(key, increment, now_secs()).await?
+                        self.pending.heartbeat(key, *increment, now_secs()).await?
                     } else {
                         self.pending
-                            .checkpoint(key, increment, &state, now_secs())
+                            .checkpoint(key, *increment, &state, now_secs())
                             .await?
                     };
                     match write {
                         // Another invocation took the item over: it carries on, we stop.
                         Guarded::Lost => return Ok(Outcome::Duplicate),
-                        Guarded::Done(p) => increment = p.increment,
+                        Guarded::Done(p) => *increment = p.increment,
                     }
                     written += 1;
                     self.step(Step::Checkpoint(written)).await?;
                     if Instant::now() >= handoff_at {
                         return Ok(
-                            match self.pending.release(key, increment, now_secs()).await? {
+                            match self.pending.release(key, *increment, now_secs()).await? {
                                 Guarded::Lost => Outcome::Duplicate,
                                 Guarded::Done(_) => Outcome::HandedOff {
                                     checkpoints: written,
