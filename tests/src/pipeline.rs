@@ -167,6 +167,9 @@ impl PipelineStack {
 
     /// Entries `0..seq` of a log, bodies resolved.
     pub async fn entries_before(&self, log: LogId, seq: u64) -> anyhow::Result<Vec<Entry>> {
+        if seq == 0 {
+            return Ok(Vec::new());
+        }
         let start = SegmentHint {
             segment: 0,
             base_seq: 0,

@@ -18,7 +18,11 @@ use sheetlog_core::domain::{EntryType, LogId, NewEntry, SnapshotJob};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::AppendOptions;
 use sheetlog_core::ports::PayloadStore;
+use sheetlog_core::sheet::Range;
 use sheetlog_core::sheet::sample::write_sample_csv;
+use sheetlog_core::snapshot::read_range;
+use sheetlog_core::snapshot::s3::S3Payloads;
+use sheetlog_core::snapshot_input::{InputError, as_of, base_manifest, log_entries};
 use sheetlog_maintenance::{ReprocessOptions, Reprocessor};
 use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, StreamDriver};
 use sheetlog_snapshot_worker::{DeferReason, Outcome, Step, StepHook, Worker, WorkerError};
@@ -448,6 +452,76 @@ async fn snapshots_delivered_in_the_wrong_order_complete_in_log_order() -> anyho
     let root1 = assert_complete(&px, first).await?;
     let root2 = assert_complete(&px, second).await?;
     px.assert_no_orphans(log, &[&root1, &root2]).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_as_of_any_sequence_start_from_the_newest_completed_snapshot() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-asof").await?;
+    let worker = px.worker(test_worker_config())?;
+    let (log, first, second) = two_snapshot_log(&px).await?;
+    let tail = append(
+        &px,
+        log,
+        event(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "tail"}]}}))?,
+    )
+    .await?;
+    let end = tail.seq + 1;
+    let range: Range = "A1:E90".parse()?;
+    let imports = S3Payloads::new(px.stack.s3.clone(), &px.stack.resources.bucket);
+    let check = |at: u64, want_base: u64| {
+        let (px, imports) = (&px, &imports);
+        async move {
+            let a = as_of(&px.log, log, at).await?;
+            ensure!(
+                a.base.seq == want_base,
+                "as of {at}: base {} not {want_base}",
+                a.base.seq
+            );
+            ensure!(a.entries.len() as u64 == at - want_base);
+            let manifest = base_manifest(&px.blobs, log, &a.base).await?;
+            let (values, _) = read_range(
+                &px.blobs,
+                imports,
+                *log.as_uuid(),
+                manifest.as_ref(),
+                &log_entries(&a.entries)?,
+                range,
+            )
+            .await?;
+            ensure!(
+                values == px.replay(log, at).await?.read_range(range),
+                "values as of {at}"
+            );
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    // Only the log's first snapshot is complete: everything reads from sequence 0.
+    for at in [0, 1, first.seq, second.seq, end] {
+        check(at, 0).await?;
+    }
+    drive(&worker, first.job).await?;
+    for (at, base) in [
+        (1, 0),
+        (first.seq, first.seq),
+        (second.seq, first.seq),
+        (end, first.seq),
+    ] {
+        check(at, base).await?;
+    }
+    drive(&worker, second.job).await?;
+    for (at, base) in [
+        (first.seq - 1, 0),
+        (first.seq + 1, first.seq),
+        (second.seq, second.seq),
+        (end, second.seq),
+    ] {
+        check(at, base).await?;
+    }
+    ensure!(matches!(
+        as_of(&px.log, log, end + 1).await,
+        Err(InputError::Log(LogError::OutOfRange { .. }))
+    ));
     Ok(())
 }
 

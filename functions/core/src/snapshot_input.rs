@@ -1,8 +1,9 @@
 //! What a snapshot is built from, found in the log: the previous completed snapshot (its Snapshot
 //! entry and manifest) and every entry from it up to the Snapshot entry being built.
 //!
-//! The snapshot worker uses this for each job; the read path can use [`log_entries`] and
-//! [`base_manifest`] to turn a loaded log into the snapshot engine's input.
+//! The snapshot worker uses [`target`] and [`locate`] for each job. The read path uses [`as_of`]
+//! (the newest completed snapshot at or before a sequence, and the entries after it), then
+//! [`base_manifest`] and [`log_entries`] to hand them to `snapshot::read_range`.
 //!
 //! Ordering (seed: "Snapshot Creation"): snapshot N is built from snapshot N-1, so N can only be
 //! built once every earlier Snapshot entry of the log is complete. The previous completed one is
@@ -251,4 +252,100 @@ pub async fn base_manifest(
         });
     }
     Ok(Some(manifest))
+}
+
+/// What a read of the sheet as of sequence `at` needs: the newest completed snapshot at or
+/// before `at`, and the entries from it (included) up to `at` (excluded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AsOf {
+    /// The Snapshot entry; [`base_manifest`] loads its manifest (`None` for the log's first).
+    pub base: Entry,
+    /// From `base` (included) to `at` (excluded): pass them to the read path as they are.
+    pub entries: Vec<Entry>,
+}
+
+/// Finds the newest completed snapshot at or before sequence `at` and reads the entries from it
+/// up to `at` — for a range read "as of" a past sequence (the newest one is simply
+/// [`EventLog::load`]). Completed means the segment's Last Snapshot covers it, or (for an older
+/// one in the same segment) its root is set, which completion writes first.
+/// [`LogError::OutOfRange`] when `at` is past the end of the log.
+pub async fn as_of<S: LogStore, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    at: u64,
+) -> Result<AsOf, InputError> {
+    let (segments, _) = log.segments(id).await?;
+    let Some(start) = segments.iter().rposition(|s| s.base_seq <= at) else {
+        return Err(LogError::CorruptLog {
+            log: id,
+            detail: "no segment starts at sequence 0".into(),
+        }
+        .into());
+    };
+    let mut base = None;
+    for seg in segments[..=start].iter().rev() {
+        if let Some(l) = seg.last_snapshot
+            && seg.seq_of(l) <= at
+        {
+            base = Some((seg.clone(), l));
+            break;
+        }
+        // The segment's newest completed snapshot is after `at` (or there is none yet): look for
+        // an older completed one in the segment, before `at`.
+        let upto = at.saturating_sub(seg.base_seq).saturating_add(1);
+        let page = log
+            .read_from(
+                id,
+                SegmentHint {
+                    segment: seg.num,
+                    base_seq: seg.base_seq,
+                },
+                0,
+                usize::try_from(upto).unwrap_or(usize::MAX),
+            )
+            .await?;
+        if let Some(e) = page.entries.iter().rev().find(|e| {
+            e.segment == seg.num
+                && e.seq <= at
+                && e.kind == EntryType::SNAPSHOT
+                && (e.snapshot_root.is_some() || e.seq == 0)
+        }) {
+            base = Some((seg.clone(), e.num));
+            break;
+        }
+    }
+    let Some((seg, num)) = base else {
+        return Err(LogError::CorruptLog {
+            log: id,
+            detail: format!("no completed snapshot at or before sequence {at}"),
+        }
+        .into());
+    };
+    let from = seg.seq_of(num);
+    let start = SegmentHint {
+        segment: seg.num,
+        base_seq: seg.base_seq,
+    };
+    // One more than needed, to tell "ends at `at`" from "ends before `at`".
+    let want = at - from;
+    let page = log
+        .read_from(
+            id,
+            start,
+            num,
+            usize::try_from(want + 1).unwrap_or(usize::MAX),
+        )
+        .await?;
+    let mut entries = page.entries;
+    if (entries.len() as u64) < want {
+        let next_seq = from + entries.len() as u64;
+        return Err(LogError::OutOfRange { from: at, next_seq }.into());
+    }
+    let base = entries.first().cloned().ok_or(InputError::ShortRead {
+        from,
+        expected: 1,
+        got: 0,
+    })?;
+    entries.truncate(usize::try_from(want).unwrap_or(usize::MAX));
+    Ok(AsOf { base, entries })
 }
