@@ -203,16 +203,16 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         for attempt in 1..=self.cfg.max_attempts {
             let head = self.head(log, hint, consistency, &mut units).await?;
             let next_seq = head.next_seq();
-            if let Some(expected) = opts.expected_seq {
-                if expected != next_seq {
-                    if consistency == Consistency::Eventual {
-                        // An eventually consistent read may lag; confirm before reporting.
-                        consistency = Consistency::Strong;
-                        hint = Some(head.at);
-                        continue;
-                    }
-                    return Err(LogError::Conflict { expected, next_seq });
+            if let Some(expected) = opts.expected_seq
+                && expected != next_seq
+            {
+                if consistency == Consistency::Eventual {
+                    // An eventually consistent read may lag; confirm before reporting.
+                    consistency = Consistency::Strong;
+                    hint = Some(head.at);
+                    continue;
                 }
+                return Err(LogError::Conflict { expected, next_seq });
             }
             let record = EntryRecord {
                 segment: head.at.segment,
