@@ -6,6 +6,7 @@
 //! - [`bench_log`] — the `./scripts/bench log` measurements
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
 //! - [`faults`]   — a store wrapper that injects lost responses and lost races
+//! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
 //! - `tests/`     — integration tests, one file per area
 
@@ -13,6 +14,7 @@ pub mod api;
 pub mod bench_log;
 pub mod emulator;
 pub mod faults;
+pub mod sigv4;
 pub mod stack;
 
 pub use emulator::Emulator;
