@@ -5,7 +5,7 @@ SHEETLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SHEETLOG_VENV="${SHEETLOG_VENV:-$SHEETLOG_ROOT/.venv}"
 # Pinned: moto 5.2.5 is the version checked to support every call sheetlog makes (see docs/development.md).
 MOTO_VERSION="5.2.5"
-SCHEMATHESIS_VERSION="3.39.16"
+SCHEMATHESIS_VERSION="4.32.5"
 CARGO_LAMBDA_VERSION="1.9.2"
 CFN_LINT_VERSION="1.58.0"
 

@@ -11,6 +11,11 @@ use tokio::task::JoinHandle;
 use crate::stack::TestStack;
 
 pub const API_URL_VAR: &str = "SHEETLOG_API_URL";
+/// `sigv4` to sign every request (a deployment with IAM authorization).
+pub const API_AUTH_VAR: &str = "SHEETLOG_API_AUTH";
+
+/// The HTTP client tests use: plain, or signing with SigV4 when `SHEETLOG_API_AUTH=sigv4`.
+pub type ApiClient = reqwest_middleware::ClientWithMiddleware;
 
 #[derive(Debug)]
 pub struct TestApi {
@@ -53,6 +58,15 @@ impl TestApi {
             stack: Some(stack),
             server: Some(server),
         })
+    }
+
+    /// A client for this API (signing requests when the deployment needs it).
+    pub async fn client(&self) -> anyhow::Result<ApiClient> {
+        let builder = reqwest_middleware::ClientBuilder::new(reqwest::Client::new());
+        if std::env::var(API_AUTH_VAR).as_deref() == Ok("sigv4") {
+            return Ok(builder.with(crate::sigv4::SigV4::from_env().await?).build());
+        }
+        Ok(builder.build())
     }
 
     pub fn url(&self, path: &str) -> String {

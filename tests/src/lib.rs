@@ -7,6 +7,7 @@
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
 //! - [`faults`]   — a store wrapper that injects lost responses and lost races
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
+//! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
 //! - `tests/`     — integration tests, one file per area
 
@@ -15,6 +16,7 @@ pub mod bench_log;
 pub mod emulator;
 pub mod faults;
 pub mod pipeline;
+pub mod sigv4;
 pub mod stack;
 
 pub use emulator::Emulator;

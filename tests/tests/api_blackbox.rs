@@ -5,10 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use reqwest::{Client, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::LogId;
+use sheetlog_tests::api::ApiClient as Client;
 use sheetlog_tests::api::TestApi;
 
 async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
@@ -78,7 +79,7 @@ fn assert_error(status: StatusCode, body: &Value, want_status: StatusCode, code:
 #[tokio::test]
 async fn every_route_succeeds_and_entries_round_trip() -> anyhow::Result<()> {
     let api = TestApi::start("routes").await?;
-    let c = Client::new();
+    let c = api.client().await?;
     let health = c.get(api.url("/health")).send().await?;
     assert_eq!(health.status(), StatusCode::OK);
     let doc: Value = c.get(api.url("/openapi.json")).send().await?.json().await?;
@@ -183,7 +184,7 @@ async fn every_route_succeeds_and_entries_round_trip() -> anyhow::Result<()> {
 #[tokio::test]
 async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> anyhow::Result<()> {
     let api = TestApi::start("append-errors").await?;
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     append(
         &c,
@@ -318,7 +319,7 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
 #[tokio::test]
 async fn a_100_kb_set_body_round_trips_inline() -> anyhow::Result<()> {
     let api = TestApi::start("big-set").await?;
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let cells: Vec<Value> = (1..=4)
         .map(|i| json!({"ref": format!("B{i}"), "value": format!("{i}{}", "q".repeat(25_599))}))
@@ -365,7 +366,7 @@ async fn upload(
 #[tokio::test]
 async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<()> {
     let api = TestApi::start("upload").await?;
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let csv = b"name,price,qty\nNails,0.01,80\nScrews,0.02,15\n";
     let r = c
@@ -414,7 +415,12 @@ async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<
     assert_eq!(entries[1]["type"], "import");
     assert_eq!(entries[1]["body"], json!({"format": "csv"}));
     let url = entries[1]["payloadUrl"].as_str().unwrap_or_default();
-    let served = c.get(url).send().await?.bytes().await?;
+    let served = reqwest::Client::new()
+        .get(url)
+        .send()
+        .await?
+        .bytes()
+        .await?;
     assert_eq!(served.as_ref(), csv, "payloadUrl serves the uploaded bytes");
 
     let cells: Value = c
@@ -437,7 +443,7 @@ async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<
 #[tokio::test]
 async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
     let api = TestApi::start("upload-errors").await?;
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let other = create_log(&c, &api).await?;
 
@@ -545,7 +551,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
 #[tokio::test]
 async fn entry_reads_page_and_reject_bad_ranges() -> anyhow::Result<()> {
     let api = TestApi::start("paging").await?;
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     for i in 1..=120 {
         let (status, _) = append(
@@ -643,7 +649,7 @@ async fn readers_behind_the_retained_segments_get_410() -> anyhow::Result<()> {
     let Some(stack) = &api.stack else {
         return Ok(());
     }; // needs to complete snapshots directly
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let id: LogId = log.parse()?;
     let core = stack.log()?;
@@ -673,7 +679,7 @@ async fn snapshot_trigger_starts_a_new_segment_once_the_snapshot_is_complete() -
     if api.stack.is_none() {
         return Ok(()); // the deployment's interval is not ours to set
     }
-    let c = Client::new();
+    let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let mut last = json!(null);
     for i in 1..=12 {
@@ -713,12 +719,12 @@ async fn snapshot_trigger_starts_a_new_segment_once_the_snapshot_is_complete() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<()> {
     let api = TestApi::start("http-concurrent").await?;
-    let log = create_log(&Client::new(), &api).await?;
+    let log = create_log(&api.client().await?, &api).await?;
     let mut tasks = Vec::new();
     for client in 0..8 {
         let url = api.url(&format!("/logs/{log}/entries"));
+        let c = api.client().await?;
         tasks.push(tokio::spawn(async move {
-            let c = Client::new();
             let mut seqs = Vec::new();
             for i in 0..50 {
                 let entry = json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", client * 50 + i + 1), "value": client}]}});
@@ -737,7 +743,7 @@ async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<
         }
     }
     assert_eq!(acked.len(), 400);
-    let entries = all_entries(&Client::new(), &api, &log).await?;
+    let entries = all_entries(&api.client().await?, &api, &log).await?;
     let seqs: Vec<u64> = entries.iter().filter_map(|e| e["seq"].as_u64()).collect();
     assert_eq!(
         seqs,

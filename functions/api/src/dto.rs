@@ -15,6 +15,7 @@ pub struct CreatedLog {
 
 /// An entry to append. `body` is the JSON form of the event named by `type` (see docs/api.md).
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"type": "set", "body": {"cells": [{"ref": "B3", "value": 42}]}, "expectedSeq": 1}))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppendRequest {
     /// One of `set`, `insert-rows`, `delete-rows`, `insert-columns`, `delete-columns`.
@@ -37,6 +38,7 @@ pub struct AppendResponse {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"type": "import", "contentType": "text/csv"}))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UploadRequest {
     /// The entry type the file is for; today only `import`.

@@ -2,6 +2,8 @@
 //!
 //! Layout:
 //! - `main.rs` — the command line (one subcommand per benchmark).
+//! - `log`: request units and item bytes per event-log operation, on the emulator
+//!   (`sheetlog_tests::bench_log`).
 //! - `snapshot.rs` — `snapshot`: snapshot build rate and peak memory, incremental write
 //!   amplification, CSV import rate. Each measured build runs in a child process (this binary
 //!   re-executed with a hidden subcommand) so its peak resident memory is its own.
@@ -9,6 +11,10 @@
 //! Benchmarks print numbers; they never assert on timings.
 
 mod snapshot;
+
+use bytes::Bytes;
+use sheetlog_core::domain::EntryType;
+use sheetlog_core::sheet::Event;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +27,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Event log: DynamoDB request units and item bytes per operation, measured on the emulator.
+    Log {
+        /// Print one JSON object of the figures instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Snapshot engine: build rate and peak memory (1M and 10M cells), incremental write
     /// amplification, CSV import rate for a 100 MB file.
     Snapshot {
@@ -35,7 +47,26 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Log { json } => log_bench(json),
         Command::Snapshot { json } => snapshot::run(json),
         Command::BuildChild(args) => snapshot::child(args),
     }
+}
+
+/// The log benchmark, with a one-cell `set` event (`B3 = 42.5`) in its real stored encoding.
+fn log_bench(json: bool) -> anyhow::Result<()> {
+    let event = Event::from_parts(
+        "set",
+        serde_json::json!({"cells": [{"ref": "B3", "value": 42.5}]}),
+    )
+    .map_err(|e| anyhow::anyhow!("sample event: {e}"))?;
+    let (code, _version, body) = event.encode();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(sheetlog_tests::bench_log::run(
+        EntryType(code),
+        Bytes::from(body),
+    ))?;
+    sheetlog_tests::bench_log::print(&result, json)
 }

@@ -99,10 +99,24 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
     println!("sheetlog API listening on http://{addr}  (Ctrl-C stops)");
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-            info!("shutting down");
-        })
+        .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what `scripts/dev` forwards).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    info!("shutting down");
 }
