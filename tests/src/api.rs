@@ -35,14 +35,14 @@ impl TestApi {
 
     /// In-process API with the given settings (ignored for an external deployment).
     pub async fn start_with(label: &str, cfg: ApiConfig) -> anyhow::Result<Self> {
-        if let Ok(url) = std::env::var(API_URL_VAR) {
-            if !url.is_empty() {
-                return Ok(Self {
-                    base: url.trim_end_matches('/').to_owned(),
-                    stack: None,
-                    server: None,
-                });
-            }
+        if let Ok(url) = std::env::var(API_URL_VAR)
+            && !url.is_empty()
+        {
+            return Ok(Self {
+                base: url.trim_end_matches('/').to_owned(),
+                stack: None,
+                server: None,
+            });
         }
         let stack = TestStack::new(label).await?;
         let sdk = stack.emulator.sdk_config().await;

@@ -36,13 +36,13 @@ pub fn workspace_root() -> PathBuf {
 impl Emulator {
     /// Starts a fresh emulator, or connects to the one in `SHEETLOG_EMULATOR_URL`.
     pub fn start() -> anyhow::Result<Self> {
-        if let Ok(url) = std::env::var(EMULATOR_URL_VAR) {
-            if !url.is_empty() {
-                return Ok(Self {
-                    endpoint: url.trim_end_matches('/').to_owned(),
-                    child: None,
-                });
-            }
+        if let Ok(url) = std::env::var(EMULATOR_URL_VAR)
+            && !url.is_empty()
+        {
+            return Ok(Self {
+                endpoint: url.trim_end_matches('/').to_owned(),
+                child: None,
+            });
         }
         let root = workspace_root();
         let server = root.join(".venv/bin/moto_server");
