@@ -21,6 +21,15 @@ use crate::filter::FilterPatterns;
 /// Records read per GetRecords call (Lambda's batch size for this source in the stack).
 const BATCH: i32 = 100;
 
+/// Where reading a shard stands.
+#[derive(Debug, Clone, Default)]
+struct ShardState {
+    /// Where the next GetRecords reads (None: get an iterator first).
+    iterator: Option<String>,
+    /// The last record delivered, to resume after it when the iterator expired.
+    last_sequence: Option<String>,
+}
+
 /// Polls one table's stream and feeds the stream router.
 pub struct StreamDriver {
     dynamo: aws_sdk_dynamodb::Client,
@@ -30,8 +39,8 @@ pub struct StreamDriver {
     filter: FilterPatterns,
     retry_attempts: u32,
     stream_arn: Option<String>,
-    /// Open shards and where to read next (None: not yet started).
-    shards: BTreeMap<String, Option<String>>,
+    /// Open shards and where to read next.
+    shards: BTreeMap<String, ShardState>,
     /// Shards that have been read to their end.
     closed: Vec<String>,
 }
@@ -104,7 +113,7 @@ impl StreamDriver {
                 if let Some(id) = shard.shard_id()
                     && !self.closed.iter().any(|c| c == id)
                 {
-                    self.shards.entry(id.to_owned()).or_insert(None);
+                    self.shards.entry(id.to_owned()).or_default();
                 }
             }
             match desc.last_evaluated_shard_id {
@@ -123,34 +132,64 @@ impl StreamDriver {
         let ids: Vec<String> = self.shards.keys().cloned().collect();
         for id in ids {
             loop {
-                let iterator = match self.shards.get(&id).cloned().flatten() {
+                let state = self.shards.get(&id).cloned().unwrap_or_default();
+                let iterator = match state.iterator {
                     Some(it) => it,
-                    None => self
-                        .streams
-                        .get_shard_iterator()
-                        .stream_arn(&arn)
-                        .shard_id(&id)
-                        // From the oldest record, as the stack's event source starts.
-                        .shard_iterator_type(ShardIteratorType::TrimHorizon)
-                        .send()
-                        .await
-                        .context("GetShardIterator")?
-                        .shard_iterator
-                        .context("GetShardIterator returned no iterator")?,
+                    None => {
+                        let req = self
+                            .streams
+                            .get_shard_iterator()
+                            .stream_arn(&arn)
+                            .shard_id(&id);
+                        // From the oldest record, as the stack's event source starts; after an
+                        // expired iterator, from just after the last record delivered.
+                        let req = match &state.last_sequence {
+                            Some(seq) => req
+                                .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                                .sequence_number(seq),
+                            None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
+                        };
+                        req.send()
+                            .await
+                            .context("GetShardIterator")?
+                            .shard_iterator
+                            .context("GetShardIterator returned no iterator")?
+                    }
                 };
-                let out = self
+                let out = match self
                     .streams
                     .get_records()
                     .shard_iterator(&iterator)
                     .limit(BATCH)
                     .send()
                     .await
-                    .context("GetRecords")?;
+                {
+                    Ok(out) => out,
+                    Err(e) => {
+                        // Iterators expire (15 minutes, or an emulator restart): get a new one
+                        // next time rather than failing on this one forever.
+                        if let Some(s) = self.shards.get_mut(&id) {
+                            s.iterator = None;
+                        }
+                        return Err(anyhow::Error::new(e).context("GetRecords"));
+                    }
+                };
                 let records = out.records.unwrap_or_default();
                 let got = records.len();
+                let last_sequence = records
+                    .last()
+                    .and_then(|r| r.dynamodb())
+                    .and_then(|d| d.sequence_number.clone())
+                    .or(state.last_sequence);
                 match out.next_shard_iterator {
                     Some(next) => {
-                        self.shards.insert(id.clone(), Some(next));
+                        self.shards.insert(
+                            id.clone(),
+                            ShardState {
+                                iterator: Some(next),
+                                last_sequence,
+                            },
+                        );
                     }
                     None => {
                         // The shard is closed and fully read.
