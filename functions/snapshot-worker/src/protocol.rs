@@ -197,8 +197,9 @@ impl Worker {
     }
 
     /// Runs the protocol for one job. `handoff_at` is when the invocation must stop starting new
-    /// chunks. Errors leave everything as a crash would: the pending item is reclaimed after
-    /// the pending timeout.
+    /// chunks. After an error the pending item (if this invocation held it) is released, so the
+    /// retry resumes from the last checkpoint straight away; a [`StepHook`] stop leaves it as a
+    /// killed process would.
     pub async fn run(
         &self,
         job: &SnapshotJob,
@@ -265,7 +266,6 @@ impl Worker {
                 }
             }
         };
-        let key = held.key;
         let mut increment = held.increment;
         let result = Box::pin(self.work(job, held, handoff_at, &mut increment)).await;
         if let Err(e) = &result
