@@ -12,7 +12,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use bytes::Bytes;
 use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
 use sheetlog_core::aws::{PendingStore, QueueUrls, S3PayloadStore, SqsJobQueue};
-use sheetlog_core::config::{AUTO_DELETE_TAG_KEY, LogConfig};
+use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
 use sheetlog_core::log::SegmentHint;
 use sheetlog_core::ports::PayloadStore;
@@ -296,6 +296,3 @@ pub fn rows_event(at: u32, rows: u32, tag: &str) -> anyhow::Result<NewEntry> {
         "body": { "at": at, "count": rows, "values": values }
     }))
 }
-
-/// Whether the tag key is the auto-delete one (re-exported for tests that set tags by hand).
-pub const AUTO_DELETE_KEY: &str = AUTO_DELETE_TAG_KEY;

@@ -918,7 +918,7 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
             aws_sdk_s3::types::Tagging::builder()
                 .tag_set(
                     aws_sdk_s3::types::Tag::builder()
-                        .key(sheetlog_tests::pipeline::AUTO_DELETE_KEY)
+                        .key(sheetlog_core::config::AUTO_DELETE_TAG_KEY)
                         .value("true")
                         .build()?,
                 )
