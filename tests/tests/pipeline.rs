@@ -961,7 +961,7 @@ async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<
     )?;
     let mut stream = pipeline.stream;
     let queue = pipeline.queue;
-    let (log, first, _) = two_snapshot_log(&px).await?;
+    let (log, first, second) = two_snapshot_log(&px).await?;
     ensure!(stream.poll_once().await?.jobs_sent == 2);
     // Both jobs are lost (say, a purge by mistake, or they expired).
     px.sqs
@@ -991,14 +991,16 @@ async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<
     ensure!(progress.iter().any(|(l, _)| *l == log));
     wait_until("both snapshots", Duration::from_secs(60), || async {
         queue.poll_once().await?;
-        let (_, second, _) = (0, px.pending.list(log).await?, 0);
-        Ok(second.is_empty() && completion(&px, first.job).await?.0.is_some())
+        let pending = px.pending.list(log).await?;
+        Ok(pending.is_empty() && completion(&px, first.job).await?.0.is_some())
     })
     .await?;
     // Safe to run again: nothing is left to do, so nothing is enqueued.
     let again = reprocessor(&px).run(opts, &mut |_, _| {}).await?;
     ensure!(again.jobs_enqueued == 0, "{again:?}");
-    assert_complete(&px, first).await?;
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
     Ok(())
 }
 
@@ -1054,6 +1056,5 @@ async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Resu
     ensure!(p.earliest(log).await?.map(|e| e.key) == Some(key));
     ensure!(p.list(log).await?.len() == 2);
     ensure!(p.earliest(LogId::new_random()).await?.is_none());
-    let _ = EntryType::SNAPSHOT;
     Ok(())
 }
