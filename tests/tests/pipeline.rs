@@ -992,7 +992,9 @@ async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<
     wait_until("both snapshots", Duration::from_secs(60), || async {
         queue.poll_once().await?;
         let pending = px.pending.list(log).await?;
-        Ok(pending.is_empty() && completion(&px, first.job).await?.0.is_some())
+        Ok(pending.is_empty()
+            && completion(&px, first.job).await?.0.is_some()
+            && completion(&px, second.job).await?.0.is_some())
     })
     .await?;
     // Safe to run again: nothing is left to do, so nothing is enqueued.
