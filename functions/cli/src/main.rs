@@ -1,6 +1,8 @@
-//! `sheetlog`: the command line. Today it runs the local stack: `sheetlog dev` creates the tables
-//! and bucket on the AWS endpoint named by `AWS_ENDPOINT_URL` (the emulator `scripts/dev` starts)
-//! and serves the same API router the Lambda function serves, on loopback.
+//! `sheetlog`: the command line. Today it runs the local stack: `sheetlog dev` creates the tables,
+//! bucket and queues on the AWS endpoint named by `AWS_ENDPOINT_URL` (the emulator `scripts/dev`
+//! starts), serves the same API router the Lambda function serves on loopback, and drives the
+//! stream router and snapshot worker from the emulator's stream and queue (moto runs no Lambda
+//! event-source mappings).
 //!
 //! Layout:
 //! - `main.rs` — argument parsing and the `dev` runner
@@ -11,8 +13,10 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use sheetlog_api::{ApiConfig, AppState};
-use sheetlog_core::aws::schema;
-use sheetlog_core::config::{LogConfig, Resources};
+use std::time::Duration;
+
+use sheetlog_core::config::LogConfig;
+use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, create_local_stack};
 use tracing::info;
 
 #[derive(Debug, Parser)]
@@ -46,6 +50,14 @@ struct DevArgs {
     /// Entries after which a new segment starts (once its snapshot is complete).
     #[arg(long, env = "SHEETLOG_SEGMENT_MAX_ENTRIES", default_value_t = 10_000)]
     segment_max_entries: u64,
+    /// Seconds each snapshot-worker invocation may run before it checkpoints and hands off
+    /// (Lambda's is its timeout less a reserve); small values exercise hand-off locally.
+    #[arg(
+        long,
+        env = "SHEETLOG_WORKER_TIME_BUDGET_SECS",
+        default_value_t = 240.0
+    )]
+    worker_time_budget: f64,
 }
 
 #[tokio::main]
@@ -78,29 +90,38 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         ..ApiConfig::default()
     };
     cfg.validate()?;
+    if !(args.worker_time_budget.is_finite() && args.worker_time_budget >= 0.0) {
+        bail!("--worker-time-budget must be a non-negative number of seconds");
+    }
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let resources = Resources::with_prefix(&args.prefix);
-    let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    );
-    info!(prefix = %args.prefix, "creating tables and bucket");
-    schema::create_all(&dynamo, &s3, &resources)
+    info!(prefix = %args.prefix, "creating tables, bucket and queues");
+    let stack = create_local_stack(&sdk, &args.prefix)
         .await
-        .context("creating the local tables and bucket (is the emulator fresh?)")?;
-    let state = AppState::from_sdk(&sdk, &resources, LogConfig::from_env()?, cfg)?;
+        .context("creating the local resources (is the emulator fresh?)")?;
+    let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::from_env()?, cfg)?;
     let app = sheetlog_api::router(Arc::new(state));
+    let pipeline_cfg = LocalPipelineConfig {
+        worker_time_budget: Duration::from_secs_f64(args.worker_time_budget),
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let pipeline_task = tokio::spawn(pipeline.run(async move {
+        let _ = stop_rx.changed().await;
+    }));
 
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
-    println!("sheetlog API listening on http://{addr}  (Ctrl-C stops)");
+    println!(
+        "sheetlog API listening on http://{addr}  (stream router and snapshot worker running; Ctrl-C stops)"
+    );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    let _ = stop_tx.send(true);
+    let _ = pipeline_task.await;
     Ok(())
 }
 

@@ -7,10 +7,12 @@
 //! Layout:
 //! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
 //! - [`stream`] — [`StreamDriver`]: DescribeStream / GetShardIterator / GetRecords → router
+//! - [`local_stack`] — creates every local resource (what `sheetlog dev` runs on)
 //! - [`queue`]  — [`QueueDriver`]: ReceiveMessage → worker handler → DeleteMessage
 //! - `lib.rs`   — [`run_local_pipeline`], both drivers until shutdown
 
 pub mod filter;
+pub mod local_stack;
 pub mod queue;
 pub mod stream;
 
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use filter::FilterPatterns;
+pub use local_stack::{LocalStack, create_local_stack};
 pub use queue::QueueDriver;
 pub use sheetlog_core::aws::QueueUrls;
 pub use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};

@@ -1,0 +1,37 @@
+//! Creates every resource of the local stack on the endpoint the SDK configuration points at
+//! (the emulator): the tables (the Entry table with its stream), the bucket with its lifecycle
+//! rules, and the snapshot queue with its dead-letter queue. `sheetlog dev` and the test that
+//! compares the local stack with the CDK template both call this, so they cannot drift apart.
+
+use sheetlog_core::aws::QueueUrls;
+use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
+use sheetlog_core::aws::schema;
+use sheetlog_core::config::Resources;
+
+/// The names and URLs of a created local stack.
+#[derive(Debug, Clone)]
+pub struct LocalStack {
+    pub resources: Resources,
+    pub queues: QueueUrls,
+}
+
+pub async fn create_local_stack(
+    sdk: &aws_config::SdkConfig,
+    prefix: &str,
+) -> anyhow::Result<LocalStack> {
+    let resources = Resources::with_prefix(prefix);
+    let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    schema::create_all(&dynamo, &s3, &resources).await?;
+    let queues = create_snapshot_queues(
+        &aws_sdk_sqs::Client::new(sdk),
+        prefix,
+        QueueSettings::default(),
+    )
+    .await?;
+    Ok(LocalStack { resources, queues })
+}
