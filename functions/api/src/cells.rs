@@ -1,13 +1,12 @@
-//! `GET /logs/{logId}/cells`: the values of a range as of a sequence, by replaying the log from
-//! its start. (Reading from snapshots replaces the replay once the snapshot pipeline runs.)
-
-use std::io::Cursor;
+//! `GET /logs/{logId}/cells`: the values of a range as of a sequence, read from the newest
+//! completed snapshot at or before it plus the entries after that snapshot. Only the snapshot
+//! chunks that overlap the range (and that the replayed entries touch) are loaded.
 
 use serde_json::Value;
 use sheetlog_core::LogId;
-use sheetlog_core::ports::PayloadStore;
-use sheetlog_core::sheet::event::Entry as SheetEntry;
-use sheetlog_core::sheet::{Range, Sheet};
+use sheetlog_core::sheet::Range;
+use sheetlog_core::snapshot::read_range;
+use sheetlog_core::snapshot_input::{self, InputError};
 
 use crate::dto::CellsResponse;
 use crate::error::ApiError;
@@ -32,67 +31,31 @@ pub async fn read(
             "range {raw_range} holds {cells} cells; at most {MAX_RANGE_CELLS} per request"
         )));
     }
-    let mut sheet = Sheet::new();
-    let mut next = 0u64;
-    let as_of = loop {
-        let page = state
-            .log
-            .read_since(log, next, 1000)
-            .await
-            .map_err(|e| ApiError::from_log(log_id, e))?;
-        for e in &page.entries {
-            if at.is_some_and(|at| e.seq >= at) {
-                break;
-            }
-            let SheetEntry::Event(event) = SheetEntry::decode(e.kind.0, e.version, &e.body)
-                .map_err(|err| ApiError::Internal(format!("sequence {}: {err}", e.seq)))?
-            else {
-                continue;
-            };
-            let payload =
-                match &e.payload {
-                    Some(key) => {
-                        let bytes =
-                            state.log.payloads().get(key).await.map_err(|err| {
-                                ApiError::Internal(format!("payload {key}: {err}"))
-                            })?;
-                        Some(Box::new(Cursor::new(bytes))
-                            as Box<dyn sheetlog_core::sheet::import::ReadSeek>)
-                    }
-                    None => None,
-                };
-            sheet
-                .apply(&event, payload)
-                .map_err(|err| ApiError::Internal(format!("applying sequence {}: {err}", e.seq)))?;
-        }
-        next = page.next_seq;
-        match at {
-            Some(at) if next >= at => break at,
-            _ if page.complete => match at {
-                Some(at) if at > next => {
-                    return Err(ApiError::OutOfRange {
-                        from: at,
-                        next_seq: next,
-                    });
-                }
-                Some(at) => break at,
-                None => break next,
-            },
-            _ => {}
-        }
+    let at = match at {
+        Some(at) => at,
+        None => state.log.next_seq(log).await.map_err(|e| ApiError::from_log(log_id, e))?.0,
     };
-    let values = sheet
-        .read_range(range)
+    let input = snapshot_input::as_of(&state.log, log, at).await.map_err(|e| match e {
+        InputError::Log(e) => ApiError::from_log(log_id, e),
+        other => ApiError::Internal(other.to_string()),
+    })?;
+    let base = snapshot_input::base_manifest(&state.blobs, log, &input.base)
+        .await
+        .map_err(|e| ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq)))?;
+    let entries = snapshot_input::log_entries(&input.entries).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let (values, _stats) = read_range(
+        &state.blobs,
+        &state.payload_source,
+        *log.as_uuid(),
+        base.as_ref(),
+        &entries,
+        range,
+    )
+    .await
+    .map_err(|e| ApiError::Internal(format!("reading {raw_range}: {e}")))?;
+    let values = values
         .into_iter()
-        .map(|row| {
-            row.into_iter()
-                .map(|v| serde_json::to_value(v).unwrap_or(Value::Null))
-                .collect()
-        })
+        .map(|row| row.into_iter().map(|v| serde_json::to_value(v).unwrap_or(Value::Null)).collect())
         .collect();
-    Ok(CellsResponse {
-        seq: as_of,
-        range: raw_range.to_owned(),
-        values,
-    })
+    Ok(CellsResponse { seq: at, range: raw_range.to_owned(), values })
 }

@@ -86,6 +86,9 @@ pub struct EntryDto {
     /// Uploaded payloads: a presigned GET of the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_url: Option<String>,
+    /// Snapshot entries: `complete` once built, `pending` while the worker builds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_status: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -102,8 +105,22 @@ pub struct EntriesResponse {
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotRef {
     pub seq: u64,
-    /// `complete` once the snapshot has been built.
+    /// Always `complete`: a load starts from the newest completed snapshot.
     pub status: String,
+    /// Presigned GET of the snapshot's manifest (JSON); absent for the empty sheet at sequence 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest_url: Option<String>,
+    /// The snapshot's chunks in row order, each with a presigned GET (zstd-compressed rows; the
+    /// format is in docs/sheet-model.md).
+    pub chunks: Vec<ChunkDto>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChunkDto {
+    /// SHA-256 of the chunk's raw bytes, which also names it.
+    pub hash: String,
+    pub rows: u32,
+    pub url: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

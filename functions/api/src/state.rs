@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sheetlog_core::LogId;
+use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
 use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::{EventLog, SegmentHint};
@@ -23,6 +24,10 @@ pub struct AppState {
     pub s3: aws_sdk_s3::Client,
     pub bucket: String,
     pub cfg: ApiConfig,
+    /// Snapshot manifests and chunks.
+    pub blobs: S3Store,
+    /// Uploaded files, streamed for reads that replay an import.
+    pub payload_source: S3Payloads,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
 }
 
@@ -30,13 +35,9 @@ pub type SharedState = Arc<AppState>;
 
 impl AppState {
     pub fn new(log: AwsLog, s3: aws_sdk_s3::Client, bucket: String, cfg: ApiConfig) -> Self {
-        Self {
-            log,
-            s3,
-            bucket,
-            cfg,
-            hints: Mutex::new(HashMap::new()),
-        }
+        let blobs = S3Store::new(s3.clone(), &bucket);
+        let payload_source = S3Payloads::new(s3.clone(), &bucket);
+        Self { log, s3, bucket, cfg, blobs, payload_source, hints: Mutex::new(HashMap::new()) }
     }
 
     /// Builds the state from SDK configuration and resource names.
