@@ -219,6 +219,7 @@ async fn latency(snapshots: u32, edits: u32, poll: Duration) -> anyhow::Result<V
     // The same settings `sheetlog dev` runs with, but for the poll interval when one is given.
     let cfg = LocalPipelineConfig {
         poll_interval: poll,
+        stream_failure_queue: Some(stack.stream_failure_queue.clone()),
         ..LocalPipelineConfig::default()
     };
     let pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, cfg)?;
