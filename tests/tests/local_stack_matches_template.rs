@@ -680,14 +680,60 @@ fn differences(template: &Description, local: &Description) -> Vec<String> {
     }
     diff(
         "stream consumers".into(),
-        &template.stream_consumers,
-        &local.stream_consumers,
+        &template.stream_consumers.len(),
+        &local.stream_consumers.len(),
     );
+    for (t, l) in template
+        .stream_consumers
+        .iter()
+        .zip(&local.stream_consumers)
+    {
+        let at = |f: &str| format!("stream consumer {f}");
+        diff(at("function"), &t.function, &l.function);
+        diff(at("table"), &t.table, &l.table);
+        diff(
+            at("starting position"),
+            &t.starting_position,
+            &l.starting_position,
+        );
+        diff(at("batch size"), &t.batch_size, &l.batch_size);
+        diff(
+            at("filter patterns"),
+            &t.filter_patterns,
+            &l.filter_patterns,
+        );
+        diff(
+            at("reports batch item failures"),
+            &t.report_batch_item_failures,
+            &l.report_batch_item_failures,
+        );
+        diff(
+            at("retry attempts"),
+            &t.maximum_retry_attempts,
+            &l.maximum_retry_attempts,
+        );
+        diff(
+            at("failure queue"),
+            &t.on_failure_queue,
+            &l.on_failure_queue,
+        );
+    }
     diff(
         "queue consumers".into(),
-        &template.queue_consumers,
-        &local.queue_consumers,
+        &template.queue_consumers.len(),
+        &local.queue_consumers.len(),
     );
+    for (t, l) in template.queue_consumers.iter().zip(&local.queue_consumers) {
+        let at = |f: &str| format!("queue consumer {f}");
+        diff(at("function"), &t.function, &l.function);
+        diff(at("queue"), &t.queue, &l.queue);
+        diff(at("batch size"), &t.batch_size, &l.batch_size);
+        diff(
+            at("reports batch item failures"),
+            &t.report_batch_item_failures,
+            &l.report_batch_item_failures,
+        );
+    }
     out
 }
 
