@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::json;
 use sheetlog_core::LogError;
-use sheetlog_core::aws::queues::QueueSettings;
+use sheetlog_core::aws::queues::{QueueSettings, create_stream_failure_queue};
 use sheetlog_core::aws::{Guarded, PendingKey, S3PayloadStore, SqsJobQueue, Untagged};
 use sheetlog_core::domain::{EntryType, LogId, NewEntry, SnapshotJob};
 use sheetlog_core::error::StoreError;
@@ -788,7 +788,15 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
         })
     };
 
-    // No retries: exactly one record is reported failed, the others' effects happened.
+    // No retries: exactly one record is reported failed, the others' effects happened, and the
+    // record given up on is described on the failure queue as Lambda's on-failure destination
+    // would describe it.
+    let failures = create_stream_failure_queue(
+        &px.sqs,
+        &sheetlog_tests::emulator::unique_prefix("router-failures"),
+        QueueSettings::default(),
+    )
+    .await?;
     let flaky = effects(usize::MAX);
     let mut driver = StreamDriver::new(
         &px.sdk,
@@ -796,9 +804,30 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
         flaky.clone(),
         FilterPatterns::entry_stream()?,
         0,
-    );
+    )
+    .with_failure_queue(px.sqs.clone(), &failures);
     let report = driver.poll_once().await?;
     ensure!(report.failed.len() == 1, "{report:?}");
+    let described = px
+        .sqs
+        .receive_message()
+        .queue_url(&failures)
+        .max_number_of_messages(10)
+        .send()
+        .await?
+        .messages
+        .unwrap_or_default();
+    ensure!(described.len() == 1, "{described:?}");
+    let info: serde_json::Value = serde_json::from_str(described[0].body().unwrap_or_default())?;
+    let batch = &info["DDBStreamBatchInfo"];
+    ensure!(
+        batch["batchSize"] == 1
+            && batch["startSequenceNumber"] == json!(report.failed[0])
+            && batch["endSequenceNumber"] == json!(report.failed[0])
+            && batch["approximateArrivalOfFirstRecord"].is_string()
+            && info["requestContext"]["condition"] == "RetryAttemptsExhausted",
+        "{info}"
+    );
     ensure!(
         report.jobs_sent == 1 && report.payloads_committed == 1,
         "{report:?}"

@@ -7,9 +7,12 @@
 //! - `snapshot.rs` — `snapshot`: snapshot build rate and peak memory, incremental write
 //!   amplification, CSV import rate. Each measured build runs in a child process (this binary
 //!   re-executed with a hidden subcommand) so its peak resident memory is its own.
+//! - `pipeline.rs` — `pipeline`: snapshot job latency through the running local pipeline, and the
+//!   snapshot worker's peak memory on a 1M-cell import (in a child process, the same way).
 //!
 //! Benchmarks print numbers; they never assert on timings.
 
+mod pipeline;
 mod snapshot;
 
 use bytes::Bytes;
@@ -40,16 +43,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Side-effect pipeline on the local stack: snapshot job latency (append -> snapshot
+    /// complete) and the snapshot worker's peak memory for a 1M-cell sheet.
+    Pipeline(pipeline::PipelineArgs),
     /// Internal: one measured build in this process (run by `snapshot` as a child).
     #[command(hide = true)]
     BuildChild(snapshot::ChildArgs),
+    /// Internal: one snapshot job run by the worker in this process (run by `pipeline`).
+    #[command(hide = true)]
+    WorkerChild(pipeline::WorkerChildArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log { json } => log_bench(json),
         Command::Snapshot { json } => snapshot::run(json),
+        Command::Pipeline(args) => pipeline::run(args),
         Command::BuildChild(args) => snapshot::child(args),
+        Command::WorkerChild(args) => pipeline::worker_child(args),
     }
 }
 

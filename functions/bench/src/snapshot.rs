@@ -105,15 +105,19 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
 }
 
 /// This process's peak resident set size (VmHWM), in MiB.
-fn peak_rss_mb() -> anyhow::Result<f64> {
+pub(crate) fn peak_rss_mb() -> anyhow::Result<f64> {
+    status_kb("VmHWM:").map(|kb| kb / 1024.0)
+}
+
+/// A `kB` field of `/proc/self/status` (`field` with its colon, e.g. `"VmHWM:"`).
+pub(crate) fn status_kb(field: &str) -> anyhow::Result<f64> {
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-    let kb: f64 = status
+    status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmHWM in /proc/self/status")?;
-    Ok(kb / 1024.0)
+        .with_context(|| format!("no {field} in /proc/self/status"))
 }
 
 fn import_entry(seq: u64, key: &str) -> LogEntry {

@@ -102,6 +102,7 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let app = sheetlog_api::router(Arc::new(state));
     let pipeline_cfg = LocalPipelineConfig {
         worker_time_budget: Duration::from_secs_f64(args.worker_time_budget),
+        stream_failure_queue: Some(stack.stream_failure_queue.clone()),
         ..LocalPipelineConfig::default()
     };
     let pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;

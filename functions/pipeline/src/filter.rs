@@ -47,6 +47,11 @@ impl FilterPatterns {
         Self::from_json(sheetlog_core::aws::STREAM_FILTER_JSON)
     }
 
+    /// The patterns, as parsed (a record passes when any one matches).
+    pub fn patterns(&self) -> &[Map<String, Value>] {
+        &self.patterns
+    }
+
     /// Whether a record (in its Lambda event JSON form) passes.
     pub fn matches(&self, record: &Value) -> bool {
         self.patterns.iter().any(|p| matches_object(p, record))

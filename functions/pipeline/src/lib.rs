@@ -44,6 +44,9 @@ pub struct LocalPipelineConfig {
     pub poll_interval: Duration,
     /// Retries of a failing stream record before it is dropped (the stack's is 10).
     pub stream_retry_attempts: u32,
+    /// The queue that dropped stream records are described on (the stack's on-failure
+    /// destination; [`LocalStack::stream_failure_queue`]). None: they are only logged.
+    pub stream_failure_queue: Option<String>,
     pub worker: WorkerConfig,
     pub log: LogConfig,
 }
@@ -55,6 +58,7 @@ impl Default for LocalPipelineConfig {
             worker_concurrency: 2,
             poll_interval: Duration::from_millis(200),
             stream_retry_attempts: 10,
+            stream_failure_queue: None,
             worker: WorkerConfig::default(),
             log: LogConfig::default(),
         }
@@ -101,13 +105,16 @@ impl LocalPipeline {
             job_queue.clone(),
             S3PayloadStore::new(s3, &resources.bucket),
         ));
-        let stream = StreamDriver::new(
+        let mut stream = StreamDriver::new(
             sdk,
             &resources.entry_table,
             effects,
             FilterPatterns::entry_stream()?,
             cfg.stream_retry_attempts,
         );
+        if let Some(url) = &cfg.stream_failure_queue {
+            stream = stream.with_failure_queue(sqs.clone(), url);
+        }
         let queue = QueueDriver::new(
             sqs,
             &queues.snapshot_queue,

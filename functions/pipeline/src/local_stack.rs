@@ -1,10 +1,13 @@
 //! Creates every resource of the local stack on the endpoint the SDK configuration points at
 //! (the emulator): the tables (the Entry table with its stream), the bucket with its lifecycle
-//! rules, and the snapshot queue with its dead-letter queue. `sheetlog dev` and the test that
+//! rules and CORS, the snapshot queue with its dead-letter queue, and the stream router's failure
+//! queue. `sheetlog dev` and the test that
 //! compares the local stack with the CDK template both call this, so they cannot drift apart.
 
 use sheetlog_core::aws::QueueUrls;
-use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
+use sheetlog_core::aws::queues::{
+    QueueSettings, create_snapshot_queues, create_stream_failure_queue,
+};
 use sheetlog_core::aws::schema;
 use sheetlog_core::config::Resources;
 
@@ -13,6 +16,9 @@ use sheetlog_core::config::Resources;
 pub struct LocalStack {
     pub resources: Resources,
     pub queues: QueueUrls,
+    /// Where the stream driver describes records it gave up on (pass it as
+    /// [`LocalPipelineConfig::stream_failure_queue`](crate::LocalPipelineConfig)).
+    pub stream_failure_queue: String,
 }
 
 pub async fn create_local_stack(
@@ -27,11 +33,13 @@ pub async fn create_local_stack(
             .build(),
     );
     schema::create_all(&dynamo, &s3, &resources).await?;
-    let queues = create_snapshot_queues(
-        &aws_sdk_sqs::Client::new(sdk),
-        prefix,
-        QueueSettings::default(),
-    )
-    .await?;
-    Ok(LocalStack { resources, queues })
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let queues = create_snapshot_queues(&sqs, prefix, QueueSettings::default()).await?;
+    let stream_failure_queue =
+        create_stream_failure_queue(&sqs, prefix, QueueSettings::default()).await?;
+    Ok(LocalStack {
+        resources,
+        queues,
+        stream_failure_queue,
+    })
 }

@@ -1,7 +1,8 @@
 //! The Entry table's stream, polled the way Lambda's DynamoDB event source does it: every shard
 //! from its oldest record, the stack's filter applied, records converted to the Lambda event
 //! types and handed to the stream router in batches; records the router reports as failed are
-//! retried with backoff, up to the stack's retry limit.
+//! retried with backoff, up to the stack's retry limit, and then described on the failure queue
+//! (the stack's on-failure destination) when one is set.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
+use aws_sdk_dynamodbstreams::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_dynamodbstreams::types::{
     AttributeValue as StreamValue, Record, ShardIteratorType, StreamViewType as SdkViewType,
 };
@@ -18,8 +20,9 @@ use tracing::{debug, error, warn};
 
 use crate::filter::FilterPatterns;
 
-/// Records read per GetRecords call (Lambda's batch size for this source in the stack).
-const BATCH: i32 = 100;
+/// Records read per GetRecords call and handed to the router at once (Lambda's batch size for
+/// this source in the stack).
+pub const BATCH_SIZE: i32 = 100;
 
 /// Where reading a shard stands.
 #[derive(Debug, Clone, Default)]
@@ -38,6 +41,9 @@ pub struct StreamDriver {
     effects: Arc<dyn Effects>,
     filter: FilterPatterns,
     retry_attempts: u32,
+    /// Where records given up on are described (SQS client and queue URL), as Lambda's
+    /// on-failure destination does; without one they are only logged.
+    on_failure: Option<(aws_sdk_sqs::Client, String)>,
     stream_arn: Option<String>,
     /// Open shards and where to read next.
     shards: BTreeMap<String, ShardState>,
@@ -70,10 +76,18 @@ impl StreamDriver {
             effects,
             filter,
             retry_attempts,
+            on_failure: None,
             stream_arn: None,
             shards: BTreeMap::new(),
             closed: Vec::new(),
         }
+    }
+
+    /// Describes records given up on to this queue, as the stack's on-failure destination (the
+    /// stream router's failure queue) does.
+    pub fn with_failure_queue(mut self, sqs: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        self.on_failure = Some((sqs, url.into()));
+        self
     }
 
     async fn stream_arn(&mut self) -> anyhow::Result<String> {
@@ -160,7 +174,7 @@ impl StreamDriver {
                     .streams
                     .get_records()
                     .shard_iterator(&iterator)
-                    .limit(BATCH)
+                    .limit(BATCH_SIZE)
                     .send()
                     .await
                 {
@@ -198,7 +212,7 @@ impl StreamDriver {
                     }
                 }
                 if got > 0 {
-                    let report = self.deliver(&arn, &records).await;
+                    let report = self.deliver(&arn, &id, &records).await;
                     total.jobs_sent += report.jobs_sent;
                     total.payloads_committed += report.payloads_committed;
                     total.payloads_missing += report.payloads_missing;
@@ -214,7 +228,7 @@ impl StreamDriver {
     }
 
     /// Filters, converts and routes one GetRecords page, retrying failed records.
-    async fn deliver(&self, arn: &str, records: &[Record]) -> RouteReport {
+    async fn deliver(&self, arn: &str, shard: &str, records: &[Record]) -> RouteReport {
         let mut batch = Vec::new();
         for r in records {
             match convert_record(r, arn) {
@@ -256,8 +270,10 @@ impl StreamDriver {
             if attempt > self.retry_attempts {
                 error!(
                     records = batch.len(),
-                    "stream records still failing after every retry; dropping them (in AWS they go to the failure queue)"
+                    "stream records still failing after every retry; dropping them"
                 );
+                self.describe_failure(arn, shard, records, &report.failed)
+                    .await;
                 total.failed.extend(report.failed);
                 break;
             }
@@ -269,6 +285,69 @@ impl StreamDriver {
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
         total
+    }
+
+    /// Sends the failure queue what Lambda's on-failure destination receives for a DynamoDB
+    /// stream: a description of the batch (shard, first and last sequence number, arrival times),
+    /// not the records. The operations runbook reads `approximateArrivalOfFirstRecord` from it.
+    async fn describe_failure(
+        &self,
+        arn: &str,
+        shard: &str,
+        records: &[Record],
+        failed: &[String],
+    ) {
+        let Some((sqs, url)) = &self.on_failure else {
+            return;
+        };
+        // `records` is in stream order, so the first and last failed ones bound the batch.
+        let given_up: Vec<&Record> = records
+            .iter()
+            .filter(|r| {
+                r.dynamodb()
+                    .and_then(|d| d.sequence_number())
+                    .is_some_and(|seq| failed.iter().any(|f| f == seq))
+            })
+            .collect();
+        let seq = |r: Option<&&Record>| {
+            r.and_then(|r| r.dynamodb())
+                .and_then(|d| d.sequence_number.clone())
+        };
+        let arrival = |r: Option<&&Record>| {
+            r.and_then(|r| r.dynamodb())
+                .and_then(|d| d.approximate_creation_date_time())
+                .and_then(|t| t.fmt(DateTimeFormat::DateTime).ok())
+        };
+        let body = serde_json::json!({
+            "requestContext": {
+                "condition": "RetryAttemptsExhausted",
+                "approximateInvokeCount": self.retry_attempts + 1,
+            },
+            "version": "1.0",
+            "timestamp": DateTime::from(std::time::SystemTime::now())
+                .fmt(DateTimeFormat::DateTime)
+                .ok(),
+            "DDBStreamBatchInfo": {
+                "shardId": shard,
+                "startSequenceNumber": seq(given_up.first()),
+                "endSequenceNumber": seq(given_up.last()),
+                "approximateArrivalOfFirstRecord": arrival(given_up.first()),
+                "approximateArrivalOfLastRecord": arrival(given_up.last()),
+                "batchSize": given_up.len(),
+                "streamArn": arn,
+            },
+        });
+        if let Err(e) = sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(body.to_string())
+            .send()
+            .await
+        {
+            // As in AWS, a failed destination delivery loses only the description; the
+            // reprocess tool finds the records' unfinished side effects without it.
+            error!(error = %e, "describing dropped stream records on the failure queue failed");
+        }
     }
 }
 

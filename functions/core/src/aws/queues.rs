@@ -1,6 +1,7 @@
 //! The snapshot job queue over SQS: sending jobs (one or a batch), re-sending a job with a delay
 //! (how the worker defers without using up the message's receive count), changing a message's
-//! visibility, and creating the queue pair for the local stack the way the CDK stack does.
+//! visibility, and creating the queue pair (and the stream router's failure queue) for the local
+//! stack the way the CDK stack does.
 
 use std::time::Duration;
 
@@ -235,4 +236,26 @@ pub async fn create_snapshot_queues(
         snapshot_queue: queue,
         dead_letter_queue: dlq,
     })
+}
+
+/// Creates the stream router's failure queue (the stack's on-failure destination for Entry-stream
+/// records given up on), named `<prefix>-stream-failures`, with the snapshot queues' retention as
+/// in the CDK stack. Returns its URL.
+pub async fn create_stream_failure_queue(
+    client: &Client,
+    prefix: &str,
+    settings: QueueSettings,
+) -> Result<String, StoreError> {
+    client
+        .create_queue()
+        .queue_name(format!("{prefix}-stream-failures"))
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            settings.retention.as_secs().to_string(),
+        )
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SERVICE, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))
 }

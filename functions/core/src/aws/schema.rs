@@ -1,14 +1,15 @@
 //! Creates the tables and bucket the way the CDK stack defines them (keys, attribute types, stream
-//! view type, lifecycle rule). Used by the local stack and the tests; in AWS, CloudFormation owns
-//! these resources and this code never runs.
+//! view type, lifecycle rules, CORS). Used by the local stack and the tests; in AWS, CloudFormation
+//! owns these resources and this code never runs. `tests/tests/local_stack_matches_template.rs`
+//! compares what this creates with the synthesized template.
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     StreamSpecification, StreamViewType,
 };
 use aws_sdk_s3::types::{
-    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, ExpirationStatus,
-    LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag,
+    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, CorsConfiguration, CorsRule,
+    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag,
 };
 
 use crate::config::{AUTO_DELETE_TAG_KEY, AUTO_DELETE_TAG_VALUE, Resources};
@@ -61,6 +62,15 @@ pub const PENDING_TABLE: TableSpec = TableSpec {
 /// Days after which the lifecycle rule expires objects still tagged for auto-delete.
 pub const DEFAULT_AUTO_DELETE_DAYS: i32 = 3;
 
+/// The bucket's CORS rule, as the CDK stack's default: browsers PUT payloads to, and GET
+/// snapshots from, URLs the API presigns (the signature is the authorization), and read the
+/// `ETag` of what they uploaded.
+pub const CORS_ALLOWED_METHODS: [&str; 3] = ["PUT", "GET", "HEAD"];
+pub const CORS_ALLOWED_ORIGINS: [&str; 1] = ["*"];
+pub const CORS_ALLOWED_HEADERS: [&str; 1] = ["*"];
+pub const CORS_EXPOSED_HEADERS: [&str; 1] = ["ETag"];
+pub const CORS_MAX_AGE_SECS: i32 = 3600;
+
 pub async fn create_table(
     client: &aws_sdk_dynamodb::Client,
     name: &str,
@@ -101,7 +111,7 @@ pub async fn create_table(
     Ok(())
 }
 
-/// Creates the bucket with the auto-delete lifecycle rule.
+/// Creates the bucket with the auto-delete lifecycle rule and the browser-upload CORS rule.
 pub async fn create_bucket(
     client: &aws_sdk_s3::Client,
     bucket: &str,
@@ -154,6 +164,26 @@ pub async fn create_bucket(
         .send()
         .await
         .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?;
+    let cors = CorsRule::builder()
+        .set_allowed_methods(Some(CORS_ALLOWED_METHODS.map(String::from).to_vec()))
+        .set_allowed_origins(Some(CORS_ALLOWED_ORIGINS.map(String::from).to_vec()))
+        .set_allowed_headers(Some(CORS_ALLOWED_HEADERS.map(String::from).to_vec()))
+        .set_expose_headers(Some(CORS_EXPOSED_HEADERS.map(String::from).to_vec()))
+        .max_age_seconds(CORS_MAX_AGE_SECS)
+        .build()
+        .map_err(|e| StoreError::service("S3", "PutBucketCors", e))?;
+    client
+        .put_bucket_cors()
+        .bucket(bucket)
+        .cors_configuration(
+            CorsConfiguration::builder()
+                .cors_rules(cors)
+                .build()
+                .map_err(|e| StoreError::service("S3", "PutBucketCors", e))?,
+        )
+        .send()
+        .await
+        .map_err(|e| StoreError::service("S3", "PutBucketCors", e))?;
     Ok(())
 }
 

@@ -1,0 +1,891 @@
+//! The local stack creates the same resources as the CDK template.
+//!
+//! The template's side is `npx tsx cdk/bin/local-resources.ts` (a JSON description derived from the
+//! synthesized template; shape in `cdk/lib/resources.ts`). The local side is what
+//! [`create_local_stack`] — the function `sheetlog dev` runs — really created on a fresh emulator,
+//! read back through the AWS APIs, plus the settings the local drivers apply in place of Lambda's
+//! event-source mappings. The two are compared field by field.
+//!
+//! Compared: every table's keys and key types, billing mode, stream view type and TTL attribute;
+//! the bucket's lifecycle rules and CORS; every queue's FIFO flag, visibility timeout, retention
+//! and redrive (dead-letter target and max receive count); the Entry-stream consumer's table,
+//! starting position, batch size, filter patterns, per-record failures, retries and failure queue;
+//! the snapshot-queue consumer's queue and batch size; the worker's timeout and pending timeout.
+//! Also: every template table, bucket and queue has a local counterpart and the local stack
+//! creates nothing the template lacks.
+//!
+//! Not compared, on purpose: names (CloudFormation generates them; the local stack prefixes
+//! them), and what the template adds for a production account that neither the emulator nor a
+//! developer needs and the description leaves out — encryption, point-in-time recovery, deletion
+//! protection and retention policies, public-access blocks and TLS-only policies, alarms.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{Context, bail, ensure};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde::Deserialize;
+use serde_json::Value;
+use sheetlog_pipeline::stream::BATCH_SIZE;
+use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, LocalStack, create_local_stack};
+use sheetlog_snapshot_worker::WorkerConfig;
+use sheetlog_tests::emulator::{Emulator, unique_prefix, workspace_root};
+
+/// The format of the description this test understands (`LOCAL_RESOURCES_FORMAT`).
+const FORMAT: u32 = 1;
+
+// The description's types. `deny_unknown_fields`: a field added to the description is something
+// the local stack may have to match, so it fails this test until it is compared here.
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Description {
+    format: u32,
+    tables: Vec<Table>,
+    buckets: Vec<Bucket>,
+    queues: Vec<Queue>,
+    functions: Vec<Function>,
+    stream_consumers: Vec<StreamConsumer>,
+    queue_consumers: Vec<QueueConsumer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Table {
+    logical_id: String,
+    env: Option<String>,
+    partition_key: Key,
+    sort_key: Option<Key>,
+    billing_mode: String,
+    stream_view_type: Option<String>,
+    ttl_attribute: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Key {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Bucket {
+    logical_id: String,
+    env: Option<String>,
+    lifecycle_rules: Vec<LifecycleRule>,
+    cors: Vec<CorsRule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LifecycleRule {
+    id: Option<String>,
+    enabled: bool,
+    prefix: Option<String>,
+    tags: BTreeMap<String, String>,
+    expiration_days: Option<i64>,
+    abort_incomplete_multipart_upload_days: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CorsRule {
+    allowed_methods: Vec<String>,
+    allowed_origins: Vec<String>,
+    allowed_headers: Vec<String>,
+    exposed_headers: Vec<String>,
+    max_age_seconds: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Queue {
+    logical_id: String,
+    env: Option<String>,
+    fifo: bool,
+    visibility_timeout_secs: u64,
+    message_retention_secs: u64,
+    dead_letter: Option<DeadLetter>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DeadLetter {
+    logical_id: String,
+    max_receive_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Function {
+    binary: String,
+    timeout_secs: u64,
+    environment: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StreamConsumer {
+    function: String,
+    table: String,
+    starting_position: String,
+    batch_size: Option<i64>,
+    filter_patterns: Vec<Value>,
+    report_batch_item_failures: bool,
+    maximum_retry_attempts: Option<i64>,
+    on_failure_queue: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct QueueConsumer {
+    function: String,
+    queue: String,
+    batch_size: Option<i64>,
+    report_batch_item_failures: bool,
+}
+
+/// Runs `npx tsx cdk/bin/local-resources.ts` in the workspace root and parses its output.
+async fn template_description(root: &Path) -> anyhow::Result<Description> {
+    // Without the CDK app's packages there is nothing to compare with; failing (never skipping)
+    // keeps a machine without them from passing this test silently.
+    if !root.join("node_modules/.bin/tsx").exists() {
+        bail!(
+            "{}/node_modules is missing or incomplete (no .bin/tsx): run `npm ci` in the workspace \
+             root first (./scripts/test does). This test compares the local stack with the CDK \
+             template and needs the CDK app's npm packages.",
+            root.display()
+        );
+    }
+    let out = tokio::process::Command::new("npx")
+        .args(["--no", "tsx", "cdk/bin/local-resources.ts"])
+        .current_dir(root)
+        .output()
+        .await
+        .context("running `npx tsx cdk/bin/local-resources.ts` (is Node.js installed?)")?;
+    ensure!(
+        out.status.success(),
+        "`npx tsx cdk/bin/local-resources.ts` failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let desc: Description = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "cdk/bin/local-resources.ts printed something this test does not understand:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })?;
+    ensure!(
+        desc.format == FORMAT,
+        "local-resources format {} (this test knows {FORMAT})",
+        desc.format
+    );
+    Ok(desc)
+}
+
+/// Which local resource stands for each of the template's, by logical id.
+#[derive(Debug, Default)]
+struct Counterparts {
+    tables: BTreeMap<String, String>,
+    buckets: BTreeMap<String, String>,
+    /// Logical id → queue URL.
+    queues: BTreeMap<String, String>,
+}
+
+/// Pairs the template's resources with the local stack's, through what the functions are told
+/// (the environment variable naming each resource) and the references between resources (a
+/// queue's dead-letter target, the stream consumer's failure queue). A template resource with no
+/// counterpart is an error: the local stack must create it.
+fn counterparts(desc: &Description, stack: &LocalStack) -> anyhow::Result<Counterparts> {
+    let r = &stack.resources;
+    let mut c = Counterparts::default();
+    for t in &desc.tables {
+        let local = match t.env.as_deref() {
+            Some("SHEETLOG_ENTRY_TABLE") => r.entry_table.clone(),
+            Some("SHEETLOG_SEGMENT_TABLE") => r.segment_table.clone(),
+            Some("SHEETLOG_PENDING_TABLE") => r
+                .pending_table
+                .clone()
+                .context("the local stack has no Pending Snapshots table")?,
+            other => bail!(
+                "template table {} (environment variable {other:?}) has no local counterpart: \
+                 create it in create_local_stack and pair it here",
+                t.logical_id
+            ),
+        };
+        c.tables.insert(t.logical_id.clone(), local);
+    }
+    for b in &desc.buckets {
+        match b.env.as_deref() {
+            Some("SHEETLOG_BUCKET") => {
+                c.buckets.insert(b.logical_id.clone(), r.bucket.clone());
+            }
+            other => bail!(
+                "template bucket {} (environment variable {other:?}) has no local counterpart",
+                b.logical_id
+            ),
+        }
+    }
+    for q in &desc.queues {
+        if q.env.as_deref() == Some("SHEETLOG_SNAPSHOT_QUEUE_URL") {
+            c.queues
+                .insert(q.logical_id.clone(), stack.queues.snapshot_queue.clone());
+            if let Some(dl) = &q.dead_letter {
+                c.queues.insert(
+                    dl.logical_id.clone(),
+                    stack.queues.dead_letter_queue.clone(),
+                );
+            }
+        }
+    }
+    for s in &desc.stream_consumers {
+        if let Some(id) = &s.on_failure_queue {
+            c.queues
+                .insert(id.clone(), stack.stream_failure_queue.clone());
+        }
+    }
+    for q in &desc.queues {
+        ensure!(
+            c.queues.contains_key(&q.logical_id),
+            "template queue {} has no local counterpart: create it in create_local_stack and \
+             pair it here",
+            q.logical_id
+        );
+    }
+    Ok(c)
+}
+
+/// Reads back what the local stack created, in the description's shape (logical ids and
+/// environment variable names copied from the template, since names are not compared).
+async fn observe(
+    emu: &Emulator,
+    desc: &Description,
+    stack: &LocalStack,
+    pairs: &Counterparts,
+) -> anyhow::Result<Description> {
+    let sdk = emu.sdk_config().await;
+    let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
+    let s3 = emu.s3().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+
+    let mut tables = Vec::new();
+    for t in &desc.tables {
+        let name = &pairs.tables[&t.logical_id];
+        tables.push(observe_table(&dynamo, t, name).await?);
+    }
+    let mut buckets = Vec::new();
+    for b in &desc.buckets {
+        let name = &pairs.buckets[&b.logical_id];
+        buckets.push(observe_bucket(&s3, b, name).await?);
+    }
+    // Queue ARN → logical id, to express a redrive target the way the template does.
+    let mut ids_by_arn = BTreeMap::new();
+    let mut attrs_by_id = BTreeMap::new();
+    for (id, url) in &pairs.queues {
+        let attrs = sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await
+            .with_context(|| format!("GetQueueAttributes {url}"))?
+            .attributes
+            .unwrap_or_default();
+        let arn = attrs
+            .get(&QueueAttributeName::QueueArn)
+            .cloned()
+            .with_context(|| format!("queue {url} has no ARN"))?;
+        ids_by_arn.insert(arn, id.clone());
+        attrs_by_id.insert(id.clone(), attrs);
+    }
+    let mut queues = Vec::new();
+    for q in &desc.queues {
+        let attrs = &attrs_by_id[&q.logical_id];
+        let num = |k: QueueAttributeName| -> anyhow::Result<u64> {
+            attrs
+                .get(&k)
+                .with_context(|| format!("queue {}: no {k:?}", q.logical_id))?
+                .parse()
+                .with_context(|| format!("queue {}: {k:?}", q.logical_id))
+        };
+        let dead_letter = match attrs.get(&QueueAttributeName::RedrivePolicy) {
+            None => None,
+            Some(policy) => {
+                let policy: Value = serde_json::from_str(policy)
+                    .with_context(|| format!("queue {}: RedrivePolicy {policy}", q.logical_id))?;
+                let arn = policy["deadLetterTargetArn"].as_str().unwrap_or_default();
+                // SQS returns the count as a number; accept a string as CloudFormation writes it.
+                let count = match &policy["maxReceiveCount"] {
+                    Value::Number(n) => n.as_u64(),
+                    Value::String(s) => s.parse().ok(),
+                    _ => None,
+                };
+                Some(DeadLetter {
+                    logical_id: ids_by_arn
+                        .get(arn)
+                        .cloned()
+                        .unwrap_or_else(|| format!("<not a stack queue: {arn}>")),
+                    max_receive_count: count.with_context(|| {
+                        format!("queue {}: RedrivePolicy {policy}", q.logical_id)
+                    })?,
+                })
+            }
+        };
+        queues.push(Queue {
+            logical_id: q.logical_id.clone(),
+            env: q.env.clone(),
+            fifo: attrs
+                .get(&QueueAttributeName::FifoQueue)
+                .is_some_and(|v| v == "true"),
+            visibility_timeout_secs: num(QueueAttributeName::VisibilityTimeout)?,
+            message_retention_secs: num(QueueAttributeName::MessageRetentionPeriod)?,
+            dead_letter,
+        });
+    }
+    Ok(Description {
+        format: FORMAT,
+        tables,
+        buckets,
+        queues,
+        functions: local_functions(),
+        stream_consumers: local_stream_consumers(desc, pairs)?,
+        queue_consumers: local_queue_consumers(stack, pairs)?,
+    })
+}
+
+async fn observe_table(
+    dynamo: &aws_sdk_dynamodb::Client,
+    t: &Table,
+    name: &str,
+) -> anyhow::Result<Table> {
+    let table = dynamo
+        .describe_table()
+        .table_name(name)
+        .send()
+        .await
+        .with_context(|| format!("DescribeTable {name}"))?
+        .table
+        .with_context(|| format!("DescribeTable {name}: no table"))?;
+    let types: BTreeMap<&str, &str> = table
+        .attribute_definitions()
+        .iter()
+        .map(|a| (a.attribute_name(), a.attribute_type().as_str()))
+        .collect();
+    let key = |kind: aws_sdk_dynamodb::types::KeyType| {
+        table
+            .key_schema()
+            .iter()
+            .find(|k| *k.key_type() == kind)
+            .map(|k| Key {
+                name: k.attribute_name().to_owned(),
+                ty: types
+                    .get(k.attribute_name())
+                    .copied()
+                    .unwrap_or("?")
+                    .to_owned(),
+            })
+    };
+    let ttl = dynamo
+        .describe_time_to_live()
+        .table_name(name)
+        .send()
+        .await
+        .with_context(|| format!("DescribeTimeToLive {name}"))?
+        .time_to_live_description;
+    let ttl_attribute = ttl.and_then(|d| {
+        let on =
+            d.time_to_live_status() == Some(&aws_sdk_dynamodb::types::TimeToLiveStatus::Enabled);
+        on.then(|| d.attribute_name().unwrap_or_default().to_owned())
+    });
+    let stream = table.stream_specification();
+    Ok(Table {
+        logical_id: t.logical_id.clone(),
+        env: t.env.clone(),
+        partition_key: key(aws_sdk_dynamodb::types::KeyType::Hash)
+            .with_context(|| format!("table {name} has no partition key"))?,
+        sort_key: key(aws_sdk_dynamodb::types::KeyType::Range),
+        billing_mode: table
+            .billing_mode_summary()
+            .and_then(|b| b.billing_mode())
+            .map_or("PROVISIONED", |m| m.as_str())
+            .to_owned(),
+        stream_view_type: stream
+            .filter(|s| s.stream_enabled())
+            .and_then(|s| s.stream_view_type())
+            .map(|v| v.as_str().to_owned()),
+        ttl_attribute,
+    })
+}
+
+async fn observe_bucket(s3: &aws_sdk_s3::Client, b: &Bucket, name: &str) -> anyhow::Result<Bucket> {
+    let rules = s3
+        .get_bucket_lifecycle_configuration()
+        .bucket(name)
+        .send()
+        .await
+        .with_context(|| format!("GetBucketLifecycleConfiguration {name}"))?
+        .rules
+        .unwrap_or_default();
+    let lifecycle_rules = rules
+        .iter()
+        .map(|r| {
+            let filter = r.filter();
+            let mut tags: BTreeMap<String, String> = BTreeMap::new();
+            let mut prefix = filter.and_then(|f| f.prefix()).map(str::to_owned);
+            if let Some(t) = filter.and_then(|f| f.tag()) {
+                tags.insert(t.key().to_owned(), t.value().to_owned());
+            }
+            if let Some(and) = filter.and_then(|f| f.and()) {
+                for t in and.tags() {
+                    tags.insert(t.key().to_owned(), t.value().to_owned());
+                }
+                prefix = prefix.or_else(|| and.prefix().map(str::to_owned));
+            }
+            #[allow(deprecated)]
+            let legacy_prefix = r.prefix().map(str::to_owned);
+            LifecycleRule {
+                id: r.id().map(str::to_owned),
+                enabled: r.status().as_str() == "Enabled",
+                // An empty prefix matches every object, as no prefix does: the S3 API needs a
+                // filter element where CloudFormation may leave it out.
+                prefix: prefix.or(legacy_prefix).filter(|p| !p.is_empty()),
+                tags,
+                expiration_days: r.expiration().and_then(|e| e.days()).map(i64::from),
+                abort_incomplete_multipart_upload_days: r
+                    .abort_incomplete_multipart_upload()
+                    .and_then(|a| a.days_after_initiation())
+                    .map(i64::from),
+            }
+        })
+        .collect();
+    let cors_rules = match s3.get_bucket_cors().bucket(name).send().await {
+        Ok(out) => out.cors_rules.unwrap_or_default(),
+        // A bucket without CORS answers NoSuchCORSConfiguration: that is "no rules".
+        Err(e)
+            if e.as_service_error()
+                .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code)
+                == Some("NoSuchCORSConfiguration") =>
+        {
+            Vec::new()
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("GetBucketCors {name}"))),
+    };
+    let cors = cors_rules
+        .iter()
+        .map(|r| CorsRule {
+            allowed_methods: r.allowed_methods().to_vec(),
+            allowed_origins: r.allowed_origins().to_vec(),
+            allowed_headers: r.allowed_headers().to_vec(),
+            exposed_headers: r.expose_headers().to_vec(),
+            max_age_seconds: r.max_age_seconds().map(i64::from),
+        })
+        .collect();
+    Ok(Bucket {
+        logical_id: b.logical_id.clone(),
+        env: b.env.clone(),
+        lifecycle_rules,
+        cors,
+    })
+}
+
+/// The local pipeline's timings, in the shape of the template's functions. Only the snapshot
+/// worker's have a local equivalent: its timeout (the local time budget plus the hand-off reserve,
+/// which together stand for Lambda's timeout) and its pending timeout. The API and the router run
+/// in-process without a timeout; the rest of the functions' environments name resources (compared
+/// above) or settings `sheetlog dev` takes as flags.
+fn local_functions() -> Vec<Function> {
+    let worker = WorkerConfig::default();
+    let budget = LocalPipelineConfig::default().worker_time_budget + worker.handoff_reserve;
+    vec![Function {
+        binary: "sheetlog-snapshot-worker".into(),
+        timeout_secs: budget.as_secs(),
+        environment: BTreeMap::from([(
+            "SHEETLOG_PENDING_TIMEOUT_SECS".to_owned(),
+            Value::String(worker.pending_timeout.as_secs().to_string()),
+        )]),
+    }]
+}
+
+/// What the local stream driver does in place of the Entry-stream event-source mapping.
+fn local_stream_consumers(
+    desc: &Description,
+    pairs: &Counterparts,
+) -> anyhow::Result<Vec<StreamConsumer>> {
+    let entry_table = desc
+        .tables
+        .iter()
+        .find(|t| t.env.as_deref() == Some("SHEETLOG_ENTRY_TABLE"))
+        .context("the template has no Entry table")?;
+    let filter: Vec<Value> = FilterPatterns::entry_stream()?
+        .patterns()
+        .iter()
+        .map(|p| Value::Object(p.clone()))
+        .collect();
+    let failure_queue = desc
+        .stream_consumers
+        .iter()
+        .find_map(|s| s.on_failure_queue.clone())
+        .filter(|id| pairs.queues.contains_key(id));
+    Ok(vec![StreamConsumer {
+        // The local pipeline runs the stream router's handler.
+        function: "sheetlog-stream-router".into(),
+        // `LocalPipeline` polls `resources.entry_table`'s stream.
+        table: entry_table.logical_id.clone(),
+        // `StreamDriver` reads every shard from TRIM_HORIZON.
+        starting_position: "TRIM_HORIZON".into(),
+        batch_size: Some(i64::from(BATCH_SIZE)),
+        filter_patterns: filter,
+        // `StreamDriver::deliver` retries only the records the router reports as failed.
+        report_batch_item_failures: true,
+        maximum_retry_attempts: Some(i64::from(
+            LocalPipelineConfig::default().stream_retry_attempts,
+        )),
+        // `sheetlog dev` passes `LocalStack::stream_failure_queue` to the driver.
+        on_failure_queue: failure_queue,
+    }])
+}
+
+/// What the local queue driver does in place of the snapshot-queue event-source mapping.
+fn local_queue_consumers(
+    stack: &LocalStack,
+    pairs: &Counterparts,
+) -> anyhow::Result<Vec<QueueConsumer>> {
+    let queue = pairs
+        .queues
+        .iter()
+        .find(|(_, url)| **url == stack.queues.snapshot_queue)
+        .map(|(id, _)| id.clone())
+        .context("the template's snapshot queue was not paired")?;
+    Ok(vec![QueueConsumer {
+        function: "sheetlog-snapshot-worker".into(),
+        queue,
+        // `QueueDriver::invoke` hands the worker one message per invocation.
+        batch_size: Some(1),
+        // ... and deletes only the messages the handler did not report as failed.
+        report_batch_item_failures: true,
+    }])
+}
+
+/// Every difference between the template's description and the local one, one line each.
+/// Orders that carry no meaning (lifecycle rules, the lists inside a CORS rule) are ignored.
+fn differences(template: &Description, local: &Description) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut diff = |what: String, t: &dyn std::fmt::Debug, l: &dyn std::fmt::Debug| {
+        let (t, l) = (format!("{t:?}"), format!("{l:?}"));
+        if t != l {
+            out.push(format!("{what}: template {t}, local {l}"));
+        }
+    };
+    diff("format".into(), &template.format, &local.format);
+    for (kind, t_ids, l_ids) in [
+        (
+            "tables",
+            ids(template.tables.iter().map(|t| &t.logical_id)),
+            ids(local.tables.iter().map(|t| &t.logical_id)),
+        ),
+        (
+            "buckets",
+            ids(template.buckets.iter().map(|b| &b.logical_id)),
+            ids(local.buckets.iter().map(|b| &b.logical_id)),
+        ),
+        (
+            "queues",
+            ids(template.queues.iter().map(|q| &q.logical_id)),
+            ids(local.queues.iter().map(|q| &q.logical_id)),
+        ),
+    ] {
+        diff(kind.into(), &t_ids, &l_ids);
+    }
+    for t in &template.tables {
+        let Some(l) = local.tables.iter().find(|l| l.logical_id == t.logical_id) else {
+            continue;
+        };
+        let at = |f: &str| format!("table {} {f}", t.logical_id);
+        diff(at("partition key"), &t.partition_key, &l.partition_key);
+        diff(at("sort key"), &t.sort_key, &l.sort_key);
+        diff(at("billing mode"), &t.billing_mode, &l.billing_mode);
+        diff(
+            at("stream view type"),
+            &t.stream_view_type,
+            &l.stream_view_type,
+        );
+        diff(at("TTL attribute"), &t.ttl_attribute, &l.ttl_attribute);
+    }
+    for t in &template.buckets {
+        let Some(l) = local.buckets.iter().find(|l| l.logical_id == t.logical_id) else {
+            continue;
+        };
+        let at = |f: &str| format!("bucket {} {f}", t.logical_id);
+        let by_id = |rules: &[LifecycleRule]| {
+            let mut rules = rules.to_vec();
+            rules.sort_by(|a, b| a.id.cmp(&b.id));
+            rules
+        };
+        diff(
+            at("lifecycle rules"),
+            &by_id(&t.lifecycle_rules),
+            &by_id(&l.lifecycle_rules),
+        );
+        let sorted = |rules: &[CorsRule]| {
+            rules
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    for list in [
+                        &mut r.allowed_methods,
+                        &mut r.allowed_origins,
+                        &mut r.allowed_headers,
+                        &mut r.exposed_headers,
+                    ] {
+                        list.sort();
+                    }
+                    r
+                })
+                .collect::<Vec<_>>()
+        };
+        diff(at("CORS rules"), &sorted(&t.cors), &sorted(&l.cors));
+    }
+    for t in &template.queues {
+        let Some(l) = local.queues.iter().find(|l| l.logical_id == t.logical_id) else {
+            continue;
+        };
+        let at = |f: &str| format!("queue {} {f}", t.logical_id);
+        diff(at("FIFO"), &t.fifo, &l.fifo);
+        diff(
+            at("visibility timeout (s)"),
+            &t.visibility_timeout_secs,
+            &l.visibility_timeout_secs,
+        );
+        diff(
+            at("retention (s)"),
+            &t.message_retention_secs,
+            &l.message_retention_secs,
+        );
+        diff(at("dead-letter queue"), &t.dead_letter, &l.dead_letter);
+    }
+    // Only the settings the local pipeline has an equivalent of (see `local_functions`).
+    for l in &local.functions {
+        let at = |f: &str| format!("function {} {f}", l.binary);
+        let t = template.functions.iter().find(|t| t.binary == l.binary);
+        diff(at("in the template"), &t.is_some(), &true);
+        let Some(t) = t else {
+            continue;
+        };
+        diff(at("timeout (s)"), &t.timeout_secs, &l.timeout_secs);
+        for (name, value) in &l.environment {
+            diff(at(name), &t.environment.get(name), &Some(value));
+        }
+    }
+    diff(
+        "stream consumers".into(),
+        &template.stream_consumers.len(),
+        &local.stream_consumers.len(),
+    );
+    for (t, l) in template
+        .stream_consumers
+        .iter()
+        .zip(&local.stream_consumers)
+    {
+        let at = |f: &str| format!("stream consumer {f}");
+        diff(at("function"), &t.function, &l.function);
+        diff(at("table"), &t.table, &l.table);
+        diff(
+            at("starting position"),
+            &t.starting_position,
+            &l.starting_position,
+        );
+        diff(at("batch size"), &t.batch_size, &l.batch_size);
+        diff(
+            at("filter patterns"),
+            &t.filter_patterns,
+            &l.filter_patterns,
+        );
+        diff(
+            at("reports batch item failures"),
+            &t.report_batch_item_failures,
+            &l.report_batch_item_failures,
+        );
+        diff(
+            at("retry attempts"),
+            &t.maximum_retry_attempts,
+            &l.maximum_retry_attempts,
+        );
+        diff(
+            at("failure queue"),
+            &t.on_failure_queue,
+            &l.on_failure_queue,
+        );
+    }
+    diff(
+        "queue consumers".into(),
+        &template.queue_consumers.len(),
+        &local.queue_consumers.len(),
+    );
+    for (t, l) in template.queue_consumers.iter().zip(&local.queue_consumers) {
+        let at = |f: &str| format!("queue consumer {f}");
+        diff(at("function"), &t.function, &l.function);
+        diff(at("queue"), &t.queue, &l.queue);
+        diff(at("batch size"), &t.batch_size, &l.batch_size);
+        diff(
+            at("reports batch item failures"),
+            &t.report_batch_item_failures,
+            &l.report_batch_item_failures,
+        );
+    }
+    out
+}
+
+/// An edit to the template's description, named for the failure message.
+type Mutation = (&'static str, fn(&mut Description));
+
+fn ids<'a>(ids: impl Iterator<Item = &'a String>) -> BTreeSet<&'a str> {
+    ids.map(String::as_str).collect()
+}
+
+/// Everything with the stack's prefix on the emulator: what the local stack created, to catch a
+/// resource the template does not have.
+async fn created_names(
+    emu: &Emulator,
+    prefix: &str,
+) -> anyhow::Result<(BTreeSet<String>, BTreeSet<String>, BTreeSet<String>)> {
+    let sdk = emu.sdk_config().await;
+    let mut tables = BTreeSet::new();
+    let mut start = None;
+    loop {
+        let out = aws_sdk_dynamodb::Client::new(&sdk)
+            .list_tables()
+            .set_exclusive_start_table_name(start)
+            .send()
+            .await?;
+        tables.extend(
+            out.table_names()
+                .iter()
+                .filter(|n| n.starts_with(prefix))
+                .cloned(),
+        );
+        match out.last_evaluated_table_name {
+            Some(last) => start = Some(last),
+            None => break,
+        }
+    }
+    let buckets = emu
+        .s3()
+        .await
+        .list_buckets()
+        .send()
+        .await?
+        .buckets()
+        .iter()
+        .filter_map(|b| b.name())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_owned)
+        .collect();
+    let queues = aws_sdk_sqs::Client::new(&sdk)
+        .list_queues()
+        .queue_name_prefix(prefix)
+        .send()
+        .await?
+        .queue_urls()
+        .iter()
+        .cloned()
+        .collect();
+    Ok((tables, buckets, queues))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Result<()> {
+    let root = workspace_root();
+    let template = template_description(&root).await?;
+
+    let emu = Emulator::start()?;
+    let prefix = unique_prefix("template");
+    let stack = create_local_stack(&emu.sdk_config().await, &prefix).await?;
+    let pairs = counterparts(&template, &stack)?;
+    let local = observe(&emu, &template, &stack, &pairs).await?;
+
+    let found = differences(&template, &local);
+    ensure!(
+        found.is_empty(),
+        "the local stack differs from the CDK template:\n  {}",
+        found.join("\n  ")
+    );
+
+    // Nothing more than the template's resources.
+    let (tables, buckets, queues) = created_names(&emu, &prefix).await?;
+    let want_tables: BTreeSet<String> = pairs.tables.values().cloned().collect();
+    let want_buckets: BTreeSet<String> = pairs.buckets.values().cloned().collect();
+    let want_queues: BTreeSet<String> = pairs.queues.values().cloned().collect();
+    ensure!(
+        tables == want_tables,
+        "local tables {tables:?}, template's {want_tables:?}"
+    );
+    ensure!(
+        buckets == want_buckets,
+        "local buckets {buckets:?}, template's {want_buckets:?}"
+    );
+    ensure!(
+        queues == want_queues,
+        "local queues {queues:?}, template's {want_queues:?}"
+    );
+
+    // The comparison itself notices a change on the template's side: each of these edits to
+    // the description must show up as a difference.
+    let mutations: &[Mutation] = &[
+        ("a key type", |d| d.tables[0].partition_key.ty = "S".into()),
+        ("the stream view type", |d| {
+            for t in &mut d.tables {
+                if t.stream_view_type.is_some() {
+                    t.stream_view_type = Some("NEW_AND_OLD_IMAGES".into());
+                }
+            }
+        }),
+        ("a TTL attribute", |d| {
+            d.tables[0].ttl_attribute = Some("expires".into())
+        }),
+        ("the auto-delete days", |d| {
+            for r in &mut d.buckets[0].lifecycle_rules {
+                r.expiration_days = r.expiration_days.map(|x| x + 1);
+            }
+        }),
+        ("the CORS origins", |d| {
+            d.buckets[0].cors[0].allowed_origins = vec!["https://x.example".into()]
+        }),
+        ("a visibility timeout", |d| {
+            d.queues[0].visibility_timeout_secs += 1
+        }),
+        ("a max receive count", |d| {
+            for q in &mut d.queues {
+                if let Some(dl) = &mut q.dead_letter {
+                    dl.max_receive_count += 1;
+                }
+            }
+        }),
+        ("the stream filter", |d| {
+            d.stream_consumers[0].filter_patterns.pop();
+        }),
+        ("the worker's timeout", |d| {
+            for f in &mut d.functions {
+                if f.binary == "sheetlog-snapshot-worker" {
+                    f.timeout_secs += 1;
+                }
+            }
+        }),
+        ("the worker's pending timeout", |d| {
+            for f in &mut d.functions {
+                f.environment
+                    .insert("SHEETLOG_PENDING_TIMEOUT_SECS".into(), "7".into());
+            }
+        }),
+    ];
+    for (what, mutate) in mutations {
+        let mut changed = template.clone();
+        mutate(&mut changed);
+        ensure!(
+            !differences(&changed, &local).is_empty(),
+            "changing {what} in the template's description went unnoticed"
+        );
+    }
+    Ok(())
+}
