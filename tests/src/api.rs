@@ -24,7 +24,8 @@ pub struct TestApi {
     /// The stack behind the API when it runs in this process (lets tests reach past the API,
     /// e.g. to complete a snapshot); `None` against an external deployment.
     pub stack: Option<TestStack>,
-    server: Option<JoinHandle<()>>,
+    /// The server (and pipeline) tasks, aborted on drop.
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl TestApi {
@@ -41,7 +42,7 @@ impl TestApi {
             return Ok(Self {
                 base: url.trim_end_matches('/').to_owned(),
                 stack: None,
-                server: None,
+                tasks: Vec::new(),
             });
         }
         let stack = TestStack::new(label).await?;
@@ -56,7 +57,7 @@ impl TestApi {
         Ok(Self {
             base,
             stack: Some(stack),
-            server: Some(server),
+            tasks: vec![server],
         })
     }
 
@@ -69,6 +70,49 @@ impl TestApi {
         Ok(builder.build())
     }
 
+    /// In-process API on a full local stack (queues included) with the stream router and snapshot
+    /// worker running, as `sheetlog dev` runs them. Not available against a deployment (`None`).
+    pub async fn start_with_pipeline(label: &str, cfg: ApiConfig) -> anyhow::Result<Option<Self>> {
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let emulator = crate::Emulator::start()?;
+        let sdk = emulator.sdk_config().await;
+        let local =
+            sheetlog_pipeline::create_local_stack(&sdk, &crate::emulator::unique_prefix(label))
+                .await?;
+        let state = AppState::from_sdk(&sdk, &local.resources, LogConfig::default(), cfg)?;
+        let app = sheetlog_api::router(Arc::new(state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let pipeline_cfg = sheetlog_pipeline::LocalPipelineConfig {
+            poll_interval: std::time::Duration::from_millis(50),
+            stream_failure_queue: Some(local.stream_failure_queue.clone()),
+            ..Default::default()
+        };
+        let pipeline = sheetlog_pipeline::LocalPipeline::new(
+            &sdk,
+            &local.resources,
+            &local.queues,
+            pipeline_cfg,
+        )?;
+        let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let stack = TestStack {
+            resources: local.resources,
+            dynamo: aws_sdk_dynamodb::Client::new(&sdk),
+            s3: emulator.s3().await,
+            emulator,
+        };
+        Ok(Some(Self {
+            base,
+            stack: Some(stack),
+            tasks: vec![server, pipeline],
+        }))
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
@@ -76,8 +120,8 @@ impl TestApi {
 
 impl Drop for TestApi {
     fn drop(&mut self) {
-        if let Some(s) = &self.server {
-            s.abort();
+        for t in &self.tasks {
+            t.abort();
         }
     }
 }

@@ -33,16 +33,28 @@ pub async fn read(
     }
     let at = match at {
         Some(at) => at,
-        None => state.log.next_seq(log).await.map_err(|e| ApiError::from_log(log_id, e))?.0,
+        None => {
+            state
+                .log
+                .next_seq(log)
+                .await
+                .map_err(|e| ApiError::from_log(log_id, e))?
+                .0
+        }
     };
-    let input = snapshot_input::as_of(&state.log, log, at).await.map_err(|e| match e {
-        InputError::Log(e) => ApiError::from_log(log_id, e),
-        other => ApiError::Internal(other.to_string()),
-    })?;
+    let input = snapshot_input::as_of(&state.log, log, at)
+        .await
+        .map_err(|e| match e {
+            InputError::Log(e) => ApiError::from_log(log_id, e),
+            other => ApiError::Internal(other.to_string()),
+        })?;
     let base = snapshot_input::base_manifest(&state.blobs, log, &input.base)
         .await
-        .map_err(|e| ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq)))?;
-    let entries = snapshot_input::log_entries(&input.entries).map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(|e| {
+            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
+        })?;
+    let entries = snapshot_input::log_entries(&input.entries)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let (values, _stats) = read_range(
         &state.blobs,
         &state.payload_source,
@@ -55,7 +67,15 @@ pub async fn read(
     .map_err(|e| ApiError::Internal(format!("reading {raw_range}: {e}")))?;
     let values = values
         .into_iter()
-        .map(|row| row.into_iter().map(|v| serde_json::to_value(v).unwrap_or(Value::Null)).collect())
+        .map(|row| {
+            row.into_iter()
+                .map(|v| serde_json::to_value(v).unwrap_or(Value::Null))
+                .collect()
+        })
         .collect();
-    Ok(CellsResponse { seq: at, range: raw_range.to_owned(), values })
+    Ok(CellsResponse {
+        seq: at,
+        range: raw_range.to_owned(),
+        values,
+    })
 }

@@ -112,7 +112,12 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     };
     // The log's first snapshot (the empty sheet) is complete from the start and has no root.
     let snapshot_status = (e.kind == EntryType::SNAPSHOT).then(|| {
-        if e.snapshot_root.is_some() || e.seq == 0 { "complete" } else { "pending" }.to_owned()
+        if e.snapshot_root.is_some() || e.seq == 0 {
+            "complete"
+        } else {
+            "pending"
+        }
+        .to_owned()
     });
     Ok(EntryDto {
         seq: e.seq,
@@ -546,17 +551,31 @@ pub async fn load_log(
     Path(log_id): Path<String>,
 ) -> ApiResult<Json<LoadResponse>> {
     let log = parse_log_id(&log_id)?;
-    let loaded = state.log.load(log).await.map_err(|e| ApiError::from_log(&log_id, e))?;
-    // The client fetches the snapshot straight from S3; the API only hands out URLs.
-    let manifest = sheetlog_core::snapshot_input::base_manifest(&state.blobs, log, &loaded.snapshot)
+    let loaded = state
+        .log
+        .load(log)
         .await
-        .map_err(|e| ApiError::Internal(format!("loading the manifest at {}: {e}", loaded.snapshot.seq)))?;
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    // The client fetches the snapshot straight from S3; the API only hands out URLs.
+    let manifest =
+        sheetlog_core::snapshot_input::base_manifest(&state.blobs, log, &loaded.snapshot)
+            .await
+            .map_err(|e| {
+                ApiError::Internal(format!(
+                    "loading the manifest at {}: {e}",
+                    loaded.snapshot.seq
+                ))
+            })?;
     let (manifest_url, chunks) = match (&manifest, &loaded.snapshot.snapshot_root) {
         (Some(m), Some(root)) => {
             let mut chunks = Vec::with_capacity(m.chunks.len());
             for c in &m.chunks {
                 let key = sheetlog_core::snapshot::chunk_key(*log.as_uuid(), &c.hash);
-                chunks.push(ChunkDto { hash: c.hash.clone(), rows: c.rows, url: presign_get(&state, &key).await? });
+                chunks.push(ChunkDto {
+                    hash: c.hash.clone(),
+                    rows: c.rows,
+                    url: presign_get(&state, &key).await?,
+                });
             }
             (Some(presign_get(&state, root).await?), chunks)
         }
@@ -564,7 +583,12 @@ pub async fn load_log(
     };
     Ok(Json(LoadResponse {
         log_id: log.to_string(),
-        snapshot: SnapshotRef { seq: loaded.snapshot.seq, status: "complete".into(), manifest_url, chunks },
+        snapshot: SnapshotRef {
+            seq: loaded.snapshot.seq,
+            status: "complete".into(),
+            manifest_url,
+            chunks,
+        },
         entries: entry_dtos(&state, &loaded.entries).await?,
         next_seq: loaded.next_seq,
         complete: true,

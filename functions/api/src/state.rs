@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sheetlog_core::LogId;
-use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
 use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::{EventLog, SegmentHint};
+use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
 
 use crate::config::ApiConfig;
 
@@ -37,7 +37,15 @@ impl AppState {
     pub fn new(log: AwsLog, s3: aws_sdk_s3::Client, bucket: String, cfg: ApiConfig) -> Self {
         let blobs = S3Store::new(s3.clone(), &bucket);
         let payload_source = S3Payloads::new(s3.clone(), &bucket);
-        Self { log, s3, bucket, cfg, blobs, payload_source, hints: Mutex::new(HashMap::new()) }
+        Self {
+            log,
+            s3,
+            bucket,
+            cfg,
+            blobs,
+            payload_source,
+            hints: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Builds the state from SDK configuration and resource names.
