@@ -65,6 +65,18 @@ async fn all_entries(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<Vec
     }
 }
 
+/// Asserts a response is the documented error and returns its body.
+async fn expect_error(
+    r: reqwest::Response,
+    want_status: StatusCode,
+    code: &str,
+) -> anyhow::Result<Value> {
+    let status = r.status();
+    let body: Value = r.json().await?;
+    assert_error(status, &body, want_status, code);
+    Ok(body)
+}
+
 fn assert_error(status: StatusCode, body: &Value, want_status: StatusCode, code: &str) {
     assert_eq!(status, want_status, "body: {body}");
     assert_eq!(body["error"]["code"], code, "body: {body}");
@@ -243,13 +255,7 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
         .body("{\"type\": \"set\",")
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::BAD_REQUEST,
-        "invalid-json",
-    );
+    expect_error(r, StatusCode::BAD_REQUEST, "invalid-json").await?;
 
     let stale =
         json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 2}]}, "expectedSeq": 1});
@@ -280,13 +286,7 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
         .body(huge)
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "request-too-large",
-    );
+    expect_error(r, StatusCode::PAYLOAD_TOO_LARGE, "request-too-large").await?;
 
     let unknown = LogId::new_random();
     let (status, v) = append(
@@ -463,13 +463,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::CONFLICT,
-        "upload-missing",
-    );
+    expect_error(r, StatusCode::CONFLICT, "upload-missing").await?;
 
     // Another log's upload cannot be committed here.
     let theirs = upload(&c, &api, &other, json!({"type": "import"}), b"a,b\n1,2\n").await?;
@@ -477,13 +471,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .post(api.url(&format!("/logs/{log}/uploads/{theirs}/commit")))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::CONFLICT,
-        "upload-missing",
-    );
+    expect_error(r, StatusCode::CONFLICT, "upload-missing").await?;
 
     // A file that does not parse as what it claims to be.
     let bad = upload(
@@ -498,50 +486,26 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .post(api.url(&format!("/logs/{log}/uploads/{bad}/commit")))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-payload",
-    );
+    expect_error(r, StatusCode::UNPROCESSABLE_ENTITY, "invalid-payload").await?;
 
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads/nonsense/commit")))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::NOT_FOUND,
-        "upload-not-found",
-    );
+    expect_error(r, StatusCode::NOT_FOUND, "upload-not-found").await?;
 
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads")))
         .json(&json!({"type": "set"}))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::BAD_REQUEST,
-        "invalid-entry",
-    );
+    expect_error(r, StatusCode::BAD_REQUEST, "invalid-entry").await?;
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads")))
         .json(&json!({"type": "import", "size": 3}))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::BAD_REQUEST,
-        "invalid-entry",
-    );
+    expect_error(r, StatusCode::BAD_REQUEST, "invalid-entry").await?;
 
     assert_eq!(
         next_seq(&c, &api, &log).await?,
@@ -617,33 +581,19 @@ async fn entry_reads_page_and_reject_bad_ranges() -> anyhow::Result<()> {
             .get(api.url(&format!("/logs/{log}/entries?{query}")))
             .send()
             .await?;
-        let status = r.status();
-        assert_error(status, &r.json().await?, StatusCode::BAD_REQUEST, code);
+        expect_error(r, StatusCode::BAD_REQUEST, code).await?;
     }
     let r = c
         .get(api.url(&format!("/logs/{log}/entries?from={}", end + 5)))
         .send()
         .await?;
-    let status = r.status();
-    let v: Value = r.json().await?;
-    assert_error(
-        status,
-        &v,
-        StatusCode::RANGE_NOT_SATISFIABLE,
-        "out-of-range",
-    );
+    let v = expect_error(r, StatusCode::RANGE_NOT_SATISFIABLE, "out-of-range").await?;
     assert_eq!(v["error"]["nextSeq"], end);
     let r = c
         .get(api.url(&format!("/logs/{log}/cells?range=A1:ZZZZ9")))
         .send()
         .await?;
-    let status = r.status();
-    assert_error(
-        status,
-        &r.json().await?,
-        StatusCode::BAD_REQUEST,
-        "invalid-query",
-    );
+    expect_error(r, StatusCode::BAD_REQUEST, "invalid-query").await?;
     Ok(())
 }
 
@@ -664,9 +614,7 @@ async fn readers_behind_the_retained_segments_get_410() -> anyhow::Result<()> {
         .get(api.url(&format!("/logs/{log}/entries?from=0")))
         .send()
         .await?;
-    let status = r.status();
-    let v: Value = r.json().await?;
-    assert_error(status, &v, StatusCode::GONE, "truncated");
+    let v = expect_error(r, StatusCode::GONE, "truncated").await?;
     assert_eq!(v["error"]["firstSeq"], 2);
     Ok(())
 }
