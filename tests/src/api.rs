@@ -125,3 +125,28 @@ impl Drop for TestApi {
         }
     }
 }
+
+/// The string at a JSON pointer (`/logId`, `/error/message`). A missing or mistyped field fails
+/// the test with the pointer and the whole response, rather than becoming `""`.
+pub fn json_str<'a>(v: &'a serde_json::Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_else(|| panic!("no string at {pointer} in {v}"))
+}
+
+/// The array at a JSON pointer; fails the test like [`json_str`].
+pub fn json_array<'a>(v: &'a serde_json::Value, pointer: &str) -> &'a Vec<serde_json::Value> {
+    v.pointer(pointer)
+        .and_then(serde_json::Value::as_array)
+        .unwrap_or_else(|| panic!("no array at {pointer} in {v}"))
+}
+
+/// The object at a JSON pointer; fails the test like [`json_str`].
+pub fn json_object<'a>(
+    v: &'a serde_json::Value,
+    pointer: &str,
+) -> &'a serde_json::Map<String, serde_json::Value> {
+    v.pointer(pointer)
+        .and_then(serde_json::Value::as_object)
+        .unwrap_or_else(|| panic!("no object at {pointer} in {v}"))
+}

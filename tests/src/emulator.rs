@@ -107,10 +107,7 @@ impl Emulator {
 
     /// An S3 client using path-style addressing (the emulator has no per-bucket host names).
     pub async fn s3(&self) -> aws_sdk_s3::Client {
-        let conf = aws_sdk_s3::config::Builder::from(&self.sdk_config().await)
-            .force_path_style(true)
-            .build();
-        aws_sdk_s3::Client::from_conf(conf)
+        sheetlog_core::aws::s3_client(&self.sdk_config().await)
     }
 }
 

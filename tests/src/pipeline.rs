@@ -10,18 +10,14 @@ use anyhow::{Context, bail};
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::QueueAttributeName;
 use bytes::Bytes;
-use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
-use sheetlog_core::aws::{PendingStore, QueueUrls, S3PayloadStore, SqsJobQueue};
+use sheetlog_core::aws::{DynamoPendingStore, S3Bucket, SqsJobQueue};
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
 use sheetlog_core::log::SegmentHint;
-use sheetlog_core::ports::PayloadStore;
 use sheetlog_core::sheet::{Event, Sheet};
-use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
-use sheetlog_core::snapshot::{
-    BlobStore, BuildConfig, Manifest, MemStore, build_snapshot, materialize,
-};
+use sheetlog_core::snapshot::{BuildConfig, Manifest, MemBlobs, build_snapshot, materialize};
 use sheetlog_core::snapshot_input::log_entries;
+use sheetlog_pipeline::provision::{QueueSettings, QueueUrls, create_snapshot_queues};
 use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
 
@@ -49,8 +45,9 @@ pub struct PipelineStack {
     pub sqs: aws_sdk_sqs::Client,
     pub queues: QueueUrls,
     pub log: AwsLog,
-    pub pending: PendingStore,
-    pub blobs: S3Store,
+    pub pending: DynamoPendingStore,
+    /// The stack's bucket (payloads, snapshot blobs, import files).
+    pub blobs: S3Bucket,
     /// Kept last so the emulator outlives the clients above.
     pub stack: TestStack,
 }
@@ -65,13 +62,13 @@ impl PipelineStack {
         let sdk = stack.emulator.sdk_config().await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let queues = create_snapshot_queues(&sqs, &unique_prefix(label), settings).await?;
-        let pending = PendingStore::new(
+        let pending = DynamoPendingStore::new(
             stack.dynamo.clone(),
             stack.resources.require_pending_table()?,
         );
         Ok(Self {
             log: stack.log()?,
-            blobs: S3Store::new(stack.s3.clone(), &stack.resources.bucket),
+            blobs: stack.bucket(),
             pending,
             queues,
             sqs,
@@ -97,8 +94,8 @@ impl PipelineStack {
         Handler::new(worker, self.job_queue())
     }
 
-    pub fn payloads(&self) -> S3PayloadStore {
-        self.stack.payload_store()
+    pub fn payloads(&self) -> S3Bucket {
+        self.stack.bucket()
     }
 
     /// Both local drivers over this stack, with the given worker.
@@ -188,9 +185,14 @@ impl PipelineStack {
     pub async fn replay(&self, log: LogId, seq: u64) -> anyhow::Result<Sheet> {
         let mut sheet = Sheet::new();
         for e in log_entries(&self.entries_before(log, seq).await?)? {
-            if let sheetlog_core::sheet::Entry::Event(ev) = &e.entry {
+            if let sheetlog_core::sheet::EntryBody::Event(ev) = &e.entry {
                 let payload = match &e.payload {
-                    Some(k) => Some(Box::new(Cursor::new(self.payloads().get(k).await?))
+                    Some(k) => Some(Box::new(Cursor::new(
+                        self.payloads()
+                            .get_object(k)
+                            .await?
+                            .with_context(|| format!("payload {k} is missing"))?,
+                    ))
                         as Box<dyn sheetlog_core::sheet::import::ReadSeek>),
                     None => None,
                 };
@@ -211,7 +213,7 @@ impl PipelineStack {
     ) -> anyhow::Result<Manifest> {
         let bytes = self
             .blobs
-            .get(root)
+            .get_object(root)
             .await?
             .with_context(|| format!("manifest {root} is missing"))?;
         let manifest = Manifest::from_bytes(root, &bytes)?;
@@ -224,8 +226,8 @@ impl PipelineStack {
         let want = self.replay(log, seq).await?;
         anyhow::ensure!(got == want, "snapshot at {seq} differs from a replay");
 
-        let reference = MemStore::new();
-        let imports = S3Payloads::new(self.stack.s3.clone(), &self.stack.resources.bucket);
+        let reference = MemBlobs::new();
+        let imports = self.stack.bucket();
         let built = build_snapshot(
             &reference,
             &imports,
@@ -244,7 +246,7 @@ impl PipelineStack {
         for (key, blob) in reference.snapshot() {
             let stored = self
                 .blobs
-                .get(&key)
+                .get_object(&key)
                 .await?
                 .with_context(|| format!("chunk {key} is missing"))?;
             anyhow::ensure!(
@@ -260,7 +262,11 @@ impl PipelineStack {
         let mut expected = BTreeSet::new();
         for root in roots {
             expected.insert((*root).to_owned());
-            let bytes = self.blobs.get(root).await?.context("manifest missing")?;
+            let bytes = self
+                .blobs
+                .get_object(root)
+                .await?
+                .context("manifest missing")?;
             let m = Manifest::from_bytes(root, &bytes)?;
             for c in &m.chunks {
                 expected.insert(sheetlog_core::snapshot::chunk_key(*log.as_uuid(), &c.hash));

@@ -1,12 +1,12 @@
 //! A complete, uniquely named set of sheetlog resources on the emulator.
 
-use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore, schema};
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::EventLog;
 
 use crate::emulator::{Emulator, unique_prefix};
 
-pub type AwsLog = EventLog<DynamoLogStore, S3PayloadStore>;
+pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 
 #[derive(Debug)]
 pub struct TestStack {
@@ -24,7 +24,7 @@ impl TestStack {
         let dynamo = emulator.dynamodb().await;
         let s3 = emulator.s3().await;
         let resources = Resources::with_prefix(&unique_prefix(label));
-        schema::create_all(&dynamo, &s3, &resources).await?;
+        sheetlog_pipeline::provision::create_all(&dynamo, &s3, &resources).await?;
         Ok(Self {
             resources,
             dynamo,
@@ -41,13 +41,13 @@ impl TestStack {
         )
     }
 
-    pub fn payload_store(&self) -> S3PayloadStore {
-        S3PayloadStore::new(self.s3.clone(), &self.resources.bucket)
+    pub fn bucket(&self) -> S3Bucket {
+        S3Bucket::new(self.s3.clone(), &self.resources.bucket)
     }
 
     /// An event log with the given configuration.
     pub fn log_with(&self, cfg: LogConfig) -> anyhow::Result<AwsLog> {
-        Ok(EventLog::new(self.log_store(), self.payload_store(), cfg)?)
+        Ok(EventLog::new(self.log_store(), self.bucket(), cfg)?)
     }
 
     /// An event log with the production defaults.

@@ -48,7 +48,7 @@ pub async fn read(
             InputError::Log(e) => ApiError::from_log(log_id, e),
             other => ApiError::Internal(other.to_string()),
         })?;
-    let base = snapshot_input::base_manifest(&state.blobs, log, &input.base)
+    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
         .await
         .map_err(|e| {
             ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
@@ -56,8 +56,8 @@ pub async fn read(
     let entries = snapshot_input::log_entries(&input.entries)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let (values, _stats) = read_range(
-        &state.blobs,
-        &state.payload_source,
+        &state.bucket,
+        &state.bucket,
         *log.as_uuid(),
         base.as_ref(),
         &entries,

@@ -5,10 +5,10 @@
 //! Layout:
 //! - `routes.rs`  — the handlers (validation first, then one linchpin write)
 //! - `trigger.rs` — append plus the snapshot / new-segment trigger that runs after it
-//! - `cells.rs`   — range reads by replaying the log
+//! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `dto.rs`     — request and response shapes with their OpenAPI schemas
 //! - `error.rs`   — [`ApiError`]: status, code and message of every failure
-//! - `state.rs`   — shared state: event log, S3 client, config, segment-hint cache
+//! - `state.rs`   — shared state: event log, bucket, config, segment-hint cache
 //! - `config.rs`  — settings from the environment
 
 pub mod cells;

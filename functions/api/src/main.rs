@@ -7,12 +7,7 @@ use sheetlog_core::config::{LogConfig, Resources};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_current_span(false)
-        .without_time() // CloudWatch stamps every line
-        .init();
+    sheetlog_core::telemetry::init_lambda();
     let resources = Resources::from_env()?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let state = AppState::from_sdk(

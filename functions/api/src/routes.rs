@@ -4,9 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Cursor;
 
-use aws_sdk_s3::error::SdkError;
-use aws_sdk_s3::operation::head_object::HeadObjectError;
-use aws_sdk_s3::presigning::PresigningConfig;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -14,10 +11,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use sheetlog_core::aws::s3::auto_delete_tagging;
+use sheetlog_core::StoreError;
+use sheetlog_core::aws::s3::UploadSpec;
+use sheetlog_core::domain::keys::upload_key;
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
-use sheetlog_core::ports::PayloadStore;
-use sheetlog_core::sheet::event::{Entry as SheetEntry, Import, ImportFormat};
+use sheetlog_core::sheet::event::{EntryBody, Import, ImportFormat};
 use sheetlog_core::sheet::{Event, import};
 use tracing::info;
 use uuid::Uuid;
@@ -92,19 +90,19 @@ fn type_name(kind: EntryType) -> &'static str {
 
 /// The JSON form of a stored entry, exactly as a client wrote it.
 pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
-    let decoded = SheetEntry::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+    let decoded = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
         ApiError::Internal(format!(
             "entry at sequence {} does not decode: {err}",
             e.seq
         ))
     })?;
     let body = match decoded {
-        SheetEntry::Event(event) => {
+        EntryBody::Event(event) => {
             let mut v =
                 serde_json::to_value(&event).map_err(|err| ApiError::Internal(err.to_string()))?;
             v.get_mut("body").map(Value::take).unwrap_or(Value::Null)
         }
-        SheetEntry::Snapshot | SheetEntry::EndSegment => json!({}),
+        EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
     let payload_url = match &e.payload {
         Some(key) => Some(presign_get(state, key).await?),
@@ -138,17 +136,11 @@ async fn entry_dtos(state: &SharedState, entries: &[Entry]) -> ApiResult<Vec<Ent
 }
 
 async fn presign_get(state: &SharedState, key: &str) -> ApiResult<String> {
-    let cfg = PresigningConfig::expires_in(state.cfg.upload_url_ttl)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let req = state
-        .s3
-        .get_object()
-        .bucket(&state.bucket)
-        .key(key)
-        .presigned(cfg)
+    state
+        .bucket
+        .presign_get(key, state.cfg.upload_url_ttl)
         .await
-        .map_err(|e| ApiError::Internal(format!("presigning a GET failed: {e}")))?;
-    Ok(req.uri().to_owned())
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 #[utoipa::path(get, path = "/health", responses((status = 200, body = Health)))]
@@ -272,24 +264,17 @@ pub async fn create_upload(
     let upload_id = format!("u{from_seq}-{}", Uuid::new_v4().simple());
     let key = upload_key(log, &upload_id);
     let format_name = format_name(format);
-    let presigning = PresigningConfig::expires_in(state.cfg.upload_url_ttl)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let spec = UploadSpec {
+        content_type: &content_type,
+        discardable: true,
+        metadata: &[(META_TYPE, "import"), (META_FORMAT, format_name)],
+    };
     let presigned = state
-        .s3
-        .put_object()
-        .bucket(&state.bucket)
-        .key(&key)
-        .content_type(&content_type)
-        .tagging(auto_delete_tagging())
-        .metadata(META_TYPE, "import")
-        .metadata(META_FORMAT, format_name)
-        .presigned(presigning)
+        .bucket
+        .presign_put(&key, state.cfg.upload_url_ttl, &spec)
         .await
-        .map_err(|e| ApiError::Internal(format!("presigning the upload failed: {e}")))?;
-    let headers: BTreeMap<String, String> = presigned
-        .headers()
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
-        .collect();
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let headers: BTreeMap<String, String> = presigned.headers.into_iter().collect();
     let expires = time::OffsetDateTime::now_utc() + state.cfg.upload_url_ttl;
     let expires_at = expires
         .replace_nanosecond(0)
@@ -300,7 +285,7 @@ pub async fn create_upload(
         StatusCode::CREATED,
         Json(UploadCreated {
             upload_id,
-            url: presigned.uri().to_owned(),
+            url: presigned.url,
             method: "PUT".into(),
             headers,
             expires_at,
@@ -313,11 +298,6 @@ fn format_name(f: ImportFormat) -> &'static str {
         ImportFormat::Csv => "csv",
         ImportFormat::Xlsx => "xlsx",
     }
-}
-
-/// Uploaded objects live under the log's prefix, so a commit through another log cannot reach them.
-fn upload_key(log: LogId, upload_id: &str) -> String {
-    format!("payloads/{log}/uploads/{upload_id}")
 }
 
 /// `u<seq>-<32 hex>` → the sequence the log was at when the upload started.
@@ -367,40 +347,32 @@ pub async fn commit_upload(
     if let Some(done) = find_commit(&state, log, &log_id, from_seq, &key).await? {
         return Ok((StatusCode::OK, Json(done)));
     }
-    let head = match state
-        .s3
-        .head_object()
-        .bucket(&state.bucket)
-        .key(&key)
-        .send()
-        .await
-    {
+    let head = match state.bucket.head(&key).await {
         Ok(h) => h,
-        Err(SdkError::ServiceError(e)) if matches!(e.err(), HeadObjectError::NotFound(_)) => {
-            return Err(ApiError::UploadMissing { upload_id });
-        }
-        Err(e) => return Err(ApiError::Internal(format!("HeadObject failed: {e}"))),
+        Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadMissing { upload_id }),
+        Err(e) => return Err(ApiError::Internal(e.to_string())),
     };
-    let size = u64::try_from(head.content_length().unwrap_or(0)).unwrap_or(0);
+    let size = head.size;
     if size > state.cfg.max_upload_bytes {
         return Err(ApiError::UploadTooLarge {
             size,
             limit: state.cfg.max_upload_bytes,
         });
     }
-    let meta = head.metadata().cloned().unwrap_or_default();
-    let format = match meta.get(META_FORMAT).map(String::as_str) {
+    let format = match head.metadata.get(META_FORMAT).map(String::as_str) {
         Some("xlsx") => ImportFormat::Xlsx,
         Some("csv") => ImportFormat::Csv,
         _ => sniff_format(&state, &key).await?,
     };
     // Validate the file before the linchpin write: a file that will not import never enters the log.
     let file = state
-        .log
-        .payloads()
-        .get(&key)
+        .bucket
+        .get_object(&key)
         .await
-        .map_err(|e| ApiError::Internal(format!("reading the upload failed: {e}")))?;
+        .map_err(|e| ApiError::Internal(format!("reading the upload failed: {e}")))?
+        .ok_or_else(|| ApiError::UploadMissing {
+            upload_id: upload_id.clone(),
+        })?;
     let summary =
         tokio::task::spawn_blocking(move || import::validate(format, Box::new(Cursor::new(file))))
             .await
@@ -417,21 +389,11 @@ pub async fn commit_upload(
 }
 
 async fn sniff_format(state: &SharedState, key: &str) -> ApiResult<ImportFormat> {
-    let out = state
-        .s3
-        .get_object()
-        .bucket(&state.bucket)
-        .key(key)
-        .range("bytes=0-3")
-        .send()
+    let head = state
+        .bucket
+        .get_range(key, 0, 4)
         .await
-        .map_err(|e| ApiError::Internal(format!("GetObject failed: {e}")))?;
-    let head = out
-        .body
-        .collect()
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .into_bytes();
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     // XLSX files are ZIP archives.
     Ok(if head.starts_with(b"PK\x03\x04") {
         ImportFormat::Xlsx
@@ -558,7 +520,7 @@ pub async fn load_log(
         .map_err(|e| ApiError::from_log(&log_id, e))?;
     // The client fetches the snapshot straight from S3; the API only hands out URLs.
     let manifest =
-        sheetlog_core::snapshot_input::base_manifest(&state.blobs, log, &loaded.snapshot)
+        sheetlog_core::snapshot_input::base_manifest(&state.bucket, log, &loaded.snapshot)
             .await
             .map_err(|e| {
                 ApiError::Internal(format!(

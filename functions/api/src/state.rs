@@ -1,18 +1,17 @@
-//! What every request handler shares: the event log, the S3 client for presigning and payloads,
+//! What every request handler shares: the event log, the bucket (presigning, uploads, snapshots),
 //! settings, and a per-log cache of segment hints (so most appends skip the Segment query).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sheetlog_core::LogId;
-use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore};
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::{EventLog, SegmentHint};
-use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
 
 use crate::config::ApiConfig;
 
-pub type AwsLog = EventLog<DynamoLogStore, S3PayloadStore>;
+pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 
 /// Hints kept per warm process; cleared wholesale past this many logs (a stale or missing hint
 /// only costs one extra query).
@@ -21,29 +20,21 @@ const MAX_HINTS: usize = 10_000;
 #[derive(Debug)]
 pub struct AppState {
     pub log: AwsLog,
-    pub s3: aws_sdk_s3::Client,
-    pub bucket: String,
+    /// The stack's bucket: presigned URLs, uploads, snapshot manifests and chunks, and import
+    /// files streamed for reads that replay an import.
+    pub bucket: S3Bucket,
     pub cfg: ApiConfig,
-    /// Snapshot manifests and chunks.
-    pub blobs: S3Store,
-    /// Uploaded files, streamed for reads that replay an import.
-    pub payload_source: S3Payloads,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
 }
 
 pub type SharedState = Arc<AppState>;
 
 impl AppState {
-    pub fn new(log: AwsLog, s3: aws_sdk_s3::Client, bucket: String, cfg: ApiConfig) -> Self {
-        let blobs = S3Store::new(s3.clone(), &bucket);
-        let payload_source = S3Payloads::new(s3.clone(), &bucket);
+    pub fn new(log: AwsLog, cfg: ApiConfig) -> Self {
         Self {
+            bucket: log.payloads().clone(),
             log,
-            s3,
-            bucket,
             cfg,
-            blobs,
-            payload_source,
             hints: Mutex::new(HashMap::new()),
         }
     }
@@ -56,16 +47,10 @@ impl AppState {
         cfg: ApiConfig,
     ) -> anyhow::Result<Self> {
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
-        // Path-style addressing works against AWS and against a local emulator alike.
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(sdk)
-                .force_path_style(true)
-                .build(),
-        );
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table);
-        let payloads = S3PayloadStore::new(s3.clone(), &resources.bucket);
-        let log = EventLog::new(store, payloads, log_cfg)?;
-        Ok(Self::new(log, s3, resources.bucket.clone(), cfg))
+        let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
+        let log = EventLog::new(store, bucket, log_cfg)?;
+        Ok(Self::new(log, cfg))
     }
 
     pub fn hint(&self, log: LogId) -> Option<SegmentHint> {

@@ -19,23 +19,22 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sheetlog_core::aws::items::entry_attr;
-use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore};
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{EntryType, LogId, NewEntry, SnapshotJob, segment_id};
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::ports::PayloadStore;
 use sheetlog_core::sheet::Event;
-use sheetlog_core::sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
-use sheetlog_core::snapshot::s3::S3Store;
-use sheetlog_core::snapshot::{BlobStore, Manifest};
+use sheetlog_core::snapshot::Manifest;
 use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, LocalStack, create_local_stack};
+use sheetlog_sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
 use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
 use sheetlog_tests::Emulator;
 use sheetlog_tests::emulator::{EMULATOR_URL_VAR, unique_prefix};
 
 use crate::snapshot::peak_rss_mb;
 
-type AwsLog = EventLog<DynamoLogStore, S3PayloadStore>;
+type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 
 /// Rows of the 1M-cell sheet (times [`SAMPLE_COLS`] columns).
 const ROWS_1M: u64 = 100_000;
@@ -168,7 +167,7 @@ async fn event_log(emu: &Emulator, stack: &LocalStack) -> anyhow::Result<AwsLog>
     let r = &stack.resources;
     Ok(EventLog::new(
         DynamoLogStore::new(emu.dynamodb().await, &r.entry_table, &r.segment_table),
-        S3PayloadStore::new(emu.s3().await, &r.bucket),
+        S3Bucket::new(emu.s3().await, &r.bucket),
         LogConfig::default(),
     )?)
 }
@@ -357,9 +356,9 @@ async fn worker_memory() -> anyhow::Result<(u64, WorkerReport)> {
             report.root
         );
     }
-    let blobs = S3Store::new(emu.s3().await, &stack.resources.bucket);
+    let blobs = S3Bucket::new(emu.s3().await, &stack.resources.bucket);
     let manifest = blobs
-        .get(&report.root)
+        .get_object(&report.root)
         .await?
         .with_context(|| format!("manifest {} is missing", report.root))?;
     let manifest = Manifest::from_bytes(&report.root, &manifest)?;

@@ -7,14 +7,15 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use sheetlog_core::sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
 use sheetlog_core::sheet::{
-    CellEdit, CellRef, Entry, Event, Import, ImportFormat, InsertRows, RowNumber, SetCells, Value,
+    CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, InsertRows, RowNumber, SetCells,
+    Value,
 };
 use sheetlog_core::snapshot::{
-    BlobStore, BuildConfig, FsPayloads, FsStore, LogEntry, MemPayloads, MemStore, PayloadSource,
+    BlobStore, BuildConfig, FsBlobs, FsImports, ImportSource, LogEntry, MemBlobs, MemImports,
     SnapshotBuilder, build_snapshot,
 };
+use sheetlog_sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
 use uuid::Uuid;
 
 const LOG: Uuid = Uuid::from_u128(0xbe4c_0000_0000_4000_8000_0000_0000_0001);
@@ -58,17 +59,17 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
         .and_then(|n| n.to_str())
         .context("csv name")?
         .to_owned();
-    let payloads = FsPayloads::new(dir);
+    let payloads = FsImports::new(dir);
     let report = rt.block_on(async {
         let fs;
         let mem;
         let store: &dyn BlobStore = match &args.store_dir {
             Some(d) => {
-                fs = FsStore::new(d);
+                fs = FsBlobs::new(d);
                 &fs
             }
             None => {
-                mem = MemStore::discarding();
+                mem = MemBlobs::discarding();
                 &mem
             }
         };
@@ -123,7 +124,7 @@ pub(crate) fn status_kb(field: &str) -> anyhow::Result<f64> {
 fn import_entry(seq: u64, key: &str) -> LogEntry {
     LogEntry {
         seq,
-        entry: Entry::Event(Event::Import(Import {
+        entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
         })),
         payload: Some(key.to_owned()),
@@ -267,10 +268,10 @@ pub fn run(json: bool) -> anyhow::Result<()> {
 /// (2) one row inserted at row 11. Returns the full snapshot's bytes and (bytes, blobs) written
 /// by each incremental snapshot.
 async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64))> {
-    let store = MemStore::new();
-    let payloads = MemPayloads::new();
+    let store = MemBlobs::new();
+    let payloads = MemImports::new();
     payloads.insert("1m.csv", std::fs::read(csv)?);
-    let p: &dyn PayloadSource = &payloads;
+    let p: &dyn ImportSource = &payloads;
     let mut entries = vec![import_entry(0, "1m.csv")];
     let full = build_snapshot(
         &store,

@@ -62,13 +62,7 @@ struct DevArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn".into()),
-        )
-        .with_target(false)
-        .init();
+    sheetlog_core::telemetry::init_cli("info,aws_config=warn,aws_smithy_runtime=warn");
     match Cli::parse().command {
         Command::Dev(args) => dev(args).await,
     }

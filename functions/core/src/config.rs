@@ -3,14 +3,7 @@
 
 use std::time::Duration;
 
-/// The tag that marks an S3 object as discardable; the bucket's lifecycle rule expires objects
-/// that still carry it after a few days.
-pub const AUTO_DELETE_TAG_KEY: &str = "sheetlog-auto-delete";
-pub const AUTO_DELETE_TAG_VALUE: &str = "true";
-
-/// DynamoDB rejects items above 400 KB; keep inline bodies well clear of it so the other
-/// attributes always fit.
-pub const MAX_INLINE_BODY_BYTES: usize = 350 * 1024;
+use crate::domain::keys::MAX_ITEM_ATTRIBUTE_BYTES;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("invalid configuration: {0}")]
@@ -52,10 +45,10 @@ impl Default for LogConfig {
 
 impl LogConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.inline_body_max_bytes > MAX_INLINE_BODY_BYTES {
+        if self.inline_body_max_bytes > MAX_ITEM_ATTRIBUTE_BYTES {
             return Err(ConfigError(format!(
                 "inline body threshold {} exceeds {} bytes (DynamoDB items are limited to 400 KB)",
-                self.inline_body_max_bytes, MAX_INLINE_BODY_BYTES
+                self.inline_body_max_bytes, MAX_ITEM_ATTRIBUTE_BYTES
             )));
         }
         if self.max_attempts == 0 {

@@ -35,6 +35,9 @@ impl StoreError {
             source: source.into(),
         }
     }
+    pub fn not_found(key: impl Into<String>) -> Self {
+        Self::NotFound { key: key.into() }
+    }
     pub fn corrupt(what: &'static str, detail: impl Into<String>) -> Self {
         Self::Corrupt {
             what,

@@ -1,26 +1,38 @@
 //! `sheetlog-core`: everything the sheetlog functions share — the domain types, the event-log
 //! algorithms, the ports they are written against and the AWS adapters that implement them.
+//! With the `engine` feature it also re-exports the sheet model and snapshot engine
+//! (`sheetlog-sheet`) and joins them to the log.
 //!
 //! Layout:
-//! - [`domain`] — ids, entries, segments, request-unit arithmetic (no SDK types)
+//! - [`domain`] — ids, entries, segments, pending snapshots, key layout, request-unit arithmetic (no SDK types)
 //! - [`log`]    — the event log: create, append, start segment, load, read since
 //! - [`ports`]  — narrow async traits for the stores
-//! - [`aws`]    — DynamoDB and S3 adapters, table schema, the shared stream filter
-//! - [`sheet`]  — the spreadsheet model: events, validation, binary codec, state machine, import
-//! - [`snapshot`] — chunked, content-addressed snapshots: format, incremental builder, read path
-//! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since
+//! - [`aws`]    — DynamoDB, S3 and SQS adapters, the shared stream filter
+//! - [`memory`] — in-memory stores behind the same ports, for fast tests (feature `memory`)
+//! - [`sheet`], [`snapshot`] — re-exports of `sheetlog-sheet` (feature `engine`)
+//! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since (feature `engine`)
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
+//! - [`telemetry`] — tracing set-up for the binaries
+//!
+//! The algorithms and invariants are written up in `docs/design.md`.
 
 pub mod aws;
 pub mod config;
 pub mod domain;
 pub mod error;
 pub mod log;
+#[cfg(any(test, feature = "memory"))]
+pub mod memory;
 pub mod ports;
-pub mod sheet;
-pub mod snapshot;
+#[cfg(feature = "engine")]
 pub mod snapshot_input;
+pub mod telemetry;
+
+#[cfg(feature = "engine")]
+pub use sheetlog_sheet as sheet;
+#[cfg(feature = "engine")]
+pub use sheetlog_sheet::snapshot;
 
 pub use domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
 pub use error::{LogError, StoreError};

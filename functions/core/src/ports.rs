@@ -7,7 +7,9 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
+use crate::domain::{
+    EntryRecord, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits, SegmentRecord,
+};
 use crate::error::StoreError;
 
 /// Result of a conditional put of a new entry.
@@ -155,4 +157,57 @@ pub trait PayloadStore: Send + Sync {
     async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError>;
     /// Reads an object; [`StoreError::NotFound`] when it does not exist.
     async fn get(&self, key: &str) -> Result<Bytes, StoreError>;
+}
+
+/// The Pending Snapshots table: one item per snapshot a worker has started and not finished.
+///
+/// Every write but `create` and `delete` is conditional on the increment the caller last saw and
+/// bumps it, so exactly one of several racing invocations wins a claim, checkpoints only move
+/// forward, and an invocation that was taken over finds its next write refused ([`Guarded::Lost`]).
+#[async_trait]
+pub trait PendingSnapshots: Send + Sync {
+    /// The log's first pending snapshot in log order, read consistently: the one that must
+    /// finish before any later snapshot of the log may start.
+    async fn earliest(&self, log: LogId) -> Result<Option<PendingSnapshot>, StoreError>;
+    /// Every pending snapshot of a log, in log order.
+    async fn list(&self, log: LogId) -> Result<Vec<PendingSnapshot>, StoreError>;
+    /// One pending snapshot, read consistently.
+    async fn get(&self, key: PendingKey) -> Result<Option<PendingSnapshot>, StoreError>;
+    /// Starts a pending snapshot, active and held by the caller, if none exists.
+    async fn create(
+        &self,
+        key: PendingKey,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
+    /// Takes over an item whose holder released it or went quiet (marks it active, bumps
+    /// retries), if its increment is still `seen.increment`.
+    async fn claim(
+        &self,
+        seen: &PendingSnapshot,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
+    /// Records a builder checkpoint (JSON).
+    async fn checkpoint(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        state: &str,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
+    /// Refreshes `modified` while a long step runs.
+    async fn heartbeat(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
+    /// Clears the active flag (a hand-off, or a wait behind an earlier snapshot).
+    async fn release(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
+    /// Removes the item once the snapshot is complete (unconditional).
+    async fn delete(&self, key: PendingKey) -> Result<(), StoreError>;
 }

@@ -5,7 +5,7 @@
 //! (the newest completed snapshot at or before a sequence, and the entries after it), then
 //! [`base_manifest`] and [`log_entries`] to hand them to `snapshot::read_range`.
 //!
-//! Ordering (seed: "Snapshot Creation"): snapshot N is built from snapshot N-1, so N can only be
+//! Ordering (`docs/design.md`, Pending Snapshots protocol): snapshot N is built from snapshot N-1, so N can only be
 //! built once every earlier Snapshot entry of the log is complete. The previous completed one is
 //! the segment's Last Snapshot, or for a segment whose first snapshot is still pending the
 //! previous segment's (a segment is only started once its predecessor has one). Any Snapshot
@@ -18,7 +18,7 @@ use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits, SegmentR
 use crate::error::LogError;
 use crate::log::{EventLog, SegmentHint};
 use crate::ports::{Consistency, LogStore, PayloadStore};
-use crate::sheet::event::{DecodeError, Entry as SheetEntry};
+use crate::sheet::event::{DecodeError, EntryBody};
 use crate::snapshot::{BlobStore, LogEntry, Manifest, SnapshotError};
 
 /// Why the input of a snapshot could not be read.
@@ -213,7 +213,7 @@ pub fn log_entries(entries: &[Entry]) -> Result<Vec<LogEntry>, InputError> {
         .map(|e| {
             Ok(LogEntry {
                 seq: e.seq,
-                entry: SheetEntry::decode(e.kind.0, e.version, &e.body)
+                entry: EntryBody::decode(e.kind.0, e.version, &e.body)
                     .map_err(|source| InputError::Decode { seq: e.seq, source })?,
                 payload: e.payload.clone(),
             })

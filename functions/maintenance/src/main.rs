@@ -8,7 +8,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use sheetlog_core::aws::{S3PayloadStore, SqsJobQueue};
+use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_maintenance::{ReprocessOptions, Reprocessor, parse_since};
 
 #[derive(Debug, Parser)]
@@ -49,13 +49,7 @@ struct ReprocessArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    sheetlog_core::telemetry::init_cli("warn");
     match Cli::parse().command {
         Command::Reprocess(args) => reprocess(args).await,
     }
@@ -63,16 +57,11 @@ async fn main() -> anyhow::Result<()> {
 
 async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    );
     let tool = Reprocessor::new(
         aws_sdk_dynamodb::Client::new(&sdk),
         &args.entry_table,
         &args.segment_table,
-        S3PayloadStore::new(s3, &args.bucket),
+        S3Bucket::new(s3_client(&sdk), &args.bucket),
         SqsJobQueue::new(aws_sdk_sqs::Client::new(&sdk), &args.queue_url),
     );
     let opts = ReprocessOptions {

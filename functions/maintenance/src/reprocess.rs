@@ -1,4 +1,4 @@
-//! The manual fallback (seed: "Manual Fallback"): when stream records or queue messages were
+//! The manual fallback (`docs/design.md`, "The manual fallback"): when stream records or queue messages were
 //! lost (expired, dropped, parked in a failure queue), walk the log entries written since a date
 //! and start the side effects that have not happened:
 //! - a Snapshot entry without a root whose segment's Last Snapshot does not cover it → a
@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use sheetlog_core::aws::items::segment_attr;
-use sheetlog_core::aws::{DynamoLogStore, S3PayloadStore, SqsJobQueue, Untagged};
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket, SqsJobQueue, Untagged};
 use sheetlog_core::domain::{EntryType, LogId, RequestUnits, SegmentRecord, SnapshotJob};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::ports::{Consistency, LogStore};
@@ -68,7 +68,7 @@ pub struct Reprocessor {
     dynamo: aws_sdk_dynamodb::Client,
     segment_table: String,
     store: DynamoLogStore,
-    payloads: S3PayloadStore,
+    payloads: S3Bucket,
     queue: SqsJobQueue,
 }
 
@@ -77,7 +77,7 @@ impl Reprocessor {
         dynamo: aws_sdk_dynamodb::Client,
         entry_table: &str,
         segment_table: &str,
-        payloads: S3PayloadStore,
+        payloads: S3Bucket,
         queue: SqsJobQueue,
     ) -> Self {
         Self {

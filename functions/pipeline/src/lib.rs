@@ -7,12 +7,16 @@
 //! Layout:
 //! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
 //! - [`stream`] — [`StreamDriver`]: DescribeStream / GetShardIterator / GetRecords → router
+//! - [`provision`] — tables, bucket and queues created as the CDK stack defines them
 //! - [`local_stack`] — creates every local resource (what `sheetlog dev` runs on)
 //! - [`queue`]  — [`QueueDriver`]: ReceiveMessage → worker handler → DeleteMessage
-//! - `lib.rs`   — [`run_local_pipeline`], both drivers until shutdown
+//! - `lib.rs`   — [`LocalPipeline`], both drivers until shutdown
+//!
+//! Nothing here is deployed: it is the local stand-in for what Lambda and CloudFormation do.
 
 pub mod filter;
 pub mod local_stack;
+pub mod provision;
 pub mod queue;
 pub mod stream;
 
@@ -22,10 +26,9 @@ use std::time::Duration;
 
 pub use filter::FilterPatterns;
 pub use local_stack::{LocalStack, create_local_stack};
+pub use provision::{QueueSettings, QueueUrls, create_snapshot_queues};
 pub use queue::QueueDriver;
-pub use sheetlog_core::aws::QueueUrls;
-pub use sheetlog_core::aws::queues::{QueueSettings, create_snapshot_queues};
-use sheetlog_core::aws::{S3PayloadStore, SqsJobQueue};
+use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
 use sheetlog_stream_router::AwsEffects;
@@ -95,15 +98,11 @@ impl LocalPipeline {
         worker: Worker,
     ) -> anyhow::Result<Self> {
         let sqs = aws_sdk_sqs::Client::new(sdk);
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(sdk)
-                .force_path_style(true)
-                .build(),
-        );
+        let s3 = s3_client(sdk);
         let job_queue = SqsJobQueue::new(sqs.clone(), &queues.snapshot_queue);
         let effects = Arc::new(AwsEffects::new(
             job_queue.clone(),
-            S3PayloadStore::new(s3, &resources.bucket),
+            S3Bucket::new(s3, &resources.bucket),
         ));
         let mut stream = StreamDriver::new(
             sdk,
@@ -168,19 +167,4 @@ impl LocalPipeline {
         };
         tokio::join!(stream_task, queue_task, stopper);
     }
-}
-
-/// Runs the stream router and snapshot worker against the emulator until `shutdown` resolves.
-/// The lead's local runner calls this next to the API server.
-pub async fn run_local_pipeline(
-    sdk: &aws_config::SdkConfig,
-    resources: &Resources,
-    queues: &QueueUrls,
-    cfg: LocalPipelineConfig,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
-    LocalPipeline::new(sdk, resources, queues, cfg)?
-        .run(shutdown)
-        .await;
-    Ok(())
 }

@@ -4,12 +4,12 @@
 //! queue. `sheetlog dev` and the test that
 //! compares the local stack with the CDK template both call this, so they cannot drift apart.
 
-use sheetlog_core::aws::QueueUrls;
-use sheetlog_core::aws::queues::{
-    QueueSettings, create_snapshot_queues, create_stream_failure_queue,
-};
-use sheetlog_core::aws::schema;
+use sheetlog_core::aws::s3_client;
 use sheetlog_core::config::Resources;
+
+use crate::provision::{
+    self, QueueSettings, QueueUrls, create_snapshot_queues, create_stream_failure_queue,
+};
 
 /// The names and URLs of a created local stack.
 #[derive(Debug, Clone)]
@@ -27,12 +27,8 @@ pub async fn create_local_stack(
 ) -> anyhow::Result<LocalStack> {
     let resources = Resources::with_prefix(prefix);
     let dynamo = aws_sdk_dynamodb::Client::new(sdk);
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(true)
-            .build(),
-    );
-    schema::create_all(&dynamo, &s3, &resources).await?;
+    let s3 = s3_client(sdk);
+    provision::create_all(&dynamo, &s3, &resources).await?;
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let queues = create_snapshot_queues(&sqs, prefix, QueueSettings::default()).await?;
     let stream_failure_queue =

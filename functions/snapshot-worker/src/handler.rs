@@ -6,11 +6,11 @@
 //!   (or the local driver) deletes it;
 //! - deferred or handed off → a fresh copy of the job is sent with the wait as its delivery delay
 //!   (at most SQS's 15 minutes) and the original counts as a success. Why a copy rather than the
-//!   seed's visibility change: every receive counts towards the queue's redrive threshold (100),
+//!   visibility change the protocol allows (`docs/design.md`): every receive counts towards the queue's redrive threshold (100),
 //!   and a job can legitimately wait for hours behind an earlier snapshot or hand off many times
 //!   in a long build. A copy starts at receive count 0, so only invocations that actually fail
 //!   count, and a live job can never be pushed into the dead-letter queue by waiting. If sending
-//!   the copy fails, the worker falls back to the seed's way — change the message's visibility
+//!   the copy fails, the worker falls back to the visibility change — the message's visibility
 //!   to the wait and report it failed — so the job is never lost. (Send, then delete: a crash in
 //!   between leaves a duplicate, which the protocol absorbs.)
 //! - error → reported failed, visible again after a short backoff that grows with the receive

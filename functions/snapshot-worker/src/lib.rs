@@ -14,6 +14,8 @@ pub mod config;
 pub mod handler;
 pub mod hooks;
 pub mod protocol;
+#[cfg(test)]
+mod protocol_tests;
 
 pub use config::WorkerConfig;
 pub use handler::{Handler, MessageResult};
@@ -39,8 +41,8 @@ mod tests {
 
     fn load(name: &str) -> SqsEvent {
         let path = format!("{}/events/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        serde_json::from_str(&text).unwrap_or_default()
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
     #[test]

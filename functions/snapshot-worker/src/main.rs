@@ -14,12 +14,7 @@ use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig, handoff_at};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_current_span(false)
-        .without_time() // CloudWatch stamps every line
-        .init();
+    sheetlog_core::telemetry::init_lambda();
     let resources = Resources::from_env()?;
     let cfg = WorkerConfig::from_env()?;
     let queue_url = env_required("SHEETLOG_SNAPSHOT_QUEUE_URL")?;

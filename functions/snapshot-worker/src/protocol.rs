@@ -1,5 +1,6 @@
-//! The Pending Snapshots protocol (seed: "Snapshot Creation", "Checkpoints", "Idempotence"), one
-//! job at a time. [`Worker::run`] decides what the job's message should do next and returns it as
+//! The Pending Snapshots protocol (`docs/design.md`, "Snapshots"), one job at a time. It is
+//! written against ports (the log store, payloads, Pending Snapshots, blobs, import files), so it
+//! runs over the AWS adapters in Lambda and over the in-memory stores in fast tests. [`Worker::run`] decides what the job's message should do next and returns it as
 //! an [`Outcome`]; the handler turns that into queue actions.
 //!
 //! In order, for a job naming Snapshot entry (segment, entry) of a log:
@@ -33,16 +34,18 @@ use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use rand::Rng;
-use sheetlog_core::aws::{
-    DynamoLogStore, Guarded, PendingKey, PendingSnapshot, PendingStore, S3PayloadStore,
-};
+use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, S3Bucket, s3_client};
 use sheetlog_core::config::{ConfigError, LogConfig, Resources};
-use sheetlog_core::domain::{RequestUnits, SnapshotJob};
+use sheetlog_core::domain::keys::MAX_ITEM_ATTRIBUTE_BYTES;
+use sheetlog_core::domain::{
+    Guarded, PendingKey, PendingSnapshot, RequestUnits, SnapshotJob, now_secs,
+};
 use sheetlog_core::error::{LogError, StoreError};
 use sheetlog_core::log::EventLog;
-use sheetlog_core::ports::LogStore;
-use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
-use sheetlog_core::snapshot::{Checkpoint, Progress, SnapshotBuilder, SnapshotError};
+use sheetlog_core::ports::{LogStore, PayloadStore, PendingSnapshots};
+use sheetlog_core::snapshot::{
+    BlobStore, Checkpoint, ImportSource, Progress, SnapshotBuilder, SnapshotError,
+};
 use sheetlog_core::snapshot_input::{
     InputError, Located, Target, base_manifest, locate, log_entries, target,
 };
@@ -51,13 +54,13 @@ use tracing::{debug, info, warn};
 use crate::config::WorkerConfig;
 use crate::hooks::{NoHooks, Step, StepHook};
 
-pub type AwsLog = EventLog<DynamoLogStore, S3PayloadStore>;
+pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 
-/// DynamoDB items are limited to 400 KB; a checkpoint bigger than this is not stored (the build
-/// goes on, heartbeating instead, and a takeover restarts from the last stored checkpoint).
-/// At ~60 bytes per new chunk this is only reached by a from-scratch build of well over 5,000
-/// chunks (a sheet of over a gigabyte of raw cells).
-const MAX_STATE_BYTES: usize = 350 * 1024;
+/// DynamoDB items are limited to 400 KB; a checkpoint bigger than the largest attribute we store
+/// is not stored (the build goes on, heartbeating instead, and a takeover restarts from the last
+/// stored checkpoint). At ~60 bytes per new chunk this is only reached by a from-scratch build of
+/// well over 5,000 chunks (a sheet of over a gigabyte of raw cells).
+const MAX_STATE_BYTES: usize = MAX_ITEM_ATTRIBUTE_BYTES;
 
 /// Why a job is waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,42 +117,39 @@ pub enum WorkerError {
     Stopped(Step),
 }
 
-/// Builds snapshots for jobs.
-#[derive(Debug, Clone)]
-pub struct Worker {
-    log: AwsLog,
-    pending: PendingStore,
-    blobs: S3Store,
-    imports: S3Payloads,
+/// Builds snapshots for jobs: the log (generic over its store and payloads, [`AwsLog`] by
+/// default), the Pending Snapshots table, and where snapshots and import files live.
+pub struct Worker<S = DynamoLogStore, P = S3Bucket> {
+    log: Arc<EventLog<S, P>>,
+    pending: Arc<dyn PendingSnapshots>,
+    blobs: Arc<dyn BlobStore>,
+    imports: Arc<dyn ImportSource>,
     cfg: WorkerConfig,
     hook: Arc<dyn StepHook>,
 }
 
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+impl<S, P> Clone for Worker<S, P> {
+    fn clone(&self) -> Self {
+        Self {
+            log: self.log.clone(),
+            pending: self.pending.clone(),
+            blobs: self.blobs.clone(),
+            imports: self.imports.clone(),
+            cfg: self.cfg.clone(),
+            hook: self.hook.clone(),
+        }
+    }
+}
+
+impl<S, P> std::fmt::Debug for Worker<S, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Worker {
-    pub fn new(
-        log: AwsLog,
-        pending: PendingStore,
-        blobs: S3Store,
-        imports: S3Payloads,
-        cfg: WorkerConfig,
-    ) -> Self {
-        Self {
-            log,
-            pending,
-            blobs,
-            imports,
-            cfg,
-            hook: Arc::new(NoHooks),
-        }
-    }
-
     /// The worker over the stack's tables and bucket (S3 addressed path-style, which works
     /// against AWS and the local emulator alike).
     pub fn from_sdk(
@@ -160,26 +160,42 @@ impl Worker {
     ) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(sdk)
-                .force_path_style(true)
-                .build(),
-        );
+        let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
         let store = DynamoLogStore::new(
             dynamo.clone(),
             &resources.entry_table,
             &resources.segment_table,
         );
-        let payloads = S3PayloadStore::new(s3.clone(), &resources.bucket);
-        let log = EventLog::new(store, payloads, log_cfg)?;
-        let pending = PendingStore::new(dynamo, resources.require_pending_table()?);
+        let log = EventLog::new(store, bucket.clone(), log_cfg)?;
+        let pending = DynamoPendingStore::new(dynamo, resources.require_pending_table()?);
+        let bucket = Arc::new(bucket);
         Ok(Self::new(
             log,
-            pending,
-            S3Store::new(s3.clone(), &resources.bucket),
-            S3Payloads::new(s3, &resources.bucket),
+            Arc::new(pending),
+            bucket.clone(),
+            bucket,
             cfg,
         ))
+    }
+}
+
+impl<S: LogStore, P: PayloadStore> Worker<S, P> {
+    /// A worker over any implementation of the ports (the in-memory stores in tests).
+    pub fn new(
+        log: EventLog<S, P>,
+        pending: Arc<dyn PendingSnapshots>,
+        blobs: Arc<dyn BlobStore>,
+        imports: Arc<dyn ImportSource>,
+        cfg: WorkerConfig,
+    ) -> Self {
+        Self {
+            log: Arc::new(log),
+            pending,
+            blobs,
+            imports,
+            cfg,
+            hook: Arc::new(NoHooks),
+        }
     }
 
     /// The same worker reporting its steps to `hook`.
@@ -192,8 +208,12 @@ impl Worker {
         &self.cfg
     }
 
-    pub fn pending(&self) -> &PendingStore {
-        &self.pending
+    pub fn pending(&self) -> &dyn PendingSnapshots {
+        self.pending.as_ref()
+    }
+
+    pub fn log(&self) -> &EventLog<S, P> {
+        &self.log
     }
 
     /// Runs the protocol for one job. `handoff_at` is when the invocation must stop starting new
@@ -247,7 +267,7 @@ impl Worker {
             }
             None => {
                 // 3. No pending item: finished already, or not started.
-                match target(&self.log, job.log_id, job.segment, job.entry).await? {
+                match target(self.log.as_ref(), job.log_id, job.segment, job.entry).await? {
                     Target::NotASnapshot => {
                         return Ok(Outcome::Rejected {
                             reason: "no Snapshot entry at that position".into(),
@@ -294,7 +314,7 @@ impl Worker {
         increment: &mut u64,
     ) -> Result<Outcome, WorkerError> {
         let key = held.key;
-        let input = match locate(&self.log, job.log_id, job.segment, job.entry).await? {
+        let input = match locate(self.log.as_ref(), job.log_id, job.segment, job.entry).await? {
             Located::Ready(input) => input,
             Located::AlreadyComplete => {
                 // A completion stopped after advancing Last Snapshot: only the cleanup is left.
@@ -309,8 +329,8 @@ impl Worker {
                 });
             }
             Located::EarlierUnprocessed { segment, entry, .. } => {
-                // Started before the previous snapshot was (seed: "the simplest way to handle it
-                // is to clear the Active flag, change the visibility timeout and exit").
+                // Started before the previous snapshot was: clear the active flag and wait
+                // (`docs/design.md`, Pending Snapshots protocol, step 4).
                 return Ok(
                     match self
                         .pending
@@ -332,7 +352,7 @@ impl Worker {
             return self.complete(job, key, &root).await;
         }
 
-        let base = base_manifest(&self.blobs, job.log_id, &input.base).await?;
+        let base = base_manifest(self.blobs.as_ref(), job.log_id, &input.base).await?;
         let entries = log_entries(&input.entries)?;
         let log_uuid = *job.log_id.as_uuid();
         let seq = input.target.seq;
@@ -343,8 +363,8 @@ impl Worker {
         });
         let mut builder = match &checkpoint {
             Some(c) => match SnapshotBuilder::resume(
-                &self.blobs,
-                &self.imports,
+                self.blobs.as_ref(),
+                self.imports.as_ref(),
                 self.cfg.build,
                 log_uuid,
                 seq,
@@ -361,8 +381,8 @@ impl Worker {
                 Err(e) => {
                     warn!(log = %job.log_id, error = %e, "checkpoint does not fit; starting over");
                     SnapshotBuilder::new(
-                        &self.blobs,
-                        &self.imports,
+                        self.blobs.as_ref(),
+                        self.imports.as_ref(),
                         self.cfg.build,
                         log_uuid,
                         seq,
@@ -372,8 +392,8 @@ impl Worker {
                 }
             },
             None => SnapshotBuilder::new(
-                &self.blobs,
-                &self.imports,
+                self.blobs.as_ref(),
+                self.imports.as_ref(),
                 self.cfg.build,
                 log_uuid,
                 seq,
@@ -448,7 +468,7 @@ impl Worker {
         }
     }
 
-    /// Step 6, in the seed's order. Each write is idempotent, so a completion cut short anywhere
+    /// Step 6, in the order `docs/design.md` gives. Each write is idempotent, so a completion cut short anywhere
     /// is finished by whichever invocation comes next.
     async fn complete(
         &self,

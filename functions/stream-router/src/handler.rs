@@ -28,8 +28,8 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use futures::StreamExt;
 use serde_dynamo::AttributeValue;
 use sheetlog_core::aws::items::entry_attr;
-use sheetlog_core::aws::{S3PayloadStore, SqsJobQueue, Untagged};
-use sheetlog_core::domain::{EntryType, LogId, SnapshotJob, parse_segment_id};
+use sheetlog_core::aws::{S3Bucket, SqsJobQueue, Untagged};
+use sheetlog_core::domain::{EntryType, LogId, SnapshotJob, keys, parse_segment_id};
 use sheetlog_core::error::StoreError;
 use tracing::{error, info, warn};
 
@@ -49,11 +49,11 @@ pub trait Effects: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct AwsEffects {
     queue: SqsJobQueue,
-    payloads: S3PayloadStore,
+    payloads: S3Bucket,
 }
 
 impl AwsEffects {
-    pub fn new(queue: SqsJobQueue, payloads: S3PayloadStore) -> Self {
+    pub fn new(queue: SqsJobQueue, payloads: S3Bucket) -> Self {
         Self { queue, payloads }
     }
 }
@@ -127,7 +127,7 @@ pub fn classify(record: &EventRecord) -> Vec<Action> {
     match image.get(entry_attr::EXTERNAL) {
         // Only objects under the log's own payload prefix: anything else was not written by
         // the append path, and the router's permissions do not reach it anyway.
-        Some(AttributeValue::S(key)) if key.starts_with(&format!("payloads/{log}/")) => {
+        Some(AttributeValue::S(key)) if keys::is_payload_of(log, key) => {
             actions.push(Action::CommitPayload {
                 log,
                 key: key.clone(),
@@ -244,11 +244,8 @@ mod tests {
 
     fn load(name: &str) -> Event {
         let path = format!("{}/events/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        match serde_json::from_str(&text) {
-            Ok(e) => e,
-            Err(e) => panic!("{path}: {e}"),
-        }
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
     /// Records every effect; fails the ones it is told to.

@@ -1,13 +1,13 @@
-//! AWS adapters for the ports in [`crate::ports`]. They own every mapping between SDK types and
-//! domain types; nothing outside this module (and the snapshot store adapter) sees an SDK type.
+//! AWS adapters for the ports in [`crate::ports`] and the snapshot engine's ports. They own every
+//! mapping between SDK types and domain types; nothing outside this module sees an SDK type.
 //!
 //! Layout:
 //! - `items.rs`  — Entry/Segment item <-> record mapping, attribute names, DynamoDB item size
 //! - `dynamo.rs` — [`DynamoLogStore`], the `LogStore` over DynamoDB (conditional puts, transactions, paging)
-//! - `s3.rs`     — [`S3PayloadStore`], the `PayloadStore` over S3 with the auto-delete tag
-//! - `pending.rs` — [`PendingStore`], the Pending Snapshots table with its increment-guarded writes
-//! - `queues.rs` — [`SqsJobQueue`], the snapshot job queue, and the local queue pair
-//! - `schema.rs` — table and bucket definitions, used by the local stack and the tests
+//! - `s3.rs`     — [`S3Bucket`], the one S3 adapter: payloads, snapshot blobs, import files, the
+//!   auto-delete tag, presigned URLs; [`s3_client`], the S3 client every function builds
+//! - `pending.rs` — [`DynamoPendingStore`], the Pending Snapshots table with its increment-guarded writes
+//! - `queues.rs` — [`SqsJobQueue`], the snapshot job queue
 //! - `stream_filter.json` — the Entry-stream event filter shared with the CDK stack
 
 pub mod dynamo;
@@ -15,13 +15,12 @@ pub mod items;
 pub mod pending;
 pub mod queues;
 pub mod s3;
-pub mod schema;
 
 pub use dynamo::DynamoLogStore;
 pub use items::item_size;
-pub use pending::{Guarded, PendingKey, PendingSnapshot, PendingStore};
-pub use queues::{QueueUrls, SqsJobQueue};
-pub use s3::{S3PayloadStore, Untagged};
+pub use pending::DynamoPendingStore;
+pub use queues::SqsJobQueue;
+pub use s3::{S3Bucket, Untagged, s3_client};
 
 /// The Entry-stream filter patterns (one JSON object per pattern), as the CDK stack uses them.
 pub const STREAM_FILTER_JSON: &str = include_str!("stream_filter.json");

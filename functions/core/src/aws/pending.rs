@@ -1,4 +1,4 @@
-//! The Pending Snapshots table (seed: "Pending Snapshots Table"): one item per snapshot that a
+//! The Pending Snapshots table (`docs/design.md`, Pending Snapshots protocol): one item per snapshot that a
 //! worker has started and not finished, keyed so a log's pending snapshots sort in log order.
 //!
 //! Every write but the first is conditional on the item's increment `i`, which every write
@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -17,8 +18,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use tracing::instrument;
 
 use super::items::{Item, bin, get_bin, get_num, num, opt_bool, opt_num, opt_str};
-use crate::domain::LogId;
+use crate::domain::{Guarded, LogId, PendingKey, PendingSnapshot};
 use crate::error::StoreError;
+use crate::ports::PendingSnapshots;
 
 const SERVICE: &str = "DynamoDB";
 const WHAT: &str = "Pending Snapshots item";
@@ -35,113 +37,49 @@ pub mod pending_attr {
     pub const STATE: &str = "k";
 }
 
-/// Which snapshot: the Snapshot entry `entry` of segment `segment` of `log`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PendingKey {
-    pub log: LogId,
-    pub segment: u64,
-    pub entry: u64,
+fn item_key(key: &PendingKey) -> Item {
+    HashMap::from([
+        (
+            pending_attr::LOG_ID.to_owned(),
+            bin(key.log.as_bytes().to_vec()),
+        ),
+        (pending_attr::NUM.to_owned(), bin(key.sort_key().to_vec())),
+    ])
 }
 
-impl PendingKey {
-    pub fn new(log: LogId, segment: u64, entry: u64) -> Self {
-        Self {
-            log,
-            segment,
-            entry,
-        }
-    }
-
-    /// The sort key: segment then entry, each 8 bytes big-endian, so byte order is log order.
-    pub fn sort_key(&self) -> [u8; 16] {
-        let mut k = [0u8; 16];
-        k[..8].copy_from_slice(&self.segment.to_be_bytes());
-        k[8..].copy_from_slice(&self.entry.to_be_bytes());
-        k
-    }
-
-    /// (segment, entry), for ordering against another snapshot of the same log.
-    pub fn position(&self) -> (u64, u64) {
-        (self.segment, self.entry)
-    }
-
-    fn item_key(&self) -> Item {
-        HashMap::from([
-            (
-                pending_attr::LOG_ID.to_owned(),
-                bin(self.log.as_bytes().to_vec()),
-            ),
-            (pending_attr::NUM.to_owned(), bin(self.sort_key().to_vec())),
-        ])
-    }
-}
-
-/// One Pending Snapshots item.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingSnapshot {
-    pub key: PendingKey,
-    /// Unix epoch seconds.
-    pub created: i64,
-    /// Unix epoch seconds of the last write: a claim, checkpoint, heartbeat or release.
-    pub modified: i64,
-    /// An invocation is working on it (until `modified` is older than the pending timeout).
-    pub active: bool,
-    pub increment: u64,
-    /// How many times an invocation has taken over the item (resumes after a hand-off or crash).
-    pub retries: u64,
-    /// The builder's last checkpoint, JSON; `None` until the first chunk is written.
-    pub state: Option<String>,
-}
-
-impl PendingSnapshot {
-    /// Whether its holder has gone quiet for longer than `timeout_secs` (assumed dead).
-    pub fn is_stale(&self, now: i64, timeout_secs: i64) -> bool {
-        now.saturating_sub(self.modified) >= timeout_secs
-    }
-
-    fn from_item(item: &Item) -> Result<Self, StoreError> {
-        use pending_attr::*;
-        let log = LogId::from_slice(get_bin(item, LOG_ID, WHAT)?)
-            .ok_or_else(|| StoreError::corrupt(WHAT, "log id is not 16 bytes"))?;
-        let sk = get_bin(item, NUM, WHAT)?;
-        let (seg, entry) = match sk.len() {
-            16 => sk.split_at(8),
-            n => return Err(StoreError::corrupt(WHAT, format!("sort key of {n} bytes"))),
-        };
-        let be = |b: &[u8]| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            u64::from_be_bytes(a)
-        };
-        Ok(Self {
-            key: PendingKey::new(log, be(seg), be(entry)),
-            created: get_num(item, CREATED, WHAT)?,
-            modified: get_num(item, MODIFIED, WHAT)?,
-            active: opt_bool(item, ACTIVE, WHAT)?.unwrap_or(false),
-            increment: get_num(item, INCREMENT, WHAT)?,
-            retries: opt_num(item, RETRIES, WHAT)?.unwrap_or(0),
-            state: opt_str(item, STATE, WHAT)?,
-        })
-    }
-}
-
-/// Result of a conditional write that only the current holder may make.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Guarded<T> {
-    /// Written; carries the item (or value) after the write.
-    Done(T),
-    /// The item moved on (another invocation claimed or finished it) or is gone.
-    Lost,
+fn pending_from_item(item: &Item) -> Result<PendingSnapshot, StoreError> {
+    use pending_attr::*;
+    let log = LogId::from_slice(get_bin(item, LOG_ID, WHAT)?)
+        .ok_or_else(|| StoreError::corrupt(WHAT, "log id is not 16 bytes"))?;
+    let sk = get_bin(item, NUM, WHAT)?;
+    let (seg, entry) = match sk.len() {
+        16 => sk.split_at(8),
+        n => return Err(StoreError::corrupt(WHAT, format!("sort key of {n} bytes"))),
+    };
+    let be = |b: &[u8]| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        u64::from_be_bytes(a)
+    };
+    Ok(PendingSnapshot {
+        key: PendingKey::new(log, be(seg), be(entry)),
+        created: get_num(item, CREATED, WHAT)?,
+        modified: get_num(item, MODIFIED, WHAT)?,
+        active: opt_bool(item, ACTIVE, WHAT)?.unwrap_or(false),
+        increment: get_num(item, INCREMENT, WHAT)?,
+        retries: opt_num(item, RETRIES, WHAT)?.unwrap_or(0),
+        state: opt_str(item, STATE, WHAT)?,
+    })
 }
 
 /// The Pending Snapshots table.
 #[derive(Debug, Clone)]
-pub struct PendingStore {
+pub struct DynamoPendingStore {
     client: Client,
     table: String,
 }
 
-impl PendingStore {
+impl DynamoPendingStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self {
             client,
@@ -153,10 +91,59 @@ impl PendingStore {
         &self.table
     }
 
+    #[allow(clippy::too_many_arguments)]
+    async fn guarded_update(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        update: &str,
+        names: &[(&str, &str)],
+        values: Vec<(&str, AttributeValue)>,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(item_key(&key)))
+            .update_expression(update)
+            .condition_expression("attribute_exists(#n) AND #i = :seen")
+            .expression_attribute_names("#n", pending_attr::NUM)
+            .expression_attribute_names("#i", pending_attr::INCREMENT)
+            .expression_attribute_names("#m", pending_attr::MODIFIED)
+            .expression_attribute_values(":seen", num(increment))
+            .expression_attribute_values(":now", num(now))
+            .expression_attribute_values(":one", num(1))
+            .return_values(ReturnValue::AllNew);
+        for (placeholder, name) in names {
+            req = req.expression_attribute_names(*placeholder, *name);
+        }
+        for (placeholder, value) in values {
+            req = req.expression_attribute_values(placeholder, value);
+        }
+        match req.send().await {
+            Ok(out) => {
+                let item = out
+                    .attributes
+                    .ok_or_else(|| StoreError::corrupt(WHAT, "update returned no attributes"))?;
+                Ok(Guarded::Done(pending_from_item(&item)?))
+            }
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(Guarded::Lost)
+            }
+            Err(e) => Err(StoreError::service(SERVICE, "UpdateItem", e)),
+        }
+    }
+}
+
+#[async_trait]
+impl PendingSnapshots for DynamoPendingStore {
     /// The log's first pending snapshot in log order, read consistently: the one that must finish
     /// before any later snapshot of the log may start.
     #[instrument(skip(self), fields(log = %log))]
-    pub async fn earliest(&self, log: LogId) -> Result<Option<PendingSnapshot>, StoreError> {
+    async fn earliest(&self, log: LogId) -> Result<Option<PendingSnapshot>, StoreError> {
         let out = self
             .client
             .query()
@@ -173,12 +160,12 @@ impl PendingStore {
         out.items
             .unwrap_or_default()
             .first()
-            .map(PendingSnapshot::from_item)
+            .map(pending_from_item)
             .transpose()
     }
 
     /// Every pending snapshot of a log, in log order (tests and operators).
-    pub async fn list(&self, log: LogId) -> Result<Vec<PendingSnapshot>, StoreError> {
+    async fn list(&self, log: LogId) -> Result<Vec<PendingSnapshot>, StoreError> {
         let mut out = Vec::new();
         let mut start = None;
         loop {
@@ -195,7 +182,7 @@ impl PendingStore {
                 .await
                 .map_err(|e| StoreError::service(SERVICE, "Query", e))?;
             for item in page.items() {
-                out.push(PendingSnapshot::from_item(item)?);
+                out.push(pending_from_item(item)?);
             }
             match page.last_evaluated_key {
                 Some(k) => start = Some(k),
@@ -206,33 +193,30 @@ impl PendingStore {
 
     /// One pending snapshot, read consistently.
     #[instrument(skip(self))]
-    pub async fn get(&self, key: PendingKey) -> Result<Option<PendingSnapshot>, StoreError> {
+    async fn get(&self, key: PendingKey) -> Result<Option<PendingSnapshot>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key.item_key()))
+            .set_key(Some(item_key(&key)))
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| StoreError::service(SERVICE, "GetItem", e))?;
-        out.item
-            .as_ref()
-            .map(PendingSnapshot::from_item)
-            .transpose()
+        out.item.as_ref().map(pending_from_item).transpose()
     }
 
     /// Starts a pending snapshot, active and held by the caller, on condition that none exists
-    /// (seed: "conditional on entry not existing"). `Lost` means another invocation got there
+    /// (conditional on the item not existing). `Lost` means another invocation got there
     /// first: the caller holds a duplicate message.
     #[instrument(skip(self))]
-    pub async fn create(
+    async fn create(
         &self,
         key: PendingKey,
         now: i64,
     ) -> Result<Guarded<PendingSnapshot>, StoreError> {
         use pending_attr::*;
-        let mut item = key.item_key();
+        let mut item = item_key(&key);
         item.insert(CREATED.into(), num(now));
         item.insert(MODIFIED.into(), num(now));
         item.insert(ACTIVE.into(), AttributeValue::Bool(true));
@@ -270,7 +254,7 @@ impl PendingStore {
     /// bumps increment, modified and retries, on condition that the increment is still the one
     /// the caller read. `Lost` means another invocation claimed it first.
     #[instrument(skip(self, seen), fields(increment = seen.increment))]
-    pub async fn claim(
+    async fn claim(
         &self,
         seen: &PendingSnapshot,
         now: i64,
@@ -289,7 +273,7 @@ impl PendingStore {
     /// Records a checkpoint. Conditional on the increment the caller holds, so checkpoints only
     /// move forward: an invocation that lost its claim is refused (`Lost`) and must stop.
     #[instrument(skip(self, state), fields(bytes = state.len()))]
-    pub async fn checkpoint(
+    async fn checkpoint(
         &self,
         key: PendingKey,
         increment: u64,
@@ -310,7 +294,7 @@ impl PendingStore {
     /// Refreshes `modified` while a long step runs, so a duplicate does not take the item over
     /// from a holder that is alive but between checkpoints.
     #[instrument(skip(self))]
-    pub async fn heartbeat(
+    async fn heartbeat(
         &self,
         key: PendingKey,
         increment: u64,
@@ -330,7 +314,7 @@ impl PendingStore {
     /// Clears the active flag (a hand-off, or a wait behind an earlier snapshot) so the next
     /// invocation claims the item straight away instead of waiting out the timeout.
     #[instrument(skip(self))]
-    pub async fn release(
+    async fn release(
         &self,
         key: PendingKey,
         increment: u64,
@@ -351,61 +335,15 @@ impl PendingStore {
     /// Snapshot entry has its root and the segment's Last Snapshot covers it, so whoever else
     /// still holds the item has nothing left to do.
     #[instrument(skip(self))]
-    pub async fn delete(&self, key: PendingKey) -> Result<(), StoreError> {
+    async fn delete(&self, key: PendingKey) -> Result<(), StoreError> {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key.item_key()))
+            .set_key(Some(item_key(&key)))
             .send()
             .await
             .map_err(|e| StoreError::service(SERVICE, "DeleteItem", e))?;
         Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn guarded_update(
-        &self,
-        key: PendingKey,
-        increment: u64,
-        update: &str,
-        names: &[(&str, &str)],
-        values: Vec<(&str, AttributeValue)>,
-        now: i64,
-    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key.item_key()))
-            .update_expression(update)
-            .condition_expression("attribute_exists(#n) AND #i = :seen")
-            .expression_attribute_names("#n", pending_attr::NUM)
-            .expression_attribute_names("#i", pending_attr::INCREMENT)
-            .expression_attribute_names("#m", pending_attr::MODIFIED)
-            .expression_attribute_values(":seen", num(increment))
-            .expression_attribute_values(":now", num(now))
-            .expression_attribute_values(":one", num(1))
-            .return_values(ReturnValue::AllNew);
-        for (placeholder, name) in names {
-            req = req.expression_attribute_names(*placeholder, *name);
-        }
-        for (placeholder, value) in values {
-            req = req.expression_attribute_values(placeholder, value);
-        }
-        match req.send().await {
-            Ok(out) => {
-                let item = out
-                    .attributes
-                    .ok_or_else(|| StoreError::corrupt(WHAT, "update returned no attributes"))?;
-                Ok(Guarded::Done(PendingSnapshot::from_item(&item)?))
-            }
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(Guarded::Lost)
-            }
-            Err(e) => Err(StoreError::service(SERVICE, "UpdateItem", e)),
-        }
     }
 }
 
@@ -432,14 +370,14 @@ mod tests {
     #[test]
     fn items_round_trip_and_reject_bad_keys() {
         let key = PendingKey::new(LogId::new_random(), 7, 42);
-        let mut item = key.item_key();
+        let mut item = item_key(&key);
         item.insert("c".into(), num(10));
         item.insert("m".into(), num(12));
         item.insert("a".into(), AttributeValue::Bool(true));
         item.insert("i".into(), num(3));
         item.insert("r".into(), num(1));
         item.insert("k".into(), AttributeValue::S("{}".into()));
-        let p = PendingSnapshot::from_item(&item).ok();
+        let p = pending_from_item(&item).ok();
         assert_eq!(
             p,
             Some(PendingSnapshot {
@@ -453,7 +391,7 @@ mod tests {
             })
         );
         item.insert("n".into(), bin(vec![0u8; 9]));
-        assert!(PendingSnapshot::from_item(&item).is_err());
+        assert!(pending_from_item(&item).is_err());
     }
 
     #[test]

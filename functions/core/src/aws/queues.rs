@@ -1,12 +1,11 @@
 //! The snapshot job queue over SQS: sending jobs (one or a batch), re-sending a job with a delay
 //! (how the worker defers without using up the message's receive count), changing a message's
-//! visibility, and creating the queue pair (and the stream router's failure queue) for the local
-//! stack the way the CDK stack does.
+//! visibility. The local stack creates its queues in `sheetlog-pipeline` (`provision.rs`).
 
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use tracing::instrument;
 
 use crate::domain::SnapshotJob;
@@ -18,34 +17,6 @@ const SERVICE: &str = "SQS";
 pub const MAX_DELAY: Duration = Duration::from_secs(900);
 /// SQS takes at most 10 messages per SendMessageBatch.
 const MAX_BATCH: usize = 10;
-
-/// Settings of the snapshot queue pair. The defaults are the CDK stack's `TIMINGS`
-/// (`cdk/lib/sheetlog-stack.ts`); the local stack uses them so jobs behave as they do in AWS.
-#[derive(Debug, Clone, Copy)]
-pub struct QueueSettings {
-    /// How long a received job stays invisible: six times the worker's 5-minute timeout.
-    pub visibility_timeout: Duration,
-    /// Receives after which SQS moves a job to the dead-letter queue.
-    pub max_receive_count: u32,
-    pub retention: Duration,
-}
-
-impl Default for QueueSettings {
-    fn default() -> Self {
-        Self {
-            visibility_timeout: Duration::from_secs(30 * 60),
-            max_receive_count: 100,
-            retention: Duration::from_secs(14 * 24 * 3600),
-        }
-    }
-}
-
-/// URLs of a snapshot queue and its dead-letter queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueUrls {
-    pub snapshot_queue: String,
-    pub dead_letter_queue: String,
-}
 
 /// The snapshot job queue.
 #[derive(Debug, Clone)]
@@ -183,79 +154,4 @@ impl SqsJobQueue {
             .map_err(|e| StoreError::service(SERVICE, "DeleteMessage", e))?;
         Ok(())
     }
-}
-
-/// Creates the snapshot queue and its dead-letter queue with the redrive policy, named
-/// `<prefix>-snapshots` and `<prefix>-snapshots-dlq` (the local stack and tests; in AWS the CDK
-/// stack owns them). Creating a queue that exists with the same attributes is a no-op in SQS.
-pub async fn create_snapshot_queues(
-    client: &Client,
-    prefix: &str,
-    settings: QueueSettings,
-) -> Result<QueueUrls, StoreError> {
-    let retention = settings.retention.as_secs().to_string();
-    let dlq = client
-        .create_queue()
-        .queue_name(format!("{prefix}-snapshots-dlq"))
-        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
-        .send()
-        .await
-        .map_err(|e| StoreError::service(SERVICE, "CreateQueue", e))?
-        .queue_url
-        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
-    let dlq_arn = client
-        .get_queue_attributes()
-        .queue_url(&dlq)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .map_err(|e| StoreError::service(SERVICE, "GetQueueAttributes", e))?
-        .attributes
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .ok_or_else(|| StoreError::corrupt("GetQueueAttributes response", "no queue ARN"))?;
-    let redrive = serde_json::json!({
-        "deadLetterTargetArn": dlq_arn,
-        "maxReceiveCount": settings.max_receive_count,
-    })
-    .to_string();
-    let queue = client
-        .create_queue()
-        .queue_name(format!("{prefix}-snapshots"))
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            settings.visibility_timeout.as_secs().to_string(),
-        )
-        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
-        .attributes(QueueAttributeName::RedrivePolicy, redrive)
-        .send()
-        .await
-        .map_err(|e| StoreError::service(SERVICE, "CreateQueue", e))?
-        .queue_url
-        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
-    Ok(QueueUrls {
-        snapshot_queue: queue,
-        dead_letter_queue: dlq,
-    })
-}
-
-/// Creates the stream router's failure queue (the stack's on-failure destination for Entry-stream
-/// records given up on), named `<prefix>-stream-failures`, with the snapshot queues' retention as
-/// in the CDK stack. Returns its URL.
-pub async fn create_stream_failure_queue(
-    client: &Client,
-    prefix: &str,
-    settings: QueueSettings,
-) -> Result<String, StoreError> {
-    client
-        .create_queue()
-        .queue_name(format!("{prefix}-stream-failures"))
-        .attributes(
-            QueueAttributeName::MessageRetentionPeriod,
-            settings.retention.as_secs().to_string(),
-        )
-        .send()
-        .await
-        .map_err(|e| StoreError::service(SERVICE, "CreateQueue", e))?
-        .queue_url
-        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))
 }

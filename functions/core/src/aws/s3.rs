@@ -1,40 +1,41 @@
-//! [`PayloadStore`] over S3.
+//! [`S3Bucket`]: the one S3 adapter. Entry bodies and uploaded payloads (the log's
+//! [`PayloadStore`] port), snapshot manifests and chunks and import files (the engine's
+//! `BlobStore` and `ImportSource` ports), the auto-delete tag, and presigned URLs all go through
+//! it, with one error type ([`StoreError`]) and one test for a missing key ([`is_missing`]).
+
+use std::collections::HashMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
-use aws_sdk_s3::error::SdkError;
-use aws_sdk_s3::operation::get_object::GetObjectError;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use bytes::Bytes;
 use tracing::instrument;
 
-use crate::config::{AUTO_DELETE_TAG_KEY, AUTO_DELETE_TAG_VALUE};
+use crate::domain::keys::{AUTO_DELETE_TAG_KEY, AUTO_DELETE_TAG_VALUE};
 use crate::error::StoreError;
 use crate::ports::PayloadStore;
 
 const SERVICE: &str = "S3";
 
-/// Entry payloads in one bucket.
-#[derive(Debug, Clone)]
-pub struct S3PayloadStore {
-    client: Client,
-    bucket: String,
+/// The S3 client every function uses: path-style addressing, which works against AWS and a
+/// local emulator alike (virtual-hosted names would need DNS for every bucket).
+pub fn s3_client(sdk: &aws_config::SdkConfig) -> Client {
+    Client::from_conf(
+        aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(true)
+            .build(),
+    )
 }
 
-impl S3PayloadStore {
-    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
-        Self {
-            client,
-            bucket: bucket.into(),
-        }
-    }
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
+/// The stack's bucket.
+#[derive(Debug, Clone)]
+pub struct S3Bucket {
+    client: Client,
+    bucket: String,
 }
 
 /// What removing the auto-delete tag found.
@@ -46,7 +47,215 @@ pub enum Untagged {
     Missing,
 }
 
-impl S3PayloadStore {
+/// An object's size and user metadata (`x-amz-meta-*`), from HeadObject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectHead {
+    pub size: u64,
+    pub metadata: HashMap<String, String>,
+}
+
+/// A presigned request: the URL and the headers the client must send with it (they are part of
+/// the signature).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresignedRequest {
+    pub url: String,
+    /// Lower-case header names.
+    pub headers: Vec<(String, String)>,
+}
+
+/// What a presigned upload PUT pins down.
+#[derive(Debug, Clone, Default)]
+pub struct UploadSpec<'a> {
+    pub content_type: &'a str,
+    /// Tag the object for auto-delete, so it expires unless an entry commits it.
+    pub discardable: bool,
+    pub metadata: &'a [(&'a str, &'a str)],
+}
+
+/// True when S3 answered that the key (not the bucket) does not exist. GetObject reports this as
+/// the modelled `NoSuchKey`, HeadObject as a bare 404 `NotFound`, the tagging calls as a 404
+/// with code `NoSuchKey`: the status is the one thing they share.
+pub fn is_missing<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
+    match e {
+        SdkError::ServiceError(se) => {
+            se.raw().status().as_u16() == 404 && se.err().code() != Some("NoSuchBucket")
+        }
+        _ => false,
+    }
+}
+
+/// The `x-amz-tagging` value that marks an object for auto-delete.
+pub fn auto_delete_tagging() -> String {
+    format!("{AUTO_DELETE_TAG_KEY}={AUTO_DELETE_TAG_VALUE}")
+}
+
+impl S3Bucket {
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// Writes an object, optionally tagged for auto-delete.
+    #[instrument(skip(self, bytes), fields(bucket = %self.bucket, len = bytes.len()))]
+    pub async fn put_object(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        discardable: bool,
+    ) -> Result<(), StoreError> {
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(ByteStream::from(bytes));
+        if discardable {
+            req = req.tagging(auto_delete_tagging());
+        }
+        req.send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "PutObject", e))?;
+        Ok(())
+    }
+
+    /// Reads a whole object; `None` when it does not exist.
+    #[instrument(skip(self), fields(bucket = %self.bucket))]
+    pub async fn get_object(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if is_missing(&e) => return Ok(None),
+            Err(e) => return Err(StoreError::service(SERVICE, "GetObject", e)),
+        };
+        let data = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "GetObject", e))?;
+        Ok(Some(data.into_bytes()))
+    }
+
+    /// Reads `len` bytes from `offset` (fewer at the end of the object).
+    #[instrument(skip(self), fields(bucket = %self.bucket))]
+    pub async fn get_range(&self, key: &str, offset: u64, len: u64) -> Result<Bytes, StoreError> {
+        let last = offset.saturating_add(len.max(1) - 1);
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .range(format!("bytes={offset}-{last}"))
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if is_missing(&e) => return Err(StoreError::not_found(key)),
+            Err(e) => return Err(StoreError::service(SERVICE, "GetObject", e)),
+        };
+        let data = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "GetObject", e))?;
+        Ok(data.into_bytes())
+    }
+
+    /// Size and metadata; [`StoreError::NotFound`] when the object does not exist.
+    #[instrument(skip(self), fields(bucket = %self.bucket))]
+    pub async fn head(&self, key: &str) -> Result<ObjectHead, StoreError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(h) => Ok(ObjectHead {
+                size: u64::try_from(h.content_length().unwrap_or(0)).unwrap_or(0),
+                metadata: h.metadata().cloned().unwrap_or_default(),
+            }),
+            Err(e) if is_missing(&e) => Err(StoreError::not_found(key)),
+            Err(e) => Err(StoreError::service(SERVICE, "HeadObject", e)),
+        }
+    }
+
+    /// Whether the object exists.
+    #[instrument(skip(self), fields(bucket = %self.bucket))]
+    pub async fn object_exists(&self, key: &str) -> Result<bool, StoreError> {
+        match self.head(key).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A GET URL valid for `ttl`, for clients that read an object straight from S3.
+    pub async fn presign_get(&self, key: &str, ttl: Duration) -> Result<String, StoreError> {
+        let cfg = PresigningConfig::expires_in(ttl)
+            .map_err(|e| StoreError::service(SERVICE, "presign GetObject", e))?;
+        let req = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(cfg)
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "presign GetObject", e))?;
+        Ok(req.uri().to_owned())
+    }
+
+    /// A PUT URL valid for `ttl` that uploads `key` with exactly the content type, tagging and
+    /// metadata in `spec` (the returned headers are signed; the client must send them).
+    pub async fn presign_put(
+        &self,
+        key: &str,
+        ttl: Duration,
+        spec: &UploadSpec<'_>,
+    ) -> Result<PresignedRequest, StoreError> {
+        let cfg = PresigningConfig::expires_in(ttl)
+            .map_err(|e| StoreError::service(SERVICE, "presign PutObject", e))?;
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(spec.content_type);
+        if spec.discardable {
+            req = req.tagging(auto_delete_tagging());
+        }
+        for (k, v) in spec.metadata {
+            req = req.metadata(*k, *v);
+        }
+        let presigned = req
+            .presigned(cfg)
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "presign PutObject", e))?;
+        Ok(PresignedRequest {
+            url: presigned.uri().to_owned(),
+            headers: presigned
+                .headers()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+                .collect(),
+        })
+    }
+
     /// Commits a payload by removing its auto-delete tag, so the lifecycle rule no longer expires
     /// it. One DeleteObjectTagging request, idempotent. It removes the whole tag set: objects
     /// under `payloads/` are written only by this stack (directly, or through a URL the API
@@ -63,7 +272,7 @@ impl S3PayloadStore {
             .await
         {
             Ok(_) => Ok(Untagged::Done),
-            Err(e) if is_no_such_key(&e) => Ok(Untagged::Missing),
+            Err(e) if is_missing(&e) => Ok(Untagged::Missing),
             Err(e) => Err(StoreError::service(SERVICE, "DeleteObjectTagging", e)),
         }
     }
@@ -82,49 +291,17 @@ impl S3PayloadStore {
             Ok(out) => Ok(Some(out.tag_set().iter().any(|t| {
                 t.key() == AUTO_DELETE_TAG_KEY && t.value() == AUTO_DELETE_TAG_VALUE
             }))),
-            Err(e) if is_no_such_key(&e) => Ok(None),
+            Err(e) if is_missing(&e) => Ok(None),
             Err(e) => Err(StoreError::service(SERVICE, "GetObjectTagging", e)),
         }
     }
-}
 
-/// S3 reports a missing key on the tagging calls as a 404 with code `NoSuchKey` (the SDK has no
-/// modelled error for these operations, so look at the code and status).
-fn is_no_such_key<E>(e: &SdkError<E, HttpResponse>) -> bool
-where
-    E: aws_sdk_s3::error::ProvideErrorMetadata,
-{
-    match e {
-        SdkError::ServiceError(se) => {
-            se.err().code() == Some("NoSuchKey") || se.raw().status().as_u16() == 404
-        }
-        _ => false,
-    }
-}
-
-/// The `x-amz-tagging` value that marks an object for auto-delete.
-pub fn auto_delete_tagging() -> String {
-    format!("{AUTO_DELETE_TAG_KEY}={AUTO_DELETE_TAG_VALUE}")
-}
-
-#[async_trait]
-impl PayloadStore for S3PayloadStore {
-    #[instrument(skip(self, bytes), fields(bytes = bytes.len()))]
-    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .tagging(auto_delete_tagging())
-            .body(ByteStream::from(bytes))
-            .send()
-            .await
-            .map_err(|e| StoreError::service(SERVICE, "PutObject", e))?;
-        Ok(())
-    }
-
-    #[instrument(skip(self))]
-    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+    /// Streams an object into an anonymous temporary file (Lambda's `/tmp`) and returns it
+    /// rewound, so a large import is read and sought like any file and never sits in memory.
+    #[cfg(feature = "engine")]
+    #[instrument(skip(self), fields(bucket = %self.bucket))]
+    pub async fn download(&self, key: &str) -> Result<std::fs::File, StoreError> {
+        use std::io::{Seek, SeekFrom, Write};
         let out = match self
             .client
             .get_object()
@@ -134,18 +311,81 @@ impl PayloadStore for S3PayloadStore {
             .await
         {
             Ok(out) => out,
-            Err(SdkError::ServiceError(e)) if matches!(e.err(), GetObjectError::NoSuchKey(_)) => {
-                return Err(StoreError::NotFound {
-                    key: key.to_owned(),
-                });
-            }
+            Err(e) if is_missing(&e) => return Err(StoreError::not_found(key)),
             Err(e) => return Err(StoreError::service(SERVICE, "GetObject", e)),
         };
-        let data = out
-            .body
-            .collect()
+        let io = |e: std::io::Error| StoreError::service("filesystem", "write temporary file", e);
+        let mut file = tempfile::tempfile().map_err(io)?;
+        let mut body = out.body;
+        while let Some(chunk) = body
+            .try_next()
             .await
-            .map_err(|e| StoreError::service(SERVICE, "GetObject", e))?;
-        Ok(data.into_bytes())
+            .map_err(|e| StoreError::service(SERVICE, "GetObject", e))?
+        {
+            file.write_all(&chunk).map_err(io)?;
+        }
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        Ok(file)
+    }
+}
+
+#[async_trait]
+impl PayloadStore for S3Bucket {
+    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        self.put_object(key, bytes, true).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        self.get_object(key)
+            .await?
+            .ok_or_else(|| StoreError::not_found(key))
+    }
+}
+
+#[cfg(feature = "engine")]
+mod engine {
+    use async_trait::async_trait;
+    use bytes::Bytes;
+    use sheetlog_sheet::import::ReadSeek;
+    use sheetlog_sheet::snapshot::{BlobError, BlobStore, ImportSource};
+
+    use super::S3Bucket;
+
+    /// Snapshot manifests and chunks. Written untagged: they are committed by construction (a
+    /// chunk is only referenced once written).
+    #[async_trait]
+    impl BlobStore for S3Bucket {
+        async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+            self.put_object(key, bytes, false)
+                .await
+                .map_err(|e| BlobError::new("put", key, e))
+        }
+
+        async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+            self.get_object(key)
+                .await
+                .map_err(|e| BlobError::new("get", key, e))
+        }
+
+        async fn exists(&self, key: &str) -> Result<bool, BlobError> {
+            self.object_exists(key)
+                .await
+                .map_err(|e| BlobError::new("exists", key, e))
+        }
+    }
+
+    /// Import files, each streamed to a temporary file first.
+    #[async_trait]
+    impl ImportSource for S3Bucket {
+        async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, BlobError> {
+            let file = self
+                .download(key)
+                .await
+                .map_err(|e| BlobError::new("open", key, e))?;
+            Ok(Box::new(std::io::BufReader::with_capacity(
+                256 * 1024,
+                file,
+            )))
+        }
     }
 }

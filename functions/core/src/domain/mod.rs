@@ -5,9 +5,13 @@
 //! - `mod.rs`  — ids, entry types, stored records and decoded entries
 //! - `cost.rs` — DynamoDB request-unit arithmetic from AWS's documented rules
 //! - `job.rs`  — the snapshot job message the stream router, worker and reprocess tool share
+//! - `keys.rs` — S3 key layout, the auto-delete tag, item size limits, the clock
+//! - `pending.rs` — Pending Snapshots items: key, state, and guarded-write results
 
 pub mod cost;
 pub mod job;
+pub mod keys;
+pub mod pending;
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,6 +22,8 @@ use uuid::Uuid;
 
 pub use cost::RequestUnits;
 pub use job::SnapshotJob;
+pub use keys::now_secs;
+pub use pending::{Guarded, PendingKey, PendingSnapshot};
 
 /// Identifies one log (one spreadsheet). A random v4 UUID, stored as its 16 raw bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

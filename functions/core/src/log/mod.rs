@@ -1,4 +1,4 @@
-//! The event-log algorithms from the design (`docs/storage.md`, seed `event-log-on-dynamodb`):
+//! The event-log algorithms (`docs/design.md`; layouts in `docs/storage.md`):
 //! create, append with optimistic concurrency, start a new segment, load, and read since a
 //! sequence. Generic over [`LogStore`] and [`PayloadStore`]; knows nothing about spreadsheets.
 //!
@@ -12,15 +12,15 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use tracing::{debug, info};
-use uuid::Uuid;
 
 use crate::config::LogConfig;
+use crate::domain::keys::{self, now_secs};
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
 use crate::error::{LogError, StoreError};
 use crate::ports::{Consistency, LogStore, PayloadStore, PutOutcome, TxOutcome};
 
 /// Where a log's newest segment starts. Callers that keep the hint from their last append skip
-/// the Segment query (the seed's optional optimisation). A stale hint is harmless: the segment it
+/// the Segment query. A stale hint is harmless: the segment it
 /// names ends with an End Segment entry, which leads to the next one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SegmentHint {
@@ -68,7 +68,7 @@ pub struct SegmentStarted {
     pub units: RequestUnits,
 }
 
-/// The seed's Load Spreadsheet: the newest completed snapshot entry and every entry after it.
+/// What a load returns (`docs/design.md`, "Load and update"): the newest completed snapshot entry and every entry after it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {
     pub snapshot: Entry,
@@ -116,18 +116,6 @@ pub struct EventLog<S, P> {
     store: S,
     payloads: P,
     cfg: LogConfig,
-}
-
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// Object key for a body or payload stored in S3: scoped to the log, unguessable.
-pub fn payload_key(log: LogId) -> String {
-    format!("payloads/{log}/{}", Uuid::new_v4().simple())
 }
 
 impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
@@ -180,7 +168,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         }
     }
 
-    /// Appends an entry (the seed's Add Entry): find the newest entry, then put at the next number
+    /// Appends an entry (`docs/design.md`, "Append"): find the newest entry, then put at the next number
     /// on condition that it is free, retrying with backoff when another writer wins.
     pub async fn append(
         &self,
@@ -298,7 +286,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             return Ok((Some(entry.body.clone()), Some(payload.clone())));
         }
         if size > self.cfg.inline_body_max_bytes {
-            let key = payload_key(log);
+            let key = keys::body_key(log);
             self.payloads
                 .put_discardable(&key, entry.body.clone())
                 .await?;
@@ -307,7 +295,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         Ok((Some(entry.body.clone()), None))
     }
 
-    /// The seed's Create New Segment: End Segment into the current segment, the new Segment item
+    /// Starts a new segment (`docs/design.md`, "New segment"): End Segment into the current segment, the new Segment item
     /// and its Snapshot entry, in one conditional transaction. Refused until the current segment
     /// has a completed snapshot, so snapshots never pile up behind each other.
     pub async fn start_segment(&self, log: LogId) -> Result<SegmentStarted, LogError> {
@@ -396,7 +384,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         Ok(units)
     }
 
-    /// The seed's Load Spreadsheet.
+    /// Loads a log (`docs/design.md`, "Load and update").
     pub async fn load(&self, log: LogId) -> Result<Loaded, LogError> {
         let mut units = RequestUnits::default();
         let segments = self
@@ -455,7 +443,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         })
     }
 
-    /// The seed's Update Loaded Spreadsheet: up to `limit` entries from sequence `from` on, across
+    /// Updates a loaded log (`docs/design.md`, "Load and update"): up to `limit` entries from sequence `from` on, across
     /// a segment boundary. [`LogError::ReloadRequired`] when `from` is older than the two newest
     /// segments; [`LogError::OutOfRange`] when it is past the end.
     pub async fn read_since(

@@ -120,7 +120,7 @@ pub enum ImportFormat {
 
 /// An entry the log can hold: its own markers or a spreadsheet event.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Entry {
+pub enum EntryBody {
     Snapshot,
     EndSegment,
     Event(Event),
@@ -536,22 +536,22 @@ impl<'de> Deserialize<'de> for ColumnName {
     }
 }
 
-impl Entry {
+impl EntryBody {
     /// Decodes any stored entry: the log's markers (whose bodies belong to the log core and are not
     /// looked at here) or a spreadsheet event.
-    pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<Entry, DecodeError> {
+    pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<EntryBody, DecodeError> {
         match type_code {
-            TYPE_SNAPSHOT => Ok(Entry::Snapshot),
-            TYPE_END_SEGMENT => Ok(Entry::EndSegment),
-            _ => Event::decode(type_code, version, body).map(Entry::Event),
+            TYPE_SNAPSHOT => Ok(EntryBody::Snapshot),
+            TYPE_END_SEGMENT => Ok(EntryBody::EndSegment),
+            _ => Event::decode(type_code, version, body).map(EntryBody::Event),
         }
     }
 
     pub fn type_code(&self) -> u16 {
         match self {
-            Entry::Snapshot => TYPE_SNAPSHOT,
-            Entry::EndSegment => TYPE_END_SEGMENT,
-            Entry::Event(e) => e.type_code(),
+            EntryBody::Snapshot => TYPE_SNAPSHOT,
+            EntryBody::EndSegment => TYPE_END_SEGMENT,
+            EntryBody::Event(e) => e.type_code(),
         }
     }
 }

@@ -12,19 +12,20 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::json;
 use sheetlog_core::LogError;
-use sheetlog_core::aws::queues::{QueueSettings, create_stream_failure_queue};
-use sheetlog_core::aws::{Guarded, PendingKey, S3PayloadStore, SqsJobQueue, Untagged};
+use sheetlog_core::aws::{S3Bucket, SqsJobQueue, Untagged};
 use sheetlog_core::domain::{EntryType, LogId, NewEntry, SnapshotJob};
+use sheetlog_core::domain::{Guarded, PendingKey};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::AppendOptions;
 use sheetlog_core::ports::PayloadStore;
+use sheetlog_core::ports::PendingSnapshots;
 use sheetlog_core::sheet::Range;
-use sheetlog_core::sheet::sample::write_sample_csv;
 use sheetlog_core::snapshot::read_range;
-use sheetlog_core::snapshot::s3::S3Payloads;
 use sheetlog_core::snapshot_input::{InputError, as_of, base_manifest, log_entries};
 use sheetlog_maintenance::{ReprocessOptions, Reprocessor};
+use sheetlog_pipeline::provision::{QueueSettings, create_stream_failure_queue};
 use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, StreamDriver};
+use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_snapshot_worker::{DeferReason, Outcome, Step, StepHook, Worker, WorkerError};
 use sheetlog_stream_router::{AwsEffects, Effects};
 use sheetlog_tests::pipeline::{
@@ -292,7 +293,7 @@ async fn worker_killed_after_each_step_still_completes_byte_identical() -> anyho
     let recording = px.worker(test_worker_config())?.with_hook(recorder.clone());
     let outcomes = drive(&recording, second.job).await?;
     ensure!(matches!(outcomes.last(), Some(Outcome::Completed { .. })));
-    let steps = recorder.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    let steps = recorder.seen.lock().expect("recorder lock").clone();
     let checkpoints = steps
         .iter()
         .filter(|s| matches!(s, Step::Checkpoint(_)))
@@ -468,7 +469,7 @@ async fn reads_as_of_any_sequence_start_from_the_newest_completed_snapshot() -> 
     .await?;
     let end = tail.seq + 1;
     let range: Range = "A1:E90".parse()?;
-    let imports = S3Payloads::new(px.stack.s3.clone(), &px.stack.resources.bucket);
+    let imports = px.stack.bucket();
     let check = |at: u64, want_base: u64| {
         let (px, imports) = (&px, &imports);
         async move {
@@ -818,7 +819,8 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
         .messages
         .unwrap_or_default();
     ensure!(described.len() == 1, "{described:?}");
-    let info: serde_json::Value = serde_json::from_str(described[0].body().unwrap_or_default())?;
+    let info: serde_json::Value =
+        serde_json::from_str(described[0].body().expect("a message body"))?;
     let batch = &info["DDBStreamBatchInfo"];
     ensure!(
         batch["batchSize"] == 1
@@ -847,7 +849,7 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
     );
     let report = driver.poll_once().await?;
     ensure!(report.failed.is_empty(), "{report:?}");
-    let commits = flaky.commits.lock().map(|c| c.clone()).unwrap_or_default();
+    let commits = flaky.commits.lock().expect("commits lock").clone();
     ensure!(
         commits.iter().filter(|k| **k == bad).count() == 2
             && commits.iter().filter(|k| **k == good).count() == 1,
@@ -947,7 +949,7 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
             aws_sdk_s3::types::Tagging::builder()
                 .tag_set(
                     aws_sdk_s3::types::Tag::builder()
-                        .key(sheetlog_core::config::AUTO_DELETE_TAG_KEY)
+                        .key(sheetlog_core::domain::keys::AUTO_DELETE_TAG_KEY)
                         .value("true")
                         .build()?,
                 )
@@ -976,7 +978,7 @@ fn reprocessor(px: &PipelineStack) -> Reprocessor {
         px.stack.dynamo.clone(),
         &px.stack.resources.entry_table,
         &px.stack.resources.segment_table,
-        S3PayloadStore::new(px.stack.s3.clone(), &px.stack.resources.bucket),
+        S3Bucket::new(px.stack.s3.clone(), &px.stack.resources.bucket),
         SqsJobQueue::new(px.sqs.clone(), &px.queues.snapshot_queue),
     )
 }

@@ -1,7 +1,7 @@
-//! Creates the tables and bucket the way the CDK stack defines them (keys, attribute types, stream
-//! view type, lifecycle rules, CORS). Used by the local stack and the tests; in AWS, CloudFormation
-//! owns these resources and this code never runs. `tests/tests/local_stack_matches_template.rs`
-//! compares what this creates with the synthesized template.
+//! Creates the tables, bucket and queues the way the CDK stack defines them (keys, attribute
+//! types, stream view type, lifecycle rules, CORS, redrive). Used by the local stack and the
+//! tests; in AWS, CloudFormation owns these resources, and this crate is not deployed.
+//! `tests/tests/integration/local_stack_matches_template.rs` compares what this creates with the synthesized template.
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
@@ -12,8 +12,14 @@ use aws_sdk_s3::types::{
     ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag,
 };
 
-use crate::config::{AUTO_DELETE_TAG_KEY, AUTO_DELETE_TAG_VALUE, Resources};
-use crate::error::StoreError;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use sheetlog_core::config::Resources;
+use sheetlog_core::domain::keys::{AUTO_DELETE_TAG_KEY, AUTO_DELETE_TAG_VALUE};
+use sheetlog_core::error::StoreError;
+
+const SQS: &str = "SQS";
 
 /// A table's key layout: (name, type) of the partition and sort keys, and whether it streams.
 #[derive(Debug, Clone, Copy)]
@@ -200,4 +206,107 @@ pub async fn create_all(
     }
     create_bucket(s3, &resources.bucket, DEFAULT_AUTO_DELETE_DAYS).await?;
     Ok(())
+}
+
+/// Settings of the snapshot queue pair. The defaults are the CDK stack's `TIMINGS`
+/// (`cdk/lib/sheetlog-stack.ts`); the local stack uses them so jobs behave as they do in AWS.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSettings {
+    /// How long a received job stays invisible: six times the worker's 5-minute timeout.
+    pub visibility_timeout: Duration,
+    /// Receives after which SQS moves a job to the dead-letter queue.
+    pub max_receive_count: u32,
+    pub retention: Duration,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            visibility_timeout: Duration::from_secs(30 * 60),
+            max_receive_count: 100,
+            retention: Duration::from_secs(14 * 24 * 3600),
+        }
+    }
+}
+
+/// URLs of a snapshot queue and its dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueUrls {
+    pub snapshot_queue: String,
+    pub dead_letter_queue: String,
+}
+
+/// Creates the snapshot queue and its dead-letter queue with the redrive policy, named
+/// `<prefix>-snapshots` and `<prefix>-snapshots-dlq` (the local stack and tests; in AWS the CDK
+/// stack owns them). Creating a queue that exists with the same attributes is a no-op in SQS.
+pub async fn create_snapshot_queues(
+    client: &aws_sdk_sqs::Client,
+    prefix: &str,
+    settings: QueueSettings,
+) -> Result<QueueUrls, StoreError> {
+    let retention = settings.retention.as_secs().to_string();
+    let dlq = client
+        .create_queue()
+        .queue_name(format!("{prefix}-snapshots-dlq"))
+        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
+    let dlq_arn = client
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "GetQueueAttributes", e))?
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or_else(|| StoreError::corrupt("GetQueueAttributes response", "no queue ARN"))?;
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": settings.max_receive_count,
+    })
+    .to_string();
+    let queue = client
+        .create_queue()
+        .queue_name(format!("{prefix}-snapshots"))
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            settings.visibility_timeout.as_secs().to_string(),
+        )
+        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
+    Ok(QueueUrls {
+        snapshot_queue: queue,
+        dead_letter_queue: dlq,
+    })
+}
+
+/// Creates the stream router's failure queue (the stack's on-failure destination for Entry-stream
+/// records given up on), named `<prefix>-stream-failures`, with the snapshot queues' retention as
+/// in the CDK stack. Returns its URL.
+pub async fn create_stream_failure_queue(
+    client: &aws_sdk_sqs::Client,
+    prefix: &str,
+    settings: QueueSettings,
+) -> Result<String, StoreError> {
+    client
+        .create_queue()
+        .queue_name(format!("{prefix}-stream-failures"))
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            settings.retention.as_secs().to_string(),
+        )
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))
 }

@@ -31,11 +31,11 @@ use super::format::{
     Appended, ChunkBuilder, ChunkRef, ChunkRows, FORMAT_VERSION, Manifest, chunk_key, manifest_key,
     open_blob,
 };
-use super::store::{BlobStore, PayloadSource};
+use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
-use crate::sheet::Row;
-use crate::sheet::event::{Entry, Event, ImportFormat};
-use crate::sheet::import::{self, ImportPos, Mode};
+use crate::Row;
+use crate::event::{EntryBody, Event, ImportFormat};
+use crate::import::{self, ImportPos, Mode};
 
 /// Default chunk target: 256 KiB of raw (uncompressed) chunk bytes, about 60–80 KB stored.
 ///
@@ -52,7 +52,7 @@ const IMPORT_CHANNEL_ROWS: usize = 256;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogEntry {
     pub seq: u64,
-    pub entry: Entry,
+    pub entry: EntryBody,
     pub payload: Option<String>,
 }
 
@@ -60,7 +60,7 @@ impl LogEntry {
     pub fn event(seq: u64, event: Event) -> Self {
         LogEntry {
             seq,
-            entry: Entry::Event(event),
+            entry: EntryBody::Event(event),
             payload: None,
         }
     }
@@ -140,7 +140,7 @@ mod pieces_codec {
     use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
 
     use super::{ChunkRef, Piece};
-    use crate::sheet::codec::{Reader, Writer};
+    use crate::codec::{Reader, Writer};
 
     pub fn serialize<S: Serializer>(pieces: &[Piece], s: S) -> Result<S::Ok, S::Error> {
         let mut w = Writer::new();
@@ -175,7 +175,7 @@ mod pieces_codec {
         let bytes = STANDARD.decode(text).map_err(D::Error::custom)?;
         let mut r = Reader::new(&bytes);
         let mut out = Vec::new();
-        let e = |e: crate::sheet::codec::CodecError| D::Error::custom(e.to_string());
+        let e = |e: crate::codec::CodecError| D::Error::custom(e.to_string());
         while r.remaining() > 0 {
             match r.u8().map_err(e)? {
                 0 => out.push(Piece::Reused {
@@ -248,7 +248,7 @@ pub(crate) enum ImportMsg {
 #[derive(Debug)]
 pub struct SnapshotBuilder<'a> {
     store: &'a dyn BlobStore,
-    payloads: &'a dyn PayloadSource,
+    payloads: &'a dyn ImportSource,
     log_id: Uuid,
     seq: u64,
     base: Option<Manifest>,
@@ -269,7 +269,7 @@ impl<'a> SnapshotBuilder<'a> {
     /// up to `seq - 1`, in order and without gaps.
     pub fn new(
         store: &'a dyn BlobStore,
-        payloads: &'a dyn PayloadSource,
+        payloads: &'a dyn ImportSource,
         config: BuildConfig,
         log_id: Uuid,
         seq: u64,
@@ -341,7 +341,7 @@ impl<'a> SnapshotBuilder<'a> {
     #[allow(clippy::too_many_arguments)]
     pub fn resume(
         store: &'a dyn BlobStore,
-        payloads: &'a dyn PayloadSource,
+        payloads: &'a dyn ImportSource,
         config: BuildConfig,
         log_id: Uuid,
         seq: u64,
@@ -592,7 +592,7 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
             )));
         }
         expect += 1;
-        if let Entry::Event(ev) = &e.entry {
+        if let EntryBody::Event(ev) = &e.entry {
             match ev {
                 Event::Import(i) => {
                     let key = e.payload.clone().ok_or_else(|| {

@@ -201,12 +201,12 @@ fn bad_binary_bodies_are_errors_naming_the_problem() {
             .contains("row 1048576 exceeds 1048575")
     );
     assert_eq!(
-        Entry::decode(TYPE_SNAPSHOT, 0, b"anything"),
-        Ok(Entry::Snapshot)
+        EntryBody::decode(TYPE_SNAPSHOT, 0, b"anything"),
+        Ok(EntryBody::Snapshot)
     );
     assert_eq!(
-        Entry::decode(TYPE_END_SEGMENT, 0, &[]),
-        Ok(Entry::EndSegment)
+        EntryBody::decode(TYPE_END_SEGMENT, 0, &[]),
+        Ok(EntryBody::EndSegment)
     );
 }
 
@@ -288,7 +288,7 @@ proptest! {
         let (t, v, body) = e.encode();
         let back = Event::decode(t, v, &body).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(same(&back, &e), "binary: {back:?} != {e:?}");
-        let entry = Entry::decode(t, v, &body).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let entry = EntryBody::decode(t, v, &body).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(entry.type_code(), t);
         let json = serde_json::to_vec(&e).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let back = Event::from_json(&json).map_err(|e| TestCaseError::fail(e.to_string()))?;

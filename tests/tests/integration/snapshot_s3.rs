@@ -2,15 +2,15 @@
 //! read back, payloads streamed from S3, missing objects.
 
 use bytes::Bytes;
-use sheetlog_core::sheet::sample::write_sample_csv;
+use sheetlog_core::aws::S3Bucket;
 use sheetlog_core::sheet::{
-    CellEdit, CellRef, Entry, Event, Import, ImportFormat, SetCells, Value,
+    CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
 };
-use sheetlog_core::snapshot::s3::{S3Payloads, S3Store};
 use sheetlog_core::snapshot::{
     BlobStore, BuildConfig, LogEntry, SnapshotBuilder, build_snapshot, chunk_key, load_manifest,
     manifest_key, materialize, read_range,
 };
+use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_tests::emulator::{Emulator, unique_prefix};
 use uuid::Uuid;
 
@@ -25,8 +25,8 @@ async fn bucket(emu: &Emulator) -> anyhow::Result<(aws_sdk_s3::Client, String)> 
 async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     let emu = Emulator::start()?;
     let (s3, name) = bucket(&emu).await?;
-    let store = S3Store::new(s3.clone(), &name);
-    let payloads = S3Payloads::new(s3.clone(), &name);
+    let store = S3Bucket::new(s3.clone(), &name);
+    let payloads = store.clone();
     let log = Uuid::new_v4();
 
     // The import file is an uploaded payload in the same bucket.
@@ -42,12 +42,12 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     let mut entries = vec![
         LogEntry {
             seq: 0,
-            entry: Entry::Snapshot,
+            entry: EntryBody::Snapshot,
             payload: None,
         },
         LogEntry {
             seq: 1,
-            entry: Entry::Event(Event::Import(Import {
+            entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
             })),
             payload: Some(payload_key),
@@ -146,13 +146,13 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_missing_bucket_is_an_error_naming_the_key() -> anyhow::Result<()> {
     let emu = Emulator::start()?;
-    let store = S3Store::new(emu.s3().await, unique_prefix("no-such-bucket"));
+    let store = S3Bucket::new(emu.s3().await, unique_prefix("no-such-bucket"));
     let Err(err) = store.put("snapshots/x", Bytes::from_static(b"x")).await else {
         anyhow::bail!("a put into a missing bucket succeeded");
     };
     assert!(err.to_string().contains("snapshots/x"), "{err}");
-    let payloads = S3Payloads::new(emu.s3().await, unique_prefix("no-such-bucket"));
-    use sheetlog_core::snapshot::PayloadSource;
+    let payloads = S3Bucket::new(emu.s3().await, unique_prefix("no-such-bucket"));
+    use sheetlog_core::snapshot::ImportSource;
     assert!(payloads.open("payloads/x").await.is_err());
     Ok(())
 }

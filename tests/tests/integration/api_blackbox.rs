@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::LogId;
 use sheetlog_tests::api::ApiClient as Client;
-use sheetlog_tests::api::TestApi;
+use sheetlog_tests::api::{TestApi, json_array, json_object, json_str};
 
 async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
     let r = c.post(api.url("/logs")).send().await?;
     assert_eq!(r.status(), StatusCode::CREATED);
     let v: Value = r.json().await?;
     assert_eq!(v["seq"], 0);
-    Ok(v["logId"].as_str().unwrap_or_default().to_owned())
+    Ok(json_str(&v, "/logId").to_owned())
 }
 
 async fn append(
@@ -57,7 +57,7 @@ async fn all_entries(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<Vec
             .await?
             .json()
             .await?;
-        out.extend(v["entries"].as_array().cloned().unwrap_or_default());
+        out.extend(json_array(&v, "/entries").iter().cloned());
         from = v["nextSeq"].as_u64().unwrap_or(from);
         if v["complete"] == json!(true) {
             return Ok(out);
@@ -246,7 +246,7 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
     for (entry, mention) in cases {
         let (status, v) = append(&c, &api, &log, entry).await?;
         assert_error(status, &v, StatusCode::BAD_REQUEST, "invalid-entry");
-        let msg = v["error"]["message"].as_str().unwrap_or_default();
+        let msg = json_str(&v, "/error/message");
         assert!(msg.contains(mention), "{msg:?} should mention {mention:?}");
     }
 
@@ -357,14 +357,12 @@ async fn upload(
     let u: Value = r.json().await?;
     assert_eq!(u["method"], "PUT");
     assert!(u["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')));
-    let mut put = c
-        .put(u["url"].as_str().unwrap_or_default())
-        .body(file.to_vec());
-    for (k, v) in u["headers"].as_object().cloned().unwrap_or_default() {
-        put = put.header(k, v.as_str().unwrap_or_default());
+    let mut put = c.put(json_str(&u, "/url")).body(file.to_vec());
+    for (k, v) in json_object(&u, "/headers") {
+        put = put.header(k, v.as_str().unwrap_or_else(|| panic!("header {k} is {v}")));
     }
     assert!(put.send().await?.status().is_success());
-    Ok(u["uploadId"].as_str().unwrap_or_default().to_owned())
+    Ok(json_str(&u, "/uploadId").to_owned())
 }
 
 #[tokio::test]
@@ -418,7 +416,7 @@ async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<
     let entries = all_entries(&c, &api, &log).await?;
     assert_eq!(entries[1]["type"], "import");
     assert_eq!(entries[1]["body"], json!({"format": "csv"}));
-    let url = entries[1]["payloadUrl"].as_str().unwrap_or_default();
+    let url = json_str(&entries[1], "/payloadUrl");
     let served = reqwest::Client::new()
         .get(url)
         .send()
@@ -458,7 +456,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .send()
         .await?;
     let u: Value = r.json().await?;
-    let id = u["uploadId"].as_str().unwrap_or_default();
+    let id = json_str(&u, "/uploadId");
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
         .send()

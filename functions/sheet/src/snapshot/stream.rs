@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 
 use super::SnapshotError;
-use crate::sheet::event::{Event, InsertRows};
-use crate::sheet::limits::MAX_ROWS;
-use crate::sheet::model::{apply_set_to_row, delete_columns, insert_columns, inserted_rows};
-use crate::sheet::{Cell, CellRef, Row};
+use crate::event::{Event, InsertRows};
+use crate::limits::MAX_ROWS;
+use crate::model::{apply_set_to_row, delete_columns, insert_columns, inserted_rows};
+use crate::{Cell, CellRef, Row};
 
 /// A chunk of the base snapshot that no stage so far needed to look into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use sheetlog_core::aws::items::{entry_key, entry_to_item, item_size, segment_key};
-use sheetlog_core::config::{AUTO_DELETE_TAG_KEY, LogConfig};
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::keys::AUTO_DELETE_TAG_KEY;
 use sheetlog_core::domain::{EntryRecord, EntryType, LogId, NewEntry, segment_id};
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::{LogError, StoreError};
@@ -606,7 +607,7 @@ async fn exhausted_attempts_give_a_contention_error() -> anyhow::Result<()> {
         max_attempts: 4,
         ..LogConfig::default()
     };
-    let log = EventLog::new(store, stack.payload_store(), cfg)?;
+    let log = EventLog::new(store, stack.bucket(), cfg)?;
     let id = log.create().await?.log;
     faults.always_taken.store(true, Ordering::SeqCst);
     match log.append(id, body("x"), AppendOptions::default()).await {
@@ -624,7 +625,7 @@ async fn a_put_retried_after_a_lost_response_is_not_appended_twice() -> anyhow::
         inner: stack.log_store(),
         faults: faults.clone(),
     };
-    let log = EventLog::new(store, stack.payload_store(), LogConfig::default())?;
+    let log = EventLog::new(store, stack.bucket(), LogConfig::default())?;
     let id = log.create().await?.log;
     faults.lose_next_put_response.store(true, Ordering::SeqCst);
     let a = log

@@ -326,3 +326,10 @@ mod tests {
         assert_eq!(ErrorCode::from_code(0), None);
     }
 }
+
+/// One non-empty row: its 0-based index and its cells sorted by 0-based column.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Row {
+    pub index: u32,
+    pub cells: Vec<(u32, Cell)>,
+}

@@ -23,8 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::a1::CellRef;
 use super::event::ImportFormat;
 use super::limits::{MAX_COLS, MAX_ROWS, MAX_TEXT_CHARS};
-use super::model::Row;
-use super::value::{Cell, ErrorCode, Value};
+use super::value::{Cell, ErrorCode, Row, Value};
 
 /// A seekable byte source (a file, or bytes in memory).
 pub trait ReadSeek: Read + Seek + Send {}

@@ -10,9 +10,9 @@ use proptest::prelude::*;
 use uuid::Uuid;
 
 use super::*;
-use crate::sheet::event::*;
-use crate::sheet::sample::{SAMPLE_COLS, write_sample_csv};
-use crate::sheet::{Cell, CellRef, Range, Sheet, Value};
+use crate::event::*;
+use crate::sample::{SAMPLE_COLS, write_sample_csv};
+use crate::{Cell, CellRef, Range, Sheet, Value};
 
 const LOG: Uuid = Uuid::from_u128(0x5eed_0000_0000_4000_8000_0000_0000_0001);
 /// A tiny target so the small sheets of the property tests still span many chunks.
@@ -26,13 +26,13 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 /// The oracle: replay entries `[0, seq)` on the in-memory sheet.
-fn replay(entries: &[LogEntry], seq: u64, payloads: &MemPayloads) -> Sheet {
+fn replay(entries: &[LogEntry], seq: u64, payloads: &MemImports) -> Sheet {
     let mut sheet = Sheet::new();
     for e in entries.iter().take(seq as usize) {
-        if let Entry::Event(ev) = &e.entry {
+        if let EntryBody::Event(ev) = &e.entry {
             let payload = e.payload.as_ref().map(|k| {
                 Box::new(Cursor::new(payloads.get(k).expect("payload")))
-                    as Box<dyn crate::sheet::import::ReadSeek>
+                    as Box<dyn crate::import::ReadSeek>
             });
             sheet.apply(ev, payload).unwrap();
         }
@@ -41,8 +41,8 @@ fn replay(entries: &[LogEntry], seq: u64, payloads: &MemPayloads) -> Sheet {
 }
 
 async fn build(
-    store: &MemStore,
-    payloads: &MemPayloads,
+    store: &MemBlobs,
+    payloads: &MemImports,
     config: BuildConfig,
     seq: u64,
     base: Option<Manifest>,
@@ -63,7 +63,7 @@ async fn build(
 }
 
 /// The blobs a manifest references plus the manifest itself, by key.
-fn snapshot_blobs(store: &MemStore, m: &Manifest) -> BTreeMap<String, Bytes> {
+fn snapshot_blobs(store: &MemBlobs, m: &Manifest) -> BTreeMap<String, Bytes> {
     let all = store.snapshot();
     let mut out = BTreeMap::new();
     let mkey = manifest_key(m.log_id, m.seq);
@@ -90,7 +90,7 @@ fn small_value() -> impl Strategy<Value = Value> {
         4 => "[a-z ]{0,40}".prop_map(Value::Text),
         2 => (-1000i32..1000).prop_map(|n| Value::Number(f64::from(n) / 4.0)),
         1 => any::<bool>().prop_map(Value::Bool),
-        1 => proptest::sample::select(crate::sheet::ErrorCode::ALL.to_vec()).prop_map(Value::Error),
+        1 => proptest::sample::select(crate::ErrorCode::ALL.to_vec()).prop_map(Value::Error),
     ]
 }
 
@@ -133,7 +133,7 @@ fn spec() -> impl Strategy<Value = Spec> {
     ]
 }
 
-fn entries_of(specs: &[Spec], payloads: &MemPayloads) -> Vec<LogEntry> {
+fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry> {
     specs
         .iter()
         .enumerate()
@@ -143,7 +143,7 @@ fn entries_of(specs: &[Spec], payloads: &MemPayloads) -> Vec<LogEntry> {
                 Spec::Event(e) => LogEntry::event(seq, e.clone()),
                 Spec::Marker => LogEntry {
                     seq,
-                    entry: Entry::Snapshot,
+                    entry: EntryBody::Snapshot,
                     payload: None,
                 },
                 Spec::Csv(text) => {
@@ -151,7 +151,7 @@ fn entries_of(specs: &[Spec], payloads: &MemPayloads) -> Vec<LogEntry> {
                     payloads.insert(&key, text.clone().into_bytes());
                     LogEntry {
                         seq,
-                        entry: Entry::Event(Event::Import(Import {
+                        entry: EntryBody::Event(Event::Import(Import {
                             format: ImportFormat::Csv,
                         })),
                         payload: Some(key),
@@ -184,13 +184,13 @@ proptest! {
     /// (a) A snapshot at k plus replay of the entries after it equals replay from empty.
     #[test]
     fn snapshot_then_replay_equals_replay_from_empty((specs, (k, _)) in case()) {
-        let payloads = MemPayloads::new();
+        let payloads = MemImports::new();
         let entries = entries_of(&specs, &payloads);
         let n = entries.len() as u64;
         let want_k = replay(&entries, k as u64, &payloads);
         let want_n = replay(&entries, n, &payloads);
         rt().block_on(async {
-            let store = MemStore::new();
+            let store = MemBlobs::new();
             let snap = build(&store, &payloads, SMALL, k as u64, None, &entries).await;
             let got = materialize(&store, &snap.manifest).await.unwrap();
             prop_assert_eq!(&got, &want_k, "snapshot at {} differs from replay", k);
@@ -210,16 +210,16 @@ proptest! {
     /// for byte (manifest and every chunk blob).
     #[test]
     fn incremental_snapshots_equal_from_scratch_byte_for_byte((specs, (a, b)) in case()) {
-        let payloads = MemPayloads::new();
+        let payloads = MemImports::new();
         let entries = entries_of(&specs, &payloads);
         let n = entries.len() as u64;
         rt().block_on(async {
-            let inc = MemStore::new();
+            let inc = MemBlobs::new();
             let s1 = build(&inc, &payloads, SMALL, a as u64, None, &entries).await;
             let s2 = build(&inc, &payloads, SMALL, b as u64, Some(s1.manifest), &entries).await;
             let s3 = build(&inc, &payloads, SMALL, n, Some(s2.manifest.clone()), &entries).await;
             for (seq, got) in [(b as u64, &s2), (n, &s3)] {
-                let scratch = MemStore::new();
+                let scratch = MemBlobs::new();
                 let full = build(&scratch, &payloads, SMALL, seq, None, &entries).await;
                 prop_assert_eq!(&got.manifest, &full.manifest);
                 prop_assert_eq!(snapshot_blobs(&inc, &got.manifest), snapshot_blobs(&scratch, &full.manifest));
@@ -232,11 +232,11 @@ proptest! {
     /// (c) Resuming from every checkpoint, in a fresh builder, gives the same bytes.
     #[test]
     fn resuming_from_every_checkpoint_gives_the_same_bytes((specs, (a, _)) in case()) {
-        let payloads = MemPayloads::new();
+        let payloads = MemImports::new();
         let entries = entries_of(&specs, &payloads);
         let n = entries.len() as u64;
         rt().block_on(async {
-            let store = MemStore::new();
+            let store = MemBlobs::new();
             let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await.manifest;
             let mut checkpoints = Vec::new();
             let first = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, n, Some(base.clone()), entries[a..].to_vec())
@@ -249,7 +249,7 @@ proptest! {
                 let cp: Checkpoint = serde_json::from_str(json).unwrap();
                 // A fresh store holding only the base snapshot and the chunks the checkpoint
                 // lists: the resumed process must write everything after it itself.
-                let fresh = MemStore::new();
+                let fresh = MemBlobs::new();
                 let keep: Vec<String> = base
                     .chunks
                     .iter()
@@ -283,8 +283,8 @@ proptest! {
 
 /// A 1,000,000-cell sheet (100,000 sample rows × 10 columns) imported from CSV.
 async fn million_cell_sheet(
-    store: &MemStore,
-    payloads: &MemPayloads,
+    store: &MemBlobs,
+    payloads: &MemImports,
 ) -> (Vec<LogEntry>, BuildResult) {
     let mut csv = Vec::new();
     write_sample_csv(&mut csv, 100_000).unwrap();
@@ -292,12 +292,12 @@ async fn million_cell_sheet(
     let entries = vec![
         LogEntry {
             seq: 0,
-            entry: Entry::Snapshot,
+            entry: EntryBody::Snapshot,
             payload: None,
         },
         LogEntry {
             seq: 1,
-            entry: Entry::Event(Event::Import(Import {
+            entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
             })),
             payload: Some("payloads/big.csv".into()),
@@ -311,8 +311,8 @@ async fn million_cell_sheet(
 #[test]
 fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapshot() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let (mut entries, full) = million_cell_sheet(&store, &payloads).await;
         let full_bytes = full.manifest.stored_bytes() + full.manifest_bytes;
         let chunks = full.manifest.chunks.len();
@@ -347,7 +347,7 @@ fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapsho
         assert_eq!(full_sheet.cell_count(), 1_000_020, "K and L are new columns: 20 new cells");
         assert_eq!(
             full_sheet.get(CellRef { row: 39_999, col: 2 }).map(|c| &c.value),
-            Some(&Value::Text(crate::sheet::sample::sample_fields(39_999)[2].clone()))
+            Some(&Value::Text(crate::sample::sample_fields(39_999)[2].clone()))
         );
     });
 }
@@ -355,8 +355,8 @@ fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapsho
 #[test]
 fn inserting_one_row_near_the_top_rewrites_one_chunk() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let (mut entries, full) = million_cell_sheet(&store, &payloads).await;
         entries.push(LogEntry::event(
             2,
@@ -416,14 +416,14 @@ fn inserting_one_row_near_the_top_rewrites_one_chunk() {
 #[test]
 fn checkpoints_of_a_million_cell_build_stay_small() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let mut csv = Vec::new();
         write_sample_csv(&mut csv, 100_000).unwrap();
         payloads.insert("p", csv);
         let entries = vec![LogEntry {
             seq: 0,
-            entry: Entry::Event(Event::Import(Import {
+            entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
             })),
             payload: Some("p".into()),
@@ -463,8 +463,8 @@ fn checkpoints_of_a_million_cell_build_stay_small() {
 #[test]
 fn rebuilding_a_snapshot_is_idempotent_and_leaves_no_new_objects() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let entries = entries_of(
             &[Spec::Event(Event::Set(SetCells {
                 cells: (0..200)
@@ -499,8 +499,8 @@ fn rebuilding_a_snapshot_is_idempotent_and_leaves_no_new_objects() {
 #[test]
 fn a_corrupt_or_missing_chunk_is_reported_not_misread() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let entries = entries_of(
             &[Spec::Event(Event::Set(SetCells {
                 cells: vec![CellEdit {
@@ -521,7 +521,7 @@ fn a_corrupt_or_missing_chunk_is_reported_not_misread() {
         store.put(&key, Bytes::from(blob)).await.unwrap();
         let err = materialize(&store, &m).await.unwrap_err().to_string();
         assert!(err.contains("is corrupt"), "{err}");
-        let empty = MemStore::new();
+        let empty = MemBlobs::new();
         let err = materialize(&empty, &m).await.unwrap_err().to_string();
         assert!(err.contains("is missing"), "{err}");
     });
@@ -530,11 +530,11 @@ fn a_corrupt_or_missing_chunk_is_reported_not_misread() {
 #[test]
 fn builder_rejects_gaps_and_foreign_checkpoints() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let e = |seq| LogEntry {
             seq,
-            entry: Entry::Snapshot,
+            entry: EntryBody::Snapshot,
             payload: None,
         };
         let err = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, 3, None, vec![e(0), e(2)])
@@ -583,12 +583,12 @@ fn builder_rejects_gaps_and_foreign_checkpoints() {
 fn filesystem_store_round_trips_a_snapshot() {
     rt().block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let store = FsStore::new(dir.path());
-        let payloads = FsPayloads::new(dir.path());
+        let store = FsBlobs::new(dir.path());
+        let payloads = FsImports::new(dir.path());
         std::fs::write(dir.path().join("in.csv"), "a,1\nb,2\n").unwrap();
         let entries = vec![LogEntry {
             seq: 0,
-            entry: Entry::Event(Event::Import(Import {
+            entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
             })),
             payload: Some("in.csv".into()),
@@ -621,12 +621,12 @@ fn xlsx_imports_stream_into_a_snapshot() {
     }
     let bytes = book.save_to_buffer().unwrap();
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         payloads.insert("x", bytes.clone());
         let entries = vec![LogEntry {
             seq: 0,
-            entry: Entry::Event(Event::Import(Import {
+            entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Xlsx,
             })),
             payload: Some("x".into()),
@@ -656,8 +656,8 @@ fn xlsx_imports_stream_into_a_snapshot() {
 #[test]
 fn a_formatted_cell_survives_the_chunk_format() {
     rt().block_on(async {
-        let store = MemStore::new();
-        let payloads = MemPayloads::new();
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
         let ev = Event::from_json(br#"{"type":"set","body":{"cells":[{"ref":"B3","value":0.125,"format":"0.00%"},{"ref":"C3","value":null,"format":"@"}]}}"#).unwrap();
         let entries = vec![LogEntry::event(0, ev)];
         let m = build(&store, &payloads, SMALL, 1, None, &entries).await.manifest;

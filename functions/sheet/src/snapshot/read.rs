@@ -11,10 +11,10 @@ use uuid::Uuid;
 use super::SnapshotError;
 use super::builder::{ImportMsg, LogEntry, load_chunk, plan, spawn_import};
 use super::format::{Manifest, manifest_key};
-use super::store::{BlobStore, PayloadSource};
+use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline};
-use crate::sheet::import::ImportPos;
-use crate::sheet::{Range, Row, Sheet, Value};
+use crate::import::ImportPos;
+use crate::{Range, Row, Sheet, Value};
 
 /// Loads the manifest of the snapshot at `seq`, if it has been written.
 pub async fn load_manifest(
@@ -40,7 +40,7 @@ pub struct ReadStats {
 /// base, and run without gaps) to `base`. Rows in order; `Value::Empty` for an empty cell.
 pub async fn read_range(
     store: &dyn BlobStore,
-    payloads: &dyn PayloadSource,
+    payloads: &dyn ImportSource,
     log_id: Uuid,
     base: Option<&Manifest>,
     entries: &[LogEntry],

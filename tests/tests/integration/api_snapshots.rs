@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::sheet::import::ReadSeek;
 use sheetlog_core::sheet::{Event, Range, Sheet};
-use sheetlog_tests::api::{ApiClient, TestApi};
+use sheetlog_tests::api::{ApiClient, TestApi, json_array, json_object, json_str};
 
 async fn get(c: &ApiClient, url: &str) -> anyhow::Result<Value> {
     let r = c.get(url).send().await?;
@@ -27,11 +27,11 @@ async fn replay(c: &ApiClient, api: &TestApi, log: &str, at: u64) -> anyhow::Res
         &api.url(&format!("/logs/{log}/entries?from=0&limit=1000")),
     )
     .await?;
-    for e in v["entries"].as_array().cloned().unwrap_or_default() {
+    for e in json_array(&v, "/entries") {
         if e["seq"].as_u64().unwrap_or(u64::MAX) >= at {
             break;
         }
-        let kind = e["type"].as_str().unwrap_or_default();
+        let kind = json_str(e, "/type");
         if kind == "snapshot" || kind == "end-segment" {
             continue;
         }
@@ -76,10 +76,7 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
     };
     let c = api.client().await?;
     let r = c.post(api.url("/logs")).send().await?;
-    let log = r.json::<Value>().await?["logId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
 
     // An import as the base, then edits past the snapshot interval.
     let u: Value = c
@@ -92,14 +89,12 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
     let csv: String = (1..=50)
         .map(|i| format!("item{i},{},{}\n", i * 3, i % 2 == 0))
         .collect();
-    let mut put = reqwest::Client::new()
-        .put(u["url"].as_str().unwrap_or_default())
-        .body(csv);
-    for (k, v) in u["headers"].as_object().cloned().unwrap_or_default() {
-        put = put.header(k, v.as_str().unwrap_or_default());
+    let mut put = reqwest::Client::new().put(json_str(&u, "/url")).body(csv);
+    for (k, v) in json_object(&u, "/headers") {
+        put = put.header(k, v.as_str().unwrap_or_else(|| panic!("header {k} is {v}")));
     }
     assert!(put.send().await?.status().is_success());
-    let id = u["uploadId"].as_str().unwrap_or_default();
+    let id = json_str(&u, "/uploadId");
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
         .send()
@@ -132,22 +127,15 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
     );
 
     // The snapshot itself comes straight from S3 through the presigned URLs.
-    let manifest: Value = reqwest::get(
-        loaded["snapshot"]["manifestUrl"]
-            .as_str()
-            .unwrap_or_default(),
-    )
-    .await?
-    .json()
-    .await?;
+    let manifest: Value = reqwest::get(json_str(&loaded, "/snapshot/manifestUrl"))
+        .await?
+        .json()
+        .await?;
     assert_eq!(manifest["seq"], snap_seq);
-    let chunks = loaded["snapshot"]["chunks"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let chunks = json_array(&loaded, "/snapshot/chunks");
     assert!(!chunks.is_empty());
-    for chunk in &chunks {
-        let r = reqwest::get(chunk["url"].as_str().unwrap_or_default()).await?;
+    for chunk in chunks {
+        let r = reqwest::get(json_str(chunk, "/url")).await?;
         assert_eq!(r.status(), StatusCode::OK);
         assert!(!r.bytes().await?.is_empty());
     }
@@ -198,12 +186,10 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
             &api.url(&format!("/logs/{log}/entries?from=0&limit=1000")),
         )
         .await?;
-        let snaps: Vec<Value> = v["entries"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
+        let snaps: Vec<Value> = json_array(&v, "/entries")
+            .iter()
             .filter(|e| e["type"] == "snapshot")
+            .cloned()
             .collect();
         Ok(snaps
             .iter()

@@ -1,6 +1,7 @@
-//! The blob-store port the snapshot engine writes through, the payload port it reads import
-//! files through, and the local implementations (in memory, filesystem). The S3 adapters are in
-//! `s3.rs`.
+//! The two ports of the snapshot engine — [`BlobStore`], which it writes manifests and chunks
+//! through, and [`ImportSource`], which it reads import files through — and their local
+//! implementations (in memory, filesystem). The S3 adapter of both lives in `sheetlog-core`
+//! (`aws::s3`), so this crate never links an AWS SDK.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -11,23 +12,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::sheet::import::ReadSeek;
+use crate::import::ReadSeek;
 
-/// A store failure, with the operation and key it happened on.
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A blob or import-file store failure, with the operation and key it happened on. The cause is
+/// kept as the error's source (an adapter's own error, an I/O error), not flattened to text.
 #[derive(Debug, thiserror::Error)]
-#[error("blob store {op} {key:?}: {message}")]
-pub struct StoreError {
+#[error("blob store {op} {key:?}: {source}")]
+pub struct BlobError {
     pub op: &'static str,
     pub key: String,
-    pub message: String,
+    #[source]
+    pub source: BoxError,
 }
 
-impl StoreError {
-    pub fn new(op: &'static str, key: &str, message: impl fmt::Display) -> Self {
-        StoreError {
+impl BlobError {
+    pub fn new(op: &'static str, key: &str, source: impl Into<BoxError>) -> Self {
+        BlobError {
             op,
             key: key.to_owned(),
-            message: message.to_string(),
+            source: source.into(),
         }
     }
 }
@@ -37,16 +42,16 @@ impl StoreError {
 /// second `put` of a key always carries the same bytes).
 #[async_trait]
 pub trait BlobStore: Send + Sync + fmt::Debug {
-    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError>;
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError>;
-    async fn exists(&self, key: &str) -> Result<bool, StoreError>;
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError>;
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError>;
+    async fn exists(&self, key: &str) -> Result<bool, BlobError>;
 }
 
 /// Where import files (the external payloads of `import` entries) are read from. The reader is
 /// seekable so a resumed import can continue from a checkpoint instead of the start.
 #[async_trait]
-pub trait PayloadSource: Send + Sync + fmt::Debug {
-    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError>;
+pub trait ImportSource: Send + Sync + fmt::Debug {
+    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, BlobError>;
 }
 
 /// Counters of what a store was asked to write.
@@ -59,7 +64,7 @@ pub struct WriteStats {
 /// An in-memory store that counts writes. With `discarding`, it remembers keys but drops the
 /// bytes (for benchmarks that must not hold a whole sheet in memory); `get` then returns `None`.
 #[derive(Debug, Default)]
-pub struct MemStore {
+pub struct MemBlobs {
     blobs: Mutex<BTreeMap<String, Bytes>>,
     keys: Mutex<BTreeSet<String>>,
     discard: bool,
@@ -67,13 +72,13 @@ pub struct MemStore {
     bytes: AtomicU64,
 }
 
-impl MemStore {
+impl MemBlobs {
     pub fn new() -> Self {
         Self::default()
     }
 
     pub fn discarding() -> Self {
-        MemStore {
+        MemBlobs {
             discard: true,
             ..Self::default()
         }
@@ -104,14 +109,14 @@ impl MemStore {
         self.blobs.lock().map(|b| b.clone()).unwrap_or_default()
     }
 
-    fn poisoned(op: &'static str, key: &str) -> StoreError {
-        StoreError::new(op, key, "lock poisoned")
+    fn poisoned(op: &'static str, key: &str) -> BlobError {
+        BlobError::new(op, key, "lock poisoned")
     }
 }
 
 #[async_trait]
-impl BlobStore for MemStore {
-    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+impl BlobStore for MemBlobs {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
         self.puts.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         self.keys
@@ -127,7 +132,7 @@ impl BlobStore for MemStore {
         Ok(())
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
         Ok(self
             .blobs
             .lock()
@@ -136,7 +141,7 @@ impl BlobStore for MemStore {
             .cloned())
     }
 
-    async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
         Ok(self
             .keys
             .lock()
@@ -148,32 +153,32 @@ impl BlobStore for MemStore {
 /// A store in a directory: key `a/b/c` is the file `<root>/a/b/c`. Writes go to a temporary file
 /// renamed into place, so a reader never sees half a blob.
 #[derive(Debug, Clone)]
-pub struct FsStore {
+pub struct FsBlobs {
     root: PathBuf,
 }
 
-impl FsStore {
+impl FsBlobs {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        FsStore { root: root.into() }
+        FsBlobs { root: root.into() }
     }
 
-    fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
+    fn path(&self, key: &str) -> Result<PathBuf, BlobError> {
         // Keys come from this crate, but a `..` would escape the root, so refuse it outright.
         if key
             .split('/')
             .any(|p| p.is_empty() || p == "." || p == "..")
         {
-            return Err(StoreError::new("path", key, "not a valid key"));
+            return Err(BlobError::new("path", key, "not a valid key"));
         }
         Ok(self.root.join(key))
     }
 }
 
 #[async_trait]
-impl BlobStore for FsStore {
-    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+impl BlobStore for FsBlobs {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
         let path = self.path(key)?;
-        let err = |e: std::io::Error| StoreError::new("put", key, e);
+        let err = |e: std::io::Error| BlobError::new("put", key, e);
         let dir = path.parent().unwrap_or(Path::new("."));
         tokio::fs::create_dir_all(dir).await.map_err(err)?;
         let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
@@ -182,28 +187,28 @@ impl BlobStore for FsStore {
         Ok(())
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
         match tokio::fs::read(self.path(key)?).await {
             Ok(b) => Ok(Some(Bytes::from(b))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::new("get", key, e)),
+            Err(e) => Err(BlobError::new("get", key, e)),
         }
     }
 
-    async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
         tokio::fs::try_exists(self.path(key)?)
             .await
-            .map_err(|e| StoreError::new("exists", key, e))
+            .map_err(|e| BlobError::new("exists", key, e))
     }
 }
 
 /// Import payloads held in memory, by key.
 #[derive(Debug, Default)]
-pub struct MemPayloads {
+pub struct MemImports {
     files: Mutex<BTreeMap<String, Bytes>>,
 }
 
-impl MemPayloads {
+impl MemImports {
     pub fn new() -> Self {
         Self::default()
     }
@@ -220,42 +225,42 @@ impl MemPayloads {
 }
 
 #[async_trait]
-impl PayloadSource for MemPayloads {
-    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError> {
+impl ImportSource for MemImports {
+    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, BlobError> {
         let bytes = self
             .files
             .lock()
-            .map_err(|_| StoreError::new("open", key, "lock poisoned"))?
+            .map_err(|_| BlobError::new("open", key, "lock poisoned"))?
             .get(key)
             .cloned()
-            .ok_or_else(|| StoreError::new("open", key, "no such payload"))?;
+            .ok_or_else(|| BlobError::new("open", key, "no such payload"))?;
         Ok(Box::new(std::io::Cursor::new(bytes)))
     }
 }
 
 /// Import payloads as files in a directory (key = path relative to it).
 #[derive(Debug, Clone)]
-pub struct FsPayloads {
+pub struct FsImports {
     root: PathBuf,
 }
 
-impl FsPayloads {
+impl FsImports {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        FsPayloads { root: root.into() }
+        FsImports { root: root.into() }
     }
 }
 
 #[async_trait]
-impl PayloadSource for FsPayloads {
-    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, StoreError> {
+impl ImportSource for FsImports {
+    async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, BlobError> {
         if key
             .split('/')
             .any(|p| p.is_empty() || p == "." || p == "..")
         {
-            return Err(StoreError::new("open", key, "not a valid key"));
+            return Err(BlobError::new("open", key, "not a valid key"));
         }
-        let f = std::fs::File::open(self.root.join(key))
-            .map_err(|e| StoreError::new("open", key, e))?;
+        let f =
+            std::fs::File::open(self.root.join(key)).map_err(|e| BlobError::new("open", key, e))?;
         Ok(Box::new(std::io::BufReader::with_capacity(256 * 1024, f)))
     }
 }

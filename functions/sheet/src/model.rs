@@ -13,14 +13,8 @@ use super::a1::{CellRef, Range};
 use super::event::{Event, ImportFormat, InsertRows};
 use super::import::{self, ImportError, ImportPos, Mode, ReadSeek};
 use super::limits::{MAX_COLS, MAX_ROWS};
+pub use super::value::Row;
 use super::value::{Cell, Value};
-
-/// One non-empty row: its 0-based index and its cells sorted by 0-based column.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Row {
-    pub index: u32,
-    pub cells: Vec<(u32, Cell)>,
-}
 
 /// Why an event could not be applied.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,8 @@
 //! `docs/sheet-model.md`.
 //!
 //! Layout:
-//! - `store.rs` — the blob-store and payload ports; in-memory and filesystem implementations.
-//! - `s3.rs` — the S3 adapters of both ports.
+//! - `store.rs` — the blob-store and import-file ports; in-memory and filesystem implementations
+//!   (the S3 adapter of both is `sheetlog_core::aws::S3Bucket`).
 //! - `format.rs` — chunk bytes, chunk blobs, the manifest, object keys.
 //! - `stream.rs` — events as streaming row transforms ([`stream::Stage`]), position mapping.
 //! - `builder.rs` — the incremental, resumable builder and its checkpoints.
@@ -16,7 +16,6 @@
 pub mod builder;
 pub mod format;
 pub mod read;
-pub mod s3;
 pub mod store;
 pub mod stream;
 
@@ -27,14 +26,14 @@ pub use builder::{
 pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
 pub use read::{ReadStats, load_manifest, materialize, read_range};
 pub use store::{
-    BlobStore, FsPayloads, FsStore, MemPayloads, MemStore, PayloadSource, StoreError, WriteStats,
+    BlobError, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports, WriteStats,
 };
 
 /// Why a snapshot could not be built or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] BlobError),
     #[error("chunk {0} is missing from the store")]
     MissingChunk(String),
     #[error("chunk {key} is corrupt: {reason}")]
@@ -54,7 +53,7 @@ pub enum SnapshotError {
 /// Builds a snapshot in one go (no checkpoints kept): see [`SnapshotBuilder`].
 pub async fn build_snapshot(
     store: &dyn BlobStore,
-    payloads: &dyn PayloadSource,
+    payloads: &dyn ImportSource,
     config: BuildConfig,
     log_id: uuid::Uuid,
     seq: u64,

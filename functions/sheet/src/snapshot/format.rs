@@ -16,9 +16,9 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::SnapshotError;
-use crate::sheet::codec::{self, CodecError, Reader, Writer};
-use crate::sheet::limits::{MAX_COLS, MAX_ROWS};
-use crate::sheet::{Cell, Row};
+use crate::codec::{self, CodecError, Reader, Writer};
+use crate::limits::{MAX_COLS, MAX_ROWS};
+use crate::{Cell, Row};
 
 /// Bumped if the chunk bytes, the blob framing or the chunk-boundary rule ever change; a builder
 /// treats a base snapshot of another format as if every chunk had changed.

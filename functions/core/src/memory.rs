@@ -1,0 +1,516 @@
+//! In-memory stores behind the same ports as the AWS adapters: the Entry and Segment tables
+//! ([`MemLogStore`]), payload objects ([`MemPayloadStore`]) and the Pending Snapshots table
+//! ([`MemPendingStore`]). They keep the conditions the adapters rely on (put if absent,
+//! all-or-nothing transactions, increment-guarded updates) and are strongly consistent, so
+//! protocol tests run in milliseconds; the adapters themselves are tested against the emulator.
+//!
+//! Request units are charged with the same rules as the DynamoDB adapter, on the size of the item
+//! the adapter would write, so costs measured here match.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::aws::items::{entry_to_item, item_size, segment_to_item};
+use crate::domain::cost::{ReadConsistency, read_units, write_units};
+use crate::domain::{
+    EntryRecord, EntryType, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits,
+    SegmentRecord,
+};
+use crate::error::StoreError;
+use crate::ports::{
+    Consistency, EntryPage, LogStore, PayloadStore, PendingSnapshots, PutOutcome, TxOutcome,
+};
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
+    m.lock()
+        .map_err(|_| StoreError::corrupt("in-memory store", "lock poisoned by a panic"))
+}
+
+fn read_cost(bytes: u64, consistency: Consistency) -> RequestUnits {
+    RequestUnits::reads(read_units(
+        bytes,
+        match consistency {
+            Consistency::Eventual => ReadConsistency::Eventual,
+            Consistency::Strong => ReadConsistency::Strong,
+        },
+    ))
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    segments: BTreeMap<(LogId, u64), SegmentRecord>,
+    entries: BTreeMap<(LogId, u64, u64), EntryRecord>,
+}
+
+/// The Entry and Segment tables in memory.
+#[derive(Debug, Default)]
+pub struct MemLogStore {
+    tables: Mutex<Tables>,
+}
+
+impl MemLogStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every entry of a log in (segment, number) order (for assertions).
+    pub fn entries(&self, log: LogId) -> Result<Vec<EntryRecord>, StoreError> {
+        Ok(lock(&self.tables)?
+            .entries
+            .range((log, 0, 0)..=(log, u64::MAX, u64::MAX))
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
+
+    fn entry_cost(log: LogId, e: &EntryRecord) -> u64 {
+        item_size(&entry_to_item(log, e))
+    }
+
+    fn segment_cost(log: LogId, s: &SegmentRecord) -> u64 {
+        item_size(&segment_to_item(log, s))
+    }
+
+    /// Puts every item if none exists yet; transactions are charged two write units per KB
+    /// whether or not they commit, as DynamoDB does.
+    fn transact(
+        &self,
+        log: LogId,
+        segment: &SegmentRecord,
+        entries: &[&EntryRecord],
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        *units += RequestUnits::writes(write_units(Self::segment_cost(log, segment), true));
+        for e in entries {
+            *units += RequestUnits::writes(write_units(Self::entry_cost(log, e), true));
+        }
+        let mut t = lock(&self.tables)?;
+        if t.segments.contains_key(&(log, segment.num))
+            || entries
+                .iter()
+                .any(|e| t.entries.contains_key(&(log, e.segment, e.num)))
+        {
+            return Ok(TxOutcome::Conflict);
+        }
+        t.segments.insert((log, segment.num), segment.clone());
+        for e in entries {
+            t.entries.insert((log, e.segment, e.num), (*e).clone());
+        }
+        Ok(TxOutcome::Committed)
+    }
+}
+
+#[async_trait]
+impl LogStore for MemLogStore {
+    async fn create_log(
+        &self,
+        log: LogId,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.transact(log, segment, &[first], units)
+    }
+
+    async fn newest_segments(
+        &self,
+        log: LogId,
+        limit: u32,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        let t = lock(&self.tables)?;
+        let out: Vec<SegmentRecord> = t
+            .segments
+            .range((log, 0)..=(log, u64::MAX))
+            .rev()
+            .take(limit as usize)
+            .map(|(_, s)| s.clone())
+            .collect();
+        let bytes = out.iter().map(|s| Self::segment_cost(log, s)).sum();
+        *units += read_cost(bytes, consistency);
+        Ok(out)
+    }
+
+    async fn segment(
+        &self,
+        log: LogId,
+        num: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<SegmentRecord>, StoreError> {
+        let found = lock(&self.tables)?.segments.get(&(log, num)).cloned();
+        let bytes = found
+            .as_ref()
+            .map(|s| Self::segment_cost(log, s))
+            .unwrap_or(0);
+        *units += read_cost(bytes, consistency);
+        Ok(found)
+    }
+
+    async fn all_segments(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        let out: Vec<SegmentRecord> = lock(&self.tables)?
+            .segments
+            .range((log, 0)..=(log, u64::MAX))
+            .map(|(_, s)| s.clone())
+            .collect();
+        let bytes = out.iter().map(|s| Self::segment_cost(log, s)).sum();
+        *units += read_cost(bytes, Consistency::Eventual);
+        Ok(out)
+    }
+
+    async fn newest_entry(
+        &self,
+        log: LogId,
+        segment: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<EntryRecord>, StoreError> {
+        let found = lock(&self.tables)?
+            .entries
+            .range((log, segment, 0)..=(log, segment, u64::MAX))
+            .next_back()
+            .map(|(_, e)| e.clone());
+        let bytes = found
+            .as_ref()
+            .map(|e| Self::entry_cost(log, e))
+            .unwrap_or(0);
+        *units += read_cost(bytes, consistency);
+        Ok(found)
+    }
+
+    async fn put_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<PutOutcome, StoreError> {
+        let size = Self::entry_cost(log, entry);
+        let mut t = lock(&self.tables)?;
+        match t.entries.get(&(log, entry.segment, entry.num)) {
+            Some(old) => {
+                // A refused conditional write is billed at the larger of the two items.
+                let old_size = Self::entry_cost(log, old);
+                *units += RequestUnits::writes(write_units(size.max(old_size), false));
+                Ok(PutOutcome::Taken(Some(old.clone())))
+            }
+            None => {
+                *units += RequestUnits::writes(write_units(size, false));
+                t.entries
+                    .insert((log, entry.segment, entry.num), entry.clone());
+                Ok(PutOutcome::Written)
+            }
+        }
+    }
+
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.transact(log, segment, &[end, first], units)
+    }
+
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError> {
+        let t = lock(&self.tables)?;
+        let mut range = t
+            .entries
+            .range((log, segment, from)..=(log, segment, u64::MAX));
+        let entries: Vec<EntryRecord> =
+            range.by_ref().take(limit).map(|(_, e)| e.clone()).collect();
+        let more = entries.len() == limit && range.next().is_some();
+        let bytes = entries.iter().map(|e| Self::entry_cost(log, e)).sum();
+        *units += read_cost(bytes, consistency);
+        Ok(EntryPage { entries, more })
+    }
+
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        *units += RequestUnits::writes(1.0);
+        let mut t = lock(&self.tables)?;
+        match t.entries.get_mut(&(log, segment, num)) {
+            Some(e) if e.kind == EntryType::SNAPSHOT => {
+                e.snapshot_root = Some(root.to_owned());
+                Ok(())
+            }
+            _ => Err(StoreError::corrupt(
+                "Entry item",
+                format!("segment {segment} entry {num} is not a Snapshot entry"),
+            )),
+        }
+    }
+
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        *units += RequestUnits::writes(1.0);
+        let mut t = lock(&self.tables)?;
+        match t.segments.get_mut(&(log, segment)) {
+            Some(s) if s.last_snapshot.is_none_or(|l| l < num) => {
+                s.last_snapshot = Some(num);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+/// Payload objects in memory, with their auto-delete mark.
+#[derive(Debug, Default)]
+pub struct MemPayloadStore {
+    objects: Mutex<BTreeMap<String, (Bytes, bool)>>,
+}
+
+impl MemPayloadStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the object is still marked discardable; `None` when it does not exist.
+    pub fn is_discardable(&self, key: &str) -> Option<bool> {
+        self.objects.lock().ok()?.get(key).map(|(_, d)| *d)
+    }
+}
+
+#[async_trait]
+impl PayloadStore for MemPayloadStore {
+    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        lock(&self.objects)?.insert(key.to_owned(), (bytes, true));
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        lock(&self.objects)?
+            .get(key)
+            .map(|(b, _)| b.clone())
+            .ok_or_else(|| StoreError::not_found(key))
+    }
+}
+
+/// The Pending Snapshots table in memory, with the same increment guard as the DynamoDB adapter.
+#[derive(Debug, Default)]
+pub struct MemPendingStore {
+    items: Mutex<BTreeMap<PendingKey, PendingSnapshot>>,
+}
+
+impl MemPendingStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies `change` to the item if its increment is still `seen`, then bumps the increment
+    /// and `modified`, as every guarded write does.
+    fn guarded(
+        &self,
+        key: PendingKey,
+        seen: u64,
+        now: i64,
+        change: impl FnOnce(&mut PendingSnapshot),
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        let mut items = lock(&self.items)?;
+        match items.get_mut(&key) {
+            Some(p) if p.increment == seen => {
+                change(p);
+                p.modified = now;
+                p.increment += 1;
+                Ok(Guarded::Done(p.clone()))
+            }
+            _ => Ok(Guarded::Lost),
+        }
+    }
+}
+
+#[async_trait]
+impl PendingSnapshots for MemPendingStore {
+    async fn earliest(&self, log: LogId) -> Result<Option<PendingSnapshot>, StoreError> {
+        Ok(self.list(log).await?.into_iter().next())
+    }
+
+    async fn list(&self, log: LogId) -> Result<Vec<PendingSnapshot>, StoreError> {
+        let from = PendingKey::new(log, 0, 0);
+        let to = PendingKey::new(log, u64::MAX, u64::MAX);
+        Ok(lock(&self.items)?
+            .range(from..=to)
+            .map(|(_, p)| p.clone())
+            .collect())
+    }
+
+    async fn get(&self, key: PendingKey) -> Result<Option<PendingSnapshot>, StoreError> {
+        Ok(lock(&self.items)?.get(&key).cloned())
+    }
+
+    async fn create(
+        &self,
+        key: PendingKey,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        let mut items = lock(&self.items)?;
+        if items.contains_key(&key) {
+            return Ok(Guarded::Lost);
+        }
+        let p = PendingSnapshot {
+            key,
+            created: now,
+            modified: now,
+            active: true,
+            increment: 0,
+            retries: 0,
+            state: None,
+        };
+        items.insert(key, p.clone());
+        Ok(Guarded::Done(p))
+    }
+
+    async fn claim(
+        &self,
+        seen: &PendingSnapshot,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        self.guarded(seen.key, seen.increment, now, |p| {
+            p.active = true;
+            p.retries += 1;
+        })
+    }
+
+    async fn checkpoint(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        state: &str,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        self.guarded(key, increment, now, |p| p.state = Some(state.to_owned()))
+    }
+
+    async fn heartbeat(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        self.guarded(key, increment, now, |_| {})
+    }
+
+    async fn release(
+        &self,
+        key: PendingKey,
+        increment: u64,
+        now: i64,
+    ) -> Result<Guarded<PendingSnapshot>, StoreError> {
+        self.guarded(key, increment, now, |p| p.active = false)
+    }
+
+    async fn delete(&self, key: PendingKey) -> Result<(), StoreError> {
+        lock(&self.items)?.remove(&key);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::domain::NewEntry;
+    use crate::log::{AppendOptions, EventLog};
+
+    fn log() -> EventLog<MemLogStore, MemPayloadStore> {
+        EventLog::new(
+            MemLogStore::new(),
+            MemPayloadStore::new(),
+            LogConfig::default(),
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_log_algorithms_run_on_the_memory_store() {
+        let log = log();
+        let id = log.create().await.unwrap().log;
+        for i in 0..5u8 {
+            let e = NewEntry::new(EntryType(16), 1, vec![i; 8]);
+            let out = log.append(id, e, AppendOptions::default()).await.unwrap();
+            assert_eq!(out.seq, u64::from(i) + 1);
+        }
+        let page = log.read_since(id, 0, 100).await.unwrap();
+        assert_eq!(page.entries.len(), 6);
+        assert!(
+            page.entries
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.seq == i as u64)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_taken_entry_number_is_refused_and_returns_the_winner() {
+        let store = MemLogStore::new();
+        let id = LogId::new_random();
+        let rec = |body: &'static [u8]| EntryRecord {
+            segment: 0,
+            num: 1,
+            created: 0,
+            kind: EntryType(16),
+            version: 1,
+            body: Some(Bytes::from_static(body)),
+            external: None,
+            snapshot_root: None,
+        };
+        let mut units = RequestUnits::default();
+        let first = store.put_entry(id, &rec(b"a"), &mut units).await.unwrap();
+        assert_eq!(first, PutOutcome::Written);
+        let second = store.put_entry(id, &rec(b"b"), &mut units).await.unwrap();
+        assert_eq!(second, PutOutcome::Taken(Some(rec(b"a"))));
+        assert_eq!(units.write, 2.0);
+    }
+
+    #[tokio::test]
+    async fn pending_writes_are_guarded_by_the_increment() {
+        let store = MemPendingStore::new();
+        let key = PendingKey::new(LogId::new_random(), 0, 100);
+        let Guarded::Done(p) = store.create(key, 10).await.unwrap() else {
+            panic!("first create must win")
+        };
+        assert_eq!(store.create(key, 11).await.unwrap(), Guarded::Lost);
+        let Guarded::Done(claimed) = store.claim(&p, 12).await.unwrap() else {
+            panic!("claim with the current increment must win")
+        };
+        assert_eq!((claimed.increment, claimed.retries), (1, 1));
+        // The stale holder's checkpoint is refused.
+        assert_eq!(
+            store.checkpoint(key, 0, "{}", 13).await.unwrap(),
+            Guarded::Lost
+        );
+        let Guarded::Done(c) = store.checkpoint(key, 1, "{}", 13).await.unwrap() else {
+            panic!("the holder's checkpoint must land")
+        };
+        assert_eq!(c.state.as_deref(), Some("{}"));
+        assert_eq!(store.earliest(key.log).await.unwrap(), Some(c));
+    }
+}

@@ -1,0 +1,45 @@
+//! `sheetlog-sheet`: the spreadsheet model and the snapshot engine, with no AWS dependency.
+//!
+//! The model is the events, their JSON and binary forms, validation against the sheet limits,
+//! and the deterministic state machine that applies them. The engine builds and reads chunked,
+//! content-addressed snapshots through two narrow ports ([`snapshot::BlobStore`],
+//! [`snapshot::ImportSource`]); their S3 adapter lives in `sheetlog-core`, so "no SDK in the
+//! engine" is a rule the compiler keeps (this crate does not depend on one).
+//!
+//! Layout:
+//! - `limits.rs` — the sheet limits (Excel's), in one place.
+//! - `a1.rs` — A1 references, column letters and ranges.
+//! - `value.rs` — cell values (text, number, boolean, empty, error), cells, their JSON form.
+//! - `codec.rs` — varints and the binary cell encoding shared with snapshot chunks.
+//! - `event.rs` — the events, their JSON form and validation, their versioned binary bodies.
+//! - `value.rs` also holds [`Row`], shared by the model and the importers.
+//! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
+//! - `import.rs` — streaming CSV and XLSX readers used by `import` events.
+//! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
+//! - `sample.rs` — deterministic realistic sample data for tests and benchmarks (feature
+//!   `sample`; not in the Lambda functions).
+//!
+//! The rules themselves (what each event does at the edges of the sheet) are written up in
+//! `docs/sheet-model.md`.
+
+pub mod a1;
+pub mod codec;
+pub mod event;
+pub mod import;
+pub mod limits;
+pub mod model;
+#[cfg(any(test, feature = "sample"))]
+pub mod sample;
+pub mod snapshot;
+pub mod value;
+
+pub use a1::{CellRef, Range, RefError};
+pub use event::{
+    CellEdit, ColumnName, DecodeError, DeleteColumns, DeleteRows, EntryBody, Event, Import,
+    ImportFormat, InsertColumns, InsertRows, RowNumber, SetCells, ValidationError,
+};
+pub use model::{ApplyError, Sheet};
+pub use value::{Cell, ErrorCode, Row, Value};
+
+#[cfg(test)]
+mod tests;

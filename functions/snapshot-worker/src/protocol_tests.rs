@@ -1,0 +1,381 @@
+//! The protocol over the in-memory stores: every path of [`Worker::run`] in milliseconds, with no
+//! emulator. The same paths run against DynamoDB, S3 and SQS on the emulator in
+//! `tests/tests/integration/pipeline.rs`, which is where the adapters are proven.
+
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::{
+    EntryType, Guarded, LogId, NewEntry, PendingKey, SnapshotJob, now_secs,
+};
+use sheetlog_core::log::{AppendOptions, EventLog};
+use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
+use sheetlog_core::ports::PendingSnapshots;
+use sheetlog_core::sheet::{Event, Sheet};
+use sheetlog_core::snapshot::{BuildConfig, Manifest, MemBlobs, MemImports, materialize};
+use sheetlog_core::snapshot_input::log_entries;
+
+use crate::config::WorkerConfig;
+use crate::hooks::{Step, StepHook};
+use crate::protocol::{DeferReason, Outcome, Worker, WorkerError};
+
+type MemWorker = Worker<MemLogStore, MemPayloadStore>;
+
+struct Fixture {
+    worker: MemWorker,
+    pending: Arc<MemPendingStore>,
+    blobs: Arc<MemBlobs>,
+    log: LogId,
+}
+
+fn config() -> WorkerConfig {
+    WorkerConfig {
+        pending_timeout: Duration::from_secs(60),
+        handoff_reserve: Duration::ZERO,
+        defer_min: Duration::from_secs(1),
+        defer_max: Duration::from_secs(1),
+        error_retry: Duration::from_secs(1),
+        // Tiny chunks: the small sheets here span many chunks and checkpoints.
+        build: BuildConfig { chunk_target: 256 },
+    }
+}
+
+fn event(json: serde_json::Value) -> NewEntry {
+    let ev = Event::from_json(json.to_string().as_bytes()).expect("test event is valid");
+    let (code, version, body) = ev.encode();
+    NewEntry::new(EntryType(code), version, body)
+}
+
+fn rows(at: u32, count: u32, tag: &str) -> NewEntry {
+    let values: Vec<serde_json::Value> = (0..count)
+        .map(|r| serde_json::json!([format!("{tag}-{r}"), r * 7, format!("note {tag} {r}")]))
+        .collect();
+    event(serde_json::json!({
+        "type": "insert-rows",
+        "body": { "at": at, "count": count, "values": values }
+    }))
+}
+
+fn snapshot_entry() -> NewEntry {
+    NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new())
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let log = EventLog::new(
+            MemLogStore::new(),
+            MemPayloadStore::new(),
+            LogConfig::default(),
+        )
+        .expect("default config is valid");
+        let id = log.create().await.expect("create log").log;
+        let pending = Arc::new(MemPendingStore::new());
+        let blobs = Arc::new(MemBlobs::new());
+        let worker = Worker::new(
+            log,
+            pending.clone(),
+            blobs.clone(),
+            Arc::new(MemImports::new()),
+            config(),
+        );
+        Fixture {
+            worker,
+            pending,
+            blobs,
+            log: id,
+        }
+    }
+
+    async fn append(&self, e: NewEntry) -> u64 {
+        self.worker
+            .log()
+            .append(self.log, e, AppendOptions::default())
+            .await
+            .expect("append")
+            .seq
+    }
+
+    /// Appends `n` row inserts then a Snapshot entry; returns the job for it.
+    async fn edits_then_snapshot(&self, n: u32, tag: &str) -> SnapshotJob {
+        for i in 0..n {
+            self.append(rows(1, 3, &format!("{tag}{i}"))).await;
+        }
+        let seq = self.append(snapshot_entry()).await;
+        SnapshotJob::new(self.log, 0, seq)
+    }
+
+    /// A first snapshot built and complete, then edits and a second Snapshot entry: the job for
+    /// the second. Only a snapshot with a base checkpoints (a first snapshot of rows inserted by
+    /// events has no source rows to checkpoint against).
+    async fn second_snapshot(&self, n: u32) -> SnapshotJob {
+        let first = self.edits_then_snapshot(n, "a").await;
+        assert!(matches!(
+            self.run(&first).await.expect("first"),
+            Outcome::Completed { .. }
+        ));
+        for i in 0..n {
+            self.append(event(serde_json::json!({
+                "type": "set",
+                "body": {"cells": [{"ref": format!("B{}", 1 + 3 * i), "value": format!("edit {i}")}]}
+            })))
+            .await;
+        }
+        let seq = self.append(snapshot_entry()).await;
+        SnapshotJob::new(self.log, 0, seq)
+    }
+
+    async fn run(&self, job: &SnapshotJob) -> Result<Outcome, WorkerError> {
+        self.worker
+            .run(job, Instant::now() + Duration::from_secs(600))
+            .await
+    }
+
+    /// The sheet replayed from the log's entries before `seq`.
+    async fn replay(&self, seq: u64) -> Sheet {
+        let page = self
+            .worker
+            .log()
+            .read_since(self.log, 0, seq as usize)
+            .await
+            .expect("read");
+        let mut sheet = Sheet::new();
+        for e in log_entries(&page.entries).expect("decode") {
+            if let sheetlog_core::sheet::EntryBody::Event(ev) = &e.entry {
+                sheet.apply(ev, None).expect("apply");
+            }
+        }
+        sheet
+    }
+
+    async fn manifest(&self, root: &str) -> Manifest {
+        use sheetlog_core::snapshot::BlobStore;
+        let bytes = self
+            .blobs
+            .get(root)
+            .await
+            .expect("read manifest")
+            .expect("manifest exists");
+        Manifest::from_bytes(root, &bytes).expect("manifest readable")
+    }
+}
+
+#[tokio::test]
+async fn a_job_builds_the_snapshot_records_it_and_clears_the_pending_item() {
+    let f = Fixture::new().await;
+    let job = f.edits_then_snapshot(5, "a").await;
+    let Outcome::Completed { root } = f.run(&job).await.expect("run") else {
+        panic!("the first run completes")
+    };
+    let manifest = f.manifest(&root).await;
+    assert_eq!(manifest.seq, job.entry);
+    let got = materialize(f.blobs.as_ref(), &manifest)
+        .await
+        .expect("read");
+    assert_eq!(got, f.replay(job.entry).await);
+    assert!(f.pending.list(f.log).await.expect("list").is_empty());
+    // The same job again is a late duplicate.
+    assert_eq!(f.run(&job).await.expect("rerun"), Outcome::AlreadyComplete);
+}
+
+#[tokio::test]
+async fn a_later_snapshot_waits_for_an_earlier_pending_one_then_builds_on_it() {
+    let f = Fixture::new().await;
+    let first = f.edits_then_snapshot(3, "a").await;
+    let second = f.edits_then_snapshot(3, "b").await;
+    // An earlier snapshot someone else has started.
+    let key = PendingKey::new(f.log, first.segment, first.entry);
+    let Guarded::Done(_) = f.pending.create(key, now_secs()).await.expect("create") else {
+        panic!("no pending item yet")
+    };
+    let out = f.run(&second).await.expect("run");
+    assert!(matches!(
+        out,
+        Outcome::Deferred {
+            reason: DeferReason::EarlierPending { segment: 0, entry },
+            ..
+        } if entry == first.entry
+    ));
+    // That holder is fresh: the first job defers to it rather than taking over.
+    assert!(matches!(
+        f.run(&first).await.expect("run"),
+        Outcome::Deferred {
+            reason: DeferReason::HeldElsewhere,
+            ..
+        }
+    ));
+    // Once released, the first job claims it and completes; then the second builds on it.
+    let held = f.pending.get(key).await.expect("get").expect("present");
+    f.pending
+        .release(key, held.increment, now_secs())
+        .await
+        .expect("release");
+    assert!(matches!(
+        f.run(&first).await.expect("run"),
+        Outcome::Completed { .. }
+    ));
+    let Outcome::Completed { root } = f.run(&second).await.expect("run") else {
+        panic!("the second completes after the first")
+    };
+    let got = materialize(f.blobs.as_ref(), &f.manifest(&root).await)
+        .await
+        .expect("read");
+    assert_eq!(got, f.replay(second.entry).await);
+}
+
+#[tokio::test]
+async fn a_snapshot_whose_predecessor_was_never_started_is_deferred() {
+    let f = Fixture::new().await;
+    let first = f.edits_then_snapshot(2, "a").await;
+    let second = f.edits_then_snapshot(2, "b").await;
+    let out = f.run(&second).await.expect("run");
+    assert!(
+        matches!(out, Outcome::Deferred { reason: DeferReason::EarlierUnprocessed { entry, .. }, .. } if entry == first.entry),
+        "{out:?}"
+    );
+    // It left its pending item released, so the retry claims it at once.
+    let key = PendingKey::new(f.log, second.segment, second.entry);
+    let p = f.pending.get(key).await.expect("get").expect("kept");
+    assert!(!p.active);
+}
+
+#[tokio::test]
+async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpoint() {
+    let f = Fixture::new().await;
+    let job = f.second_snapshot(40).await;
+    // No time at all: hand off after the first checkpoint.
+    let out = f.worker.run(&job, Instant::now()).await.expect("run");
+    assert_eq!(out, Outcome::HandedOff { checkpoints: 1 });
+    let key = PendingKey::new(f.log, job.segment, job.entry);
+    let p = f.pending.get(key).await.expect("get").expect("kept");
+    assert!(!p.active, "a hand-off releases the item");
+    assert!(p.state.is_some(), "and leaves its checkpoint");
+    let resumed_checkpoints = Arc::new(CountCheckpoints::default());
+    let resumer = f.worker.clone().with_hook(resumed_checkpoints.clone());
+    let Outcome::Completed { root } = resumer
+        .run(&job, Instant::now() + Duration::from_secs(600))
+        .await
+        .expect("resume")
+    else {
+        panic!("the resumed run completes")
+    };
+    let manifest = f.manifest(&root).await;
+    let got = materialize(f.blobs.as_ref(), &manifest)
+        .await
+        .expect("read");
+    assert_eq!(got, f.replay(job.entry).await);
+    // The resumed run went on from the checkpoint: with the one before the hand-off, it made
+    // exactly as many checkpoints as an uninterrupted build of the same job (a restart would
+    // make one more).
+    let g = Fixture::new().await;
+    let same = g.second_snapshot(40).await;
+    let whole = Arc::new(CountCheckpoints::default());
+    let out = g
+        .worker
+        .clone()
+        .with_hook(whole.clone())
+        .run(&same, Instant::now() + Duration::from_secs(600))
+        .await
+        .expect("run");
+    assert!(matches!(out, Outcome::Completed { .. }));
+    let whole = whole.count();
+    assert!(whole > 2, "the build spans several checkpoints ({whole})");
+    assert_eq!(1 + resumed_checkpoints.count(), whole);
+}
+
+/// Counts the checkpoints a run writes.
+#[derive(Debug, Default)]
+struct CountCheckpoints(Mutex<u32>);
+
+impl CountCheckpoints {
+    fn count(&self) -> u32 {
+        *self.0.lock().expect("lock")
+    }
+}
+
+#[async_trait]
+impl StepHook for CountCheckpoints {
+    async fn reached(&self, step: Step) -> ControlFlow<()> {
+        if let Step::Checkpoint(_) = step {
+            *self.0.lock().expect("lock") += 1;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Stops the worker at one step, as a killed process would.
+#[derive(Debug)]
+struct StopAt(Step, Mutex<bool>);
+
+#[async_trait]
+impl StepHook for StopAt {
+    async fn reached(&self, step: Step) -> ControlFlow<()> {
+        let mut fired = self.1.lock().expect("lock");
+        if step == self.0 && !*fired {
+            *fired = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[tokio::test]
+async fn a_crash_at_any_step_is_finished_by_the_next_run_once_the_holder_is_stale() {
+    for step in [
+        Step::PendingCreated,
+        Step::Checkpoint(1),
+        Step::RootWritten,
+        Step::LastSnapshotAdvanced,
+        Step::PendingDeleted,
+    ] {
+        let f = Fixture::new().await;
+        let job = f.second_snapshot(12).await;
+        let crashing = f
+            .worker
+            .clone()
+            .with_hook(Arc::new(StopAt(step, Mutex::new(false))));
+        let out = crashing
+            .run(&job, Instant::now() + Duration::from_secs(600))
+            .await;
+        assert!(
+            matches!(out, Err(WorkerError::Stopped(s)) if s == step),
+            "{step}: {out:?}"
+        );
+        // Make the dead holder stale, as the pending timeout would.
+        let key = PendingKey::new(f.log, job.segment, job.entry);
+        if let Some(p) = f.pending.get(key).await.expect("get") {
+            f.pending
+                .heartbeat(key, p.increment, now_secs() - 3600)
+                .await
+                .expect("age the item");
+        }
+        let out = f.run(&job).await.expect("retry");
+        assert!(
+            matches!(out, Outcome::Completed { .. } | Outcome::AlreadyComplete),
+            "{step}: {out:?}"
+        );
+        assert!(
+            f.pending.list(f.log).await.expect("list").is_empty(),
+            "{step}"
+        );
+        let (seg, _) = f.worker.log().segment(f.log, 0).await.expect("segment");
+        assert_eq!(
+            seg.expect("segment 0").last_snapshot,
+            Some(job.entry),
+            "{step}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_job_naming_no_snapshot_entry_is_rejected() {
+    let f = Fixture::new().await;
+    let seq = f.append(rows(1, 1, "x")).await;
+    let out = f.run(&SnapshotJob::new(f.log, 0, seq)).await.expect("run");
+    assert!(matches!(out, Outcome::Rejected { .. }), "{out:?}");
+    let out = f.run(&SnapshotJob::new(f.log, 0, 999)).await.expect("run");
+    assert!(matches!(out, Outcome::Rejected { .. }), "{out:?}");
+}

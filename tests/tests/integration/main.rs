@@ -1,0 +1,12 @@
+//! Every integration test of the workspace, in one test binary: against the emulator (real AWS
+//! wire protocol), the HTTP API over real HTTP, and the local stack against the CDK template. One
+//! binary links the AWS SDK once instead of six times.
+//!
+//! Run one group with a filter: `cargo test -p sheetlog-tests --test integration event_log::`.
+
+mod api_blackbox;
+mod api_snapshots;
+mod event_log;
+mod local_stack_matches_template;
+mod pipeline;
+mod snapshot_s3;
