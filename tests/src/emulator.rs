@@ -36,6 +36,16 @@ pub fn workspace_root() -> PathBuf {
 impl Emulator {
     /// Starts a fresh emulator, or connects to the one in `SHEETLOG_EMULATOR_URL`.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// An emulator of its own (never a shared one) whose Python switches threads every
+    /// microsecond, so any race inside moto shows up at once rather than once in a thousand runs.
+    pub fn start_racy() -> anyhow::Result<Self> {
+        Self::spawn(&[("SHEETLOG_MOTO_SWITCH_INTERVAL", "1e-6")])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> anyhow::Result<Self> {
         if let Ok(url) = std::env::var(EMULATOR_URL_VAR)
             && !url.is_empty()
         {
@@ -44,8 +54,16 @@ impl Emulator {
                 child: None,
             });
         }
+        Self::spawn(env)
+    }
+
+    fn spawn(env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let root = workspace_root();
         let server = root.join(".venv/bin/moto_server");
+        let python = root.join(".venv/bin/python");
+        // moto with each DynamoDB request applied atomically, as DynamoDB applies a conditional
+        // write (plain moto can let two racing conditional puts both succeed).
+        let launcher = root.join("scripts/lib/moto_server.py");
         {
             let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
             if !server.exists() {
@@ -61,13 +79,15 @@ impl Emulator {
         // Ask the OS for a free port. Another process could take it before moto binds; starting
         // fails loudly in that case rather than talking to someone else's server.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(&server)
+        let child = Command::new(&python)
+            .arg(&launcher)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .with_context(|| format!("starting {}", server.display()))?;
+            .with_context(|| format!("starting {}", launcher.display()))?;
         let emulator = Self {
             endpoint: format!("http://127.0.0.1:{port}"),
             child: Some(child),

@@ -20,7 +20,11 @@ pub struct TestStack {
 impl TestStack {
     /// Starts an emulator and creates the tables and bucket under a prefix unique to `label`.
     pub async fn new(label: &str) -> anyhow::Result<Self> {
-        let emulator = Emulator::start()?;
+        Self::on(Emulator::start()?, label).await
+    }
+
+    /// The same on a given emulator (for example [`Emulator::start_racy`]).
+    pub async fn on(emulator: Emulator, label: &str) -> anyhow::Result<Self> {
         let dynamo = emulator.dynamodb().await;
         let s3 = emulator.s3().await;
         let resources = Resources::with_prefix(&unique_prefix(label));

@@ -65,6 +65,50 @@ fn assert_gapless(entries: &[sheetlog_core::Entry], from: u64) {
     }
 }
 
+/// The append's correctness rests on DynamoDB applying a conditional put atomically: of several
+/// writers racing for one entry number, exactly one succeeds. Plain moto checks the condition and
+/// writes without a lock, so two racers can both "win"; the emulator we start
+/// (`scripts/lib/moto_server.py`) serialises DynamoDB requests as DynamoDB would. The emulator here
+/// switches threads every microsecond, so plain moto fails this test at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn the_emulator_lets_exactly_one_of_many_racing_conditional_puts_win() -> anyhow::Result<()> {
+    use sheetlog_core::ports::{LogStore, PutOutcome};
+    let stack = TestStack::on(sheetlog_tests::Emulator::start_racy()?, "atomic-put").await?;
+    let store = Arc::new(stack.log_store());
+    let id = LogId::new_random();
+    for num in 0..20u64 {
+        let mut racers = Vec::new();
+        for w in 0..16u8 {
+            let store = store.clone();
+            racers.push(tokio::spawn(async move {
+                let rec = EntryRecord {
+                    segment: 0,
+                    num,
+                    created: 0,
+                    kind: SET,
+                    version: 1,
+                    body: Some(Bytes::from(vec![w; 8])),
+                    external: None,
+                    snapshot_root: None,
+                };
+                let mut units = sheetlog_core::RequestUnits::default();
+                store.put_entry(id, &rec, &mut units).await
+            }));
+        }
+        let mut won = 0;
+        for r in racers {
+            if r.await?? == PutOutcome::Written {
+                won += 1;
+            }
+        }
+        assert_eq!(
+            won, 1,
+            "entry {num}: {won} writers won the same conditional put"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_are_gapless_unique_and_all_readable() -> anyhow::Result<()> {
     let stack = TestStack::new("concurrent").await?;
