@@ -137,7 +137,13 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
     // only sometimes; a longer TTL would promise more than S3 will honour.
     uploadUrlTtlSecs: p.integer('uploadUrlTtlSecs', DEFAULT_CONFIG.uploadUrlTtlSecs, 60, 3_600),
     pendingTimeoutSecs: p.integer('pendingTimeoutSecs', DEFAULT_CONFIG.pendingTimeoutSecs, 10, 900),
-    logRetentionDays: p.integer('logRetentionDays', DEFAULT_CONFIG.logRetentionDays, 1, 3_653, LOG_RETENTION_DAYS_ALLOWED),
+    logRetentionDays: p.integer(
+      'logRetentionDays',
+      DEFAULT_CONFIG.logRetentionDays,
+      1,
+      3_653,
+      LOG_RETENTION_DAYS_ALLOWED,
+    ),
     logLevel: p.string('logLevel', DEFAULT_CONFIG.logLevel, {
       pattern: /^[A-Za-z0-9_:=,.-]+$/,
       hint: 'a RUST_LOG filter such as "info" or "info,sheetlog_core=debug"',

@@ -108,6 +108,7 @@ export interface LocalResources {
   readonly queueConsumers: LocalQueueConsumer[];
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: a synthesized template is untyped JSON, walked by key.
 type Json = Record<string, any>;
 
 export function describeLocalResourcesOfStack(stack: Stack): LocalResources {
@@ -143,7 +144,9 @@ export function describeLocalResources(template: Json): LocalResources {
 
   const tables: LocalTable[] = ofType('AWS::DynamoDB::Table').map(([id, t]) => {
     const p = t.Properties ?? {};
-    const types = new Map<string, string>((p.AttributeDefinitions ?? []).map((a: Json) => [a.AttributeName, a.AttributeType]));
+    const types = new Map<string, string>(
+      (p.AttributeDefinitions ?? []).map((a: Json) => [a.AttributeName, a.AttributeType]),
+    );
     const key = (keyType: string): KeyAttribute | null => {
       const k = (p.KeySchema ?? []).find((s: Json) => s.KeyType === keyType);
       return k ? { name: k.AttributeName, type: types.get(k.AttributeName) ?? '?' } : null;
@@ -210,7 +213,8 @@ export function describeLocalResources(template: Json): LocalResources {
     const p = m.Properties ?? {};
     const fnId = p.FunctionName?.Ref;
     const fn = binaryOf.get(fnId);
-    if (fn === undefined) throw new Error(`event-source mapping ${id} targets ${JSON.stringify(p.FunctionName)}, not one of our functions`);
+    if (fn === undefined)
+      throw new Error(`event-source mapping ${id} targets ${JSON.stringify(p.FunctionName)}, not one of our functions`);
     const source = p.EventSourceArn?.['Fn::GetAtt'];
     const reportBatchItemFailures = (p.FunctionResponseTypes ?? []).includes('ReportBatchItemFailures');
     if (Array.isArray(source) && source[1] === 'StreamArn') {

@@ -1,8 +1,8 @@
 /**
  * The whole of sheetlog in one stack: the event-log tables, the payload/snapshot bucket, the
  * snapshot job queue, the three Rust functions with their event sources, the HTTP API, alarms and
- * outputs. docs/deploy.md describes it for the people who deploy it; DESIGN.md says why it is shaped
- * this way.
+ * outputs. docs/deploy.md describes it for the people who deploy it; docs/design.md says what the
+ * functions do with these resources and why.
  *
  * Layout:
  * - stateful resources (tables, bucket, queues) carry fixed logical ids from `LOGICAL_IDS`; the
@@ -11,10 +11,10 @@
  *   bound together with its permission.
  */
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Tags, Validations } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer, HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
-import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -191,7 +191,7 @@ export class SheetlogStack extends Stack {
     Validations.of(this.bucket).acknowledge({
       id: 'AwsSolutions-S1',
       reason:
-        'Only the stack\'s own functions and URLs they presign reach this bucket, and the API access log records every ' +
+        "Only the stack's own functions and URLs they presign reach this bucket, and the API access log records every " +
         'presign request; server access logs would need a second bucket for every self-hoster to administer. ' +
         'Enable CloudTrail S3 data events for an object-level audit trail (docs/deploy.md).',
     });
@@ -206,7 +206,7 @@ export class SheetlogStack extends Stack {
     Validations.of(this.streamRouterFailureQueue).acknowledge({
       id: 'AwsSolutions-SQS3',
       reason:
-        'This queue is itself the on-failure destination of the Entry-stream event source (the stream router\'s DLQ); ' +
+        "This queue is itself the on-failure destination of the Entry-stream event source (the stream router's DLQ); " +
         'it holds records of failed batches for an operator, and a DLQ behind it would add nothing.',
     });
     // The snapshot DLQ is found by cdk-nag as the target of SnapshotQueue's redrive policy.
@@ -336,7 +336,10 @@ export class SheetlogStack extends Stack {
     });
 
     // ---- Alarms -------------------------------------------------------------------------------
-    this.alarmTopic = new sns.Topic(this, 'AlarmTopic', { displayName: `${config.stackName} alarms`, enforceSSL: true });
+    this.alarmTopic = new sns.Topic(this, 'AlarmTopic', {
+      displayName: `${config.stackName} alarms`,
+      enforceSSL: true,
+    });
     Validations.of(this.alarmTopic).acknowledge({
       id: 'AwsSolutions-SNS2',
       reason:
@@ -356,7 +359,10 @@ export class SheetlogStack extends Stack {
       BucketName: [this.bucket.bucketName, 'Payload and snapshot bucket'],
       SnapshotQueueUrl: [this.snapshotQueue.queueUrl, 'Snapshot job queue'],
       SnapshotDeadLetterQueueUrl: [this.snapshotDeadLetterQueue.queueUrl, 'Snapshot jobs that kept failing'],
-      StreamRouterFailureQueueUrl: [this.streamRouterFailureQueue.queueUrl, 'Entry-stream batches the router could not process'],
+      StreamRouterFailureQueueUrl: [
+        this.streamRouterFailureQueue.queueUrl,
+        'Entry-stream batches the router could not process',
+      ],
       AlarmTopicArn: [this.alarmTopic.topicArn, 'Subscribe here to receive alarm notifications'],
     };
     for (const [name, [value, description]] of Object.entries(outputs)) {
@@ -381,8 +387,16 @@ export class SheetlogStack extends Stack {
     const fiveMinutes = Duration.minutes(5);
 
     for (const [id, queue, what] of [
-      ['SnapshotDeadLetterQueueDepthAlarm', this.snapshotDeadLetterQueue, 'Snapshot jobs gave up; see docs/operations.md'],
-      ['StreamRouterFailureQueueDepthAlarm', this.streamRouterFailureQueue, 'Entry-stream batches failed; see docs/operations.md'],
+      [
+        'SnapshotDeadLetterQueueDepthAlarm',
+        this.snapshotDeadLetterQueue,
+        'Snapshot jobs gave up; see docs/operations.md',
+      ],
+      [
+        'StreamRouterFailureQueueDepthAlarm',
+        this.streamRouterFailureQueue,
+        'Entry-stream batches failed; see docs/operations.md',
+      ],
     ] as const) {
       alarm(id, what, queue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: 'Maximum' }), 1);
     }

@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { ConfigError, DEFAULT_CONFIG, parseConfig } from '../lib/config';
 import { buildApp } from '../lib/sheetlog-app';
 import { CRATES, ENV, LOGICAL_IDS } from '../lib/sheetlog-stack';
@@ -62,7 +62,11 @@ describe('configuration defaults', () => {
 
 describe('configuration values', () => {
   test('arrive as strings from the command line and as numbers from cdk.json', () => {
-    const fromCli = parseConfig({ snapshotInterval: '250', ephemeral: 'true', corsAllowedOrigins: 'https://a.example, https://b.example' });
+    const fromCli = parseConfig({
+      snapshotInterval: '250',
+      ephemeral: 'true',
+      corsAllowedOrigins: 'https://a.example, https://b.example',
+    });
     assert.equal(fromCli.snapshotInterval, 250);
     assert.equal(fromCli.ephemeral, true);
     assert.deepEqual(fromCli.corsAllowedOrigins, ['https://a.example', 'https://b.example']);
@@ -98,8 +102,9 @@ describe('configuration values', () => {
     assert.equal(rules.find((r: { TagFilters?: unknown }) => r.TagFilters).ExpirationInDays, 7);
     const [, stage] = onlyResource(json, 'AWS::ApiGatewayV2::Stage');
     assert.deepEqual(stage.Properties.DefaultRouteSettings, { ThrottlingRateLimit: 20, ThrottlingBurstLimit: 40 });
-    for (const [, group] of Object.entries(json.Resources as Record<string, { Type: string; Properties: { RetentionInDays: number } }>)
-      .filter(([, r]) => r.Type === 'AWS::Logs::LogGroup')) {
+    for (const [, group] of Object.entries(
+      json.Resources as Record<string, { Type: string; Properties: { RetentionInDays: number } }>,
+    ).filter(([, r]) => r.Type === 'AWS::Logs::LogGroup')) {
       assert.equal(group.Properties.RetentionInDays, 90);
     }
   });
@@ -112,16 +117,29 @@ describe('configuration values', () => {
 
 describe('invalid configuration', () => {
   test('names the key, the value and the accepted range', () => {
-    assert.deepEqual(problemsOf({ snapshotInterval: 'lots' }), ['snapshotInterval="lots": expected a whole number (default 100)']);
-    assert.deepEqual(problemsOf({ autoDeleteDays: '0' }), ['autoDeleteDays=0: expected a whole number from 1 to 365 (default 3)']);
+    assert.deepEqual(problemsOf({ snapshotInterval: 'lots' }), [
+      'snapshotInterval="lots": expected a whole number (default 100)',
+    ]);
+    assert.deepEqual(problemsOf({ autoDeleteDays: '0' }), [
+      'autoDeleteDays=0: expected a whole number from 1 to 365 (default 3)',
+    ]);
     assert.deepEqual(problemsOf({ inlineBodyMaxBytes: 400_000 }), [
       'inlineBodyMaxBytes=400000: expected a whole number from 0 to 350000 (default 16384)',
     ]);
-    assert.match(problemsOf({ logRetentionDays: '10' })[0], /^logRetentionDays=10: expected one of 1, 3, 5, 7, 14, 30,/);
+    assert.match(
+      problemsOf({ logRetentionDays: '10' })[0],
+      /^logRetentionDays=10: expected one of 1, 3, 5, 7, 14, 30,/,
+    );
     assert.match(problemsOf({ architecture: 'arm' })[0], /^architecture="arm": expected one of arm64, x86_64/);
     assert.match(problemsOf({ ephemeral: 'yes' })[0], /^ephemeral="yes": expected true or false/);
-    assert.match(problemsOf({ stackName: '1-bad_name' })[0], /^stackName="1-bad_name": expected letters, digits and hyphens/);
-    assert.match(problemsOf({ corsAllowedOrigins: 'https://a.example/path' })[0], /corsAllowedOrigins: "https:\/\/a.example\/path" not accepted/);
+    assert.match(
+      problemsOf({ stackName: '1-bad_name' })[0],
+      /^stackName="1-bad_name": expected letters, digits and hyphens/,
+    );
+    assert.match(
+      problemsOf({ corsAllowedOrigins: 'https://a.example/path' })[0],
+      /corsAllowedOrigins: "https:\/\/a.example\/path" not accepted/,
+    );
     assert.match(problemsOf({ alarmEmail: 'nobody' })[0], /^alarmEmail="nobody": expected an email address/);
     assert.match(problemsOf({ logLevel: 'info; rm -rf' })[0], /^logLevel=/);
     assert.match(problemsOf({ snapshotInterval: '1.5' })[0], /expected a whole number/);
@@ -136,7 +154,10 @@ describe('invalid configuration', () => {
   test('reports every problem at once', () => {
     const problems = problemsOf({ snapshotInterval: '0', autoDeleteDays: 'x', throttlingRateLimit: '-1' });
     assert.equal(problems.length, 3);
-    assert.match(new ConfigError(problems).message, /^Invalid sheetlog configuration \(CDK context\):\n {2}- snapshotInterval=0/);
+    assert.match(
+      new ConfigError(problems).message,
+      /^Invalid sheetlog configuration \(CDK context\):\n {2}- snapshotInterval=0/,
+    );
   });
 
   test('fails building the app, before any resource exists', () => {
@@ -147,10 +168,17 @@ describe('invalid configuration', () => {
     const run = spawnSync(process.execPath, ['--import', TSX, path.join(REPO_ROOT, 'cdk', 'bin', 'app.ts')], {
       cwd: os.tmpdir(),
       encoding: 'utf8',
-      env: { ...process.env, CDK_CONTEXT_JSON: JSON.stringify({ snapshotInterval: 'often' }), CDK_OUTDIR: '/nonexistent' },
+      env: {
+        ...process.env,
+        CDK_CONTEXT_JSON: JSON.stringify({ snapshotInterval: 'often' }),
+        CDK_OUTDIR: '/nonexistent',
+      },
     });
     assert.equal(run.status, 1, run.stderr);
-    assert.match(run.stderr, /Invalid sheetlog configuration \(CDK context\):\n {2}- snapshotInterval="often": expected a whole number/);
+    assert.match(
+      run.stderr,
+      /Invalid sheetlog configuration \(CDK context\):\n {2}- snapshotInterval="often": expected a whole number/,
+    );
     assert.doesNotMatch(run.stderr, /at .*\.ts:\d+/);
   });
 });

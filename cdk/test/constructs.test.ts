@@ -37,9 +37,11 @@ const skipBundling = () => new Stack(new App({ context: { 'aws:cdk:bundling-stac
 describe('SheetlogFunction', () => {
   test('names the missing crate when its Cargo.toml does not exist', () => {
     assert.throws(
-      () => new SheetlogFunction(skipBundling(), 'Fn', props({ functionsDir: path.join(stubFunctionsDir(), 'nowhere') })),
+      () =>
+        new SheetlogFunction(skipBundling(), 'Fn', props({ functionsDir: path.join(stubFunctionsDir(), 'nowhere') })),
       (err: Error) =>
-        err instanceof SetupError && /nowhere\/api\/Cargo\.toml does not exist: the sheetlog-api crate must be in the tree/.test(err.message),
+        err instanceof SetupError &&
+        /nowhere\/api\/Cargo\.toml does not exist: the sheetlog-api crate must be in the tree/.test(err.message),
     );
   });
 
@@ -56,7 +58,10 @@ describe('SheetlogFunction', () => {
     const stack = skipBundling();
     const bucket = new s3.Bucket(stack, 'B');
     const fn = new SheetlogFunction(stack, 'Fn', props());
-    assert.throws(() => fn.bindBucket('SHEETLOG_BUCKET', bucket, [{ prefix: 'payloads', access: ['read'] }]), /must look like "name\/"/);
+    assert.throws(
+      () => fn.bindBucket('SHEETLOG_BUCKET', bucket, [{ prefix: 'payloads', access: ['read'] }]),
+      /must look like "name\/"/,
+    );
   });
 
   test('asks for cargo-lambda by name when bundling is due and `cargo lambda` is missing', () => {
@@ -66,7 +71,9 @@ describe('SheetlogFunction', () => {
     try {
       assert.throws(
         () => new SheetlogFunction(stack, 'Fn', props()),
-        (err: Error) => err instanceof SetupError && /`cargo lambda` is not on PATH.*pip install cargo-lambda==1\.9\.2/.test(err.message),
+        (err: Error) =>
+          err instanceof SetupError &&
+          /`cargo lambda` is not on PATH.*pip install cargo-lambda==1\.9\.2/.test(err.message),
       );
     } finally {
       process.env.PATH = saved;

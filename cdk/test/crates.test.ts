@@ -28,20 +28,21 @@ describe('function crates', () => {
   for (const crate of Object.values(CRATES)) {
     const manifestPath = path.join(FUNCTIONS_DIR, crate.dir, 'Cargo.toml');
     const present = fs.existsSync(manifestPath);
-    test(
-      `functions/${crate.dir} builds the binary ${crate.binaryName}`,
-      { skip: present ? false : `functions/${crate.dir}/Cargo.toml is not in this tree yet` },
-      () => {
-        const manifest = fs.readFileSync(manifestPath, 'utf8');
-        const bins = namesIn(manifest, /^\[\[bin\]\]$/);
-        const [pkg] = namesIn(manifest, /^\[package\]$/);
-        const binaries = bins.length > 0 ? bins : [pkg];
-        assert.ok(binaries.includes(crate.binaryName), `${manifestPath} builds ${binaries.join(', ')}, not ${crate.binaryName}`);
-        assert.equal(pkg, crate.binaryName, 'package name = binary name (STYLE.md)');
-        const workspace = fs.readFileSync(path.join(REPO_ROOT, 'Cargo.toml'), 'utf8');
-        assert.match(workspace, /members\s*=\s*\[[^\]]*"functions\/\*"/, 'functions/* are workspace members');
-      },
-    );
+    test(`functions/${crate.dir} builds the binary ${crate.binaryName}`, {
+      skip: present ? false : `functions/${crate.dir}/Cargo.toml is not in this tree yet`,
+    }, () => {
+      const manifest = fs.readFileSync(manifestPath, 'utf8');
+      const bins = namesIn(manifest, /^\[\[bin\]\]$/);
+      const [pkg] = namesIn(manifest, /^\[package\]$/);
+      const binaries = bins.length > 0 ? bins : [pkg];
+      assert.ok(
+        binaries.includes(crate.binaryName),
+        `${manifestPath} builds ${binaries.join(', ')}, not ${crate.binaryName}`,
+      );
+      assert.equal(pkg, crate.binaryName, 'package name = binary name (STYLE.md)');
+      const workspace = fs.readFileSync(path.join(REPO_ROOT, 'Cargo.toml'), 'utf8');
+      assert.match(workspace, /members\s*=\s*\[[^\]]*"functions\/\*"/, 'functions/* are workspace members');
+    });
   }
 
   test('the stream filter the stack reads is in the tree', () => {

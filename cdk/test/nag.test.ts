@@ -43,7 +43,8 @@ describe('cdk-nag AwsSolutions', () => {
       const { app } = synth(context);
       const report = new AwsSolutionsChecks().validateScope(app);
       const findings = report.violations.map(
-        (v) => `${v.ruleName}: ${v.description}\n      at ${v.violatingResources.map((r) => r.constructPath).join('\n      at ')}`,
+        (v) =>
+          `${v.ruleName}: ${v.description}\n      at ${v.violatingResources.map((r) => r.constructPath).join('\n      at ')}`,
       );
       assert.deepEqual(findings, [], `unacknowledged cdk-nag findings:\n  ${findings.join('\n  ')}`);
     });
@@ -52,10 +53,18 @@ describe('cdk-nag AwsSolutions', () => {
   test('runs in the app itself: `cdk synth` passes as shipped and fails on a new finding', () => {
     const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'sheetlog-nag-'));
     try {
-      const clean = buildApp({ skipBundling: true, context: { stackName: 'nag-clean' }, outdir: path.join(outdir, 'clean') });
+      const clean = buildApp({
+        skipBundling: true,
+        context: { stackName: 'nag-clean' },
+        outdir: path.join(outdir, 'clean'),
+      });
       clean.app.synth();
 
-      const dirty = buildApp({ skipBundling: true, context: { stackName: 'nag-dirty' }, outdir: path.join(outdir, 'dirty') });
+      const dirty = buildApp({
+        skipBundling: true,
+        context: { stackName: 'nag-dirty' },
+        outdir: path.join(outdir, 'dirty'),
+      });
       // Something cdk-nag objects to: an unencrypted queue without a TLS-only policy or a DLQ.
       new sqs.Queue(dirty.stack, 'Unacceptable', { encryption: sqs.QueueEncryption.UNENCRYPTED });
       assert.throws(() => dirty.app.synth(), /Validation failed/);
@@ -72,7 +81,10 @@ describe('cdk-nag AwsSolutions', () => {
     assert.ok(acks.length > 0);
     for (const { path, id, reason } of acks) {
       assert.match(id, /^AwsSolutions-[A-Z0-9]+(\[.+\])?$/, `${path}: ${id} is not an AwsSolutions rule id`);
-      assert.ok(reason.trim().length >= 40, `${path}: the reason for ${id} is too short to explain anything: "${reason}"`);
+      assert.ok(
+        reason.trim().length >= 40,
+        `${path}: the reason for ${id} is too short to explain anything: "${reason}"`,
+      );
     }
   });
 

@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { describeLocalResources, describeLocalResourcesOfStack } from '../lib/resources';
 import { loadStreamFilterPatterns } from '../lib/stream-filter';
 import { synth } from './support';
@@ -23,11 +23,43 @@ describe('local resources description', () => {
 
   test('has the tables of docs/storage.md with their keys, types, stream and TTL', () => {
     assert.deepEqual(
-      local.tables.map((t) => [t.logicalId, t.env, t.partitionKey, t.sortKey, t.streamViewType, t.ttlAttribute, t.billingMode]),
+      local.tables.map((t) => [
+        t.logicalId,
+        t.env,
+        t.partitionKey,
+        t.sortKey,
+        t.streamViewType,
+        t.ttlAttribute,
+        t.billingMode,
+      ]),
       [
-        ['EntryTable', 'SHEETLOG_ENTRY_TABLE', { name: 's', type: 'B' }, { name: 'n', type: 'N' }, 'NEW_IMAGE', null, 'PAY_PER_REQUEST'],
-        ['PendingSnapshotsTable', 'SHEETLOG_PENDING_TABLE', { name: 'l', type: 'B' }, { name: 'n', type: 'B' }, null, null, 'PAY_PER_REQUEST'],
-        ['SegmentTable', 'SHEETLOG_SEGMENT_TABLE', { name: 'l', type: 'B' }, { name: 'n', type: 'N' }, null, null, 'PAY_PER_REQUEST'],
+        [
+          'EntryTable',
+          'SHEETLOG_ENTRY_TABLE',
+          { name: 's', type: 'B' },
+          { name: 'n', type: 'N' },
+          'NEW_IMAGE',
+          null,
+          'PAY_PER_REQUEST',
+        ],
+        [
+          'PendingSnapshotsTable',
+          'SHEETLOG_PENDING_TABLE',
+          { name: 'l', type: 'B' },
+          { name: 'n', type: 'B' },
+          null,
+          null,
+          'PAY_PER_REQUEST',
+        ],
+        [
+          'SegmentTable',
+          'SHEETLOG_SEGMENT_TABLE',
+          { name: 'l', type: 'B' },
+          { name: 'n', type: 'N' },
+          null,
+          null,
+          'PAY_PER_REQUEST',
+        ],
       ],
     );
   });
@@ -59,7 +91,14 @@ describe('local resources description', () => {
 
   test('has the queues with their attributes and redrive', () => {
     assert.deepEqual(local.queues, [
-      { logicalId: 'SnapshotDeadLetterQueue', env: null, fifo: false, visibilityTimeoutSecs: 30, messageRetentionSecs: 1_209_600, deadLetter: null },
+      {
+        logicalId: 'SnapshotDeadLetterQueue',
+        env: null,
+        fifo: false,
+        visibilityTimeoutSecs: 30,
+        messageRetentionSecs: 1_209_600,
+        deadLetter: null,
+      },
       {
         logicalId: 'SnapshotQueue',
         env: 'SHEETLOG_SNAPSHOT_QUEUE_URL',
@@ -68,7 +107,14 @@ describe('local resources description', () => {
         messageRetentionSecs: 1_209_600,
         deadLetter: { logicalId: 'SnapshotDeadLetterQueue', maxReceiveCount: 100 },
       },
-      { logicalId: 'StreamRouterFailureQueue', env: null, fifo: false, visibilityTimeoutSecs: 30, messageRetentionSecs: 1_209_600, deadLetter: null },
+      {
+        logicalId: 'StreamRouterFailureQueue',
+        env: null,
+        fifo: false,
+        visibilityTimeoutSecs: 30,
+        messageRetentionSecs: 1_209_600,
+        deadLetter: null,
+      },
     ]);
   });
 
@@ -91,7 +137,10 @@ describe('local resources description', () => {
   });
 
   test('has every function with its environment, resources by reference', () => {
-    assert.deepEqual(local.functions.map((f) => f.binary), ['sheetlog-api', 'sheetlog-snapshot-worker', 'sheetlog-stream-router']);
+    assert.deepEqual(
+      local.functions.map((f) => f.binary),
+      ['sheetlog-api', 'sheetlog-snapshot-worker', 'sheetlog-stream-router'],
+    );
     const api = local.functions[0];
     assert.deepEqual(api.environment.SHEETLOG_ENTRY_TABLE, { ref: 'EntryTable' });
     assert.equal(api.environment.SHEETLOG_INLINE_BODY_MAX_BYTES, '16384');
@@ -135,11 +184,22 @@ describe('local resources description', () => {
   test('is what `cdk/bin/local-resources.ts` prints, context flags included', () => {
     const run = spawnSync(
       process.execPath,
-      ['--import', TSX, path.join(REPO_ROOT, 'cdk', 'bin', 'local-resources.ts'), '-c', 'autoDeleteDays=9', '-c', 'snapshotInterval=33'],
+      [
+        '--import',
+        TSX,
+        path.join(REPO_ROOT, 'cdk', 'bin', 'local-resources.ts'),
+        '-c',
+        'autoDeleteDays=9',
+        '-c',
+        'snapshotInterval=33',
+      ],
       { cwd: os.tmpdir(), encoding: 'utf8' },
     );
     assert.equal(run.status, 0, run.stderr);
-    assert.deepEqual(JSON.parse(run.stdout), describeLocalResourcesOfStack(synth({ autoDeleteDays: '9', snapshotInterval: '33' }).stack));
+    assert.deepEqual(
+      JSON.parse(run.stdout),
+      describeLocalResourcesOfStack(synth({ autoDeleteDays: '9', snapshotInterval: '33' }).stack),
+    );
   });
 });
 
@@ -157,8 +217,14 @@ describe('stream filter file', () => {
 
   test('is rejected, naming the file, when malformed', () => {
     assert.throws(() => loadStreamFilterPatterns(write('{"filters": []}')), /f\.json: expected \{"filters"/);
-    assert.throws(() => loadStreamFilterPatterns(write('{"filters": [[1]]}')), /filters\[0\] must be a non-empty JSON object/);
+    assert.throws(
+      () => loadStreamFilterPatterns(write('{"filters": [[1]]}')),
+      /filters\[0\] must be a non-empty JSON object/,
+    );
     assert.throws(() => loadStreamFilterPatterns(write('not json')), /cannot read the stream filter .*f\.json/);
-    assert.throws(() => loadStreamFilterPatterns(write(JSON.stringify({ filters: Array(6).fill({ a: [1] }) }))), /at most 5/);
+    assert.throws(
+      () => loadStreamFilterPatterns(write(JSON.stringify({ filters: Array(6).fill({ a: [1] }) }))),
+      /at most 5/,
+    );
   });
 });

@@ -11,7 +11,7 @@ import { parseConfig } from '../lib/config';
 import { AUTO_DELETE_TAG, CRATES, ENV, LOGICAL_IDS, SheetlogStack, TIMINGS } from '../lib/sheetlog-stack';
 import { loadStreamFilterPatterns } from '../lib/stream-filter';
 import { stubFunctionsDir } from '../lib/stub-crates';
-import { type Json, functionByBinary, grantsByResource, onlyResource, resourcesOfType, synth } from './support';
+import { functionByBinary, grantsByResource, type Json, onlyResource, resourcesOfType, synth } from './support';
 
 const API = CRATES.api.binaryName;
 const ROUTER = CRATES.streamRouter.binaryName;
@@ -21,9 +21,18 @@ describe('tables', () => {
   const { json, template } = synth();
 
   const expectedKeys: Record<string, [string, string][]> = {
-    [LOGICAL_IDS.entryTable]: [['s', 'B'], ['n', 'N']],
-    [LOGICAL_IDS.segmentTable]: [['l', 'B'], ['n', 'N']],
-    [LOGICAL_IDS.pendingSnapshotsTable]: [['l', 'B'], ['n', 'B']],
+    [LOGICAL_IDS.entryTable]: [
+      ['s', 'B'],
+      ['n', 'N'],
+    ],
+    [LOGICAL_IDS.segmentTable]: [
+      ['l', 'B'],
+      ['n', 'N'],
+    ],
+    [LOGICAL_IDS.pendingSnapshotsTable]: [
+      ['l', 'B'],
+      ['n', 'B'],
+    ],
   };
 
   test('keys and attribute types are exactly those of docs/storage.md', () => {
@@ -31,11 +40,19 @@ describe('tables', () => {
     assert.deepEqual(tables.map(([id]) => id).sort(), Object.keys(expectedKeys).sort());
     for (const [id, keys] of Object.entries(expectedKeys)) {
       const p = json.Resources[id].Properties;
-      assert.deepEqual(p.KeySchema, [
-        { AttributeName: keys[0][0], KeyType: 'HASH' },
-        { AttributeName: keys[1][0], KeyType: 'RANGE' },
-      ], id);
-      assert.deepEqual(p.AttributeDefinitions, keys.map(([name, type]) => ({ AttributeName: name, AttributeType: type })), id);
+      assert.deepEqual(
+        p.KeySchema,
+        [
+          { AttributeName: keys[0][0], KeyType: 'HASH' },
+          { AttributeName: keys[1][0], KeyType: 'RANGE' },
+        ],
+        id,
+      );
+      assert.deepEqual(
+        p.AttributeDefinitions,
+        keys.map(([name, type]) => ({ AttributeName: name, AttributeType: type })),
+        id,
+      );
       assert.equal(p.GlobalSecondaryIndexes, undefined, `${id} has no indexes`);
       assert.equal(p.TimeToLiveSpecification, undefined, `${id} has no TTL yet`);
     }
@@ -58,7 +75,9 @@ describe('tables', () => {
   });
 
   test('only the Entry table has a stream, with new images', () => {
-    assert.deepEqual(json.Resources[LOGICAL_IDS.entryTable].Properties.StreamSpecification, { StreamViewType: 'NEW_IMAGE' });
+    assert.deepEqual(json.Resources[LOGICAL_IDS.entryTable].Properties.StreamSpecification, {
+      StreamViewType: 'NEW_IMAGE',
+    });
     assert.equal(json.Resources[LOGICAL_IDS.segmentTable].Properties.StreamSpecification, undefined);
     assert.equal(json.Resources[LOGICAL_IDS.pendingSnapshotsTable].Properties.StreamSpecification, undefined);
   });
@@ -117,7 +136,10 @@ describe('bucket', () => {
     assert.ok(abort[0].AbortIncompleteMultipartUpload.DaysAfterInitiation >= 1);
     assert.equal(abort[0].TagFilters, undefined, 'S3 rejects an abort rule filtered by tags');
     assert.equal(abort[0].Prefix, undefined, 'uploads anywhere in the bucket are aborted');
-    assert.ok(rules.every((r) => r.ExpirationInDays === undefined || r.TagFilters !== undefined), 'nothing untagged ever expires');
+    assert.ok(
+      rules.every((r) => r.ExpirationInDays === undefined || r.TagFilters !== undefined),
+      'nothing untagged ever expires',
+    );
   });
 
   test('CORS lets browsers PUT and GET through presigned URLs', () => {
@@ -159,11 +181,10 @@ describe('queues', () => {
 
   test('every queue is encrypted, TLS-only and keeps messages 14 days', () => {
     const queues = resourcesOfType(json, 'AWS::SQS::Queue');
-    assert.deepEqual(queues.map(([id]) => id).sort(), [
-      LOGICAL_IDS.snapshotDeadLetterQueue,
-      LOGICAL_IDS.snapshotQueue,
-      LOGICAL_IDS.streamRouterFailureQueue,
-    ].sort());
+    assert.deepEqual(
+      queues.map(([id]) => id).sort(),
+      [LOGICAL_IDS.snapshotDeadLetterQueue, LOGICAL_IDS.snapshotQueue, LOGICAL_IDS.streamRouterFailureQueue].sort(),
+    );
     for (const [id, queue] of queues) {
       assert.equal(queue.Properties.SqsManagedSseEnabled, true, id);
       assert.equal(queue.Properties.MessageRetentionPeriod, 1_209_600, id);
@@ -253,7 +274,13 @@ describe('functions', () => {
       'dynamodb:Query',
       'dynamodb:UpdateItem',
     ];
-    const readUpdate = ['dynamodb:BatchGetItem', 'dynamodb:ConditionCheckItem', 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'];
+    const readUpdate = [
+      'dynamodb:BatchGetItem',
+      'dynamodb:ConditionCheckItem',
+      'dynamodb:GetItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+    ];
     const tagging = ['s3:DeleteObjectTagging', 's3:GetObjectTagging', 's3:PutObjectTagging'];
     const xray = ['xray:PutTelemetryRecords', 'xray:PutTraceSegments'];
     const logs = ['logs:CreateLogStream', 'logs:PutLogEvents'];
@@ -280,7 +307,11 @@ describe('functions', () => {
     assert.deepEqual(grants(ROUTER), {
       '<own log group>': logs,
       '*': ['dynamodb:ListStreams', ...xray].sort(),
-      [`${LOGICAL_IDS.entryTable}.StreamArn`]: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
+      [`${LOGICAL_IDS.entryTable}.StreamArn`]: [
+        'dynamodb:DescribeStream',
+        'dynamodb:GetRecords',
+        'dynamodb:GetShardIterator',
+      ],
       [LOGICAL_IDS.snapshotQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
       [LOGICAL_IDS.streamRouterFailureQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
       [`${bucket}/payloads/*`]: tagging,
@@ -322,7 +353,11 @@ describe('event sources', () => {
   const { json } = synth();
 
   test('the stream router reads the Entry stream through the shared filter, with bounded retries', () => {
-    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) => m.Properties.StartingPosition !== undefined);
+    const [, mapping] = onlyResource(
+      json,
+      'AWS::Lambda::EventSourceMapping',
+      (m) => m.Properties.StartingPosition !== undefined,
+    );
     const p = mapping.Properties;
     assert.deepEqual(p.EventSourceArn, { 'Fn::GetAtt': [LOGICAL_IDS.entryTable, 'StreamArn'] });
     assert.deepEqual(p.FunctionName, { Ref: functionByBinary(json, ROUTER)[0] });
@@ -331,14 +366,21 @@ describe('event sources', () => {
     assert.equal(p.BisectBatchOnFunctionError, true);
     assert.equal(p.MaximumRetryAttempts, TIMINGS.streamRetryAttempts);
     assert.ok(p.MaximumRetryAttempts > 0 && p.MaximumRetryAttempts <= 100);
-    assert.ok(p.MaximumRecordAgeInSeconds >= 60 && p.MaximumRecordAgeInSeconds < 24 * 3600, 'fails over before the stream trims the record');
+    assert.ok(
+      p.MaximumRecordAgeInSeconds >= 60 && p.MaximumRecordAgeInSeconds < 24 * 3600,
+      'fails over before the stream trims the record',
+    );
     assert.deepEqual(p.DestinationConfig, {
       OnFailure: { Destination: { 'Fn::GetAtt': [LOGICAL_IDS.streamRouterFailureQueue, 'Arn'] } },
     });
   });
 
   test('the filter is the file functions/core/src/aws/stream_filter.json, pattern for pattern', () => {
-    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) => m.Properties.StartingPosition !== undefined);
+    const [, mapping] = onlyResource(
+      json,
+      'AWS::Lambda::EventSourceMapping',
+      (m) => m.Properties.StartingPosition !== undefined,
+    );
     const deployed = mapping.Properties.FilterCriteria.Filters.map((f: Json) => JSON.parse(f.Pattern));
     assert.deepEqual(deployed, loadStreamFilterPatterns());
     assert.ok(deployed.length >= 1);
@@ -348,14 +390,22 @@ describe('event sources', () => {
     const custom = [{ eventName: ['INSERT'], dynamodb: { NewImage: { t: { N: ['42'] } } } }];
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const config = parseConfig({});
-    const other = new SheetlogStack(app, 'FilterProbe', { config, functionsDir: stubFunctionsDir(), streamFilterPatterns: custom });
+    const other = new SheetlogStack(app, 'FilterProbe', {
+      config,
+      functionsDir: stubFunctionsDir(),
+      streamFilterPatterns: custom,
+    });
     Template.fromStack(other).hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       FilterCriteria: { Filters: [{ Pattern: JSON.stringify(custom[0]) }] },
     });
   });
 
   test('the snapshot worker consumes the snapshot queue one job at a time with batch item failures', () => {
-    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) => m.Properties.StartingPosition === undefined);
+    const [, mapping] = onlyResource(
+      json,
+      'AWS::Lambda::EventSourceMapping',
+      (m) => m.Properties.StartingPosition === undefined,
+    );
     const p = mapping.Properties;
     assert.deepEqual(p.EventSourceArn, { 'Fn::GetAtt': [LOGICAL_IDS.snapshotQueue, 'Arn'] });
     assert.deepEqual(p.FunctionName, { Ref: functionByBinary(json, WORKER)[0] });
@@ -380,7 +430,10 @@ describe('HTTP API', () => {
   });
 
   test('uses a JWT authorizer with the issuer and audience from context when both are set', () => {
-    const { json, template } = synth({ jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web-client,cli-client' });
+    const { json, template } = synth({
+      jwtIssuer: 'https://issuer.example.com/pool',
+      jwtAudience: 'web-client,cli-client',
+    });
     const [authorizerId, authorizer] = onlyResource(json, 'AWS::ApiGatewayV2::Authorizer');
     assert.equal(authorizer.Properties.AuthorizerType, 'JWT');
     assert.deepEqual(authorizer.Properties.JwtConfiguration, {
@@ -422,7 +475,11 @@ describe('alarms', () => {
   const [topicId] = onlyResource(json, 'AWS::SNS::Topic');
 
   const find = (metric: string, dimension: Json) =>
-    alarms.filter((a) => a.MetricName === metric && (a.Dimensions ?? []).some((d: Json) => JSON.stringify(d.Value) === JSON.stringify(dimension)));
+    alarms.filter(
+      (a) =>
+        a.MetricName === metric &&
+        (a.Dimensions ?? []).some((d: Json) => JSON.stringify(d.Value) === JSON.stringify(dimension)),
+    );
 
   test('fire on any message in either dead-letter queue', () => {
     for (const id of [LOGICAL_IDS.snapshotDeadLetterQueue, LOGICAL_IDS.streamRouterFailureQueue]) {
@@ -500,10 +557,17 @@ describe('outputs', () => {
 describe('sandbox (ephemeral) stacks', () => {
   test('delete their tables and bucket with the stack', () => {
     const { json } = synth({ ephemeral: 'true', stackName: 'sheetlog-sandbox' });
-    for (const [id, r] of [...resourcesOfType(json, 'AWS::DynamoDB::Table'), ...resourcesOfType(json, 'AWS::S3::Bucket')]) {
+    for (const [id, r] of [
+      ...resourcesOfType(json, 'AWS::DynamoDB::Table'),
+      ...resourcesOfType(json, 'AWS::S3::Bucket'),
+    ]) {
       assert.equal(r.DeletionPolicy, 'Delete', id);
       assert.equal(r.Properties.DeletionProtectionEnabled ?? false, false, id);
     }
-    assert.equal(resourcesOfType(json, 'Custom::S3AutoDeleteObjects').length, 1, 'the bucket is emptied before deletion');
+    assert.equal(
+      resourcesOfType(json, 'Custom::S3AutoDeleteObjects').length,
+      1,
+      'the bucket is emptied before deletion',
+    );
   });
 });

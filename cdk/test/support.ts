@@ -7,6 +7,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { BINARY_TAG } from '../lib/constructs/sheetlog-function';
 import { buildApp, type SheetlogApp } from '../lib/sheetlog-app';
 
+// biome-ignore lint/suspicious/noExplicitAny: a synthesized template is untyped JSON, walked by key.
 export type Json = Record<string, any>;
 
 export interface Synth extends SheetlogApp {
@@ -36,7 +37,11 @@ export function resourcesOfType(json: Json, type: string): [string, Json][] {
 /** The one resource of `type` whose properties satisfy `predicate`. */
 export function onlyResource(json: Json, type: string, predicate: (r: Json) => boolean = () => true): [string, Json] {
   const found = resourcesOfType(json, type).filter(([, r]) => predicate(r));
-  assert.equal(found.length, 1, `expected exactly one ${type} matching, found ${found.map(([id]) => id).join(', ') || 'none'}`);
+  assert.equal(
+    found.length,
+    1,
+    `expected exactly one ${type} matching, found ${found.map(([id]) => id).join(', ') || 'none'}`,
+  );
   return found[0];
 }
 
@@ -77,7 +82,7 @@ export function grantsByResource(json: Json, binary: string): Record<string, str
     for (const r of resources) {
       const key = resourceKey(r);
       grants[key] ??= new Set();
-      actions.forEach((a) => grants[key].add(a));
+      for (const a of actions) grants[key].add(a);
     }
   }
   return Object.fromEntries(Object.entries(grants).map(([k, v]) => [k, [...v].sort()]));

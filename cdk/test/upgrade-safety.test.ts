@@ -38,7 +38,9 @@ const PINNED: Record<string, string[]> = {
 
 function statefulIdentity(template: Json): Json {
   const identity: Json = {};
-  for (const [id, r] of Object.entries(template.Resources as Record<string, Json>).sort(([a], [b]) => a.localeCompare(b))) {
+  for (const [id, r] of Object.entries(template.Resources as Record<string, Json>).sort(([a], [b]) =>
+    a.localeCompare(b),
+  )) {
     const pinned = PINNED[r.Type];
     if (pinned === undefined) continue;
     identity[id] = {

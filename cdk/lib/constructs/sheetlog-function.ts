@@ -8,13 +8,13 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { type CfnElement, Duration, RemovalPolicy, Stack, Tags, Validations } from 'aws-cdk-lib';
-import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import { type CfnElement, type Duration, RemovalPolicy, Stack, Tags, Validations } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
-import * as s3 from 'aws-cdk-lib/aws-s3';
-import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 import { SetupError } from '../errors';
@@ -168,7 +168,8 @@ export class SheetlogFunction extends Construct {
   bindBucket(name: string, bucket: s3.IBucket, grants: PrefixGrant[]): this {
     this.setEnv(name, bucket.bucketName);
     for (const { prefix, access } of grants) {
-      if (!/^[a-z0-9-]+\/$/.test(prefix)) throw new Error(`bucket prefix ${JSON.stringify(prefix)} must look like "name/"`);
+      if (!/^[a-z0-9-]+\/$/.test(prefix))
+        throw new Error(`bucket prefix ${JSON.stringify(prefix)} must look like "name/"`);
       const actions = [...new Set(access.flatMap((a) => OBJECT_ACTIONS[a]))].sort();
       this.function.addToRolePolicy(
         new iam.PolicyStatement({ actions, resources: [bucket.arnForObjects(`${prefix}*`)] }),
@@ -183,7 +184,9 @@ export class SheetlogFunction extends Construct {
       // Without ListBucket, S3 answers a GET or HEAD of a missing key with 403 instead of 404, and
       // "not there yet" (a chunk to upload, an upload not finished) becomes indistinguishable from
       // "not allowed". It reveals key names only, which are UUIDs and content hashes.
-      this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] }));
+      this.function.addToRolePolicy(
+        new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] }),
+      );
     }
     return this;
   }
@@ -210,8 +213,10 @@ export class SheetlogFunction extends Construct {
   }
 
   private setEnv(name: string, value: string): void {
-    if (!ENV_NAME.test(name)) throw new Error(`environment variable ${name}: CDK-owned names are SHEETLOG_* or RUST_LOG`);
-    if (this.bound.has(name)) throw new Error(`environment variable ${name} is bound twice on ${this.crate.binaryName}`);
+    if (!ENV_NAME.test(name))
+      throw new Error(`environment variable ${name}: CDK-owned names are SHEETLOG_* or RUST_LOG`);
+    if (this.bound.has(name))
+      throw new Error(`environment variable ${name} is bound twice on ${this.crate.binaryName}`);
     this.bound.set(name, value);
     this.function.addEnvironment(name, value);
   }
