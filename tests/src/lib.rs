@@ -9,7 +9,7 @@
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
 //! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
-//! - `tests/`     — integration tests, one file per area
+//! - `tests/integration/` — the integration tests, one binary, one module per area
 
 pub mod api;
 pub mod bench_log;
@@ -21,3 +21,12 @@ pub mod stack;
 
 pub use emulator::Emulator;
 pub use stack::TestStack;
+
+/// Held by the tests that load the machine on purpose (many writers racing for one log): all
+/// integration tests share one binary, and two such tests at once on a 2-core machine slow every
+/// round trip so much that writers exhaust their attempts, which measures the machine, not the
+/// log. The other tests still run beside them.
+pub async fn heavy_test_slot() -> tokio::sync::MutexGuard<'static, ()> {
+    static SLOT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SLOT.lock().await
+}

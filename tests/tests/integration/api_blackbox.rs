@@ -668,6 +668,7 @@ async fn snapshot_trigger_starts_a_new_segment_once_the_snapshot_is_complete() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<()> {
+    let _slot = sheetlog_tests::heavy_test_slot().await;
     let api = TestApi::start("http-concurrent").await?;
     let log = create_log(&api.client().await?, &api).await?;
     let mut tasks = Vec::new();
