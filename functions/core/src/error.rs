@@ -21,6 +21,13 @@ pub enum StoreError {
     /// A referenced object does not exist.
     #[error("object {key} not found")]
     NotFound { key: String },
+    /// The service asked us to slow down (DynamoDB throughput or request-rate limits, S3
+    /// `SlowDown`) and the SDK's own retries did not get through. Worth retrying later.
+    #[error("{service} {operation} was throttled; retry later")]
+    Throttled {
+        service: &'static str,
+        operation: &'static str,
+    },
 }
 
 impl StoreError {

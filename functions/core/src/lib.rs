@@ -9,6 +9,7 @@
 //! - [`ports`]  — narrow async traits for the stores
 //! - [`aws`]    — DynamoDB, S3 and SQS adapters, the shared stream filter
 //! - [`memory`] — in-memory stores behind the same ports, for fast tests (feature `memory`)
+//! - [`faults`] — a seeded fault-injecting adapter modelling AWS's failure modes (feature `faults`)
 //! - [`sheet`], [`snapshot`] — re-exports of `sheetlog-sheet` (feature `engine`)
 //! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since (feature `engine`)
 //! - [`config`] — typed configuration from the environment
@@ -21,6 +22,8 @@ pub mod aws;
 pub mod config;
 pub mod domain;
 pub mod error;
+#[cfg(any(test, feature = "faults"))]
+pub mod faults;
 pub mod log;
 #[cfg(any(test, feature = "memory"))]
 pub mod memory;

@@ -481,6 +481,7 @@ mod tests {
             body: Some(Bytes::from_static(body)),
             external: None,
             snapshot_root: None,
+            attempt: None,
         };
         let mut units = RequestUnits::default();
         let first = store.put_entry(id, &rec(b"a"), &mut units).await.unwrap();

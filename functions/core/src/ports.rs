@@ -27,6 +27,9 @@ pub enum TxOutcome {
     Committed,
     /// A condition failed; nothing was written.
     Conflict,
+    /// DynamoDB cancelled the transaction because another request touched one of its items at
+    /// the same time (`TransactionConflict`); nothing was written, and trying again is right.
+    Interrupted,
 }
 
 /// One page of entries read in order.
@@ -45,7 +48,7 @@ pub enum Consistency {
 
 /// The Entry and Segment tables.
 #[async_trait]
-pub trait LogStore: Send + Sync {
+pub trait LogStore: Send + Sync + std::fmt::Debug {
     /// Creates segment 0 and its entry 0 in one transaction; both must not exist.
     async fn create_log(
         &self,
@@ -151,7 +154,7 @@ pub trait LogStore: Send + Sync {
 
 /// Object storage for large entry bodies and uploaded payloads.
 #[async_trait]
-pub trait PayloadStore: Send + Sync {
+pub trait PayloadStore: Send + Sync + std::fmt::Debug {
     /// Stores an object tagged for auto-delete: it is discardable until the entry that references
     /// it is committed and the tag removed.
     async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError>;
@@ -210,4 +213,122 @@ pub trait PendingSnapshots: Send + Sync {
     ) -> Result<Guarded<PendingSnapshot>, StoreError>;
     /// Removes the item once the snapshot is complete (unconditional).
     async fn delete(&self, key: PendingKey) -> Result<(), StoreError>;
+}
+
+/// Stores shared behind an `Arc` (a store picked at start-up, such as one wrapped in faults).
+#[async_trait]
+impl<T: LogStore + ?Sized> LogStore for std::sync::Arc<T> {
+    async fn create_log(
+        &self,
+        log: LogId,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        (**self).create_log(log, segment, first, units).await
+    }
+    async fn newest_segments(
+        &self,
+        log: LogId,
+        limit: u32,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        (**self)
+            .newest_segments(log, limit, consistency, units)
+            .await
+    }
+    async fn segment(
+        &self,
+        log: LogId,
+        num: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<SegmentRecord>, StoreError> {
+        (**self).segment(log, num, consistency, units).await
+    }
+    async fn all_segments(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        (**self).all_segments(log, units).await
+    }
+    async fn newest_entry(
+        &self,
+        log: LogId,
+        segment: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<EntryRecord>, StoreError> {
+        (**self)
+            .newest_entry(log, segment, consistency, units)
+            .await
+    }
+    async fn put_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<PutOutcome, StoreError> {
+        (**self).put_entry(log, entry, units).await
+    }
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        (**self)
+            .start_segment(log, end, segment, first, units)
+            .await
+    }
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError> {
+        (**self)
+            .read_entries(log, segment, from, limit, consistency, units)
+            .await
+    }
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        (**self)
+            .set_snapshot_root(log, segment, num, root, units)
+            .await
+    }
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        (**self)
+            .advance_last_snapshot(log, segment, num, units)
+            .await
+    }
+}
+
+#[async_trait]
+impl<T: PayloadStore + ?Sized> PayloadStore for std::sync::Arc<T> {
+    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
+        (**self).put_discardable(key, bytes).await
+    }
+    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        (**self).get(key).await
+    }
 }

@@ -274,6 +274,12 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
     id: LogId,
     at: u64,
 ) -> Result<AsOf, InputError> {
+    // Refuse a sequence past the end before reading anything: every length below is then
+    // bounded by the log itself (and `at + 1` cannot overflow).
+    let (next_seq, _) = log.next_seq(id).await?;
+    if at > next_seq {
+        return Err(LogError::OutOfRange { from: at, next_seq }.into());
+    }
     let (segments, _) = log.segments(id).await?;
     let Some(start) = segments.iter().rposition(|s| s.base_seq <= at) else {
         return Err(LogError::CorruptLog {
@@ -348,4 +354,35 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
     })?;
     entries.truncate(usize::try_from(want).unwrap_or(usize::MAX));
     Ok(AsOf { base, entries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::memory::{MemLogStore, MemPayloadStore};
+
+    /// `cells?at=18446744073709551615` overflowed computing the read length and dropped the
+    /// connection; now it is out of range, like any sequence past the end.
+    #[tokio::test]
+    async fn a_sequence_far_past_the_end_is_out_of_range() {
+        let log = EventLog::new(
+            MemLogStore::new(),
+            MemPayloadStore::new(),
+            LogConfig::default(),
+        )
+        .expect("config");
+        let id = log.create().await.expect("create").log;
+        for at in [u64::MAX, u64::MAX - 1, 2] {
+            let err = as_of(&log, id, at).await.expect_err("past the end");
+            assert!(
+                matches!(
+                    err,
+                    InputError::Log(LogError::OutOfRange { next_seq: 1, .. })
+                ),
+                "{at}: {err:?}"
+            );
+        }
+        assert!(as_of(&log, id, 1).await.is_ok());
+    }
 }

@@ -73,6 +73,7 @@ fn assert_gapless(entries: &[sheetlog_core::Entry], from: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn the_emulator_lets_exactly_one_of_many_racing_conditional_puts_win() -> anyhow::Result<()> {
     use sheetlog_core::ports::{LogStore, PutOutcome};
+    let _slot = sheetlog_tests::heavy_test_slot().await;
     let stack = TestStack::on(sheetlog_tests::Emulator::start_racy()?, "atomic-put").await?;
     let store = Arc::new(stack.log_store());
     let id = LogId::new_random();
@@ -90,6 +91,7 @@ async fn the_emulator_lets_exactly_one_of_many_racing_conditional_puts_win() -> 
                     body: Some(Bytes::from(vec![w; 8])),
                     external: None,
                     snapshot_root: None,
+                    attempt: None,
                 };
                 let mut units = sheetlog_core::RequestUnits::default();
                 store.put_entry(id, &rec, &mut units).await
@@ -111,6 +113,7 @@ async fn the_emulator_lets_exactly_one_of_many_racing_conditional_puts_win() -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_are_gapless_unique_and_all_readable() -> anyhow::Result<()> {
+    let _slot = sheetlog_tests::heavy_test_slot().await;
     let stack = TestStack::new("concurrent").await?;
     let log = Arc::new(stack.log()?);
     let id = log.create().await?.log;
@@ -393,6 +396,7 @@ async fn corrupted_item_attributes_are_typed_errors() -> anyhow::Result<()> {
             body: Some(Bytes::from_static(b"x")),
             external: None,
             snapshot_root: None,
+            attempt: None,
         },
     );
     item.insert("t".into(), AttributeValue::S("set".into()));

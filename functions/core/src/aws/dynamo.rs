@@ -2,13 +2,14 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use tracing::instrument;
 
 use super::items::{
@@ -21,6 +22,28 @@ use crate::error::StoreError;
 use crate::ports::{Consistency, EntryPage, LogStore, PutOutcome, TxOutcome};
 
 const SERVICE: &str = "DynamoDB";
+
+/// A failed DynamoDB call as a [`StoreError`]: throttling (after the SDK's own retries) becomes
+/// [`StoreError::Throttled`], which callers answer with "retry later" rather than a failure.
+fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    if matches!(
+        e.code(),
+        Some(
+            "ProvisionedThroughputExceededException"
+                | "ThrottlingException"
+                | "RequestLimitExceeded"
+        )
+    ) {
+        return StoreError::Throttled {
+            service: SERVICE,
+            operation,
+        };
+    }
+    StoreError::service(SERVICE, operation, e)
+}
 
 /// What one Query asks for.
 #[derive(Debug, Clone)]
@@ -100,10 +123,7 @@ impl DynamoLogStore {
                 .expression_attribute_values(":n", num(from)),
             None => q.key_condition_expression("#p = :p"),
         };
-        let out = q
-            .send()
-            .await
-            .map_err(|e| StoreError::service(SERVICE, "Query", e))?;
+        let out = q.send().await.map_err(|e| ddb_error("Query", e))?;
         let items = out.items.unwrap_or_default();
         let bytes: u64 = items.iter().map(item_size).sum();
         *units += RequestUnits::reads(read_units(bytes, Self::consistency(consistency)));
@@ -146,7 +166,14 @@ impl DynamoLogStore {
             {
                 Ok(TxOutcome::Conflict)
             }
-            Err(e) => Err(StoreError::service(SERVICE, "TransactWriteItems", e)),
+            // Another request touched one of the items at the same moment: nothing was written.
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(c)
+                    if c.cancellation_reasons().iter().any(|r| r.code() == Some("TransactionConflict"))) =>
+            {
+                Ok(TxOutcome::Interrupted)
+            }
+            Err(e) => Err(ddb_error("TransactWriteItems", e)),
         }
     }
 }
@@ -222,7 +249,7 @@ impl LogStore for DynamoLogStore {
             .consistent_read(consistency == Consistency::Strong)
             .send()
             .await
-            .map_err(|e| StoreError::service(SERVICE, "GetItem", e))?;
+            .map_err(|e| ddb_error("GetItem", e))?;
         let bytes = out.item.as_ref().map(item_size).unwrap_or(0);
         *units += RequestUnits::reads(read_units(bytes, Self::consistency(consistency)));
         out.item.as_ref().map(segment_from_item).transpose()
@@ -325,7 +352,7 @@ impl LogStore for DynamoLogStore {
                 let winner = old.as_ref().map(entry_from_item).transpose()?;
                 Ok(PutOutcome::Taken(winner))
             }
-            Err(e) => Err(StoreError::service(SERVICE, "PutItem", e)),
+            Err(e) => Err(ddb_error("PutItem", e)),
         }
     }
 
@@ -449,7 +476,7 @@ impl LogStore for DynamoLogStore {
                     format!("segment {segment} entry {n} is not a Snapshot entry"),
                 ))
             }
-            Err(e) => Err(StoreError::service(SERVICE, "UpdateItem", e)),
+            Err(e) => Err(ddb_error("UpdateItem", e)),
         }
     }
 
@@ -481,7 +508,7 @@ impl LogStore for DynamoLogStore {
             {
                 Ok(false)
             }
-            Err(e) => Err(StoreError::service(SERVICE, "UpdateItem", e)),
+            Err(e) => Err(ddb_error("UpdateItem", e)),
         }
     }
 }

@@ -84,6 +84,23 @@ pub fn is_missing<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> boo
     }
 }
 
+/// A failed S3 call as a [`StoreError`]: `SlowDown` (or a bare 503) after the SDK's retries is
+/// [`StoreError::Throttled`].
+fn s3_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let slow = e.code() == Some("SlowDown")
+        || matches!(&e, SdkError::ServiceError(se) if se.raw().status().as_u16() == 503);
+    if slow {
+        return StoreError::Throttled {
+            service: SERVICE,
+            operation,
+        };
+    }
+    StoreError::service(SERVICE, operation, e)
+}
+
 /// The `x-amz-tagging` value that marks an object for auto-delete.
 pub fn auto_delete_tagging() -> String {
     format!("{AUTO_DELETE_TAG_KEY}={AUTO_DELETE_TAG_VALUE}")
@@ -122,9 +139,7 @@ impl S3Bucket {
         if discardable {
             req = req.tagging(auto_delete_tagging());
         }
-        req.send()
-            .await
-            .map_err(|e| StoreError::service(SERVICE, "PutObject", e))?;
+        req.send().await.map_err(|e| s3_error("PutObject", e))?;
         Ok(())
     }
 
@@ -141,7 +156,7 @@ impl S3Bucket {
         {
             Ok(out) => out,
             Err(e) if is_missing(&e) => return Ok(None),
-            Err(e) => return Err(StoreError::service(SERVICE, "GetObject", e)),
+            Err(e) => return Err(s3_error("GetObject", e)),
         };
         let data = out
             .body
@@ -166,7 +181,7 @@ impl S3Bucket {
         {
             Ok(out) => out,
             Err(e) if is_missing(&e) => return Err(StoreError::not_found(key)),
-            Err(e) => return Err(StoreError::service(SERVICE, "GetObject", e)),
+            Err(e) => return Err(s3_error("GetObject", e)),
         };
         let data = out
             .body
@@ -192,7 +207,7 @@ impl S3Bucket {
                 metadata: h.metadata().cloned().unwrap_or_default(),
             }),
             Err(e) if is_missing(&e) => Err(StoreError::not_found(key)),
-            Err(e) => Err(StoreError::service(SERVICE, "HeadObject", e)),
+            Err(e) => Err(s3_error("HeadObject", e)),
         }
     }
 
@@ -217,7 +232,7 @@ impl S3Bucket {
             .key(key)
             .presigned(cfg)
             .await
-            .map_err(|e| StoreError::service(SERVICE, "presign GetObject", e))?;
+            .map_err(|e| s3_error("presign GetObject", e))?;
         Ok(req.uri().to_owned())
     }
 
@@ -246,7 +261,7 @@ impl S3Bucket {
         let presigned = req
             .presigned(cfg)
             .await
-            .map_err(|e| StoreError::service(SERVICE, "presign PutObject", e))?;
+            .map_err(|e| s3_error("presign PutObject", e))?;
         Ok(PresignedRequest {
             url: presigned.uri().to_owned(),
             headers: presigned
@@ -273,7 +288,7 @@ impl S3Bucket {
         {
             Ok(_) => Ok(Untagged::Done),
             Err(e) if is_missing(&e) => Ok(Untagged::Missing),
-            Err(e) => Err(StoreError::service(SERVICE, "DeleteObjectTagging", e)),
+            Err(e) => Err(s3_error("DeleteObjectTagging", e)),
         }
     }
 
@@ -292,7 +307,7 @@ impl S3Bucket {
                 t.key() == AUTO_DELETE_TAG_KEY && t.value() == AUTO_DELETE_TAG_VALUE
             }))),
             Err(e) if is_missing(&e) => Ok(None),
-            Err(e) => Err(StoreError::service(SERVICE, "GetObjectTagging", e)),
+            Err(e) => Err(s3_error("GetObjectTagging", e)),
         }
     }
 
@@ -312,7 +327,7 @@ impl S3Bucket {
         {
             Ok(out) => out,
             Err(e) if is_missing(&e) => return Err(StoreError::not_found(key)),
-            Err(e) => return Err(StoreError::service(SERVICE, "GetObject", e)),
+            Err(e) => return Err(s3_error("GetObject", e)),
         };
         let io = |e: std::io::Error| StoreError::service("filesystem", "write temporary file", e);
         let mut file = tempfile::tempfile().map_err(io)?;

@@ -122,6 +122,11 @@ pub struct EntryRecord {
     pub external: Option<String>,
     /// Snapshot entries: root manifest key once the snapshot is complete.
     pub snapshot_root: Option<String>,
+    /// Identifies the append call that wrote the item (random per call). Only a retry of the same
+    /// call is recognised as "already written": two callers appending equal bodies in the same
+    /// second are two entries (`docs/design.md`, "Append"). `None` on entries the log writes
+    /// itself (Snapshot, End Segment), which are written by transactions.
+    pub attempt: Option<u64>,
 }
 
 impl EntryRecord {

@@ -72,8 +72,11 @@ pub struct SegmentStarted {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {
     pub snapshot: Entry,
+    /// At most `page_size` entries after the snapshot.
     pub entries: Vec<Entry>,
     pub next_seq: u64,
+    /// False when more entries follow: continue with `read_since(next_seq)`.
+    pub complete: bool,
     pub units: RequestUnits,
 }
 
@@ -155,17 +158,28 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             archive: None,
         };
         let first = internal_entry(0, 0, created, EntryType::SNAPSHOT);
-        match self
-            .store
-            .create_log(log, &segment, &first, &mut units)
-            .await?
-        {
-            TxOutcome::Committed => {
-                info!(log = %log, "created log");
-                Ok(Created { log, seq: 0, units })
+        let mut backoff = retry::Backoff::new(&self.cfg);
+        for _ in 0..self.cfg.max_attempts {
+            match self
+                .store
+                .create_log(log, &segment, &first, &mut units)
+                .await?
+            {
+                TxOutcome::Committed => {
+                    info!(log = %log, "created log");
+                    return Ok(Created { log, seq: 0, units });
+                }
+                TxOutcome::Conflict => {
+                    return Err(LogError::InvalidEntry(format!("log {log} already exists")));
+                }
+                // Cancelled by a concurrent request on the same items; nothing was written.
+                TxOutcome::Interrupted => backoff.sleep().await,
             }
-            TxOutcome::Conflict => Err(LogError::InvalidEntry(format!("log {log} already exists"))),
         }
+        Err(LogError::Contention {
+            log,
+            attempts: self.cfg.max_attempts,
+        })
     }
 
     /// Appends an entry (`docs/design.md`, "Append"): find the newest entry, then put at the next number
@@ -184,6 +198,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         let mut units = RequestUnits::default();
         let (body, external) = self.place_body(log, &entry).await?;
         let created = now_secs();
+        let attempt_id: u64 = rand::random();
         let mut hint = opts.segment_hint;
         let mut consistency = Consistency::Eventual;
         let mut backoff = retry::Backoff::new(&self.cfg);
@@ -211,11 +226,14 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 body: body.clone(),
                 external: external.clone(),
                 snapshot_root: None,
+                attempt: Some(attempt_id),
             };
             let outcome = match self.store.put_entry(log, &record, &mut units).await? {
                 // The SDK retries a PutItem whose response was lost; the retry then fails its
-                // condition against our own item. Recognise it rather than append twice.
-                PutOutcome::Taken(Some(w)) if w == record => PutOutcome::Written,
+                // condition against our own item. Recognise it, by this call's identity (never
+                // by equal contents: another caller may append the same body in the same
+                // second), rather than append twice.
+                PutOutcome::Taken(Some(w)) if w.attempt == Some(attempt_id) => PutOutcome::Written,
                 other => other,
             };
             match outcome {
@@ -253,6 +271,11 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                         },
                         _ => head.at,
                     });
+                    // The number we lost exists; an eventually consistent read may still not
+                    // show it, and a writer that keeps reading a stale head keeps losing. Read
+                    // the head strongly from now on (1 read unit instead of 0.5, only when
+                    // contended).
+                    consistency = Consistency::Strong;
                     backoff.sleep().await;
                 }
             }
@@ -356,7 +379,12 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                         units,
                     });
                 }
-                TxOutcome::Conflict => backoff.sleep().await,
+                // Lost to another writer (Conflict), or cancelled by a concurrent request on the
+                // same items (Interrupted): either way nothing was written; look again.
+                TxOutcome::Conflict | TxOutcome::Interrupted => {
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                }
             }
         }
         Err(LogError::Contention {
@@ -417,9 +445,41 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             segment: from_segment.num,
             base_seq: from_segment.base_seq,
         };
-        let chain = self
-            .read_chain(log, start, from_num, usize::MAX, &mut units)
+        // The snapshot entry plus at most a page of entries after it: a reader that is further
+        // behind continues with `read_since` from `next_seq` (`complete` is false), so a load
+        // never holds an unbounded tail in memory.
+        let mut chain = self
+            .read_chain(
+                log,
+                start,
+                from_num,
+                self.cfg.page_size.saturating_add(1),
+                &mut units,
+            )
             .await?;
+        if let Some((_, first)) = chain.records.first_mut()
+            && first.kind == EntryType::SNAPSHOT
+            && first.snapshot_root.is_none()
+            && !(start.segment == 0 && from_num == 0)
+        {
+            // The segment says this snapshot is complete, but an eventually consistent read can
+            // miss the root written just before: read the entry again, strongly.
+            let page = self
+                .store
+                .read_entries(
+                    log,
+                    start.segment,
+                    from_num,
+                    1,
+                    Consistency::Strong,
+                    &mut units,
+                )
+                .await?;
+            if let Some(fresh) = page.entries.into_iter().next() {
+                *first = fresh;
+            }
+        }
+        let complete = chain.complete;
         let mut entries = self.resolve(log, chain.records).await?.into_iter();
         let snapshot = entries
             .next()
@@ -439,6 +499,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             snapshot,
             entries,
             next_seq,
+            complete,
             units,
         })
     }
@@ -627,6 +688,11 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     ) -> Result<Chain, LogError> {
         let mut records: Vec<(u64, EntryRecord)> = Vec::new();
         let (mut at, mut num) = (start, num);
+        // Eventually consistent first; after a read that may have been stale, strongly.
+        let mut consistency = Consistency::Eventual;
+        // Re-reads after an entry appeared between two reads; each is answered by a strong read,
+        // which cannot be stale, so a handful is plenty.
+        let mut rereads = 0u32;
         loop {
             let remaining = limit - records.len();
             if remaining == 0 {
@@ -637,14 +703,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             }
             let page = self
                 .store
-                .read_entries(
-                    log,
-                    at.segment,
-                    num,
-                    remaining,
-                    Consistency::Eventual,
-                    units,
-                )
+                .read_entries(log, at.segment, num, remaining, consistency, units)
                 .await?;
             if page.entries.is_empty() && !page.more {
                 // Nothing at or after `num` in this segment: either `num` is the end of the log,
@@ -657,13 +716,16 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     .ok_or_else(|| {
                         corrupt(log, format!("segment {} has no entries", at.segment))
                     })?;
-                if newest.is_end_segment() {
+                if newest.is_end_segment() && newest.num < num {
+                    // `num` lies past this segment's end: it is entry `num - (end + 1)` of the
+                    // next segment.
                     let skip = newest.num + 1;
                     at = SegmentHint {
                         segment: at.segment + 1,
                         base_seq: at.base_seq + skip,
                     };
-                    num -= skip.min(num);
+                    num -= skip;
+                    consistency = Consistency::Eventual;
                     continue;
                 }
                 if newest.num + 1 == num {
@@ -678,7 +740,20 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                         next_seq: at.base_seq + newest.num + 1,
                     });
                 }
-                // The entry appeared between the two reads; read again.
+                // Entries `num..=newest` exist but the page did not show them: it was stale, or
+                // they appeared between the two reads. Read them again, strongly. (Hopping to
+                // the next segment here would skip them.)
+                rereads += 1;
+                if rereads > 3 {
+                    return Err(corrupt(
+                        log,
+                        format!(
+                            "segment {} has entries up to {} but reads from {num} return none",
+                            at.segment, newest.num
+                        ),
+                    ));
+                }
+                consistency = Consistency::Strong;
                 continue;
             }
             let mut ended = None;
@@ -695,6 +770,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                         base_seq: at.base_seq + end + 1,
                     };
                     num = 0;
+                    consistency = Consistency::Eventual;
                 }
                 Some(_) => {
                     return Ok(Chain {
@@ -766,9 +842,13 @@ fn internal_entry(segment: u64, num: u64, created: i64, kind: EntryType) -> Entr
         body: Some(Bytes::new()),
         external: None,
         snapshot_root: None,
+        attempt: None,
     }
 }
 
 fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
+
+#[cfg(test)]
+mod tests;

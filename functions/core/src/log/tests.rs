@@ -1,0 +1,320 @@
+//! The log's algorithms over the in-memory store, under the failure modes the fault adapter
+//! models. Each test here failed before the fix it guards (see the test's comment).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::Barrier;
+
+use super::*;
+use crate::faults::{FaultProfile, Faults, FaultyLogStore};
+use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::ports::EntryPage;
+
+const SET: EntryType = EntryType(16);
+
+fn cell(body: &'static [u8]) -> NewEntry {
+    NewEntry::new(SET, 1, Bytes::from_static(body))
+}
+
+/// Every eventually consistent read is stale for a minute after a write: reads see only what
+/// was written before the window, as long as a strong read is not asked for.
+fn always_stale() -> Arc<Faults> {
+    let mut p = FaultProfile::named("none").expect("profile");
+    p.stale_read = 1.0;
+    p.stale_for = Duration::from_secs(60);
+    Faults::new(p, 7)
+}
+
+/// Lets `n` callers of `put_entry` through together, so they all read the head before any of
+/// them writes.
+#[derive(Debug)]
+struct RacingPuts<S> {
+    inner: S,
+    gate: Barrier,
+}
+
+#[async_trait]
+impl<S: LogStore> LogStore for RacingPuts<S> {
+    async fn create_log(
+        &self,
+        log: LogId,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.inner.create_log(log, segment, first, units).await
+    }
+    async fn newest_segments(
+        &self,
+        log: LogId,
+        limit: u32,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        self.inner
+            .newest_segments(log, limit, consistency, units)
+            .await
+    }
+    async fn all_segments(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<SegmentRecord>, StoreError> {
+        self.inner.all_segments(log, units).await
+    }
+    async fn newest_entry(
+        &self,
+        log: LogId,
+        segment: u64,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<EntryRecord>, StoreError> {
+        self.inner
+            .newest_entry(log, segment, consistency, units)
+            .await
+    }
+    async fn put_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<PutOutcome, StoreError> {
+        if entry.num == 1 {
+            self.gate.wait().await;
+        }
+        self.inner.put_entry(log, entry, units).await
+    }
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.inner
+            .start_segment(log, end, segment, first, units)
+            .await
+    }
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError> {
+        self.inner
+            .read_entries(log, segment, from, limit, consistency, units)
+            .await
+    }
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .set_snapshot_root(log, segment, num, root, units)
+            .await
+    }
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .advance_last_snapshot(log, segment, num, units)
+            .await
+    }
+}
+
+/// Hole 1: the append recognised "my own earlier attempt" by equal contents, so two writers
+/// appending the same body in the same second both got the same sequence and one write was lost.
+#[tokio::test]
+async fn two_writers_of_the_same_body_get_two_entries() {
+    let store = RacingPuts {
+        inner: MemLogStore::new(),
+        gate: Barrier::new(2),
+    };
+    let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
+    let id = log.create().await.unwrap().log;
+    let (a, b) = tokio::join!(
+        log.append(id, cell(b"7"), AppendOptions::default()),
+        log.append(id, cell(b"7"), AppendOptions::default())
+    );
+    let (a, b) = (a.unwrap().seq, b.unwrap().seq);
+    assert_ne!(a, b, "two appends acknowledged with one sequence");
+    let page = log.read_since(id, 0, 10).await.unwrap();
+    assert_eq!(page.entries.len(), 3, "entry 0 and both appends");
+}
+
+/// A retry of the same call after a lost response is still recognised (and not appended twice).
+#[tokio::test]
+async fn a_lost_put_response_is_recognised_by_the_calls_identity() {
+    let mut p = FaultProfile::named("none").unwrap();
+    p.lost_response = 1.0;
+    let faults = Faults::new(p, 3);
+    let store = FaultyLogStore::new(MemLogStore::new(), faults.clone());
+    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap();
+    let id = log.create().await.unwrap().log;
+    for i in 1..=5u64 {
+        let out = log
+            .append(id, cell(b"x"), AppendOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(out.seq, i);
+    }
+    assert!(
+        faults
+            .counts
+            .lost_responses
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 5
+    );
+    assert_eq!(log.read_since(id, 0, 100).await.unwrap().entries.len(), 6);
+}
+
+/// Hole 2: a stale (empty) page followed by a strong read that found the segment's End Segment
+/// entry jumped to the next segment and skipped the ended segment's tail.
+#[tokio::test]
+async fn a_stale_page_at_a_segment_end_does_not_skip_entries() {
+    let faults = always_stale();
+    let store = FaultyLogStore::new(MemLogStore::new(), faults.clone());
+    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap();
+    let id = log.create().await.unwrap().log;
+    for b in [&b"a"[..], b"b", b"c"] {
+        log.append(
+            id,
+            NewEntry::new(SET, 1, Bytes::from_static(b)),
+            AppendOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let started = log.start_segment(id).await.unwrap();
+    assert_eq!(started.end_seq, 4);
+    let page = log.read_since(id, 1, 100).await.unwrap();
+    let seqs: Vec<u64> = page.entries.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        &seqs[..4],
+        &[1, 2, 3, 4],
+        "the ended segment's tail is read: {seqs:?}"
+    );
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "gapless: {seqs:?}"
+    );
+}
+
+/// Hole 3: a transaction cancelled for a conflict with another request surfaced as an error.
+#[tokio::test]
+async fn transactions_cancelled_for_a_conflict_are_retried() {
+    let mut p = FaultProfile::named("conflict").unwrap();
+    p.tx_conflict = 0.5;
+    let faults = Faults::new(p, 11);
+    let store = FaultyLogStore::new(MemLogStore::new(), faults.clone());
+    let cfg = LogConfig {
+        min_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(2),
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(store, MemPayloadStore::new(), cfg).unwrap();
+    for _ in 0..20 {
+        let id = log.create().await.unwrap().log;
+        log.append(id, cell(b"x"), AppendOptions::default())
+            .await
+            .unwrap();
+        log.start_segment(id).await.unwrap();
+    }
+    assert!(
+        faults
+            .counts
+            .tx_conflicts
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 5
+    );
+}
+
+/// Hole 4: load read the newest completed Snapshot entry eventually consistently and could see
+/// it without its root (written just before), then failed to find the snapshot.
+#[tokio::test]
+async fn load_reads_a_snapshot_root_that_a_stale_read_misses() {
+    let faults = always_stale();
+    let mem = Arc::new(MemLogStore::new());
+    let log = EventLog::new(mem.clone(), MemPayloadStore::new(), LogConfig::default()).unwrap();
+    let id = log.create().await.unwrap().log;
+    log.append(id, cell(b"x"), AppendOptions::default())
+        .await
+        .unwrap();
+    let snap = log
+        .append(
+            id,
+            NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new()),
+            AppendOptions::default(),
+        )
+        .await
+        .unwrap();
+    // The root is written through the faulty store (so eventual reads miss it for a while);
+    // the segment's Last Snapshot is already visible to every read.
+    let faulty = FaultyLogStore::new(mem.clone(), faults.clone());
+    let mut units = RequestUnits::default();
+    faulty
+        .set_snapshot_root(
+            id,
+            snap.segment,
+            snap.entry,
+            "snapshots/x/root.json",
+            &mut units,
+        )
+        .await
+        .unwrap();
+    mem.advance_last_snapshot(id, snap.segment, snap.entry, &mut units)
+        .await
+        .unwrap();
+    let reader = EventLog::new(faulty, MemPayloadStore::new(), LogConfig::default()).unwrap();
+    let loaded = reader.load(id).await.unwrap();
+    assert_eq!(loaded.snapshot.seq, snap.seq);
+    assert_eq!(
+        loaded.snapshot.snapshot_root.as_deref(),
+        Some("snapshots/x/root.json")
+    );
+    assert!(
+        faults
+            .counts
+            .stale_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+}
+
+/// Hole 5: load read the whole tail after the snapshot into memory, however long.
+#[tokio::test]
+async fn load_returns_at_most_a_page_and_says_more_follows() {
+    let cfg = LogConfig {
+        page_size: 10,
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).unwrap();
+    let id = log.create().await.unwrap().log;
+    for _ in 0..30 {
+        log.append(id, cell(b"x"), AppendOptions::default())
+            .await
+            .unwrap();
+    }
+    let loaded = log.load(id).await.unwrap();
+    assert_eq!(loaded.entries.len(), 10);
+    assert!(!loaded.complete);
+    assert_eq!(loaded.next_seq, 11);
+    let rest = log.read_since(id, loaded.next_seq, 100).await.unwrap();
+    assert_eq!(rest.entries.len(), 20);
+    assert!(rest.complete);
+}
