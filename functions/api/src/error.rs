@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use sheetlog_core::LogError;
+use sheetlog_core::{LogError, StoreError};
 use tracing::error;
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +52,9 @@ pub enum ApiError {
     OutOfRange { from: u64, next_seq: u64 },
     #[error("the log is busy with other writers; retry shortly")]
     Busy,
+    /// AWS asked us to slow down (DynamoDB throughput, S3 `SlowDown`) beyond the SDK's retries.
+    #[error("the service is throttling requests ({operation}); retry shortly")]
+    Throttled { operation: &'static str },
     #[error("internal error")]
     Internal(String),
 }
@@ -72,7 +75,7 @@ impl ApiError {
             }
             Truncated { .. } => StatusCode::GONE,
             OutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Busy | Throttled { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -97,6 +100,7 @@ impl ApiError {
             Truncated { .. } => "truncated",
             OutOfRange { .. } => "out-of-range",
             Busy => "busy",
+            Throttled { .. } => "throttled",
             Internal(_) => "internal",
         }
     }
@@ -139,6 +143,15 @@ impl ApiError {
             LogError::OutOfRange { from, next_seq } => ApiError::OutOfRange { from, next_seq },
             LogError::BodyTooLarge { size, limit } => ApiError::EntryTooLarge { size, limit },
             LogError::InvalidEntry(m) => ApiError::InvalidEntry(m),
+            LogError::Store(e) => Self::from_store(e),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+
+    /// Maps a store failure: throttling is "retry shortly" (503), anything else internal.
+    pub fn from_store(e: StoreError) -> Self {
+        match e {
+            StoreError::Throttled { operation, .. } => ApiError::Throttled { operation },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -157,7 +170,7 @@ impl IntoResponse for ApiError {
         body.insert("message".into(), json!(message));
         body.extend(self.details());
         let mut resp = (status, axum::Json(json!({ "error": body }))).into_response();
-        if matches!(self, ApiError::Busy) {
+        if matches!(self, ApiError::Busy | ApiError::Throttled { .. }) {
             resp.headers_mut()
                 .insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }

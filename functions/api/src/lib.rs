@@ -20,9 +20,13 @@ pub mod state;
 pub mod trigger;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Method, Uri};
+use axum::http::{HeaderValue, Method, Response, StatusCode, Uri, header};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
+use serde_json::json;
+use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::OpenApi;
 
 pub use config::ApiConfig;
@@ -71,6 +75,48 @@ async fn method_not_allowed(method: Method) -> ApiError {
     }
 }
 
+/// A panic in a handler is a bug, but the caller still gets an answer: a JSON 500 with a request
+/// id to quote, and nothing internal. The panic message goes to the log under the same id.
+fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let detail = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    let request_id = uuid::Uuid::new_v4().to_string();
+    tracing::error!(request_id = %request_id, panic = %detail, "handler panicked");
+    let body = json!({"error": {
+        "code": "internal",
+        "message": "internal error",
+        "requestId": request_id,
+    }});
+    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
+}
+
+/// axum answers a path or query it cannot decode (bad percent-encoding, a path parameter that is
+/// not UTF-8) in plain text; every error of this API is JSON, so rewrite those.
+async fn json_rejections(resp: Response<Body>) -> Response<Body> {
+    let plain = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    if !(resp.status().is_client_error() && plain) {
+        return resp;
+    }
+    let status = resp.status();
+    let text = match axum::body::to_bytes(resp.into_body(), 64 * 1024).await {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(_) => String::new(),
+    };
+    let body = json!({"error": {"code": "invalid-request", "message": text}});
+    let mut out = (status, axum::Json(body)).into_response();
+    out.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    out
+}
+
 pub fn router(state: SharedState) -> Router {
     let limit = state.cfg.max_request_bytes;
     Router::new()
@@ -92,5 +138,88 @@ pub fn router(state: SharedState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::map_response(json_rejections))
+        .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn json_of(resp: Response<Body>) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        serde_json::from_slice(&bytes).expect("a JSON body")
+    }
+
+    async fn boom() -> &'static str {
+        panic!("secret detail")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_a_json_500_with_a_request_id() {
+        let app: Router = Router::new()
+            .route("/boom", get(boom))
+            .layer(CatchPanicLayer::custom(panic_response));
+        let resp = app
+            .oneshot(Request::get("/boom").body(Body::empty()).expect("request"))
+            .await
+            .expect("a response, not a dropped connection");
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let v = json_of(resp).await;
+        assert_eq!(v["error"]["code"], "internal");
+        assert!(
+            v["error"]["requestId"]
+                .as_str()
+                .is_some_and(|s| s.len() == 36)
+        );
+        assert!(
+            !v.to_string().contains("secret"),
+            "nothing internal leaks: {v}"
+        );
+    }
+
+    #[tokio::test]
+    async fn undecodable_paths_answer_json() {
+        let app: Router = Router::new()
+            .route(
+                "/logs/{id}",
+                get(|axum::extract::Path(id): axum::extract::Path<String>| async move { id }),
+            )
+            .layer(axum::middleware::map_response(json_rejections));
+        let resp = app
+            .oneshot(
+                Request::get("/logs/%FF%FE")
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("response");
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        let v = json_of(resp).await;
+        assert_eq!(v["error"]["code"], "invalid-request");
+    }
+
+    #[test]
+    fn throttling_is_a_503_with_retry_after() {
+        let e = ApiError::from_log(
+            "x",
+            sheetlog_core::LogError::Store(sheetlog_core::StoreError::Throttled {
+                service: "DynamoDB",
+                operation: "PutItem",
+            }),
+        );
+        assert_eq!(e.code(), "throttled");
+        let resp = e.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            resp.headers().get("retry-after").map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+    }
 }

@@ -140,7 +140,7 @@ async fn presign_get(state: &SharedState, key: &str) -> ApiResult<String> {
         .bucket
         .presign_get(key, state.cfg.upload_url_ttl)
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))
+        .map_err(ApiError::from_store)
 }
 
 #[utoipa::path(get, path = "/health", responses((status = 200, body = Health)))]
@@ -273,7 +273,7 @@ pub async fn create_upload(
         .bucket
         .presign_put(&key, state.cfg.upload_url_ttl, &spec)
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(ApiError::from_store)?;
     let headers: BTreeMap<String, String> = presigned.headers.into_iter().collect();
     let expires = time::OffsetDateTime::now_utc() + state.cfg.upload_url_ttl;
     let expires_at = expires
@@ -350,7 +350,7 @@ pub async fn commit_upload(
     let head = match state.bucket.head(&key).await {
         Ok(h) => h,
         Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadMissing { upload_id }),
-        Err(e) => return Err(ApiError::Internal(e.to_string())),
+        Err(e) => return Err(ApiError::from_store(e)),
     };
     let size = head.size;
     if size > state.cfg.max_upload_bytes {
@@ -369,7 +369,7 @@ pub async fn commit_upload(
         .bucket
         .get_object(&key)
         .await
-        .map_err(|e| ApiError::Internal(format!("reading the upload failed: {e}")))?
+        .map_err(ApiError::from_store)?
         .ok_or_else(|| ApiError::UploadMissing {
             upload_id: upload_id.clone(),
         })?;
@@ -393,7 +393,7 @@ async fn sniff_format(state: &SharedState, key: &str) -> ApiResult<ImportFormat>
         .bucket
         .get_range(key, 0, 4)
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(ApiError::from_store)?;
     // XLSX files are ZIP archives.
     Ok(if head.starts_with(b"PK\x03\x04") {
         ImportFormat::Xlsx
@@ -553,7 +553,7 @@ pub async fn load_log(
         },
         entries: entry_dtos(&state, &loaded.entries).await?,
         next_seq: loaded.next_seq,
-        complete: true,
+        complete: loaded.complete,
     }))
 }
 

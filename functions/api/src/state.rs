@@ -8,10 +8,13 @@ use sheetlog_core::LogId;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::{EventLog, SegmentHint};
+use sheetlog_core::ports::{LogStore, PayloadStore};
 
 use crate::config::ApiConfig;
 
-pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
+/// The API's log: the stores are chosen at start-up (the AWS adapters, or the same wrapped in
+/// the fault-injecting adapter by `sheetlog dev --faults`).
+pub type ApiLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 
 /// Hints kept per warm process; cleared wholesale past this many logs (a stale or missing hint
 /// only costs one extra query).
@@ -19,7 +22,7 @@ const MAX_HINTS: usize = 10_000;
 
 #[derive(Debug)]
 pub struct AppState {
-    pub log: AwsLog,
+    pub log: ApiLog,
     /// The stack's bucket: presigned URLs, uploads, snapshot manifests and chunks, and import
     /// files streamed for reads that replay an import.
     pub bucket: S3Bucket,
@@ -30,9 +33,9 @@ pub struct AppState {
 pub type SharedState = Arc<AppState>;
 
 impl AppState {
-    pub fn new(log: AwsLog, cfg: ApiConfig) -> Self {
+    pub fn new(log: ApiLog, bucket: S3Bucket, cfg: ApiConfig) -> Self {
         Self {
-            bucket: log.payloads().clone(),
+            bucket,
             log,
             cfg,
             hints: Mutex::new(HashMap::new()),
@@ -46,11 +49,27 @@ impl AppState {
         log_cfg: LogConfig,
         cfg: ApiConfig,
     ) -> anyhow::Result<Self> {
+        Self::from_sdk_wrapped(sdk, resources, log_cfg, cfg, |s, p| (s, p))
+    }
+
+    /// As [`from_sdk`](Self::from_sdk), with the log's stores passed through `wrap` first (the
+    /// local stack wraps them in the fault-injecting adapter).
+    pub fn from_sdk_wrapped(
+        sdk: &aws_config::SdkConfig,
+        resources: &Resources,
+        log_cfg: LogConfig,
+        cfg: ApiConfig,
+        wrap: impl FnOnce(
+            Arc<dyn LogStore>,
+            Arc<dyn PayloadStore>,
+        ) -> (Arc<dyn LogStore>, Arc<dyn PayloadStore>),
+    ) -> anyhow::Result<Self> {
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table);
         let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
-        let log = EventLog::new(store, bucket, log_cfg)?;
-        Ok(Self::new(log, cfg))
+        let (store, payloads) = wrap(Arc::new(store), Arc::new(bucket.clone()));
+        let log = EventLog::new(store, payloads, log_cfg)?;
+        Ok(Self::new(log, bucket, cfg))
     }
 
     pub fn hint(&self, log: LogId) -> Option<SegmentHint> {

@@ -16,6 +16,7 @@ use sheetlog_api::{ApiConfig, AppState};
 use std::time::Duration;
 
 use sheetlog_core::config::LogConfig;
+use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
 use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, create_local_stack};
 use tracing::info;
 
@@ -58,6 +59,11 @@ struct DevArgs {
         default_value_t = 240.0
     )]
     worker_time_budget: f64,
+    /// Serve the API over a hostile backend: `PROFILE` or `PROFILE:SEED`, one of none, stale,
+    /// lossy, throttle, conflict, hostile (stale reads, lost responses, throttling, transaction
+    /// conflicts, latency spikes, as AWS has them and the emulator does not).
+    #[arg(long, env = "SHEETLOG_FAULTS")]
+    faults: Option<String>,
 }
 
 #[tokio::main]
@@ -92,7 +98,28 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let stack = create_local_stack(&sdk, &args.prefix)
         .await
         .context("creating the local resources (is the emulator fresh?)")?;
-    let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::from_env()?, cfg)?;
+    let faults = match &args.faults {
+        Some(spec) => {
+            let (profile, seed) = FaultProfile::parse(spec).map_err(anyhow::Error::msg)?;
+            info!(profile = %profile.name, seed, "injecting faults into the API's stores");
+            Some(Faults::new(profile, seed))
+        }
+        None => None,
+    };
+    let wrap_faults = faults.clone();
+    let state = AppState::from_sdk_wrapped(
+        &sdk,
+        &stack.resources,
+        LogConfig::from_env()?,
+        cfg,
+        move |store, payloads| match wrap_faults {
+            Some(f) => (
+                Arc::new(FaultyLogStore::new(store, f.clone())),
+                Arc::new(FaultyPayloadStore::new(payloads, f)),
+            ),
+            None => (store, payloads),
+        },
+    )?;
     let app = sheetlog_api::router(Arc::new(state));
     let pipeline_cfg = LocalPipelineConfig {
         worker_time_budget: Duration::from_secs_f64(args.worker_time_budget),
@@ -117,6 +144,19 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .await?;
     let _ = stop_tx.send(true);
     let _ = pipeline_task.await;
+    if let Some(f) = faults {
+        let kinds: Vec<String> = f
+            .counts
+            .by_kind()
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        println!(
+            "faults injected: {} ({})",
+            f.counts.total(),
+            kinds.join(", ")
+        );
+    }
     Ok(())
 }
 

@@ -592,6 +592,16 @@ async fn entry_reads_page_and_reject_bad_ranges() -> anyhow::Result<()> {
         .send()
         .await?;
     expect_error(r, StatusCode::BAD_REQUEST, "invalid-query").await?;
+    // The largest sequence there is: out of range, not an overflow and a dropped connection.
+    let r = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:B2&at={}", u64::MAX)))
+        .send()
+        .await?;
+    let v = expect_error(r, StatusCode::RANGE_NOT_SATISFIABLE, "out-of-range").await?;
+    assert_eq!(v["error"]["nextSeq"], end);
+    // A path that is not valid percent-encoded UTF-8 is a JSON 400 like every other error.
+    let r = c.get(api.url("/logs/%FF%FE/entries")).send().await?;
+    expect_error(r, StatusCode::BAD_REQUEST, "invalid-request").await?;
     Ok(())
 }
 
