@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`api`]      — the API under test: in-process over loopback HTTP, or a deployment by URL
 //! - [`bench_log`] — the `./scripts/bench log` measurements
+//! - [`chaos`]    — the history checker: concurrent writers and readers over the fault adapter
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
 //! - [`faults`]   — a store wrapper that injects lost responses and lost races
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
@@ -13,6 +14,7 @@
 
 pub mod api;
 pub mod bench_log;
+pub mod chaos;
 pub mod emulator;
 pub mod faults;
 pub mod pipeline;

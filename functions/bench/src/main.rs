@@ -10,6 +10,9 @@
 //! - `pipeline.rs` — `pipeline`: snapshot job latency through the running local pipeline, and the
 //!   snapshot worker's peak memory on a 1M-cell import (in a child process, the same way).
 //!
+//! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
+//!   profile, 100,000 operations each by default.
+//!
 //! Benchmarks print numbers; they never assert on timings.
 
 mod pipeline;
@@ -46,6 +49,9 @@ enum Command {
     /// Side-effect pipeline on the local stack: snapshot job latency (append -> snapshot
     /// complete) and the snapshot worker's peak memory for a 1M-cell sheet.
     Pipeline(pipeline::PipelineArgs),
+    /// History checker: concurrent writers and readers over the fault-injecting adapter; counts
+    /// anomalies, lost and duplicated acknowledged appends, skipped reads.
+    Chaos(ChaosArgs),
     /// Internal: one measured build in this process (run by `snapshot` as a child).
     #[command(hide = true)]
     BuildChild(snapshot::ChildArgs),
@@ -59,9 +65,112 @@ fn main() -> anyhow::Result<()> {
         Command::Log { json } => log_bench(json),
         Command::Snapshot { json } => snapshot::run(json),
         Command::Pipeline(args) => pipeline::run(args),
+        Command::Chaos(args) => chaos(args),
         Command::BuildChild(args) => snapshot::child(args),
         Command::WorkerChild(args) => pipeline::worker_child(args),
     }
+}
+
+#[derive(Debug, clap::Args)]
+struct ChaosArgs {
+    /// Operations (appends and reads) per profile.
+    #[arg(long, default_value_t = 100_000)]
+    ops: u64,
+    /// One profile (none, stale, lossy, throttle, conflict, hostile); default: every one.
+    #[arg(long)]
+    profile: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
+    use sheetlog_core::faults::FaultProfile;
+    use sheetlog_tests::chaos::{ChaosConfig, run};
+    let names: Vec<String> = match &args.profile {
+        Some(p) => vec![p.clone()],
+        None => FaultProfile::NAMES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut reports = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let profile = FaultProfile::named(name)
+            .ok_or_else(|| anyhow::anyhow!("unknown fault profile {name:?}"))?;
+        eprintln!("chaos: profile {name}, {} operations ...", args.ops);
+        let r = rt.block_on(run(ChaosConfig::new(
+            profile,
+            args.seed + i as u64,
+            args.ops,
+        )))?;
+        eprintln!(
+            "chaos: {name}: {} acknowledged, {} faults, {} anomalies in {:.1} s",
+            r.acknowledged, r.faults_injected, r.anomalies, r.elapsed_s
+        );
+        reports.push(r);
+    }
+    let sum =
+        |f: fn(&sheetlog_tests::chaos::ChaosReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let mut by_kind = std::collections::BTreeMap::<String, u64>::new();
+    for r in &reports {
+        for (k, n) in &r.faults_by_kind {
+            *by_kind.entry(k.clone()).or_default() += n;
+        }
+    }
+    let out = serde_json::json!({
+        "ops": sum(|r| r.ops),
+        "appends": sum(|r| r.appends),
+        "acknowledged": sum(|r| r.acknowledged),
+        "reads": sum(|r| r.reads),
+        "faults_injected": sum(|r| r.faults_injected),
+        "faults_by_kind": by_kind,
+        "anomalies": sum(|r| r.anomalies),
+        "acknowledged_lost": sum(|r| r.acknowledged_lost),
+        "duplicates": sum(|r| r.duplicates),
+        "skipped_reads": sum(|r| r.skipped_reads),
+        "changed_reads": sum(|r| r.changed_reads),
+        "stale_expected_landed": sum(|r| r.stale_expected_landed),
+        "cells_mismatched": sum(|r| r.cells_mismatched),
+        "snapshots_completed": sum(|r| r.snapshots_completed),
+        "profiles": reports,
+    });
+    if args.json {
+        println!("{out}");
+    } else {
+        println!(
+            "{:<10} {:>8} {:>12} {:>8} {:>9} {:>6} {:>5} {:>8} {:>8}",
+            "profile",
+            "ops",
+            "acknowledged",
+            "reads",
+            "faults",
+            "anom.",
+            "lost",
+            "dupl.",
+            "skipped"
+        );
+        for r in &reports {
+            println!(
+                "{:<10} {:>8} {:>12} {:>8} {:>9} {:>6} {:>5} {:>8} {:>8}",
+                r.profile,
+                r.ops,
+                r.acknowledged,
+                r.reads,
+                r.faults_injected,
+                r.anomalies,
+                r.acknowledged_lost,
+                r.duplicates,
+                r.skipped_reads
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The log benchmark, with a one-cell `set` event (`B3 = 42.5`) in its real stored encoding.

@@ -1,0 +1,531 @@
+//! A history checker in the spirit of Jepsen and Elle: concurrent writers and readers run against
+//! the log over the fault-injecting adapter (`sheetlog_core::faults`), every acknowledged append
+//! and every read is recorded, and the history is checked:
+//!
+//! - the log is gapless and never reorders;
+//! - every acknowledged append is present exactly once, at the sequence it was acknowledged with,
+//!   with its body;
+//! - a read never sees an entry change, a gap, or a later entry without the earlier ones;
+//! - an append refused for a stale `expectedSeq` never lands;
+//! - cells at a past version equal a replay of the entries before it.
+//!
+//! Writers append with and without `expectedSeq`, identical and distinct bodies, small and
+//! S3-sized bodies; segments roll every few entries and the snapshot worker builds snapshots
+//! during the run. Everything runs in this process over the in-memory stores, so 100,000
+//! operations take minutes, not hours. `./scripts/bench chaos` runs it; a short profile runs
+//! in the integration tests.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::{EntryType, NewEntry, SnapshotJob};
+use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
+use sheetlog_core::log::{AppendOptions, EventLog};
+use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
+use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::sheet::{EntryBody, Event, Range, Sheet, Value};
+use sheetlog_core::snapshot::{BuildConfig, MemBlobs, MemImports, read_range};
+use sheetlog_core::snapshot_input::{as_of, base_manifest, log_entries};
+use sheetlog_core::{Entry, LogError};
+use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
+
+type DynLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
+
+/// One run's settings.
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    pub profile: FaultProfile,
+    pub seed: u64,
+    pub ops: u64,
+    pub writers: usize,
+    pub readers: usize,
+    pub segment_max_entries: u64,
+    pub snapshot_interval: u64,
+    /// Versions whose cells are compared with a replay at the end.
+    pub cell_checks: usize,
+}
+
+impl ChaosConfig {
+    pub fn new(profile: FaultProfile, seed: u64, ops: u64) -> Self {
+        Self {
+            profile,
+            seed,
+            ops,
+            writers: 6,
+            readers: 3,
+            segment_max_entries: 40,
+            snapshot_interval: 10,
+            cell_checks: 8,
+        }
+    }
+}
+
+/// What a run did and found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ChaosReport {
+    pub profile: String,
+    pub seed: u64,
+    pub ops: u64,
+    pub appends: u64,
+    pub acknowledged: u64,
+    pub reads: u64,
+    pub faults_injected: u64,
+    pub faults_by_kind: BTreeMap<String, u64>,
+    pub anomalies: u64,
+    pub acknowledged_lost: u64,
+    pub duplicates: u64,
+    pub skipped_reads: u64,
+    pub changed_reads: u64,
+    pub stale_expected_landed: u64,
+    pub cells_mismatched: u64,
+    pub snapshots_completed: u64,
+    pub segments: u64,
+    pub log_entries: u64,
+    pub elapsed_s: f64,
+    /// The first few anomalies, described.
+    pub examples: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct History {
+    /// seq -> tag of every acknowledged append.
+    acked: BTreeMap<u64, String>,
+    /// Tags whose append was refused for a stale expected sequence.
+    refused: Vec<String>,
+    /// Identical-body appends: acknowledged, and with an unknown outcome.
+    same_acked: u64,
+    same_unknown: u64,
+    /// seq -> tag first seen by any reader.
+    seen: HashMap<u64, String>,
+    examples: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    appends: AtomicU64,
+    reads: AtomicU64,
+    duplicates: AtomicU64,
+    skipped: AtomicU64,
+    changed: AtomicU64,
+    snapshots: AtomicU64,
+}
+
+fn note(h: &Mutex<History>, what: String) {
+    if let Ok(mut h) = h.lock()
+        && h.examples.len() < 10
+    {
+        h.examples.push(what);
+    }
+}
+
+const SAME: &str = "same";
+
+fn set_cell(row: u32, text: &str) -> NewEntry {
+    let ev = Event::from_parts(
+        "set",
+        serde_json::json!({"cells": [{"ref": format!("A{row}"), "value": text}]}),
+    )
+    .unwrap_or_else(|e| panic!("a valid set event: {e}"));
+    let (code, version, body) = ev.encode();
+    NewEntry::new(EntryType(code), version, body)
+}
+
+/// The tag an entry carries: the text it sets (large bodies are the tag followed by padding).
+fn tag_of(e: &Entry) -> Option<String> {
+    match EntryBody::decode(e.kind.0, e.version, &e.body).ok()? {
+        EntryBody::Event(Event::Set(s)) => match &s.cells.first()?.value {
+            Value::Text(t) => Some(t.split('|').next().unwrap_or(t).to_owned()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Runs the checker and reports what it found.
+pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
+    let started = Instant::now();
+    let faults = Faults::new(cfg.profile.clone(), cfg.seed);
+    let mem = Arc::new(MemLogStore::new());
+    let mem_payloads = Arc::new(MemPayloadStore::new());
+    let store: Arc<dyn LogStore> = Arc::new(FaultyLogStore::new(mem.clone(), faults.clone()));
+    let payloads: Arc<dyn PayloadStore> = Arc::new(FaultyPayloadStore::new(
+        mem_payloads.clone(),
+        faults.clone(),
+    ));
+    let log_cfg = LogConfig {
+        min_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(10),
+        max_attempts: 60,
+        ..LogConfig::default()
+    };
+    let log: Arc<DynLog> = Arc::new(EventLog::new(
+        store.clone(),
+        payloads.clone(),
+        log_cfg.clone(),
+    )?);
+    let blobs = Arc::new(MemBlobs::new());
+    let worker = Worker::new(
+        EventLog::new(store.clone(), payloads.clone(), log_cfg.clone())?,
+        Arc::new(MemPendingStore::new()),
+        blobs.clone(),
+        Arc::new(MemImports::new()),
+        WorkerConfig {
+            pending_timeout: Duration::from_secs(2),
+            handoff_reserve: Duration::ZERO,
+            defer_min: Duration::from_millis(5),
+            defer_max: Duration::from_millis(20),
+            error_retry: Duration::from_millis(5),
+            build: BuildConfig { chunk_target: 512 },
+        },
+    );
+    let id = loop {
+        match log.create().await {
+            Ok(c) => break c.log,
+            Err(LogError::Store(sheetlog_core::StoreError::Throttled { .. })) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+
+    let history = Arc::new(Mutex::new(History::default()));
+    let counters = Arc::new(Counters::default());
+    let next_op = Arc::new(AtomicU64::new(0));
+    let (jobs_tx, mut jobs_rx) = tokio::sync::mpsc::unbounded_channel::<SnapshotJob>();
+
+    // The snapshot worker: runs each job until it is done, as the queue would.
+    let worker_task = {
+        let counters = counters.clone();
+        let history = history.clone();
+        tokio::spawn(async move {
+            while let Some(job) = jobs_rx.recv().await {
+                for _ in 0..2000 {
+                    match worker
+                        .run(&job, Instant::now() + Duration::from_secs(30))
+                        .await
+                    {
+                        Ok(Outcome::Completed { .. }) => {
+                            counters.snapshots.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                        Ok(Outcome::AlreadyComplete | Outcome::Duplicate) => break,
+                        Ok(Outcome::Rejected { reason }) => {
+                            note(&history, format!("snapshot job {job:?} rejected: {reason}"));
+                            break;
+                        }
+                        Ok(Outcome::Deferred { .. } | Outcome::HandedOff { .. }) | Err(_) => {
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                    }
+                }
+            }
+        })
+    };
+
+    let mut tasks = Vec::new();
+    for w in 0..cfg.writers {
+        let (log, history, counters, next_op, jobs) = (
+            log.clone(),
+            history.clone(),
+            counters.clone(),
+            next_op.clone(),
+            jobs_tx.clone(),
+        );
+        let (ops, seed) = (cfg.ops, cfg.seed.wrapping_add(w as u64 * 7919));
+        let (interval, seg_max) = (cfg.snapshot_interval, cfg.segment_max_entries);
+        tasks.push(tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut last_next = 0u64;
+            let mut hint = None;
+            while next_op.fetch_add(1, Ordering::Relaxed) < ops {
+                counters.appends.fetch_add(1, Ordering::Relaxed);
+                let i = rng.random::<u32>();
+                let row = 1 + i % 50;
+                let roll = rng.random_range(0..100);
+                let (tag, entry) = if roll < 10 {
+                    (SAME.to_owned(), set_cell(1, SAME))
+                } else if roll < 14 {
+                    // Over the 16 KB inline threshold: the body goes to the payload store.
+                    let tag = format!("w{w}-{i}-big");
+                    let text = format!("{tag}|{}", "x".repeat(20_000));
+                    (tag, set_cell(row, &text))
+                } else {
+                    let tag = format!("w{w}-{i}");
+                    (tag.clone(), set_cell(row, &tag))
+                };
+                let expected = (roll >= 80).then_some(last_next);
+                let opts = AppendOptions {
+                    expected_seq: expected,
+                    segment_hint: hint,
+                };
+                match log.append(id, entry, opts).await {
+                    Ok(a) => {
+                        last_next = a.next_seq;
+                        hint = Some(a.hint);
+                        let dup = {
+                            let mut h = history.lock().unwrap_or_else(|e| e.into_inner());
+                            if tag == SAME {
+                                h.same_acked += 1;
+                            }
+                            h.acked.insert(a.seq, tag.clone())
+                        };
+                        if let Some(prev) = dup {
+                            counters.duplicates.fetch_add(1, Ordering::Relaxed);
+                            note(
+                                &history,
+                                format!("seq {} acknowledged to {prev} and {tag}", a.seq),
+                            );
+                        }
+                        if a.seq % interval == 0 {
+                            // The API's snapshot trigger, and the stream router's job.
+                            let snap = NewEntry::new(EntryType::SNAPSHOT, 0, bytes::Bytes::new());
+                            if let Ok(s) = log.append(id, snap, AppendOptions::default()).await {
+                                let _ = jobs.send(SnapshotJob::new(id, s.segment, s.entry));
+                            }
+                        }
+                        if a.entry >= seg_max
+                            && let Ok(s) = log.start_segment(id).await
+                        {
+                            hint = Some(s.hint);
+                            let _ = jobs.send(SnapshotJob::new(id, s.segment, 0));
+                        }
+                    }
+                    Err(LogError::Conflict { next_seq, .. }) if expected.is_some() => {
+                        last_next = next_seq;
+                        let mut h = history.lock().unwrap_or_else(|e| e.into_inner());
+                        h.refused.push(tag);
+                    }
+                    Err(_) => {
+                        // Throttled or out of attempts: the outcome is unknown.
+                        if tag == SAME {
+                            history
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .same_unknown += 1;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for r in 0..cfg.readers {
+        let (log, history, counters, next_op) = (
+            log.clone(),
+            history.clone(),
+            counters.clone(),
+            next_op.clone(),
+        );
+        let (ops, seed) = (cfg.ops, cfg.seed.wrapping_add(1_000_003 + r as u64));
+        tasks.push(tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut known = 1u64;
+            while next_op.fetch_add(1, Ordering::Relaxed) < ops {
+                counters.reads.fetch_add(1, Ordering::Relaxed);
+                let (from, entries) = if rng.random_bool(0.8) {
+                    let from = rng.random_range(0..=known);
+                    let limit = rng.random_range(1..200);
+                    match log.read_since(id, from, limit).await {
+                        Ok(p) => (from, p.entries),
+                        Err(_) => continue,
+                    }
+                } else {
+                    match log.load(id).await {
+                        Ok(l) => {
+                            let mut all = vec![l.snapshot];
+                            all.extend(l.entries);
+                            (all[0].seq, all)
+                        }
+                        Err(_) => continue,
+                    }
+                };
+                check_read(&history, &counters, from, &entries);
+                if let Some(last) = entries.last() {
+                    known = known.max(last.seq + 1);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    drop(jobs_tx);
+    worker_task.await?;
+
+    // The final history: read straight from the store, with no faults in the way.
+    let clean: EventLog<Arc<MemLogStore>, Arc<MemPayloadStore>> =
+        EventLog::new(mem.clone(), mem_payloads.clone(), log_cfg)?;
+    let mut all = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = clean
+            .read_from(
+                id,
+                sheetlog_core::SegmentHint {
+                    segment: 0,
+                    base_seq: 0,
+                },
+                from,
+                5000,
+            )
+            .await?;
+        let done = page.complete || page.entries.is_empty();
+        from = page.next_seq;
+        all.extend(page.entries);
+        if done {
+            break;
+        }
+    }
+    let mut report = ChaosReport {
+        profile: cfg.profile.name.clone(),
+        seed: cfg.seed,
+        ops: cfg.ops,
+        appends: counters.appends.load(Ordering::Relaxed),
+        reads: counters.reads.load(Ordering::Relaxed),
+        duplicates: counters.duplicates.load(Ordering::Relaxed),
+        skipped_reads: counters.skipped.load(Ordering::Relaxed),
+        changed_reads: counters.changed.load(Ordering::Relaxed),
+        snapshots_completed: counters.snapshots.load(Ordering::Relaxed),
+        segments: all.last().map_or(0, |e| e.segment + 1),
+        log_entries: all.len() as u64,
+        ..ChaosReport::default()
+    };
+    let h = std::mem::take(&mut *history.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut examples = h.examples.clone();
+    let mut push = |what: String| {
+        if examples.len() < 10 {
+            examples.push(what);
+        }
+    };
+    for (i, e) in all.iter().enumerate() {
+        if e.seq != i as u64 {
+            report.anomalies += 1;
+            push(format!("the log has seq {} at position {i}", e.seq));
+            break;
+        }
+    }
+    let mut tags: HashMap<String, u64> = HashMap::new();
+    for e in &all {
+        if let Some(t) = tag_of(e) {
+            *tags.entry(t).or_default() += 1;
+        }
+    }
+    report.acknowledged = h.acked.len() as u64;
+    for (seq, tag) in &h.acked {
+        let here = all.get(*seq as usize).and_then(tag_of);
+        if here.as_deref() != Some(tag.as_str()) {
+            report.acknowledged_lost += 1;
+            push(format!(
+                "acknowledged {tag} at seq {seq}, the log has {here:?}"
+            ));
+        }
+    }
+    for (tag, n) in &tags {
+        if tag != SAME && *n > 1 {
+            report.duplicates += n - 1;
+            push(format!("{tag} is in the log {n} times"));
+        }
+    }
+    let same = tags.get(SAME).copied().unwrap_or(0);
+    if same < h.same_acked || same > h.same_acked + h.same_unknown {
+        report.anomalies += 1;
+        push(format!(
+            "{same} identical entries for {} acknowledged (+{} unknown)",
+            h.same_acked, h.same_unknown
+        ));
+    }
+    for tag in &h.refused {
+        if tags.contains_key(tag) {
+            report.stale_expected_landed += 1;
+            push(format!(
+                "{tag} was refused for a stale expectedSeq but landed"
+            ));
+        }
+    }
+
+    // Cells at past versions against a replay of the entries before them.
+    let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0x5eed);
+    let range: Range = "A1:A50".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for _ in 0..cfg.cell_checks {
+        let at = rng.random_range(0..=all.len() as u64);
+        let input = as_of(&clean, id, at).await?;
+        let base = base_manifest(blobs.as_ref(), id, &input.base).await?;
+        let (got, _) = read_range(
+            blobs.as_ref(),
+            &MemImports::new(),
+            *id.as_uuid(),
+            base.as_ref(),
+            &log_entries(&input.entries)?,
+            range,
+        )
+        .await?;
+        let mut sheet = Sheet::new();
+        for e in log_entries(&all[..at as usize])? {
+            if let EntryBody::Event(ev) = &e.entry {
+                sheet.apply(ev, None)?;
+            }
+        }
+        if got != sheet.read_range(range) {
+            report.cells_mismatched += 1;
+            push(format!("cells at {at} differ from a replay"));
+        }
+    }
+
+    report.anomalies += report.acknowledged_lost
+        + report.duplicates
+        + report.skipped_reads
+        + report.changed_reads
+        + report.stale_expected_landed
+        + report.cells_mismatched;
+    report.faults_injected = faults.counts.total();
+    report.faults_by_kind = faults
+        .counts
+        .by_kind()
+        .iter()
+        .map(|(k, n)| ((*k).to_owned(), *n))
+        .collect();
+    report.examples = examples;
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A read starts where it was asked to, has no gap, and shows every entry as it was first seen.
+fn check_read(history: &Mutex<History>, counters: &Counters, from: u64, entries: &[Entry]) {
+    let Some(first) = entries.first() else { return };
+    if first.seq != from {
+        counters.skipped.fetch_add(1, Ordering::Relaxed);
+        note(
+            history,
+            format!("read from {from} started at {}", first.seq),
+        );
+    }
+    for w in entries.windows(2) {
+        if w[1].seq != w[0].seq + 1 {
+            counters.skipped.fetch_add(1, Ordering::Relaxed);
+            note(
+                history,
+                format!("read jumped from {} to {}", w[0].seq, w[1].seq),
+            );
+        }
+    }
+    let mut h = history.lock().unwrap_or_else(|e| e.into_inner());
+    for e in entries {
+        let tag = tag_of(e).unwrap_or_else(|| format!("type {}", e.kind.0));
+        match h.seen.get(&e.seq) {
+            Some(prev) if *prev != tag => {
+                counters.changed.fetch_add(1, Ordering::Relaxed);
+                let what = format!("seq {} read as {prev}, later as {tag}", e.seq);
+                if h.examples.len() < 10 {
+                    h.examples.push(what);
+                }
+            }
+            Some(_) => {}
+            None => {
+                h.seen.insert(e.seq, tag);
+            }
+        }
+    }
+}
