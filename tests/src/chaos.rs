@@ -25,7 +25,9 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{EntryType, NewEntry, SnapshotJob};
-use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
+use sheetlog_core::faults::{
+    FaultProfile, Faults, FaultyBlobStore, FaultyLogStore, FaultyPayloadStore,
+};
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
 use sheetlog_core::ports::{LogStore, PayloadStore};
@@ -173,7 +175,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
     let worker = Worker::new(
         EventLog::new(store.clone(), payloads.clone(), log_cfg.clone())?,
         Arc::new(MemPendingStore::new()),
-        blobs.clone(),
+        Arc::new(FaultyBlobStore::new(blobs.clone(), faults.clone())),
         Arc::new(MemImports::new()),
         WorkerConfig {
             pending_timeout: Duration::from_secs(2),

@@ -624,3 +624,54 @@ impl<P: PayloadStore> PayloadStore for FaultyPayloadStore<P> {
         self.inner.get(key).await
     }
 }
+
+/// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore) with throttling
+/// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost
+/// response is just a rewrite of the same bytes and is not modelled separately.
+#[cfg(feature = "engine")]
+#[derive(Debug)]
+pub struct FaultyBlobStore<B> {
+    inner: B,
+    faults: Arc<Faults>,
+}
+
+#[cfg(feature = "engine")]
+impl<B> FaultyBlobStore<B> {
+    pub fn new(inner: B, faults: Arc<Faults>) -> Self {
+        Self { inner, faults }
+    }
+}
+
+#[cfg(feature = "engine")]
+#[async_trait]
+impl<B: sheetlog_sheet::snapshot::BlobStore> sheetlog_sheet::snapshot::BlobStore
+    for FaultyBlobStore<B>
+{
+    async fn put(
+        &self,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<(), sheetlog_sheet::snapshot::BlobError> {
+        self.faults
+            .before("S3", "PutObject")
+            .await
+            .map_err(|e| sheetlog_sheet::snapshot::BlobError::new("put", key, e))?;
+        self.inner.put(key, bytes).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, sheetlog_sheet::snapshot::BlobError> {
+        self.faults
+            .before("S3", "GetObject")
+            .await
+            .map_err(|e| sheetlog_sheet::snapshot::BlobError::new("get", key, e))?;
+        self.inner.get(key).await
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, sheetlog_sheet::snapshot::BlobError> {
+        self.faults
+            .before("S3", "HeadObject")
+            .await
+            .map_err(|e| sheetlog_sheet::snapshot::BlobError::new("exists", key, e))?;
+        self.inner.exists(key).await
+    }
+}

@@ -47,6 +47,20 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
     async fn exists(&self, key: &str) -> Result<bool, BlobError>;
 }
 
+/// A store shared behind an `Arc` (for example wrapped by a fault-injecting adapter).
+#[async_trait]
+impl<T: BlobStore + ?Sized> BlobStore for std::sync::Arc<T> {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+        (**self).put(key, bytes).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+        (**self).get(key).await
+    }
+    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
+        (**self).exists(key).await
+    }
+}
+
 /// Where import files (the external payloads of `import` entries) are read from. The reader is
 /// seekable so a resumed import can continue from a checkpoint instead of the start.
 #[async_trait]
