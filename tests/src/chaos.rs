@@ -243,10 +243,12 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             let mut rng = StdRng::seed_from_u64(seed);
             let mut last_next = 0u64;
             let mut hint = None;
+            let mut i = 0u64;
             while next_op.fetch_add(1, Ordering::Relaxed) < ops {
                 counters.appends.fetch_add(1, Ordering::Relaxed);
-                let i = rng.random::<u32>();
-                let row = 1 + i % 50;
+                // Tags are unique by construction, so a tag twice in the log is a duplicate.
+                i += 1;
+                let row = rng.random_range(1..=50);
                 let roll = rng.random_range(0..100);
                 let (tag, entry) = if roll < 10 {
                     (SAME.to_owned(), set_cell(1, SAME))

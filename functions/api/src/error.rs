@@ -55,6 +55,8 @@ pub enum ApiError {
     /// AWS asked us to slow down (DynamoDB throughput, S3 `SlowDown`) beyond the SDK's retries.
     #[error("the service is throttling requests ({operation}); retry shortly")]
     Throttled { operation: &'static str },
+    #[error("a storage call timed out ({operation}); retry shortly")]
+    TimedOut { operation: &'static str },
     #[error("internal error")]
     Internal(String),
 }
@@ -75,7 +77,7 @@ impl ApiError {
             }
             Truncated { .. } => StatusCode::GONE,
             OutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            Busy | Throttled { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Busy | Throttled { .. } | TimedOut { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -101,6 +103,7 @@ impl ApiError {
             OutOfRange { .. } => "out-of-range",
             Busy => "busy",
             Throttled { .. } => "throttled",
+            TimedOut { .. } => "timed-out",
             Internal(_) => "internal",
         }
     }
@@ -152,6 +155,7 @@ impl ApiError {
     pub fn from_store(e: StoreError) -> Self {
         match e {
             StoreError::Throttled { operation, .. } => ApiError::Throttled { operation },
+            StoreError::TimedOut { operation, .. } => ApiError::TimedOut { operation },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -170,7 +174,10 @@ impl IntoResponse for ApiError {
         body.insert("message".into(), json!(message));
         body.extend(self.details());
         let mut resp = (status, axum::Json(json!({ "error": body }))).into_response();
-        if matches!(self, ApiError::Busy | ApiError::Throttled { .. }) {
+        if matches!(
+            self,
+            ApiError::Busy | ApiError::Throttled { .. } | ApiError::TimedOut { .. }
+        ) {
             resp.headers_mut()
                 .insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }

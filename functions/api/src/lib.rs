@@ -221,5 +221,11 @@ mod tests {
             resp.headers().get("retry-after").map(|v| v.as_bytes()),
             Some(&b"1"[..])
         );
+        let e = ApiError::from_store(sheetlog_core::StoreError::TimedOut {
+            service: "S3",
+            operation: "GetObject",
+        });
+        assert_eq!(e.code(), "timed-out");
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
 }

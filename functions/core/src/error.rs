@@ -28,6 +28,13 @@ pub enum StoreError {
         service: &'static str,
         operation: &'static str,
     },
+    /// The call timed out (the SDK's timeouts, after its retries). Whether it was applied is
+    /// unknown; worth retrying later.
+    #[error("{service} {operation} timed out; retry later")]
+    TimedOut {
+        service: &'static str,
+        operation: &'static str,
+    },
 }
 
 impl StoreError {

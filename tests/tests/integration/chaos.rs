@@ -6,12 +6,18 @@ use sheetlog_tests::chaos::{ChaosConfig, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_history_checker_finds_no_anomaly_under_any_fault_profile() -> anyhow::Result<()> {
+    // It keeps both cores busy: let it not overlap the contention tests.
+    let _slot = sheetlog_tests::heavy_test_slot().await;
     let ops: u64 = std::env::var("SHEETLOG_CHAOS_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000);
     let mut faults = 0;
+    let only = std::env::var("SHEETLOG_CHAOS_PROFILE").ok();
     for (i, name) in FaultProfile::NAMES.iter().enumerate() {
+        if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
         let profile = FaultProfile::named(name).expect("a named profile");
         let report = run(ChaosConfig::new(profile, 42 + i as u64, ops)).await?;
         println!("{}", serde_json::to_string(&report)?);

@@ -42,6 +42,12 @@ where
             operation,
         };
     }
+    if matches!(e, SdkError::TimeoutError(_)) {
+        return StoreError::TimedOut {
+            service: SERVICE,
+            operation,
+        };
+    }
     StoreError::service(SERVICE, operation, e)
 }
 

@@ -98,6 +98,12 @@ where
             operation,
         };
     }
+    if matches!(e, SdkError::TimeoutError(_)) {
+        return StoreError::TimedOut {
+            service: SERVICE,
+            operation,
+        };
+    }
     StoreError::service(SERVICE, operation, e)
 }
 
