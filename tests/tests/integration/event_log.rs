@@ -170,7 +170,11 @@ async fn concurrent_appends_are_gapless_unique_and_all_readable() -> anyhow::Res
     );
 
     let entries = read_all(&log, id, 0, 100).await?;
-    assert_eq!(entries.len(), total + 1, "snapshot entry 0 plus every append");
+    assert_eq!(
+        entries.len(),
+        total + 1,
+        "snapshot entry 0 plus every append"
+    );
     assert_gapless(&entries, 0);
     let mut seen = HashSet::new();
     for e in &entries[1..] {
