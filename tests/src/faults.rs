@@ -4,9 +4,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use async_trait::async_trait;
+use sheetlog_core::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
-use sheetlog_core::ports::{Consistency, EntryPage, LogStore, PutOutcome, TxOutcome};
+use sheetlog_core::ports::{Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome};
 
 #[derive(Debug, Default)]
 pub struct Faults {
@@ -85,6 +86,25 @@ impl<S: LogStore> LogStore for FaultyStore<S> {
             return self.inner.put_entry(log, entry, units).await;
         }
         Ok(first)
+    }
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        self.inner.put_entry_once(log, entry, seq, key, units).await
+    }
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError> {
+        self.inner.find_key(key, columns, consistency, units).await
     }
     async fn start_segment(
         &self,

@@ -38,11 +38,15 @@ impl TestStack {
     }
 
     pub fn log_store(&self) -> DynamoLogStore {
-        DynamoLogStore::new(
+        let store = DynamoLogStore::new(
             self.dynamo.clone(),
             &self.resources.entry_table,
             &self.resources.segment_table,
-        )
+        );
+        match &self.resources.dedupe_table {
+            Some(table) => store.with_dedupe_table(table),
+            None => store,
+        }
     }
 
     pub fn bucket(&self) -> S3Bucket {

@@ -24,7 +24,13 @@ pub struct LogConfig {
     pub max_backoff: Duration,
     /// Entries fetched per query page when a caller asks for "everything".
     pub page_size: usize,
+    /// Bits of an idempotency key's hash that pick its Dedupe item, from the expected number of
+    /// keys per month (`crate::domain::dedupe::prefix_bits_for_rate`).
+    pub dedupe_prefix_bits: u8,
 }
+
+/// The default expected rate of idempotent appends across a stack, per month.
+pub const DEFAULT_DEDUPE_KEYS_PER_MONTH: u64 = 1_000_000;
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -39,6 +45,9 @@ impl Default for LogConfig {
             // that just won (exponential backoff is otherwise unfair to them).
             max_backoff: Duration::from_millis(200),
             page_size: 1000,
+            dedupe_prefix_bits: crate::domain::dedupe::prefix_bits_for_rate(
+                DEFAULT_DEDUPE_KEYS_PER_MONTH,
+            ),
         }
     }
 }
@@ -54,18 +63,28 @@ impl LogConfig {
         if self.max_attempts == 0 {
             return Err(ConfigError("max_attempts must be at least 1".into()));
         }
+        if !(1..=64).contains(&self.dedupe_prefix_bits) {
+            return Err(ConfigError(format!(
+                "dedupe prefix bits {} outside 1..=64",
+                self.dedupe_prefix_bits
+            )));
+        }
         if self.page_size == 0 {
             return Err(ConfigError("page_size must be at least 1".into()));
         }
         Ok(())
     }
 
-    /// Reads the settings the CDK stack passes (`SHEETLOG_INLINE_BODY_MAX_BYTES`), keeping defaults
+    /// Reads the settings the CDK stack passes (`SHEETLOG_INLINE_BODY_MAX_BYTES`,
+    /// `SHEETLOG_DEDUPE_KEYS_PER_MONTH`), keeping defaults
     /// for anything unset.
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut cfg = Self::default();
         if let Some(v) = env_parse::<usize>("SHEETLOG_INLINE_BODY_MAX_BYTES")? {
             cfg.inline_body_max_bytes = v;
+        }
+        if let Some(rate) = env_parse::<u64>("SHEETLOG_DEDUPE_KEYS_PER_MONTH")? {
+            cfg.dedupe_prefix_bits = crate::domain::dedupe::prefix_bits_for_rate(rate);
         }
         cfg.validate()?;
         Ok(cfg)
@@ -100,6 +119,8 @@ pub struct Resources {
     pub segment_table: String,
     /// Only the snapshot worker (and tools) use it; the CDK stack passes it only to them.
     pub pending_table: Option<String>,
+    /// Idempotency keys; only the API appends with them, so only it is given the name.
+    pub dedupe_table: Option<String>,
     pub bucket: String,
 }
 
@@ -109,6 +130,9 @@ impl Resources {
             entry_table: env_required("SHEETLOG_ENTRY_TABLE")?,
             segment_table: env_required("SHEETLOG_SEGMENT_TABLE")?,
             pending_table: std::env::var("SHEETLOG_PENDING_TABLE")
+                .ok()
+                .filter(|s| !s.is_empty()),
+            dedupe_table: std::env::var("SHEETLOG_DEDUPE_TABLE")
                 .ok()
                 .filter(|s| !s.is_empty()),
             bucket: env_required("SHEETLOG_BUCKET")?,
@@ -121,6 +145,7 @@ impl Resources {
             entry_table: format!("{prefix}-entry"),
             segment_table: format!("{prefix}-segment"),
             pending_table: Some(format!("{prefix}-pending")),
+            dedupe_table: Some(format!("{prefix}-dedupe")),
             bucket: format!("{prefix}-data"),
         }
     }
@@ -132,5 +157,12 @@ impl Resources {
         self.pending_table
             .as_deref()
             .ok_or_else(|| ConfigError("SHEETLOG_PENDING_TABLE is not set".into()))
+    }
+
+    /// The Dedupe table, for the API.
+    pub fn require_dedupe_table(&self) -> Result<&str, ConfigError> {
+        self.dedupe_table
+            .as_deref()
+            .ok_or_else(|| ConfigError("SHEETLOG_DEDUPE_TABLE is not set".into()))
     }
 }

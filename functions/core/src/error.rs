@@ -58,6 +58,10 @@ impl StoreError {
             detail: detail.into(),
         }
     }
+    /// Throttling and timeouts: the same request may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Throttled { .. } | Self::TimedOut { .. })
+    }
 }
 
 /// What an event-log operation reports when it cannot do what was asked.
@@ -89,6 +93,11 @@ pub enum LogError {
     BodyTooLarge { size: usize, limit: usize },
     #[error("invalid entry: {0}")]
     InvalidEntry(String),
+    /// The idempotency key was used before, by a request with a different body.
+    #[error(
+        "this idempotency key was already used for a different request (appended at sequence {seq}); use a new key for a new request"
+    )]
+    KeyReused { seq: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

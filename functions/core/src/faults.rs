@@ -27,9 +27,12 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
-use crate::ports::{Consistency, EntryPage, LogStore, PayloadStore, PutOutcome, TxOutcome};
+use crate::ports::{
+    Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PutOutcome, TxOutcome,
+};
 
 /// How often each fault happens (probabilities per call) and for how long reads may be stale.
 #[derive(Debug, Clone, PartialEq)]
@@ -456,6 +459,48 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
             }
         }
         Ok(out)
+    }
+
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        self.faults.before(DDB, "TransactWriteItems").await?;
+        if self.faults.roll(self.faults.profile.tx_conflict) {
+            self.faults
+                .counts
+                .tx_conflicts
+                .fetch_add(1, Ordering::Relaxed);
+            return Ok(OnceOutcome::Interrupted);
+        }
+        let out = self
+            .inner
+            .put_entry_once(log, entry, seq, key, units)
+            .await?;
+        if out == OnceOutcome::Written {
+            self.faults.note_entry(log, entry);
+            if self.faults.lose_response() {
+                // A retry that does not carry the first call's idempotency token: both
+                // conditions fail against what the first call wrote.
+                return self.inner.put_entry_once(log, entry, seq, key, units).await;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError> {
+        self.faults.before(DDB, "GetItem").await?;
+        self.inner.find_key(key, columns, consistency, units).await
     }
 
     async fn start_segment(

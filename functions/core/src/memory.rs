@@ -7,21 +7,23 @@
 //! Request units are charged with the same rules as the DynamoDB adapter, on the size of the item
 //! the adapter would write, so costs measured here match.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::aws::items::{entry_to_item, item_size, segment_to_item};
+use crate::aws::items::{dedupe_hit, dedupe_item, entry_to_item, item_size, segment_to_item};
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
+use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{
     EntryRecord, EntryType, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits,
     SegmentRecord,
 };
 use crate::error::StoreError;
 use crate::ports::{
-    Consistency, EntryPage, LogStore, PayloadStore, PendingSnapshots, PutOutcome, TxOutcome,
+    Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PendingSnapshots, PutOutcome,
+    TxOutcome,
 };
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
@@ -43,6 +45,8 @@ fn read_cost(bytes: u64, consistency: Consistency) -> RequestUnits {
 struct Tables {
     segments: BTreeMap<(LogId, u64), SegmentRecord>,
     entries: BTreeMap<(LogId, u64, u64), EntryRecord>,
+    /// Dedupe items: prefix → month column → set elements.
+    dedupe: BTreeMap<Vec<u8>, BTreeMap<String, BTreeSet<Vec<u8>>>>,
 }
 
 /// The Entry and Segment tables in memory.
@@ -63,6 +67,15 @@ impl MemLogStore {
             .range((log, 0, 0)..=(log, u64::MAX, u64::MAX))
             .map(|(_, e)| e.clone())
             .collect())
+    }
+
+    /// A Dedupe item as the DynamoDB adapter would store it (for assertions and size checks).
+    pub fn dedupe_item(
+        &self,
+        prefix: &[u8],
+    ) -> Result<Option<crate::aws::items::Item>, StoreError> {
+        let t = lock(&self.tables)?;
+        Ok(t.dedupe.get(prefix).map(|cols| dedupe_item(prefix, cols)))
     }
 
     fn entry_cost(log: LogId, e: &EntryRecord) -> u64 {
@@ -207,6 +220,75 @@ impl LogStore for MemLogStore {
                 Ok(PutOutcome::Written)
             }
         }
+    }
+
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        let mut t = lock(&self.tables)?;
+        let prefix = &key.key.prefix;
+        let cols = &key.columns;
+        let before = t.dedupe.get(prefix).cloned().unwrap_or_default();
+        let before_item = dedupe_item(prefix, &before);
+        let hit = dedupe_hit(&before_item, &key.key.suffix, &cols.checked);
+        let bare = key.key.suffix.to_vec();
+        let dup_marker = cols
+            .checked
+            .iter()
+            .any(|c| before.get(c).is_some_and(|set| set.contains(&bare)));
+        let taken = t.entries.get(&(log, entry.segment, entry.num)).cloned();
+        // Both items are charged at two units per KB, at the larger of old and new.
+        let mut after = before.clone();
+        for c in &cols.removed {
+            after.remove(c);
+        }
+        let [bare_el, value_el] = key.elements(seq);
+        let set = after.entry(cols.current.clone()).or_default();
+        set.insert(bare_el);
+        set.insert(value_el);
+        let entry_size = Self::entry_cost(log, entry).max(
+            taken
+                .as_ref()
+                .map(|old| Self::entry_cost(log, old))
+                .unwrap_or(0),
+        );
+        let dedupe_size = item_size(&before_item).max(item_size(&dedupe_item(prefix, &after)));
+        *units += RequestUnits::writes(write_units(entry_size, true));
+        *units += RequestUnits::writes(write_units(dedupe_size, true));
+        if dup_marker {
+            let hit = hit.ok_or_else(|| {
+                StoreError::corrupt("in-memory Dedupe item", "marker without a value")
+            })?;
+            return Ok(OnceOutcome::Duplicate(hit, taken));
+        }
+        if taken.is_some() {
+            return Ok(OnceOutcome::Taken(taken));
+        }
+        t.entries
+            .insert((log, entry.segment, entry.num), entry.clone());
+        t.dedupe.insert(prefix.clone(), after);
+        Ok(OnceOutcome::Written)
+    }
+
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError> {
+        let t = lock(&self.tables)?;
+        let item = t
+            .dedupe
+            .get(&key.prefix)
+            .map(|c| dedupe_item(&key.prefix, c));
+        *units += read_cost(item.as_ref().map(item_size).unwrap_or(0), consistency);
+        Ok(item.and_then(|i| dedupe_hit(&i, &key.suffix, columns)))
     }
 
     async fn start_segment(

@@ -7,6 +7,7 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{
     EntryRecord, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits, SegmentRecord,
 };
@@ -19,6 +20,21 @@ pub enum PutOutcome {
     /// The entry number was taken. Carries the winner when the store returned it
     /// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`), which saves a re-read.
     Taken(Option<EntryRecord>),
+}
+
+/// Result of putting an entry together with its idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnceOutcome {
+    /// Both the entry and the key were written.
+    Written,
+    /// The entry number was taken and the key is new: nothing was written. Carries the item that
+    /// holds the number, when the store returned it.
+    Taken(Option<EntryRecord>),
+    /// The key was already recorded: nothing was written. Carries the first request's seq and
+    /// fingerprint, and the item at the number this call tried, when that was taken too.
+    Duplicate(DedupeHit, Option<EntryRecord>),
+    /// Cancelled by a concurrent request on the same items (`TransactionConflict`).
+    Interrupted,
 }
 
 /// Result of a multi-item conditional transaction.
@@ -107,6 +123,27 @@ pub trait LogStore: Send + Sync + std::fmt::Debug {
         entry: &EntryRecord,
         units: &mut RequestUnits,
     ) -> Result<PutOutcome, StoreError>;
+
+    /// One transaction: the entry, on condition that its number is free, and its idempotency key
+    /// added to the Dedupe table, on condition that the key is in none of the checked month
+    /// columns (aged-out columns are removed in the same write).
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError>;
+
+    /// Looks a key up in the given month columns of the Dedupe table.
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError>;
 
     /// One transaction: `end` (End Segment) into the current segment, the new segment item and
     /// its entry 0 (`first`, a Snapshot); each conditional on not existing.
@@ -297,6 +334,25 @@ impl<T: LogStore + ?Sized> LogStore for std::sync::Arc<T> {
         (**self)
             .read_entries(log, segment, from, limit, consistency, units)
             .await
+    }
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        (**self).put_entry_once(log, entry, seq, key, units).await
+    }
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError> {
+        (**self).find_key(key, columns, consistency, units).await
     }
     async fn set_snapshot_root(
         &self,

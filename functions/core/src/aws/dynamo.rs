@@ -7,19 +7,21 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use tracing::instrument;
 
 use super::items::{
-    Item, bin, entry_attr, entry_from_item, entry_key, entry_to_item, item_size, num, segment_attr,
-    segment_from_item, segment_key, segment_to_item,
+    Item, bin, dedupe_attr, dedupe_hit, entry_attr, entry_from_item, entry_key, entry_to_item,
+    item_size, num, segment_attr, segment_from_item, segment_key, segment_to_item,
 };
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
+use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
 use crate::error::StoreError;
-use crate::ports::{Consistency, EntryPage, LogStore, PutOutcome, TxOutcome};
+use crate::ports::{Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome};
 
 const SERVICE: &str = "DynamoDB";
 
@@ -51,6 +53,11 @@ where
     StoreError::service(SERVICE, operation, e)
 }
 
+/// The code of one item's cancellation reason ("None" when it did not fail).
+fn code(r: Option<&CancellationReason>) -> &str {
+    r.and_then(|r| r.code()).unwrap_or("None")
+}
+
 /// What one Query asks for.
 #[derive(Debug, Clone)]
 struct QuerySpec<'a> {
@@ -70,7 +77,14 @@ pub struct DynamoLogStore {
     client: Client,
     entry_table: String,
     segment_table: String,
+    /// The Dedupe table; appends with an idempotency key fail without it.
+    dedupe_table: Option<String>,
 }
+
+/// A Dedupe item is charged as 1 KB: the prefix length is chosen so that items stay under it
+/// (`docs/storage.md`, "Dedupe table"; `./scripts/bench log` measures the real sizes). A
+/// transaction does not return the item it updated, so the exact size is unknown on success.
+const DEDUPE_ITEM_CHARGE_BYTES: u64 = 1024;
 
 impl DynamoLogStore {
     pub fn new(
@@ -82,7 +96,23 @@ impl DynamoLogStore {
             client,
             entry_table: entry_table.into(),
             segment_table: segment_table.into(),
+            dedupe_table: None,
         }
+    }
+
+    /// Enables appends with idempotency keys, recorded in this table.
+    pub fn with_dedupe_table(mut self, table: impl Into<String>) -> Self {
+        self.dedupe_table = Some(table.into());
+        self
+    }
+
+    fn dedupe_table(&self) -> Result<&str, StoreError> {
+        self.dedupe_table.as_deref().ok_or_else(|| {
+            StoreError::corrupt(
+                "configuration",
+                "an idempotency key was given but no Dedupe table is configured",
+            )
+        })
     }
 
     pub fn client(&self) -> &Client {
@@ -360,6 +390,167 @@ impl LogStore for DynamoLogStore {
             }
             Err(e) => Err(ddb_error("PutItem", e)),
         }
+    }
+
+    #[instrument(skip(self, entry, key, units), fields(log = %log, seq))]
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        let dedupe_table = self.dedupe_table()?;
+        let item = entry_to_item(log, entry);
+        let entry_size = item_size(&item);
+        let put = Put::builder()
+            .table_name(&self.entry_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#n)")
+            .expression_attribute_names("#n", entry_attr::NUM)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
+        let cols = &key.columns;
+        let condition = (0..cols.checked.len())
+            .map(|i| format!("NOT contains(#c{i}, :s)"))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let mut update_expr = "ADD #add :v".to_string();
+        if !cols.removed.is_empty() {
+            let names: Vec<String> = (0..cols.removed.len()).map(|i| format!("#r{i}")).collect();
+            update_expr.push_str(" REMOVE ");
+            update_expr.push_str(&names.join(", "));
+        }
+        let [bare, value] = key.elements(seq);
+        let mut update = Update::builder()
+            .table_name(dedupe_table)
+            .key(dedupe_attr::PREFIX, bin(key.key.prefix.clone()))
+            .update_expression(update_expr)
+            .condition_expression(condition)
+            .expression_attribute_names("#add", &cols.current)
+            .expression_attribute_values(":s", bin(bare.clone()))
+            .expression_attribute_values(":v", AttributeValue::Bs(vec![bare.into(), value.into()]))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (i, c) in cols.checked.iter().enumerate() {
+            update = update.expression_attribute_names(format!("#c{i}"), c);
+        }
+        for (i, c) in cols.removed.iter().enumerate() {
+            update = update.expression_attribute_names(format!("#r{i}"), c);
+        }
+        let update = update
+            .build()
+            .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .send()
+            .await;
+        // Transactions cost two write units per KB per item, whether or not they commit.
+        let charge = |units: &mut RequestUnits, dedupe_bytes: u64| {
+            *units += RequestUnits::writes(write_units(entry_size, true));
+            *units += RequestUnits::writes(write_units(dedupe_bytes, true));
+        };
+        let reasons = match result {
+            Ok(_) => {
+                charge(units, DEDUPE_ITEM_CHARGE_BYTES);
+                return Ok(OnceOutcome::Written);
+            }
+            Err(SdkError::ServiceError(e))
+                if matches!(
+                    e.err(),
+                    TransactWriteItemsError::TransactionCanceledException(_)
+                ) =>
+            {
+                match e.into_err() {
+                    TransactWriteItemsError::TransactionCanceledException(c) => {
+                        c.cancellation_reasons.unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            Err(e) => return Err(ddb_error("TransactWriteItems", e)),
+        };
+        let (entry_reason, dedupe_reason) = (reasons.first(), reasons.get(1));
+        let old_dedupe = dedupe_reason.and_then(|r| r.item.as_ref());
+        charge(
+            units,
+            old_dedupe
+                .map(item_size)
+                .unwrap_or(DEDUPE_ITEM_CHARGE_BYTES),
+        );
+        let taken = match entry_reason.and_then(|r| r.item.as_ref()) {
+            Some(old) if code(entry_reason) == "ConditionalCheckFailed" => {
+                Some(entry_from_item(old)?)
+            }
+            _ => None,
+        };
+        if code(dedupe_reason) == "ConditionalCheckFailed" {
+            let hit = old_dedupe
+                .and_then(|item| dedupe_hit(item, &key.key.suffix, &cols.checked))
+                .ok_or_else(|| {
+                    StoreError::corrupt(
+                        "Dedupe item",
+                        "the key's condition failed but the item returned does not hold it",
+                    )
+                })?;
+            return Ok(OnceOutcome::Duplicate(hit, taken));
+        }
+        if code(entry_reason) == "ConditionalCheckFailed" {
+            return Ok(OnceOutcome::Taken(taken));
+        }
+        if reasons
+            .iter()
+            .any(|r| matches!(r.code(), Some("TransactionConflict")))
+        {
+            return Ok(OnceOutcome::Interrupted);
+        }
+        if reasons.iter().any(|r| {
+            matches!(
+                r.code(),
+                Some("ThrottlingError" | "ProvisionedThroughputExceeded")
+            )
+        }) {
+            return Err(StoreError::Throttled {
+                service: SERVICE,
+                operation: "TransactWriteItems",
+            });
+        }
+        Err(StoreError::corrupt(
+            "TransactWriteItems",
+            format!(
+                "transaction cancelled for {:?}",
+                reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+            ),
+        ))
+    }
+
+    #[instrument(skip(self, key, units))]
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.dedupe_table()?)
+            .key(dedupe_attr::PREFIX, bin(key.prefix.clone()))
+            .consistent_read(consistency == Consistency::Strong)
+            .send()
+            .await
+            .map_err(|e| ddb_error("GetItem", e))?;
+        let size = out.item.as_ref().map(item_size).unwrap_or(0);
+        *units += RequestUnits::reads(read_units(size, Self::consistency(consistency)));
+        Ok(out
+            .item
+            .as_ref()
+            .and_then(|item| dedupe_hit(item, &key.suffix, columns)))
     }
 
     #[instrument(skip(self, end, segment, first, units), fields(log = %log, segment = segment.num))]

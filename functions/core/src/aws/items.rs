@@ -38,6 +38,44 @@ pub mod segment_attr {
     pub const ARCHIVE: &str = "a";
 }
 
+/// The Dedupe table: partition key `p` (the hash prefix) and one binary set per month
+/// (`crate::domain::dedupe`).
+pub mod dedupe_attr {
+    pub const PREFIX: &str = "p";
+}
+
+/// A Dedupe item as month column name → set elements (the form the in-memory store keeps).
+pub fn dedupe_item(
+    prefix: &[u8],
+    columns: &std::collections::BTreeMap<String, std::collections::BTreeSet<Vec<u8>>>,
+) -> Item {
+    let mut item = Item::new();
+    item.insert(dedupe_attr::PREFIX.into(), bin(prefix));
+    for (name, set) in columns {
+        item.insert(
+            name.clone(),
+            AttributeValue::Bs(set.iter().map(|e| Blob::new(e.clone())).collect()),
+        );
+    }
+    item
+}
+
+/// Finds a key's recorded value in the given month columns of a Dedupe item.
+pub fn dedupe_hit(
+    item: &Item,
+    suffix: &[u8; crate::domain::dedupe::SUFFIX_BYTES],
+    columns: &[String],
+) -> Option<crate::domain::dedupe::DedupeHit> {
+    let elements = columns
+        .iter()
+        .filter_map(|c| match item.get(c) {
+            Some(AttributeValue::Bs(set)) => Some(set.iter().map(|b| b.as_ref())),
+            _ => None,
+        })
+        .flatten();
+    crate::domain::dedupe::find_value(elements, suffix)
+}
+
 pub fn num(n: impl ToString) -> AttributeValue {
     AttributeValue::N(n.to_string())
 }

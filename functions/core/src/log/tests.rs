@@ -9,9 +9,10 @@ use bytes::Bytes;
 use tokio::sync::Barrier;
 
 use super::*;
+use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
-use crate::ports::EntryPage;
+use crate::ports::{EntryPage, OnceOutcome};
 
 const SET: EntryType = EntryType(16);
 
@@ -86,6 +87,25 @@ impl<S: LogStore> LogStore for RacingPuts<S> {
             self.gate.wait().await;
         }
         self.inner.put_entry(log, entry, units).await
+    }
+    async fn put_entry_once(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        self.inner.put_entry_once(log, entry, seq, key, units).await
+    }
+    async fn find_key(
+        &self,
+        key: &DedupeKey,
+        columns: &[String],
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Option<DedupeHit>, StoreError> {
+        self.inner.find_key(key, columns, consistency, units).await
     }
     async fn start_segment(
         &self,
