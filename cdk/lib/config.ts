@@ -30,6 +30,12 @@ export interface SheetlogConfig {
   readonly snapshotInterval: number;
   /** A segment is ended after this many entries (`SHEETLOG_SEGMENT_MAX_ENTRIES`). */
   readonly segmentMaxEntries: number;
+  /**
+   * Expected idempotency keys per month across all logs (`SHEETLOG_DEDUPE_KEYS_PER_MONTH`): sizes
+   * the Dedupe table's hash prefix so its items stay under 1 KB (docs/storage.md). Changing it
+   * later moves every key, so retries of requests made before the change are not recognised.
+   */
+  readonly dedupeKeysPerMonth: number;
   /** Entry bodies larger than this are offloaded to S3 (`SHEETLOG_INLINE_BODY_MAX_BYTES`). */
   readonly inlineBodyMaxBytes: number;
   /** Uploaded or offloaded objects still tagged for auto-delete expire after this many days. */
@@ -64,6 +70,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   architecture: 'arm64',
   snapshotInterval: 100,
   segmentMaxEntries: 10_000,
+  dedupeKeysPerMonth: 1_000_000,
   inlineBodyMaxBytes: 16_384,
   autoDeleteDays: 3,
   uploadUrlTtlSecs: 900,
@@ -84,6 +91,7 @@ export const CONFIG_CONTEXT_KEYS = [
   'architecture',
   'snapshotInterval',
   'segmentMaxEntries',
+  'dedupeKeysPerMonth',
   'inlineBodyMaxBytes',
   'autoDeleteDays',
   'uploadUrlTtlSecs',
@@ -130,6 +138,7 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
     architecture: p.oneOf('architecture', DEFAULT_CONFIG.architecture, ['arm64', 'x86_64'] as const),
     snapshotInterval: p.integer('snapshotInterval', DEFAULT_CONFIG.snapshotInterval, 2, 100_000),
     segmentMaxEntries: p.integer('segmentMaxEntries', DEFAULT_CONFIG.segmentMaxEntries, 10, 1_000_000),
+    dedupeKeysPerMonth: p.integer('dedupeKeysPerMonth', DEFAULT_CONFIG.dedupeKeysPerMonth, 1, 1_000_000_000_000),
     // DynamoDB items are limited to 400 KB; keep room for the other attributes and the keys.
     inlineBodyMaxBytes: p.integer('inlineBodyMaxBytes', DEFAULT_CONFIG.inlineBodyMaxBytes, 0, 350_000),
     autoDeleteDays: p.integer('autoDeleteDays', DEFAULT_CONFIG.autoDeleteDays, 1, 365),

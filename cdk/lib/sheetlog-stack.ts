@@ -47,6 +47,7 @@ export const LOGICAL_IDS = {
   entryTable: 'EntryTable',
   segmentTable: 'SegmentTable',
   pendingSnapshotsTable: 'PendingSnapshotsTable',
+  dedupeTable: 'DedupeTable',
   bucket: 'DataBucket',
   snapshotQueue: 'SnapshotQueue',
   snapshotDeadLetterQueue: 'SnapshotDeadLetterQueue',
@@ -58,6 +59,8 @@ export const ENV = {
   entryTable: 'SHEETLOG_ENTRY_TABLE',
   segmentTable: 'SHEETLOG_SEGMENT_TABLE',
   pendingTable: 'SHEETLOG_PENDING_TABLE',
+  dedupeTable: 'SHEETLOG_DEDUPE_TABLE',
+  dedupeKeysPerMonth: 'SHEETLOG_DEDUPE_KEYS_PER_MONTH',
   bucket: 'SHEETLOG_BUCKET',
   snapshotQueueUrl: 'SHEETLOG_SNAPSHOT_QUEUE_URL',
   inlineBodyMaxBytes: 'SHEETLOG_INLINE_BODY_MAX_BYTES',
@@ -109,6 +112,7 @@ export class SheetlogStack extends Stack {
   readonly entryTable: dynamodb.Table;
   readonly segmentTable: dynamodb.Table;
   readonly pendingSnapshotsTable: dynamodb.Table;
+  readonly dedupeTable: dynamodb.Table;
   readonly bucket: s3.Bucket;
   readonly snapshotQueue: sqs.Queue;
   readonly snapshotDeadLetterQueue: sqs.Queue;
@@ -130,7 +134,7 @@ export class SheetlogStack extends Stack {
     Tags.of(this).add('sheetlog:stack', config.stackName);
 
     // ---- Tables (keys: docs/storage.md) -------------------------------------------------------
-    // Adding a table (the Dedupe table, say) is one SheetlogTable here, one LOGICAL_IDS entry, one
+    // Adding a table is one SheetlogTable here, one LOGICAL_IDS entry, one
     // ENV name and a bindTable call per function that uses it; the upgrade-safety fixture then
     // needs the new table added on purpose.
     this.entryTable = new SheetlogTable(this, LOGICAL_IDS.entryTable, {
@@ -147,6 +151,12 @@ export class SheetlogStack extends Stack {
     this.pendingSnapshotsTable = new SheetlogTable(this, LOGICAL_IDS.pendingSnapshotsTable, {
       partitionKey: { name: 'l', type: dynamodb.AttributeType.BINARY },
       sortKey: { name: 'n', type: dynamodb.AttributeType.BINARY },
+      ephemeral: config.ephemeral,
+    });
+    // Idempotency keys: one item per hash prefix, a binary-set column per month (no TTL: the
+    // write that records a key removes the columns that aged out).
+    this.dedupeTable = new SheetlogTable(this, LOGICAL_IDS.dedupeTable, {
+      partitionKey: { name: 'p', type: dynamodb.AttributeType.BINARY },
       ephemeral: config.ephemeral,
     });
 
@@ -225,6 +235,7 @@ export class SheetlogStack extends Stack {
     })
       .bindTable(ENV.entryTable, this.entryTable, 'readWrite')
       .bindTable(ENV.segmentTable, this.segmentTable, 'readWrite')
+      .bindTable(ENV.dedupeTable, this.dedupeTable, 'readUpdate')
       .bindBucket(ENV.bucket, this.bucket, [
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tagging'] },
         { prefix: PREFIXES.snapshots, access: ['read'] },
@@ -232,6 +243,7 @@ export class SheetlogStack extends Stack {
       .bindSetting(ENV.inlineBodyMaxBytes, config.inlineBodyMaxBytes)
       .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
       .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries)
+      .bindSetting(ENV.dedupeKeysPerMonth, config.dedupeKeysPerMonth)
       .bindSetting(ENV.uploadUrlTtlSecs, config.uploadUrlTtlSecs);
 
     this.streamRouter = new SheetlogFunction(this, 'StreamRouter', {
@@ -302,6 +314,8 @@ export class SheetlogStack extends Stack {
         allowMethods: [apigw.CorsHttpMethod.ANY],
         // A wildcard does not cover Authorization in browsers, hence both.
         allowHeaders: ['authorization', '*'],
+        // Readable by browser clients: a replayed idempotent append, and how long to back off.
+        exposeHeaders: ['idempotent-replayed', 'retry-after'],
         maxAge: Duration.hours(1),
       },
       createDefaultStage: false,
@@ -356,6 +370,7 @@ export class SheetlogStack extends Stack {
       EntryTableName: [this.entryTable.tableName, 'Entry table (the event logs)'],
       SegmentTableName: [this.segmentTable.tableName, 'Segment table'],
       PendingSnapshotsTableName: [this.pendingSnapshotsTable.tableName, 'Pending Snapshots table'],
+      DedupeTableName: [this.dedupeTable.tableName, 'Dedupe table (idempotency keys)'],
       BucketName: [this.bucket.bucketName, 'Payload and snapshot bucket'],
       SnapshotQueueUrl: [this.snapshotQueue.queueUrl, 'Snapshot job queue'],
       SnapshotDeadLetterQueueUrl: [this.snapshotDeadLetterQueue.queueUrl, 'Snapshot jobs that kept failing'],

@@ -35,6 +35,7 @@ describe('configuration defaults', () => {
       architecture: 'arm64',
       snapshotInterval: 100,
       segmentMaxEntries: 10_000,
+      dedupeKeysPerMonth: 1_000_000,
       inlineBodyMaxBytes: 16_384,
       autoDeleteDays: 3,
       uploadUrlTtlSecs: 900,

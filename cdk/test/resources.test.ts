@@ -33,6 +33,7 @@ describe('local resources description', () => {
         t.billingMode,
       ]),
       [
+        ['DedupeTable', 'SHEETLOG_DEDUPE_TABLE', { name: 'p', type: 'B' }, null, null, null, 'PAY_PER_REQUEST'],
         [
           'EntryTable',
           'SHEETLOG_ENTRY_TABLE',

@@ -33,6 +33,7 @@ describe('tables', () => {
       ['l', 'B'],
       ['n', 'B'],
     ],
+    [LOGICAL_IDS.dedupeTable]: [['p', 'B']],
   };
 
   test('keys and attribute types are exactly those of docs/storage.md', () => {
@@ -42,10 +43,7 @@ describe('tables', () => {
       const p = json.Resources[id].Properties;
       assert.deepEqual(
         p.KeySchema,
-        [
-          { AttributeName: keys[0][0], KeyType: 'HASH' },
-          { AttributeName: keys[1][0], KeyType: 'RANGE' },
-        ],
+        keys.map(([name], i) => ({ AttributeName: name, KeyType: i === 0 ? 'HASH' : 'RANGE' })),
         id,
       );
       assert.deepEqual(
@@ -80,6 +78,7 @@ describe('tables', () => {
     });
     assert.equal(json.Resources[LOGICAL_IDS.segmentTable].Properties.StreamSpecification, undefined);
     assert.equal(json.Resources[LOGICAL_IDS.pendingSnapshotsTable].Properties.StreamSpecification, undefined);
+    assert.equal(json.Resources[LOGICAL_IDS.dedupeTable].Properties.StreamSpecification, undefined);
   });
 });
 
@@ -239,10 +238,12 @@ describe('functions', () => {
       RUST_LOG: 'info',
       SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
       SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
+      SHEETLOG_DEDUPE_TABLE: { Ref: LOGICAL_IDS.dedupeTable },
       SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
       SHEETLOG_INLINE_BODY_MAX_BYTES: '16384',
       SHEETLOG_SNAPSHOT_INTERVAL: '100',
       SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
+      SHEETLOG_DEDUPE_KEYS_PER_MONTH: '1000000',
       SHEETLOG_UPLOAD_URL_TTL_SECS: '900',
     });
     assert.deepEqual(env(ROUTER), {
@@ -300,6 +301,7 @@ describe('functions', () => {
       '*': xray,
       [LOGICAL_IDS.entryTable]: readWrite,
       [LOGICAL_IDS.segmentTable]: readWrite,
+      [LOGICAL_IDS.dedupeTable]: readUpdate,
       [`${bucket}/payloads/*`]: ['s3:GetObject', 's3:PutObject', ...tagging].sort(),
       [`${bucket}/snapshots/*`]: ['s3:GetObject'],
       [bucket]: ['s3:ListBucket'],
@@ -536,6 +538,7 @@ describe('outputs', () => {
       'ApiAuthorization',
       'ApiUrl',
       'BucketName',
+      'DedupeTableName',
       'EntryTableName',
       'PendingSnapshotsTableName',
       'SegmentTableName',
@@ -546,6 +549,7 @@ describe('outputs', () => {
     assert.deepEqual(outputs.EntryTableName.Value, { Ref: LOGICAL_IDS.entryTable });
     assert.deepEqual(outputs.SegmentTableName.Value, { Ref: LOGICAL_IDS.segmentTable });
     assert.deepEqual(outputs.PendingSnapshotsTableName.Value, { Ref: LOGICAL_IDS.pendingSnapshotsTable });
+    assert.deepEqual(outputs.DedupeTableName.Value, { Ref: LOGICAL_IDS.dedupeTable });
     assert.deepEqual(outputs.BucketName.Value, { Ref: LOGICAL_IDS.bucket });
     assert.deepEqual(outputs.SnapshotQueueUrl.Value, { Ref: LOGICAL_IDS.snapshotQueue });
     const url = JSON.stringify(outputs.ApiUrl.Value);

@@ -57,6 +57,14 @@ pub enum ApiError {
     Throttled { operation: &'static str },
     #[error("a storage call timed out ({operation}); retry shortly")]
     TimedOut { operation: &'static str },
+    #[error("{0}")]
+    InvalidHeader(String),
+    #[error(
+        "this Idempotency-Key was already used for a different request (which appended sequence {seq}); use a new key for a new request"
+    )]
+    KeyReused { seq: u64 },
+    #[error("this request was already applied at sequence {seq}, which the log no longer retains")]
+    ReplayUnavailable { seq: u64 },
     #[error("internal error")]
     Internal(String),
 }
@@ -65,17 +73,16 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         match self {
-            InvalidJson(_) | InvalidEntry(_) | InvalidQuery(_) | InvalidLogId(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            InvalidJson(_) | InvalidEntry(_) | InvalidQuery(_) | InvalidLogId(_)
+            | InvalidHeader(_) => StatusCode::BAD_REQUEST,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Conflict { .. } | UploadMissing { .. } => StatusCode::CONFLICT,
+            Conflict { .. } | UploadMissing { .. } | KeyReused { .. } => StatusCode::CONFLICT,
             InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
-            Truncated { .. } => StatusCode::GONE,
+            Truncated { .. } | ReplayUnavailable { .. } => StatusCode::GONE,
             OutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Busy | Throttled { .. } | TimedOut { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -104,6 +111,9 @@ impl ApiError {
             Busy => "busy",
             Throttled { .. } => "throttled",
             TimedOut { .. } => "timed-out",
+            InvalidHeader(_) => "invalid-header",
+            KeyReused { .. } => "idempotency-key-reused",
+            ReplayUnavailable { .. } => "replay-unavailable",
             Internal(_) => "internal",
         }
     }
@@ -117,6 +127,9 @@ impl ApiError {
             }
             ApiError::OutOfRange { next_seq, .. } => {
                 m.insert("nextSeq".into(), json!(next_seq));
+            }
+            ApiError::KeyReused { seq } | ApiError::ReplayUnavailable { seq } => {
+                m.insert("seq".into(), json!(seq));
             }
             ApiError::Truncated { first_seq, .. } => {
                 m.insert("firstSeq".into(), json!(first_seq));
@@ -146,6 +159,7 @@ impl ApiError {
             LogError::OutOfRange { from, next_seq } => ApiError::OutOfRange { from, next_seq },
             LogError::BodyTooLarge { size, limit } => ApiError::EntryTooLarge { size, limit },
             LogError::InvalidEntry(m) => ApiError::InvalidEntry(m),
+            LogError::KeyReused { seq } => ApiError::KeyReused { seq },
             LogError::Store(e) => Self::from_store(e),
             other => ApiError::Internal(other.to_string()),
         }

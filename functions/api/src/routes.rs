@@ -8,13 +8,15 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sheetlog_core::StoreError;
 use sheetlog_core::aws::s3::UploadSpec;
 use sheetlog_core::domain::keys::upload_key;
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
+use sheetlog_core::log::IdempotencyKey;
 use sheetlog_core::sheet::event::{EntryBody, Import, ImportFormat};
 use sheetlog_core::sheet::{Event, import};
 use tracing::info;
@@ -23,6 +25,7 @@ use uuid::Uuid;
 use crate::dto::*;
 use crate::error::ApiError;
 use crate::state::SharedState;
+use crate::trigger::AppendResult;
 use crate::{cells, trigger};
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -33,6 +36,43 @@ const XLSX_MEDIA_TYPE: &str = "application/vnd.openxmlformats-officedocument.spr
 /// Object metadata recording what an upload is for (sent by the client as signed headers).
 const META_TYPE: &str = "sheetlog-type";
 const META_FORMAT: &str = "sheetlog-format";
+
+/// The request header that makes an append idempotent.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Set on the answer to a retried request that appended nothing this time.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+const MAX_KEY_LEN: usize = 255;
+
+/// The `Idempotency-Key` header, if sent: 1 to 255 printable ASCII characters, sent once.
+pub fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::InvalidHeader(
+            "Idempotency-Key: send the header once".into(),
+        ));
+    }
+    let raw = value.as_bytes();
+    if raw.is_empty() || raw.len() > MAX_KEY_LEN || !raw.iter().all(|b| (0x20..=0x7e).contains(b)) {
+        return Err(ApiError::InvalidHeader(format!(
+            "Idempotency-Key: must be 1 to {MAX_KEY_LEN} printable ASCII characters (got {} bytes)",
+            raw.len()
+        )));
+    }
+    Ok(Some(String::from_utf8_lossy(raw).into_owned()))
+}
+
+/// 201 with the entry's place; a replay also says so in a header.
+fn created(result: AppendResult) -> Response {
+    let mut resp = (StatusCode::CREATED, Json(result.body)).into_response();
+    if result.replayed {
+        resp.headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    resp
+}
 
 pub fn parse_log_id(raw: &str) -> ApiResult<LogId> {
     raw.parse::<LogId>()
@@ -180,21 +220,29 @@ pub async fn create_log(
     ))
 }
 
-/// Append an entry. Bodies above the inline threshold are stored in S3 by the server.
+/// Append an entry. Bodies above the inline threshold are stored in S3 by the server. With an
+/// `Idempotency-Key`, a retry within the key window appends nothing and answers the first
+/// request's sequence (with `Idempotent-Replayed: true`); the same key with a different entry is
+/// a 409.
 #[utoipa::path(post, path = "/logs/{logId}/entries",
-    params(("logId" = String, Path, description = "the log's UUID")),
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "1 to 255 printable ASCII characters; a retry with the same key appends once")),
     request_body = AppendRequest,
     responses(
-        (status = 201, body = AppendResponse),
+        (status = 201, body = AppendResponse, headers(("Idempotent-Replayed" = String,
+            description = "`true` when an earlier request with this key made the entry"))),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
-        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
-        (status = 503, body = ErrorResponse)))]
+        (status = 409, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
 pub async fn append_entry(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<(StatusCode, Json<AppendResponse>)> {
+) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
+    let key = idempotency_key(&headers)?.map(IdempotencyKey::request);
     let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
     let req: AppendRequest = parse_json(&bytes)?;
     if req.kind == "import" {
@@ -213,8 +261,10 @@ pub async fn append_entry(
         });
     }
     let entry = NewEntry::new(EntryType(code), version, encoded);
-    let out = trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq).await?;
-    Ok((StatusCode::CREATED, Json(out)))
+    let out =
+        trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq, key.as_ref())
+            .await?;
+    Ok(created(out))
 }
 
 /// Start a large-entry upload: returns a presigned PUT for the file.
@@ -255,7 +305,7 @@ pub async fn create_upload(
             "contentType: must be 1 to 255 ASCII characters".into(),
         ));
     }
-    // The log must exist; also pins where a later commit starts looking for an earlier commit.
+    // The log must exist (an upload for a missing log would fail only at commit).
     let (from_seq, _) = state
         .log
         .next_seq(log)
@@ -317,36 +367,42 @@ fn parse_upload_id(raw: &str) -> Option<u64> {
     seq.parse().ok()
 }
 
-/// Commit an upload: the linchpin write of an entry that references the uploaded file.
+/// Commit an upload: the linchpin write of an entry that references the uploaded file. The
+/// upload id is the commit's idempotency key: committing one upload again, or twice at once,
+/// appends one entry, and every commit answers its sequence (a repeat with
+/// `Idempotent-Replayed: true`).
 #[utoipa::path(post, path = "/logs/{logId}/uploads/{uploadId}/commit",
     params(("logId" = String, Path, description = "the log's UUID"),
-        ("uploadId" = String, Path, description = "from POST /logs/{logId}/uploads")),
+        ("uploadId" = String, Path, description = "from POST /logs/{logId}/uploads"),
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "accepted and validated; a commit is already keyed by its upload id")),
     request_body = CommitRequest,
-    responses((status = 201, body = AppendResponse, description = "committed"),
-        (status = 200, body = AppendResponse, description = "already committed: the same sequence"),
+    responses((status = 201, body = AppendResponse, description = "committed, now or by an earlier request",
+            headers(("Idempotent-Replayed" = String,
+                description = "`true` when an earlier commit of this upload made the entry"))),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
-        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
-        (status = 422, body = ErrorResponse)))]
+        (status = 409, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 422, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
 pub async fn commit_upload(
     State(state): State<SharedState>,
     Path((log_id, upload_id)): Path<(String, String)>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<(StatusCode, Json<AppendResponse>)> {
+) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
+    // Validated like everywhere else; the upload id below is what makes the commit idempotent.
+    idempotency_key(&headers)?;
     let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
     let req: CommitRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
         CommitRequest::default()
     } else {
         parse_json(&bytes)?
     };
-    let from_seq =
-        parse_upload_id(&upload_id).ok_or_else(|| ApiError::UploadNotFound(upload_id.clone()))?;
-    let key = upload_key(log, &upload_id);
-
-    // Committed before? Then answer with the same sequence.
-    if let Some(done) = find_commit(&state, log, &log_id, from_seq, &key).await? {
-        return Ok((StatusCode::OK, Json(done)));
+    if parse_upload_id(&upload_id).is_none() {
+        return Err(ApiError::UploadNotFound(upload_id));
     }
+    let key = upload_key(log, &upload_id);
     let head = match state.bucket.head(&key).await {
         Ok(h) => h,
         Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadMissing { upload_id }),
@@ -364,6 +420,21 @@ pub async fn commit_upload(
         Some("csv") => ImportFormat::Csv,
         _ => sniff_format(&state, &key).await?,
     };
+    let (code, version, encoded) = Event::Import(Import { format }).encode();
+    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&key);
+    let once = IdempotencyKey::upload(&upload_id);
+
+    // Committed before? Answer with that sequence without reading the file again.
+    if let Some(done) = state
+        .log
+        .find_duplicate(log, &entry, &once)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?
+    {
+        return Ok(created(
+            trigger::replay(&state, log, &log_id, done.seq()).await?,
+        ));
+    }
     // Validate the file before the linchpin write: a file that will not import never enters the log.
     let file = state
         .bucket
@@ -381,11 +452,14 @@ pub async fn commit_upload(
                 format: format_name(format),
                 reason: e.to_string(),
             })?;
-    let (code, version, encoded) = Event::Import(Import { format }).encode();
-    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&key);
-    let out = trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq).await?;
-    info!(log = %log, upload = %upload_id, seq = out.seq, rows = ?summary, "upload committed");
-    Ok((StatusCode::CREATED, Json(out)))
+    // Two commits racing past the check above still append once: the key and the entry are
+    // written in one transaction.
+    let out =
+        trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq, Some(&once))
+            .await?;
+    info!(log = %log, upload = %upload_id, seq = out.body.seq, replayed = out.replayed,
+        rows = ?summary, "upload committed");
+    Ok(created(out))
 }
 
 async fn sniff_format(state: &SharedState, key: &str) -> ApiResult<ImportFormat> {
@@ -400,51 +474,6 @@ async fn sniff_format(state: &SharedState, key: &str) -> ApiResult<ImportFormat>
     } else {
         ImportFormat::Csv
     })
-}
-
-/// Looks for an entry committing `key` among the entries since the upload started.
-async fn find_commit(
-    state: &SharedState,
-    log: LogId,
-    log_id: &str,
-    from_seq: u64,
-    key: &str,
-) -> ApiResult<Option<AppendResponse>> {
-    let mut next = from_seq;
-    loop {
-        let page = match state.log.read_since(log, next, MAX_PAGE).await {
-            Ok(p) => p,
-            // An upload id from the future, or so old its segment is gone: nothing to find.
-            Err(
-                sheetlog_core::LogError::OutOfRange { .. }
-                | sheetlog_core::LogError::ReloadRequired { .. },
-            ) => {
-                return Ok(None);
-            }
-            Err(e) => return Err(ApiError::from_log(log_id, e)),
-        };
-        if let Some(e) = page
-            .entries
-            .iter()
-            .find(|e| e.payload.as_deref() == Some(key))
-        {
-            let (next_seq, _) = state
-                .log
-                .next_seq(log)
-                .await
-                .map_err(|e| ApiError::from_log(log_id, e))?;
-            return Ok(Some(AppendResponse {
-                seq: e.seq,
-                segment: e.segment,
-                entry: e.num,
-                next_seq,
-            }));
-        }
-        next = page.next_seq;
-        if page.complete {
-            return Ok(None);
-        }
-    }
 }
 
 fn query_u64(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {

@@ -9,7 +9,7 @@
 
 use sheetlog_core::LogError;
 use sheetlog_core::domain::{EntryType, LogId, NewEntry};
-use sheetlog_core::log::{AppendOptions, Appended};
+use sheetlog_core::log::{AppendOnce, AppendOptions, Appended, IdempotencyKey};
 use tracing::{info, warn};
 
 use crate::dto::AppendResponse;
@@ -19,22 +19,40 @@ use crate::state::SharedState;
 /// How many entries past each interval boundary the check keeps running.
 const CATCH_UP_WINDOW: u64 = 5;
 
+/// What an append request answers: the entry's place, and whether it was appended by an
+/// earlier request with the same idempotency key (a replay; nothing was written this time).
+#[derive(Debug)]
+pub struct AppendResult {
+    pub body: AppendResponse,
+    pub replayed: bool,
+}
+
 pub async fn append_and_trigger(
     state: &SharedState,
     log: LogId,
     log_id: &str,
     entry: NewEntry,
     expected_seq: Option<u64>,
-) -> Result<AppendResponse, ApiError> {
+    key: Option<&IdempotencyKey>,
+) -> Result<AppendResult, ApiError> {
     let opts = AppendOptions {
         expected_seq,
         segment_hint: state.hint(log),
     };
-    let a = state
-        .log
-        .append(log, entry, opts)
-        .await
-        .map_err(|e| ApiError::from_log(log_id, e))?;
+    let outcome = match key {
+        Some(key) => state.log.append_once(log, entry, opts, key).await,
+        None => state
+            .log
+            .append(log, entry, opts)
+            .await
+            .map(AppendOnce::Appended),
+    }
+    .map_err(|e| ApiError::from_log(log_id, e))?;
+    let a = match outcome {
+        AppendOnce::Appended(a) => a,
+        // Nothing was appended, so no snapshot can be due because of this request.
+        AppendOnce::Duplicate { seq, .. } => return replay(state, log, log_id, seq).await,
+    };
     state.remember_hint(log, a.hint);
     let next_seq = match maybe_snapshot(state, log, &a).await {
         Ok(next) => next,
@@ -44,11 +62,50 @@ pub async fn append_and_trigger(
             a.next_seq
         }
     };
-    Ok(AppendResponse {
-        seq: a.seq,
-        segment: a.segment,
-        entry: a.entry,
-        next_seq,
+    Ok(AppendResult {
+        body: AppendResponse {
+            seq: a.seq,
+            segment: a.segment,
+            entry: a.entry,
+            next_seq,
+        },
+        replayed: false,
+    })
+}
+
+/// The answer to a retried request whose key says it appended `seq`: the entry's segment and
+/// number are read back (the Dedupe table keeps only the sequence, see `docs/storage.md`), and
+/// `nextSeq` is the log's next sequence now.
+pub async fn replay(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    seq: u64,
+) -> Result<AppendResult, ApiError> {
+    let page = match state.log.read_since(log, seq, 1).await {
+        Ok(p) => p,
+        Err(LogError::ReloadRequired { .. } | LogError::OutOfRange { .. }) => {
+            return Err(ApiError::ReplayUnavailable { seq });
+        }
+        Err(e) => return Err(ApiError::from_log(log_id, e)),
+    };
+    let Some(e) = page.entries.first().filter(|e| e.seq == seq) else {
+        return Err(ApiError::ReplayUnavailable { seq });
+    };
+    let (next_seq, _) = state
+        .log
+        .next_seq(log)
+        .await
+        .map_err(|e| ApiError::from_log(log_id, e))?;
+    info!(log = %log, seq, "idempotent replay: appended earlier under the same key");
+    Ok(AppendResult {
+        body: AppendResponse {
+            seq,
+            segment: e.segment,
+            entry: e.num,
+            next_seq,
+        },
+        replayed: true,
     })
 }
 

@@ -25,7 +25,8 @@ const SQS: &str = "SQS";
 #[derive(Debug, Clone, Copy)]
 pub struct TableSpec {
     pub partition: (&'static str, ScalarAttributeTypeName),
-    pub sort: (&'static str, ScalarAttributeTypeName),
+    /// `None` for a table with a partition key only.
+    pub sort: Option<(&'static str, ScalarAttributeTypeName)>,
     pub stream_new_image: bool,
 }
 
@@ -51,17 +52,23 @@ use ScalarAttributeTypeName::{B, N};
 
 pub const ENTRY_TABLE: TableSpec = TableSpec {
     partition: ("s", B),
-    sort: ("n", N),
+    sort: Some(("n", N)),
     stream_new_image: true,
 };
 pub const SEGMENT_TABLE: TableSpec = TableSpec {
     partition: ("l", B),
-    sort: ("n", N),
+    sort: Some(("n", N)),
     stream_new_image: false,
 };
 pub const PENDING_TABLE: TableSpec = TableSpec {
     partition: ("l", B),
-    sort: ("n", B),
+    sort: Some(("n", B)),
+    stream_new_image: false,
+};
+/// Idempotency keys (`docs/storage.md`, "Dedupe table"): one item per hash prefix.
+pub const DEDUPE_TABLE: TableSpec = TableSpec {
+    partition: ("p", B),
+    sort: None,
     stream_new_image: false,
 };
 
@@ -86,10 +93,9 @@ pub async fn create_table(
         .create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest);
-    for (attr, ty, key_type) in [
-        (spec.partition.0, spec.partition.1, KeyType::Hash),
-        (spec.sort.0, spec.sort.1, KeyType::Range),
-    ] {
+    let keys = std::iter::once((spec.partition.0, spec.partition.1, KeyType::Hash))
+        .chain(spec.sort.map(|(attr, ty)| (attr, ty, KeyType::Range)));
+    for (attr, ty, key_type) in keys {
         let def = AttributeDefinition::builder()
             .attribute_name(attr)
             .attribute_type(ty.sdk())
@@ -203,6 +209,9 @@ pub async fn create_all(
     create_table(dynamo, &resources.segment_table, SEGMENT_TABLE).await?;
     if let Some(pending) = &resources.pending_table {
         create_table(dynamo, pending, PENDING_TABLE).await?;
+    }
+    if let Some(dedupe) = &resources.dedupe_table {
+        create_table(dynamo, dedupe, DEDUPE_TABLE).await?;
     }
     create_bucket(s3, &resources.bucket, DEFAULT_AUTO_DELETE_DAYS).await?;
     Ok(())

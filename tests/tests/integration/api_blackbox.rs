@@ -402,8 +402,13 @@ async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<
     let r = c.post(&commit).send().await?;
     assert_eq!(
         r.status(),
-        StatusCode::OK,
-        "a second commit is acknowledged, not repeated"
+        StatusCode::CREATED,
+        "a second commit answers as the first did"
+    );
+    assert_eq!(
+        r.headers().get("idempotent-replayed").map(|v| v.as_bytes()),
+        Some(&b"true"[..]),
+        "and says it was not repeated"
     );
     let second: Value = r.json().await?;
     assert_eq!(second["seq"], first["seq"]);

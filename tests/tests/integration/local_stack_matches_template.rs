@@ -209,6 +209,10 @@ fn counterparts(desc: &Description, stack: &LocalStack) -> anyhow::Result<Counte
                 .pending_table
                 .clone()
                 .context("the local stack has no Pending Snapshots table")?,
+            Some("SHEETLOG_DEDUPE_TABLE") => r
+                .dedupe_table
+                .clone()
+                .context("the local stack has no Dedupe table")?,
             other => bail!(
                 "template table {} (environment variable {other:?}) has no local counterpart: \
                  create it in create_local_stack and pair it here",

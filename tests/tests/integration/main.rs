@@ -7,6 +7,7 @@
 mod api_blackbox;
 mod api_snapshots;
 mod chaos;
+mod dedupe;
 mod event_log;
 mod local_stack_matches_template;
 mod pipeline;
