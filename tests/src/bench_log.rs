@@ -10,8 +10,9 @@ use bytes::Bytes;
 use serde::Serialize;
 use sheetlog_core::aws::items::{entry_key, item_size};
 use sheetlog_core::domain::{EntryType, NewEntry, RequestUnits};
-use sheetlog_core::log::AppendOptions;
+use sheetlog_core::log::{AppendOnce, AppendOptions, IdempotencyKey};
 
+use crate::bench_dedupe;
 use crate::stack::TestStack;
 
 /// One operation's cost.
@@ -38,6 +39,28 @@ pub struct LogBench {
     pub contended_appends_per_s: f64,
     pub contended_attempts_p50: u32,
     pub contended_attempts_max: u32,
+    /// An append with an idempotency key (entry + Dedupe item in one transaction), with a hint.
+    pub idempotent_append_wru: f64,
+    pub idempotent_append_rru: f64,
+    /// A retry of it: the cancelled transaction is charged, nothing is written.
+    pub duplicate_append_wru: f64,
+    pub duplicate_append_rru: f64,
+    /// Dedupe items after two simulated months at the configured rate (`bench_dedupe`).
+    pub dedupe_keys_per_month: u64,
+    pub dedupe_prefix_bits: u8,
+    pub dedupe_item_bytes_p50: u64,
+    pub dedupe_item_bytes_p99: u64,
+    pub dedupe_item_bytes_max: u64,
+    pub dedupe_items_over_1kb: f64,
+    pub dedupe_keys_per_item_mean: f64,
+    pub dedupe_keys_per_item_max: u64,
+    pub dedupe_bytes_per_key: f64,
+    pub dedupe_naive_bytes_per_key: u64,
+    /// Items compared byte for byte between the simulation and the emulator.
+    pub dedupe_model_items_checked: usize,
+    /// Share of appends sharing a Dedupe item with another of 100 in flight.
+    pub dedupe_conflict_share_100_in_flight: f64,
+    pub dedupe_prefix_bits_by_rate: Vec<(u64, u8, f64)>,
     pub operations: Vec<OpCost>,
 }
 
@@ -165,6 +188,56 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         "transaction of three conditional puts",
     ));
 
+    eprintln!("idempotent appends…");
+    let key = IdempotencyKey::request("bench-key");
+    let keyed = log
+        .append_once(
+            id,
+            cell(),
+            AppendOptions {
+                expected_seq: None,
+                segment_hint: Some(started.hint),
+            },
+            &key,
+        )
+        .await?;
+    let AppendOnce::Appended(keyed) = keyed else {
+        anyhow::bail!("a fresh key was a duplicate");
+    };
+    ops.push(op(
+        "idempotent append",
+        keyed.units,
+        None,
+        "entry query + transaction: entry put, Dedupe update",
+    ));
+    let retried = log
+        .append_once(
+            id,
+            cell(),
+            AppendOptions {
+                expected_seq: None,
+                segment_hint: Some(keyed.hint),
+            },
+            &key,
+        )
+        .await?;
+    anyhow::ensure!(
+        matches!(retried, AppendOnce::Duplicate { seq, .. } if seq == keyed.seq),
+        "the retry was not a duplicate of seq {}: {retried:?}",
+        keyed.seq
+    );
+    ops.push(op(
+        "duplicate append",
+        retried.units(),
+        None,
+        "entry query + cancelled transaction (charged)",
+    ));
+    let checked = bench_dedupe::check_model_on_emulator(&stack, &cell(), 300).await?;
+    let rate = sheetlog_core::config::DEFAULT_DEDUPE_KEYS_PER_MONTH;
+    eprintln!("simulating two months of Dedupe items at {rate} keys/month…");
+    let fill = bench_dedupe::simulate_fill(rate, 7);
+    let conflicts = bench_dedupe::conflict_share(fill.prefix_bits, 100, 2000, 11);
+
     let writers = 8;
     let per_writer = 50;
     eprintln!("{writers} writers x {per_writer} appends on one log…");
@@ -213,6 +286,28 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         contended_appends_per_s: attempts.len() as f64 / elapsed,
         contended_attempts_p50: attempts.get(attempts.len() / 2).copied().unwrap_or(0),
         contended_attempts_max: attempts.last().copied().unwrap_or(0),
+        idempotent_append_wru: keyed.units.write,
+        idempotent_append_rru: keyed.units.read,
+        duplicate_append_wru: retried.units().write,
+        duplicate_append_rru: retried.units().read,
+        dedupe_keys_per_month: fill.keys_per_month,
+        dedupe_prefix_bits: fill.prefix_bits,
+        dedupe_item_bytes_p50: fill.item_bytes_p50,
+        dedupe_item_bytes_p99: fill.item_bytes_p99,
+        dedupe_item_bytes_max: fill.item_bytes_max,
+        dedupe_items_over_1kb: fill.items_over_1kb,
+        dedupe_keys_per_item_mean: fill.keys_per_item_mean,
+        dedupe_keys_per_item_max: fill.keys_per_item_max,
+        dedupe_bytes_per_key: fill.bytes_per_key,
+        dedupe_naive_bytes_per_key: bench_dedupe::NAIVE_BYTES_PER_KEY,
+        dedupe_model_items_checked: checked,
+        dedupe_conflict_share_100_in_flight: conflicts,
+        dedupe_prefix_bits_by_rate: bench_dedupe::prefix_table(&[
+            1_000_000,
+            100_000_000,
+            10_000_000_000,
+            300_000_000_000,
+        ]),
         operations: ops,
     })
 }
@@ -242,6 +337,31 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         "emulator latency, uncontended append with hint: p50 {:.1} ms, p99 {:.1} ms",
         b.append_latency_ms_p50, b.append_latency_ms_p99
     );
+    println!(
+        "Dedupe items after two months at {} keys/month (n = {} bits): p50 {} B, p99 {} B, max {} B, \
+         {:.4}% over 1 KB; keys per item mean {:.1}, max {}",
+        b.dedupe_keys_per_month,
+        b.dedupe_prefix_bits,
+        b.dedupe_item_bytes_p50,
+        b.dedupe_item_bytes_p99,
+        b.dedupe_item_bytes_max,
+        b.dedupe_items_over_1kb * 100.0,
+        b.dedupe_keys_per_item_mean,
+        b.dedupe_keys_per_item_max
+    );
+    println!(
+        "Dedupe storage: {:.1} bytes per key (naive table: {}); simulation matched the emulator on {} items; \
+         {:.3}% of 100 in-flight appends share an item",
+        b.dedupe_bytes_per_key,
+        b.dedupe_naive_bytes_per_key,
+        b.dedupe_model_items_checked,
+        b.dedupe_conflict_share_100_in_flight * 100.0
+    );
+    for (rate, n, mean) in &b.dedupe_prefix_bits_by_rate {
+        println!(
+            "  {rate:>16} keys/month -> n = {n:>2} bits, {mean:.1} keys per item at the fullest"
+        );
+    }
     println!(
         "contention, {} writers on one log: {} appends at {:.0}/s, attempts p50 {} max {}",
         b.contended_writers,

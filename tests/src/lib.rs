@@ -3,6 +3,7 @@
 //!
 //! Layout:
 //! - [`api`]      — the API under test: in-process over loopback HTTP, or a deployment by URL
+//! - [`bench_dedupe`] — the Dedupe table's figures in `./scripts/bench log`
 //! - [`bench_log`] — the `./scripts/bench log` measurements
 //! - [`chaos`]    — the history checker: concurrent writers and readers over the fault adapter
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
@@ -13,6 +14,7 @@
 //! - `tests/integration/` — the integration tests, one binary, one module per area
 
 pub mod api;
+pub mod bench_dedupe;
 pub mod bench_log;
 pub mod chaos;
 pub mod emulator;

@@ -202,12 +202,18 @@ impl DedupeRecord {
 /// `2.07 × rate / 2^n`; `n` is the smallest value that keeps it at or under
 /// [`TARGET_KEYS_PER_ITEM`]. At least 1 bit, at most 64.
 pub fn prefix_bits_for_rate(keys_per_month: u64) -> u8 {
-    let window = keys_per_month as f64 * (2.0 + f64::from(GRACE_DAYS) / 30.0);
     let mut n = 1u8;
-    while n < 64 && window / 2f64.powi(i32::from(n)) > TARGET_KEYS_PER_ITEM {
+    while n < 64 && mean_keys_per_item(keys_per_month, n) > TARGET_KEYS_PER_ITEM {
         n += 1;
     }
     n
+}
+
+/// Mean keys per item at the fullest moment (two months and the grace days) for a key rate and
+/// prefix length.
+pub fn mean_keys_per_item(keys_per_month: u64, prefix_bits: u8) -> f64 {
+    let window = keys_per_month as f64 * (2.0 + f64::from(GRACE_DAYS) / 30.0);
+    window / 2f64.powi(i32::from(prefix_bits))
 }
 
 #[cfg(test)]
