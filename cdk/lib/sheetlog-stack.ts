@@ -224,7 +224,13 @@ export class SheetlogStack extends Stack {
     // ---- Functions ----------------------------------------------------------------------------
     const architecture = config.architecture === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
     const logRetention = config.logRetentionDays as logs.RetentionDays;
-    const common = { functionsDir, architecture, logRetention, logLevel: config.logLevel };
+    const common = {
+      functionsDir,
+      architecture,
+      logRetention,
+      logLevel: config.logLevel,
+      buildWith: Object.values(CRATES),
+    };
 
     this.api = new SheetlogFunction(this, 'Api', {
       ...common,

@@ -12,7 +12,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
-import { SheetlogFunction, type SheetlogFunctionProps } from '../lib/constructs/sheetlog-function';
+import { packageFlags, SheetlogFunction, type SheetlogFunctionProps } from '../lib/constructs/sheetlog-function';
 import { SheetlogTable } from '../lib/constructs/sheetlog-table';
 import { SetupError } from '../lib/errors';
 import { CRATES } from '../lib/sheetlog-stack';
@@ -78,6 +78,17 @@ describe('SheetlogFunction', () => {
     } finally {
       process.env.PATH = saved;
     }
+  });
+});
+
+describe('packageFlags', () => {
+  test('selects every crate of the stack once, so all functions share one feature resolution', () => {
+    const all = Object.values(CRATES);
+    const flags = packageFlags(CRATES.streamRouter, all);
+    assert.deepEqual(flags, ['-p', 'sheetlog-api', '-p', 'sheetlog-snapshot-worker', '-p', 'sheetlog-stream-router']);
+    // The same flags whichever function is built: that is what lets the builds share artifacts.
+    for (const c of all) assert.deepEqual(packageFlags(c, all), flags);
+    assert.deepEqual(packageFlags(CRATES.api, []), []);
   });
 });
 

@@ -87,6 +87,12 @@ export interface SheetlogFunctionProps {
   readonly logRetention: logs.RetentionDays;
   /** `RUST_LOG` filter. */
   readonly logLevel: string;
+  /**
+   * Every function crate of the stack. Each function is built with all of them selected
+   * (`-p` each), so Cargo resolves one feature set for their dependencies and the second and
+   * third builds reuse the first's compiled dependencies instead of rebuilding most of them.
+   */
+  readonly buildWith?: readonly FunctionCrate[];
 }
 
 /** The only actions a function role may hold on `Resource: "*"`; none of them supports resource-level permissions. */
@@ -132,6 +138,7 @@ export class SheetlogFunction extends Construct {
       manifestPath,
       role: this.role,
       binaryName: props.crate.binaryName,
+      bundling: { cargoLambdaFlags: packageFlags(props.crate, props.buildWith ?? []) },
       runtime: 'provided.al2023',
       architecture: props.architecture,
       description: props.description,
@@ -235,4 +242,10 @@ function requireCargoLambda(): void {
         '.venv/bin on PATH (see docs/deploy.md).',
     );
   }
+}
+
+/** `-p <crate>` for the function's own crate and every crate it is built with, each once. */
+export function packageFlags(own: FunctionCrate, buildWith: readonly FunctionCrate[]): string[] {
+  const names = [...new Set([own.binaryName, ...buildWith.map((c) => c.binaryName)])].sort();
+  return names.length > 1 ? names.flatMap((n) => ['-p', n]) : [];
 }
