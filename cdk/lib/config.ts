@@ -13,6 +13,9 @@ export const LOG_RETENTION_DAYS_ALLOWED = [
 ] as const;
 
 export type FunctionArchitecture = 'arm64' | 'x86_64';
+/** Cargo profiles of the workspace the functions may be built with (Cargo.toml). */
+export const LAMBDA_PROFILES = ['release', 'lambda-check'] as const;
+export type LambdaProfile = (typeof LAMBDA_PROFILES)[number];
 
 export interface JwtAuthorizerConfig {
   /** Token issuer URL (https), e.g. a Cognito user pool or any OIDC provider. */
@@ -26,6 +29,12 @@ export interface SheetlogConfig {
   readonly stackName: string;
   /** Lambda architecture the functions are built for. */
   readonly architecture: FunctionArchitecture;
+  /**
+   * Cargo profile the functions are built with: `release` for anything deployed. `lambda-check`
+   * (unoptimised, no debug info) is what `./scripts/test` synthesizes with: it proves the functions
+   * cross-compile and bundle for Lambda in a third of the time, and is far too slow to deploy.
+   */
+  readonly lambdaProfile: LambdaProfile;
   /** A Snapshot entry is appended after this many entries (`SHEETLOG_SNAPSHOT_INTERVAL`). */
   readonly snapshotInterval: number;
   /** A segment is ended after this many entries (`SHEETLOG_SEGMENT_MAX_ENTRIES`). */
@@ -68,6 +77,7 @@ export interface SheetlogConfig {
 export const DEFAULT_CONFIG: SheetlogConfig = {
   stackName: 'sheetlog',
   architecture: 'arm64',
+  lambdaProfile: 'release',
   snapshotInterval: 100,
   segmentMaxEntries: 10_000,
   dedupeKeysPerMonth: 1_000_000,
@@ -89,6 +99,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
 export const CONFIG_CONTEXT_KEYS = [
   'stackName',
   'architecture',
+  'lambdaProfile',
   'snapshotInterval',
   'segmentMaxEntries',
   'dedupeKeysPerMonth',
@@ -136,6 +147,7 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
       hint: 'letters, digits and hyphens, starting with a letter, at most 128 characters',
     }),
     architecture: p.oneOf('architecture', DEFAULT_CONFIG.architecture, ['arm64', 'x86_64'] as const),
+    lambdaProfile: p.oneOf('lambdaProfile', DEFAULT_CONFIG.lambdaProfile, LAMBDA_PROFILES),
     snapshotInterval: p.integer('snapshotInterval', DEFAULT_CONFIG.snapshotInterval, 2, 100_000),
     segmentMaxEntries: p.integer('segmentMaxEntries', DEFAULT_CONFIG.segmentMaxEntries, 10, 1_000_000),
     dedupeKeysPerMonth: p.integer('dedupeKeysPerMonth', DEFAULT_CONFIG.dedupeKeysPerMonth, 1, 1_000_000_000_000),

@@ -230,6 +230,7 @@ export class SheetlogStack extends Stack {
       logRetention,
       logLevel: config.logLevel,
       buildWith: Object.values(CRATES),
+      cargoProfile: config.lambdaProfile,
     };
 
     this.api = new SheetlogFunction(this, 'Api', {

@@ -33,6 +33,7 @@ describe('configuration defaults', () => {
     assert.deepEqual(parseConfig({}), {
       stackName: 'sheetlog',
       architecture: 'arm64',
+      lambdaProfile: 'release',
       snapshotInterval: 100,
       segmentMaxEntries: 10_000,
       dedupeKeysPerMonth: 1_000_000,

@@ -93,6 +93,8 @@ export interface SheetlogFunctionProps {
    * third builds reuse the first's compiled dependencies instead of rebuilding most of them.
    */
   readonly buildWith?: readonly FunctionCrate[];
+  /** Cargo profile; default `release`. */
+  readonly cargoProfile?: string;
 }
 
 /** The only actions a function role may hold on `Resource: "*"`; none of them supports resource-level permissions. */
@@ -138,7 +140,10 @@ export class SheetlogFunction extends Construct {
       manifestPath,
       role: this.role,
       binaryName: props.crate.binaryName,
-      bundling: { cargoLambdaFlags: packageFlags(props.crate, props.buildWith ?? []) },
+      bundling: {
+        cargoLambdaFlags: packageFlags(props.crate, props.buildWith ?? []),
+        profile: props.cargoProfile ?? 'release',
+      },
       runtime: 'provided.al2023',
       architecture: props.architecture,
       description: props.description,
