@@ -87,6 +87,8 @@ pub struct ChaosReport {
     pub stale_expected_landed: u64,
     pub cells_mismatched: u64,
     pub snapshots_completed: u64,
+    /// Snapshot jobs still queued when the drain budget ran out after the writers stopped.
+    pub snapshot_jobs_unfinished: u64,
     pub segments: u64,
     pub log_entries: u64,
     pub elapsed_s: f64,
@@ -149,6 +151,9 @@ fn tag_of(e: &Entry) -> Option<String> {
     }
 }
 
+/// How long the snapshot queue may keep draining after the writers stop.
+const DRAIN_BUDGET: Duration = Duration::from_secs(20);
+
 /// Runs the checker and reports what it found.
 pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
     let started = Instant::now();
@@ -198,30 +203,56 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
     let counters = Arc::new(Counters::default());
     let next_op = Arc::new(AtomicU64::new(0));
     let (jobs_tx, mut jobs_rx) = tokio::sync::mpsc::unbounded_channel::<SnapshotJob>();
+    let writers_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
 
-    // The snapshot worker: runs each job until it is done, as the queue would.
+    // The snapshot worker, fed as a queue feeds it: a job that is not done (deferred behind an
+    // earlier snapshot, handed off, failed) goes to the back of the queue, so it never blocks the
+    // jobs behind it, the earlier snapshot it waits for included. Returns the jobs left unfinished.
     let worker_task = {
         let counters = counters.clone();
         let history = history.clone();
+        let writers_done = writers_done.clone();
         tokio::spawn(async move {
-            while let Some(job) = jobs_rx.recv().await {
-                for _ in 0..2000 {
-                    match worker
-                        .run(&job, Instant::now() + Duration::from_secs(30))
-                        .await
-                    {
-                        Ok(Outcome::Completed { .. }) => {
-                            counters.snapshots.fetch_add(1, Ordering::Relaxed);
-                            break;
+            let mut queue: std::collections::VecDeque<(SnapshotJob, u32)> = Default::default();
+            let mut drain_deadline = None;
+            loop {
+                while let Ok(job) = jobs_rx.try_recv() {
+                    queue.push_back((job, 0));
+                }
+                let Some((job, tries)) = queue.pop_front() else {
+                    if writers_done.load(Ordering::Relaxed) && jobs_rx.is_closed() {
+                        return 0;
+                    }
+                    match jobs_rx.recv().await {
+                        Some(job) => queue.push_back((job, 0)),
+                        None => return 0,
+                    }
+                    continue;
+                };
+                if writers_done.load(Ordering::Relaxed) {
+                    // Once the writers stop, the queue gets a bounded time to drain.
+                    let deadline =
+                        *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_BUDGET);
+                    if Instant::now() > deadline {
+                        return queue.len() as u64 + 1;
+                    }
+                }
+                match worker
+                    .run(&job, Instant::now() + Duration::from_secs(30))
+                    .await
+                {
+                    Ok(Outcome::Completed { .. }) => {
+                        counters.snapshots.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Outcome::AlreadyComplete | Outcome::Duplicate) => {}
+                    Ok(Outcome::Rejected { reason }) => {
+                        note(&history, format!("snapshot job {job:?} rejected: {reason}"));
+                    }
+                    Ok(Outcome::Deferred { .. } | Outcome::HandedOff { .. }) | Err(_) => {
+                        if tries < 2000 {
+                            queue.push_back((job, tries + 1));
                         }
-                        Ok(Outcome::AlreadyComplete | Outcome::Duplicate) => break,
-                        Ok(Outcome::Rejected { reason }) => {
-                            note(&history, format!("snapshot job {job:?} rejected: {reason}"));
-                            break;
-                        }
-                        Ok(Outcome::Deferred { .. } | Outcome::HandedOff { .. }) | Err(_) => {
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                        }
+                        tokio::time::sleep(Duration::from_millis(2)).await;
                     }
                 }
             }
@@ -357,7 +388,8 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         t.await?;
     }
     drop(jobs_tx);
-    worker_task.await?;
+    writers_done.store(true, Ordering::Relaxed);
+    let snapshot_jobs_unfinished = worker_task.await?;
 
     // The final history: read straight from the store, with no faults in the way.
     let clean: EventLog<Arc<MemLogStore>, Arc<MemPayloadStore>> =
@@ -393,6 +425,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         skipped_reads: counters.skipped.load(Ordering::Relaxed),
         changed_reads: counters.changed.load(Ordering::Relaxed),
         snapshots_completed: counters.snapshots.load(Ordering::Relaxed),
+        snapshot_jobs_unfinished,
         segments: all.last().map_or(0, |e| e.segment + 1),
         log_entries: all.len() as u64,
         ..ChaosReport::default()
