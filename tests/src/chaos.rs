@@ -501,7 +501,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         .await?;
         let mut sheet = Sheet::new();
         for e in log_entries(&all[..at as usize])? {
-            if let EntryBody::Event(ev) = &e.entry {
+            for ev in e.entry.events() {
                 sheet.apply(ev, None)?;
             }
         }

@@ -185,7 +185,7 @@ impl PipelineStack {
     pub async fn replay(&self, log: LogId, seq: u64) -> anyhow::Result<Sheet> {
         let mut sheet = Sheet::new();
         for e in log_entries(&self.entries_before(log, seq).await?)? {
-            if let sheetlog_core::sheet::EntryBody::Event(ev) = &e.entry {
+            for ev in e.entry.events() {
                 let payload = match &e.payload {
                     Some(k) => Some(Box::new(Cursor::new(
                         self.payloads()

@@ -124,6 +124,8 @@ pub enum EntryBody {
     Snapshot,
     EndSegment,
     Event(Event),
+    /// A sync client's run of mutations (`crate::mutations`).
+    Mutations(crate::mutations::Mutations),
 }
 
 /// An event that breaks a rule; `path` names the field (`cells[2].ref`), empty for the entry.
@@ -543,8 +545,22 @@ impl EntryBody {
         match type_code {
             TYPE_SNAPSHOT => Ok(EntryBody::Snapshot),
             TYPE_END_SEGMENT => Ok(EntryBody::EndSegment),
+            crate::mutations::TYPE_MUTATIONS => {
+                crate::mutations::Mutations::decode(version, body).map(EntryBody::Mutations)
+            }
             _ => Event::decode(type_code, version, body).map(EntryBody::Event),
         }
+    }
+
+    /// The spreadsheet events the entry applies, in order: none for the log's markers, one for
+    /// an event, the applied mutations' events for a `mutations` entry.
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        let (one, many) = match self {
+            EntryBody::Snapshot | EntryBody::EndSegment => (None, &[][..]),
+            EntryBody::Event(e) => (Some(e), &[][..]),
+            EntryBody::Mutations(m) => (None, &m.applied[..]),
+        };
+        one.into_iter().chain(many.iter().map(|m| &m.event))
     }
 
     pub fn type_code(&self) -> u16 {
@@ -552,6 +568,7 @@ impl EntryBody {
             EntryBody::Snapshot => TYPE_SNAPSHOT,
             EntryBody::EndSegment => TYPE_END_SEGMENT,
             EntryBody::Event(e) => e.type_code(),
+            EntryBody::Mutations(_) => crate::mutations::TYPE_MUTATIONS,
         }
     }
 }

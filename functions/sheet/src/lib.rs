@@ -14,6 +14,7 @@
 //! - `event.rs` — the events, their JSON form and validation, their versioned binary bodies.
 //! - `value.rs` also holds [`Row`], shared by the model and the importers.
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
+//! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events.
 //! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
 //! - `sample.rs` — deterministic realistic sample data for tests and benchmarks (feature
@@ -28,6 +29,7 @@ pub mod event;
 pub mod import;
 pub mod limits;
 pub mod model;
+pub mod mutations;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod snapshot;

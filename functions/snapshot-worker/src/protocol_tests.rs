@@ -144,7 +144,7 @@ impl Fixture {
             .expect("read");
         let mut sheet = Sheet::new();
         for e in log_entries(&page.entries).expect("decode") {
-            if let sheetlog_core::sheet::EntryBody::Event(ev) = &e.entry {
+            for ev in e.entry.events() {
                 sheet.apply(ev, None).expect("apply");
             }
         }

@@ -592,7 +592,7 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
             )));
         }
         expect += 1;
-        if let EntryBody::Event(ev) = &e.entry {
+        for ev in e.entry.events() {
             match ev {
                 Event::Import(i) => {
                     let key = e.payload.clone().ok_or_else(|| {

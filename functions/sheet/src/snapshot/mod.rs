@@ -24,7 +24,7 @@ pub use builder::{
     Progress, SnapshotBuilder,
 };
 pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
-pub use read::{ReadStats, load_manifest, materialize, read_range};
+pub use read::{ReadStats, load_manifest, materialize, read_range, read_rows};
 pub use store::{
     BlobError, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports, WriteStats,
 };
@@ -46,6 +46,8 @@ pub enum SnapshotError {
     BadInput(String),
     #[error("checkpoint does not belong to this build: {0} differs")]
     CheckpointMismatch(String),
+    #[error("the range holds more than {limit} cells")]
+    TooManyCells { limit: usize },
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -46,13 +46,38 @@ pub async fn read_range(
     entries: &[LogEntry],
     range: Range,
 ) -> Result<(Vec<Vec<Value>>, ReadStats), SnapshotError> {
+    let (rows, stats) =
+        read_rows(store, payloads, log_id, base, entries, range, usize::MAX).await?;
+    let mut values = vec![vec![Value::Empty; range.cols() as usize]; range.rows() as usize];
+    for r in rows {
+        let line = &mut values[(r.index - range.start.row) as usize];
+        for (c, cell) in r.cells {
+            line[(c - range.start.col) as usize] = cell.value;
+        }
+    }
+    Ok((values, stats))
+}
+
+/// As [`read_range`], but the non-empty cells with their formats, as sparse rows in order (rows
+/// with no cell in the range are left out). Stops with [`SnapshotError::TooManyCells`] once
+/// more than `max_cells` cells are found, so a caller with a size limit never holds a whole
+/// large sheet in memory.
+pub async fn read_rows(
+    store: &dyn BlobStore,
+    payloads: &dyn ImportSource,
+    log_id: Uuid,
+    base: Option<&Manifest>,
+    entries: &[LogEntry],
+    range: Range,
+    max_cells: usize,
+) -> Result<(Vec<Row>, ReadStats), SnapshotError> {
     let from = base.map_or(0, |b| b.seq);
     let (stages, import) = plan(from, from + entries.len() as u64, entries)?;
     let mut pipeline = Pipeline::new(stages);
     let needed = pipeline.source_ranges(range.start.row, range.end.row + 1);
     let wanted = |i: u32| needed.iter().any(|(a, b)| (*a..*b).contains(&i));
     let last_needed = needed.last().map_or(0, |(_, b)| *b);
-    let mut out = Collector::new(range);
+    let mut out = Collector::new(range, max_cells);
     let mut stats = ReadStats::default();
     let mut items = Vec::new();
 
@@ -68,7 +93,7 @@ pub async fn read_range(
                     if wanted(r.index) {
                         stats.rows_streamed += 1;
                         pipeline.push(Item::Row(r), &mut items)?;
-                        out.take(&mut items);
+                        out.take(&mut items)?;
                     }
                 }
                 ImportMsg::Failed(message) => return Err(SnapshotError::Import { key, message }),
@@ -94,14 +119,14 @@ pub async fn read_range(
                 if wanted(r.index) {
                     stats.rows_streamed += 1;
                     pipeline.push(Item::Row(r), &mut items)?;
-                    out.take(&mut items);
+                    out.take(&mut items)?;
                 }
             }
         }
     }
     pipeline.finish(&mut items)?;
-    out.take(&mut items);
-    Ok((out.values, stats))
+    out.take(&mut items)?;
+    Ok((out.rows, stats))
 }
 
 /// Every row of a snapshot, as an in-memory sheet (for tests and small sheets).
@@ -124,29 +149,41 @@ pub async fn materialize(
 
 struct Collector {
     range: Range,
-    values: Vec<Vec<Value>>,
+    rows: Vec<Row>,
+    cells: usize,
+    max_cells: usize,
 }
 
 impl Collector {
-    fn new(range: Range) -> Self {
+    fn new(range: Range, max_cells: usize) -> Self {
         Collector {
             range,
-            values: vec![vec![Value::Empty; range.cols() as usize]; range.rows() as usize],
+            rows: Vec::new(),
+            cells: 0,
+            max_cells,
         }
     }
 
-    fn take(&mut self, items: &mut Vec<Item>) {
+    fn take(&mut self, items: &mut Vec<Item>) -> Result<(), SnapshotError> {
         for it in items.drain(..) {
-            let Item::Row(r) = it else { continue };
+            let Item::Row(mut r) = it else { continue };
             if !(self.range.start.row..=self.range.end.row).contains(&r.index) {
                 continue;
             }
-            let line = &mut self.values[(r.index - self.range.start.row) as usize];
-            for (c, cell) in r.cells {
-                if (self.range.start.col..=self.range.end.col).contains(&c) {
-                    line[(c - self.range.start.col) as usize] = cell.value;
+            r.cells.retain(|(c, cell)| {
+                (self.range.start.col..=self.range.end.col).contains(c)
+                    && !(cell.value.is_empty() && cell.format.is_none())
+            });
+            if !r.cells.is_empty() {
+                self.cells += r.cells.len();
+                if self.cells > self.max_cells {
+                    return Err(SnapshotError::TooManyCells {
+                        limit: self.max_cells,
+                    });
                 }
+                self.rows.push(r);
             }
         }
+        Ok(())
     }
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::event::*;
+use crate::mutations::{Mutation, Mutations};
 use crate::sample::{SAMPLE_COLS, write_sample_csv};
 use crate::{Cell, CellRef, Range, Sheet, Value};
 
@@ -29,7 +30,7 @@ fn rt() -> tokio::runtime::Runtime {
 fn replay(entries: &[LogEntry], seq: u64, payloads: &MemImports) -> Sheet {
     let mut sheet = Sheet::new();
     for e in entries.iter().take(seq as usize) {
-        if let EntryBody::Event(ev) = &e.entry {
+        for ev in e.entry.events() {
             let payload = e.payload.as_ref().map(|k| {
                 Box::new(Cursor::new(payloads.get(k).expect("payload")))
                     as Box<dyn crate::import::ReadSeek>
@@ -98,11 +99,13 @@ fn small_value() -> impl Strategy<Value = Value> {
 #[derive(Debug, Clone)]
 enum Spec {
     Event(Event),
+    /// A `mutations` entry: events, each followed by whether a rejected id comes after it.
+    Mutations(Vec<(Event, bool)>),
     Marker,
     Csv(String),
 }
 
-fn spec() -> impl Strategy<Value = Spec> {
+fn event() -> impl Strategy<Value = Event> {
     // Cells of one `set` sit within four rows of each other, as a person's edits do, so most
     // entries leave most chunks alone and the reuse path is exercised as much as the rewrite path.
     let cell = (
@@ -112,21 +115,29 @@ fn spec() -> impl Strategy<Value = Spec> {
         proptest::option::of("0\\.0{0,3}%?"),
     );
     prop_oneof![
-        8 => (0u32..70, proptest::collection::vec(cell, 1..8)).prop_map(|(r0, cells)| Spec::Event(Event::Set(SetCells {
+        8 => (0u32..70, proptest::collection::vec(cell, 1..8)).prop_map(|(r0, cells)| Event::Set(SetCells {
             cells: cells
                 .into_iter()
                 .map(|(dr, col, value, format)| CellEdit { at: CellRef { row: r0 + dr, col }, value, format })
                 .collect(),
-        }))),
+        })),
         2 => (0u32..70, 1u32..5, proptest::collection::vec(proptest::collection::vec(small_value(), 0..6), 0..4))
-            .prop_map(|(at, count, values)| Spec::Event(Event::InsertRows(InsertRows {
+            .prop_map(|(at, count, values)| Event::InsertRows(InsertRows {
                 at: RowNumber(at),
                 count,
                 values: values.into_iter().take(count as usize).collect(),
-            }))),
-        2 => (0u32..70, 1u32..6).prop_map(|(at, count)| Spec::Event(Event::DeleteRows(DeleteRows { at: RowNumber(at), count }))),
-        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::InsertColumns(InsertColumns { at: ColumnName(at), count }))),
-        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Spec::Event(Event::DeleteColumns(DeleteColumns { at: ColumnName(at), count }))),
+            })),
+        2 => (0u32..70, 1u32..6).prop_map(|(at, count)| Event::DeleteRows(DeleteRows { at: RowNumber(at), count })),
+        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Event::InsertColumns(InsertColumns { at: ColumnName(at), count })),
+        1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Event::DeleteColumns(DeleteColumns { at: ColumnName(at), count })),
+    ]
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    prop_oneof![
+        14 => event().prop_map(Spec::Event),
+        // A sync client's run: several events in one entry, some mutation ids rejected.
+        2 => proptest::collection::vec((event(), any::<bool>()), 0..4).prop_map(Spec::Mutations),
         1 => Just(Spec::Marker),
         1 => proptest::collection::vec(proptest::collection::vec("[a-z0-9]{0,30}", 0..8), 0..40)
             .prop_map(|rows| Spec::Csv(rows.iter().map(|r| r.join(",") + "\n").collect())),
@@ -141,6 +152,28 @@ fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry> {
             let seq = i as u64;
             match s {
                 Spec::Event(e) => LogEntry::event(seq, e.clone()),
+                Spec::Mutations(events) => {
+                    let mut id = 1;
+                    let mut applied = Vec::new();
+                    for (event, then_rejected) in events {
+                        applied.push(Mutation {
+                            id,
+                            event: event.clone(),
+                        });
+                        id += if *then_rejected { 2 } else { 1 };
+                    }
+                    LogEntry {
+                        seq,
+                        entry: EntryBody::Mutations(Mutations {
+                            group: "g".into(),
+                            client: format!("c{seq}"),
+                            first: 1,
+                            last: id.max(2) - 1,
+                            applied,
+                        }),
+                        payload: None,
+                    }
+                }
                 Spec::Marker => LogEntry {
                     seq,
                     entry: EntryBody::Snapshot,

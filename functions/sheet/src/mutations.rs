@@ -1,0 +1,288 @@
+//! `mutations`: the record of one client's run of mutations, as a sync client (Replicache) pushed
+//! them. One entry holds a contiguous range of the client's mutation ids, `first..=last`; the
+//! mutations that applied carry their event, in order, and the ids in the range without an event
+//! were rejected (their arguments failed validation) and changed nothing.
+//!
+//! Why one entry per run rather than one per mutation: a push of 100 small edits costs one entry
+//! and one client item instead of 100 of each (`docs/sync.md`). Why an entry even when every
+//! mutation in the run was rejected: the pull cookie is the log's next sequence, and Replicache
+//! ignores a pull response whose cookie did not move, so the client would never learn that its
+//! rejected mutation was processed.
+//!
+//! Binary body (version 1): group id and client id as length-prefixed strings, `first`,
+//! `last - first`, the number of applied mutations, then for each `id - first`, the event's type
+//! code, body version and length-prefixed body.
+
+use super::codec::{CodecError, Reader, Writer};
+use super::event::{DecodeError, Event, ValidationError};
+
+/// Type code of a `mutations` entry.
+pub const TYPE_MUTATIONS: u16 = 22;
+/// Longest client or client group id, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+/// Most mutations one entry records (applied or rejected).
+pub const MAX_MUTATIONS_PER_ENTRY: u64 = 1000;
+const TYPE_NAME: &str = "mutations";
+
+/// One client's run of mutations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mutations {
+    pub group: String,
+    pub client: String,
+    pub first: u64,
+    pub last: u64,
+    /// The mutations that applied, in id order, each with its event.
+    pub applied: Vec<Mutation>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mutation {
+    pub id: u64,
+    pub event: Event,
+}
+
+/// A client or client group id: 1 to [`MAX_ID_BYTES`] printable ASCII characters.
+pub fn check_id(what: &str, id: &str) -> Result<(), ValidationError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(ValidationError {
+            path: what.into(),
+            message: format!(
+                "must be 1 to {MAX_ID_BYTES} printable ASCII characters without spaces"
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Mutations {
+    /// The ids in `first..=last` that have no event: rejected, applied as no-ops.
+    pub fn rejected(&self) -> Vec<u64> {
+        let mut applied = self.applied.iter().map(|m| m.id).peekable();
+        (self.first..=self.last)
+            .filter(|id| {
+                if applied.peek() == Some(id) {
+                    applied.next();
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect()
+    }
+
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let err = |path: &str, message: String| ValidationError {
+            path: path.into(),
+            message,
+        };
+        check_id("clientGroupID", &self.group)?;
+        check_id("clientID", &self.client)?;
+        if self.first == 0 || self.last < self.first {
+            return Err(err(
+                "",
+                format!(
+                    "mutation ids {}..={} are not a range of positive ids",
+                    self.first, self.last
+                ),
+            ));
+        }
+        if self.last - self.first >= MAX_MUTATIONS_PER_ENTRY {
+            return Err(err(
+                "",
+                format!("more than {MAX_MUTATIONS_PER_ENTRY} mutations in one entry"),
+            ));
+        }
+        let mut prev = None;
+        for (i, m) in self.applied.iter().enumerate() {
+            if m.id < self.first || m.id > self.last || prev.is_some_and(|p| m.id <= p) {
+                return Err(err(
+                    &format!("mutations[{i}].id"),
+                    format!(
+                        "{} is out of order or outside {}..={}",
+                        m.id, self.first, self.last
+                    ),
+                ));
+            }
+            if matches!(m.event, Event::Import(_)) {
+                return Err(err(
+                    &format!("mutations[{i}]"),
+                    "an import is not a mutation; files go through the upload flow".into(),
+                ));
+            }
+            m.event.validate().map_err(|e| ValidationError {
+                path: format!("mutations[{i}].args.{}", e.path),
+                message: e.message,
+            })?;
+            prev = Some(m.id);
+        }
+        Ok(())
+    }
+
+    /// The binary form: `(type code, body version, body bytes)`.
+    pub fn encode(&self) -> (u16, u16, Vec<u8>) {
+        let mut w = Writer::new();
+        w.str(&self.group);
+        w.str(&self.client);
+        w.varint(self.first);
+        w.varint(self.last - self.first);
+        w.varint(self.applied.len() as u64);
+        for m in &self.applied {
+            let (code, version, body) = m.event.encode();
+            w.varint(m.id - self.first);
+            w.varint(u64::from(code));
+            w.varint(u64::from(version));
+            w.bytes(&body);
+        }
+        (TYPE_MUTATIONS, super::event::BODY_VERSION, w.buf)
+    }
+
+    pub fn decode(version: u16, body: &[u8]) -> Result<Mutations, DecodeError> {
+        if version != super::event::BODY_VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                type_name: TYPE_NAME,
+                version,
+            });
+        }
+        let codec = |source| DecodeError::Codec {
+            type_name: TYPE_NAME,
+            source,
+        };
+        let mut r = Reader::new(body);
+        let group = r
+            .str(MAX_ID_BYTES, "client group id")
+            .map_err(codec)?
+            .to_owned();
+        let client = r.str(MAX_ID_BYTES, "client id").map_err(codec)?.to_owned();
+        let first = r.varint().map_err(codec)?;
+        let span = r.varint().map_err(codec)?;
+        if span >= MAX_MUTATIONS_PER_ENTRY {
+            return Err(codec(CodecError::Invalid(format!("{span} mutations"))));
+        }
+        let last = first
+            .checked_add(span)
+            .ok_or_else(|| codec(CodecError::Invalid("mutation id overflows".into())))?;
+        let n = r.varint().map_err(codec)?;
+        if n > span + 1 {
+            return Err(codec(CodecError::Invalid(format!(
+                "{n} applied mutations in a range of {}",
+                span + 1
+            ))));
+        }
+        // Each applied mutation takes at least four bytes, so a lying count cannot over-allocate.
+        let mut applied = Vec::with_capacity((n as usize).min(r.remaining() / 4));
+        for _ in 0..n {
+            let offset = r.varint().map_err(codec)?;
+            if offset > span {
+                return Err(codec(CodecError::Invalid(format!(
+                    "mutation offset {offset} is past the range"
+                ))));
+            }
+            let code = r.varint_u32(u32::from(u16::MAX), "type").map_err(codec)? as u16;
+            let ver = r
+                .varint_u32(u32::from(u16::MAX), "version")
+                .map_err(codec)? as u16;
+            let bytes = r.bytes(usize::MAX >> 1, "event body").map_err(codec)?;
+            applied.push(Mutation {
+                id: first + offset,
+                event: Event::decode(code, ver, bytes)?,
+            });
+        }
+        r.finish().map_err(codec)?;
+        let m = Mutations {
+            group,
+            client,
+            first,
+            last,
+            applied,
+        };
+        m.validate().map_err(|source| DecodeError::Invalid {
+            type_name: TYPE_NAME,
+            source,
+        })?;
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CellEdit, CellRef, DeleteRows, EntryBody, RowNumber, SetCells, Value};
+
+    fn set(v: f64) -> Event {
+        Event::Set(SetCells {
+            cells: vec![CellEdit {
+                at: CellRef { row: 1, col: 1 },
+                value: Value::Number(v),
+                format: None,
+            }],
+        })
+    }
+
+    fn sample() -> Mutations {
+        Mutations {
+            group: "g-1".into(),
+            client: "c-1".into(),
+            first: 7,
+            last: 10,
+            applied: vec![
+                Mutation {
+                    id: 7,
+                    event: set(1.0),
+                },
+                Mutation {
+                    id: 9,
+                    event: Event::DeleteRows(DeleteRows {
+                        at: RowNumber(0),
+                        count: 2,
+                    }),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn a_run_round_trips_and_names_its_rejected_ids() {
+        let m = sample();
+        m.validate().unwrap();
+        assert_eq!(m.rejected(), vec![8, 10]);
+        let (code, version, body) = m.encode();
+        assert_eq!(code, TYPE_MUTATIONS);
+        match EntryBody::decode(code, version, &body).unwrap() {
+            EntryBody::Mutations(back) => assert_eq!(back, m),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_runs_are_refused_and_bad_bytes_do_not_decode() {
+        let mut m = sample();
+        m.applied.swap(0, 1);
+        assert!(m.validate().is_err());
+        let mut m = sample();
+        m.client = "has space".into();
+        assert!(m.validate().is_err());
+        let mut m = sample();
+        m.first = 0;
+        assert!(m.validate().is_err());
+        let (_, v, body) = sample().encode();
+        for cut in 0..body.len() {
+            assert!(Mutations::decode(v, &body[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = body.clone();
+        extra.push(0);
+        assert!(Mutations::decode(v, &extra).is_err());
+        assert!(Mutations::decode(v + 1, &body).is_err());
+    }
+
+    #[test]
+    fn a_run_with_every_mutation_rejected_is_valid() {
+        let m = Mutations {
+            applied: vec![],
+            ..sample()
+        };
+        m.validate().unwrap();
+        assert_eq!(m.rejected(), vec![7, 8, 9, 10]);
+        let (_, v, body) = m.encode();
+        assert_eq!(Mutations::decode(v, &body).unwrap(), m);
+    }
+}
