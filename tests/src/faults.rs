@@ -4,10 +4,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use async_trait::async_trait;
+use sheetlog_core::domain::clients::ClientRange;
 use sheetlog_core::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
-use sheetlog_core::ports::{Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome};
+use sheetlog_core::ports::{
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome,
+};
 
 #[derive(Debug, Default)]
 pub struct Faults {
@@ -86,6 +89,38 @@ impl<S: LogStore> LogStore for FaultyStore<S> {
             return self.inner.put_entry(log, entry, units).await;
         }
         Ok(first)
+    }
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        self.inner
+            .put_client_entry(log, entry, range, join_group, units)
+            .await
+    }
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError> {
+        self.inner
+            .client_ranges(log, client, at_most, limit, units)
+            .await
+    }
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.group_clients(log, group, units).await
     }
     async fn put_entry_once(
         &self,

@@ -43,8 +43,12 @@ impl TestStack {
             &self.resources.entry_table,
             &self.resources.segment_table,
         );
-        match &self.resources.dedupe_table {
+        let store = match &self.resources.dedupe_table {
             Some(table) => store.with_dedupe_table(table),
+            None => store,
+        };
+        match &self.resources.clients_table {
+            Some(table) => store.with_clients_table(table),
             None => store,
         }
     }

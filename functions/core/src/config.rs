@@ -121,6 +121,8 @@ pub struct Resources {
     pub pending_table: Option<String>,
     /// Idempotency keys; only the API appends with them, so only it is given the name.
     pub dedupe_table: Option<String>,
+    /// Sync clients' mutation ranges and groups; only the API uses it.
+    pub clients_table: Option<String>,
     pub bucket: String,
 }
 
@@ -135,6 +137,9 @@ impl Resources {
             dedupe_table: std::env::var("SHEETLOG_DEDUPE_TABLE")
                 .ok()
                 .filter(|s| !s.is_empty()),
+            clients_table: std::env::var("SHEETLOG_CLIENTS_TABLE")
+                .ok()
+                .filter(|s| !s.is_empty()),
             bucket: env_required("SHEETLOG_BUCKET")?,
         })
     }
@@ -146,6 +151,7 @@ impl Resources {
             segment_table: format!("{prefix}-segment"),
             pending_table: Some(format!("{prefix}-pending")),
             dedupe_table: Some(format!("{prefix}-dedupe")),
+            clients_table: Some(format!("{prefix}-clients")),
             bucket: format!("{prefix}-data"),
         }
     }
@@ -164,5 +170,12 @@ impl Resources {
         self.dedupe_table
             .as_deref()
             .ok_or_else(|| ConfigError("SHEETLOG_DEDUPE_TABLE is not set".into()))
+    }
+
+    /// The Clients table, for the API.
+    pub fn require_clients_table(&self) -> Result<&str, ConfigError> {
+        self.clients_table
+            .as_deref()
+            .ok_or_else(|| ConfigError("SHEETLOG_CLIENTS_TABLE is not set".into()))
     }
 }

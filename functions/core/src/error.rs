@@ -98,6 +98,28 @@ pub enum LogError {
         "this idempotency key was already used for a different request (appended at sequence {seq}); use a new key for a new request"
     )]
     KeyReused { seq: u64 },
+    /// A client's mutation arrived before the one after its last applied mutation.
+    #[error(
+        "client {client}: mutation {got} arrived, but the next one this log expects from it is {expected}; nothing from mutation {got} on was applied"
+    )]
+    MutationGap {
+        client: String,
+        expected: u64,
+        got: u64,
+    },
+    /// A client this log has never heard of sent a mutation other than its first: the client's
+    /// state was lost (or it belongs to another log).
+    #[error(
+        "client {client} is unknown to this log, but sent mutation {got} (a new client starts at 1)"
+    )]
+    ClientUnknown { client: String, got: u64 },
+    /// The client is registered in another client group.
+    #[error("client {client} belongs to client group {group}, not {claimed}")]
+    ClientGroupMismatch {
+        client: String,
+        group: String,
+        claimed: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

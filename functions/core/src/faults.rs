@@ -27,11 +27,13 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::domain::clients::ClientRange;
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
 use crate::ports::{
-    Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PutOutcome, TxOutcome,
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PutOutcome,
+    TxOutcome,
 };
 
 /// How often each fault happens (probabilities per call) and for how long reads may be stale.
@@ -459,6 +461,64 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
             }
         }
         Ok(out)
+    }
+
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        self.faults.before(DDB, "TransactWriteItems").await?;
+        if self.faults.roll(self.faults.profile.tx_conflict) {
+            self.faults
+                .counts
+                .tx_conflicts
+                .fetch_add(1, Ordering::Relaxed);
+            return Ok(ClientPutOutcome::Interrupted);
+        }
+        let out = self
+            .inner
+            .put_client_entry(log, entry, range, join_group, units)
+            .await?;
+        if out == ClientPutOutcome::Written {
+            self.faults.note_entry(log, entry);
+            if self.faults.lose_response() {
+                // A retry without the first call's idempotency token: both conditions fail
+                // against what the first call wrote.
+                return self
+                    .inner
+                    .put_client_entry(log, entry, range, join_group, units)
+                    .await;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError> {
+        self.faults.before(DDB, "Query").await?;
+        self.inner
+            .client_ranges(log, client, at_most, limit, units)
+            .await
+    }
+
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError> {
+        self.faults.before(DDB, "GetItem").await?;
+        self.inner.group_clients(log, group, units).await
     }
 
     async fn put_entry_once(

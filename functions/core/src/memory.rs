@@ -13,7 +13,11 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::aws::items::{dedupe_hit, dedupe_item, entry_to_item, item_size, segment_to_item};
+use crate::aws::items::{
+    client_range_to_item, dedupe_hit, dedupe_item, entry_to_item, group_item, item_size,
+    segment_to_item,
+};
+use crate::domain::clients::ClientRange;
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{
@@ -22,8 +26,8 @@ use crate::domain::{
 };
 use crate::error::StoreError;
 use crate::ports::{
-    Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PendingSnapshots, PutOutcome,
-    TxOutcome,
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore,
+    PendingSnapshots, PutOutcome, TxOutcome,
 };
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
@@ -47,6 +51,10 @@ struct Tables {
     entries: BTreeMap<(LogId, u64, u64), EntryRecord>,
     /// Dedupe items: prefix → month column → set elements.
     dedupe: BTreeMap<Vec<u8>, BTreeMap<String, BTreeSet<Vec<u8>>>>,
+    /// Client range items by (log, client, first id).
+    ranges: BTreeMap<(LogId, String, u64), ClientRange>,
+    /// Client group items: (log, group) → clients.
+    groups: BTreeMap<(LogId, String), BTreeSet<String>>,
 }
 
 /// The Entry and Segment tables in memory.
@@ -220,6 +228,104 @@ impl LogStore for MemLogStore {
                 Ok(PutOutcome::Written)
             }
         }
+    }
+
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        let mut t = lock(&self.tables)?;
+        let taken = t.entries.get(&(log, entry.segment, entry.num)).cloned();
+        let entry_size = Self::entry_cost(log, entry).max(
+            taken
+                .as_ref()
+                .map(|old| Self::entry_cost(log, old))
+                .unwrap_or(0),
+        );
+        *units += RequestUnits::writes(write_units(entry_size, true));
+        *units += RequestUnits::writes(write_units(
+            item_size(&client_range_to_item(log, range)),
+            true,
+        ));
+        let group_key = (log, range.group.clone());
+        let mut members = t.groups.get(&group_key).cloned().unwrap_or_default();
+        if join_group {
+            let before = item_size(&group_item(
+                log,
+                &range.group,
+                &members.iter().cloned().collect::<Vec<_>>(),
+            ));
+            members.insert(range.client.clone());
+            let after = item_size(&group_item(
+                log,
+                &range.group,
+                &members.iter().cloned().collect::<Vec<_>>(),
+            ));
+            *units += RequestUnits::writes(write_units(before.max(after), true));
+        }
+        let range_key = (log, range.client.clone(), range.first);
+        if t.ranges.contains_key(&range_key) {
+            return Ok(ClientPutOutcome::RangeTaken);
+        }
+        if taken.is_some() {
+            return Ok(ClientPutOutcome::Taken(taken));
+        }
+        t.entries
+            .insert((log, entry.segment, entry.num), entry.clone());
+        t.ranges.insert(range_key, range.clone());
+        if join_group {
+            t.groups.insert(group_key, members);
+        }
+        Ok(ClientPutOutcome::Written)
+    }
+
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError> {
+        let t = lock(&self.tables)?;
+        let lo = (log, client.to_owned(), 0);
+        let hi = (log, client.to_owned(), at_most.unwrap_or(u64::MAX));
+        let found: Vec<ClientRange> = t
+            .ranges
+            .range(lo..=hi)
+            .rev()
+            .take(limit as usize)
+            .map(|(_, r)| r.clone())
+            .collect();
+        let bytes = found
+            .iter()
+            .map(|r| item_size(&client_range_to_item(log, r)))
+            .sum();
+        *units += read_cost(bytes, Consistency::Strong);
+        Ok(found)
+    }
+
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError> {
+        let t = lock(&self.tables)?;
+        let clients: Vec<String> = t
+            .groups
+            .get(&(log, group.to_owned()))
+            .map(|m| m.iter().cloned().collect())
+            .unwrap_or_default();
+        *units += read_cost(
+            item_size(&group_item(log, group, &clients)),
+            Consistency::Strong,
+        );
+        Ok(clients)
     }
 
     async fn put_entry_once(

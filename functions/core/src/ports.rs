@@ -7,6 +7,7 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::domain::clients::ClientRange;
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{
     EntryRecord, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits, SegmentRecord,
@@ -33,6 +34,21 @@ pub enum OnceOutcome {
     /// The key was already recorded: nothing was written. Carries the first request's seq and
     /// fingerprint, and the item at the number this call tried, when that was taken too.
     Duplicate(DedupeHit, Option<EntryRecord>),
+    /// Cancelled by a concurrent request on the same items (`TransactionConflict`).
+    Interrupted,
+}
+
+/// Result of putting a `mutations` entry together with its client range item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientPutOutcome {
+    /// The entry, the range item (and the group membership, if asked) were written.
+    Written,
+    /// The entry number was taken and the range is free: nothing was written. Carries the item
+    /// that holds the number, when the store returned it.
+    Taken(Option<EntryRecord>),
+    /// A range item with this client and first id exists: another request (or an earlier try of
+    /// this one) applied these mutations. Nothing was written.
+    RangeTaken,
     /// Cancelled by a concurrent request on the same items (`TransactionConflict`).
     Interrupted,
 }
@@ -144,6 +160,37 @@ pub trait LogStore: Send + Sync + std::fmt::Debug {
         consistency: Consistency,
         units: &mut RequestUnits,
     ) -> Result<Option<DedupeHit>, StoreError>;
+
+    /// One transaction: a `mutations` entry, on condition that its number is free; its client
+    /// range item, on condition that no range of that client starts at `range.first`; and, when
+    /// `join_group`, the client added to its group's item.
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError>;
+
+    /// Up to `limit` range items of a client, newest first, starting from the one with the
+    /// highest `first <= at_most` (every range when `None`). Always a strong read.
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError>;
+
+    /// The clients of a client group that have pushed to this log. Always a strong read.
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError>;
 
     /// One transaction: `end` (End Segment) into the current segment, the new segment item and
     /// its entry 0 (`first`, a Snapshot); each conditional on not existing.
@@ -334,6 +381,38 @@ impl<T: LogStore + ?Sized> LogStore for std::sync::Arc<T> {
         (**self)
             .read_entries(log, segment, from, limit, consistency, units)
             .await
+    }
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        (**self)
+            .put_client_entry(log, entry, range, join_group, units)
+            .await
+    }
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError> {
+        (**self)
+            .client_ranges(log, client, at_most, limit, units)
+            .await
+    }
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError> {
+        (**self).group_clients(log, group, units).await
     }
     async fn put_entry_once(
         &self,

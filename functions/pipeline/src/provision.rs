@@ -72,6 +72,14 @@ pub const DEDUPE_TABLE: TableSpec = TableSpec {
     stream_new_image: false,
 };
 
+/// Sync clients (`docs/sync.md`): a client's mutation ranges under (log ‖ client, first id), a
+/// client group's members under (log ‖ group, 0).
+pub const CLIENTS_TABLE: TableSpec = TableSpec {
+    partition: ("k", B),
+    sort: Some(("m", N)),
+    stream_new_image: false,
+};
+
 /// Days after which the lifecycle rule expires objects still tagged for auto-delete.
 pub const DEFAULT_AUTO_DELETE_DAYS: i32 = 3;
 
@@ -212,6 +220,9 @@ pub async fn create_all(
     }
     if let Some(dedupe) = &resources.dedupe_table {
         create_table(dynamo, dedupe, DEDUPE_TABLE).await?;
+    }
+    if let Some(clients) = &resources.clients_table {
+        create_table(dynamo, clients, CLIENTS_TABLE).await?;
     }
     create_bucket(s3, &resources.bucket, DEFAULT_AUTO_DELETE_DAYS).await?;
     Ok(())

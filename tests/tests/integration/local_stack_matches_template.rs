@@ -213,6 +213,10 @@ fn counterparts(desc: &Description, stack: &LocalStack) -> anyhow::Result<Counte
                 .dedupe_table
                 .clone()
                 .context("the local stack has no Dedupe table")?,
+            Some("SHEETLOG_CLIENTS_TABLE") => r
+                .clients_table
+                .clone()
+                .context("the local stack has no Clients table")?,
             other => bail!(
                 "template table {} (environment variable {other:?}) has no local counterpart: \
                  create it in create_local_stack and pair it here",

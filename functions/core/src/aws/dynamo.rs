@@ -14,14 +14,18 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use tracing::instrument;
 
 use super::items::{
-    Item, bin, dedupe_attr, dedupe_hit, entry_attr, entry_from_item, entry_key, entry_to_item,
-    item_size, num, segment_attr, segment_from_item, segment_key, segment_to_item,
+    Item, bin, client_attr, client_range_from_item, client_range_to_item, dedupe_attr, dedupe_hit,
+    entry_attr, entry_from_item, entry_key, entry_to_item, item_size, num, segment_attr,
+    segment_from_item, segment_key, segment_to_item,
 };
+use crate::domain::clients::{ClientRange, group_key};
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
 use crate::error::StoreError;
-use crate::ports::{Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome};
+use crate::ports::{
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome,
+};
 
 const SERVICE: &str = "DynamoDB";
 
@@ -79,6 +83,8 @@ pub struct DynamoLogStore {
     segment_table: String,
     /// The Dedupe table; appends with an idempotency key fail without it.
     dedupe_table: Option<String>,
+    /// The Clients table; sync pushes and client queries fail without it.
+    clients_table: Option<String>,
 }
 
 /// A Dedupe item is charged as 1 KB: the prefix length is chosen so that items stay under it
@@ -97,7 +103,23 @@ impl DynamoLogStore {
             entry_table: entry_table.into(),
             segment_table: segment_table.into(),
             dedupe_table: None,
+            clients_table: None,
         }
+    }
+
+    /// Enables sync clients (`mutations` entries and their range items), kept in this table.
+    pub fn with_clients_table(mut self, table: impl Into<String>) -> Self {
+        self.clients_table = Some(table.into());
+        self
+    }
+
+    fn clients_table(&self) -> Result<&str, StoreError> {
+        self.clients_table.as_deref().ok_or_else(|| {
+            StoreError::corrupt(
+                "configuration",
+                "a sync client call was made but no Clients table is configured",
+            )
+        })
     }
 
     /// Enables appends with idempotency keys, recorded in this table.
@@ -389,6 +411,166 @@ impl LogStore for DynamoLogStore {
                 Ok(PutOutcome::Taken(winner))
             }
             Err(e) => Err(ddb_error("PutItem", e)),
+        }
+    }
+
+    #[instrument(skip(self, entry, range, units), fields(log = %log, client = %range.client))]
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        let clients_table = self.clients_table()?;
+        let item = entry_to_item(log, entry);
+        let entry_size = item_size(&item);
+        let put_entry = Put::builder()
+            .table_name(&self.entry_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#n)")
+            .expression_attribute_names("#n", entry_attr::NUM)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
+        let range_item = client_range_to_item(log, range);
+        let range_size = item_size(&range_item);
+        let put_range = Self::tx_put(clients_table, range_item, client_attr::KEY)?;
+        let mut tx = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put_entry).build())
+            .transact_items(put_range);
+        // Transactions cost two write units per KB per item, whether or not they commit.
+        *units += RequestUnits::writes(write_units(entry_size, true));
+        *units += RequestUnits::writes(write_units(range_size, true));
+        if join_group {
+            let update = Update::builder()
+                .table_name(clients_table)
+                .key(client_attr::KEY, bin(group_key(log, &range.group)))
+                .key(client_attr::FIRST, num(0))
+                .update_expression("ADD #c :c")
+                .expression_attribute_names("#c", client_attr::CLIENTS)
+                .expression_attribute_values(":c", AttributeValue::Ss(vec![range.client.clone()]))
+                .build()
+                .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
+            tx = tx.transact_items(TransactWriteItem::builder().update(update).build());
+            // The group item is small (a few client ids); charged as one KB.
+            *units += RequestUnits::writes(write_units(1024, true));
+        }
+        let reasons = match tx.send().await {
+            Ok(_) => return Ok(ClientPutOutcome::Written),
+            Err(SdkError::ServiceError(e))
+                if matches!(
+                    e.err(),
+                    TransactWriteItemsError::TransactionCanceledException(_)
+                ) =>
+            {
+                match e.into_err() {
+                    TransactWriteItemsError::TransactionCanceledException(c) => {
+                        c.cancellation_reasons.unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            Err(e) => return Err(ddb_error("TransactWriteItems", e)),
+        };
+        let (entry_reason, range_reason) = (reasons.first(), reasons.get(1));
+        if code(range_reason) == "ConditionalCheckFailed" {
+            return Ok(ClientPutOutcome::RangeTaken);
+        }
+        if code(entry_reason) == "ConditionalCheckFailed" {
+            let old = match entry_reason.and_then(|r| r.item.as_ref()) {
+                Some(old) => Some(entry_from_item(old)?),
+                None => None,
+            };
+            return Ok(ClientPutOutcome::Taken(old));
+        }
+        if reasons
+            .iter()
+            .any(|r| matches!(r.code(), Some("TransactionConflict")))
+        {
+            return Ok(ClientPutOutcome::Interrupted);
+        }
+        if reasons.iter().any(|r| {
+            matches!(
+                r.code(),
+                Some("ThrottlingError" | "ProvisionedThroughputExceeded")
+            )
+        }) {
+            return Err(StoreError::Throttled {
+                service: SERVICE,
+                operation: "TransactWriteItems",
+            });
+        }
+        Err(StoreError::corrupt(
+            "TransactWriteItems",
+            format!(
+                "transaction cancelled for {:?}",
+                reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+            ),
+        ))
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError> {
+        let mut q = self
+            .client
+            .query()
+            .table_name(self.clients_table()?)
+            .expression_attribute_names("#k", client_attr::KEY)
+            .expression_attribute_values(":k", bin(crate::domain::clients::client_key(log, client)))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX));
+        q = match at_most {
+            Some(at) => q
+                .key_condition_expression("#k = :k AND #m <= :m")
+                .expression_attribute_names("#m", client_attr::FIRST)
+                .expression_attribute_values(":m", num(at)),
+            None => q.key_condition_expression("#k = :k"),
+        };
+        let out = q.send().await.map_err(|e| ddb_error("Query", e))?;
+        let items = out.items.unwrap_or_default();
+        let bytes: u64 = items.iter().map(item_size).sum();
+        *units += RequestUnits::reads(read_units(bytes, ReadConsistency::Strong));
+        items.iter().map(client_range_from_item).collect()
+    }
+
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.clients_table()?)
+            .key(client_attr::KEY, bin(group_key(log, group)))
+            .key(client_attr::FIRST, num(0))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb_error("GetItem", e))?;
+        let size = out.item.as_ref().map(item_size).unwrap_or(0);
+        *units += RequestUnits::reads(read_units(size, ReadConsistency::Strong));
+        match out.item.as_ref().and_then(|i| i.get(client_attr::CLIENTS)) {
+            None => Ok(Vec::new()),
+            Some(AttributeValue::Ss(ids)) => Ok(ids.clone()),
+            Some(_) => Err(StoreError::corrupt(
+                "Clients group item",
+                "attribute c is not a string set",
+            )),
         }
     }
 

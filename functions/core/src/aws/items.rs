@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 
+use crate::domain::clients::{ClientRange, client_key, group_key};
 use crate::domain::{EntryRecord, EntryType, LogId, SegmentRecord, parse_segment_id, segment_id};
 use crate::error::StoreError;
 
@@ -74,6 +75,86 @@ pub fn dedupe_hit(
         })
         .flatten();
     crate::domain::dedupe::find_value(elements, suffix)
+}
+
+/// The Clients table (`crate::domain::clients`): partition key `k` (log ‖ tag ‖ client or group
+/// id), sort key `m` (a range's first mutation id; 0 for a group item).
+pub mod client_attr {
+    pub const KEY: &str = "k";
+    pub const FIRST: &str = "m";
+    pub const LAST: &str = "l";
+    pub const SEQ: &str = "q";
+    pub const GROUP: &str = "g";
+    pub const REJECTED: &str = "x";
+    /// A group item's client ids (string set).
+    pub const CLIENTS: &str = "c";
+}
+
+pub fn client_range_to_item(log: LogId, r: &ClientRange) -> Item {
+    let mut item = Item::new();
+    item.insert(client_attr::KEY.into(), bin(client_key(log, &r.client)));
+    item.insert(client_attr::FIRST.into(), num(r.first));
+    item.insert(client_attr::LAST.into(), num(r.last));
+    item.insert(client_attr::SEQ.into(), num(r.seq));
+    item.insert(
+        client_attr::GROUP.into(),
+        AttributeValue::S(r.group.clone()),
+    );
+    if !r.rejected.is_empty() {
+        item.insert(
+            client_attr::REJECTED.into(),
+            AttributeValue::Ns(r.rejected.iter().map(u64::to_string).collect()),
+        );
+    }
+    item
+}
+
+pub fn client_range_from_item(item: &Item) -> Result<ClientRange, StoreError> {
+    const WHAT: &str = "Clients item";
+    let key = get_bin(item, client_attr::KEY, WHAT)?;
+    let client = key
+        .get(17..)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .ok_or_else(|| StoreError::corrupt(WHAT, "the key holds no client id"))?
+        .to_owned();
+    let mut rejected = match item.get(client_attr::REJECTED) {
+        None => Vec::new(),
+        Some(AttributeValue::Ns(ns)) => ns
+            .iter()
+            .map(|n| n.parse::<u64>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| StoreError::corrupt(WHAT, "a rejected id is out of range"))?,
+        Some(_) => {
+            return Err(StoreError::corrupt(
+                WHAT,
+                "rejected ids are not a number set",
+            ));
+        }
+    };
+    rejected.sort_unstable();
+    Ok(ClientRange {
+        group: opt_str(item, client_attr::GROUP, WHAT)?
+            .ok_or_else(|| StoreError::corrupt(WHAT, "attribute g is missing"))?,
+        client,
+        first: get_num(item, client_attr::FIRST, WHAT)?,
+        last: get_num(item, client_attr::LAST, WHAT)?,
+        seq: get_num(item, client_attr::SEQ, WHAT)?,
+        rejected,
+    })
+}
+
+/// A client group's item with the given clients.
+pub fn group_item(log: LogId, group: &str, clients: &[String]) -> Item {
+    let mut item = Item::new();
+    item.insert(client_attr::KEY.into(), bin(group_key(log, group)));
+    item.insert(client_attr::FIRST.into(), num(0));
+    if !clients.is_empty() {
+        item.insert(
+            client_attr::CLIENTS.into(),
+            AttributeValue::Ss(clients.to_vec()),
+        );
+    }
+    item
 }
 
 pub fn num(n: impl ToString) -> AttributeValue {

@@ -3,12 +3,14 @@
 //!
 //! Layout:
 //! - `mod.rs`  — ids, entry types, stored records and decoded entries
+//! - `clients.rs` — sync clients: mutation ranges and client groups
 //! - `cost.rs` — DynamoDB request-unit arithmetic from AWS's documented rules
 //! - `dedupe.rs` — idempotency keys: hashing, month columns, stored values
 //! - `job.rs`  — the snapshot job message the stream router, worker and reprocess tool share
 //! - `keys.rs` — S3 key layout, the auto-delete tag, item size limits, the clock
 //! - `pending.rs` — Pending Snapshots items: key, state, and guarded-write results
 
+pub mod clients;
 pub mod cost;
 pub mod dedupe;
 pub mod job;

@@ -6,7 +6,12 @@
 //! - `mod.rs`   — [`EventLog`] and its operations
 //! - `retry.rs` — exponential backoff with full jitter for the append and segment loops
 
+#[cfg(feature = "engine")]
+mod clients;
 mod retry;
+
+#[cfg(feature = "engine")]
+pub use clients::{PushedMutation, RunOutcome};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -1055,6 +1060,8 @@ fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
 
+#[cfg(test)]
+mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
 #[cfg(test)]

@@ -9,10 +9,11 @@ use bytes::Bytes;
 use tokio::sync::Barrier;
 
 use super::*;
+use crate::domain::clients::ClientRange;
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
-use crate::ports::{EntryPage, OnceOutcome};
+use crate::ports::{ClientPutOutcome, EntryPage, OnceOutcome};
 
 const SET: EntryType = EntryType(16);
 
@@ -87,6 +88,38 @@ impl<S: LogStore> LogStore for RacingPuts<S> {
             self.gate.wait().await;
         }
         self.inner.put_entry(log, entry, units).await
+    }
+    async fn put_client_entry(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        range: &ClientRange,
+        join_group: bool,
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        self.inner
+            .put_client_entry(log, entry, range, join_group, units)
+            .await
+    }
+    async fn client_ranges(
+        &self,
+        log: LogId,
+        client: &str,
+        at_most: Option<u64>,
+        limit: u32,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<ClientRange>, StoreError> {
+        self.inner
+            .client_ranges(log, client, at_most, limit, units)
+            .await
+    }
+    async fn group_clients(
+        &self,
+        log: LogId,
+        group: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.group_clients(log, group, units).await
     }
     async fn put_entry_once(
         &self,

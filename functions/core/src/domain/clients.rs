@@ -1,0 +1,71 @@
+//! Sync clients in the Clients table (`docs/sync.md`): which of a client's mutations have been
+//! applied, and where.
+//!
+//! Every `mutations` entry covers one client's contiguous run of mutation ids `first..=last` and is
+//! written in one transaction with a *range item* keyed (log ‖ client, `first`). The range item's
+//! condition is "no item with this key exists". That one condition makes every mutation apply at
+//! most once: a writer starts its run at `last + 1` of the newest range it read strongly, runs are
+//! contiguous from id 1, so the run after any range starts exactly one id after it, and two
+//! writers that read the same newest range both try to create the same key — one wins, the other
+//! re-reads. The last applied mutation is the newest range item; where mutation `n` landed is the
+//! newest range item whose `first <= n`.
+//!
+//! A client's first run also adds the client to its group's item (log ‖ group, sort key 0), so a
+//! pull with no cookie can list the group's clients.
+
+use super::LogId;
+
+/// Tag byte after the log id in a client's partition key.
+const CLIENT_TAG: u8 = b'c';
+/// Tag byte after the log id in a client group's partition key.
+const GROUP_TAG: u8 = b'g';
+
+/// One run of a client's mutations: the range item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientRange {
+    pub group: String,
+    pub client: String,
+    pub first: u64,
+    pub last: u64,
+    /// Sequence of the `mutations` entry that records the run.
+    pub seq: u64,
+    /// Ids in the run whose arguments were invalid: processed, with no effect.
+    pub rejected: Vec<u64>,
+}
+
+impl ClientRange {
+    pub fn contains(&self, id: u64) -> bool {
+        (self.first..=self.last).contains(&id)
+    }
+}
+
+/// Partition key of a client's range items.
+pub fn client_key(log: LogId, client: &str) -> Vec<u8> {
+    tagged(log, CLIENT_TAG, client)
+}
+
+/// Partition key of a client group's item.
+pub fn group_key(log: LogId, group: &str) -> Vec<u8> {
+    tagged(log, GROUP_TAG, group)
+}
+
+fn tagged(log: LogId, tag: u8, id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17 + id.len());
+    k.extend_from_slice(log.as_bytes());
+    k.push(tag);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_and_group_keys_never_collide() {
+        let log = LogId::new_random();
+        assert_ne!(client_key(log, "x"), group_key(log, "x"));
+        assert_eq!(client_key(log, "ab").len(), 19);
+        assert_eq!(&client_key(log, "ab")[..16], log.as_bytes());
+    }
+}

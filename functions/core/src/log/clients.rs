@@ -1,0 +1,285 @@
+//! Sync clients (`docs/sync.md`): a client's mutations applied in order and exactly once, and the
+//! queries "what is the last mutation applied from this client" and "where did mutation n land".
+//!
+//! A run of mutations becomes one `mutations` entry, written in one transaction with a range item
+//! in the Clients table whose condition makes the run unique (`crate::domain::clients`). The
+//! client's newest range is always read strongly before a run is built, so a retry, a
+//! reconnect days later, or a second request racing the first never applies a mutation twice.
+
+use tracing::debug;
+
+use super::{Appended, EventLog, SegmentHint, corrupt, retry};
+use crate::domain::clients::ClientRange;
+use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
+use crate::error::LogError;
+use crate::ports::{ClientPutOutcome, Consistency, LogStore, PayloadStore};
+use crate::sheet::event::Event;
+use crate::sheet::mutations::{MAX_MUTATIONS_PER_ENTRY, Mutation, Mutations};
+
+/// One mutation as a client pushed it: its id and its event, or why its arguments were refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushedMutation {
+    pub id: u64,
+    pub event: Result<Event, String>,
+}
+
+/// What [`EventLog::push_run`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// A run was applied: these mutations are recorded at `range.seq`. Mutations after
+    /// `range.last` (over the per-entry limits) are still to push: call again.
+    Applied {
+        range: ClientRange,
+        appended: Appended,
+    },
+    /// Every mutation given is at or below the client's last applied one; nothing was written.
+    /// `newest` is the client's newest range.
+    AlreadyApplied {
+        newest: ClientRange,
+        units: RequestUnits,
+    },
+}
+
+/// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry.
+const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
+
+impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+    /// Applies a client's mutations (ids ascending) that it has not applied yet, as one
+    /// `mutations` entry: ids at or below the client's last applied one are skipped, the next
+    /// ones must follow it without a gap ([`LogError::MutationGap`]; nothing from the gap on is
+    /// applied), and a mutation whose event is an `Err` is recorded as rejected (processed, with
+    /// no effect). At most [`MAX_MUTATIONS_PER_ENTRY`] mutations or about 256 KB of bodies go
+    /// into one entry; call again until [`RunOutcome::AlreadyApplied`] for the rest.
+    pub async fn push_run(
+        &self,
+        log: LogId,
+        group: &str,
+        client: &str,
+        mutations: &[PushedMutation],
+        hint: Option<SegmentHint>,
+    ) -> Result<RunOutcome, LogError> {
+        let mut units = RequestUnits::default();
+        let mut hint = hint;
+        let mut consistency = Consistency::Eventual;
+        let mut backoff = retry::Backoff::new(&self.cfg);
+        let attempt_id: u64 = rand::random();
+        for attempt in 1..=self.cfg.max_attempts {
+            let newest = self
+                .store
+                .client_ranges(log, client, None, 1, &mut units)
+                .await?
+                .into_iter()
+                .next();
+            if let Some(n) = &newest
+                && n.group != group
+            {
+                return Err(LogError::ClientGroupMismatch {
+                    client: client.to_owned(),
+                    group: n.group.clone(),
+                    claimed: group.to_owned(),
+                });
+            }
+            let last = newest.as_ref().map_or(0, |n| n.last);
+            let pending: Vec<&PushedMutation> = mutations.iter().filter(|m| m.id > last).collect();
+            let Some(first) = pending.first() else {
+                let newest = newest
+                    .ok_or_else(|| LogError::InvalidEntry("a push run with no mutations".into()))?;
+                return Ok(RunOutcome::AlreadyApplied { newest, units });
+            };
+            if first.id != last + 1 {
+                return Err(match newest {
+                    None => LogError::ClientUnknown {
+                        client: client.to_owned(),
+                        got: first.id,
+                    },
+                    Some(_) => LogError::MutationGap {
+                        client: client.to_owned(),
+                        expected: last + 1,
+                        got: first.id,
+                    },
+                });
+            }
+            let run = self.build_run(group, client, last, &pending)?;
+            let (code, version, body) = run.encode();
+            let entry = NewEntry::new(EntryType(code), version, body);
+            let (body, external) = self.place_body(log, &entry).await?;
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            let record = EntryRecord {
+                segment: head.at.segment,
+                num: head.next_num(),
+                created: self.clock.now(),
+                kind: entry.kind,
+                version: entry.version,
+                body,
+                external,
+                snapshot_root: None,
+                attempt: Some(attempt_id),
+            };
+            let range = ClientRange {
+                group: group.to_owned(),
+                client: client.to_owned(),
+                first: run.first,
+                last: run.last,
+                seq: next_seq,
+                rejected: run.rejected(),
+            };
+            match self
+                .store
+                .put_client_entry(log, &record, &range, newest.is_none(), &mut units)
+                .await?
+            {
+                ClientPutOutcome::Written => {
+                    debug!(log = %log, client, first = range.first, last = range.last, seq = next_seq, "mutations applied");
+                    return Ok(RunOutcome::Applied {
+                        range,
+                        appended: Appended {
+                            seq: next_seq,
+                            segment: head.at.segment,
+                            entry: record.num,
+                            next_seq: next_seq + 1,
+                            hint: head.at,
+                            attempts: attempt,
+                            units,
+                        },
+                    });
+                }
+                // Someone applied (some of) these mutations first, perhaps our own earlier try
+                // whose answer was lost: read the client again and skip what is applied.
+                ClientPutOutcome::RangeTaken => {}
+                ClientPutOutcome::Taken(winner) => {
+                    hint = Some(match winner {
+                        Some(w) if w.is_end_segment() => SegmentHint {
+                            segment: head.at.segment + 1,
+                            base_seq: head.at.base_seq + w.num + 1,
+                        },
+                        _ => head.at,
+                    });
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                }
+                ClientPutOutcome::Interrupted => {
+                    hint = Some(head.at);
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                }
+            }
+        }
+        Err(LogError::Contention {
+            log,
+            attempts: self.cfg.max_attempts,
+        })
+    }
+
+    /// The next run from `pending` (which starts at `last + 1`): consecutive ids only, within the
+    /// per-entry limits.
+    fn build_run(
+        &self,
+        group: &str,
+        client: &str,
+        last: u64,
+        pending: &[&PushedMutation],
+    ) -> Result<Mutations, LogError> {
+        let mut run = Mutations {
+            group: group.to_owned(),
+            client: client.to_owned(),
+            first: last + 1,
+            last,
+            applied: Vec::new(),
+        };
+        let mut bytes = 0usize;
+        for m in pending {
+            if m.id != run.last + 1 || run.last + 1 - run.first >= MAX_MUTATIONS_PER_ENTRY {
+                break;
+            }
+            if let Ok(event) = &m.event {
+                let size = event.encode().2.len();
+                if !run.applied.is_empty() && bytes + size > MAX_RUN_BODY_BYTES {
+                    break;
+                }
+                bytes += size;
+                run.applied.push(Mutation {
+                    id: m.id,
+                    event: event.clone(),
+                });
+            }
+            run.last = m.id;
+        }
+        run.validate()
+            .map_err(|e| LogError::InvalidEntry(e.to_string()))?;
+        Ok(run)
+    }
+
+    /// The client's newest range (its last applied mutation), or `None` for a client this log
+    /// has not heard from. A strong read: 0.5 RRU.
+    pub async fn last_mutation(
+        &self,
+        log: LogId,
+        client: &str,
+    ) -> Result<Option<ClientRange>, LogError> {
+        let mut units = RequestUnits::default();
+        Ok(self
+            .store
+            .client_ranges(log, client, None, 1, &mut units)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// The range that holds mutation `id` of a client, or `None` if it has not been applied.
+    pub async fn find_mutation(
+        &self,
+        log: LogId,
+        client: &str,
+        id: u64,
+    ) -> Result<Option<ClientRange>, LogError> {
+        let mut units = RequestUnits::default();
+        Ok(self
+            .store
+            .client_ranges(log, client, Some(id), 1, &mut units)
+            .await?
+            .into_iter()
+            .find(|r| r.contains(id)))
+    }
+
+    /// The clients of a group that have pushed to this log.
+    pub async fn group_clients(&self, log: LogId, group: &str) -> Result<Vec<String>, LogError> {
+        let mut units = RequestUnits::default();
+        Ok(self.store.group_clients(log, group, &mut units).await?)
+    }
+
+    /// The client's last applied mutation id among runs recorded before sequence `before`
+    /// (0 if none): what a view of the log up to `before` has applied from this client.
+    pub async fn last_mutation_before(
+        &self,
+        log: LogId,
+        client: &str,
+        before: u64,
+    ) -> Result<u64, LogError> {
+        let mut units = RequestUnits::default();
+        let mut at_most = None;
+        loop {
+            let ranges = self
+                .store
+                .client_ranges(log, client, at_most, 4, &mut units)
+                .await?;
+            let Some(oldest) = ranges.last() else {
+                return Ok(0);
+            };
+            if let Some(r) = ranges.iter().find(|r| r.seq < before) {
+                return Ok(r.last);
+            }
+            if oldest.first <= 1 {
+                return Ok(0);
+            }
+            let next = oldest.first - 1;
+            if at_most.is_some_and(|a| next >= a) {
+                return Err(corrupt(
+                    log,
+                    format!("client {client}'s ranges do not go back in order"),
+                ));
+            }
+            at_most = Some(next);
+        }
+    }
+}
