@@ -48,6 +48,7 @@ export const LOGICAL_IDS = {
   segmentTable: 'SegmentTable',
   pendingSnapshotsTable: 'PendingSnapshotsTable',
   dedupeTable: 'DedupeTable',
+  clientsTable: 'ClientsTable',
   bucket: 'DataBucket',
   snapshotQueue: 'SnapshotQueue',
   snapshotDeadLetterQueue: 'SnapshotDeadLetterQueue',
@@ -60,6 +61,7 @@ export const ENV = {
   segmentTable: 'SHEETLOG_SEGMENT_TABLE',
   pendingTable: 'SHEETLOG_PENDING_TABLE',
   dedupeTable: 'SHEETLOG_DEDUPE_TABLE',
+  clientsTable: 'SHEETLOG_CLIENTS_TABLE',
   dedupeKeysPerMonth: 'SHEETLOG_DEDUPE_KEYS_PER_MONTH',
   bucket: 'SHEETLOG_BUCKET',
   snapshotQueueUrl: 'SHEETLOG_SNAPSHOT_QUEUE_URL',
@@ -113,6 +115,7 @@ export class SheetlogStack extends Stack {
   readonly segmentTable: dynamodb.Table;
   readonly pendingSnapshotsTable: dynamodb.Table;
   readonly dedupeTable: dynamodb.Table;
+  readonly clientsTable: dynamodb.Table;
   readonly bucket: s3.Bucket;
   readonly snapshotQueue: sqs.Queue;
   readonly snapshotDeadLetterQueue: sqs.Queue;
@@ -157,6 +160,13 @@ export class SheetlogStack extends Stack {
     // write that records a key removes the columns that aged out).
     this.dedupeTable = new SheetlogTable(this, LOGICAL_IDS.dedupeTable, {
       partitionKey: { name: 'p', type: dynamodb.AttributeType.BINARY },
+      ephemeral: config.ephemeral,
+    });
+    // Sync clients (docs/sync.md): mutation ranges under (log ‖ client, first id), group members
+    // under (log ‖ group, 0).
+    this.clientsTable = new SheetlogTable(this, LOGICAL_IDS.clientsTable, {
+      partitionKey: { name: 'k', type: dynamodb.AttributeType.BINARY },
+      sortKey: { name: 'm', type: dynamodb.AttributeType.NUMBER },
       ephemeral: config.ephemeral,
     });
 
@@ -243,6 +253,7 @@ export class SheetlogStack extends Stack {
       .bindTable(ENV.entryTable, this.entryTable, 'readWrite')
       .bindTable(ENV.segmentTable, this.segmentTable, 'readWrite')
       .bindTable(ENV.dedupeTable, this.dedupeTable, 'readUpdate')
+      .bindTable(ENV.clientsTable, this.clientsTable, 'readPutUpdate')
       .bindBucket(ENV.bucket, this.bucket, [
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tagging'] },
         { prefix: PREFIXES.snapshots, access: ['read'] },
@@ -378,6 +389,7 @@ export class SheetlogStack extends Stack {
       SegmentTableName: [this.segmentTable.tableName, 'Segment table'],
       PendingSnapshotsTableName: [this.pendingSnapshotsTable.tableName, 'Pending Snapshots table'],
       DedupeTableName: [this.dedupeTable.tableName, 'Dedupe table (idempotency keys)'],
+      ClientsTableName: [this.clientsTable.tableName, 'Clients table (sync clients)'],
       BucketName: [this.bucket.bucketName, 'Payload and snapshot bucket'],
       SnapshotQueueUrl: [this.snapshotQueue.queueUrl, 'Snapshot job queue'],
       SnapshotDeadLetterQueueUrl: [this.snapshotDeadLetterQueue.queueUrl, 'Snapshot jobs that kept failing'],

@@ -33,6 +33,15 @@ describe('local resources description', () => {
         t.billingMode,
       ]),
       [
+        [
+          'ClientsTable',
+          'SHEETLOG_CLIENTS_TABLE',
+          { name: 'k', type: 'B' },
+          { name: 'm', type: 'N' },
+          null,
+          null,
+          'PAY_PER_REQUEST',
+        ],
         ['DedupeTable', 'SHEETLOG_DEDUPE_TABLE', { name: 'p', type: 'B' }, null, null, null, 'PAY_PER_REQUEST'],
         [
           'EntryTable',

@@ -34,6 +34,10 @@ describe('tables', () => {
       ['n', 'B'],
     ],
     [LOGICAL_IDS.dedupeTable]: [['p', 'B']],
+    [LOGICAL_IDS.clientsTable]: [
+      ['k', 'B'],
+      ['m', 'N'],
+    ],
   };
 
   test('keys and attribute types are exactly those of docs/storage.md', () => {
@@ -239,6 +243,7 @@ describe('functions', () => {
       SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
       SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
       SHEETLOG_DEDUPE_TABLE: { Ref: LOGICAL_IDS.dedupeTable },
+      SHEETLOG_CLIENTS_TABLE: { Ref: LOGICAL_IDS.clientsTable },
       SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
       SHEETLOG_INLINE_BODY_MAX_BYTES: '16384',
       SHEETLOG_SNAPSHOT_INTERVAL: '100',
@@ -282,6 +287,14 @@ describe('functions', () => {
       'dynamodb:Query',
       'dynamodb:UpdateItem',
     ];
+    const readPutUpdate = [
+      'dynamodb:BatchGetItem',
+      'dynamodb:ConditionCheckItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+    ];
     const tagging = ['s3:DeleteObjectTagging', 's3:GetObjectTagging', 's3:PutObjectTagging'];
     const xray = ['xray:PutTelemetryRecords', 'xray:PutTraceSegments'];
     const logs = ['logs:CreateLogStream', 'logs:PutLogEvents'];
@@ -302,6 +315,7 @@ describe('functions', () => {
       [LOGICAL_IDS.entryTable]: readWrite,
       [LOGICAL_IDS.segmentTable]: readWrite,
       [LOGICAL_IDS.dedupeTable]: readUpdate,
+      [LOGICAL_IDS.clientsTable]: readPutUpdate,
       [`${bucket}/payloads/*`]: ['s3:GetObject', 's3:PutObject', ...tagging].sort(),
       [`${bucket}/snapshots/*`]: ['s3:GetObject'],
       [bucket]: ['s3:ListBucket'],
@@ -538,6 +552,7 @@ describe('outputs', () => {
       'ApiAuthorization',
       'ApiUrl',
       'BucketName',
+      'ClientsTableName',
       'DedupeTableName',
       'EntryTableName',
       'PendingSnapshotsTableName',
@@ -550,6 +565,7 @@ describe('outputs', () => {
     assert.deepEqual(outputs.SegmentTableName.Value, { Ref: LOGICAL_IDS.segmentTable });
     assert.deepEqual(outputs.PendingSnapshotsTableName.Value, { Ref: LOGICAL_IDS.pendingSnapshotsTable });
     assert.deepEqual(outputs.DedupeTableName.Value, { Ref: LOGICAL_IDS.dedupeTable });
+    assert.deepEqual(outputs.ClientsTableName.Value, { Ref: LOGICAL_IDS.clientsTable });
     assert.deepEqual(outputs.BucketName.Value, { Ref: LOGICAL_IDS.bucket });
     assert.deepEqual(outputs.SnapshotQueueUrl.Value, { Ref: LOGICAL_IDS.snapshotQueue });
     const url = JSON.stringify(outputs.ApiUrl.Value);

@@ -32,7 +32,7 @@ export const BINARY_TAG = 'sheetlog:binary';
  * DynamoDB access levels. Scan is deliberately absent: every read the design makes is a key lookup
  * or a Query on one partition.
  */
-export type TableAccess = 'read' | 'readUpdate' | 'readWrite';
+export type TableAccess = 'read' | 'readUpdate' | 'readPutUpdate' | 'readWrite';
 
 const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   // ConditionCheckItem is what a TransactWriteItems condition-only item needs.
@@ -42,6 +42,15 @@ const TABLE_ACTIONS: Record<TableAccess, string[]> = {
     'dynamodb:BatchGetItem',
     'dynamodb:Query',
     'dynamodb:ConditionCheckItem',
+    'dynamodb:UpdateItem',
+  ],
+  // Writes that only create or change items (never delete them): the Clients table.
+  readPutUpdate: [
+    'dynamodb:GetItem',
+    'dynamodb:BatchGetItem',
+    'dynamodb:Query',
+    'dynamodb:ConditionCheckItem',
+    'dynamodb:PutItem',
     'dynamodb:UpdateItem',
   ],
   readWrite: [

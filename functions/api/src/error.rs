@@ -65,6 +65,28 @@ pub enum ApiError {
     KeyReused { seq: u64 },
     #[error("this request was already applied at sequence {seq}, which the log no longer retains")]
     ReplayUnavailable { seq: u64 },
+    #[error("client {client} has no applied mutations in this log")]
+    ClientNotFound { client: String },
+    #[error("mutation {id} of client {client} has not been applied")]
+    MutationNotFound { client: String, id: u64 },
+    #[error(
+        "client {client}: mutation {got} arrived, but the next one expected is {expected}; nothing from mutation {got} on was applied"
+    )]
+    MutationGap {
+        client: String,
+        expected: u64,
+        got: u64,
+    },
+    #[error("client {client} belongs to client group {group}, not {claimed}")]
+    ClientGroupMismatch {
+        client: String,
+        group: String,
+        claimed: String,
+    },
+    #[error(
+        "the client view is {size} bytes, over the {limit}-byte response limit of AWS Lambda; read the sheet by range (GET /logs/{{logId}}/cells) instead"
+    )]
+    ViewTooLarge { size: usize, limit: usize },
     #[error("internal error")]
     Internal(String),
 }
@@ -73,8 +95,15 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         match self {
-            InvalidJson(_) | InvalidEntry(_) | InvalidQuery(_) | InvalidLogId(_)
-            | InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            InvalidJson(_)
+            | InvalidEntry(_)
+            | InvalidQuery(_)
+            | InvalidLogId(_)
+            | InvalidHeader(_)
+            | ClientGroupMismatch { .. } => StatusCode::BAD_REQUEST,
+            ClientNotFound { .. } | MutationNotFound { .. } => StatusCode::NOT_FOUND,
+            MutationGap { .. } => StatusCode::CONFLICT,
+            ViewTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Conflict { .. } | UploadMissing { .. } | KeyReused { .. } => StatusCode::CONFLICT,
@@ -114,6 +143,11 @@ impl ApiError {
             InvalidHeader(_) => "invalid-header",
             KeyReused { .. } => "idempotency-key-reused",
             ReplayUnavailable { .. } => "replay-unavailable",
+            ClientNotFound { .. } => "client-not-found",
+            MutationNotFound { .. } => "mutation-not-found",
+            MutationGap { .. } => "mutation-gap",
+            ClientGroupMismatch { .. } => "client-group-mismatch",
+            ViewTooLarge { .. } => "view-too-large",
             Internal(_) => "internal",
         }
     }
@@ -133,6 +167,14 @@ impl ApiError {
             }
             ApiError::Truncated { first_seq, .. } => {
                 m.insert("firstSeq".into(), json!(first_seq));
+            }
+            ApiError::MutationGap { expected, got, .. } => {
+                m.insert("expectedMutationID".into(), json!(expected));
+                m.insert("mutationID".into(), json!(got));
+            }
+            ApiError::ViewTooLarge { size, limit } => {
+                m.insert("size".into(), json!(size));
+                m.insert("limit".into(), json!(limit));
             }
             ApiError::EntryTooLarge { limit, .. } => {
                 m.insert("limit".into(), json!(limit));
@@ -160,6 +202,26 @@ impl ApiError {
             LogError::BodyTooLarge { size, limit } => ApiError::EntryTooLarge { size, limit },
             LogError::InvalidEntry(m) => ApiError::InvalidEntry(m),
             LogError::KeyReused { seq } => ApiError::KeyReused { seq },
+            LogError::MutationGap {
+                client,
+                expected,
+                got,
+            } => ApiError::MutationGap {
+                client,
+                expected,
+                got,
+            },
+            // Answered by the sync routes themselves (Replicache's `ClientStateNotFound`).
+            LogError::ClientUnknown { client, .. } => ApiError::ClientNotFound { client },
+            LogError::ClientGroupMismatch {
+                client,
+                group,
+                claimed,
+            } => ApiError::ClientGroupMismatch {
+                client,
+                group,
+                claimed,
+            },
             LogError::Store(e) => Self::from_store(e),
             other => ApiError::Internal(other.to_string()),
         }

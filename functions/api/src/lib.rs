@@ -5,6 +5,7 @@
 //! Layout:
 //! - `routes.rs`  — the handlers (validation first, then one linchpin write)
 //! - `trigger.rs` — append plus the snapshot / new-segment trigger that runs after it
+//! - `sync.rs`    — Replicache push/pull and the client queries (`docs/sync.md`)
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `dto.rs`     — request and response shapes with their OpenAPI schemas
 //! - `error.rs`   — [`ApiError`]: status, code and message of every failure
@@ -17,6 +18,7 @@ pub mod dto;
 pub mod error;
 pub mod routes;
 pub mod state;
+pub mod sync;
 pub mod trigger;
 
 use axum::Router;
@@ -135,6 +137,13 @@ pub fn router(state: SharedState) -> Router {
         )
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))
+        .route("/logs/{log_id}/replicache/push", post(sync::push))
+        .route("/logs/{log_id}/replicache/pull", post(sync::pull))
+        .route("/logs/{log_id}/clients/{client_id}", get(sync::client))
+        .route(
+            "/logs/{log_id}/clients/{client_id}/mutations/{id}",
+            get(sync::mutation),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

@@ -124,6 +124,7 @@ fn type_name(kind: EntryType) -> &'static str {
         TYPE_INSERT_COLUMNS => "insert-columns",
         TYPE_DELETE_COLUMNS => "delete-columns",
         TYPE_IMPORT => "import",
+        sheetlog_core::sheet::mutations::TYPE_MUTATIONS => "mutations",
         _ => "unknown",
     }
 }
@@ -142,6 +143,7 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
                 serde_json::to_value(&event).map_err(|err| ApiError::Internal(err.to_string()))?;
             v.get_mut("body").map(Value::take).unwrap_or(Value::Null)
         }
+        EntryBody::Mutations(m) => crate::sync::mutations_json(&m)?,
         EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
     let payload_url = match &e.payload {

@@ -66,7 +66,8 @@ impl AppState {
     ) -> anyhow::Result<Self> {
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table)
-            .with_dedupe_table(resources.require_dedupe_table()?);
+            .with_dedupe_table(resources.require_dedupe_table()?)
+            .with_clients_table(resources.require_clients_table()?);
         let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
         let (store, payloads) = wrap(Arc::new(store), Arc::new(bucket.clone()));
         let log = EventLog::new(store, payloads, log_cfg)?;

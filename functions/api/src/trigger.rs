@@ -53,15 +53,7 @@ pub async fn append_and_trigger(
         // Nothing was appended, so no snapshot can be due because of this request.
         AppendOnce::Duplicate { seq, .. } => return replay(state, log, log_id, seq).await,
     };
-    state.remember_hint(log, a.hint);
-    let next_seq = match maybe_snapshot(state, log, &a).await {
-        Ok(next) => next,
-        Err(e) => {
-            // The append itself succeeded; a failed trigger is retried by the next append.
-            warn!(log = %log, error = %e, "snapshot trigger failed");
-            a.next_seq
-        }
-    };
+    let next_seq = after_append(state, log, &a).await;
     Ok(AppendResult {
         body: AppendResponse {
             seq: a.seq,
@@ -107,6 +99,20 @@ pub async fn replay(
         },
         replayed: true,
     })
+}
+
+/// Remembers the segment hint and runs the snapshot trigger after an append; returns the log's
+/// next sequence after whatever the trigger wrote.
+pub async fn after_append(state: &SharedState, log: LogId, a: &Appended) -> u64 {
+    state.remember_hint(log, a.hint);
+    match maybe_snapshot(state, log, a).await {
+        Ok(next) => next,
+        Err(e) => {
+            // The append itself succeeded; a failed trigger is retried by the next append.
+            warn!(log = %log, error = %e, "snapshot trigger failed");
+            a.next_seq
+        }
+    }
 }
 
 /// Returns the log's next sequence after whatever the trigger wrote.

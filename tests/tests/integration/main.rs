@@ -12,3 +12,4 @@ mod event_log;
 mod local_stack_matches_template;
 mod pipeline;
 mod snapshot_s3;
+mod sync;

@@ -1,0 +1,509 @@
+//! Sync clients (`docs/sync.md`): Replicache's push and pull (protocol version 1) over a log, and
+//! the client queries.
+//!
+//! - Push: each client's mutations become `mutations` entries through [`EventLog::push_run`],
+//!   which applies every mutation exactly once and in order. Mutator names are the entry types,
+//!   `args` the entry body in the API's JSON form. A mutation whose args are invalid is recorded
+//!   as rejected (processed, with no effect), and the error is returned in the push response.
+//! - Pull: the cookie is the log's next sequence. A null cookie gets `clear` and every non-empty
+//!   cell; a cookie `c` gets the cells that entries `c..next` set (`put`, or `del` when cleared),
+//!   or a full reset when one of those entries moved cells around (rows, columns, an import).
+//!   `lastMutationIDChanges` comes from the `mutations` entries since the cookie, or from the
+//!   Clients table for a null cookie.
+//!
+//! [`EventLog::push_run`]: sheetlog_core::log::EventLog::push_run
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sheetlog_core::LogError;
+use sheetlog_core::domain::LogId;
+use sheetlog_core::log::{PushedMutation, RunOutcome};
+use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
+use sheetlog_core::sheet::mutations::{Mutations, check_id};
+use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
+use sheetlog_core::snapshot::{SnapshotError, read_rows};
+use sheetlog_core::snapshot_input::{self, InputError};
+use tracing::{info, warn};
+
+use crate::error::ApiError;
+use crate::routes::{ApiResult, parse_log_id};
+use crate::state::SharedState;
+
+/// The push and pull protocol version spoken here.
+const PROTOCOL_VERSION: u64 = 1;
+/// Schema versions accepted from clients: none set, or "1".
+const SCHEMA_VERSIONS: [&str; 2] = ["", "1"];
+/// Largest response a Lambda function may return (6 MB), less room for headers.
+pub const MAX_RESPONSE_BYTES: usize = 6 * 1024 * 1024 - 16 * 1024;
+/// A `put` of a cell is at least this many bytes of JSON, which bounds the cells worth reading.
+const MIN_PUT_BYTES: usize = 40;
+/// Past this many entries since the cookie, a full reset is cheaper than reading them.
+const MAX_INCREMENTAL_ENTRIES: u64 = 5_000;
+
+/// A Replicache error answer: HTTP 200 with `{"error": ...}`, as the client expects.
+fn replicache_error(error: &str, version_type: Option<&str>) -> Response {
+    let mut body = json!({ "error": error });
+    if let Some(t) = version_type {
+        body["versionType"] = json!(t);
+    }
+    Json(body).into_response()
+}
+
+fn parse_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
+    let bytes = body.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::RequestTooLarge { limit }
+        } else {
+            ApiError::InvalidJson(format!("could not read the request body: {e}"))
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
+        ApiError::InvalidJson(format!("the request body is not valid JSON: {msg}"))
+    })
+}
+
+/// `VersionNotSupported` for a request of another protocol or schema version.
+fn unsupported_version(req: &Value, field: &str, kind: &str) -> Option<Response> {
+    if req.get(field).and_then(Value::as_u64) != Some(PROTOCOL_VERSION) {
+        return Some(replicache_error("VersionNotSupported", Some(kind)));
+    }
+    let schema = req
+        .get("schemaVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !SCHEMA_VERSIONS.contains(&schema) {
+        return Some(replicache_error("VersionNotSupported", Some("schema")));
+    }
+    None
+}
+
+fn shape<T: serde::de::DeserializeOwned>(req: Value) -> ApiResult<T> {
+    serde_json::from_value(req).map_err(|e| ApiError::InvalidEntry(e.to_string()))
+}
+
+fn check(what: &str, id: &str) -> ApiResult<()> {
+    check_id(what, id).map_err(|e| ApiError::InvalidEntry(e.to_string()))
+}
+
+#[derive(Debug, Deserialize)]
+struct PushRequest {
+    #[serde(rename = "clientGroupID")]
+    client_group_id: String,
+    mutations: Vec<PushMutation>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PushMutation {
+    #[serde(rename = "clientID")]
+    client_id: String,
+    id: u64,
+    name: String,
+    #[serde(default)]
+    args: Value,
+}
+
+/// The event a mutation stands for, or why its name or args are refused.
+fn mutation_event(name: &str, args: Value) -> Result<Event, String> {
+    if name == "import" {
+        return Err("import is not a mutator: files go through the upload flow".into());
+    }
+    Event::from_parts(name, args).map_err(|e| e.to_string())
+}
+
+/// `POST /logs/{logId}/replicache/push`.
+pub async fn push(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let log = parse_log_id(&log_id)?;
+    let req = parse_body(body, state.cfg.max_request_bytes)?;
+    if let Some(resp) = unsupported_version(&req, "pushVersion", "push") {
+        return Ok(resp);
+    }
+    let req: PushRequest = shape(req)?;
+    check("clientGroupID", &req.client_group_id)?;
+    let group = req.client_group_id.as_str();
+    // The push's mutations in runs of one client each, in the order sent.
+    let mut runs: Vec<(String, Vec<PushedMutation>)> = Vec::new();
+    for m in req.mutations {
+        check("clientID", &m.client_id)?;
+        let event = mutation_event(&m.name, m.args);
+        let pushed = PushedMutation { id: m.id, event };
+        match runs.last_mut() {
+            Some((client, ms)) if *client == m.client_id => ms.push(pushed),
+            _ => runs.push((m.client_id, vec![pushed])),
+        }
+    }
+    let mut applied = 0u64;
+    let mut rejected = Vec::new();
+    let mut last_ids = BTreeMap::new();
+    for (client, mutations) in &runs {
+        loop {
+            match state
+                .log
+                .push_run(log, group, client, mutations, state.hint(log))
+                .await
+            {
+                Ok(RunOutcome::Applied { range, appended }) => {
+                    crate::trigger::after_append(&state, log, &appended).await;
+                    for m in mutations.iter().filter(|m| range.contains(m.id)) {
+                        match &m.event {
+                            Ok(_) => applied += 1,
+                            Err(error) => {
+                                warn!(log = %log, client, id = m.id, error, "mutation rejected");
+                                rejected.push(json!({
+                                    "clientID": client, "id": m.id, "error": error,
+                                }));
+                            }
+                        }
+                    }
+                    last_ids.insert(client.clone(), range.last);
+                }
+                Ok(RunOutcome::AlreadyApplied { newest, .. }) => {
+                    last_ids.insert(client.clone(), newest.last);
+                    break;
+                }
+                // The log has no record of a client that is past its first mutation: its state
+                // here was lost (Replicache then starts the client afresh).
+                Err(LogError::ClientUnknown { client, got }) => {
+                    warn!(log = %log, client, got, "push from a client this log does not know");
+                    return Ok(replicache_error("ClientStateNotFound", None));
+                }
+                Err(e) => return Err(ApiError::from_log(&log_id, e)),
+            }
+        }
+    }
+    info!(log = %log, group, applied, rejected = rejected.len(), "push");
+    Ok(Json(json!({
+        "applied": applied,
+        "rejected": rejected,
+        "lastMutationIDs": last_ids,
+    }))
+    .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct PullRequest {
+    #[serde(rename = "clientGroupID")]
+    client_group_id: String,
+    #[serde(default)]
+    cookie: Value,
+}
+
+/// `POST /logs/{logId}/replicache/pull`.
+pub async fn pull(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let log = parse_log_id(&log_id)?;
+    let req = parse_body(body, state.cfg.max_request_bytes)?;
+    if let Some(resp) = unsupported_version(&req, "pullVersion", "pull") {
+        return Ok(resp);
+    }
+    let req: PullRequest = shape(req)?;
+    check("clientGroupID", &req.client_group_id)?;
+    let cookie = match &req.cookie {
+        Value::Null => None,
+        v => Some(v.as_u64().ok_or_else(|| {
+            ApiError::InvalidEntry(format!(
+                "cookie: {v} is not a cookie this server gave out (a whole number or null)"
+            ))
+        })?),
+    };
+    let from_log = |e| ApiError::from_log(&log_id, e);
+    let (next_seq, _) = state.log.next_seq(log).await.map_err(from_log)?;
+    if cookie.is_some_and(|c| c > next_seq) {
+        // The client has seen entries this log does not have: the server lost state.
+        warn!(log = %log, ?cookie, next_seq, "pull with a cookie past the end of the log");
+        return Ok(replicache_error("ClientStateNotFound", None));
+    }
+    let group = req.client_group_id.as_str();
+    let view = view(&state, log, &log_id, group, cookie, next_seq).await?;
+    let body = json!({
+        "cookie": next_seq,
+        "lastMutationIDChanges": view.last_ids,
+        "patch": view.patch,
+    });
+    let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if bytes.len() > MAX_RESPONSE_BYTES {
+        return Err(ApiError::ViewTooLarge {
+            size: bytes.len(),
+            limit: MAX_RESPONSE_BYTES,
+        });
+    }
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response())
+}
+
+struct View {
+    patch: Vec<Value>,
+    last_ids: BTreeMap<String, u64>,
+}
+
+/// What changed between the cookie and `next_seq`, as a patch and the group's clients whose last
+/// mutation id moved.
+async fn view(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    group: &str,
+    cookie: Option<u64>,
+    next_seq: u64,
+) -> ApiResult<View> {
+    let from_log = |e| ApiError::from_log(log_id, e);
+    if cookie == Some(next_seq) {
+        return Ok(View {
+            patch: Vec::new(),
+            last_ids: BTreeMap::new(),
+        });
+    }
+    // The entries since the cookie: which cells they set, whether they moved cells around, and
+    // the group's clients they advanced.
+    let mut touched: Option<BTreeSet<CellRef>> = None;
+    let mut last_ids = BTreeMap::new();
+    if let Some(c) = cookie.filter(|c| next_seq - c <= MAX_INCREMENTAL_ENTRIES) {
+        match state.log.read_since(log, c, (next_seq - c) as usize).await {
+            Ok(page) => {
+                let mut cells = BTreeSet::new();
+                let mut reset = false;
+                for e in page.entries.iter().filter(|e| e.seq < next_seq) {
+                    let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+                        ApiError::Internal(format!("entry {} does not decode: {err}", e.seq))
+                    })?;
+                    if let EntryBody::Mutations(m) = &body
+                        && m.group == group
+                    {
+                        let last = last_ids.entry(m.client.clone()).or_insert(0);
+                        *last = m.last.max(*last);
+                    }
+                    for ev in body.events() {
+                        match ev {
+                            Event::Set(s) => cells.extend(s.cells.iter().map(|c| c.at)),
+                            _ => reset = true,
+                        }
+                    }
+                }
+                if !reset {
+                    touched = Some(cells);
+                }
+            }
+            // Too far behind for the retained segments: a full reset below.
+            Err(LogError::ReloadRequired { .. }) => {}
+            Err(e) => return Err(from_log(e)),
+        }
+    }
+    if touched.is_none() {
+        // A full reset: every client of the group, as of this view.
+        last_ids.clear();
+        let clients = state
+            .log
+            .group_clients(log, group)
+            .await
+            .map_err(from_log)?;
+        for client in clients {
+            let last = state
+                .log
+                .last_mutation_before(log, &client, next_seq)
+                .await
+                .map_err(from_log)?;
+            if last > 0 {
+                last_ids.insert(client, last);
+            }
+        }
+    }
+    let range = match &touched {
+        Some(cells) if cells.is_empty() => None,
+        Some(cells) => Some(bounding_range(cells)),
+        None => Some(Range {
+            start: CellRef { row: 0, col: 0 },
+            end: CellRef {
+                row: MAX_ROWS - 1,
+                col: MAX_COLS - 1,
+            },
+        }),
+    };
+    let rows = match range {
+        Some(range) => read_at(state, log, log_id, next_seq, range).await?,
+        None => Vec::new(),
+    };
+    let mut patch = Vec::new();
+    let mut present = BTreeSet::new();
+    if touched.is_none() {
+        patch.push(json!({"op": "clear"}));
+    }
+    for row in rows {
+        for (col, cell) in row.cells {
+            let at = CellRef {
+                row: row.index,
+                col,
+            };
+            if touched.as_ref().is_some_and(|t| !t.contains(&at)) {
+                continue;
+            }
+            present.insert(at);
+            let mut value = json!({ "value": cell.value });
+            if let Some(f) = &cell.format {
+                value["format"] = json!(f);
+            }
+            patch.push(json!({"op": "put", "key": format!("cell/{at}"), "value": value}));
+        }
+    }
+    if let Some(cells) = &touched {
+        for at in cells.difference(&present) {
+            patch.push(json!({"op": "del", "key": format!("cell/{at}")}));
+        }
+    }
+    patch.push(json!({"op": "put", "key": "meta/seq", "value": next_seq}));
+    Ok(View { patch, last_ids })
+}
+
+fn bounding_range(cells: &BTreeSet<CellRef>) -> Range {
+    let (mut r0, mut c0, mut r1, mut c1) = (u32::MAX, u32::MAX, 0, 0);
+    for c in cells {
+        r0 = r0.min(c.row);
+        r1 = r1.max(c.row);
+        c0 = c0.min(c.col);
+        c1 = c1.max(c.col);
+    }
+    Range {
+        start: CellRef { row: r0, col: c0 },
+        end: CellRef { row: r1, col: c1 },
+    }
+}
+
+/// The non-empty cells of `range` as of `seq`, bounded by what fits in one response.
+async fn read_at(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    seq: u64,
+    range: Range,
+) -> ApiResult<Vec<Row>> {
+    let input = snapshot_input::as_of(&state.log, log, seq)
+        .await
+        .map_err(|e| match e {
+            InputError::Log(e) => ApiError::from_log(log_id, e),
+            other => ApiError::Internal(other.to_string()),
+        })?;
+    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
+        .await
+        .map_err(|e| {
+            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
+        })?;
+    let entries = snapshot_input::log_entries(&input.entries)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let max_cells = MAX_RESPONSE_BYTES / MIN_PUT_BYTES;
+    match read_rows(
+        &state.bucket,
+        &state.bucket,
+        *log.as_uuid(),
+        base.as_ref(),
+        &entries,
+        range,
+        max_cells,
+    )
+    .await
+    {
+        Ok((rows, _)) => Ok(rows),
+        Err(SnapshotError::TooManyCells { .. }) => Err(ApiError::ViewTooLarge {
+            size: max_cells * MIN_PUT_BYTES,
+            limit: MAX_RESPONSE_BYTES,
+        }),
+        Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
+    }
+}
+
+/// `GET /logs/{logId}/clients/{clientId}`: the client's last applied mutation and where it is.
+pub async fn client(
+    State(state): State<SharedState>,
+    Path((log_id, client)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let log = parse_log_id(&log_id)?;
+    check("clientID", &client)?;
+    let from_log = |e| ApiError::from_log(&log_id, e);
+    match state
+        .log
+        .last_mutation(log, &client)
+        .await
+        .map_err(from_log)?
+    {
+        Some(r) => Ok(Json(json!({
+            "clientID": r.client,
+            "clientGroupID": r.group,
+            "lastMutationID": r.last,
+            "seq": r.seq,
+        }))),
+        None => {
+            // Tell a missing log from a client that never pushed to it.
+            state.log.next_seq(log).await.map_err(from_log)?;
+            Err(ApiError::ClientNotFound { client })
+        }
+    }
+}
+
+/// `GET /logs/{logId}/clients/{clientId}/mutations/{id}`: where a mutation landed.
+pub async fn mutation(
+    State(state): State<SharedState>,
+    Path((log_id, client, id)): Path<(String, String, String)>,
+) -> ApiResult<Json<Value>> {
+    let log = parse_log_id(&log_id)?;
+    check("clientID", &client)?;
+    let id: u64 = id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+        ApiError::InvalidQuery(format!("mutation id {id:?} is not a positive whole number"))
+    })?;
+    let from_log = |e| ApiError::from_log(&log_id, e);
+    match state
+        .log
+        .find_mutation(log, &client, id)
+        .await
+        .map_err(from_log)?
+    {
+        Some(r) => Ok(Json(json!({
+            "clientID": r.client,
+            "clientGroupID": r.group,
+            "mutationID": id,
+            "seq": r.seq,
+            "status": if r.rejected.contains(&id) { "rejected" } else { "applied" },
+        }))),
+        None => {
+            state.log.next_seq(log).await.map_err(from_log)?;
+            Err(ApiError::MutationNotFound { client, id })
+        }
+    }
+}
+
+/// The JSON body of a `mutations` entry in `GET /logs/{logId}/entries`.
+pub fn mutations_json(m: &Mutations) -> ApiResult<Value> {
+    let mut applied = Vec::with_capacity(m.applied.len());
+    for mu in &m.applied {
+        let mut v =
+            serde_json::to_value(&mu.event).map_err(|e| ApiError::Internal(e.to_string()))?;
+        applied.push(json!({
+            "id": mu.id,
+            "name": mu.event.type_name(),
+            "args": v.get_mut("body").map(Value::take).unwrap_or(Value::Null),
+        }));
+    }
+    Ok(json!({
+        "clientGroupID": m.group,
+        "clientID": m.client,
+        "firstMutationID": m.first,
+        "lastMutationID": m.last,
+        "mutations": applied,
+        "rejected": m.rejected(),
+    }))
+}

@@ -1,0 +1,458 @@
+//! Sync clients on the emulator: `mutations` entries and their range items in one transaction,
+//! read back raw over the wire; Replicache push and pull through the API; the client queries.
+//! The real Replicache client runs against the same routes in `clients/replicache-test`.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_core::LogError;
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::clients::client_key;
+use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
+use sheetlog_core::log::{EventLog, PushedMutation, RunOutcome};
+use sheetlog_core::sheet::Event;
+use sheetlog_tests::TestStack;
+use sheetlog_tests::api::{ApiClient, TestApi, json_str};
+
+fn set(reference: &str, v: i64) -> Event {
+    match Event::from_parts("set", json!({"cells": [{"ref": reference, "value": v}]})) {
+        Ok(e) => e,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
+    ids.map(|id| PushedMutation {
+        id,
+        event: Ok(set("A1", id as i64)),
+    })
+    .collect()
+}
+
+#[tokio::test]
+async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()> {
+    let stack = TestStack::new("sync-tx").await?;
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    let out = log.push_run(id, "g1", "c1", &muts(1..=1), None).await?;
+    let RunOutcome::Applied { range, appended } = out else {
+        anyhow::bail!("{out:?}");
+    };
+    // A client's first run also joins its group: three items, 2 WRU each.
+    assert_eq!(appended.units.write, 6.0);
+    let out = log.push_run(id, "g1", "c1", &muts(2..=2), None).await?;
+    let RunOutcome::Applied { appended, .. } = out else {
+        anyhow::bail!("{out:?}");
+    };
+    assert_eq!(
+        appended.units.write, 4.0,
+        "one mutation: a transaction of two items under 1 KB"
+    );
+    assert_eq!(range.seq, 1);
+    // 100 small mutations in one push: one entry and one range item.
+    let out = log.push_run(id, "g1", "c1", &muts(3..=102), None).await?;
+    let RunOutcome::Applied { range, appended } = out else {
+        anyhow::bail!("{out:?}");
+    };
+    assert_eq!((range.first, range.last), (3, 102));
+    assert!(appended.units.write <= 12.0, "{:?}", appended.units);
+
+    // The range items as DynamoDB holds them.
+    let table = stack
+        .resources
+        .clients_table
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("no Clients table"))?;
+    let out = stack
+        .dynamo
+        .query()
+        .table_name(table)
+        .key_condition_expression("k = :k")
+        .expression_attribute_values(":k", AttributeValue::B(client_key(id, "c1").into()))
+        .consistent_read(true)
+        .send()
+        .await?;
+    let firsts: Vec<&str> = out
+        .items()
+        .iter()
+        .filter_map(|i| i.get("m").and_then(|v| v.as_n().ok()).map(String::as_str))
+        .collect();
+    assert_eq!(firsts, ["1", "2", "3"]);
+
+    // A retry applies nothing; a gap is refused.
+    assert!(matches!(
+        log.push_run(id, "g1", "c1", &muts(1..=102), None).await?,
+        RunOutcome::AlreadyApplied { .. }
+    ));
+    let err = log
+        .push_run(id, "g1", "c1", &muts(104..=105), None)
+        .await
+        .err();
+    assert!(
+        matches!(
+            err,
+            Some(LogError::MutationGap {
+                expected: 103,
+                got: 104,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        log.find_mutation(id, "c1", 50).await?.map(|r| r.seq),
+        Some(3)
+    );
+    assert_eq!(log.group_clients(id, "g1").await?, vec!["c1".to_owned()]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn lost_responses_on_the_emulator_never_apply_twice() -> anyhow::Result<()> {
+    let stack = TestStack::new("sync-lossy").await?;
+    let mut profile = FaultProfile::named("none").ok_or_else(|| anyhow::anyhow!("no profile"))?;
+    profile.lost_response = 1.0;
+    let store = FaultyLogStore::new(stack.log_store(), Faults::new(profile, 5));
+    let log = EventLog::new(store, stack.bucket(), LogConfig::default())?;
+    let id = log.create().await?.log;
+    for end in [3u64, 6, 9] {
+        // Every transaction's answer is lost and the call retried: the retry finds the range
+        // taken, reads the client again, and sees its own run applied.
+        loop {
+            match log.push_run(id, "g", "c", &muts(1..=end), None).await? {
+                RunOutcome::Applied { .. } => continue,
+                RunOutcome::AlreadyApplied { newest, .. } => {
+                    assert_eq!(newest.last, end);
+                    break;
+                }
+            }
+        }
+    }
+    let page = log.read_since(id, 0, 100).await?;
+    assert_eq!(page.entries.len(), 4, "entry 0 and three runs");
+    Ok(())
+}
+
+async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
+    let r = c.post(api.url("/logs")).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let v: Value = r.json().await?;
+    Ok(json_str(&v, "/logId").to_owned())
+}
+
+async fn post(c: &ApiClient, url: &str, body: &Value) -> anyhow::Result<(StatusCode, Value)> {
+    let r = c.post(url).json(body).send().await?;
+    Ok((r.status(), r.json().await?))
+}
+
+fn push_body(group: &str, mutations: Value) -> Value {
+    json!({"pushVersion": 1, "clientGroupID": group, "mutations": mutations,
+           "profileID": "p", "schemaVersion": ""})
+}
+
+fn pull_body(group: &str, cookie: Value) -> Value {
+    json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
+           "profileID": "p", "schemaVersion": ""})
+}
+
+fn set_mutation(client: &str, id: u64, reference: &str, value: Value) -> Value {
+    json!({"clientID": client, "id": id, "name": "set", "timestamp": 1,
+           "args": {"cells": [{"ref": reference, "value": value}]}})
+}
+
+/// The patch as key → value (`None` for a `del`), and whether it starts with `clear`.
+fn patch_map(pull: &Value) -> (bool, std::collections::BTreeMap<String, Option<Value>>) {
+    let ops = pull["patch"].as_array().cloned().unwrap_or_default();
+    let clear = ops.first().is_some_and(|o| o["op"] == "clear");
+    let mut m = std::collections::BTreeMap::new();
+    for o in ops {
+        match o["op"].as_str() {
+            Some("put") => {
+                m.insert(json_str(&o, "/key").to_owned(), Some(o["value"].clone()));
+            }
+            Some("del") => {
+                m.insert(json_str(&o, "/key").to_owned(), None);
+            }
+            _ => {}
+        }
+    }
+    (clear, m)
+}
+
+#[tokio::test]
+async fn push_and_pull_speak_replicache_version_1() -> anyhow::Result<()> {
+    let api = TestApi::start("sync-api").await?;
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let pull = api.url(&format!("/logs/{log}/replicache/pull"));
+
+    // A push from two clients of one group, one mutation rejected.
+    let body = push_body(
+        "g1",
+        json!([
+            set_mutation("c1", 1, "A1", json!(1)),
+            set_mutation("c1", 2, "B2", json!("two")),
+            {"clientID": "c1", "id": 3, "name": "set", "args": {"cells": [{"ref": "ZZZZ1", "value": 1}]}},
+            {"clientID": "c2", "id": 1, "name": "insert-rows", "args": {"at": 1, "count": 1}},
+            {"clientID": "c2", "id": 2, "name": "no-such-mutator", "args": {}},
+        ]),
+    );
+    let (s, v) = post(&c, &push, &body).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["applied"], 3);
+    assert_eq!(v["rejected"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(v["lastMutationIDs"], json!({"c1": 3, "c2": 2}));
+    // The same push again applies nothing.
+    let (s, _) = post(&c, &push, &body).await?;
+    assert_eq!(s, StatusCode::OK);
+    let entries: Value = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let kinds: Vec<&str> = entries["entries"]
+        .as_array()
+        .map(|es| es.iter().filter_map(|e| e["type"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(kinds, ["snapshot", "mutations", "mutations"]);
+    assert_eq!(entries["entries"][1]["body"]["rejected"], json!([3]));
+    assert_eq!(
+        entries["entries"][1]["body"]["mutations"][1]["args"]["cells"][0]["ref"],
+        "B2"
+    );
+
+    // First pull: clear, every cell (c2's row insert moved A1 and B2 down a row), meta/seq.
+    let (s, first) = post(&c, &pull, &pull_body("g1", Value::Null)).await?;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    assert_eq!(first["cookie"], 3);
+    assert_eq!(first["lastMutationIDChanges"], json!({"c1": 3, "c2": 2}));
+    let (clear, cells) = patch_map(&first);
+    assert!(clear);
+    assert_eq!(
+        cells.get("cell/A2"),
+        Some(&Some(json!({"value": 1}))),
+        "{first}"
+    );
+    assert_eq!(cells.get("cell/B3"), Some(&Some(json!({"value": "two"}))));
+    assert_eq!(cells.get("meta/seq"), Some(&Some(json!(3))));
+    assert_eq!(cells.len(), 3);
+
+    // Another group sees no lastMutationIDChanges for g1's clients.
+    let (_, other) = post(&c, &pull, &pull_body("g2", Value::Null)).await?;
+    assert_eq!(other["lastMutationIDChanges"], json!({}));
+
+    // Incremental: a set and a clear since the cookie give a put and a del, no clear.
+    let body = push_body(
+        "g1",
+        json!([
+            set_mutation("c1", 4, "C1", json!(true)),
+            {"clientID": "c1", "id": 5, "name": "set",
+             "args": {"cells": [{"ref": "A2", "value": null}, {"ref": "D4", "value": 2, "format": "0.00"}]}},
+        ]),
+    );
+    let (s, _) = post(&c, &push, &body).await?;
+    assert_eq!(s, StatusCode::OK);
+    let (_, next) = post(&c, &pull, &pull_body("g1", json!(3))).await?;
+    assert_eq!(next["cookie"], 4);
+    assert_eq!(next["lastMutationIDChanges"], json!({"c1": 5}));
+    let (clear, cells) = patch_map(&next);
+    assert!(!clear, "{next}");
+    assert_eq!(cells.get("cell/C1"), Some(&Some(json!({"value": true}))));
+    assert_eq!(cells.get("cell/A2"), Some(&None));
+    assert_eq!(
+        cells.get("cell/D4"),
+        Some(&Some(json!({"value": 2, "format": "0.00"})))
+    );
+    // Nothing new: the same cookie and an empty patch.
+    let (_, same) = post(&c, &pull, &pull_body("g1", json!(4))).await?;
+    assert_eq!(
+        (same["cookie"].clone(), same["patch"].clone()),
+        (json!(4), json!([]))
+    );
+
+    // The client queries.
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/clients/c1")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        (v["lastMutationID"].clone(), v["seq"].clone()),
+        (json!(5), json!(3))
+    );
+    let r = c
+        .get(api.url(&format!("/logs/{log}/clients/c1/mutations/3")))
+        .send()
+        .await?;
+    let v: Value = r.json().await?;
+    assert_eq!(
+        (v["seq"].clone(), v["status"].clone()),
+        (json!(1), json!("rejected"))
+    );
+    let r = c
+        .get(api.url(&format!("/logs/{log}/clients/c1/mutations/6")))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = c
+        .get(api.url(&format!("/logs/{log}/clients/nobody")))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let v: Value = r.json().await?;
+    assert_eq!(v["error"]["code"], "client-not-found");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_protocol_errors_are_replicaches_and_a_gap_writes_nothing() -> anyhow::Result<()> {
+    let api = TestApi::start("sync-errors").await?;
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let pull = api.url(&format!("/logs/{log}/replicache/pull"));
+
+    let mut old = push_body("g", json!([]));
+    old["pushVersion"] = json!(0);
+    let (s, v) = post(&c, &push, &old).await?;
+    assert_eq!(
+        (s, v),
+        (
+            StatusCode::OK,
+            json!({"error": "VersionNotSupported", "versionType": "push"})
+        )
+    );
+    let mut schema = pull_body("g", Value::Null);
+    schema["schemaVersion"] = json!("v9");
+    let (_, v) = post(&c, &pull, &schema).await?;
+    assert_eq!(
+        v,
+        json!({"error": "VersionNotSupported", "versionType": "schema"})
+    );
+    // A cookie past the end of the log, or a client that is past mutation 1 but unknown here:
+    // the server has lost the client's state.
+    let (_, v) = post(&c, &pull, &pull_body("g", json!(99))).await?;
+    assert_eq!(v, json!({"error": "ClientStateNotFound"}));
+    let (_, v) = post(
+        &c,
+        &push,
+        &push_body("g", json!([set_mutation("c", 7, "A1", json!(1))])),
+    )
+    .await?;
+    assert_eq!(v, json!({"error": "ClientStateNotFound"}));
+
+    // A gap: mutation 1 applies, 3 is refused with a 409 and nothing after it is applied.
+    let body = push_body(
+        "g",
+        json!([
+            set_mutation("c", 1, "A1", json!(1)),
+            set_mutation("c", 3, "A2", json!(3)),
+            set_mutation("d", 1, "A3", json!(1)),
+        ]),
+    );
+    let (s, v) = post(&c, &push, &body).await?;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "mutation-gap");
+    assert_eq!(v["error"]["expectedMutationID"], 2);
+    let r = c
+        .get(api.url(&format!("/logs/{log}/clients/d")))
+        .send()
+        .await?;
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "nothing after the gap was applied"
+    );
+
+    // Bad requests are 400s; a client registered in another group is refused.
+    for bad in [
+        json!({"pushVersion": 1, "clientGroupID": "", "mutations": []}),
+        json!({"pushVersion": 1, "clientGroupID": "g"}),
+        json!({"pushVersion": 1, "clientGroupID": "g", "mutations": [{"clientID": "c", "id": -1, "name": "set"}]}),
+        push_body("other", json!([set_mutation("c", 2, "A1", json!(1))])),
+    ] {
+        let (s, v) = post(&c, &push, &bad).await?;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad} → {v}");
+    }
+    let (s, _) = post(&c, &pull, &pull_body("g", json!("abc"))).await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let r = c
+        .post(api.url("/logs/00000000-0000-4000-8000-000000000000/replicache/pull"))
+        .json(&pull_body("g", Value::Null))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    Ok(())
+}
+
+/// Clients of several groups push at once, each push sent twice: every mutation once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_pushes_from_many_clients_apply_each_mutation_once() -> anyhow::Result<()> {
+    let api = TestApi::start("sync-race").await?;
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let start = Arc::new(tokio::sync::Barrier::new(8));
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let (c, push, start) = (api.client().await?, push.clone(), start.clone());
+        tasks.push(tokio::spawn(async move {
+            // Tasks t and t+4 are one client (a tab and its retry); groups by parity.
+            let client = format!("c{}", t % 4);
+            let group = format!("g{}", t % 2);
+            start.wait().await;
+            for end in (2..=20).step_by(2) {
+                let ms: Vec<Value> = (1..=end)
+                    .map(|id| set_mutation(&client, id, &format!("A{}", t % 4 + 1), json!(id)))
+                    .collect();
+                loop {
+                    let (s, v) = post(&c, &push, &push_body(&group, json!(ms))).await?;
+                    match s {
+                        StatusCode::OK => break,
+                        StatusCode::SERVICE_UNAVAILABLE => continue,
+                        other => anyhow::bail!("{other}: {v}"),
+                    }
+                }
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let entries: Value = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0&limit=1000")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let mut seen: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for e in entries["entries"].as_array().into_iter().flatten() {
+        if e["type"] == "mutations" {
+            let ids = seen
+                .entry(json_str(e, "/body/clientID").to_owned())
+                .or_default();
+            for m in e["body"]["mutations"].as_array().into_iter().flatten() {
+                ids.push(m["id"].as_u64().unwrap_or(0));
+            }
+        }
+    }
+    assert_eq!(seen.len(), 4);
+    for (client, ids) in seen {
+        assert_eq!(ids, (1..=20).collect::<Vec<_>>(), "client {client}");
+    }
+    // And the sheet: each client's cell holds its last value.
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:A4")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(v["values"], json!([[20], [20], [20], [20]]));
+    Ok(())
+}
