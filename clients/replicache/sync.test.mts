@@ -1,0 +1,216 @@
+/**
+ * The real Replicache client (the `replicache` npm package, in memory) against a running sheetlog
+ * API: two clients converge, an offline client's 50 mutations land once and in order, a push
+ * whose response is dropped is not applied twice, and a rejected mutation does not block later
+ * ones. Run by `scripts/test-sync-client` (part of `./scripts/test`), which starts the local stack
+ * and sets SHEETLOG_API_URL.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { type ReadonlyJSONValue, Replicache, type WriteTransaction } from 'replicache';
+
+const BASE = process.env.SHEETLOG_API_URL ?? '';
+if (!BASE) throw new Error('SHEETLOG_API_URL is not set: run scripts/test-sync-client');
+
+type Json = Record<string, unknown>;
+type CellArgs = { cells: { ref: string; value: ReadonlyJSONValue; format?: string }[] };
+
+/** Per-client network behaviour, keyed by Replicache client id. */
+const offline = new Set<string>();
+const dropPushResponses = new Map<string, number>();
+const realFetch = globalThis.fetch;
+
+globalThis.fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+  const req = new Request(input, init);
+  const requestId = req.headers.get('X-Replicache-RequestID') ?? '';
+  const client = requestId.split('-')[0];
+  if (offline.has(client)) throw new TypeError('fetch failed: offline (test)');
+  const resp = await realFetch(req);
+  const drops = dropPushResponses.get(client) ?? 0;
+  if (drops > 0 && req.url.endsWith('/replicache/push')) {
+    // The server applied the push; the client never hears back and will retry.
+    dropPushResponses.set(client, drops - 1);
+    await resp.arrayBuffer();
+    throw new TypeError('fetch failed: response lost (test)');
+  }
+  return resp;
+};
+
+async function api(method: string, path: string, body?: Json): Promise<Json> {
+  const r = await realFetch(`${BASE}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+  return JSON.parse(text) as Json;
+}
+
+async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Client-side mutators: the optimistic effect of each entry type this test uses. */
+const mutators = {
+  async set(tx: WriteTransaction, args: CellArgs) {
+    for (const c of args.cells) {
+      if (c.value === null) await tx.del(`cell/${c.ref}`);
+      else await tx.set(`cell/${c.ref}`, c.format ? { value: c.value, format: c.format } : { value: c.value });
+    }
+  },
+};
+
+const open: Replicache<typeof mutators>[] = [];
+
+function client(logId: string): Replicache<typeof mutators> {
+  const rep = new Replicache({
+    name: `sheet-${logId}-${open.length}`,
+    kvStore: 'mem',
+    pushURL: `${BASE}/logs/${logId}/replicache/push`,
+    pullURL: `${BASE}/logs/${logId}/replicache/pull`,
+    mutators,
+    pullInterval: 200,
+    pushDelay: 10,
+    logLevel: 'error',
+  });
+  open.push(rep);
+  return rep;
+}
+
+async function cells(rep: Replicache<typeof mutators>): Promise<Record<string, unknown>> {
+  return rep.query(async (tx) => {
+    const out: Record<string, unknown> = {};
+    for await (const [k, v] of tx.scan({ prefix: 'cell/' }).entries()) out[k] = v;
+    return out;
+  });
+}
+
+/** Waits until the client has no pending mutations and has pulled the log's current end. */
+async function synced(rep: Replicache<typeof mutators>, logId: string): Promise<void> {
+  await rep.clientGroupID; // resolves once the client has opened its store
+  await until(`client ${rep.clientID} to sync`, async () => {
+    const pending = await rep.experimentalPendingMutations();
+    if (pending.length > 0) return undefined;
+    const serverSeq = (await api('GET', `/logs/${logId}/cells?range=A1`)).seq as number;
+    const seen = await rep.query((tx) => tx.get('meta/seq'));
+    return seen === serverSeq ? true : undefined;
+  });
+}
+
+/** The mutation ids of a client in log order, from the `mutations` entries. */
+async function appliedIds(logId: string, clientID: string): Promise<number[]> {
+  const page = (await api('GET', `/logs/${logId}/entries?from=0&limit=1000`)) as {
+    entries: { type: string; body: { clientID: string; mutations: { id: number }[] } }[];
+  };
+  return page.entries
+    .filter((e) => e.type === 'mutations' && e.body.clientID === clientID)
+    .flatMap((e) => e.body.mutations.map((m) => m.id));
+}
+
+async function newLog(): Promise<string> {
+  return (await api('POST', '/logs')).logId as string;
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+describe('the replicache client against sheetlog', () => {
+  after(async () => {
+    await Promise.all(open.map((r) => r.close()));
+  });
+
+  test('two clients editing one sheet at once converge to the server state', async () => {
+    const logId = await newLog();
+    const a = client(logId);
+    const b = client(logId);
+    await Promise.all(
+      range(20).map((i) =>
+        Promise.all([
+          a.mutate.set({
+            cells: [
+              { ref: `A${i}`, value: i },
+              { ref: 'C1', value: `a${i}` },
+            ],
+          }),
+          b.mutate.set({
+            cells: [
+              { ref: `B${i}`, value: -i },
+              { ref: 'C1', value: `b${i}` },
+            ],
+          }),
+        ]),
+      ),
+    );
+    await synced(a, logId);
+    await synced(b, logId);
+    const [va, vb] = [await cells(a), await cells(b)];
+    assert.deepEqual(va, vb);
+    assert.equal(Object.keys(va).length, 41);
+    const server = (await api('GET', `/logs/${logId}/cells?range=A1:C20`)).values as unknown[][];
+    for (const i of range(20)) {
+      assert.equal(server[i - 1][0], i);
+      assert.equal(server[i - 1][1], -i);
+    }
+    assert.deepEqual(va['cell/C1'], { value: server[0][2] });
+    assert.deepEqual(await appliedIds(logId, a.clientID), range(20));
+    assert.deepEqual(await appliedIds(logId, b.clientID), range(20));
+  });
+
+  test('50 mutations made offline are applied once, in order, on reconnect', async () => {
+    const logId = await newLog();
+    const rep = client(logId);
+    await synced(rep, logId);
+    offline.add(rep.clientID);
+    for (const i of range(50)) await rep.mutate.set({ cells: [{ ref: 'D1', value: i }] });
+    // Offline, the edits are visible locally at once and nothing reaches the server.
+    assert.deepEqual((await cells(rep))['cell/D1'], { value: 50 });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(await appliedIds(logId, rep.clientID), []);
+    offline.delete(rep.clientID);
+    await synced(rep, logId);
+    assert.deepEqual(await appliedIds(logId, rep.clientID), range(50));
+    const c = await api('GET', `/logs/${logId}/clients/${rep.clientID}`);
+    assert.equal(c.lastMutationID, 50);
+    assert.deepEqual((await api('GET', `/logs/${logId}/cells?range=D1`)).values, [[50]]);
+  });
+
+  test('a push whose response is lost and is retried applies nothing twice', async () => {
+    const logId = await newLog();
+    const rep = client(logId);
+    await synced(rep, logId);
+    dropPushResponses.set(rep.clientID, 3);
+    for (const i of range(10)) await rep.mutate.set({ cells: [{ ref: `E${i}`, value: i * 10 }] });
+    await synced(rep, logId);
+    assert.equal(dropPushResponses.get(rep.clientID), 0, 'the responses were dropped');
+    assert.deepEqual(await appliedIds(logId, rep.clientID), range(10));
+    const values = (await api('GET', `/logs/${logId}/cells?range=E1:E10`)).values;
+    assert.deepEqual(
+      values,
+      range(10).map((i) => [i * 10]),
+    );
+  });
+
+  test('a mutation the server rejects does not block later ones', async () => {
+    const logId = await newLog();
+    const rep = client(logId);
+    await rep.mutate.set({ cells: [{ ref: 'F1', value: 1 }] });
+    // Outside the sheet: applied locally, refused by the server's validation.
+    await rep.mutate.set({ cells: [{ ref: 'ZZZZ1', value: 'bad' }] });
+    await rep.mutate.set({ cells: [{ ref: 'F2', value: 2 }] });
+    await synced(rep, logId);
+    const c = await api('GET', `/logs/${logId}/clients/${rep.clientID}`);
+    assert.equal(c.lastMutationID, 3);
+    const m = await api('GET', `/logs/${logId}/clients/${rep.clientID}/mutations/2`);
+    assert.equal(m.status, 'rejected');
+    const view = await cells(rep);
+    assert.equal(view['cell/ZZZZ1'], undefined, 'the rejected edit is gone from the client');
+    assert.deepEqual(view['cell/F2'], { value: 2 });
+    assert.deepEqual((await api('GET', `/logs/${logId}/cells?range=F1:F2`)).values, [[1], [2]]);
+  });
+});
