@@ -61,7 +61,84 @@ pub struct LogBench {
     /// Share of appends sharing a Dedupe item with another of 100 in flight.
     pub dedupe_conflict_share_100_in_flight: f64,
     pub dedupe_prefix_bits_by_rate: Vec<(u64, u8, f64)>,
+    /// A push of one mutation by a client that pushed before: entry + range item in one
+    /// transaction, after a strong range query and the head read (with a segment hint).
+    pub push_one_mutation_wru: f64,
+    pub push_one_mutation_rru: f64,
+    /// One push of 100 one-cell `set` mutations: one entry and one range item.
+    pub push_100_mutations_wru: f64,
+    pub push_100_mutations_rru: f64,
+    /// A client's first push also joins its group (a third item).
+    pub push_first_mutation_wru: f64,
+    /// The Entry item of a one-cell `set` carried in a `mutations` entry (client and mutation ids
+    /// included, 20-character ids as Replicache makes them).
+    pub mutations_entry_item_bytes: u64,
+    /// Its range item in the Clients table.
+    pub client_range_item_bytes: u64,
     pub operations: Vec<OpCost>,
+}
+
+/// The sync figures: what pushes cost and how big their items are.
+struct SyncCosts {
+    first_wru: f64,
+    one: RequestUnits,
+    hundred: RequestUnits,
+    entry_bytes: u64,
+    range_bytes: u64,
+}
+
+async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
+    use sheetlog_core::aws::items::client_range_to_item;
+    use sheetlog_core::log::{PushedMutation, RunOutcome};
+    use sheetlog_core::sheet::Event;
+
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    // Replicache's ids are 18 to 20 characters.
+    let (group, client) = ("9r0v4e2kqbdv6s5m1h3c", "b8t2n6x0f4z7c1q9w3e5");
+    let set = |i: u64| -> anyhow::Result<PushedMutation> {
+        Ok(PushedMutation {
+            id: i,
+            event: Ok(Event::from_parts(
+                "set",
+                serde_json::json!({"cells": [{"ref": "B7", "value": 42}]}),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?),
+        })
+    };
+    let applied = |out: RunOutcome| match out {
+        RunOutcome::Applied { range, appended } => Ok((range, appended)),
+        other => Err(anyhow::anyhow!("nothing applied: {other:?}")),
+    };
+    let (_, first) = applied(log.push_run(id, group, client, &[set(1)?], None).await?)?;
+    let (range, one) = applied(
+        log.push_run(id, group, client, &[set(2)?], Some(first.hint))
+            .await?,
+    )?;
+    let entry_bytes = item_size(
+        &stack
+            .dynamo
+            .get_item()
+            .table_name(&stack.resources.entry_table)
+            .set_key(Some(entry_key(id, one.segment, one.entry)))
+            .send()
+            .await?
+            .item
+            .unwrap_or_default(),
+    );
+    let range_bytes = item_size(&client_range_to_item(id, &range));
+    let batch = (3..=102).map(set).collect::<anyhow::Result<Vec<_>>>()?;
+    let (_, hundred) = applied(
+        log.push_run(id, group, client, &batch, Some(one.hint))
+            .await?,
+    )?;
+    Ok(SyncCosts {
+        first_wru: first.units.write,
+        one: one.units,
+        hundred: hundred.units,
+        entry_bytes,
+        range_bytes,
+    })
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -274,7 +351,29 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     let elapsed = t.elapsed().as_secs_f64();
     attempts.sort_unstable();
 
+    eprintln!("pushing sync mutations…");
+    let sync = sync_costs(&stack).await?;
+    ops.push(op(
+        "push 1 mutation",
+        sync.one,
+        Some(sync.entry_bytes),
+        "client range query + entry query + transaction (entry, range item)",
+    ));
+    ops.push(op(
+        "push 100 mutations",
+        sync.hundred,
+        None,
+        "as one mutation: the 100 share one entry and one range item",
+    ));
+
     Ok(LogBench {
+        push_one_mutation_wru: sync.one.write,
+        push_one_mutation_rru: sync.one.read,
+        push_100_mutations_wru: sync.hundred.write,
+        push_100_mutations_rru: sync.hundred.read,
+        push_first_mutation_wru: sync.first_wru,
+        mutations_entry_item_bytes: sync.entry_bytes,
+        client_range_item_bytes: sync.range_bytes,
         append_rru: hinted.units.read,
         append_wru: hinted.units.write,
         set_cell_item_bytes: cell_bytes,
@@ -362,6 +461,17 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
             "  {rate:>16} keys/month -> n = {n:>2} bits, {mean:.1} keys per item at the fullest"
         );
     }
+    println!(
+        "sync push: 1 mutation {} WRU + {} RRU (a client's first: {} WRU), 100 mutations in one push {} WRU + {} RRU; \
+         mutations entry {} B, range item {} B",
+        b.push_one_mutation_wru,
+        b.push_one_mutation_rru,
+        b.push_first_mutation_wru,
+        b.push_100_mutations_wru,
+        b.push_100_mutations_rru,
+        b.mutations_entry_item_bytes,
+        b.client_range_item_bytes
+    );
     println!(
         "contention, {} writers on one log: {} appends at {:.0}/s, attempts p50 {} max {}",
         b.contended_writers,

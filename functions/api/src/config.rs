@@ -18,6 +18,9 @@ pub struct ApiConfig {
     pub max_request_bytes: usize,
     /// Largest uploaded file a commit accepts.
     pub max_upload_bytes: u64,
+    /// Largest response a route that can grow with the sheet (the Replicache pull) may build:
+    /// AWS Lambda's 6 MB response limit, less room for headers.
+    pub max_response_bytes: usize,
 }
 
 impl Default for ApiConfig {
@@ -29,6 +32,7 @@ impl Default for ApiConfig {
             max_entry_bytes: 1024 * 1024,
             max_request_bytes: 6 * 1024 * 1024,
             max_upload_bytes: 256 * 1024 * 1024,
+            max_response_bytes: 6 * 1024 * 1024 - 16 * 1024,
         }
     }
 }

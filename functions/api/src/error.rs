@@ -84,7 +84,7 @@ pub enum ApiError {
         claimed: String,
     },
     #[error(
-        "the client view is {size} bytes, over the {limit}-byte response limit of AWS Lambda; read the sheet by range (GET /logs/{{logId}}/cells) instead"
+        "the client view is at least {size} bytes, over the {limit}-byte response limit of AWS Lambda; read the sheet by range (GET /logs/{{logId}}/cells) instead"
     )]
     ViewTooLarge { size: usize, limit: usize },
     #[error("internal error")]

@@ -51,6 +51,10 @@ pub use state::{AppState, SharedState};
         routes::load_log,
         routes::list_segments,
         routes::read_cells,
+        sync::push,
+        sync::pull,
+        sync::client,
+        sync::mutation,
     )
 )]
 pub struct ApiDoc;

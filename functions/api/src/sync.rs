@@ -32,6 +32,7 @@ use sheetlog_core::snapshot::{SnapshotError, read_rows};
 use sheetlog_core::snapshot_input::{self, InputError};
 use tracing::{info, warn};
 
+use crate::dto::ErrorResponse;
 use crate::error::ApiError;
 use crate::routes::{ApiResult, parse_log_id};
 use crate::state::SharedState;
@@ -40,8 +41,6 @@ use crate::state::SharedState;
 const PROTOCOL_VERSION: u64 = 1;
 /// Schema versions accepted from clients: none set, or "1".
 const SCHEMA_VERSIONS: [&str; 2] = ["", "1"];
-/// Largest response a Lambda function may return (6 MB), less room for headers.
-pub const MAX_RESPONSE_BYTES: usize = 6 * 1024 * 1024 - 16 * 1024;
 /// A `put` of a cell is at least this many bytes of JSON, which bounds the cells worth reading.
 const MIN_PUT_BYTES: usize = 40;
 /// Past this many entries since the cookie, a full reset is cheaper than reading them.
@@ -119,7 +118,16 @@ fn mutation_event(name: &str, args: Value) -> Result<Event, String> {
     Event::from_parts(name, args).map_err(|e| e.to_string())
 }
 
-/// `POST /logs/{logId}/replicache/push`.
+/// Replicache push (protocol version 1): apply a client group's mutations, each exactly once and
+/// in order per client. Mutator names are entry types and `args` entry bodies. Errors Replicache
+/// understands (`VersionNotSupported`, `ClientStateNotFound`) are answered 200 with `{"error"}`.
+#[utoipa::path(post, path = "/logs/{logId}/replicache/push",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    request_body(content = Object, description = "a Replicache PushRequest (pushVersion 1)"),
+    responses((status = 200, body = Object, description = "applied count, rejected mutations with their errors, and each client's last mutation id; or a Replicache error"),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse, description = "a mutation id past the next one expected (`mutation-gap`)"),
+        (status = 413, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
 pub async fn push(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -200,7 +208,15 @@ struct PullRequest {
     cookie: Value,
 }
 
-/// `POST /logs/{logId}/replicache/pull`.
+/// Replicache pull (protocol version 1): the cookie is the log's next sequence; the patch puts
+/// `cell/<A1>` keys (`{"value", "format"?}`) and `meta/seq`.
+#[utoipa::path(post, path = "/logs/{logId}/replicache/pull",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    request_body(content = Object, description = "a Replicache PullRequest (pullVersion 1)"),
+    responses((status = 200, body = Object, description = "a PullResponse (cookie, lastMutationIDChanges, patch), or a Replicache error"),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 413, body = ErrorResponse, description = "the client view exceeds the 6 MB response limit"),
+        (status = 503, body = ErrorResponse)))]
 pub async fn pull(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -236,10 +252,10 @@ pub async fn pull(
         "patch": view.patch,
     });
     let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    if bytes.len() > MAX_RESPONSE_BYTES {
+    if bytes.len() > state.cfg.max_response_bytes {
         return Err(ApiError::ViewTooLarge {
             size: bytes.len(),
-            limit: MAX_RESPONSE_BYTES,
+            limit: state.cfg.max_response_bytes,
         });
     }
     Ok((
@@ -406,7 +422,8 @@ async fn read_at(
         })?;
     let entries = snapshot_input::log_entries(&input.entries)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let max_cells = MAX_RESPONSE_BYTES / MIN_PUT_BYTES;
+    let limit = state.cfg.max_response_bytes;
+    let max_cells = limit / MIN_PUT_BYTES;
     match read_rows(
         &state.bucket,
         &state.bucket,
@@ -421,13 +438,19 @@ async fn read_at(
         Ok((rows, _)) => Ok(rows),
         Err(SnapshotError::TooManyCells { .. }) => Err(ApiError::ViewTooLarge {
             size: max_cells * MIN_PUT_BYTES,
-            limit: MAX_RESPONSE_BYTES,
+            limit,
         }),
         Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
     }
 }
 
-/// `GET /logs/{logId}/clients/{clientId}`: the client's last applied mutation and where it is.
+/// A sync client's last applied mutation and the sequence of the entry that holds it.
+#[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("clientId" = String, Path, description = "the client's id")),
+    responses((status = 200, body = Object, description = "clientID, clientGroupID, lastMutationID, seq"),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
 pub async fn client(
     State(state): State<SharedState>,
     Path((log_id, client)): Path<(String, String)>,
@@ -455,7 +478,15 @@ pub async fn client(
     }
 }
 
-/// `GET /logs/{logId}/clients/{clientId}/mutations/{id}`: where a mutation landed.
+/// Where a client's mutation landed: the sequence of its entry, and whether it was applied or
+/// rejected.
+#[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}/mutations/{id}",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("clientId" = String, Path, description = "the client's id"),
+        ("id" = String, Path, description = "the mutation id (a positive whole number)")),
+    responses((status = 200, body = Object, description = "clientID, clientGroupID, mutationID, seq, status"),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
 pub async fn mutation(
     State(state): State<SharedState>,
     Path((log_id, client, id)): Path<(String, String, String)>,

@@ -456,3 +456,70 @@ async fn concurrent_pushes_from_many_clients_apply_each_mutation_once() -> anyho
     assert_eq!(v["values"], json!([[20], [20], [20], [20]]));
     Ok(())
 }
+
+/// A client view over the response limit is a 413 naming the limit, whether it has too many
+/// cells or too many bytes; under the limit it is served.
+#[tokio::test]
+async fn a_view_over_the_response_limit_is_refused_with_the_limit() -> anyhow::Result<()> {
+    let cfg = sheetlog_api::config::ApiConfig {
+        max_response_bytes: 8_000,
+        ..Default::default()
+    };
+    let api = TestApi::start_with("sync-limit", cfg).await?;
+    let c = api.client().await?;
+    let pull_url = |log: &str| api.url(&format!("/logs/{log}/replicache/pull"));
+    let set = |log: &str, cells: Value| {
+        c.post(api.url(&format!("/logs/{log}/entries")))
+            .json(&json!({"type": "set", "body": {"cells": cells}}))
+            .send()
+    };
+
+    // Many small cells: the read stops at the cell budget (8,000 / 40 = 200).
+    let many = create_log(&c, &api).await?;
+    let cells: Vec<Value> = (1..=250)
+        .map(|r| json!({"ref": format!("A{r}"), "value": r}))
+        .collect();
+    assert_eq!(
+        set(&many, json!(cells)).await?.status(),
+        StatusCode::CREATED
+    );
+    let (s, v) = post(&c, &pull_url(&many), &pull_body("g", Value::Null)).await?;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(v["error"]["code"], "view-too-large");
+    assert_eq!(v["error"]["limit"], 8_000);
+    assert!(
+        json_str(&v, "/error/message").contains("8000-byte response limit"),
+        "{v}"
+    );
+
+    // Few long cells: the serialized view is over the limit.
+    let long = create_log(&c, &api).await?;
+    let text = "x".repeat(3_000);
+    let cells: Vec<Value> = (1..=3)
+        .map(|r| json!({"ref": format!("B{r}"), "value": text}))
+        .collect();
+    assert_eq!(
+        set(&long, json!(cells)).await?.status(),
+        StatusCode::CREATED
+    );
+    let (s, v) = post(&c, &pull_url(&long), &pull_body("g", Value::Null)).await?;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert!(
+        v["error"]["size"].as_u64().is_some_and(|n| n > 9_000),
+        "{v}"
+    );
+
+    // Under the limit, and incrementally after it, the view is served.
+    let small = create_log(&c, &api).await?;
+    assert_eq!(
+        set(&small, json!([{"ref": "C3", "value": "ok"}]))
+            .await?
+            .status(),
+        StatusCode::CREATED
+    );
+    let (s, v) = post(&c, &pull_url(&small), &pull_body("g", Value::Null)).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = post(&c, &pull_url(&many), &pull_body("g", json!(2))).await?;
+    assert_eq!((s, v["patch"].clone()), (StatusCode::OK, json!([])));
+    Ok(())
+}
