@@ -89,7 +89,7 @@ struct SyncCosts {
 
 async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
     use sheetlog_core::aws::items::client_range_to_item;
-    use sheetlog_core::log::{PushedMutation, RunOutcome};
+    use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
     use sheetlog_core::sheet::Event;
 
     let log = stack.log()?;
@@ -110,10 +110,20 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
         RunOutcome::Applied { range, appended } => Ok((range, appended)),
         other => Err(anyhow::anyhow!("nothing applied: {other:?}")),
     };
-    let (_, first) = applied(log.push_run(id, group, client, &[set(1)?], None).await?)?;
-    let (range, one) = applied(
-        log.push_run(id, group, client, &[set(2)?], Some(first.hint))
+    let (_, first) = applied(
+        log.push_run(id, group, client, &[set(1)?], None, RunSource::Push)
             .await?,
+    )?;
+    let (range, one) = applied(
+        log.push_run(
+            id,
+            group,
+            client,
+            &[set(2)?],
+            Some(first.hint),
+            RunSource::Push,
+        )
+        .await?,
     )?;
     let entry_bytes = item_size(
         &stack
@@ -129,7 +139,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
     let range_bytes = item_size(&client_range_to_item(id, &range));
     let batch = (3..=102).map(set).collect::<anyhow::Result<Vec<_>>>()?;
     let (_, hundred) = applied(
-        log.push_run(id, group, client, &batch, Some(one.hint))
+        log.push_run(id, group, client, &batch, Some(one.hint), RunSource::Push)
             .await?,
     )?;
     Ok(SyncCosts {

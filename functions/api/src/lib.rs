@@ -55,6 +55,7 @@ pub use state::{AppState, SharedState};
         sync::pull,
         sync::client,
         sync::mutation,
+        sync::replay,
     )
 )]
 pub struct ApiDoc;
@@ -142,6 +143,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/replicache/push", post(sync::push))
+        .route("/logs/{log_id}/replay", post(sync::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull))
         .route("/logs/{log_id}/clients/{client_id}", get(sync::client))
         .route(

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::LogId;
-use sheetlog_core::log::{PushedMutation, RunOutcome};
+use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::{Mutations, check_id};
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
@@ -159,7 +159,14 @@ pub async fn push(
         loop {
             match state
                 .log
-                .push_run(log, group, client, mutations, state.hint(log))
+                .push_run(
+                    log,
+                    group,
+                    client,
+                    mutations,
+                    state.hint(log),
+                    RunSource::Push,
+                )
                 .await
             {
                 Ok(RunOutcome::Applied { range, appended }) => {
@@ -515,6 +522,140 @@ pub async fn mutation(
             Err(ApiError::MutationNotFound { client, id })
         }
     }
+}
+
+/// Most source entries one replay request reads.
+pub const MAX_REPLAY_ENTRIES: u64 = 10_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayRequest {
+    source: String,
+    from: u64,
+    to: u64,
+}
+
+/// Replay a range of another log's client mutations onto this log (a rebase): each `mutations`
+/// entry in `[from, to)` of the source is pushed here with its client and mutation ids, so a
+/// mutation already here is skipped and replaying twice appends nothing. Other entries (plain
+/// appends, imports, snapshots) are not client mutations and are left out.
+#[utoipa::path(post, path = "/logs/{logId}/replay",
+    params(("logId" = String, Path, description = "the log to replay onto")),
+    request_body(content = Object, description = "{\"source\": <log UUID>, \"from\": <seq>, \"to\": <seq, exclusive>}"),
+    responses((status = 200, body = Object, description = "entries read, mutations applied and skipped, the target's nextSeq"),
+        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse, description = "a client's replayed mutations do not follow its last one here (`mutation-gap`)"),
+        (status = 410, body = ErrorResponse), (status = 416, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
+pub async fn replay(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let log = parse_log_id(&log_id)?;
+    let req: ReplayRequest = shape(parse_body(body, state.cfg.max_request_bytes)?)?;
+    let source = parse_log_id(&req.source)?;
+    if source == log {
+        return Err(ApiError::InvalidEntry(
+            "source: a log cannot be replayed onto itself".into(),
+        ));
+    }
+    if req.to < req.from || req.to - req.from > MAX_REPLAY_ENTRIES {
+        return Err(ApiError::InvalidEntry(format!(
+            "from..to must be a range of at most {MAX_REPLAY_ENTRIES} entries (got {}..{})",
+            req.from, req.to
+        )));
+    }
+    // The target must exist before anything is read from the source.
+    state
+        .log
+        .next_seq(log)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    let (source_next, _) = state
+        .log
+        .next_seq(source)
+        .await
+        .map_err(|e| ApiError::from_log(&req.source, e))?;
+    if req.to > source_next {
+        return Err(ApiError::OutOfRange {
+            from: req.to,
+            next_seq: source_next,
+        });
+    }
+    let (mut read, mut applied, mut skipped, mut appended) = (0u64, 0u64, 0u64, 0u64);
+    let mut at = req.from;
+    while at < req.to {
+        let page = state
+            .log
+            .read_since(source, at, (req.to - at).min(1000) as usize)
+            .await
+            .map_err(|e| ApiError::from_log(&req.source, e))?;
+        let Some(last) = page.entries.last() else {
+            break;
+        };
+        at = last.seq + 1;
+        for e in page.entries.iter().filter(|e| e.seq < req.to) {
+            read += 1;
+            let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+                ApiError::Internal(format!("source entry {} does not decode: {err}", e.seq))
+            })?;
+            let EntryBody::Mutations(m) = body else {
+                continue;
+            };
+            let rejected = m.rejected();
+            let mut events = m.applied.into_iter().peekable();
+            let mutations: Vec<PushedMutation> = (m.first..=m.last)
+                .map(|id| match events.next_if(|a| a.id == id) {
+                    Some(a) => PushedMutation {
+                        id,
+                        event: Ok(a.event),
+                    },
+                    None => PushedMutation {
+                        id,
+                        event: Err(format!("rejected in log {source} at sequence {}", e.seq)),
+                    },
+                })
+                .collect();
+            debug_assert_eq!(
+                mutations.iter().filter(|p| p.event.is_err()).count(),
+                rejected.len()
+            );
+            let mut done = 0u64;
+            while let RunOutcome::Applied { range, appended: a } = state
+                .log
+                .push_run(
+                    log,
+                    &m.group,
+                    &m.client,
+                    &mutations,
+                    state.hint(log),
+                    RunSource::Replay,
+                )
+                .await
+                .map_err(|e| ApiError::from_log(&log_id, e))?
+            {
+                crate::trigger::after_append(&state, log, &a).await;
+                appended += 1;
+                done += range.last - range.first + 1;
+            }
+            applied += done;
+            skipped += (m.last - m.first + 1) - done;
+        }
+    }
+    let (next_seq, _) = state
+        .log
+        .next_seq(log)
+        .await
+        .map_err(|e| ApiError::from_log(&log_id, e))?;
+    info!(log = %log, %source, read, applied, skipped, "replay");
+    Ok(Json(json!({
+        "entriesRead": read,
+        "mutationsApplied": applied,
+        "mutationsSkipped": skipped,
+        "entriesAppended": appended,
+        "nextSeq": next_seq,
+    })))
 }
 
 /// The JSON body of a `mutations` entry in `GET /logs/{logId}/entries`.

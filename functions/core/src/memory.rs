@@ -267,7 +267,7 @@ impl LogStore for MemLogStore {
             ));
             *units += RequestUnits::writes(write_units(before.max(after), true));
         }
-        let range_key = (log, range.client.clone(), range.first);
+        let range_key = (log, range.client.clone(), range.key);
         if t.ranges.contains_key(&range_key) {
             return Ok(ClientPutOutcome::RangeTaken);
         }

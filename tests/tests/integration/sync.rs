@@ -11,7 +11,7 @@ use sheetlog_core::LogError;
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::clients::client_key;
 use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
-use sheetlog_core::log::{EventLog, PushedMutation, RunOutcome};
+use sheetlog_core::log::{EventLog, PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::Event;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::{ApiClient, TestApi, json_str};
@@ -36,13 +36,17 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     let stack = TestStack::new("sync-tx").await?;
     let log = stack.log()?;
     let id = log.create().await?.log;
-    let out = log.push_run(id, "g1", "c1", &muts(1..=1), None).await?;
+    let out = log
+        .push_run(id, "g1", "c1", &muts(1..=1), None, RunSource::Push)
+        .await?;
     let RunOutcome::Applied { range, appended } = out else {
         anyhow::bail!("{out:?}");
     };
     // A client's first run also joins its group: three items, 2 WRU each.
     assert_eq!(appended.units.write, 6.0);
-    let out = log.push_run(id, "g1", "c1", &muts(2..=2), None).await?;
+    let out = log
+        .push_run(id, "g1", "c1", &muts(2..=2), None, RunSource::Push)
+        .await?;
     let RunOutcome::Applied { appended, .. } = out else {
         anyhow::bail!("{out:?}");
     };
@@ -52,7 +56,9 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     );
     assert_eq!(range.seq, 1);
     // 100 small mutations in one push: one entry and one range item.
-    let out = log.push_run(id, "g1", "c1", &muts(3..=102), None).await?;
+    let out = log
+        .push_run(id, "g1", "c1", &muts(3..=102), None, RunSource::Push)
+        .await?;
     let RunOutcome::Applied { range, appended } = out else {
         anyhow::bail!("{out:?}");
     };
@@ -83,11 +89,12 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
 
     // A retry applies nothing; a gap is refused.
     assert!(matches!(
-        log.push_run(id, "g1", "c1", &muts(1..=102), None).await?,
+        log.push_run(id, "g1", "c1", &muts(1..=102), None, RunSource::Push)
+            .await?,
         RunOutcome::AlreadyApplied { .. }
     ));
     let err = log
-        .push_run(id, "g1", "c1", &muts(104..=105), None)
+        .push_run(id, "g1", "c1", &muts(104..=105), None, RunSource::Push)
         .await
         .err();
     assert!(
@@ -121,7 +128,10 @@ async fn lost_responses_on_the_emulator_never_apply_twice() -> anyhow::Result<()
         // Every transaction's answer is lost and the call retried: the retry finds the range
         // taken, reads the client again, and sees its own run applied.
         loop {
-            match log.push_run(id, "g", "c", &muts(1..=end), None).await? {
+            match log
+                .push_run(id, "g", "c", &muts(1..=end), None, RunSource::Push)
+                .await?
+            {
                 RunOutcome::Applied { .. } => continue,
                 RunOutcome::AlreadyApplied { newest, .. } => {
                     assert_eq!(newest.last, end);
@@ -521,5 +531,91 @@ async fn a_view_over_the_response_limit_is_refused_with_the_limit() -> anyhow::R
     assert_eq!(s, StatusCode::OK, "{v}");
     let (s, v) = post(&c, &pull_url(&many), &pull_body("g", json!(2))).await?;
     assert_eq!((s, v["patch"].clone()), (StatusCode::OK, json!([])));
+    Ok(())
+}
+
+/// Replaying one log's client mutations onto another keeps their ids: the target gets the same
+/// cells, and a second replay appends nothing.
+#[tokio::test]
+async fn a_replay_onto_another_log_is_idempotent() -> anyhow::Result<()> {
+    let api = TestApi::start("sync-replay").await?;
+    let c = api.client().await?;
+    let source = create_log(&c, &api).await?;
+    let target = create_log(&c, &api).await?;
+    let push = api.url(&format!("/logs/{source}/replicache/push"));
+    for (client, cells) in [
+        ("c1", ["A1", "A2"]),
+        ("c2", ["B1", "B2"]),
+        ("c1", ["A3", "A4"]),
+    ] {
+        let base = if cells[0] == "A3" { 2 } else { 0 };
+        let ms: Vec<Value> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, r)| set_mutation(client, base + i as u64 + 1, r, json!(r)))
+            .collect();
+        let (s, v) = post(&c, &push, &push_body("g", json!(ms))).await?;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    // A plain append in the source is not a client mutation and is not replayed.
+    let r = c
+        .post(api.url(&format!("/logs/{source}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": [{"ref": "Z9", "value": 1}]}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+
+    let replay = api.url(&format!("/logs/{target}/replay"));
+    // In two halves, then the whole range again.
+    let (s, v) = post(&c, &replay, &json!({"source": source, "from": 0, "to": 2})).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["mutationsApplied"].clone(), v["entriesAppended"].clone()),
+        (json!(2), json!(1))
+    );
+    let (_, v) = post(&c, &replay, &json!({"source": source, "from": 2, "to": 5})).await?;
+    assert_eq!(
+        (v["mutationsApplied"].clone(), v["entriesRead"].clone()),
+        (json!(4), json!(3))
+    );
+    let (_, v) = post(&c, &replay, &json!({"source": source, "from": 0, "to": 5})).await?;
+    assert_eq!(
+        (
+            v["mutationsApplied"].clone(),
+            v["mutationsSkipped"].clone(),
+            v["entriesAppended"].clone()
+        ),
+        (json!(0), json!(6), json!(0)),
+        "replaying again appends nothing: {v}"
+    );
+    let cells = |log: String| {
+        let c = &c;
+        let url = api.url(&format!("/logs/{log}/cells?range=A1:B4"));
+        async move { anyhow::Ok(c.get(url).send().await?.json::<Value>().await?["values"].clone()) }
+    };
+    assert_eq!(cells(target.clone()).await?, cells(source.clone()).await?);
+    let v: Value = c
+        .get(api.url(&format!("/logs/{target}/clients/c1")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        v["lastMutationID"], 4,
+        "the mutations keep their client and ids: {v}"
+    );
+
+    // Bad requests write nothing.
+    for bad in [
+        json!({"source": target, "from": 0, "to": 1}),
+        json!({"source": source, "from": 3, "to": 1}),
+        json!({"source": "nope", "from": 0, "to": 1}),
+        json!({"source": source, "from": 0}),
+    ] {
+        let (s, v) = post(&c, &replay, &bad).await?;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad} → {v}");
+    }
+    let (s, _) = post(&c, &replay, &json!({"source": source, "from": 0, "to": 99})).await?;
+    assert_eq!(s, StatusCode::RANGE_NOT_SATISFIABLE);
     Ok(())
 }

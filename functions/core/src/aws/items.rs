@@ -86,6 +86,8 @@ pub mod client_attr {
     pub const SEQ: &str = "q";
     pub const GROUP: &str = "g";
     pub const REJECTED: &str = "x";
+    /// A range's first id, when it differs from the sort key (a replayed client's first range).
+    pub const START: &str = "f";
     /// A group item's client ids (string set).
     pub const CLIENTS: &str = "c";
 }
@@ -93,7 +95,10 @@ pub mod client_attr {
 pub fn client_range_to_item(log: LogId, r: &ClientRange) -> Item {
     let mut item = Item::new();
     item.insert(client_attr::KEY.into(), bin(client_key(log, &r.client)));
-    item.insert(client_attr::FIRST.into(), num(r.first));
+    item.insert(client_attr::FIRST.into(), num(r.key));
+    if r.first != r.key {
+        item.insert(client_attr::START.into(), num(r.first));
+    }
     item.insert(client_attr::LAST.into(), num(r.last));
     item.insert(client_attr::SEQ.into(), num(r.seq));
     item.insert(
@@ -132,11 +137,13 @@ pub fn client_range_from_item(item: &Item) -> Result<ClientRange, StoreError> {
         }
     };
     rejected.sort_unstable();
+    let key: u64 = get_num(item, client_attr::FIRST, WHAT)?;
     Ok(ClientRange {
+        key,
+        first: opt_num(item, client_attr::START, WHAT)?.unwrap_or(key),
         group: opt_str(item, client_attr::GROUP, WHAT)?
             .ok_or_else(|| StoreError::corrupt(WHAT, "attribute g is missing"))?,
         client,
-        first: get_num(item, client_attr::FIRST, WHAT)?,
         last: get_num(item, client_attr::LAST, WHAT)?,
         seq: get_num(item, client_attr::SEQ, WHAT)?,
         rejected,

@@ -10,6 +10,9 @@
 //! re-reads. The last applied mutation is the newest range item; where mutation `n` landed is the
 //! newest range item whose `first <= n`.
 //!
+//! A client's first range is keyed 1 even when a replay starts it later (see [`ClientRange::key`]),
+//! so the base case of that argument holds for replays too.
+//!
 //! A client's first run also adds the client to its group's item (log ‖ group, sort key 0), so a
 //! pull with no cookie can list the group's clients.
 
@@ -25,6 +28,11 @@ const GROUP_TAG: u8 = b'g';
 pub struct ClientRange {
     pub group: String,
     pub client: String,
+    /// The range item's sort key: `first`, except for a client's first range, whose key is
+    /// always 1. A replay may start a client past id 1 (its earlier mutations are in the state the
+    /// target log was forked from); keying every first range at 1 keeps two replays that start
+    /// the same client at different ids from both succeeding.
+    pub key: u64,
     pub first: u64,
     pub last: u64,
     /// Sequence of the `mutations` entry that records the run.

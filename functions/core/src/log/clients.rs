@@ -40,6 +40,17 @@ pub enum RunOutcome {
     },
 }
 
+/// Where a run comes from, which decides how a client the log has not seen may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunSource {
+    /// A client's own push: a new client starts at mutation 1.
+    Push,
+    /// A replay of another log's mutations (a rebase): a client new to this log starts where
+    /// the replayed range does, its earlier mutations being part of the state this log was forked
+    /// from.
+    Replay,
+}
+
 /// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry.
 const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
 
@@ -57,6 +68,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         client: &str,
         mutations: &[PushedMutation],
         hint: Option<SegmentHint>,
+        source: RunSource,
     ) -> Result<RunOutcome, LogError> {
         let mut units = RequestUnits::default();
         let mut hint = hint;
@@ -86,7 +98,8 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     .ok_or_else(|| LogError::InvalidEntry("a push run with no mutations".into()))?;
                 return Ok(RunOutcome::AlreadyApplied { newest, units });
             };
-            if first.id != last + 1 {
+            let new_replayed = newest.is_none() && source == RunSource::Replay;
+            if first.id != last + 1 && !new_replayed {
                 return Err(match newest {
                     None => LogError::ClientUnknown {
                         client: client.to_owned(),
@@ -99,7 +112,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     },
                 });
             }
-            let run = self.build_run(group, client, last, &pending)?;
+            let run = self.build_run(group, client, first.id - 1, &pending)?;
             let (code, version, body) = run.encode();
             let entry = NewEntry::new(EntryType(code), version, body);
             let (body, external) = self.place_body(log, &entry).await?;
@@ -119,6 +132,8 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             let range = ClientRange {
                 group: group.to_owned(),
                 client: client.to_owned(),
+                // Every client's first range is keyed 1 (`ClientRange::key`).
+                key: if newest.is_none() { 1 } else { run.first },
                 first: run.first,
                 last: run.last,
                 seq: next_seq,
@@ -226,7 +241,8 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             .next())
     }
 
-    /// The range that holds mutation `id` of a client, or `None` if it has not been applied.
+    /// The range that holds mutation `id` of a client, or `None` if it has not been applied (nor
+    /// skipped over by a replay that started the client later).
     pub async fn find_mutation(
         &self,
         log: LogId,
@@ -269,10 +285,10 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             if let Some(r) = ranges.iter().find(|r| r.seq < before) {
                 return Ok(r.last);
             }
-            if oldest.first <= 1 {
+            if oldest.key <= 1 {
                 return Ok(0);
             }
-            let next = oldest.first - 1;
+            let next = oldest.key - 1;
             if at_most.is_some_and(|a| next >= a) {
                 return Err(corrupt(
                     log,

@@ -45,7 +45,10 @@ async fn push_all<S: LogStore, P: PayloadStore>(
 ) -> Result<Vec<u64>, LogError> {
     let mut seqs = Vec::new();
     loop {
-        match log.push_run(id, group, client, m, None).await? {
+        match log
+            .push_run(id, group, client, m, None, RunSource::Push)
+            .await?
+        {
             RunOutcome::Applied { range, .. } => seqs.push(range.seq),
             RunOutcome::AlreadyApplied { .. } => return Ok(seqs),
         }
@@ -57,7 +60,7 @@ async fn mutations_apply_once_in_order_and_can_be_found() {
     let log = mem_log();
     let id = log.create().await.unwrap().log;
     let out = log
-        .push_run(id, "g", "c1", &muts(1..=3), None)
+        .push_run(id, "g", "c1", &muts(1..=3), None, RunSource::Push)
         .await
         .unwrap();
     let RunOutcome::Applied { range, appended } = out else {
@@ -70,12 +73,12 @@ async fn mutations_apply_once_in_order_and_can_be_found() {
     assert_eq!(units.write, 6.0, "{units:?}");
     // A retry of the same push, and a push that repeats the tail and adds one.
     let again = log
-        .push_run(id, "g", "c1", &muts(1..=3), None)
+        .push_run(id, "g", "c1", &muts(1..=3), None, RunSource::Push)
         .await
         .unwrap();
     assert!(matches!(again, RunOutcome::AlreadyApplied { ref newest, .. } if newest.seq == 1));
     let out = log
-        .push_run(id, "g", "c1", &muts(2..=4), None)
+        .push_run(id, "g", "c1", &muts(2..=4), None, RunSource::Push)
         .await
         .unwrap();
     let RunOutcome::Applied { range, appended } = out else {
@@ -116,7 +119,7 @@ async fn a_gap_is_refused_and_an_unknown_client_past_one_is_lost_state() {
     let log = mem_log();
     let id = log.create().await.unwrap().log;
     let err = log
-        .push_run(id, "g", "c", &muts(2..=3), None)
+        .push_run(id, "g", "c", &muts(2..=3), None, RunSource::Push)
         .await
         .unwrap_err();
     assert!(
@@ -125,7 +128,7 @@ async fn a_gap_is_refused_and_an_unknown_client_past_one_is_lost_state() {
     );
     push_all(&log, id, "g", "c", &muts(1..=1)).await.unwrap();
     let err = log
-        .push_run(id, "g", "c", &muts(3..=5), None)
+        .push_run(id, "g", "c", &muts(3..=5), None, RunSource::Push)
         .await
         .unwrap_err();
     assert!(
@@ -142,9 +145,15 @@ async fn a_gap_is_refused_and_an_unknown_client_past_one_is_lost_state() {
     // Ids that skip inside a push: the run stops before the gap, the next call refuses it.
     let mut m = muts(2..=3);
     m.extend(muts(5..=6));
-    let out = log.push_run(id, "g", "c", &m, None).await.unwrap();
+    let out = log
+        .push_run(id, "g", "c", &m, None, RunSource::Push)
+        .await
+        .unwrap();
     assert!(matches!(out, RunOutcome::Applied { ref range, .. } if range.last == 3));
-    let err = log.push_run(id, "g", "c", &m, None).await.unwrap_err();
+    let err = log
+        .push_run(id, "g", "c", &m, None, RunSource::Push)
+        .await
+        .unwrap_err();
     assert!(matches!(
         err,
         LogError::MutationGap {
@@ -155,7 +164,7 @@ async fn a_gap_is_refused_and_an_unknown_client_past_one_is_lost_state() {
     ));
     assert_eq!(log.last_mutation(id, "c").await.unwrap().unwrap().last, 3);
     let err = log
-        .push_run(id, "other", "c", &muts(4..=4), None)
+        .push_run(id, "other", "c", &muts(4..=4), None, RunSource::Push)
         .await
         .unwrap_err();
     assert!(matches!(err, LogError::ClientGroupMismatch { .. }), "{err}");
@@ -167,7 +176,10 @@ async fn a_rejected_mutation_advances_the_client_and_changes_nothing() {
     let id = log.create().await.unwrap().log;
     let mut m = muts(1..=3);
     m[1].event = Err("cells[0].ref: is outside the sheet".into());
-    let out = log.push_run(id, "g", "c", &m, None).await.unwrap();
+    let out = log
+        .push_run(id, "g", "c", &m, None, RunSource::Push)
+        .await
+        .unwrap();
     let RunOutcome::Applied { range, .. } = out else {
         panic!("{out:?}")
     };
@@ -177,7 +189,10 @@ async fn a_rejected_mutation_advances_the_client_and_changes_nothing() {
         id: 4,
         event: Err("bad".into()),
     }];
-    let out = log.push_run(id, "g", "c", &only_bad, None).await.unwrap();
+    let out = log
+        .push_run(id, "g", "c", &only_bad, None, RunSource::Push)
+        .await
+        .unwrap();
     assert!(matches!(out, RunOutcome::Applied { ref range, .. } if range.rejected == [4]));
     let found = log.find_mutation(id, "c", 4).await.unwrap().unwrap();
     assert_eq!((found.seq, found.rejected.clone()), (2, vec![4]));
@@ -248,5 +263,81 @@ async fn lost_responses_and_faults_never_apply_a_mutation_twice() {
     assert_eq!(seen.len(), 4);
     for (client, ids) in seen {
         assert_eq!(ids, (1..=40).collect::<Vec<_>>(), "client {client}");
+    }
+}
+
+#[tokio::test]
+async fn a_replay_may_start_a_client_late_but_never_twice() {
+    // Latency on half the calls, so the two replays below interleave their reads and writes.
+    let mut p = FaultProfile::named("none").unwrap();
+    p.latency_spike = 0.5;
+    p.spike = std::time::Duration::from_millis(3);
+    let store = FaultyLogStore::new(MemLogStore::new(), Faults::new(p, 31));
+    let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
+    let id = log.create().await.unwrap().log;
+    // A client new to this log, replayed from its mutation 5: its first range is keyed 1.
+    let out = log
+        .push_run(id, "g", "c", &muts(5..=8), None, RunSource::Replay)
+        .await
+        .unwrap();
+    let RunOutcome::Applied { range, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!((range.key, range.first, range.last), (1, 5, 8));
+    assert_eq!(log.find_mutation(id, "c", 6).await.unwrap().unwrap().seq, 1);
+    assert_eq!(log.find_mutation(id, "c", 3).await.unwrap(), None);
+    // The client's own push of mutation 1 is no longer a new start: 1 <= 8 is skipped.
+    assert!(matches!(
+        log.push_run(id, "g", "c", &muts(1..=1), None, RunSource::Push)
+            .await
+            .unwrap(),
+        RunOutcome::AlreadyApplied { .. }
+    ));
+    assert_eq!(log.last_mutation_before(id, "c", 2).await.unwrap(), 8);
+
+    // Two replays that start another client at different ids, at once: one first range wins,
+    // the other continues after it or finds itself applied. No id lands twice.
+    for round in 0..20 {
+        let client = format!("r{round}");
+        let (a, b) = (log.clone(), log.clone());
+        let (ca, cb) = (client.clone(), client.clone());
+        let ta = tokio::spawn(async move { push_all_replay(&a, id, &ca, &muts(5..=8)).await });
+        let tb = tokio::spawn(async move { push_all_replay(&b, id, &cb, &muts(7..=9)).await });
+        ta.await.unwrap().unwrap();
+        tb.await.unwrap().unwrap();
+        let page = log.read_since(id, 0, 10_000).await.unwrap();
+        let mut ids = Vec::new();
+        for e in &page.entries {
+            if let Ok(EntryBody::Mutations(m)) = EntryBody::decode(e.kind.0, e.version, &e.body)
+                && m.client == client
+            {
+                ids.extend(m.applied.iter().map(|m| m.id));
+            }
+        }
+        let distinct: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            ids.len(),
+            "round {round}: an id applied twice: {ids:?}"
+        );
+        assert_eq!(ids.last(), Some(&9));
+        assert!(ids == [5, 6, 7, 8, 9] || ids == [7, 8, 9], "{ids:?}");
+    }
+}
+
+async fn push_all_replay<S: LogStore, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    client: &str,
+    m: &[PushedMutation],
+) -> Result<(), LogError> {
+    loop {
+        match log
+            .push_run(id, "g", client, m, None, RunSource::Replay)
+            .await?
+        {
+            RunOutcome::Applied { .. } => {}
+            RunOutcome::AlreadyApplied { .. } => return Ok(()),
+        }
     }
 }

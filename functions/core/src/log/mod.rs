@@ -11,7 +11,7 @@ mod clients;
 mod retry;
 
 #[cfg(feature = "engine")]
-pub use clients::{PushedMutation, RunOutcome};
+pub use clients::{PushedMutation, RunOutcome, RunSource};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
