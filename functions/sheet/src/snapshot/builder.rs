@@ -196,6 +196,7 @@ mod pieces_codec {
                         max_col,
                         bytes,
                         raw_bytes,
+                        log: None,
                     }));
                 }
                 t => return Err(D::Error::custom(format!("unknown piece tag {t}"))),
@@ -251,6 +252,9 @@ pub struct SnapshotBuilder<'a> {
     payloads: &'a dyn ImportSource,
     log_id: Uuid,
     seq: u64,
+    /// The sequence the manifest is written for: `seq`, except for a fork's first snapshot
+    /// (the source's state at `seq` becomes the fork's sequence 0).
+    out_seq: u64,
     base: Option<Manifest>,
     pipeline: Pipeline,
     source: Source,
@@ -289,6 +293,37 @@ impl<'a> SnapshotBuilder<'a> {
                 b.log_id
             )));
         }
+        Self::new_unchecked(store, payloads, config, log_id, seq, base, entries)
+    }
+
+    /// The first snapshot of a fork: the state of log `base.log_id` (or an empty sheet) at
+    /// `source_seq`, from its snapshot `base` and its entries after it, written as sequence 0 of
+    /// the fork `fork_id`. Chunks the entries leave alone stay in the source log's prefix and the
+    /// manifest points at them; nothing is copied.
+    pub fn fork(
+        store: &'a dyn BlobStore,
+        payloads: &'a dyn ImportSource,
+        config: BuildConfig,
+        fork_id: Uuid,
+        source_seq: u64,
+        base: Option<Manifest>,
+        entries: impl IntoIterator<Item = LogEntry>,
+    ) -> Result<Self, SnapshotError> {
+        let mut b =
+            Self::new_unchecked(store, payloads, config, fork_id, source_seq, base, entries)?;
+        b.out_seq = 0;
+        Ok(b)
+    }
+
+    fn new_unchecked(
+        store: &'a dyn BlobStore,
+        payloads: &'a dyn ImportSource,
+        config: BuildConfig,
+        log_id: Uuid,
+        seq: u64,
+        base: Option<Manifest>,
+        entries: impl IntoIterator<Item = LogEntry>,
+    ) -> Result<Self, SnapshotError> {
         let from = base.as_ref().map_or(0, |b| b.seq);
         let (stages, import) = plan(from, seq, entries)?;
         let source = match import {
@@ -325,6 +360,7 @@ impl<'a> SnapshotBuilder<'a> {
             payloads,
             log_id,
             seq,
+            out_seq: seq,
             base,
             pipeline: Pipeline::new(stages),
             source,
@@ -450,14 +486,19 @@ impl<'a> SnapshotBuilder<'a> {
             match p {
                 Piece::New(c) => chunks.push(c.clone()),
                 Piece::Reused { from, to } => {
-                    let base = self
-                        .base
-                        .as_ref()
-                        .and_then(|b| b.chunks.get(*from..*to))
-                        .ok_or_else(|| {
-                            SnapshotError::Internal("reused chunks without a base".into())
-                        })?;
-                    chunks.extend_from_slice(base);
+                    let base = self.base.as_ref().ok_or_else(|| {
+                        SnapshotError::Internal("reused chunks without a base".into())
+                    })?;
+                    let reused = base.chunks.get(*from..*to).ok_or_else(|| {
+                        SnapshotError::Internal("reused chunks past the base's end".into())
+                    })?;
+                    // A base of another log (a fork's first snapshot): its chunks stay where
+                    // they are, and the manifest says so.
+                    let owner = (base.log_id != self.log_id).then_some(base.log_id);
+                    chunks.extend(reused.iter().map(|c| ChunkRef {
+                        log: c.log.or(owner),
+                        ..c.clone()
+                    }));
                 }
             }
         }
@@ -465,14 +506,14 @@ impl<'a> SnapshotBuilder<'a> {
         let manifest = Manifest {
             format: FORMAT_VERSION,
             log_id: self.log_id,
-            seq: self.seq,
+            seq: self.out_seq,
             chunk_target: self.out.target,
             rows: u32::try_from(rows)
                 .map_err(|_| SnapshotError::Internal("row overflow".into()))?,
             cells: chunks.iter().map(|c| c.cells).sum(),
             chunks,
         };
-        let key = manifest_key(self.log_id, self.seq);
+        let key = manifest_key(self.log_id, self.out_seq);
         let bytes = manifest.to_bytes();
         let manifest_bytes = bytes.len() as u64;
         self.store.put(&key, Bytes::from(bytes)).await?;
@@ -525,7 +566,7 @@ impl<'a> SnapshotBuilder<'a> {
                     continue;
                 }
                 if *rebuild_all || !self.pipeline.span_is_clean(&span) {
-                    *open = Some(load_chunk(self.store, self.log_id, c, *start).await?);
+                    *open = Some(load_chunk(self.store, base.log_id, c, *start).await?);
                     self.out.stats.chunks_opened += 1;
                     continue;
                 }
@@ -646,7 +687,7 @@ pub async fn load_chunk(
     chunk: &ChunkRef,
     start: u32,
 ) -> Result<ChunkRows, SnapshotError> {
-    let key = chunk_key(log_id, &chunk.hash);
+    let key = chunk.key(log_id);
     let blob = store
         .get(&key)
         .await?
@@ -750,10 +791,11 @@ impl Output {
         let chunk = base
             .and_then(|b| b.chunks.get(s.chunk))
             .ok_or_else(|| SnapshotError::Internal(format!("span of unknown chunk {}", s.chunk)))?;
-        let mut rows = load_chunk(store, self.log_id, chunk, s.start).await?;
+        let base_log = base.map_or(self.log_id, |b| b.log_id);
+        let mut rows = load_chunk(store, base_log, chunk, s.start).await?;
         self.stats.chunks_opened += 1;
         while let Some(r) = rows.next_row().map_err(|e| SnapshotError::Corrupt {
-            key: chunk_key(self.log_id, &chunk.hash),
+            key: chunk.key(base_log),
             reason: e.to_string(),
         })? {
             self.row(r, store).await?;

@@ -61,6 +61,17 @@ pub struct ChunkRef {
     /// Size of the stored blob.
     pub bytes: u64,
     pub raw_bytes: u64,
+    /// The log whose prefix stores the blob, when not the manifest's own: a fork's snapshots
+    /// share the unchanged chunks of the log it was forked from instead of copying them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<Uuid>,
+}
+
+impl ChunkRef {
+    /// Where the blob is stored, for a chunk of a manifest of `log_id`.
+    pub fn key(&self, log_id: Uuid) -> String {
+        chunk_key(self.log.unwrap_or(log_id), &self.hash)
+    }
 }
 
 pub fn manifest_key(log_id: Uuid, seq: u64) -> String {
@@ -224,6 +235,7 @@ impl ChunkBuilder {
                 max_col: self.max_col,
                 bytes: blob.len() as u64,
                 raw_bytes: raw.len() as u64,
+                log: None,
             },
             blob,
         })

@@ -73,7 +73,7 @@ fn snapshot_blobs(store: &MemBlobs, m: &Manifest) -> BTreeMap<String, Bytes> {
         all.get(&mkey).cloned().expect("manifest stored"),
     );
     for c in &m.chunks {
-        let k = chunk_key(m.log_id, &c.hash);
+        let k = c.key(m.log_id);
         out.insert(k.clone(), all.get(&k).cloned().expect("chunk stored"));
     }
     out
@@ -258,6 +258,54 @@ proptest! {
                 prop_assert_eq!(snapshot_blobs(&inc, &got.manifest), snapshot_blobs(&scratch, &full.manifest));
             }
             prop_assert_eq!(&materialize(&inc, &s3.manifest).await.unwrap(), &replay(&entries, n, &payloads));
+            Ok(())
+        })?;
+    }
+
+    /// (e) A fork at `b` of a log with a snapshot at `a`: its first snapshot (sequence 0) is the
+    /// source's state at `b`; the chunks the entries after `a` leave alone stay in the source's
+    /// prefix; and the fork's own later snapshots keep pointing there.
+    #[test]
+    fn a_fork_shares_the_sources_chunks_and_reads_the_same((specs, (a, b)) in case()) {
+        const FORK: Uuid = Uuid::from_u128(0xf0f0_0000_0000_4000_8000_0000_0000_0002);
+        let payloads = MemImports::new();
+        let entries = entries_of(&specs, &payloads);
+        let n = entries.len() as u64;
+        rt().block_on(async {
+            let store = MemBlobs::new();
+            let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await;
+            let before = store.snapshot().len();
+            let fork = SnapshotBuilder::fork(&store, &payloads, SMALL, FORK, b as u64, Some(base.manifest.clone()), entries[a..b].to_vec())
+                .unwrap()
+                .run(|_| {})
+                .await
+                .unwrap();
+            prop_assert_eq!((fork.manifest.log_id, fork.manifest.seq), (FORK, 0));
+            prop_assert_eq!(&fork.manifest_key, &manifest_key(FORK, 0));
+            prop_assert_eq!(&materialize(&store, &fork.manifest).await.unwrap(), &replay(&entries, b as u64, &payloads));
+            // Shared chunks are the source's own blobs; only rewritten ones (and the manifest) are new.
+            let shared = fork.manifest.chunks.iter().filter(|c| c.log == Some(LOG)).count() as u64;
+            prop_assert_eq!(store.snapshot().len() - before, fork.stats.chunks_written as usize + 1);
+            if a == b {
+                // A fork right at a snapshot copies nothing at all.
+                prop_assert_eq!(shared, fork.manifest.chunks.len() as u64);
+                prop_assert_eq!(fork.stats.chunks_written, 0);
+            }
+            for c in &fork.manifest.chunks {
+                let owner = c.log.unwrap_or(FORK);
+                prop_assert!(store.snapshot().contains_key(&chunk_key(owner, &c.hash)));
+            }
+            // The fork goes on: its entry 0 is the snapshot, then the source's entries after `b`.
+            let mut later = vec![LogEntry { seq: 0, entry: EntryBody::Snapshot, payload: None }];
+            later.extend(entries[b..].iter().enumerate().map(|(i, e)| LogEntry { seq: i as u64 + 1, ..e.clone() }));
+            let m = later.len() as u64;
+            let next = build_snapshot(&store, &payloads, SMALL, FORK, m, Some(fork.manifest.clone()), later.clone())
+                .await
+                .unwrap();
+            prop_assert_eq!(&materialize(&store, &next.manifest).await.unwrap(), &replay(&entries, n, &payloads));
+            for c in next.manifest.chunks.iter().filter(|c| c.log.is_some()) {
+                prop_assert_eq!(c.log, Some(LOG), "a reused chunk still names its owner");
+            }
             Ok(())
         })?;
     }
