@@ -256,7 +256,8 @@ export class SheetlogStack extends Stack {
       .bindTable(ENV.clientsTable, this.clientsTable, 'readPutUpdate')
       .bindBucket(ENV.bucket, this.bucket, [
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tagging'] },
-        { prefix: PREFIXES.snapshots, access: ['read'] },
+        // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
+        { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
       ])
       .bindSetting(ENV.inlineBodyMaxBytes, config.inlineBodyMaxBytes)
       .bindSetting(ENV.snapshotInterval, config.snapshotInterval)

@@ -317,7 +317,7 @@ describe('functions', () => {
       [LOGICAL_IDS.dedupeTable]: readUpdate,
       [LOGICAL_IDS.clientsTable]: readPutUpdate,
       [`${bucket}/payloads/*`]: ['s3:GetObject', 's3:PutObject', ...tagging].sort(),
-      [`${bucket}/snapshots/*`]: ['s3:GetObject'],
+      [`${bucket}/snapshots/*`]: ['s3:GetObject', 's3:PutObject'],
       [bucket]: ['s3:ListBucket'],
     });
     assert.deepEqual(grants(ROUTER), {

@@ -13,6 +13,22 @@ pub struct CreatedLog {
     pub seq: u64,
 }
 
+/// `POST /logs`: empty, or a fork of another log as of a sequence.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateLogRequest {
+    #[serde(default)]
+    pub from: Option<ForkFrom>,
+}
+
+/// The log and sequence a fork starts from: its entry 0 is that log's state before `seq`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkFrom {
+    pub log_id: String,
+    pub seq: u64,
+}
+
 /// An entry to append. `body` is the JSON form of the event named by `type` (see docs/api.md).
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"type": "set", "body": {"cells": [{"ref": "B3", "value": 42}]}, "expectedSeq": 1}))]

@@ -192,26 +192,30 @@ pub async fn health() -> Json<Health> {
     })
 }
 
-/// Create a log. Its entry 0 is the Snapshot entry of the empty sheet.
+/// Create a log. Its entry 0 is the Snapshot entry of the empty sheet, or, with `from`, a fork:
+/// entry 0 is a snapshot of another log as of a sequence, sharing that log's snapshot chunks.
 #[utoipa::path(post, path = "/logs",
-    responses((status = 201, body = CreatedLog), (status = 400, body = ErrorResponse)))]
+    request_body(content = Option<CreateLogRequest>, description = "empty, `{}`, or `{\"from\": {\"logId\", \"seq\"}}` to fork"),
+    responses((status = 201, body = CreatedLog), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 416, body = ErrorResponse)))]
 pub async fn create_log(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<CreatedLog>)> {
     let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
-    if !bytes.iter().all(u8::is_ascii_whitespace) {
-        // No fields are defined yet; anything but `{}` is a mistake worth reporting.
-        let v: serde_json::Map<String, Value> = parse_json(&bytes)?;
-        if let Some(k) = v.keys().next() {
-            return Err(ApiError::InvalidEntry(format!("unknown field `{k}`")));
-        }
-    }
-    let created = state
-        .log
-        .create()
-        .await
-        .map_err(|e| ApiError::from_log("", e))?;
+    let req: CreateLogRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
+        CreateLogRequest::default()
+    } else {
+        parse_json(&bytes)?
+    };
+    let created = match req.from {
+        None => state
+            .log
+            .create()
+            .await
+            .map_err(|e| ApiError::from_log("", e))?,
+        Some(from) => fork(&state, &from).await?,
+    };
     info!(log = %created.log, "log created");
     Ok((
         StatusCode::CREATED,
@@ -220,6 +224,46 @@ pub async fn create_log(
             seq: created.seq,
         }),
     ))
+}
+
+/// Builds the fork's first snapshot, then creates the log on it. A failure between the two
+/// leaves only unreferenced objects under the new log's prefix.
+async fn fork(state: &SharedState, from: &ForkFrom) -> ApiResult<sheetlog_core::log::Created> {
+    let source = parse_log_id(&from.log_id)?;
+    let (next_seq, _) = state
+        .log
+        .next_seq(source)
+        .await
+        .map_err(|e| ApiError::from_log(&from.log_id, e))?;
+    if from.seq > next_seq {
+        return Err(ApiError::OutOfRange {
+            from: from.seq,
+            next_seq,
+        });
+    }
+    let id = LogId::new_random();
+    let built = sheetlog_core::snapshot_input::fork_snapshot(
+        &state.log,
+        &state.bucket,
+        &state.bucket,
+        sheetlog_core::snapshot::BuildConfig::default(),
+        source,
+        from.seq,
+        id,
+    )
+    .await
+    .map_err(|e| match e {
+        sheetlog_core::snapshot_input::InputError::Log(e) => ApiError::from_log(&from.log_id, e),
+        other => ApiError::Internal(format!("building the fork's snapshot: {other}")),
+    })?;
+    let created = state
+        .log
+        .create_fork(id, built.manifest_key)
+        .await
+        .map_err(|e| ApiError::from_log("", e))?;
+    info!(log = %id, source = %source, seq = from.seq, chunks = built.manifest.chunks.len(),
+        written = built.stats.chunks_written, "log forked");
+    Ok(created)
 }
 
 /// Append an entry. Bodies above the inline threshold are stored in S3 by the server. With an
@@ -563,7 +607,7 @@ pub async fn load_log(
         (Some(m), Some(root)) => {
             let mut chunks = Vec::with_capacity(m.chunks.len());
             for c in &m.chunks {
-                let key = sheetlog_core::snapshot::chunk_key(*log.as_uuid(), &c.hash);
+                let key = c.key(*log.as_uuid());
                 chunks.push(ChunkDto {
                     hash: c.hash.clone(),
                     rows: c.rows,

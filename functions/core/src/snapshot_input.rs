@@ -36,6 +36,8 @@ pub enum InputError {
         #[source]
         source: DecodeError,
     },
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
 }
 
 /// Everything a build of the snapshot at `target` needs.
@@ -354,6 +356,36 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
     })?;
     entries.truncate(usize::try_from(want).unwrap_or(usize::MAX));
     Ok(AsOf { base, entries })
+}
+
+/// Builds the first snapshot of a fork: the state of `source` as of sequence `at`, written as
+/// sequence 0 of `fork` (its manifest under the fork's prefix, the chunks the source's entries
+/// after its snapshot leave alone shared, not copied). Pass the result's `manifest_key` to
+/// [`EventLog::create_fork`].
+pub async fn fork_snapshot<S: LogStore, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    blobs: &dyn BlobStore,
+    imports: &dyn crate::snapshot::ImportSource,
+    config: crate::snapshot::BuildConfig,
+    source: LogId,
+    at: u64,
+    fork: LogId,
+) -> Result<crate::snapshot::BuildResult, InputError> {
+    let input = as_of(log, source, at).await?;
+    let base = base_manifest(blobs, source, &input.base).await?;
+    let entries = log_entries(&input.entries)?;
+    let result = crate::snapshot::SnapshotBuilder::fork(
+        blobs,
+        imports,
+        config,
+        *fork.as_uuid(),
+        at,
+        base,
+        entries,
+    )?
+    .run(|_| {})
+    .await?;
+    Ok(result)
 }
 
 #[cfg(test)]

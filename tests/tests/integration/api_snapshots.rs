@@ -211,3 +211,132 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
     assert_eq!(cells["values"], serde_json::to_value(expected)?);
     Ok(())
 }
+
+/// A fork at a sequence reads as the source did there; its entry 0 is a completed snapshot whose
+/// unchanged chunks are the source's own objects; writes to either side stay on that side; and
+/// the fork's own snapshots build on the shared chunks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fork_reads_like_its_source_and_shares_its_chunks() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        snapshot_interval: 10,
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_pipeline("api-fork", cfg).await? else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    let source = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let append = |log: String, i: u64| {
+        let c = c.clone();
+        let url = api.url(&format!("/logs/{log}/entries"));
+        async move {
+            let cells: Vec<Value> = (0..40)
+                .map(|r| json!({"ref": format!("{}{}", ["A", "B", "C"][(i % 3) as usize], r * 25 + i + 1), "value": format!("v{i}-{r}")}))
+                .collect();
+            let r = c
+                .post(url)
+                .json(&json!({"type": "set", "body": {"cells": cells}}))
+                .send()
+                .await?;
+            anyhow::ensure!(r.status() == StatusCode::CREATED, "append: {}", r.status());
+            anyhow::Ok(())
+        }
+    };
+    for i in 0..13 {
+        append(source.clone(), i).await?;
+    }
+    let snap = wait_for("the source's snapshot to complete", || async {
+        let v = get(&c, &api.url(&format!("/logs/{source}"))).await?;
+        Ok((v["snapshot"]["seq"].as_u64() > Some(0)).then_some(v))
+    })
+    .await?;
+    let snap_seq = snap["snapshot"]["seq"].as_u64().unwrap_or(0);
+    let create_fork = |seq: u64| {
+        let c = c.clone();
+        let url = api.url("/logs");
+        let body = json!({"from": {"logId": source, "seq": seq}});
+        async move {
+            let r = c.post(url).json(&body).send().await?;
+            anyhow::ensure!(r.status() == StatusCode::CREATED, "fork: {}", r.status());
+            anyhow::Ok(json_str(&r.json::<Value>().await?, "/logId").to_owned())
+        }
+    };
+    // Forked right at the source's snapshot: entry 0 is a completed snapshot made entirely of
+    // the source's chunks, nothing copied.
+    let at_snapshot = create_fork(snap_seq).await?;
+    let loaded = get(&c, &api.url(&format!("/logs/{at_snapshot}"))).await?;
+    assert_eq!(
+        (
+            loaded["snapshot"]["seq"].clone(),
+            loaded["snapshot"]["status"].clone()
+        ),
+        (json!(0), json!("complete"))
+    );
+    let urls: Vec<&str> = json_array(&loaded, "/snapshot/chunks")
+        .iter()
+        .map(|ch| json_str(ch, "/url"))
+        .collect();
+    assert!(!urls.is_empty());
+    for u in &urls {
+        assert!(u.contains(&format!("/snapshots/{source}/chunks/")), "{u}");
+    }
+    // Forked two entries later: those entries are applied on top (the chunks they touch are the
+    // fork's own).
+    let at = snap_seq + 3;
+    let fork = create_fork(at).await?;
+    let range = "A1:C400";
+    let cells = |log: &str, at: Option<u64>| {
+        let q = at.map(|a| format!("&at={a}")).unwrap_or_default();
+        let url = api.url(&format!("/logs/{log}/cells?range={range}{q}"));
+        let c = c.clone();
+        async move { get(&c, &url).await }
+    };
+    assert_eq!(
+        cells(&fork, None).await?["values"],
+        cells(&source, Some(at)).await?["values"]
+    );
+    assert_eq!(
+        cells(&at_snapshot, None).await?["values"],
+        cells(&source, Some(snap_seq)).await?["values"]
+    );
+
+    // Each side goes its own way.
+    // Past the fork's own snapshot interval.
+    for i in 13..26 {
+        append(fork.clone(), i).await?;
+    }
+    let r = c
+        .post(api.url(&format!("/logs/{source}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "source only"}]}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let fork_now = cells(&fork, None).await?;
+    assert_ne!(fork_now["values"][0][0], "source only");
+    // The fork's own snapshot completes and reads the same as before it.
+    wait_for("the fork's snapshot to complete", || async {
+        let v = get(&c, &api.url(&format!("/logs/{fork}"))).await?;
+        Ok((v["snapshot"]["seq"].as_u64() > Some(0)).then_some(v))
+    })
+    .await?;
+    assert_eq!(cells(&fork, None).await?["values"], fork_now["values"]);
+
+    // Bad forks write nothing.
+    for (body, status) in [
+        (
+            json!({"from": {"logId": source, "seq": 999}}),
+            StatusCode::RANGE_NOT_SATISFIABLE,
+        ),
+        (
+            json!({"from": {"logId": "00000000-0000-4000-8000-000000000000", "seq": 0}}),
+            StatusCode::NOT_FOUND,
+        ),
+        (json!({"from": {"logId": source}}), StatusCode::BAD_REQUEST),
+        (json!({"to": 1}), StatusCode::BAD_REQUEST),
+    ] {
+        let r = c.post(api.url("/logs")).json(&body).send().await?;
+        assert_eq!(r.status(), status, "{body}");
+    }
+    Ok(())
+}

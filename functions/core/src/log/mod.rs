@@ -235,6 +235,16 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     }
 
     pub async fn create_with_id(&self, log: LogId) -> Result<Created, LogError> {
+        self.create_inner(log, None).await
+    }
+
+    /// Creates a log whose entry 0 is a completed snapshot already written under `root` (a
+    /// fork: the state of another log at some sequence, `snapshot_input::fork_snapshot`).
+    pub async fn create_fork(&self, log: LogId, root: String) -> Result<Created, LogError> {
+        self.create_inner(log, Some(root)).await
+    }
+
+    async fn create_inner(&self, log: LogId, root: Option<String>) -> Result<Created, LogError> {
         let mut units = RequestUnits::default();
         let created = self.clock.now();
         let segment = SegmentRecord {
@@ -244,7 +254,10 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             last_snapshot: Some(0),
             archive: None,
         };
-        let first = internal_entry(0, 0, created, EntryType::SNAPSHOT);
+        let first = EntryRecord {
+            snapshot_root: root,
+            ..internal_entry(0, 0, created, EntryType::SNAPSHOT)
+        };
         let mut backoff = retry::Backoff::new(&self.cfg);
         for _ in 0..self.cfg.max_attempts {
             match self
