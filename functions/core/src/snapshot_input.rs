@@ -345,6 +345,28 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
         )
         .await?;
     let mut entries = page.entries;
+    // `at` is at or before the end (read strongly above), so every entry up to it exists. A page
+    // that stops short was an eventually consistent read that had not caught up: go on from
+    // where it stopped, where an empty page is confirmed by a strong read.
+    while (entries.len() as u64) < want {
+        let Some(last) = entries.last() else { break };
+        let hint = SegmentHint {
+            segment: last.segment,
+            base_seq: last.seq - last.num,
+        };
+        let more = log
+            .read_from(
+                id,
+                hint,
+                last.num + 1,
+                usize::try_from(want + 1 - entries.len() as u64).unwrap_or(usize::MAX),
+            )
+            .await?;
+        if more.entries.is_empty() {
+            break;
+        }
+        entries.extend(more.entries);
+    }
     if (entries.len() as u64) < want {
         let next_seq = from + entries.len() as u64;
         return Err(LogError::OutOfRange { from: at, next_seq }.into());
