@@ -61,6 +61,44 @@ impl TestApi {
         })
     }
 
+    /// In-process API whose log stores are wrapped in the fault-injecting adapter (stale reads,
+    /// lost responses, throttling…, as AWS has them). `None` against an external deployment.
+    pub async fn start_with_faults(
+        label: &str,
+        cfg: ApiConfig,
+        faults: std::sync::Arc<sheetlog_core::faults::Faults>,
+    ) -> anyhow::Result<Option<Self>> {
+        use sheetlog_core::faults::{FaultyLogStore, FaultyPayloadStore};
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let state = AppState::from_sdk_wrapped(
+            &sdk,
+            &stack.resources,
+            LogConfig::default(),
+            cfg,
+            move |store, payloads| {
+                (
+                    Arc::new(FaultyLogStore::new(store, faults.clone())),
+                    Arc::new(FaultyPayloadStore::new(payloads, faults)),
+                )
+            },
+        )?;
+        let app = sheetlog_api::router(Arc::new(state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Some(Self {
+            base,
+            stack: Some(stack),
+            tasks: vec![server],
+        }))
+    }
+
     /// A client for this API (signing requests when the deployment needs it).
     pub async fn client(&self) -> anyhow::Result<ApiClient> {
         let builder = reqwest_middleware::ClientBuilder::new(reqwest::Client::new());

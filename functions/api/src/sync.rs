@@ -300,6 +300,15 @@ async fn view(
     let mut last_ids = BTreeMap::new();
     if let Some(c) = cookie.filter(|c| next_seq - c <= MAX_INCREMENTAL_ENTRIES) {
         match state.log.read_since(log, c, (next_seq - c) as usize).await {
+            // An eventually consistent read may not show the newest entries yet: a patch from it
+            // would miss their cells while the cookie moved past them. Reset instead (its reads
+            // check their counts).
+            Ok(page)
+                if page.entries.iter().filter(|e| e.seq < next_seq).count() as u64
+                    != next_seq - c =>
+            {
+                warn!(log = %log, cookie = c, next_seq, got = page.entries.len(), "short read since the cookie; full reset");
+            }
             Ok(page) => {
                 let mut cells = BTreeSet::new();
                 let mut reset = false;
@@ -420,6 +429,8 @@ async fn read_at(
         .await
         .map_err(|e| match e {
             InputError::Log(e) => ApiError::from_log(log_id, e),
+            // A read that has not caught up with the log yet: Replicache retries the pull.
+            InputError::ShortRead { .. } => ApiError::Busy,
             other => ApiError::Internal(other.to_string()),
         })?;
     let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
@@ -592,7 +603,9 @@ pub async fn replay(
             .await
             .map_err(|e| ApiError::from_log(&req.source, e))?;
         let Some(last) = page.entries.last() else {
-            break;
+            // The source said it holds `to` entries, but a read does not show them yet.
+            warn!(%source, at, to = req.to, "replay read came back short; retry");
+            return Err(ApiError::Busy);
         };
         at = last.seq + 1;
         for e in page.entries.iter().filter(|e| e.seq < req.to) {

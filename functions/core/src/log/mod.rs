@@ -311,7 +311,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     }
 
     /// Whether `key` already appended `entry` to `log` within the key window: a strong read of
-    /// one Dedupe item (0.5 RRU under 4 KB), no write. `Some(Duplicate)` for the same request,
+    /// one Dedupe item (1 RRU under 4 KB), no write. `Some(Duplicate)` for the same request,
     /// [`LogError::KeyReused`] for a different one, `None` if the key is unknown. Callers use it
     /// to skip expensive work before [`EventLog::append_once`], which makes the real decision.
     pub async fn find_duplicate(
