@@ -46,6 +46,8 @@ pub async fn read(
         .await
         .map_err(|e| match e {
             InputError::Log(e) => ApiError::from_log(log_id, e),
+            // A read that has not caught up with the log yet: retry shortly.
+            InputError::ShortRead { .. } => ApiError::Busy,
             other => ApiError::Internal(other.to_string()),
         })?;
     let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
