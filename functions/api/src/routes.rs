@@ -169,12 +169,32 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     })
 }
 
-async fn entry_dtos(state: &SharedState, entries: &[Entry]) -> ApiResult<Vec<EntryDto>> {
+/// Bytes kept free in a response for everything around its entries.
+const RESPONSE_OVERHEAD_BYTES: usize = 1024;
+
+/// The JSON forms of `entries`, as many as fit in `budget` bytes of response (always at least
+/// one), and the sequence of the first one left out. AWS Lambda cannot return more than 6 MB;
+/// a page that would is cut short and the client continues from the returned `nextSeq`.
+async fn entry_dtos(
+    state: &SharedState,
+    entries: &[Entry],
+    budget: usize,
+) -> ApiResult<(Vec<EntryDto>, Option<u64>)> {
     let mut out = Vec::with_capacity(entries.len());
+    let mut used = 0usize;
     for e in entries {
-        out.push(entry_dto(state, e).await?);
+        let dto = entry_dto(state, e).await?;
+        let size = serde_json::to_vec(&dto)
+            .map_err(|err| ApiError::Internal(err.to_string()))?
+            .len()
+            + 1;
+        if !out.is_empty() && used + size > budget {
+            return Ok((out, Some(e.seq)));
+        }
+        used += size;
+        out.push(dto);
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 async fn presign_get(state: &SharedState, key: &str) -> ApiResult<String> {
@@ -571,10 +591,15 @@ pub async fn read_entries(
         .read_since(log, from, limit)
         .await
         .map_err(|e| ApiError::from_log(&log_id, e))?;
+    let budget = state
+        .cfg
+        .max_response_bytes
+        .saturating_sub(RESPONSE_OVERHEAD_BYTES);
+    let (entries, cut) = entry_dtos(&state, &page.entries, budget).await?;
     Ok(Json(EntriesResponse {
-        entries: entry_dtos(&state, &page.entries).await?,
-        next_seq: page.next_seq,
-        complete: page.complete,
+        entries,
+        next_seq: cut.unwrap_or(page.next_seq),
+        complete: page.complete && cut.is_none(),
     }))
 }
 
@@ -618,17 +643,26 @@ pub async fn load_log(
         }
         _ => (None, Vec::new()),
     };
+    let snapshot = SnapshotRef {
+        seq: loaded.snapshot.seq,
+        status: "complete".into(),
+        manifest_url,
+        chunks,
+    };
+    let snapshot_bytes = serde_json::to_vec(&snapshot)
+        .map_err(|err| ApiError::Internal(err.to_string()))?
+        .len();
+    let budget = state
+        .cfg
+        .max_response_bytes
+        .saturating_sub(RESPONSE_OVERHEAD_BYTES + snapshot_bytes);
+    let (entries, cut) = entry_dtos(&state, &loaded.entries, budget).await?;
     Ok(Json(LoadResponse {
         log_id: log.to_string(),
-        snapshot: SnapshotRef {
-            seq: loaded.snapshot.seq,
-            status: "complete".into(),
-            manifest_url,
-            chunks,
-        },
-        entries: entry_dtos(&state, &loaded.entries).await?,
-        next_seq: loaded.next_seq,
-        complete: loaded.complete,
+        snapshot,
+        entries,
+        next_seq: cut.unwrap_or(loaded.next_seq),
+        complete: loaded.complete && cut.is_none(),
     }))
 }
 

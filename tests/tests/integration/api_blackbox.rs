@@ -727,3 +727,59 @@ async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// Entry pages and loads stop before the response limit (AWS Lambda's 6 MB; small here) and
+/// say where to continue, so paging returns every entry once however big the entries are.
+#[tokio::test]
+async fn pages_stop_before_the_response_limit() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        max_response_bytes: 20_000,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with("api-page-bytes", cfg).await?;
+    if api.stack.is_none() {
+        return Ok(()); // a deployment has the real 6 MB limit; nothing small to test against
+    }
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    // 30 entries of about 2.5 KB of JSON each: 75 KB in all, about 7 per page.
+    for i in 0..30 {
+        let text = format!("{i:03}").repeat(800);
+        let (s, v) = append(
+            &c,
+            &api,
+            &log,
+            json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", i + 1), "value": text}]}}),
+        )
+        .await?;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let r = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0&limit=1000")))
+        .send()
+        .await?;
+    let bytes = r.bytes().await?;
+    assert!(bytes.len() <= 20_000, "{} bytes", bytes.len());
+    let v: Value = serde_json::from_slice(&bytes)?;
+    assert_eq!(v["complete"], false);
+    let got = json_array(&v, "/entries").len() as u64;
+    assert!((2..30).contains(&got), "{got} entries in the first page");
+    assert_eq!(
+        v["nextSeq"], got,
+        "continue right after the last entry returned"
+    );
+    let all = all_entries(&c, &api, &log).await?;
+    let seqs: Vec<u64> = all.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(
+        seqs,
+        (0..31).collect::<Vec<_>>(),
+        "every entry once, in order"
+    );
+
+    let r = c.get(api.url(&format!("/logs/{log}"))).send().await?;
+    let bytes = r.bytes().await?;
+    assert!(bytes.len() <= 20_000, "load: {} bytes", bytes.len());
+    let v: Value = serde_json::from_slice(&bytes)?;
+    assert_eq!(v["complete"], false);
+    Ok(())
+}
