@@ -5,7 +5,7 @@
 use serde_json::Value;
 use sheetlog_core::LogId;
 use sheetlog_core::sheet::Range;
-use sheetlog_core::snapshot::read_range;
+use sheetlog_core::snapshot::{ReadBudget, SnapshotError, grid, read_rows};
 use sheetlog_core::snapshot_input::{self, InputError};
 
 use crate::dto::CellsResponse;
@@ -57,16 +57,35 @@ pub async fn read(
         })?;
     let entries = snapshot_input::log_entries(&input.entries)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let (values, _stats) = read_range(
+    // Every empty cell still costs a `null` in the answer; the rest of the response limit is for
+    // the values, and the read stops once they pass it (long texts can make a range of 100,000
+    // cells gigabytes).
+    let limit = state.cfg.max_response_bytes;
+    let budget = ReadBudget {
+        cells: usize::MAX,
+        bytes: limit.saturating_sub(cells as usize * 5 + 1024),
+    };
+    let rows = match read_rows(
         &state.bucket,
         &state.bucket,
         *log.as_uuid(),
         base.as_ref(),
         &entries,
         range,
+        budget,
     )
     .await
-    .map_err(|e| ApiError::Internal(format!("reading {raw_range}: {e}")))?;
+    {
+        Ok((rows, _stats)) => rows,
+        Err(SnapshotError::OverBudget { bytes, .. }) => {
+            return Err(ApiError::RangeTooLarge {
+                size: bytes + cells as usize * 5,
+                limit,
+            });
+        }
+        Err(e) => return Err(ApiError::Internal(format!("reading {raw_range}: {e}"))),
+    };
+    let values = grid(rows, range);
     let values = values
         .into_iter()
         .map(|row| {

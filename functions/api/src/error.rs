@@ -87,6 +87,16 @@ pub enum ApiError {
         "the client view is at least {size} bytes, over the {limit}-byte response limit of AWS Lambda; read the sheet by range (GET /logs/{{logId}}/cells) instead"
     )]
     ViewTooLarge { size: usize, limit: usize },
+    #[error(
+        "the range's values are at least {size} bytes, over the {limit}-byte response limit of AWS Lambda; read a smaller range"
+    )]
+    RangeTooLarge { size: usize, limit: usize },
+    /// A handler built an answer AWS Lambda could not return: a bug, reported locally the way
+    /// the deployed API would fail it (there, API Gateway answers 502).
+    #[error(
+        "the response is {size} bytes, over the {limit}-byte response limit of AWS Lambda; the deployed API would fail this request"
+    )]
+    ResponseTooLarge { size: usize, limit: usize },
     #[error("internal error")]
     Internal(String),
 }
@@ -103,7 +113,8 @@ impl ApiError {
             | ClientGroupMismatch { .. } => StatusCode::BAD_REQUEST,
             ClientNotFound { .. } | MutationNotFound { .. } => StatusCode::NOT_FOUND,
             MutationGap { .. } => StatusCode::CONFLICT,
-            ViewTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ViewTooLarge { .. } | RangeTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Conflict { .. } | UploadMissing { .. } | KeyReused { .. } => StatusCode::CONFLICT,
@@ -148,6 +159,8 @@ impl ApiError {
             MutationGap { .. } => "mutation-gap",
             ClientGroupMismatch { .. } => "client-group-mismatch",
             ViewTooLarge { .. } => "view-too-large",
+            RangeTooLarge { .. } => "range-too-large",
+            ResponseTooLarge { .. } => "response-too-large",
             Internal(_) => "internal",
         }
     }
@@ -172,7 +185,9 @@ impl ApiError {
                 m.insert("expectedMutationID".into(), json!(expected));
                 m.insert("mutationID".into(), json!(got));
             }
-            ApiError::ViewTooLarge { size, limit } => {
+            ApiError::ViewTooLarge { size, limit }
+            | ApiError::RangeTooLarge { size, limit }
+            | ApiError::ResponseTooLarge { size, limit } => {
                 m.insert("size".into(), json!(size));
                 m.insert("limit".into(), json!(limit));
             }

@@ -124,8 +124,34 @@ async fn json_rejections(resp: Response<Body>) -> Response<Body> {
     out
 }
 
+/// AWS Lambda cannot return more than 6 MB; the emulator and the local server can. Every answer
+/// over the limit becomes a JSON 500 `response-too-large` here, so tests and fuzzing on the local
+/// stack fail the way the deployed API would (where API Gateway answers 502), instead of passing.
+async fn lambda_response_limit(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    resp: Response<Body>,
+) -> Response<Body> {
+    use axum::body::HttpBody;
+    let exact = resp.body().size_hint().exact();
+    if exact.is_some_and(|n| n <= limit as u64) {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Response::from_parts(parts, Body::from(bytes)),
+        Err(_) => {
+            let size = exact
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(limit + 1);
+            tracing::error!(size, limit, "response over the Lambda limit");
+            error::ApiError::ResponseTooLarge { size, limit }.into_response()
+        }
+    }
+}
+
 pub fn router(state: SharedState) -> Router {
     let limit = state.cfg.max_request_bytes;
+    let response_limit = state.cfg.max_response_bytes;
     Router::new()
         .route("/health", get(routes::health))
         .route("/openapi.json", get(openapi_json))
@@ -153,6 +179,10 @@ pub fn router(state: SharedState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::map_response_with_state(
+            response_limit,
+            lambda_response_limit,
+        ))
         .layer(axum::middleware::map_response(json_rejections))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
@@ -174,6 +204,34 @@ mod tests {
 
     async fn boom() -> &'static str {
         panic!("secret detail")
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_lambda_limit_is_a_json_500_locally() {
+        let app = Router::new()
+            .route("/big", get(|| async { "x".repeat(100) }))
+            .route("/small", get(|| async { "x".repeat(50) }))
+            .layer(axum::middleware::map_response_with_state(
+                50usize,
+                lambda_response_limit,
+            ));
+        let resp = app
+            .clone()
+            .oneshot(Request::get("/small").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let resp = app
+            .oneshot(Request::get("/big").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let v = json_of(resp).await;
+        assert_eq!(v["error"]["code"], "response-too-large");
+        assert_eq!(
+            (v["error"]["size"].clone(), v["error"]["limit"].clone()),
+            (json!(100), json!(50))
+        );
     }
 
     #[tokio::test]

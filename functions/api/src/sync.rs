@@ -28,7 +28,7 @@ use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::{Mutations, check_id};
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
-use sheetlog_core::snapshot::{SnapshotError, read_rows};
+use sheetlog_core::snapshot::{ReadBudget, SnapshotError, read_rows};
 use sheetlog_core::snapshot_input::{self, InputError};
 use tracing::{info, warn};
 
@@ -441,7 +441,10 @@ async fn read_at(
     let entries = snapshot_input::log_entries(&input.entries)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let limit = state.cfg.max_response_bytes;
-    let max_cells = limit / MIN_PUT_BYTES;
+    let budget = ReadBudget {
+        cells: limit / MIN_PUT_BYTES,
+        bytes: limit,
+    };
     match read_rows(
         &state.bucket,
         &state.bucket,
@@ -449,13 +452,13 @@ async fn read_at(
         base.as_ref(),
         &entries,
         range,
-        max_cells,
+        budget,
     )
     .await
     {
         Ok((rows, _)) => Ok(rows),
-        Err(SnapshotError::TooManyCells { .. }) => Err(ApiError::ViewTooLarge {
-            size: max_cells * MIN_PUT_BYTES,
+        Err(SnapshotError::OverBudget { cells, bytes }) => Err(ApiError::ViewTooLarge {
+            size: bytes.max(cells * MIN_PUT_BYTES),
             limit,
         }),
         Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),

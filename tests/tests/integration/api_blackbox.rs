@@ -729,9 +729,10 @@ async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<
 }
 
 /// Entry pages and loads stop before the response limit (AWS Lambda's 6 MB; small here) and
-/// say where to continue, so paging returns every entry once however big the entries are.
+/// say where to continue, so paging returns every entry once however big the entries are; a
+/// range read too big for it is refused.
 #[tokio::test]
-async fn pages_stop_before_the_response_limit() -> anyhow::Result<()> {
+async fn answers_stay_within_the_response_limit() -> anyhow::Result<()> {
     let cfg = ApiConfig {
         max_response_bytes: 20_000,
         ..ApiConfig::default()
@@ -781,5 +782,20 @@ async fn pages_stop_before_the_response_limit() -> anyhow::Result<()> {
     assert!(bytes.len() <= 20_000, "load: {} bytes", bytes.len());
     let v: Value = serde_json::from_slice(&bytes)?;
     assert_eq!(v["complete"], false);
+
+    // A range whose values would not fit is refused, naming the limit, before it is all read;
+    // a smaller one is served.
+    let (s, v) = expect_status(&c, &api.url(&format!("/logs/{log}/cells?range=A1:A30"))).await?;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(v["error"]["code"], "range-too-large");
+    assert_eq!(v["error"]["limit"], 20_000);
+    let (s, v) = expect_status(&c, &api.url(&format!("/logs/{log}/cells?range=A1:A5"))).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(json_array(&v, "/values").len(), 5);
     Ok(())
+}
+
+async fn expect_status(c: &Client, url: &str) -> anyhow::Result<(StatusCode, Value)> {
+    let r = c.get(url).send().await?;
+    Ok((r.status(), r.json().await?))
 }

@@ -24,7 +24,7 @@ pub use builder::{
     Progress, SnapshotBuilder,
 };
 pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
-pub use read::{ReadStats, load_manifest, materialize, read_range, read_rows};
+pub use read::{ReadBudget, ReadStats, grid, load_manifest, materialize, read_range, read_rows};
 pub use store::{
     BlobError, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports, WriteStats,
 };
@@ -46,8 +46,9 @@ pub enum SnapshotError {
     BadInput(String),
     #[error("checkpoint does not belong to this build: {0} differs")]
     CheckpointMismatch(String),
-    #[error("the range holds more than {limit} cells")]
-    TooManyCells { limit: usize },
+    /// A read collected more than its [`read::ReadBudget`] allows (counts so far).
+    #[error("the read passed its budget at {cells} cells, about {bytes} bytes")]
+    OverBudget { cells: usize, bytes: usize },
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -46,22 +46,66 @@ pub async fn read_range(
     entries: &[LogEntry],
     range: Range,
 ) -> Result<(Vec<Vec<Value>>, ReadStats), SnapshotError> {
-    let (rows, stats) =
-        read_rows(store, payloads, log_id, base, entries, range, usize::MAX).await?;
+    let (rows, stats) = read_rows(
+        store,
+        payloads,
+        log_id,
+        base,
+        entries,
+        range,
+        ReadBudget::UNLIMITED,
+    )
+    .await?;
+    Ok((grid(rows, range), stats))
+}
+
+/// Sparse rows of `range` (from [`read_rows`]) as the dense grid [`read_range`] returns.
+pub fn grid(rows: Vec<Row>, range: Range) -> Vec<Vec<Value>> {
     let mut values = vec![vec![Value::Empty; range.cols() as usize]; range.rows() as usize];
     for r in rows {
-        let line = &mut values[(r.index - range.start.row) as usize];
+        let Some(line) = values.get_mut(r.index.wrapping_sub(range.start.row) as usize) else {
+            continue;
+        };
         for (c, cell) in r.cells {
-            line[(c - range.start.col) as usize] = cell.value;
+            if let Some(v) = line.get_mut(c.wrapping_sub(range.start.col) as usize) {
+                *v = cell.value;
+            }
         }
     }
-    Ok((values, stats))
+    values
+}
+
+/// How much a read may collect before it stops with [`SnapshotError::OverBudget`]: a caller
+/// whose answer has a size limit (a Lambda response) never holds more than that in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadBudget {
+    /// Non-empty cells.
+    pub cells: usize,
+    /// About the bytes of JSON the cells make: text and format lengths plus a small overhead
+    /// per cell.
+    pub bytes: usize,
+}
+
+impl ReadBudget {
+    pub const UNLIMITED: ReadBudget = ReadBudget {
+        cells: usize::MAX,
+        bytes: usize::MAX,
+    };
+}
+
+/// About the bytes a cell takes in a JSON answer.
+fn cell_json_bytes(cell: &crate::Cell) -> usize {
+    let text = match &cell.value {
+        Value::Text(t) => t.len(),
+        _ => 0,
+    };
+    16 + text + cell.format.as_ref().map_or(0, |f| f.len() + 12)
 }
 
 /// As [`read_range`], but the non-empty cells with their formats, as sparse rows in order (rows
-/// with no cell in the range are left out). Stops with [`SnapshotError::TooManyCells`] once
-/// more than `max_cells` cells are found, so a caller with a size limit never holds a whole
-/// large sheet in memory.
+/// with no cell in the range are left out). Stops with [`SnapshotError::OverBudget`] once the
+/// cells found exceed `budget`, so a caller with a size limit never holds a whole large sheet in
+/// memory.
 pub async fn read_rows(
     store: &dyn BlobStore,
     payloads: &dyn ImportSource,
@@ -69,7 +113,7 @@ pub async fn read_rows(
     base: Option<&Manifest>,
     entries: &[LogEntry],
     range: Range,
-    max_cells: usize,
+    budget: ReadBudget,
 ) -> Result<(Vec<Row>, ReadStats), SnapshotError> {
     let from = base.map_or(0, |b| b.seq);
     let (stages, import) = plan(from, from + entries.len() as u64, entries)?;
@@ -77,7 +121,7 @@ pub async fn read_rows(
     let needed = pipeline.source_ranges(range.start.row, range.end.row + 1);
     let wanted = |i: u32| needed.iter().any(|(a, b)| (*a..*b).contains(&i));
     let last_needed = needed.last().map_or(0, |(_, b)| *b);
-    let mut out = Collector::new(range, max_cells);
+    let mut out = Collector::new(range, budget);
     let mut stats = ReadStats::default();
     let mut items = Vec::new();
 
@@ -151,16 +195,18 @@ struct Collector {
     range: Range,
     rows: Vec<Row>,
     cells: usize,
-    max_cells: usize,
+    bytes: usize,
+    budget: ReadBudget,
 }
 
 impl Collector {
-    fn new(range: Range, max_cells: usize) -> Self {
+    fn new(range: Range, budget: ReadBudget) -> Self {
         Collector {
             range,
             rows: Vec::new(),
             cells: 0,
-            max_cells,
+            bytes: 0,
+            budget,
         }
     }
 
@@ -176,9 +222,14 @@ impl Collector {
             });
             if !r.cells.is_empty() {
                 self.cells += r.cells.len();
-                if self.cells > self.max_cells {
-                    return Err(SnapshotError::TooManyCells {
-                        limit: self.max_cells,
+                self.bytes = r
+                    .cells
+                    .iter()
+                    .fold(self.bytes, |b, (_, c)| b.saturating_add(cell_json_bytes(c)));
+                if self.cells > self.budget.cells || self.bytes > self.budget.bytes {
+                    return Err(SnapshotError::OverBudget {
+                        cells: self.cells,
+                        bytes: self.bytes,
                     });
                 }
                 self.rows.push(r);
