@@ -86,8 +86,10 @@ export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/' } as co
  * - the worker defers (and hands off) a job by sending a fresh copy with a delivery delay, so
  *   waiting does not count towards the redrive threshold: only failed invocations (errors, crashes,
  *   timeouts) do, and 100 of those, each followed by a growing retry delay, park a poison job;
- * - stream records live 24 hours; a record that keeps failing is sent to the failure queue after
- *   12, well before DynamoDB trims it.
+ * - stream records live 24 hours; a batch that keeps failing is retried (bisected) for 23 of
+ *   them and then described in the failure queue, an hour before DynamoDB trims the records;
+ * - at most `snapshotWorkerMaxConcurrency` snapshot jobs run at once, so a burst of snapshots
+ *   across many logs cannot take the account's whole Lambda concurrency.
  */
 const SNAPSHOT_WORKER_TIMEOUT = Duration.minutes(5);
 
@@ -98,8 +100,10 @@ export const TIMINGS = {
   snapshotVisibilityTimeout: Duration.seconds(6 * SNAPSHOT_WORKER_TIMEOUT.toSeconds()),
   snapshotMaxReceiveCount: 100,
   queueRetention: Duration.days(14),
-  streamMaxRecordAge: Duration.hours(12),
-  streamRetryAttempts: 10,
+  streamMaxRecordAge: Duration.hours(23),
+  // Lambda's largest setting: in practice the record age above is what ends the retries.
+  streamRetryAttempts: 10_000,
+  snapshotWorkerMaxConcurrency: 20,
 } as const;
 
 export interface SheetlogStackProps extends StackProps {
@@ -250,8 +254,10 @@ export class SheetlogStack extends Stack {
       timeout: TIMINGS.apiTimeout,
       memorySize: 512,
     })
-      .bindTable(ENV.entryTable, this.entryTable, 'readWrite')
-      .bindTable(ENV.segmentTable, this.segmentTable, 'readWrite')
+      // The API only creates Entry and Segment items (appends, new logs and segments, all
+      // conditional puts); the snapshot worker is what updates them.
+      .bindTable(ENV.entryTable, this.entryTable, 'readPut')
+      .bindTable(ENV.segmentTable, this.segmentTable, 'readPut')
       .bindTable(ENV.dedupeTable, this.dedupeTable, 'readUpdate')
       .bindTable(ENV.clientsTable, this.clientsTable, 'readPutUpdate')
       .bindBucket(ENV.bucket, this.bucket, [
@@ -313,6 +319,7 @@ export class SheetlogStack extends Stack {
         // One job per invocation: a job can run for minutes and hands off through its own message.
         batchSize: 1,
         reportBatchItemFailures: true,
+        maxConcurrency: TIMINGS.snapshotWorkerMaxConcurrency,
       }),
     );
 

@@ -137,7 +137,7 @@ describe('local resources description', () => {
         batchSize: 100,
         filterPatterns: loadStreamFilterPatterns(),
         reportBatchItemFailures: true,
-        maximumRetryAttempts: 10,
+        maximumRetryAttempts: 10_000,
         onFailureQueue: 'StreamRouterFailureQueue',
       },
     ]);

@@ -287,6 +287,13 @@ describe('functions', () => {
       'dynamodb:Query',
       'dynamodb:UpdateItem',
     ];
+    const readPut = [
+      'dynamodb:BatchGetItem',
+      'dynamodb:ConditionCheckItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+    ];
     const readPutUpdate = [
       'dynamodb:BatchGetItem',
       'dynamodb:ConditionCheckItem',
@@ -312,8 +319,8 @@ describe('functions', () => {
     assert.deepEqual(grants(API), {
       '<own log group>': logs,
       '*': xray,
-      [LOGICAL_IDS.entryTable]: readWrite,
-      [LOGICAL_IDS.segmentTable]: readWrite,
+      [LOGICAL_IDS.entryTable]: readPut,
+      [LOGICAL_IDS.segmentTable]: readPut,
       [LOGICAL_IDS.dedupeTable]: readUpdate,
       [LOGICAL_IDS.clientsTable]: readPutUpdate,
       [`${bucket}/payloads/*`]: ['s3:GetObject', 's3:PutObject', ...tagging].sort(),
@@ -381,10 +388,10 @@ describe('event sources', () => {
     assert.deepEqual(p.FunctionResponseTypes, ['ReportBatchItemFailures']);
     assert.equal(p.BisectBatchOnFunctionError, true);
     assert.equal(p.MaximumRetryAttempts, TIMINGS.streamRetryAttempts);
-    assert.ok(p.MaximumRetryAttempts > 0 && p.MaximumRetryAttempts <= 100);
+    assert.ok(p.MaximumRetryAttempts > 0 && p.MaximumRetryAttempts <= 10_000, "within Lambda's range");
     assert.ok(
-      p.MaximumRecordAgeInSeconds >= 60 && p.MaximumRecordAgeInSeconds < 24 * 3600,
-      'fails over before the stream trims the record',
+      p.MaximumRecordAgeInSeconds >= 22 * 3600 && p.MaximumRecordAgeInSeconds < 24 * 3600,
+      'retries for most of the 24 h the stream keeps a record, and fails over before it is trimmed',
     );
     assert.deepEqual(p.DestinationConfig, {
       OnFailure: { Destination: { 'Fn::GetAtt': [LOGICAL_IDS.streamRouterFailureQueue, 'Arn'] } },
@@ -416,7 +423,7 @@ describe('event sources', () => {
     });
   });
 
-  test('the snapshot worker consumes the snapshot queue one job at a time with batch item failures', () => {
+  test('the snapshot worker consumes the snapshot queue one job at a time, bounded, with batch item failures', () => {
     const [, mapping] = onlyResource(
       json,
       'AWS::Lambda::EventSourceMapping',
@@ -427,6 +434,9 @@ describe('event sources', () => {
     assert.deepEqual(p.FunctionName, { Ref: functionByBinary(json, WORKER)[0] });
     assert.equal(p.BatchSize, 1);
     assert.deepEqual(p.FunctionResponseTypes, ['ReportBatchItemFailures']);
+    // A burst of snapshots across many logs runs at most this many jobs at once.
+    assert.deepEqual(p.ScalingConfig, { MaximumConcurrency: TIMINGS.snapshotWorkerMaxConcurrency });
+    assert.ok(TIMINGS.snapshotWorkerMaxConcurrency >= 2, "Lambda's minimum for an SQS source");
   });
 });
 

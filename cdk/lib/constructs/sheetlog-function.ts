@@ -32,11 +32,19 @@ export const BINARY_TAG = 'sheetlog:binary';
  * DynamoDB access levels. Scan is deliberately absent: every read the design makes is a key lookup
  * or a Query on one partition.
  */
-export type TableAccess = 'read' | 'readUpdate' | 'readPutUpdate' | 'readWrite';
+export type TableAccess = 'read' | 'readPut' | 'readUpdate' | 'readPutUpdate' | 'readWrite';
 
 const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   // ConditionCheckItem is what a TransactWriteItems condition-only item needs.
   read: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem'],
+  // Creates items (conditional puts, also inside transactions) and never changes or deletes one.
+  readPut: [
+    'dynamodb:GetItem',
+    'dynamodb:BatchGetItem',
+    'dynamodb:Query',
+    'dynamodb:ConditionCheckItem',
+    'dynamodb:PutItem',
+  ],
   readUpdate: [
     'dynamodb:GetItem',
     'dynamodb:BatchGetItem',

@@ -45,7 +45,9 @@ pub struct LocalPipelineConfig {
     pub worker_concurrency: usize,
     /// How often an idle driver looks again.
     pub poll_interval: Duration,
-    /// Retries of a failing stream record before it is dropped (the stack's is 10).
+    /// Retries of a failing stream record before it is dropped. The stack's is 10,000, which in
+    /// practice means "until the record is 23 hours old"; locally, with backoff capped at 5 s, a
+    /// record that always fails holds its shard for about 14 hours, as it would on AWS.
     pub stream_retry_attempts: u32,
     /// The queue that dropped stream records are described on (the stack's on-failure
     /// destination; [`LocalStack::stream_failure_queue`]). None: they are only logged.
@@ -60,7 +62,7 @@ impl Default for LocalPipelineConfig {
             worker_time_budget: Duration::from_secs(4 * 60),
             worker_concurrency: 2,
             poll_interval: Duration::from_millis(200),
-            stream_retry_attempts: 10,
+            stream_retry_attempts: 10_000,
             stream_failure_queue: None,
             worker: WorkerConfig::default(),
             log: LogConfig::default(),
