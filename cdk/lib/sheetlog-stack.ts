@@ -451,6 +451,64 @@ export class SheetlogStack extends Stack {
       3,
     );
 
+    // The share of API requests answered 5xx (throttling and timeouts are 503s the client retries;
+    // a sustained share means the service, not a client, is failing).
+    alarm(
+      'ApiServerErrorRateAlarm',
+      'More than 5% of API requests failed with a 5xx for 10 minutes',
+      new cloudwatch.MathExpression({
+        expression: '100 * errors / IF(requests > 0, requests, 1)',
+        usingMetrics: {
+          errors: this.httpApi.metricServerError({ period: fiveMinutes, statistic: 'Sum' }),
+          requests: this.httpApi.metricCount({ period: fiveMinutes, statistic: 'Sum' }),
+        },
+        period: fiveMinutes,
+        label: 'API 5xx %',
+      }),
+      5,
+      2,
+    );
+
+    // Jobs wait in the snapshot queue longer than a burst explains: the worker is failing or
+    // starved (a deferred job is re-sent as a fresh message, so waiting behind an earlier
+    // snapshot does not age it).
+    alarm(
+      'SnapshotQueueAgeAlarm',
+      'The oldest snapshot job has waited over 15 minutes; see docs/operations.md',
+      this.snapshotQueue.metricApproximateAgeOfOldestMessage({ period: fiveMinutes, statistic: 'Maximum' }),
+      Duration.minutes(15).toSeconds(),
+      3,
+    );
+
+    // On-demand tables throttle too (a partition's limits, or a sudden jump past twice the
+    // previous peak); the SDK retries, so any throttled request that shows here is worth a look.
+    for (const [name, table] of [
+      ['EntryTable', this.entryTable],
+      ['SegmentTable', this.segmentTable],
+      ['PendingSnapshotsTable', this.pendingSnapshotsTable],
+      ['DedupeTable', this.dedupeTable],
+      ['ClientsTable', this.clientsTable],
+    ] as const) {
+      alarm(
+        `${name}ThrottlesAlarm`,
+        `DynamoDB throttled requests to the ${name}`,
+        table.metricThrottledRequestsForOperations({
+          operations: [
+            dynamodb.Operation.GET_ITEM,
+            dynamodb.Operation.PUT_ITEM,
+            dynamodb.Operation.UPDATE_ITEM,
+            dynamodb.Operation.DELETE_ITEM,
+            dynamodb.Operation.QUERY,
+            dynamodb.Operation.SCAN,
+            dynamodb.Operation.TRANSACT_WRITE_ITEMS,
+          ],
+          period: fiveMinutes,
+          statistic: 'Sum',
+        }),
+        1,
+      );
+    }
+
     for (const [name, fn] of [
       ['Api', this.api],
       ['StreamRouter', this.streamRouter],

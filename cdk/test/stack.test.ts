@@ -537,8 +537,47 @@ describe('alarms', () => {
     }
   });
 
+  const byId = (id: string) => {
+    const found = resourcesOfType(json, 'AWS::CloudWatch::Alarm').find(([logicalId]) => logicalId.startsWith(id));
+    assert.ok(found, `no alarm ${id}`);
+    return found[1].Properties;
+  };
+
+  test('fire when the API answers 5xx to more than 5% of requests', () => {
+    const a = byId('ApiServerErrorRateAlarm');
+    assert.equal(a.Threshold, 5);
+    assert.equal(a.EvaluationPeriods, 2);
+    const names = a.Metrics.filter((m: Json) => m.MetricStat).map((m: Json) => m.MetricStat.Metric.MetricName);
+    assert.deepEqual(names.sort(), ['5xx', 'Count']);
+    const expr = a.Metrics.find((m: Json) => m.Expression);
+    assert.match(expr.Expression, /errors \/ IF\(requests > 0/);
+  });
+
+  test('fire when a snapshot job waits too long', () => {
+    const [alarm] = find('ApproximateAgeOfOldestMessage', { 'Fn::GetAtt': [LOGICAL_IDS.snapshotQueue, 'QueueName'] });
+    assert.ok(alarm);
+    assert.equal(alarm.Threshold, 15 * 60);
+    assert.equal(alarm.Statistic, 'Maximum');
+  });
+
+  test('fire on throttled requests to every table', () => {
+    for (const table of ['EntryTable', 'SegmentTable', 'PendingSnapshotsTable', 'DedupeTable', 'ClientsTable']) {
+      const a = byId(`${table}ThrottlesAlarm`);
+      const tables = a.Metrics.filter((m: Json) => m.MetricStat).map((m: Json) => {
+        assert.equal(m.MetricStat.Metric.MetricName, 'ThrottledRequests');
+        return JSON.stringify(m.MetricStat.Metric.Dimensions.find((d: Json) => d.Name === 'TableName').Value);
+      });
+      assert.ok(tables.length >= 5, `${table}: ${tables.length} operations`);
+      assert.ok(
+        tables.every((t: string) => t === JSON.stringify({ Ref: table })),
+        `${table}: ${tables}`,
+      );
+      assert.equal(a.Threshold, 1);
+    }
+  });
+
   test('every alarm notifies the alarm topic, and missing data is not an alarm', () => {
-    assert.equal(alarms.length, 2 + 1 + 6);
+    assert.equal(alarms.length, 2 + 1 + 6 + 1 + 1 + 5);
     for (const alarm of alarms) {
       assert.deepEqual(alarm.AlarmActions, [{ Ref: topicId }]);
       assert.deepEqual(alarm.OKActions, [{ Ref: topicId }]);
