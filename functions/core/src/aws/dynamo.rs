@@ -62,6 +62,59 @@ fn code(r: Option<&CancellationReason>) -> &str {
     r.and_then(|r| r.code()).unwrap_or("None")
 }
 
+/// The per-item reasons of a cancelled transaction; `None` when it committed.
+fn cancellation_reasons<T>(
+    result: Result<T, SdkError<TransactWriteItemsError, HttpResponse>>,
+) -> Result<Option<Vec<CancellationReason>>, StoreError> {
+    match result {
+        Ok(_) => Ok(None),
+        Err(SdkError::ServiceError(e))
+            if matches!(
+                e.err(),
+                TransactWriteItemsError::TransactionCanceledException(_)
+            ) =>
+        {
+            Ok(Some(match e.into_err() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    c.cancellation_reasons.unwrap_or_default()
+                }
+                _ => Vec::new(),
+            }))
+        }
+        Err(e) => Err(ddb_error("TransactWriteItems", e)),
+    }
+}
+
+/// A cancellation no failed condition explains: `Ok` when another request touched one of the
+/// items at the same moment (`TransactionConflict`: retry), throttling as [`StoreError::Throttled`],
+/// anything else as corrupt.
+fn conflict_or_error(reasons: &[CancellationReason]) -> Result<(), StoreError> {
+    if reasons
+        .iter()
+        .any(|r| matches!(r.code(), Some("TransactionConflict")))
+    {
+        return Ok(());
+    }
+    if reasons.iter().any(|r| {
+        matches!(
+            r.code(),
+            Some("ThrottlingError" | "ProvisionedThroughputExceeded")
+        )
+    }) {
+        return Err(StoreError::Throttled {
+            service: SERVICE,
+            operation: "TransactWriteItems",
+        });
+    }
+    Err(StoreError::corrupt(
+        "TransactWriteItems",
+        format!(
+            "transaction cancelled for {:?}",
+            reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+        ),
+    ))
+}
+
 /// What one Query asks for.
 #[derive(Debug, Clone)]
 struct QuerySpec<'a> {
@@ -459,22 +512,8 @@ impl LogStore for DynamoLogStore {
             // The group item is small (a few client ids); charged as one KB.
             *units += RequestUnits::writes(write_units(1024, true));
         }
-        let reasons = match tx.send().await {
-            Ok(_) => return Ok(ClientPutOutcome::Written),
-            Err(SdkError::ServiceError(e))
-                if matches!(
-                    e.err(),
-                    TransactWriteItemsError::TransactionCanceledException(_)
-                ) =>
-            {
-                match e.into_err() {
-                    TransactWriteItemsError::TransactionCanceledException(c) => {
-                        c.cancellation_reasons.unwrap_or_default()
-                    }
-                    _ => Vec::new(),
-                }
-            }
-            Err(e) => return Err(ddb_error("TransactWriteItems", e)),
+        let Some(reasons) = cancellation_reasons(tx.send().await)? else {
+            return Ok(ClientPutOutcome::Written);
         };
         let (entry_reason, range_reason) = (reasons.first(), reasons.get(1));
         if code(range_reason) == "ConditionalCheckFailed" {
@@ -487,30 +526,8 @@ impl LogStore for DynamoLogStore {
             };
             return Ok(ClientPutOutcome::Taken(old));
         }
-        if reasons
-            .iter()
-            .any(|r| matches!(r.code(), Some("TransactionConflict")))
-        {
-            return Ok(ClientPutOutcome::Interrupted);
-        }
-        if reasons.iter().any(|r| {
-            matches!(
-                r.code(),
-                Some("ThrottlingError" | "ProvisionedThroughputExceeded")
-            )
-        }) {
-            return Err(StoreError::Throttled {
-                service: SERVICE,
-                operation: "TransactWriteItems",
-            });
-        }
-        Err(StoreError::corrupt(
-            "TransactWriteItems",
-            format!(
-                "transaction cancelled for {:?}",
-                reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
-            ),
-        ))
+        conflict_or_error(&reasons)?;
+        Ok(ClientPutOutcome::Interrupted)
     }
 
     #[instrument(skip(self, units), fields(log = %log))]
@@ -636,25 +653,9 @@ impl LogStore for DynamoLogStore {
             *units += RequestUnits::writes(write_units(entry_size, true));
             *units += RequestUnits::writes(write_units(dedupe_bytes, true));
         };
-        let reasons = match result {
-            Ok(_) => {
-                charge(units, DEDUPE_ITEM_CHARGE_BYTES);
-                return Ok(OnceOutcome::Written);
-            }
-            Err(SdkError::ServiceError(e))
-                if matches!(
-                    e.err(),
-                    TransactWriteItemsError::TransactionCanceledException(_)
-                ) =>
-            {
-                match e.into_err() {
-                    TransactWriteItemsError::TransactionCanceledException(c) => {
-                        c.cancellation_reasons.unwrap_or_default()
-                    }
-                    _ => Vec::new(),
-                }
-            }
-            Err(e) => return Err(ddb_error("TransactWriteItems", e)),
+        let Some(reasons) = cancellation_reasons(result)? else {
+            charge(units, DEDUPE_ITEM_CHARGE_BYTES);
+            return Ok(OnceOutcome::Written);
         };
         let (entry_reason, dedupe_reason) = (reasons.first(), reasons.get(1));
         let old_dedupe = dedupe_reason.and_then(|r| r.item.as_ref());
@@ -684,30 +685,8 @@ impl LogStore for DynamoLogStore {
         if code(entry_reason) == "ConditionalCheckFailed" {
             return Ok(OnceOutcome::Taken(taken));
         }
-        if reasons
-            .iter()
-            .any(|r| matches!(r.code(), Some("TransactionConflict")))
-        {
-            return Ok(OnceOutcome::Interrupted);
-        }
-        if reasons.iter().any(|r| {
-            matches!(
-                r.code(),
-                Some("ThrottlingError" | "ProvisionedThroughputExceeded")
-            )
-        }) {
-            return Err(StoreError::Throttled {
-                service: SERVICE,
-                operation: "TransactWriteItems",
-            });
-        }
-        Err(StoreError::corrupt(
-            "TransactWriteItems",
-            format!(
-                "transaction cancelled for {:?}",
-                reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
-            ),
-        ))
+        conflict_or_error(&reasons)?;
+        Ok(OnceOutcome::Interrupted)
     }
 
     #[instrument(skip(self, key, units))]
