@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 use sheetlog_core::LogId;
-use sheetlog_core::sheet::Range;
+use sheetlog_core::sheet::{Range, Row};
 use sheetlog_core::snapshot::{ReadBudget, SnapshotError, grid, read_rows};
-use sheetlog_core::snapshot_input::{self, InputError};
+use sheetlog_core::snapshot_input;
 
 use crate::dto::CellsResponse;
 use crate::error::ApiError;
@@ -42,21 +42,6 @@ pub async fn read(
                 .0
         }
     };
-    let input = snapshot_input::as_of(&state.log, log, at)
-        .await
-        .map_err(|e| match e {
-            InputError::Log(e) => ApiError::from_log(log_id, e),
-            // A read that has not caught up with the log yet: retry shortly.
-            InputError::ShortRead { .. } => ApiError::Busy,
-            other => ApiError::Internal(other.to_string()),
-        })?;
-    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
-        .await
-        .map_err(|e| {
-            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
-        })?;
-    let entries = snapshot_input::log_entries(&input.entries)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
     // Every empty cell still costs a `null` in the answer; the rest of the response limit is for
     // the values, and the read stops once they pass it (long texts can make a range of 100,000
     // cells gigabytes).
@@ -65,25 +50,14 @@ pub async fn read(
         cells: usize::MAX,
         bytes: limit.saturating_sub(cells as usize * 5 + 1024),
     };
-    let rows = match read_rows(
-        &state.bucket,
-        &state.bucket,
-        *log.as_uuid(),
-        base.as_ref(),
-        &entries,
-        range,
-        budget,
-    )
-    .await
-    {
-        Ok((rows, _stats)) => rows,
-        Err(SnapshotError::OverBudget { bytes, .. }) => {
+    let rows = match rows_at(state, log, log_id, at, range, budget).await? {
+        Bounded::Rows(rows) => rows,
+        Bounded::OverBudget { bytes, .. } => {
             return Err(ApiError::RangeTooLarge {
                 size: bytes + cells as usize * 5,
                 limit,
             });
         }
-        Err(e) => return Err(ApiError::Internal(format!("reading {raw_range}: {e}"))),
     };
     let values = grid(rows, range);
     let values = values
@@ -99,4 +73,48 @@ pub async fn read(
         range: raw_range.to_owned(),
         values,
     })
+}
+
+/// What a bounded read found: the rows, or how far it got before its budget ran out.
+#[derive(Debug)]
+pub enum Bounded {
+    Rows(Vec<Row>),
+    OverBudget { cells: usize, bytes: usize },
+}
+
+/// The non-empty cells of `range` as of sequence `at` (the newest completed snapshot at or before
+/// it plus the entries after it), as sparse rows, stopping once they pass `budget`.
+pub async fn rows_at(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    at: u64,
+    range: Range,
+    budget: ReadBudget,
+) -> Result<Bounded, ApiError> {
+    let input = snapshot_input::as_of(&state.log, log, at)
+        .await
+        .map_err(|e| ApiError::from_input(log_id, e))?;
+    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
+        .await
+        .map_err(|e| {
+            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
+        })?;
+    let entries = snapshot_input::log_entries(&input.entries)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    match read_rows(
+        &state.bucket,
+        &state.bucket,
+        *log.as_uuid(),
+        base.as_ref(),
+        &entries,
+        range,
+        budget,
+    )
+    .await
+    {
+        Ok((rows, _stats)) => Ok(Bounded::Rows(rows)),
+        Err(SnapshotError::OverBudget { cells, bytes }) => Ok(Bounded::OverBudget { cells, bytes }),
+        Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
+    }
 }

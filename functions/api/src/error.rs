@@ -200,6 +200,18 @@ impl ApiError {
         m
     }
 
+    /// Maps an error from reading the log as of a sequence (`snapshot_input`) for a request
+    /// about `log`.
+    pub fn from_input(log: &str, e: sheetlog_core::snapshot_input::InputError) -> Self {
+        use sheetlog_core::snapshot_input::InputError;
+        match e {
+            InputError::Log(e) => Self::from_log(log, e),
+            // A read that has not caught up with the log yet: retry shortly.
+            InputError::ShortRead { .. } => ApiError::Busy,
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+
     /// Maps an event-log error for a request about `log`.
     pub fn from_log(log: &str, e: LogError) -> Self {
         match e {

@@ -80,7 +80,7 @@ pub fn parse_log_id(raw: &str) -> ApiResult<LogId> {
 }
 
 /// The request body, mapping axum's rejections (too large, unreadable) to our JSON errors.
-fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
     body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::RequestTooLarge { limit }
@@ -92,7 +92,7 @@ fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<By
 
 /// Parses a JSON body: malformed JSON is `invalid-json`, well-formed JSON of the wrong shape
 /// (unknown or missing fields, wrong types) is `invalid-entry`.
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     serde_json::from_slice(bytes).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
@@ -129,6 +129,13 @@ fn type_name(kind: EntryType) -> &'static str {
     }
 }
 
+/// An event's `body` in the API's JSON form (what a client sent as `body`, or as a mutation's
+/// `args`).
+pub(crate) fn event_body(event: &Event) -> ApiResult<Value> {
+    let mut v = serde_json::to_value(event).map_err(|err| ApiError::Internal(err.to_string()))?;
+    Ok(v.get_mut("body").map(Value::take).unwrap_or(Value::Null))
+}
+
 /// The JSON form of a stored entry, exactly as a client wrote it.
 pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     let decoded = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
@@ -138,11 +145,7 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
         ))
     })?;
     let body = match decoded {
-        EntryBody::Event(event) => {
-            let mut v =
-                serde_json::to_value(&event).map_err(|err| ApiError::Internal(err.to_string()))?;
-            v.get_mut("body").map(Value::take).unwrap_or(Value::Null)
-        }
+        EntryBody::Event(event) => event_body(&event)?,
         EntryBody::Mutations(m) => crate::sync::mutations_json(&m)?,
         EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
@@ -272,10 +275,7 @@ async fn fork(state: &SharedState, from: &ForkFrom) -> ApiResult<sheetlog_core::
         id,
     )
     .await
-    .map_err(|e| match e {
-        sheetlog_core::snapshot_input::InputError::Log(e) => ApiError::from_log(&from.log_id, e),
-        other => ApiError::Internal(format!("building the fork's snapshot: {other}")),
-    })?;
+    .map_err(|e| ApiError::from_input(&from.log_id, e))?;
     let created = state
         .log
         .create_fork(id, built.manifest_key)

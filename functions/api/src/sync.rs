@@ -24,17 +24,18 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::LogId;
+use sheetlog_core::domain::clients::ClientRange;
 use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::{Mutations, check_id};
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
-use sheetlog_core::snapshot::{ReadBudget, SnapshotError, read_rows};
-use sheetlog_core::snapshot_input::{self, InputError};
+use sheetlog_core::snapshot::ReadBudget;
 use tracing::{info, warn};
 
+use crate::cells::{Bounded, rows_at};
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::routes::{ApiResult, parse_log_id};
+use crate::routes::{ApiResult, body_bytes, event_body, parse_json, parse_log_id};
 use crate::state::SharedState;
 
 /// The push and pull protocol version spoken here.
@@ -56,18 +57,7 @@ fn replicache_error(error: &str, version_type: Option<&str>) -> Response {
 }
 
 fn parse_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
-    let bytes = body.map_err(|e| {
-        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::RequestTooLarge { limit }
-        } else {
-            ApiError::InvalidJson(format!("could not read the request body: {e}"))
-        }
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        let msg = e.to_string();
-        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
-        ApiError::InvalidJson(format!("the request body is not valid JSON: {msg}"))
-    })
+    parse_json(&body_bytes(body, limit)?)
 }
 
 /// `VersionNotSupported` for a request of another protocol or schema version.
@@ -156,38 +146,9 @@ pub async fn push(
     let mut rejected = Vec::new();
     let mut last_ids = BTreeMap::new();
     for (client, mutations) in &runs {
-        loop {
-            match state
-                .log
-                .push_run(
-                    log,
-                    group,
-                    client,
-                    mutations,
-                    state.hint(log),
-                    RunSource::Push,
-                )
-                .await
-            {
-                Ok(RunOutcome::Applied { range, appended }) => {
-                    crate::trigger::after_append(&state, log, &appended).await;
-                    for m in mutations.iter().filter(|m| range.contains(m.id)) {
-                        match &m.event {
-                            Ok(_) => applied += 1,
-                            Err(error) => {
-                                warn!(log = %log, client, id = m.id, error, "mutation rejected");
-                                rejected.push(json!({
-                                    "clientID": client, "id": m.id, "error": error,
-                                }));
-                            }
-                        }
-                    }
-                    last_ids.insert(client.clone(), range.last);
-                }
-                Ok(RunOutcome::AlreadyApplied { newest, .. }) => {
-                    last_ids.insert(client.clone(), newest.last);
-                    break;
-                }
+        let (ranges, last) =
+            match apply_client(&state, log, group, client, mutations, RunSource::Push).await {
+                Ok(done) => done,
                 // The log has no record of a client that is past its first mutation: its state
                 // here was lost (Replicache then starts the client afresh).
                 Err(LogError::ClientUnknown { client, got }) => {
@@ -195,8 +156,20 @@ pub async fn push(
                     return Ok(replicache_error("ClientStateNotFound", None));
                 }
                 Err(e) => return Err(ApiError::from_log(&log_id, e)),
+            };
+        for m in mutations
+            .iter()
+            .filter(|m| ranges.iter().any(|r| r.contains(m.id)))
+        {
+            match &m.event {
+                Ok(_) => applied += 1,
+                Err(error) => {
+                    warn!(log = %log, client, id = m.id, error, "mutation rejected");
+                    rejected.push(json!({"clientID": client, "id": m.id, "error": error}));
+                }
             }
         }
+        last_ids.insert(client.clone(), last);
     }
     info!(log = %log, group, applied, rejected = rejected.len(), "push");
     Ok(Json(json!({
@@ -205,6 +178,33 @@ pub async fn push(
         "lastMutationIDs": last_ids,
     }))
     .into_response())
+}
+
+/// Pushes one client's mutations until every one of them is applied, one `mutations` entry per
+/// run with the snapshot trigger after each: the ranges this call wrote, and the client's last
+/// applied mutation id afterwards.
+async fn apply_client(
+    state: &SharedState,
+    log: LogId,
+    group: &str,
+    client: &str,
+    mutations: &[PushedMutation],
+    source: RunSource,
+) -> Result<(Vec<ClientRange>, u64), LogError> {
+    let mut ranges = Vec::new();
+    loop {
+        match state
+            .log
+            .push_run(log, group, client, mutations, state.hint(log), source)
+            .await?
+        {
+            RunOutcome::Applied { range, appended } => {
+                crate::trigger::after_append(state, log, &appended).await;
+                ranges.push(range);
+            }
+            RunOutcome::AlreadyApplied { newest, .. } => return Ok((ranges, newest.last)),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -425,43 +425,17 @@ async fn read_at(
     seq: u64,
     range: Range,
 ) -> ApiResult<Vec<Row>> {
-    let input = snapshot_input::as_of(&state.log, log, seq)
-        .await
-        .map_err(|e| match e {
-            InputError::Log(e) => ApiError::from_log(log_id, e),
-            // A read that has not caught up with the log yet: Replicache retries the pull.
-            InputError::ShortRead { .. } => ApiError::Busy,
-            other => ApiError::Internal(other.to_string()),
-        })?;
-    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
-        .await
-        .map_err(|e| {
-            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
-        })?;
-    let entries = snapshot_input::log_entries(&input.entries)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let limit = state.cfg.max_response_bytes;
     let budget = ReadBudget {
         cells: limit / MIN_PUT_BYTES,
         bytes: limit,
     };
-    match read_rows(
-        &state.bucket,
-        &state.bucket,
-        *log.as_uuid(),
-        base.as_ref(),
-        &entries,
-        range,
-        budget,
-    )
-    .await
-    {
-        Ok((rows, _)) => Ok(rows),
-        Err(SnapshotError::OverBudget { cells, bytes }) => Err(ApiError::ViewTooLarge {
+    match rows_at(state, log, log_id, seq, range, budget).await? {
+        Bounded::Rows(rows) => Ok(rows),
+        Bounded::OverBudget { cells, bytes } => Err(ApiError::ViewTooLarge {
             size: bytes.max(cells * MIN_PUT_BYTES),
             limit,
         }),
-        Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
     }
 }
 
@@ -619,7 +593,6 @@ pub async fn replay(
             let EntryBody::Mutations(m) = body else {
                 continue;
             };
-            let rejected = m.rejected();
             let mut events = m.applied.into_iter().peekable();
             let mutations: Vec<PushedMutation> = (m.first..=m.last)
                 .map(|id| match events.next_if(|a| a.id == id) {
@@ -633,28 +606,18 @@ pub async fn replay(
                     },
                 })
                 .collect();
-            debug_assert_eq!(
-                mutations.iter().filter(|p| p.event.is_err()).count(),
-                rejected.len()
-            );
-            let mut done = 0u64;
-            while let RunOutcome::Applied { range, appended: a } = state
-                .log
-                .push_run(
-                    log,
-                    &m.group,
-                    &m.client,
-                    &mutations,
-                    state.hint(log),
-                    RunSource::Replay,
-                )
-                .await
-                .map_err(|e| ApiError::from_log(&log_id, e))?
-            {
-                crate::trigger::after_append(&state, log, &a).await;
-                appended += 1;
-                done += range.last - range.first + 1;
-            }
+            let (ranges, _) = apply_client(
+                &state,
+                log,
+                &m.group,
+                &m.client,
+                &mutations,
+                RunSource::Replay,
+            )
+            .await
+            .map_err(|e| ApiError::from_log(&log_id, e))?;
+            let done: u64 = ranges.iter().map(|r| r.last - r.first + 1).sum();
+            appended += ranges.len() as u64;
             applied += done;
             skipped += (m.last - m.first + 1) - done;
         }
@@ -678,12 +641,10 @@ pub async fn replay(
 pub fn mutations_json(m: &Mutations) -> ApiResult<Value> {
     let mut applied = Vec::with_capacity(m.applied.len());
     for mu in &m.applied {
-        let mut v =
-            serde_json::to_value(&mu.event).map_err(|e| ApiError::Internal(e.to_string()))?;
         applied.push(json!({
             "id": mu.id,
             "name": mu.event.type_name(),
-            "args": v.get_mut("body").map(Value::take).unwrap_or(Value::Null),
+            "args": event_body(&mu.event)?,
         }));
     }
     Ok(json!({
