@@ -66,4 +66,27 @@ impl TestStack {
     pub fn log(&self) -> anyhow::Result<AwsLog> {
         self.log_with(LogConfig::default())
     }
+
+    /// The log with every write's response lost (and the write retried, as the SDK would):
+    /// what a retry after a timeout sees on AWS, which the emulator never does.
+    pub fn lossy_log(
+        &self,
+        seed: u64,
+    ) -> anyhow::Result<
+        sheetlog_core::log::EventLog<
+            sheetlog_core::faults::FaultyLogStore<sheetlog_core::aws::DynamoLogStore>,
+            sheetlog_core::aws::S3Bucket,
+        >,
+    > {
+        use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
+        let mut profile =
+            FaultProfile::named("none").ok_or_else(|| anyhow::anyhow!("no profile"))?;
+        profile.lost_response = 1.0;
+        let store = FaultyLogStore::new(self.log_store(), Faults::new(profile, seed));
+        Ok(sheetlog_core::log::EventLog::new(
+            store,
+            self.bucket(),
+            LogConfig::default(),
+        )?)
+    }
 }

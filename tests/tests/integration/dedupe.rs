@@ -9,11 +9,9 @@ use bytes::Bytes;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_core::LogError;
-use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::dedupe::{DedupeKey, SUFFIX_BYTES, column_name, month_index};
 use sheetlog_core::domain::{EntryType, NewEntry};
-use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
-use sheetlog_core::log::{AppendOnce, AppendOptions, Clock, EventLog, IdempotencyKey};
+use sheetlog_core::log::{AppendOnce, AppendOptions, Clock, IdempotencyKey};
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::{ApiClient, TestApi, json_str};
 
@@ -175,10 +173,7 @@ async fn keys_age_out_with_their_month_column() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_lost_transaction_response_is_our_own_write_on_the_emulator() -> anyhow::Result<()> {
     let stack = TestStack::new("dedupe-lossy").await?;
-    let mut profile = FaultProfile::named("none").ok_or_else(|| anyhow::anyhow!("no profile"))?;
-    profile.lost_response = 1.0;
-    let store = FaultyLogStore::new(stack.log_store(), Faults::new(profile, 5));
-    let log = EventLog::new(store, stack.bucket(), LogConfig::default())?;
+    let log = stack.lossy_log(5)?;
     let id = log.create().await?.log;
     for i in 1..=5u64 {
         let key = IdempotencyKey::request(format!("lossy-{i}"));

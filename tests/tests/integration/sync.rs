@@ -8,10 +8,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_core::LogError;
-use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::clients::client_key;
-use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
-use sheetlog_core::log::{EventLog, PushedMutation, RunOutcome, RunSource};
+use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::Event;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::{ApiClient, TestApi, json_str};
@@ -119,10 +117,7 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
 #[tokio::test]
 async fn lost_responses_on_the_emulator_never_apply_twice() -> anyhow::Result<()> {
     let stack = TestStack::new("sync-lossy").await?;
-    let mut profile = FaultProfile::named("none").ok_or_else(|| anyhow::anyhow!("no profile"))?;
-    profile.lost_response = 1.0;
-    let store = FaultyLogStore::new(stack.log_store(), Faults::new(profile, 5));
-    let log = EventLog::new(store, stack.bucket(), LogConfig::default())?;
+    let log = stack.lossy_log(5)?;
     let id = log.create().await?.log;
     for end in [3u64, 6, 9] {
         // Every transaction's answer is lost and the call retried: the retry finds the range
@@ -189,6 +184,26 @@ fn patch_map(pull: &Value) -> (bool, std::collections::BTreeMap<String, Option<V
         }
     }
     (clear, m)
+}
+
+/// Applies a pull response's patch to a client's view, as Replicache does.
+fn apply_patch(
+    view: &mut std::collections::BTreeMap<String, Value>,
+    pull: &Value,
+) -> anyhow::Result<()> {
+    for op in pull["patch"].as_array().into_iter().flatten() {
+        match op["op"].as_str() {
+            Some("clear") => view.clear(),
+            Some("put") => {
+                view.insert(json_str(op, "/key").to_owned(), op["value"].clone());
+            }
+            Some("del") => {
+                view.remove(json_str(op, "/key"));
+            }
+            other => anyhow::bail!("unknown op {other:?}"),
+        }
+    }
+    Ok(())
 }
 
 #[tokio::test]
@@ -678,29 +693,14 @@ async fn incremental_pulls_stay_exact_under_stale_reads() -> anyhow::Result<()> 
             continue; // a read had not caught up; Replicache retries later, and so do we
         }
         assert_eq!(s, StatusCode::OK, "mutation {i}, cookie {cookie}: {v}");
-        for op in v["patch"].as_array().into_iter().flatten() {
-            match op["op"].as_str() {
-                Some("clear") => view.clear(),
-                Some("put") => {
-                    view.insert(json_str(op, "/key").to_owned(), op["value"].clone());
-                }
-                Some("del") => {
-                    view.remove(json_str(op, "/key"));
-                }
-                other => anyhow::bail!("unknown op {other:?}"),
-            }
-        }
+        apply_patch(&mut view, &v)?;
         if let Some(l) = v["lastMutationIDChanges"]["c"].as_u64() {
             last = l;
         }
         cookie = v["cookie"].clone();
-        let cells: std::collections::BTreeMap<String, Value> = view
-            .iter()
-            .filter(|(k, _)| k.starts_with("cell/"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        view.retain(|k, _| k.starts_with("cell/"));
         assert_eq!(
-            cells,
+            view,
             expected(last),
             "after mutation {i}, cookie {cookie}, last {last}"
         );
@@ -710,18 +710,7 @@ async fn incremental_pulls_stay_exact_under_stale_reads() -> anyhow::Result<()> 
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let (s, v) = post(&c, &pull, &pull_body("g", cookie.clone())).await?;
     assert_eq!(s, StatusCode::OK, "{v}");
-    for op in v["patch"].as_array().into_iter().flatten() {
-        match op["op"].as_str() {
-            Some("clear") => view.clear(),
-            Some("put") => {
-                view.insert(json_str(op, "/key").to_owned(), op["value"].clone());
-            }
-            Some("del") => {
-                view.remove(json_str(op, "/key"));
-            }
-            other => anyhow::bail!("unknown op {other:?}"),
-        }
-    }
+    apply_patch(&mut view, &v)?;
     view.retain(|k, _| k.starts_with("cell/"));
     assert_eq!(view, expected(40), "the final view holds every mutation");
     assert!(
