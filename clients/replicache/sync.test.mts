@@ -176,7 +176,7 @@ describe('the replicache client against sheetlog', () => {
     await synced(rep, logId);
     assert.deepEqual(await appliedIds(logId, rep.clientID), range(50));
     const c = await api('GET', `/logs/${logId}/clients/${rep.clientID}`);
-    assert.equal(c.lastMutationID, 50);
+    assert.equal(c.lastMutationId, 50);
     assert.deepEqual((await api('GET', `/logs/${logId}/cells?range=D1`)).values, [[50]]);
   });
 
@@ -207,7 +207,7 @@ describe('the replicache client against sheetlog', () => {
     await rep.mutate.set({ cells: [{ ref: 'F2', value: 2 }] });
     await synced(rep, logId);
     const c = await api('GET', `/logs/${logId}/clients/${rep.clientID}`);
-    assert.equal(c.lastMutationID, 3);
+    assert.equal(c.lastMutationId, 3);
     const m = await api('GET', `/logs/${logId}/clients/${rep.clientID}/mutations/2`);
     assert.equal(m.status, 'rejected');
     const view = await cells(rep);

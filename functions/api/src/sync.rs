@@ -443,7 +443,7 @@ async fn read_at(
 #[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}",
     params(("logId" = String, Path, description = "the log's UUID"),
         ("clientId" = String, Path, description = "the client's id")),
-    responses((status = 200, body = Object, description = "clientID, clientGroupID, lastMutationID, seq"),
+    responses((status = 200, body = Object, description = "clientId, clientGroupId, lastMutationId, seq"),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 503, body = ErrorResponse)))]
 pub async fn client(
@@ -460,9 +460,9 @@ pub async fn client(
         .map_err(from_log)?
     {
         Some(r) => Ok(Json(json!({
-            "clientID": r.client,
-            "clientGroupID": r.group,
-            "lastMutationID": r.last,
+            "clientId": r.client,
+            "clientGroupId": r.group,
+            "lastMutationId": r.last,
             "seq": r.seq,
         }))),
         None => {
@@ -479,7 +479,7 @@ pub async fn client(
     params(("logId" = String, Path, description = "the log's UUID"),
         ("clientId" = String, Path, description = "the client's id"),
         ("id" = String, Path, description = "the mutation id (a positive whole number)")),
-    responses((status = 200, body = Object, description = "clientID, clientGroupID, mutationID, seq, status"),
+    responses((status = 200, body = Object, description = "clientId, clientGroupId, mutationId, seq, status"),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 503, body = ErrorResponse)))]
 pub async fn mutation(
@@ -499,9 +499,9 @@ pub async fn mutation(
         .map_err(from_log)?
     {
         Some(r) => Ok(Json(json!({
-            "clientID": r.client,
-            "clientGroupID": r.group,
-            "mutationID": id,
+            "clientId": r.client,
+            "clientGroupId": r.group,
+            "mutationId": id,
             "seq": r.seq,
             "status": if r.rejected.contains(&id) { "rejected" } else { "applied" },
         }))),

@@ -307,7 +307,7 @@ async fn push_and_pull_speak_replicache_version_1() -> anyhow::Result<()> {
         .json()
         .await?;
     assert_eq!(
-        (v["lastMutationID"].clone(), v["seq"].clone()),
+        (v["lastMutationId"].clone(), v["seq"].clone()),
         (json!(5), json!(3))
     );
     let r = c
@@ -616,7 +616,7 @@ async fn a_replay_onto_another_log_is_idempotent() -> anyhow::Result<()> {
         .json()
         .await?;
     assert_eq!(
-        v["lastMutationID"], 4,
+        v["lastMutationId"], 4,
         "the mutations keep their client and ids: {v}"
     );
 
