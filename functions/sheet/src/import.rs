@@ -22,7 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use super::a1::CellRef;
 use super::event::ImportFormat;
-use super::limits::{MAX_COLS, MAX_ROWS, MAX_TEXT_CHARS};
+use super::limits::{
+    MAX_COLS, MAX_CSV_RECORD_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_XLSX_COMPRESSION_RATIO,
+    MAX_XLSX_PART_BYTES, MAX_XLSX_UNCOMPRESSED_BYTES,
+};
 use super::value::{Cell, ErrorCode, Row, Value};
 
 /// A seekable byte source (a file, or bytes in memory).
@@ -62,8 +65,36 @@ pub enum ImportError {
     TooManyColumns { row: u64 },
     #[error("{cell}: text is {chars} characters, the limit is {MAX_TEXT_CHARS}")]
     TextTooLong { cell: String, chars: usize },
+    #[error("the record starting on line {line} is longer than {MAX_CSV_RECORD_BYTES} bytes")]
+    RecordTooLong { line: u64 },
+    #[error("part {part} decompresses to more than {MAX_XLSX_PART_BYTES} bytes")]
+    XlsxPartTooLarge { part: String },
+    #[error("the workbook decompresses to more than {MAX_XLSX_UNCOMPRESSED_BYTES} bytes")]
+    XlsxTooLarge,
+    #[error(
+        "part {part} decompresses more than {MAX_XLSX_COMPRESSION_RATIO} times its stored size (a zip bomb?)"
+    )]
+    XlsxRatio { part: String },
     #[error("stopped by the consumer: {0}")]
     Consumer(String),
+}
+
+impl ImportError {
+    /// The documented limit this error is about (its name in docs/api.md and its value), if any.
+    pub fn limit(&self) -> Option<(&'static str, u64)> {
+        Some(match self {
+            ImportError::TooManyRows => ("maxRows", u64::from(MAX_ROWS)),
+            ImportError::TooManyColumns { .. } => ("maxColumns", u64::from(MAX_COLS)),
+            ImportError::TextTooLong { .. } => ("maxTextChars", MAX_TEXT_CHARS as u64),
+            ImportError::RecordTooLong { .. } => ("maxCsvRecordBytes", MAX_CSV_RECORD_BYTES),
+            ImportError::XlsxPartTooLarge { .. } => ("maxXlsxPartBytes", MAX_XLSX_PART_BYTES),
+            ImportError::XlsxTooLarge => ("maxXlsxUncompressedBytes", MAX_XLSX_UNCOMPRESSED_BYTES),
+            ImportError::XlsxRatio { .. } => {
+                ("maxXlsxCompressionRatio", MAX_XLSX_COMPRESSION_RATIO)
+            }
+            _ => return None,
+        })
+    }
 }
 
 /// What a completed read saw.
@@ -112,17 +143,36 @@ fn read_csv(
     f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
 ) -> Result<ImportSummary, ImportError> {
     reader.seek(SeekFrom::Start(from.byte))?;
+    let record_start = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let bounded = RecordBound {
+        inner: reader,
+        read: 0,
+        record_start: record_start.clone(),
+    };
     let mut builder = csv::ReaderBuilder::new();
     builder.has_headers(false).flexible(true);
-    let mut csv = builder.from_reader(reader);
+    let mut csv = builder.from_reader(bounded);
     let mut record = csv::ByteRecord::new();
     let mut summary = ImportSummary::default();
     let mut row = from.row;
     loop {
-        match csv.read_byte_record(&mut record) {
+        let res = csv.read_byte_record(&mut record);
+        record_start.store(csv.position().byte(), std::sync::atomic::Ordering::Relaxed);
+        match res {
             Ok(true) => {}
             Ok(false) => return Ok(summary),
             Err(e) => match e.into_kind() {
+                csv::ErrorKind::Io(io)
+                    if io.get_ref().is_some_and(|e| e.is::<RecordOverLimit>()) =>
+                {
+                    if mode == Mode::Strict {
+                        return Err(ImportError::RecordTooLong {
+                            line: from.line + csv.position().line(),
+                        });
+                    }
+                    summary.truncated = true;
+                    return Ok(summary);
+                }
                 csv::ErrorKind::Io(io) => return Err(ImportError::Io(io)),
                 other if mode == Mode::Strict => {
                     return Err(ImportError::Unreadable {
@@ -184,6 +234,36 @@ fn read_csv(
             ControlFlow::Continue(()) => {}
             ControlFlow::Break(()) => return Ok(summary),
         }
+    }
+}
+
+/// The marker a [`RecordBound`] fails a read with.
+#[derive(Debug, thiserror::Error)]
+#[error("a CSV record is longer than {MAX_CSV_RECORD_BYTES} bytes")]
+struct RecordOverLimit;
+
+/// Fails the read once the record being parsed has taken more than [`MAX_CSV_RECORD_BYTES`]
+/// (plus the parser's own buffer), so a file that is one endless line is refused at the limit
+/// instead of being gathered into one record in memory. `record_start` is where the current
+/// record began, kept up to date by the loop that reads records.
+struct RecordBound<R> {
+    inner: R,
+    read: u64,
+    record_start: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for RecordBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let start = self.record_start.load(std::sync::atomic::Ordering::Relaxed);
+        if self.read.saturating_sub(start) > MAX_CSV_RECORD_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                RecordOverLimit,
+            ));
+        }
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
     }
 }
 
@@ -275,6 +355,10 @@ fn read_xlsx(
         message: e.to_string(),
     };
     let mut summary = ImportSummary::default();
+    let mut reader = reader;
+    if mode == Mode::Strict {
+        check_zip(&mut reader)?;
+    }
     let mut book: Xlsx<_> = match Xlsx::new(reader) {
         Ok(b) => b,
         Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
@@ -374,6 +458,51 @@ fn read_xlsx(
     }
     emit(current.take(), &mut summary)?;
     Ok(summary)
+}
+
+/// Inflates every part of an XLSX file once, counting, before calamine reads it: no part that is
+/// read into memory whole may exceed [`MAX_XLSX_PART_BYTES`], the parts together may not exceed
+/// [`MAX_XLSX_UNCOMPRESSED_BYTES`], and no part may inflate more than
+/// [`MAX_XLSX_COMPRESSION_RATIO`] times. The sizes a ZIP file declares are not trusted: they are
+/// what a zip bomb lies about. Memory stays at one buffer; a bomb is refused as soon as its ratio
+/// shows. Leaves the reader at the start.
+fn check_zip(reader: &mut Box<dyn ReadSeek>) -> Result<(), ImportError> {
+    let unreadable = |e: zip::result::ZipError| ImportError::Unreadable {
+        format: "XLSX",
+        message: e.to_string(),
+    };
+    let mut total = 0u64;
+    {
+        let mut zip = zip::ZipArchive::new(&mut *reader).map_err(unreadable)?;
+        let mut buf = vec![0u8; 64 * 1024];
+        for i in 0..zip.len() {
+            let mut part = zip.by_index(i).map_err(unreadable)?;
+            let name = part.name().to_owned();
+            let stored = part.compressed_size().max(1);
+            // Worksheets are streamed; everything else calamine reads whole.
+            let streamed = name.starts_with("xl/worksheets/");
+            let mut inflated = 0u64;
+            loop {
+                let n = part.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                inflated += n as u64;
+                total += n as u64;
+                if !streamed && inflated > MAX_XLSX_PART_BYTES {
+                    return Err(ImportError::XlsxPartTooLarge { part: name });
+                }
+                if total > MAX_XLSX_UNCOMPRESSED_BYTES {
+                    return Err(ImportError::XlsxTooLarge);
+                }
+                if inflated > 1024 * 1024 && inflated / stored > MAX_XLSX_COMPRESSION_RATIO {
+                    return Err(ImportError::XlsxRatio { part: name });
+                }
+            }
+        }
+    }
+    reader.seek(SeekFrom::Start(0))?;
+    Ok(())
 }
 
 fn xlsx_value(

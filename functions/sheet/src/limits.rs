@@ -14,3 +14,16 @@ pub const MAX_FORMAT_BYTES: usize = 255;
 /// least a few bytes, so this bound is never the binding one for a valid entry; it keeps a corrupt
 /// or hostile binary body from asking for an absurd allocation.
 pub const MAX_CELLS_PER_SET: usize = 1_000_000;
+
+/// Bytes in one CSV record (a line, or several when a quoted field spans lines). The widest valid
+/// row of plain values is far below this; the bound keeps one endless line from holding the
+/// whole file in memory while it is parsed (docs/api.md, "Upload limits").
+pub const MAX_CSV_RECORD_BYTES: u64 = 4 * 1024 * 1024;
+/// Decompressed bytes of any one XLSX part that is read into memory whole: the shared-strings
+/// table, styles, the workbook. (Worksheets are streamed, cell by cell.)
+pub const MAX_XLSX_PART_BYTES: u64 = 64 * 1024 * 1024;
+/// Decompressed bytes of a whole XLSX file, all parts together.
+pub const MAX_XLSX_UNCOMPRESSED_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Decompressed ÷ compressed size of one XLSX part, checked once the part has produced more than
+/// a mebibyte. Spreadsheet XML deflates about 5 to 30 times; a zip bomb deflates about a thousand.
+pub const MAX_XLSX_COMPRESSION_RATIO: u64 = 200;

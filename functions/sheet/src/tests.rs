@@ -576,3 +576,77 @@ fn an_import_without_its_payload_is_an_error() {
         .unwrap_err();
     assert!(matches!(e, ApplyError::MissingPayload));
 }
+
+#[test]
+fn an_endless_csv_record_is_refused_at_the_record_limit() {
+    // An unclosed quote makes the rest of the file one record: without the bound the parser
+    // would gather all of it into memory.
+    let mut endless = b"a,b\n\"".to_vec();
+    endless.extend(std::iter::repeat_n(
+        b'x',
+        MAX_CSV_RECORD_BYTES as usize + 1024 * 1024,
+    ));
+    let err =
+        import::validate(ImportFormat::Csv, Box::new(Cursor::new(endless.clone()))).unwrap_err();
+    assert!(
+        matches!(err, ImportError::RecordTooLong { line: 2 }),
+        "{err}"
+    );
+    assert_eq!(
+        err.limit(),
+        Some(("maxCsvRecordBytes", MAX_CSV_RECORD_BYTES))
+    );
+    // Applying such a file (it could never be committed) stops there, deterministically.
+    let mut s = Sheet::new();
+    s.import_bytes(ImportFormat::Csv, &endless[..]).unwrap();
+    assert_eq!(grid(&s, "A1:B1"), vec![vec![text("a"), text("b")]]);
+
+    // A long record under the limit is fine: 100 fields of 30,000 characters (3 MB).
+    let field = "y".repeat(30_000);
+    let wide = format!("{}\n1,2\n", vec![field.as_str(); 100].join(","));
+    let summary =
+        import::validate(ImportFormat::Csv, Box::new(Cursor::new(wide.into_bytes()))).unwrap();
+    assert_eq!((summary.rows, summary.cells), (2, 102));
+}
+
+/// A ZIP file with the given parts, each deflated.
+fn zip_of(parts: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, bytes) in parts {
+        out.start_file(*name, opts).unwrap();
+        out.write_all(bytes).unwrap();
+    }
+    out.finish().unwrap().into_inner()
+}
+
+#[test]
+fn xlsx_zip_bombs_are_refused_before_they_are_inflated_into_memory() {
+    let zeros = vec![0u8; 300 * 1024 * 1024];
+    for part in ["xl/sharedStrings.xml", "xl/worksheets/sheet1.xml"] {
+        let bomb = zip_of(&[("[Content_Types].xml", b"<Types/>"), (part, &zeros)]);
+        assert!(bomb.len() < 1024 * 1024, "{} bytes", bomb.len());
+        let err = import::validate(ImportFormat::Xlsx, Box::new(Cursor::new(bomb))).unwrap_err();
+        assert!(
+            matches!(&err, ImportError::XlsxRatio { part: p } if p == part),
+            "{err}"
+        );
+        assert_eq!(
+            err.limit(),
+            Some(("maxXlsxCompressionRatio", MAX_XLSX_COMPRESSION_RATIO))
+        );
+    }
+    // A part that is not streamed may not exceed its own size limit even when it compresses
+    // like ordinary XML (here: digits, about 2:1).
+    let digits: Vec<u8> = (0..MAX_XLSX_PART_BYTES + 1)
+        .map(|i| b'0' + ((i * 7919) % 10) as u8)
+        .collect();
+    let big = zip_of(&[("xl/styles.xml", &digits)]);
+    let err = import::validate(ImportFormat::Xlsx, Box::new(Cursor::new(big))).unwrap_err();
+    assert!(
+        matches!(&err, ImportError::XlsxPartTooLarge { part } if part == "xl/styles.xml"),
+        "{err}"
+    );
+}
