@@ -51,6 +51,8 @@ export interface SheetlogConfig {
   readonly autoDeleteDays: number;
   /** Lifetime of presigned upload/download URLs (`SHEETLOG_UPLOAD_URL_TTL_SECS`). */
   readonly uploadUrlTtlSecs: number;
+  /** Largest file an upload URL is signed for and a commit accepts (`SHEETLOG_MAX_UPLOAD_BYTES`). */
+  readonly maxUploadBytes: number;
   /** A claimed pending snapshot not checkpointed for this long may be taken over (`SHEETLOG_PENDING_TIMEOUT_SECS`). */
   readonly pendingTimeoutSecs: number;
   /** Retention of the functions' and the API's log groups. */
@@ -84,6 +86,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   inlineBodyMaxBytes: 16_384,
   autoDeleteDays: 3,
   uploadUrlTtlSecs: 900,
+  maxUploadBytes: 268_435_456,
   pendingTimeoutSecs: 120,
   logRetentionDays: 30,
   logLevel: 'info',
@@ -106,6 +109,7 @@ export const CONFIG_CONTEXT_KEYS = [
   'inlineBodyMaxBytes',
   'autoDeleteDays',
   'uploadUrlTtlSecs',
+  'maxUploadBytes',
   'pendingTimeoutSecs',
   'logRetentionDays',
   'logLevel',
@@ -157,6 +161,9 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
     // URLs are presigned with the function's temporary role credentials, which outlive an hour
     // only sometimes; a longer TTL would promise more than S3 will honour.
     uploadUrlTtlSecs: p.integer('uploadUrlTtlSecs', DEFAULT_CONFIG.uploadUrlTtlSecs, 60, 3_600),
+    // A commit copies the upload with one CopyObject, which S3 allows up to 5 GB; the snapshot
+    // worker streams the file through Lambda's /tmp (10 GB at most).
+    maxUploadBytes: p.integer('maxUploadBytes', DEFAULT_CONFIG.maxUploadBytes, 1, 5 * 1024 ** 3),
     pendingTimeoutSecs: p.integer('pendingTimeoutSecs', DEFAULT_CONFIG.pendingTimeoutSecs, 10, 900),
     logRetentionDays: p.integer(
       'logRetentionDays',

@@ -69,6 +69,7 @@ export const ENV = {
   snapshotInterval: 'SHEETLOG_SNAPSHOT_INTERVAL',
   segmentMaxEntries: 'SHEETLOG_SEGMENT_MAX_ENTRIES',
   uploadUrlTtlSecs: 'SHEETLOG_UPLOAD_URL_TTL_SECS',
+  maxUploadBytes: 'SHEETLOG_MAX_UPLOAD_BYTES',
   pendingTimeoutSecs: 'SHEETLOG_PENDING_TIMEOUT_SECS',
 } as const;
 
@@ -269,7 +270,8 @@ export class SheetlogStack extends Stack {
       .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
       .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries)
       .bindSetting(ENV.dedupeKeysPerMonth, config.dedupeKeysPerMonth)
-      .bindSetting(ENV.uploadUrlTtlSecs, config.uploadUrlTtlSecs);
+      .bindSetting(ENV.uploadUrlTtlSecs, config.uploadUrlTtlSecs)
+      .bindSetting(ENV.maxUploadBytes, config.maxUploadBytes);
 
     this.streamRouter = new SheetlogFunction(this, 'StreamRouter', {
       ...common,

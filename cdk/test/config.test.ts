@@ -40,6 +40,7 @@ describe('configuration defaults', () => {
       inlineBodyMaxBytes: 16_384,
       autoDeleteDays: 3,
       uploadUrlTtlSecs: 900,
+      maxUploadBytes: 268_435_456,
       pendingTimeoutSecs: 120,
       logRetentionDays: 30,
       logLevel: 'info',
@@ -83,6 +84,7 @@ describe('configuration values', () => {
       segmentMaxEntries: '2000',
       inlineBodyMaxBytes: '8192',
       uploadUrlTtlSecs: '300',
+      maxUploadBytes: '1048576',
       pendingTimeoutSecs: '60',
       autoDeleteDays: '7',
       logRetentionDays: '90',
@@ -96,6 +98,7 @@ describe('configuration values', () => {
     assert.equal(api[ENV.segmentMaxEntries], '2000');
     assert.equal(api[ENV.inlineBodyMaxBytes], '8192');
     assert.equal(api[ENV.uploadUrlTtlSecs], '300');
+    assert.equal(api[ENV.maxUploadBytes], '1048576');
     assert.equal(api.RUST_LOG, 'debug,hyper=info');
     const worker = functionByBinary(json, CRATES.snapshotWorker.binaryName)[1].Properties.Environment.Variables;
     assert.equal(worker[ENV.pendingTimeoutSecs], '60');

@@ -250,6 +250,7 @@ describe('functions', () => {
       SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
       SHEETLOG_DEDUPE_KEYS_PER_MONTH: '1000000',
       SHEETLOG_UPLOAD_URL_TTL_SECS: '900',
+      SHEETLOG_MAX_UPLOAD_BYTES: '268435456',
     });
     assert.deepEqual(env(ROUTER), {
       RUST_LOG: 'info',
@@ -338,6 +339,7 @@ describe('functions', () => {
       [LOGICAL_IDS.snapshotQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
       [LOGICAL_IDS.streamRouterFailureQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
       [`${bucket}/payloads/*`]: tagging,
+      [bucket]: ['s3:ListBucket'],
     });
     assert.deepEqual(grants(WORKER), {
       '<own log group>': logs,

@@ -188,3 +188,44 @@ pub fn json_object<'a>(
         .and_then(serde_json::Value::as_object)
         .unwrap_or_else(|| panic!("no object at {pointer} in {v}"))
 }
+
+/// The upload flow's first two steps: asks for an upload URL for `file` (adding its `size` to
+/// `request`), then PUTs the file to it with the headers the answer lists. Returns the answer.
+pub async fn upload_file(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    mut request: serde_json::Value,
+    file: &[u8],
+) -> anyhow::Result<serde_json::Value> {
+    request["size"] = serde_json::json!(file.len());
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&request)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status() == reqwest::StatusCode::CREATED,
+        "{}",
+        r.text().await?
+    );
+    let u: serde_json::Value = r.json().await?;
+    let status = put_upload(&u, file).await?;
+    anyhow::ensure!(status.is_success(), "PUT to the upload URL: {status}");
+    Ok(u)
+}
+
+/// PUTs `file` to the URL of an upload answer, with its signed headers.
+pub async fn put_upload(
+    upload: &serde_json::Value,
+    file: &[u8],
+) -> anyhow::Result<reqwest::StatusCode> {
+    let mut put = reqwest::Client::new()
+        .put(json_str(upload, "/url"))
+        .body(file.to_vec());
+    for (k, v) in json_object(upload, "/headers") {
+        let v = v.as_str().unwrap_or_else(|| panic!("header {k} is {v}"));
+        put = put.header(k, v);
+    }
+    Ok(put.send().await?.status())
+}

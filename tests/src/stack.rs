@@ -90,3 +90,38 @@ impl TestStack {
         )?)
     }
 }
+
+impl TestStack {
+    /// What the bucket's lifecycle rule does once the expiry has passed: deletes every object
+    /// under `prefix` that still carries the auto-delete tag. Returns the keys it deleted.
+    pub async fn expire_discardable(&self, prefix: &str) -> anyhow::Result<Vec<String>> {
+        let bucket = self.bucket();
+        let mut deleted = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .s3
+                .list_objects_v2()
+                .bucket(&self.resources.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token)
+                .send()
+                .await?;
+            for key in out.contents().iter().filter_map(|o| o.key()) {
+                if bucket.has_auto_delete_tag(key).await? == Some(true) {
+                    self.s3
+                        .delete_object()
+                        .bucket(&self.resources.bucket)
+                        .key(key)
+                        .send()
+                        .await?;
+                    deleted.push(key.to_owned());
+                }
+            }
+            match out.next_continuation_token {
+                Some(t) => token = Some(t),
+                None => return Ok(deleted),
+            }
+        }
+    }
+}

@@ -209,10 +209,11 @@ export class SheetlogFunction extends Construct {
         reason: `Object keys under ${prefix} are chosen at run time (UUIDs, content hashes); the wildcard stops at the prefix.`,
       });
     }
-    if (grants.some((g) => g.access.includes('read'))) {
-      // Without ListBucket, S3 answers a GET or HEAD of a missing key with 403 instead of 404, and
-      // "not there yet" (a chunk to upload, an upload not finished) becomes indistinguishable from
-      // "not allowed". It reveals key names only, which are UUIDs and content hashes.
+    if (grants.some((g) => g.access.includes('read') || g.access.includes('tagging'))) {
+      // Without ListBucket, S3 answers a GET, HEAD or tagging call on a missing key with 403
+      // instead of 404, and "not there yet" (a chunk to upload, an upload not finished, a payload
+      // already expired) becomes indistinguishable from "not allowed", which is retried until the
+      // record lands in a dead-letter queue. It reveals key names only: UUIDs and content hashes.
       this.function.addToRolePolicy(
         new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] }),
       );

@@ -16,7 +16,8 @@ pub struct ApiConfig {
     pub max_entry_bytes: usize,
     /// Largest HTTP request body read at all.
     pub max_request_bytes: usize,
-    /// Largest uploaded file a commit accepts.
+    /// Largest uploaded file: upload URLs are signed for at most this length and a commit
+    /// refuses anything larger.
     pub max_upload_bytes: u64,
     /// Largest response a route that can grow with the sheet (the Replicache pull) may build:
     /// AWS Lambda's 6 MB response limit, less room for headers.
@@ -49,6 +50,9 @@ impl ApiConfig {
         if let Some(v) = env_parse::<u64>("SHEETLOG_UPLOAD_URL_TTL_SECS")? {
             c.upload_url_ttl = Duration::from_secs(v);
         }
+        if let Some(v) = env_parse::<u64>("SHEETLOG_MAX_UPLOAD_BYTES")? {
+            c.max_upload_bytes = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -68,6 +72,12 @@ impl ApiConfig {
         if !(60..=7 * 24 * 3600).contains(&ttl) {
             return Err(ConfigError(
                 "SHEETLOG_UPLOAD_URL_TTL_SECS must be between 60 and 604800 (S3's limit)".into(),
+            ));
+        }
+        if !(1..=5 * 1024 * 1024 * 1024).contains(&self.max_upload_bytes) {
+            return Err(ConfigError(
+                "SHEETLOG_MAX_UPLOAD_BYTES must be between 1 and 5368709120 (S3's CopyObject limit)"
+                    .into(),
             ));
         }
         Ok(())

@@ -54,12 +54,15 @@ pub struct AppendResponse {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-#[schema(example = json!({"type": "import", "contentType": "text/csv"}))]
+#[schema(example = json!({"type": "import", "contentType": "text/csv", "size": 1234}))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UploadRequest {
     /// The entry type the file is for; today only `import`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The file's exact length in bytes, at most the stack's upload limit. It is signed into the
+    /// upload URL, so S3 refuses a body of any other length.
+    pub size: u64,
     /// Content type of the file; `text/csv` or the XLSX media type also choose the import format.
     #[serde(default)]
     pub content_type: Option<String>,

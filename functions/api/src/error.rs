@@ -19,7 +19,9 @@ pub enum ApiError {
     InvalidLogId(String),
     #[error("log {0} does not exist")]
     LogNotFound(String),
-    #[error("upload {0} does not exist")]
+    #[error(
+        "upload {0} has no file here: it was never created for this log, its file was not PUT to the upload URL yet, or it expired"
+    )]
     UploadNotFound(String),
     #[error("no route for {method} {path}")]
     RouteNotFound { method: String, path: String },
@@ -28,13 +30,15 @@ pub enum ApiError {
     #[error("expected to append at sequence {expected}, but the log's next sequence is {next_seq}")]
     Conflict { expected: u64, next_seq: u64 },
     #[error(
-        "the file for upload {upload_id} has not been uploaded (PUT it to the presigned URL first)"
+        "the file of upload {upload_id} was replaced while it was being committed; commit again"
     )]
-    UploadMissing { upload_id: String },
+    UploadChanged { upload_id: String },
     #[error("the uploaded file is not a valid {format} file: {reason}")]
     InvalidPayload {
         format: &'static str,
         reason: String,
+        /// The limit the file broke, when it broke one: its name in docs/api.md and its value.
+        limit: Option<(&'static str, u64)>,
     },
     #[error(
         "the entry body is {size} bytes; entries above {limit} bytes must use the upload flow (POST /logs/{{logId}}/uploads)"
@@ -117,7 +121,7 @@ impl ApiError {
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Conflict { .. } | UploadMissing { .. } | KeyReused { .. } => StatusCode::CONFLICT,
+            Conflict { .. } | UploadChanged { .. } | KeyReused { .. } => StatusCode::CONFLICT,
             InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
@@ -141,7 +145,7 @@ impl ApiError {
             RouteNotFound { .. } => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
             Conflict { .. } => "conflict",
-            UploadMissing { .. } => "upload-missing",
+            UploadChanged { .. } => "upload-changed",
             InvalidPayload { .. } => "invalid-payload",
             EntryTooLarge { .. } => "entry-too-large",
             RequestTooLarge { .. } => "request-too-large",
@@ -190,6 +194,16 @@ impl ApiError {
             | ApiError::ResponseTooLarge { size, limit } => {
                 m.insert("size".into(), json!(size));
                 m.insert("limit".into(), json!(limit));
+            }
+            ApiError::UploadTooLarge { size, limit } => {
+                m.insert("size".into(), json!(size));
+                m.insert("limit".into(), json!(limit));
+            }
+            ApiError::InvalidPayload {
+                limit: Some((name, value)),
+                ..
+            } => {
+                m.insert("limit".into(), json!({"name": name, "value": value}));
             }
             ApiError::EntryTooLarge { limit, .. } => {
                 m.insert("limit".into(), json!(limit));

@@ -2,7 +2,6 @@
 //! rejected request never changes the log.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Cursor;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -13,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sheetlog_core::StoreError;
-use sheetlog_core::aws::s3::UploadSpec;
-use sheetlog_core::domain::keys::upload_key;
+use sheetlog_core::aws::s3::{Copied, UploadSpec};
+use sheetlog_core::domain::keys::{file_key, upload_key};
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
 use sheetlog_core::log::IdempotencyKey;
 use sheetlog_core::sheet::event::{EntryBody, Import, ImportFormat};
@@ -36,6 +35,7 @@ const XLSX_MEDIA_TYPE: &str = "application/vnd.openxmlformats-officedocument.spr
 /// Object metadata recording what an upload is for (sent by the client as signed headers).
 const META_TYPE: &str = "sheetlog-type";
 const META_FORMAT: &str = "sheetlog-format";
+const META_SIZE: &str = "sheetlog-size";
 
 /// The request header that makes an append idempotent.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -371,6 +371,12 @@ pub async fn create_upload(
             "contentType: must be 1 to 255 ASCII characters".into(),
         ));
     }
+    if req.size > state.cfg.max_upload_bytes {
+        return Err(ApiError::UploadTooLarge {
+            size: req.size,
+            limit: state.cfg.max_upload_bytes,
+        });
+    }
     // The log must exist (an upload for a missing log would fail only at commit).
     let (from_seq, _) = state
         .log
@@ -380,10 +386,16 @@ pub async fn create_upload(
     let upload_id = format!("u{from_seq}-{}", Uuid::new_v4().simple());
     let key = upload_key(log, &upload_id);
     let format_name = format_name(format);
+    let size = req.size.to_string();
     let spec = UploadSpec {
         content_type: &content_type,
         discardable: true,
-        metadata: &[(META_TYPE, "import"), (META_FORMAT, format_name)],
+        metadata: &[
+            (META_TYPE, "import"),
+            (META_FORMAT, format_name),
+            (META_SIZE, &size),
+        ],
+        content_length: Some(req.size),
     };
     let presigned = state
         .bucket
@@ -468,32 +480,11 @@ pub async fn commit_upload(
     if parse_upload_id(&upload_id).is_none() {
         return Err(ApiError::UploadNotFound(upload_id));
     }
-    let key = upload_key(log, &upload_id);
-    let head = match state.bucket.head(&key).await {
-        Ok(h) => h,
-        Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadMissing { upload_id }),
-        Err(e) => return Err(ApiError::from_store(e)),
-    };
-    let size = head.size;
-    if size > state.cfg.max_upload_bytes {
-        return Err(ApiError::UploadTooLarge {
-            size,
-            limit: state.cfg.max_upload_bytes,
-        });
-    }
-    let format = match head.metadata.get(META_FORMAT).map(String::as_str) {
-        Some("xlsx") => ImportFormat::Xlsx,
-        Some("csv") => ImportFormat::Csv,
-        _ => sniff_format(&state, &key).await?,
-    };
-    let (code, version, encoded) = Event::Import(Import { format }).encode();
-    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&key);
-    let once = IdempotencyKey::upload(&upload_id);
-
-    // Committed before? Answer with that sequence without reading the file again.
+    // Committed before? Answer with that sequence, whatever happened to the log or the uploaded
+    // object since. One Dedupe read: a made-up id costs this and the HEAD below, nothing more.
     if let Some(done) = state
         .log
-        .find_duplicate(log, &entry, &once)
+        .find_upload(log, &upload_id)
         .await
         .map_err(|e| ApiError::from_log(&log_id, e))?
     {
@@ -501,30 +492,84 @@ pub async fn commit_upload(
             trigger::replay(&state, log, &log_id, done.seq()).await?,
         ));
     }
-    // Validate the file before the linchpin write: a file that will not import never enters the log.
-    let file = state
+    let upload = upload_key(log, &upload_id);
+    let head = match state.bucket.head(&upload).await {
+        Ok(h) => h,
+        Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadNotFound(upload_id)),
+        Err(e) => return Err(ApiError::from_store(e)),
+    };
+    let limit = state.cfg.max_upload_bytes;
+    if head.size > limit {
+        return Err(ApiError::UploadTooLarge {
+            size: head.size,
+            limit,
+        });
+    }
+    // S3 enforces the signed length; this catches a store that does not (an emulator).
+    if let Some(declared) = head.metadata.get(META_SIZE)
+        && declared.parse::<u64>().ok() != Some(head.size)
+    {
+        return Err(ApiError::InvalidPayload {
+            format: "upload",
+            reason: format!(
+                "the file is {} bytes, the upload declared {declared}",
+                head.size
+            ),
+            limit: None,
+        });
+    }
+    // The entry will name a copy under a key nobody holds a URL for, so a second PUT to the
+    // upload URL after the commit changes nothing the log refers to. The copy is pinned to the
+    // version just checked, born discardable (if this commit loses or fails, the lifecycle rule
+    // removes it), and its tag is removed by the stream router once the entry exists.
+    let file = file_key(log);
+    match state
         .bucket
-        .get_object(&key)
+        .copy_discardable(&upload, &file, head.etag.as_deref())
         .await
         .map_err(ApiError::from_store)?
-        .ok_or_else(|| ApiError::UploadMissing {
-            upload_id: upload_id.clone(),
+    {
+        Copied::Done => {}
+        Copied::Missing => return Err(ApiError::UploadNotFound(upload_id)),
+        Copied::Changed => return Err(ApiError::UploadChanged { upload_id }),
+    }
+    let format = match head.metadata.get(META_FORMAT).map(String::as_str) {
+        Some("xlsx") => ImportFormat::Xlsx,
+        Some("csv") => ImportFormat::Csv,
+        _ => sniff_format(&state, &file).await?,
+    };
+    // Validate the copy (the bytes the entry will name) before the linchpin write: a file that
+    // will not import never enters the log. Streamed to a temporary file and read from there,
+    // so memory stays bounded whatever the file's size.
+    let local = match state.bucket.download(&file, limit).await {
+        Ok(f) => f,
+        Err(StoreError::TooLarge { limit, .. }) => {
+            return Err(ApiError::UploadTooLarge {
+                size: limit.saturating_add(1),
+                limit,
+            });
+        }
+        Err(e) => return Err(ApiError::from_store(e)),
+    };
+    let reader = Box::new(std::io::BufReader::with_capacity(256 * 1024, local));
+    let summary = tokio::task::spawn_blocking(move || import::validate(format, reader))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::InvalidPayload {
+            format: format_name(format),
+            limit: e.limit(),
+            reason: e.to_string(),
         })?;
-    let summary =
-        tokio::task::spawn_blocking(move || import::validate(format, Box::new(Cursor::new(file))))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-            .map_err(|e| ApiError::InvalidPayload {
-                format: format_name(format),
-                reason: e.to_string(),
-            })?;
-    // Two commits racing past the check above still append once: the key and the entry are
-    // written in one transaction.
+    let (code, version, encoded) = Event::Import(Import { format }).encode();
+    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&file);
+    // Two commits racing to here still append once: the upload id's key and the entry are
+    // written in one transaction, and the key stands for the upload, not for the copy.
+    let once = IdempotencyKey::upload(&upload_id);
     let out =
         trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq, Some(&once))
             .await?;
-    info!(log = %log, upload = %upload_id, seq = out.body.seq, replayed = out.replayed,
-        rows = ?summary, "upload committed");
+    info!(log = %log, upload = %upload_id, file = %file, seq = out.body.seq,
+        replayed = out.replayed, rows = ?summary, "upload committed");
     Ok(created(out))
 }
 

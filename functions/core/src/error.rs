@@ -21,6 +21,9 @@ pub enum StoreError {
     /// A referenced object does not exist.
     #[error("object {key} not found")]
     NotFound { key: String },
+    /// An object is larger than the reader allows; reading stopped at the limit.
+    #[error("object {key} is larger than {limit} bytes")]
+    TooLarge { key: String, limit: u64 },
     /// The service asked us to slow down (DynamoDB throughput or request-rate limits, S3
     /// `SlowDown`) and the SDK's own retries did not get through. Worth retrying later.
     #[error("{service} {operation} was throttled; retry later")]

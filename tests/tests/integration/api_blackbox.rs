@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::LogId;
 use sheetlog_tests::api::ApiClient as Client;
-use sheetlog_tests::api::{TestApi, json_array, json_object, json_str};
+use sheetlog_tests::api::{TestApi, json_array, json_str, upload_file};
 
 async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
     let r = c.post(api.url("/logs")).send().await?;
@@ -348,20 +348,9 @@ async fn upload(
     request: Value,
     file: &[u8],
 ) -> anyhow::Result<String> {
-    let r = c
-        .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&request)
-        .send()
-        .await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let u: Value = r.json().await?;
+    let u = upload_file(c, api, log, request, file).await?;
     assert_eq!(u["method"], "PUT");
     assert!(u["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')));
-    let mut put = c.put(json_str(&u, "/url")).body(file.to_vec());
-    for (k, v) in json_object(&u, "/headers") {
-        put = put.header(k, v.as_str().unwrap_or_else(|| panic!("header {k} is {v}")));
-    }
-    assert!(put.send().await?.status().is_success());
     Ok(json_str(&u, "/uploadId").to_owned())
 }
 
@@ -373,13 +362,28 @@ async fn three_step_upload_commits_once_and_serves_the_file() -> anyhow::Result<
     let csv = b"name,price,qty\nNails,0.01,80\nScrews,0.02,15\n";
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import"}))
+        .json(&json!({"type": "import", "size": csv.len()}))
         .send()
         .await?;
     let u: Value = r.json().await?;
     assert_eq!(
         u["headers"]["x-amz-tagging"], "sheetlog-auto-delete=true",
         "the object is born discardable"
+    );
+    assert_eq!(
+        u["headers"]["content-length"],
+        csv.len().to_string(),
+        "the length is part of the signature"
+    );
+    let url = reqwest::Url::parse(json_str(&u, "/url"))?;
+    let signed = url
+        .query_pairs()
+        .find(|(k, _)| k == "X-Amz-SignedHeaders")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    assert!(
+        signed.split(';').any(|h| h == "content-length"),
+        "S3 refuses a body of another length only if the length is signed: {signed}"
     );
     let id = upload(
         &c,
@@ -457,7 +461,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
     // Commit before the file was PUT.
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import"}))
+        .json(&json!({"type": "import", "size": 10}))
         .send()
         .await?;
     let u: Value = r.json().await?;
@@ -466,7 +470,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
         .send()
         .await?;
-    expect_error(r, StatusCode::CONFLICT, "upload-missing").await?;
+    expect_error(r, StatusCode::NOT_FOUND, "upload-not-found").await?;
 
     // Another log's upload cannot be committed here.
     let theirs = upload(&c, &api, &other, json!({"type": "import"}), b"a,b\n1,2\n").await?;
@@ -474,7 +478,33 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .post(api.url(&format!("/logs/{log}/uploads/{theirs}/commit")))
         .send()
         .await?;
-    expect_error(r, StatusCode::CONFLICT, "upload-missing").await?;
+    expect_error(r, StatusCode::NOT_FOUND, "upload-not-found").await?;
+
+    // A well-formed id that was never handed out: one key read and one HEAD, then 404.
+    let forged = format!("u1-{}", "0123456789abcdef".repeat(2));
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{forged}/commit")))
+        .send()
+        .await?;
+    expect_error(r, StatusCode::NOT_FOUND, "upload-not-found").await?;
+
+    // Too large for the stack's limit: refused before any URL is signed.
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "import", "size": ApiConfig::default().max_upload_bytes + 1}))
+        .send()
+        .await?;
+    let v = expect_error(r, StatusCode::PAYLOAD_TOO_LARGE, "upload-too-large").await?;
+    assert_eq!(v["error"]["limit"], ApiConfig::default().max_upload_bytes);
+
+    // No size at all.
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "import"}))
+        .send()
+        .await?;
+    let v = expect_error(r, StatusCode::BAD_REQUEST, "invalid-entry").await?;
+    assert!(json_str(&v, "/error/message").contains("size"), "{v}");
 
     // A file that does not parse as what it claims to be.
     let bad = upload(
@@ -499,13 +529,7 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
 
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "set"}))
-        .send()
-        .await?;
-    expect_error(r, StatusCode::BAD_REQUEST, "invalid-entry").await?;
-    let r = c
-        .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import", "size": 3}))
+        .json(&json!({"type": "set", "size": 3}))
         .send()
         .await?;
     expect_error(r, StatusCode::BAD_REQUEST, "invalid-entry").await?;

@@ -4,6 +4,8 @@
 //! full replay, and new segments start once a segment's snapshot is done.
 
 use std::io::Cursor;
+
+use anyhow::Context;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -11,7 +13,7 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::sheet::import::ReadSeek;
 use sheetlog_core::sheet::{Event, Range, Sheet};
-use sheetlog_tests::api::{ApiClient, TestApi, json_array, json_object, json_str};
+use sheetlog_tests::api::{ApiClient, TestApi, json_array, json_str, put_upload, upload_file};
 
 async fn get(c: &ApiClient, url: &str) -> anyhow::Result<Value> {
     let r = c.get(url).send().await?;
@@ -79,21 +81,10 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
     let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
 
     // An import as the base, then edits past the snapshot interval.
-    let u: Value = c
-        .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import"}))
-        .send()
-        .await?
-        .json()
-        .await?;
     let csv: String = (1..=50)
         .map(|i| format!("item{i},{},{}\n", i * 3, i % 2 == 0))
         .collect();
-    let mut put = reqwest::Client::new().put(json_str(&u, "/url")).body(csv);
-    for (k, v) in json_object(&u, "/headers") {
-        put = put.header(k, v.as_str().unwrap_or_else(|| panic!("header {k} is {v}")));
-    }
-    assert!(put.send().await?.status().is_success());
+    let u = upload_file(&c, &api, &log, json!({"type": "import"}), csv.as_bytes()).await?;
     let id = json_str(&u, "/uploadId");
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
@@ -338,5 +329,90 @@ async fn a_fork_reads_like_its_source_and_shares_its_chunks() -> anyhow::Result<
         let r = c.post(api.url("/logs")).json(&body).send().await?;
         assert_eq!(r.status(), status, "{body}");
     }
+    Ok(())
+}
+
+/// The attack on committed data: after the commit, the holder of the upload URL PUTs other bytes
+/// to it (S3 accepts that until the URL expires), which also puts the auto-delete tag back; then
+/// the lifecycle rule runs. The entry must still read the committed bytes, and a retried commit
+/// must still answer the original seq.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_committed_file_cannot_be_replaced_or_expired_through_its_upload_url()
+-> anyhow::Result<()> {
+    let Some(api) = TestApi::start_with_pipeline("api-upload-attack", ApiConfig::default()).await?
+    else {
+        return Ok(());
+    };
+    let stack = api.stack.as_ref().context("in-process stack")?;
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let original = b"name,qty\nNails,80\nScrews,15\n";
+    let u = upload_file(&c, &api, &log, json!({"type": "import"}), original).await?;
+    let commit = api.url(&format!(
+        "/logs/{log}/uploads/{}/commit",
+        json_str(&u, "/uploadId")
+    ));
+    let r = c.post(&commit).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let seq = r.json::<Value>().await?["seq"].clone();
+
+    // The stream router commits the entry's file (removes its tag).
+    let entry = wait_for("the committed file to lose its auto-delete tag", || async {
+        let v = get(&c, &api.url(&format!("/logs/{log}/entries?from=1&limit=1"))).await?;
+        let url = reqwest::Url::parse(json_str(&v, "/entries/0/payloadUrl"))?;
+        let key = url
+            .path()
+            .split_once(&format!("/{}/", stack.resources.bucket))
+            .map(|(_, k)| k.to_owned())
+            .context("bucket in the payload URL path")?;
+        let tagged = stack.bucket().has_auto_delete_tag(&key).await?;
+        Ok((tagged == Some(false)).then_some(json!({"key": key, "url": url.as_str()})))
+    })
+    .await?;
+    let key = json_str(&entry, "/key").to_owned();
+    assert!(
+        !key.contains("/uploads/"),
+        "the entry names a copy nobody can write, not the upload: {key}"
+    );
+
+    // The attack: same URL, same length, other bytes.
+    let forged = b"name,qty\nNails,00\nHacker,99\n";
+    assert_eq!(forged.len(), original.len());
+    assert!(
+        put_upload(&u, forged).await?.is_success(),
+        "S3 takes the PUT"
+    );
+    let expired = stack
+        .expire_discardable(&format!("payloads/{log}/"))
+        .await?;
+    assert!(
+        expired.iter().any(|k| k.contains("/uploads/")),
+        "the re-tagged upload object expires: {expired:?}"
+    );
+    assert!(!expired.contains(&key), "the committed file does not");
+
+    let served = reqwest::get(json_str(&entry, "/url"))
+        .await?
+        .bytes()
+        .await?;
+    assert_eq!(
+        served.as_ref(),
+        original,
+        "the entry still serves the committed bytes"
+    );
+    let cells = get(&c, &api.url(&format!("/logs/{log}/cells?range=A1:B3"))).await?;
+    assert_eq!(
+        cells["values"],
+        json!([["name", "qty"], ["Nails", 80], ["Screws", 15]])
+    );
+    // The upload object is gone, and a retried commit still answers the original entry.
+    let r = c.post(&commit).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(
+        r.headers().get("idempotent-replayed").map(|v| v.as_bytes()),
+        Some(&b"true"[..])
+    );
+    assert_eq!(r.json::<Value>().await?["seq"], seq);
     Ok(())
 }

@@ -323,21 +323,14 @@ async fn concurrent_commits_of_one_upload_make_one_entry() -> anyhow::Result<()>
     let api = TestApi::start("dedupe-commit").await?;
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
-    let r = c
-        .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import", "contentType": "text/csv"}))
-        .send()
-        .await?;
-    let u: Value = r.json().await?;
-    let mut put = c
-        .put(json_str(&u, "/url"))
-        .body(b"a,b\n1,2\n3,4\n".to_vec());
-    if let Some(headers) = u["headers"].as_object() {
-        for (k, v) in headers {
-            put = put.header(k, v.as_str().unwrap_or_default());
-        }
-    }
-    assert!(put.send().await?.status().is_success());
+    let u = sheetlog_tests::api::upload_file(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import", "contentType": "text/csv"}),
+        b"a,b\n1,2\n3,4\n",
+    )
+    .await?;
     let commit = api.url(&format!(
         "/logs/{log}/uploads/{}/commit",
         json_str(&u, "/uploadId")

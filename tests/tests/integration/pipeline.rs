@@ -915,6 +915,24 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     .and_then(|e| e.offloaded_body_key().map(str::to_owned))
     .context("the big body was not offloaded")?;
     ensure!(px.tagged(&offloaded_key).await? == Some(true));
+    // Someone else's tag on the committed object (a cost-allocation tag, say) must survive.
+    let tag = |k: &str, v: &str| aws_sdk_s3::types::Tag::builder().key(k).value(v).build();
+    px.stack
+        .s3
+        .put_object_tagging()
+        .bucket(&px.stack.resources.bucket)
+        .key(&committed)
+        .tagging(
+            aws_sdk_s3::types::Tagging::builder()
+                .tag_set(tag(
+                    sheetlog_core::domain::keys::AUTO_DELETE_TAG_KEY,
+                    "true",
+                )?)
+                .tag_set(tag("cost-centre", "finance")?)
+                .build()?,
+        )
+        .send()
+        .await?;
 
     let mut driver = StreamDriver::new(
         &px.sdk,
@@ -928,6 +946,19 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     ensure!(
         px.tagged(&committed).await? == Some(false),
         "committed upload kept its tag"
+    );
+    let left = px
+        .stack
+        .s3
+        .get_object_tagging()
+        .bucket(&px.stack.resources.bucket)
+        .key(&committed)
+        .send()
+        .await?
+        .tag_set;
+    ensure!(
+        left.len() == 1 && left[0].key() == "cost-centre" && left[0].value() == "finance",
+        "only our tag is removed: {left:?}"
     );
     ensure!(
         px.tagged(&offloaded_key).await? == Some(false),

@@ -21,6 +21,15 @@ use crate::ports::PayloadStore;
 
 const SERVICE: &str = "S3";
 
+/// What `x-amz-copy-source` must percent-encode in a key: everything but the unreserved
+/// characters and the `/` separators.
+const COPY_SOURCE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'/')
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// The S3 client every function uses: path-style addressing, which works against AWS and a
 /// local emulator alike (virtual-hosted names would need DNS for every bucket).
 pub fn s3_client(sdk: &aws_config::SdkConfig) -> Client {
@@ -52,6 +61,18 @@ pub enum Untagged {
 pub struct ObjectHead {
     pub size: u64,
     pub metadata: HashMap<String, String>,
+    /// The entity tag of this version of the object's bytes.
+    pub etag: Option<String>,
+}
+
+/// What copying an object found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Copied {
+    Done,
+    /// There is no source object.
+    Missing,
+    /// The source no longer has the entity tag the copy was pinned to: it was replaced.
+    Changed,
 }
 
 /// A presigned request: the URL and the headers the client must send with it (they are part of
@@ -70,6 +91,8 @@ pub struct UploadSpec<'a> {
     /// Tag the object for auto-delete, so it expires unless an entry commits it.
     pub discardable: bool,
     pub metadata: &'a [(&'a str, &'a str)],
+    /// The exact length of the body, signed into the URL: S3 refuses a body of any other length.
+    pub content_length: Option<u64>,
 }
 
 /// True when S3 answered that the key (not the bucket) does not exist. GetObject reports this as
@@ -211,6 +234,7 @@ impl S3Bucket {
             Ok(h) => Ok(ObjectHead {
                 size: u64::try_from(h.content_length().unwrap_or(0)).unwrap_or(0),
                 metadata: h.metadata().cloned().unwrap_or_default(),
+                etag: h.e_tag().map(str::to_owned),
             }),
             Err(e) if is_missing(&e) => Err(StoreError::not_found(key)),
             Err(e) => Err(s3_error("HeadObject", e)),
@@ -264,6 +288,12 @@ impl S3Bucket {
         for (k, v) in spec.metadata {
             req = req.metadata(*k, *v);
         }
+        if let Some(len) = spec.content_length {
+            let len = i64::try_from(len).map_err(|e| {
+                StoreError::service(SERVICE, "presign PutObject", format!("length {len}: {e}"))
+            })?;
+            req = req.content_length(len);
+        }
         let presigned = req
             .presigned(cfg)
             .await
@@ -278,23 +308,95 @@ impl S3Bucket {
     }
 
     /// Commits a payload by removing its auto-delete tag, so the lifecycle rule no longer expires
-    /// it. One DeleteObjectTagging request, idempotent. It removes the whole tag set: objects
-    /// under `payloads/` are written only by this stack (directly, or through a URL the API
-    /// presigns with exactly this tagging), so the auto-delete tag is the only tag they carry,
-    /// and a read-modify-write of the tag set would cost a second request per record and race.
+    /// it, and leaves every other tag as it was. Reads the tag set first (GetObjectTagging);
+    /// writes only when our tag is there: DeleteObjectTagging when it is the only tag,
+    /// PutObjectTagging with the rest otherwise. Idempotent; a replayed record costs one read.
+    /// The read-modify-write cannot race a writer: payload keys are chosen by this stack and
+    /// never handed out in an upload URL, so nothing else writes their tags.
     #[instrument(skip(self))]
     pub async fn remove_auto_delete_tag(&self, key: &str) -> Result<Untagged, StoreError> {
-        match self
+        let tags = match self
             .client
-            .delete_object_tagging()
+            .get_object_tagging()
             .bucket(&self.bucket)
             .key(key)
             .send()
             .await
         {
-            Ok(_) => Ok(Untagged::Done),
-            Err(e) if is_missing(&e) => Ok(Untagged::Missing),
-            Err(e) => Err(s3_error("DeleteObjectTagging", e)),
+            Ok(out) => out.tag_set,
+            Err(e) if is_missing(&e) => return Ok(Untagged::Missing),
+            Err(e) => return Err(s3_error("GetObjectTagging", e)),
+        };
+        let ours = |t: &aws_sdk_s3::types::Tag| t.key() == AUTO_DELETE_TAG_KEY;
+        if !tags.iter().any(ours) {
+            return Ok(Untagged::Done);
+        }
+        let rest: Vec<_> = tags.into_iter().filter(|t| !ours(t)).collect();
+        let done = if rest.is_empty() {
+            self.client
+                .delete_object_tagging()
+                .bucket(&self.bucket)
+                .key(key)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| (is_missing(&e), s3_error("DeleteObjectTagging", e)))
+        } else {
+            let tagging = aws_sdk_s3::types::Tagging::builder()
+                .set_tag_set(Some(rest))
+                .build()
+                .map_err(|e| StoreError::service(SERVICE, "PutObjectTagging", e))?;
+            self.client
+                .put_object_tagging()
+                .bucket(&self.bucket)
+                .key(key)
+                .tagging(tagging)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| (is_missing(&e), s3_error("PutObjectTagging", e)))
+        };
+        match done {
+            Ok(()) => Ok(Untagged::Done),
+            Err((true, _)) => Ok(Untagged::Missing),
+            Err((false, e)) => Err(e),
+        }
+    }
+
+    /// Copies `from` to `to` inside the bucket (server-side: no bytes pass through the function),
+    /// tagged for auto-delete, keeping the source's content type and metadata. With `if_match`,
+    /// only the version of `from` with that entity tag is copied ([`Copied::Changed`] otherwise).
+    #[instrument(skip(self))]
+    pub async fn copy_discardable(
+        &self,
+        from: &str,
+        to: &str,
+        if_match: Option<&str>,
+    ) -> Result<Copied, StoreError> {
+        let source = format!(
+            "{}/{}",
+            self.bucket,
+            percent_encoding::utf8_percent_encode(from, COPY_SOURCE)
+        );
+        let res = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(to)
+            .copy_source(source)
+            .set_copy_source_if_match(if_match.map(str::to_owned))
+            .metadata_directive(aws_sdk_s3::types::MetadataDirective::Copy)
+            .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
+            .tagging(auto_delete_tagging())
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(Copied::Done),
+            Err(e) if is_missing(&e) => Ok(Copied::Missing),
+            Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() == 412 => {
+                Ok(Copied::Changed)
+            }
+            Err(e) => Err(s3_error("CopyObject", e)),
         }
     }
 
@@ -319,9 +421,11 @@ impl S3Bucket {
 
     /// Streams an object into an anonymous temporary file (Lambda's `/tmp`) and returns it
     /// rewound, so a large import is read and sought like any file and never sits in memory.
+    /// Stops with [`StoreError::TooLarge`] past `limit` bytes, whatever the object claims its
+    /// length is, so a file that grew after it was checked cannot fill the disk.
     #[cfg(feature = "engine")]
     #[instrument(skip(self), fields(bucket = %self.bucket))]
-    pub async fn download(&self, key: &str) -> Result<std::fs::File, StoreError> {
+    pub async fn download(&self, key: &str, limit: u64) -> Result<std::fs::File, StoreError> {
         use std::io::{Seek, SeekFrom, Write};
         let out = match self
             .client
@@ -338,11 +442,19 @@ impl S3Bucket {
         let io = |e: std::io::Error| StoreError::service("filesystem", "write temporary file", e);
         let mut file = tempfile::tempfile().map_err(io)?;
         let mut body = out.body;
+        let mut written = 0u64;
         while let Some(chunk) = body
             .try_next()
             .await
             .map_err(|e| StoreError::service(SERVICE, "GetObject", e))?
         {
+            written += chunk.len() as u64;
+            if written > limit {
+                return Err(StoreError::TooLarge {
+                    key: key.to_owned(),
+                    limit,
+                });
+            }
             file.write_all(&chunk).map_err(io)?;
         }
         file.seek(SeekFrom::Start(0)).map_err(io)?;
@@ -372,6 +484,8 @@ mod engine {
 
     use super::S3Bucket;
 
+    const IMPORT_READ_LIMIT: u64 = 8 * 1024 * 1024 * 1024;
+
     /// Snapshot manifests and chunks. Written untagged: they are committed by construction (a
     /// chunk is only referenced once written).
     #[async_trait]
@@ -399,8 +513,10 @@ mod engine {
     #[async_trait]
     impl ImportSource for S3Bucket {
         async fn open(&self, key: &str) -> Result<Box<dyn ReadSeek>, BlobError> {
+            // Imports were size-checked at commit; this bound only keeps a corrupt reference
+            // from filling the disk (Lambda's /tmp is at most 10 GB).
             let file = self
-                .download(key)
+                .download(key, IMPORT_READ_LIMIT)
                 .await
                 .map_err(|e| BlobError::new("open", key, e))?;
             Ok(Box::new(std::io::BufReader::with_capacity(

@@ -29,6 +29,13 @@ pub fn upload_key(log: LogId, upload_id: &str) -> String {
     format!("{}uploads/{upload_id}", payload_prefix(log))
 }
 
+/// A new key for a committed upload's file: each commit copies the uploaded object here, and the
+/// entry refers to this copy. Nobody is ever given a URL that writes it, so the bytes an entry
+/// names cannot be replaced, re-tagged or deleted through the upload URL.
+pub fn file_key(log: LogId) -> String {
+    format!("{}files/{}", payload_prefix(log), Uuid::new_v4().simple())
+}
+
 /// Whether `key` is one of `log`'s payload objects (a stream record naming any other key is not
 /// ours to touch).
 pub fn is_payload_of(log: LogId, key: &str) -> bool {
@@ -53,6 +60,8 @@ mod tests {
         let other = LogId::new_random();
         assert!(is_payload_of(log, &body_key(log)));
         assert!(is_payload_of(log, &upload_key(log, "u1-x")));
+        assert!(is_payload_of(log, &file_key(log)));
+        assert_ne!(file_key(log), file_key(log));
         assert!(!is_payload_of(other, &body_key(log)));
         assert_ne!(body_key(log), body_key(log));
     }

@@ -320,7 +320,28 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         entry: &NewEntry,
         key: &IdempotencyKey,
     ) -> Result<Option<AppendOnce>, LogError> {
-        let rec = self.dedupe_record(log, entry, key);
+        self.find_record(self.dedupe_record(log, entry, key)).await
+    }
+
+    /// Whether upload `upload_id` was committed to `log` within the key window, and at which
+    /// seq. An upload key stands for the upload, not for the entry its commit built (see
+    /// [`Self::dedupe_record`]), so this needs nothing but the id: a retried commit finds its
+    /// entry even after the uploaded object has expired.
+    pub async fn find_upload(
+        &self,
+        log: LogId,
+        upload_id: &str,
+    ) -> Result<Option<AppendOnce>, LogError> {
+        let key = IdempotencyKey::upload(upload_id);
+        let rec = DedupeRecord {
+            key: DedupeKey::new(self.cfg.dedupe_prefix_bits, log, key.kind, &key.key),
+            fingerprint: upload_fingerprint(&key.key),
+            columns: MonthColumns::at(self.clock.now()),
+        };
+        self.find_record(rec).await
+    }
+
+    async fn find_record(&self, rec: DedupeRecord) -> Result<Option<AppendOnce>, LogError> {
         let mut units = RequestUnits::default();
         match self
             .store
@@ -337,14 +358,24 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         }
     }
 
-    /// The Dedupe record of a key for an entry, as of now.
+    /// The Dedupe record of a key for an entry, as of now. A request key's fingerprint covers the
+    /// whole entry, so the same key with another request is caught. An upload key's covers only
+    /// the upload id: the upload *is* the request, and each commit attempt copies the file to a
+    /// fresh key of its own (so two racing commits build entries that differ in their payload
+    /// key and are still one commit).
     fn dedupe_record(&self, log: LogId, entry: &NewEntry, key: &IdempotencyKey) -> DedupeRecord {
-        let version = entry.version.to_be_bytes();
-        let kind = entry.kind.0.to_be_bytes();
-        let payload = entry.payload.as_deref().unwrap_or("").as_bytes();
+        let fp = match key.kind {
+            KeyKind::Upload => upload_fingerprint(&key.key),
+            KeyKind::Request => {
+                let version = entry.version.to_be_bytes();
+                let kind = entry.kind.0.to_be_bytes();
+                let payload = entry.payload.as_deref().unwrap_or("").as_bytes();
+                fingerprint(&[&kind, &version, &entry.body, payload])
+            }
+        };
         DedupeRecord {
             key: DedupeKey::new(self.cfg.dedupe_prefix_bits, log, key.kind, &key.key),
-            fingerprint: fingerprint(&[&kind, &version, &entry.body, payload]),
+            fingerprint: fp,
             columns: MonthColumns::at(self.clock.now()),
         }
     }
@@ -1067,6 +1098,10 @@ fn duplicate(
         return Err(LogError::KeyReused { seq });
     }
     Ok(AppendOnce::Duplicate { seq, units })
+}
+
+fn upload_fingerprint(upload_id: &str) -> [u8; crate::domain::dedupe::FINGERPRINT_BYTES] {
+    fingerprint(&[b"upload", upload_id.as_bytes()])
 }
 
 fn corrupt(log: LogId, detail: String) -> LogError {
