@@ -10,11 +10,14 @@
 //! - `pipeline.rs` — `pipeline`: snapshot job latency through the running local pipeline, and the
 //!   snapshot worker's peak memory on a 1M-cell import (in a child process, the same way).
 //!
+//! - `import.rs` — `import`: the API's memory while it validates a 256 MB CSV upload, and the
+//!   time and memory to refuse an XLSX zip bomb (each in a child process).
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
 //!
 //! Benchmarks print numbers; they never assert on timings.
 
+mod import;
 mod pipeline;
 mod snapshot;
 
@@ -52,6 +55,12 @@ enum Command {
     /// History checker: concurrent writers and readers over the fault-injecting adapter; counts
     /// anomalies, lost and duplicated acknowledged appends, skipped reads.
     Chaos(ChaosArgs),
+    /// Upload validation in the API function: peak memory committing a 256 MB CSV, and how fast
+    /// an XLSX zip bomb is refused.
+    Import(import::ImportArgs),
+    /// Internal: one measured import case in this process (run by `import`).
+    #[command(hide = true)]
+    ImportChild(import::ImportChildArgs),
     /// Internal: one measured build in this process (run by `snapshot` as a child).
     #[command(hide = true)]
     BuildChild(snapshot::ChildArgs),
@@ -66,6 +75,8 @@ fn main() -> anyhow::Result<()> {
         Command::Snapshot { json } => snapshot::run(json),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Chaos(args) => chaos(args),
+        Command::Import(args) => import::run(args),
+        Command::ImportChild(args) => import::child(args),
         Command::BuildChild(args) => snapshot::child(args),
         Command::WorkerChild(args) => pipeline::worker_child(args),
     }
