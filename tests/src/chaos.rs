@@ -189,6 +189,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             defer_max: Duration::from_millis(20),
             error_retry: Duration::from_millis(5),
             build: BuildConfig { chunk_target: 512 },
+            ..WorkerConfig::default()
         },
     );
     let id = loop {

@@ -36,6 +36,7 @@ pub fn test_worker_config() -> WorkerConfig {
         defer_max: Duration::from_secs(1),
         error_retry: Duration::from_secs(1),
         build: TEST_BUILD,
+        ..WorkerConfig::default()
     }
 }
 

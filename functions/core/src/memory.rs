@@ -615,9 +615,15 @@ impl PendingSnapshots for MemPendingStore {
         self.guarded(key, increment, now, |p| p.active = false)
     }
 
-    async fn delete(&self, key: PendingKey) -> Result<(), StoreError> {
-        lock(&self.items)?.remove(&key);
-        Ok(())
+    async fn delete(&self, key: PendingKey, increment: u64) -> Result<Guarded<()>, StoreError> {
+        let mut items = lock(&self.items)?;
+        match items.get(&key) {
+            Some(p) if p.increment != increment => Ok(Guarded::Lost),
+            _ => {
+                items.remove(&key);
+                Ok(Guarded::Done(()))
+            }
+        }
     }
 }
 

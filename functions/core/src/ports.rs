@@ -295,8 +295,10 @@ pub trait PendingSnapshots: Send + Sync {
         increment: u64,
         now: i64,
     ) -> Result<Guarded<PendingSnapshot>, StoreError>;
-    /// Removes the item once the snapshot is complete (unconditional).
-    async fn delete(&self, key: PendingKey) -> Result<(), StoreError>;
+    /// Removes the item once the snapshot is complete, if its increment is still `increment`
+    /// (another holder's item is left alone: [`Guarded::Lost`]). An item that is already gone
+    /// counts as removed, so a retried delete succeeds.
+    async fn delete(&self, key: PendingKey, increment: u64) -> Result<Guarded<()>, StoreError>;
 }
 
 /// Stores shared behind an `Arc` (a store picked at start-up, such as one wrapped in faults).

@@ -23,6 +23,16 @@ pub struct WorkerConfig {
     /// After an unexpected error the message comes back after this long (times the receive
     /// count, capped at `defer_max`) instead of the queue's 30-minute visibility timeout.
     pub error_retry: Duration,
+    /// Hand-offs one job may make (its hop count) before it is parked: left with its checkpoint
+    /// for an operator (`sheetlog-maintenance reprocess` sends it again), counted in the
+    /// `SnapshotJobsParked` metric. Guards against a build that never finishes sending itself
+    /// round for ever now that Lambda's recursive-loop detection is off for this function.
+    pub max_handoffs: u32,
+    /// Checkpoints larger than this spill to S3 and the pending item keeps a pointer. DynamoDB
+    /// items are limited to 400 KB, so the default is the largest attribute we store. At ~60
+    /// bytes per new chunk it is only reached by a from-scratch build of well over 5,000 chunks
+    /// (a sheet of over a gigabyte of raw cells).
+    pub max_inline_checkpoint_bytes: usize,
     /// Chunking parameters; every build of a log must use the same ones to reuse chunks.
     pub build: BuildConfig,
 }
@@ -35,6 +45,9 @@ impl Default for WorkerConfig {
             defer_min: Duration::from_secs(5),
             defer_max: Duration::from_secs(300),
             error_retry: Duration::from_secs(30),
+            // At the stack's 5-minute timeout, a day of building.
+            max_handoffs: 288,
+            max_inline_checkpoint_bytes: sheetlog_core::domain::keys::MAX_ITEM_ATTRIBUTE_BYTES,
             build: BuildConfig::default(),
         }
     }
@@ -45,6 +58,9 @@ impl WorkerConfig {
         let mut c = Self::default();
         if let Some(v) = env_parse::<u64>("SHEETLOG_PENDING_TIMEOUT_SECS")? {
             c.pending_timeout = Duration::from_secs(v);
+        }
+        if let Some(v) = env_parse::<u32>("SHEETLOG_MAX_HANDOFFS")? {
+            c.max_handoffs = v;
         }
         c.validate()?;
         Ok(c)

@@ -4,6 +4,12 @@
 //! Message fates:
 //! - finished (built, late duplicate, lost race, bogus job) → success: the event-source mapping
 //!   (or the local driver) deletes it;
+//! - completed → also, the log's next Snapshot entry, if it is already in the log and not built,
+//!   is sent as a fresh job with no delay, so a burst of snapshots builds one after another
+//!   instead of each waiting out its own backoff behind the one before;
+//! - handed off past the hop cap (`max_handoffs`) → parked: not sent again, logged at error
+//!   level and counted in the `SnapshotJobsParked` metric; its pending item keeps the checkpoint
+//!   for `sheetlog-maintenance reprocess`;
 //! - deferred or handed off → a fresh copy of the job is sent with the wait as its delivery delay
 //!   (at most SQS's 15 minutes) and the original counts as a success. Why a copy rather than the
 //!   visibility change the protocol allows (`docs/design.md`): every receive counts towards the queue's redrive threshold (100),
@@ -25,7 +31,8 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use sheetlog_core::aws::SqsJobQueue;
-use sheetlog_core::domain::SnapshotJob;
+use sheetlog_core::domain::{SnapshotJob, now_secs};
+use sheetlog_core::telemetry::metric;
 use tracing::{error, info, warn};
 
 use crate::protocol::{Outcome, Worker, WorkerError};
@@ -123,17 +130,37 @@ impl Handler {
                     outcome = ?outcome, "job handled");
                 match outcome {
                     Outcome::Deferred { delay, .. } => {
-                        self.requeue(job.deferred(), *delay, receipt).await
+                        let job = job.deferred(now_secs());
+                        metric(
+                            "SnapshotJobWaitSeconds",
+                            job.waited(now_secs()) as f64,
+                            "Seconds",
+                        );
+                        self.requeue(job, *delay, receipt).await
                     }
-                    Outcome::HandedOff { .. } => self.requeue(job, Duration::ZERO, receipt).await,
+                    Outcome::HandedOff { .. }
+                        if job.handoffs >= self.worker.config().max_handoffs =>
+                    {
+                        error!(log = %job.log_id, segment = job.segment, entry = job.entry,
+                            handoffs = job.handoffs, "snapshot job parked after too many hand-offs; \
+                            run sheetlog-maintenance reprocess to send it again");
+                        metric("SnapshotJobsParked", 1.0, "Count");
+                        false
+                    }
+                    Outcome::HandedOff { .. } => {
+                        self.requeue(job.handed_off(), Duration::ZERO, receipt)
+                            .await
+                    }
+                    Outcome::Completed { .. } => {
+                        self.start_next(&job).await;
+                        false
+                    }
                     Outcome::Rejected { reason } => {
                         error!(log = %job.log_id, segment = job.segment, entry = job.entry,
                             reason, "dropping a job that names no Snapshot entry");
                         false
                     }
-                    Outcome::Completed { .. } | Outcome::AlreadyComplete | Outcome::Duplicate => {
-                        false
-                    }
+                    Outcome::AlreadyComplete | Outcome::Duplicate => false,
                 }
             }
             Err(WorkerError::Stopped(step)) => {
@@ -152,6 +179,22 @@ impl Handler {
             job: Some(job),
             result,
             keep,
+        }
+    }
+
+    /// After a completion: sends the log's next unbuilt Snapshot entry, if there is one, as a
+    /// fresh job due now. Best effort: the router's own message for it is still on its way.
+    async fn start_next(&self, job: &SnapshotJob) {
+        match self.worker.next_snapshot(job).await {
+            Ok(Some(next)) => {
+                if let Err(e) = self.queue.send(&next, Duration::ZERO).await {
+                    warn!(log = %job.log_id, error = %e, "sending the next snapshot job failed; the router's message will start it");
+                } else {
+                    info!(log = %job.log_id, segment = next.segment, entry = next.entry, "started the next snapshot");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => warn!(log = %job.log_id, error = %e, "looking for the next snapshot failed"),
         }
     }
 

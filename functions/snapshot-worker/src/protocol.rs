@@ -36,13 +36,12 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use rand::Rng;
 use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, S3Bucket, s3_client};
 use sheetlog_core::config::{ConfigError, LogConfig, Resources};
-use sheetlog_core::domain::keys::MAX_ITEM_ATTRIBUTE_BYTES;
 use sheetlog_core::domain::{
-    Guarded, PendingKey, PendingSnapshot, RequestUnits, SnapshotJob, now_secs,
+    EntryType, Guarded, PendingKey, PendingSnapshot, RequestUnits, SnapshotJob, now_secs,
 };
 use sheetlog_core::error::{LogError, StoreError};
 use sheetlog_core::log::EventLog;
-use sheetlog_core::ports::{LogStore, PayloadStore, PendingSnapshots};
+use sheetlog_core::ports::{Consistency, LogStore, PayloadStore, PendingSnapshots};
 use sheetlog_core::snapshot::{
     BlobStore, Checkpoint, ImportSource, Progress, SnapshotBuilder, SnapshotError,
 };
@@ -56,11 +55,26 @@ use crate::hooks::{NoHooks, Step, StepHook};
 
 pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 
-/// DynamoDB items are limited to 400 KB; a checkpoint bigger than the largest attribute we store
-/// is not stored (the build goes on, heartbeating instead, and a takeover restarts from the last
-/// stored checkpoint). At ~60 bytes per new chunk this is only reached by a from-scratch build of
-/// well over 5,000 chunks (a sheet of over a gigabyte of raw cells).
-const MAX_STATE_BYTES: usize = MAX_ITEM_ATTRIBUTE_BYTES;
+/// What a pending item's state holds when its checkpoint spilled to S3.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Spilled {
+    spilled: String,
+}
+
+/// Where a snapshot's spilled checkpoint lives: one object per snapshot, overwritten by each
+/// spill. Any checkpoint of the build is a valid place to resume (the build is deterministic and
+/// every chunk a checkpoint names was written before it), so a holder that was taken over and
+/// spills once more late does no harm.
+pub fn checkpoint_key(key: &PendingKey) -> String {
+    format!(
+        "snapshots/{}/checkpoints/{}-{}.json",
+        key.log, key.segment, key.entry
+    )
+}
+
+/// Entries read after a completed snapshot to find the next one (the snapshot interval is
+/// usually far smaller; a longer gap means the next one is not in the log yet).
+const NEXT_SNAPSHOT_SCAN: usize = 1000;
 
 /// Why a job is waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +230,34 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         &self.log
     }
 
+    /// The log's next Snapshot entry after `job`'s in the same segment, if it has been appended
+    /// and is not built yet, as a fresh job. One eventually consistent page of entry items (a
+    /// stale page only means the router's own message starts it instead).
+    pub async fn next_snapshot(
+        &self,
+        job: &SnapshotJob,
+    ) -> Result<Option<SnapshotJob>, WorkerError> {
+        let mut units = RequestUnits::default();
+        let page = self
+            .log
+            .store()
+            .read_entries(
+                job.log_id,
+                job.segment,
+                job.entry + 1,
+                NEXT_SNAPSHOT_SCAN,
+                Consistency::Eventual,
+                &mut units,
+            )
+            .await?;
+        Ok(page
+            .entries
+            .iter()
+            .find(|e| e.kind == EntryType::SNAPSHOT)
+            .filter(|e| e.snapshot_root.is_none())
+            .map(|e| SnapshotJob::new(job.log_id, e.segment, e.num)))
+    }
+
     /// Runs the protocol for one job. `handoff_at` is when the invocation must stop starting new
     /// chunks. After an error the pending item (if this invocation held it) is released, so the
     /// retry resumes from the last checkpoint straight away; a [`StepHook`] stop leaves it as a
@@ -318,12 +360,16 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
             Located::Ready(input) => input,
             Located::AlreadyComplete => {
                 // A completion stopped after advancing Last Snapshot: only the cleanup is left.
-                self.pending.delete(key).await?;
+                if let Guarded::Lost = self.pending.delete(key, held.increment).await? {
+                    return Ok(Outcome::Duplicate);
+                }
                 self.step(Step::PendingDeleted).await?;
                 return Ok(Outcome::AlreadyComplete);
             }
             Located::NotASnapshot => {
-                self.pending.delete(key).await?;
+                if let Guarded::Lost = self.pending.delete(key, held.increment).await? {
+                    return Ok(Outcome::Duplicate);
+                }
                 return Ok(Outcome::Rejected {
                     reason: "no Snapshot entry at that position".into(),
                 });
@@ -349,18 +395,14 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         if let Some(root) = &input.target.snapshot_root {
             // The manifest is complete and recorded; a crash cut the completion short.
             let root = root.clone();
-            return self.complete(job, key, &root).await;
+            return self.complete(job, key, &root, increment).await;
         }
 
         let base = base_manifest(self.blobs.as_ref(), job.log_id, &input.base).await?;
         let entries = log_entries(&input.entries)?;
         let log_uuid = *job.log_id.as_uuid();
         let seq = input.target.seq;
-        let checkpoint = held.state.as_deref().and_then(|s| {
-            serde_json::from_str::<Checkpoint>(s)
-                .map_err(|e| warn!(log = %job.log_id, error = %e, "unreadable checkpoint; starting over"))
-                .ok()
-        });
+        let checkpoint = self.load_checkpoint(&key, held.state.as_deref()).await?;
         let mut builder = match &checkpoint {
             Some(c) => match SnapshotBuilder::resume(
                 self.blobs.as_ref(),
@@ -409,15 +451,21 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
             };
             match progress {
                 Progress::Checkpoint(c) => {
-                    let state = serde_json::to_string(&c).map_err(WorkerError::Checkpoint)?;
-                    let write = if state.len() > MAX_STATE_BYTES {
-                        warn!(log = %job.log_id, bytes = state.len(), "checkpoint too large to store");
-                        self.pending.heartbeat(key, *increment, now_secs()).await?
-                    } else {
-                        self.pending
-                            .checkpoint(key, *increment, &state, now_secs())
-                            .await?
-                    };
+                    let mut state = serde_json::to_string(&c).map_err(WorkerError::Checkpoint)?;
+                    if state.len() > self.cfg.max_inline_checkpoint_bytes {
+                        let spill = checkpoint_key(&key);
+                        debug!(log = %job.log_id, bytes = state.len(), key = %spill, "checkpoint spills to S3");
+                        self.blobs
+                            .put(&spill, bytes::Bytes::from(state))
+                            .await
+                            .map_err(SnapshotError::from)?;
+                        state = serde_json::to_string(&Spilled { spilled: spill })
+                            .map_err(WorkerError::Checkpoint)?;
+                    }
+                    let write = self
+                        .pending
+                        .checkpoint(key, *increment, &state, now_secs())
+                        .await?;
                     match write {
                         // Another invocation took the item over: it carries on, we stop.
                         Guarded::Lost => return Ok(Outcome::Duplicate),
@@ -441,7 +489,37 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         };
         debug!(log = %job.log_id, seq, chunks_written = result.stats.chunks_written,
             chunks_reused = result.stats.chunks_reused, "snapshot built");
-        self.complete(job, key, &result.manifest_key).await
+        self.complete(job, key, &result.manifest_key, increment)
+            .await
+    }
+
+    /// The checkpoint a pending item's state names: inline JSON, or a pointer to a spilled one.
+    /// An unreadable checkpoint (or a spilled one that is gone) means starting over, which gives
+    /// the same snapshot later; a failure to read S3 is an error (retried).
+    async fn load_checkpoint(
+        &self,
+        key: &PendingKey,
+        state: Option<&str>,
+    ) -> Result<Option<Checkpoint>, WorkerError> {
+        let Some(state) = state else { return Ok(None) };
+        let json = match serde_json::from_str::<Spilled>(state) {
+            Ok(Spilled { spilled }) => match self
+                .blobs
+                .get(&spilled)
+                .await
+                .map_err(SnapshotError::from)?
+            {
+                Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                None => {
+                    warn!(log = %key.log, key = %spilled, "spilled checkpoint is missing; starting over");
+                    return Ok(None);
+                }
+            },
+            Err(_) => state.to_owned(),
+        };
+        Ok(serde_json::from_str::<Checkpoint>(&json)
+            .map_err(|e| warn!(log = %key.log, error = %e, "unreadable checkpoint; starting over"))
+            .ok())
     }
 
     /// One builder step, heartbeating every third of the pending timeout while it runs. `None`
@@ -468,14 +546,23 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         }
     }
 
-    /// Step 6, in the order `docs/design.md` gives. Each write is idempotent, so a completion cut short anywhere
-    /// is finished by whichever invocation comes next.
+    /// Step 6, in the order `docs/design.md` gives. Each write is idempotent, so a completion cut
+    /// short anywhere is finished by whichever invocation comes next. Only the item's holder
+    /// completes: a heartbeat conditional on the increment confirms it still holds the item
+    /// before the root is written (an invocation that went quiet and was taken over stops here,
+    /// so it never records a root while the new holder is still writing), and the delete at the
+    /// end is conditional on the same increment.
     async fn complete(
         &self,
         job: &SnapshotJob,
         key: PendingKey,
         root: &str,
+        increment: &mut u64,
     ) -> Result<Outcome, WorkerError> {
+        match self.pending.heartbeat(key, *increment, now_secs()).await? {
+            Guarded::Lost => return Ok(Outcome::Duplicate),
+            Guarded::Done(p) => *increment = p.increment,
+        }
         let mut units = RequestUnits::default();
         let store = self.log.store();
         store
@@ -486,7 +573,9 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
             .advance_last_snapshot(job.log_id, job.segment, job.entry, &mut units)
             .await?;
         self.step(Step::LastSnapshotAdvanced).await?;
-        self.pending.delete(key).await?;
+        if let Guarded::Lost = self.pending.delete(key, *increment).await? {
+            return Ok(Outcome::Duplicate);
+        }
         self.step(Step::PendingDeleted).await?;
         info!(log = %job.log_id, segment = job.segment, entry = job.entry, root, "snapshot complete");
         Ok(Outcome::Completed {

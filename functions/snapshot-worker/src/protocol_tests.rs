@@ -16,7 +16,9 @@ use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
 use sheetlog_core::ports::PendingSnapshots;
 use sheetlog_core::sheet::{Event, Sheet};
-use sheetlog_core::snapshot::{BuildConfig, Manifest, MemBlobs, MemImports, materialize};
+use sheetlog_core::snapshot::{
+    BlobError, BlobStore, BuildConfig, Manifest, MemBlobs, MemImports, materialize,
+};
 use sheetlog_core::snapshot_input::log_entries;
 
 use crate::config::WorkerConfig;
@@ -28,8 +30,43 @@ type MemWorker = Worker<MemLogStore, MemPayloadStore>;
 struct Fixture {
     worker: MemWorker,
     pending: Arc<MemPendingStore>,
-    blobs: Arc<MemBlobs>,
+    blobs: Arc<Recording>,
     log: LogId,
+}
+
+/// The in-memory blob store, recording which chunk keys each run seals (checks for, then writes
+/// if new): the work a build does, which a resumed build must not repeat.
+#[derive(Debug, Default)]
+struct Recording {
+    inner: MemBlobs,
+    chunks: Mutex<Vec<String>>,
+    puts: Mutex<Vec<String>>,
+}
+
+impl Recording {
+    /// Chunk keys sealed since the last call, and every key written.
+    fn take(&self) -> (Vec<String>, Vec<String>) {
+        let chunks = std::mem::take(&mut *self.chunks.lock().expect("lock"));
+        let puts = std::mem::take(&mut *self.puts.lock().expect("lock"));
+        (chunks, puts)
+    }
+}
+
+#[async_trait]
+impl BlobStore for Recording {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+        self.puts.lock().expect("lock").push(key.to_owned());
+        self.inner.put(key, bytes).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+        self.inner.get(key).await
+    }
+    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
+        if key.contains("/chunks/") {
+            self.chunks.lock().expect("lock").push(key.to_owned());
+        }
+        self.inner.exists(key).await
+    }
 }
 
 fn config() -> WorkerConfig {
@@ -39,6 +76,8 @@ fn config() -> WorkerConfig {
         defer_min: Duration::from_secs(1),
         defer_max: Duration::from_secs(1),
         error_retry: Duration::from_secs(1),
+        max_handoffs: 3,
+        max_inline_checkpoint_bytes: 350 * 1024,
         // Tiny chunks: the small sheets here span many chunks and checkpoints.
         build: BuildConfig { chunk_target: 256 },
     }
@@ -66,6 +105,10 @@ fn snapshot_entry() -> NewEntry {
 
 impl Fixture {
     async fn new() -> Self {
+        Self::with_config(config()).await
+    }
+
+    async fn with_config(cfg: WorkerConfig) -> Self {
         let log = EventLog::new(
             MemLogStore::new(),
             MemPayloadStore::new(),
@@ -74,13 +117,13 @@ impl Fixture {
         .expect("default config is valid");
         let id = log.create().await.expect("create log").log;
         let pending = Arc::new(MemPendingStore::new());
-        let blobs = Arc::new(MemBlobs::new());
+        let blobs = Arc::new(Recording::default());
         let worker = Worker::new(
             log,
             pending.clone(),
             blobs.clone(),
             Arc::new(MemImports::new()),
-            config(),
+            cfg,
         );
         Fixture {
             worker,
@@ -152,7 +195,6 @@ impl Fixture {
     }
 
     async fn manifest(&self, root: &str) -> Manifest {
-        use sheetlog_core::snapshot::BlobStore;
         let bytes = self
             .blobs
             .get(root)
@@ -246,9 +288,15 @@ async fn a_snapshot_whose_predecessor_was_never_started_is_deferred() {
 async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpoint() {
     let f = Fixture::new().await;
     let job = f.second_snapshot(40).await;
+    f.blobs.take();
     // No time at all: hand off after the first checkpoint.
     let out = f.worker.run(&job, Instant::now()).await.expect("run");
     assert_eq!(out, Outcome::HandedOff { checkpoints: 1 });
+    let (before, _) = f.blobs.take();
+    assert!(
+        !before.is_empty(),
+        "the first run sealed chunks before its checkpoint"
+    );
     let key = PendingKey::new(f.log, job.segment, job.entry);
     let p = f.pending.get(key).await.expect("get").expect("kept");
     assert!(!p.active, "a hand-off releases the item");
@@ -262,16 +310,25 @@ async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpo
     else {
         panic!("the resumed run completes")
     };
+    let (after, _) = f.blobs.take();
     let manifest = f.manifest(&root).await;
     let got = materialize(f.blobs.as_ref(), &manifest)
         .await
         .expect("read");
     assert_eq!(got, f.replay(job.entry).await);
+    // The resumed run sealed only chunks after the checkpoint: none the first run sealed, and
+    // together exactly the chunks an uninterrupted build seals (a restart would seal the first
+    // run's chunks again).
+    assert!(
+        after.iter().all(|k| !before.contains(k)),
+        "the resumed run redid chunks from before its checkpoint"
+    );
     // The resumed run went on from the checkpoint: with the one before the hand-off, it made
     // exactly as many checkpoints as an uninterrupted build of the same job (a restart would
     // make one more).
     let g = Fixture::new().await;
     let same = g.second_snapshot(40).await;
+    g.blobs.take();
     let whole = Arc::new(CountCheckpoints::default());
     let out = g
         .worker
@@ -281,6 +338,12 @@ async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpo
         .await
         .expect("run");
     assert!(matches!(out, Outcome::Completed { .. }));
+    let (all, _) = g.blobs.take();
+    assert_eq!(
+        before.len() + after.len(),
+        all.len(),
+        "{before:?} + {after:?} vs {all:?}"
+    );
     let whole = whole.count();
     assert!(whole > 2, "the build spans several checkpoints ({whole})");
     assert_eq!(1 + resumed_checkpoints.count(), whole);
@@ -378,4 +441,105 @@ async fn a_job_naming_no_snapshot_entry_is_rejected() {
     assert!(matches!(out, Outcome::Rejected { .. }), "{out:?}");
     let out = f.run(&SnapshotJob::new(f.log, 0, 999)).await.expect("run");
     assert!(matches!(out, Outcome::Rejected { .. }), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_checkpoint_too_big_for_an_item_spills_to_s3_and_the_resume_reads_it() {
+    // Every checkpoint is "too big" here.
+    let f = Fixture::with_config(WorkerConfig {
+        max_inline_checkpoint_bytes: 16,
+        ..config()
+    })
+    .await;
+    let job = f.second_snapshot(40).await;
+    f.blobs.take();
+    assert_eq!(
+        f.worker.run(&job, Instant::now()).await.expect("run"),
+        Outcome::HandedOff { checkpoints: 1 }
+    );
+    let (before, puts) = f.blobs.take();
+    let key = PendingKey::new(f.log, job.segment, job.entry);
+    let spilled = crate::protocol::checkpoint_key(&key);
+    assert!(puts.contains(&spilled), "{puts:?}");
+    let state = f.pending.get(key).await.expect("get").expect("kept").state;
+    assert_eq!(
+        state,
+        Some(serde_json::json!({"spilled": spilled}).to_string()),
+        "the item keeps a pointer, not the checkpoint"
+    );
+    let Outcome::Completed { root } = f.run(&job).await.expect("resume") else {
+        panic!("the resumed run completes")
+    };
+    let (after, _) = f.blobs.take();
+    assert!(
+        after.iter().all(|k| !before.contains(k)),
+        "resumed from the spilled checkpoint, not from scratch"
+    );
+    let got = materialize(f.blobs.as_ref(), &f.manifest(&root).await)
+        .await
+        .expect("read");
+    assert_eq!(got, f.replay(job.entry).await);
+}
+
+/// Takes the pending item over (as another invocation would once the holder went quiet past the
+/// pending timeout) when the holder reaches `at`.
+#[derive(Debug)]
+struct TakeOverAt {
+    at: Step,
+    pending: Arc<MemPendingStore>,
+    key: PendingKey,
+}
+
+#[async_trait]
+impl StepHook for TakeOverAt {
+    async fn reached(&self, step: Step) -> ControlFlow<()> {
+        if step == self.at
+            && let Ok(Some(seen)) = self.pending.get(self.key).await
+        {
+            let _ = self.pending.claim(&seen, seen.modified + 10_000).await;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[tokio::test]
+async fn an_invocation_that_lost_its_item_does_not_complete() {
+    let f = Fixture::new().await;
+    // A first snapshot builds without checkpoints, so nothing between the claim and the
+    // completion would notice the takeover but the completion itself.
+    let job = f.edits_then_snapshot(5, "a").await;
+    let key = PendingKey::new(f.log, job.segment, job.entry);
+    let hook = Arc::new(TakeOverAt {
+        at: Step::PendingCreated,
+        pending: f.pending.clone(),
+        key,
+    });
+    let out = f
+        .worker
+        .clone()
+        .with_hook(hook)
+        .run(&job, Instant::now() + Duration::from_secs(600))
+        .await
+        .expect("run");
+    assert_eq!(
+        out,
+        Outcome::Duplicate,
+        "the old holder stops at its completion"
+    );
+    let item = f.pending.get(key).await.expect("get");
+    assert!(
+        item.is_some_and(|p| p.active && p.retries == 1),
+        "the new holder's item is left alone"
+    );
+    let (seg, _) = f.worker.log().segment(f.log, 0).await.expect("segment");
+    assert_eq!(
+        seg.and_then(|s| s.last_snapshot),
+        Some(0),
+        "nothing recorded the old holder's snapshot"
+    );
+    // The new holder (any later invocation) completes it.
+    assert!(matches!(
+        f.run(&job).await,
+        Ok(Outcome::Deferred { .. } | Outcome::Completed { .. })
+    ));
 }

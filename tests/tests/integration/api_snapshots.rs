@@ -4,10 +4,9 @@
 //! full replay, and new segments start once a segment's snapshot is done.
 
 use std::io::Cursor;
-
-use anyhow::Context;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
@@ -414,5 +413,72 @@ async fn a_committed_file_cannot_be_replaced_or_expired_through_its_upload_url()
         Some(&b"true"[..])
     );
     assert_eq!(r.json::<Value>().await?["seq"], seq);
+    Ok(())
+}
+
+/// A burst of appends with a short snapshot interval: each completed snapshot starts the next one
+/// at once, so the chain finishes soon after the last append (before, each later snapshot waited
+/// out its own exponential backoff behind the one before it, and the chain took minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_snapshots_completes_soon_after_the_last_append() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        snapshot_interval: 5,
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_pipeline("api-snapshot-burst", cfg).await? else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    for i in 1..=60 {
+        let entry =
+            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}});
+        let r = c
+            .post(api.url(&format!("/logs/{log}/entries")))
+            .json(&entry)
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    let last_append = Instant::now();
+    // Every Snapshot entry the API added has its root (the deadline only stops a hang: the
+    // measured lag is `./scripts/bench pipeline`'s `snapshot_chain_lag_s_p99`).
+    let deadline = last_append + Duration::from_secs(120);
+    let stack = api.stack.as_ref().context("in-process stack")?;
+    let log_id: sheetlog_core::LogId = log.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let store = stack.log_store();
+    let (snapshots, done) = loop {
+        let mut units = Default::default();
+        let page = sheetlog_core::ports::LogStore::read_entries(
+            &store,
+            log_id,
+            0,
+            0,
+            1000,
+            sheetlog_core::ports::Consistency::Strong,
+            &mut units,
+        )
+        .await?;
+        let snaps: Vec<_> = page
+            .entries
+            .iter()
+            .filter(|e| e.kind == sheetlog_core::domain::EntryType::SNAPSHOT && e.num > 0)
+            .collect();
+        let done = snaps.iter().filter(|e| e.snapshot_root.is_some()).count();
+        if done == snaps.len() || Instant::now() > deadline {
+            break (snaps.len(), done);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "{done} of {snapshots} snapshots complete {:.1} s after the last append",
+        last_append.elapsed().as_secs_f64()
+    );
+    assert!(
+        snapshots >= 10,
+        "the API added a Snapshot entry every 5 entries: {snapshots}"
+    );
+    assert_eq!(done, snapshots, "every snapshot completed");
     Ok(())
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -331,19 +332,32 @@ impl PendingSnapshots for DynamoPendingStore {
         .await
     }
 
-    /// Removes a pending snapshot once the snapshot is complete. Unconditional: by then the
-    /// Snapshot entry has its root and the segment's Last Snapshot covers it, so whoever else
-    /// still holds the item has nothing left to do.
+    /// Removes a pending snapshot once the snapshot is complete, conditional on the increment
+    /// its holder last wrote: an invocation that lost the item (it went quiet and another took
+    /// over) cannot delete the new holder's item. Deleting an item that is already gone succeeds,
+    /// so the SDK's retry of a delete whose response was lost is not mistaken for a lost item.
     #[instrument(skip(self))]
-    async fn delete(&self, key: PendingKey) -> Result<(), StoreError> {
-        self.client
+    async fn delete(&self, key: PendingKey, increment: u64) -> Result<Guarded<()>, StoreError> {
+        match self
+            .client
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(item_key(&key)))
+            .condition_expression("attribute_not_exists(#n) OR #i = :seen")
+            .expression_attribute_names("#n", pending_attr::NUM)
+            .expression_attribute_names("#i", pending_attr::INCREMENT)
+            .expression_attribute_values(":seen", num(increment))
             .send()
             .await
-            .map_err(|e| StoreError::service(SERVICE, "DeleteItem", e))?;
-        Ok(())
+        {
+            Ok(_) => Ok(Guarded::Done(())),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(Guarded::Lost)
+            }
+            Err(e) => Err(StoreError::service(SERVICE, "DeleteItem", e)),
+        }
     }
 }
 

@@ -8,7 +8,8 @@ use super::LogId;
 /// Build (or finish building) the snapshot of the Snapshot entry `entry` of segment `segment`.
 ///
 /// Wire form: `{"logId":"<uuid>","segment":3,"entry":0}`, plus `"deferrals":n` once the worker
-/// has deferred the job `n` times (it sets the backoff). Duplicates are expected: the router may
+/// has deferred the job `n` times (it sets the backoff) with `"waitingSince"` (when the first
+/// wait began), and `"handoffs":n` once a long build has handed itself off `n` times. Duplicates are expected: the router may
 /// send one twice and SQS may deliver one twice; the worker's protocol absorbs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -19,6 +20,14 @@ pub struct SnapshotJob {
     /// How often this job has been deferred behind other work (0 when the router sends it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub deferrals: u32,
+    /// How often the build has handed itself off to a fresh invocation (its hop count). Past the
+    /// worker's cap the job is parked instead of sent round again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub handoffs: u32,
+    /// When the job first had to wait (Unix seconds); the age of a deferred job is measured
+    /// from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<i64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -32,6 +41,8 @@ impl SnapshotJob {
             segment,
             entry,
             deferrals: 0,
+            handoffs: 0,
+            waiting_since: None,
         }
     }
 
@@ -44,12 +55,28 @@ impl SnapshotJob {
         serde_json::from_str(body)
     }
 
-    /// The same job, counted as deferred once more.
-    pub fn deferred(self) -> Self {
+    /// The same job, counted as deferred once more at `now` (which starts its wait, if this is
+    /// the first).
+    pub fn deferred(self, now: i64) -> Self {
         Self {
             deferrals: self.deferrals.saturating_add(1),
+            waiting_since: Some(self.waiting_since.unwrap_or(now)),
             ..self
         }
+    }
+
+    /// The same job, handed off once more.
+    pub fn handed_off(self) -> Self {
+        Self {
+            handoffs: self.handoffs.saturating_add(1),
+            ..self
+        }
+    }
+
+    /// Seconds the job has been waiting at `now` (0 if it never waited).
+    pub fn waited(&self, now: i64) -> i64 {
+        self.waiting_since
+            .map_or(0, |t| now.saturating_sub(t).max(0))
     }
 }
 
@@ -67,10 +94,15 @@ mod tests {
             job.to_json(),
             r#"{"logId":"2f1c7a52-8c52-4a44-9a0e-3f0c1f6f2b11","segment":3,"entry":0}"#
         );
-        let deferred = job.deferred().deferred();
+        let deferred = job.deferred(100).deferred(160).handed_off();
+        assert_eq!(
+            deferred.to_json(),
+            r#"{"logId":"2f1c7a52-8c52-4a44-9a0e-3f0c1f6f2b11","segment":3,"entry":0,"deferrals":2,"handoffs":1,"waitingSince":100}"#
+        );
         let back = SnapshotJob::from_json(&deferred.to_json()).ok();
         assert_eq!(back, Some(deferred));
         assert_eq!(back.map(|j| j.deferrals), Some(2));
+        assert_eq!(deferred.waited(190), 90, "measured from the first wait");
     }
 
     #[test]
