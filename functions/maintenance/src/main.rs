@@ -24,8 +24,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Re-enqueue snapshot jobs and re-run payload un-tagging for entries written since a date.
-    /// Safe to run any number of times.
+    /// Re-enqueue a job for every unfinished snapshot (any segment, any state, including jobs in
+    /// the Pending Snapshots table) and re-run payload un-tagging for entries written since a
+    /// date. Safe to run any number of times.
     Reprocess(ReprocessArgs),
 }
 
@@ -41,6 +42,8 @@ struct ReprocessArgs {
     entry_table: String,
     #[arg(long, env = "SHEETLOG_SEGMENT_TABLE")]
     segment_table: String,
+    #[arg(long, env = "SHEETLOG_PENDING_TABLE")]
+    pending_table: String,
     #[arg(long, env = "SHEETLOG_BUCKET")]
     bucket: String,
     #[arg(long, env = "SHEETLOG_SNAPSHOT_QUEUE_URL")]
@@ -61,6 +64,7 @@ async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
         aws_sdk_dynamodb::Client::new(&sdk),
         &args.entry_table,
         &args.segment_table,
+        &args.pending_table,
         S3Bucket::new(s3_client(&sdk), &args.bucket),
         SqsJobQueue::new(aws_sdk_sqs::Client::new(&sdk), &args.queue_url),
     );
@@ -76,8 +80,15 @@ async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     let report = tool
         .run(opts, &mut |log, r| {
             eprintln!(
-                "log {log}: {} logs, {} entries read; {verb} {} jobs, {} payloads untagged, {} missing",
-                r.logs, r.entries_read, r.jobs_enqueued, r.payloads_untagged, r.payloads_missing
+                "log {log}: {} logs, {} entries read; {verb} {} jobs ({} not started, {} pending, {} completion cut short), {} payloads untagged, {} missing",
+                r.logs,
+                r.entries_read,
+                r.jobs_enqueued,
+                r.snapshots_not_started,
+                r.snapshots_pending,
+                r.snapshots_completion_cut_short,
+                r.payloads_untagged,
+                r.payloads_missing
             );
         })
         .await

@@ -1,29 +1,42 @@
 //! The manual fallback (`docs/design.md`, "The manual fallback"): when stream records or queue messages were
-//! lost (expired, dropped, parked in a failure queue), walk the log entries written since a date
-//! and start the side effects that have not happened:
-//! - a Snapshot entry without a root whose segment's Last Snapshot does not cover it → a
-//!   snapshot job on the queue;
-//! - an entry whose external object still carries the auto-delete tag → remove the tag.
+//! lost (expired, dropped, parked in a failure queue), find the side effects that have not
+//! happened and start them again.
+//!
+//! Snapshots, in every state an unfinished one can be in:
+//! - never started (its job was lost): a Snapshot entry past its segment's Last Snapshot with no
+//!   pending item;
+//! - started and stopped (handed off or deferred and the message lost, parked after too many
+//!   hand-offs, or crashed with its message in the dead-letter queue): an item in the Pending
+//!   Snapshots table, whatever its age or segment;
+//! - completion cut short: the root is on the Snapshot entry but Last Snapshot was not advanced
+//!   (a root alone is not completion), or Last Snapshot was advanced but the pending item is still
+//!   there.
+//!
+//! Each gets a snapshot job; the worker finishes whatever is left. These are found in *every*
+//! segment of every log, not only recent ones, at the cost of reading each segment's entries
+//! after its Last Snapshot (snapshots complete in order, so nothing before it can be unfinished)
+//! plus one Query of the Pending Snapshots table per log.
+//!
+//! Payloads: an entry created since the date whose external object still carries the auto-delete
+//! tag has it removed. (Older ones have expired or were committed long ago.)
 //!
 //! Safe to run any number of times: a job for a snapshot that is complete or in progress is a
 //! duplicate the worker discards, and removing a tag is idempotent.
 //!
 //! Finding the logs: nothing indexes entries by date, so the tool scans the Segment table (paged)
 //! for every log id — fine for an operator's tool, and far cheaper than scanning entries. For
-//! each log it reads only the segments that can hold entries from the date on: the newest one
-//! created before the date and every later one. In those segments it also enqueues incomplete
-//! Snapshot entries written *before* the date, because a later snapshot waits for every earlier
-//! one and would otherwise never start.
+//! payloads it reads only the segments that can hold entries from the date on: the newest one
+//! created before the date and every later one.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use sheetlog_core::aws::items::segment_attr;
-use sheetlog_core::aws::{DynamoLogStore, S3Bucket, SqsJobQueue, Untagged};
+use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, S3Bucket, SqsJobQueue, Untagged};
 use sheetlog_core::domain::{EntryType, LogId, RequestUnits, SegmentRecord, SnapshotJob};
 use sheetlog_core::error::StoreError;
-use sheetlog_core::ports::{Consistency, LogStore};
+use sheetlog_core::ports::{Consistency, LogStore, PendingSnapshots};
 use tracing::warn;
 
 /// Entries read per query page.
@@ -44,8 +57,15 @@ pub struct ReprocessReport {
     pub logs: u64,
     pub segments_read: u64,
     pub entries_read: u64,
-    /// Snapshot jobs sent (or, in a dry run, that would have been).
+    /// Snapshot jobs sent (or, in a dry run, that would have been), one per unfinished snapshot.
     pub jobs_enqueued: u64,
+    /// Of those: snapshots never started (no pending item).
+    pub snapshots_not_started: u64,
+    /// Of those: snapshots with an item in the Pending Snapshots table (stopped mid-build,
+    /// parked, or waiting).
+    pub snapshots_pending: u64,
+    /// Of those: a root recorded but the segment's Last Snapshot not advanced.
+    pub snapshots_completion_cut_short: u64,
     /// Objects whose auto-delete tag was removed (or would have been).
     pub payloads_untagged: u64,
     /// Objects already without the tag.
@@ -68,6 +88,7 @@ pub struct Reprocessor {
     dynamo: aws_sdk_dynamodb::Client,
     segment_table: String,
     store: DynamoLogStore,
+    pending: DynamoPendingStore,
     payloads: S3Bucket,
     queue: SqsJobQueue,
 }
@@ -77,11 +98,13 @@ impl Reprocessor {
         dynamo: aws_sdk_dynamodb::Client,
         entry_table: &str,
         segment_table: &str,
+        pending_table: &str,
         payloads: S3Bucket,
         queue: SqsJobQueue,
     ) -> Self {
         Self {
             store: DynamoLogStore::new(dynamo.clone(), entry_table, segment_table),
+            pending: DynamoPendingStore::new(dynamo.clone(), pending_table),
             dynamo,
             segment_table: segment_table.to_owned(),
             payloads,
@@ -141,22 +164,43 @@ impl Reprocessor {
     ) -> Result<(), ReprocessError> {
         let mut units = RequestUnits::default();
         let segments = self.store.all_segments(log, &mut units).await?;
-        // The newest segment created before the date can still hold entries from after it; any
-        // older one was closed before that segment began.
-        let first = segments
-            .iter()
-            .rposition(|s| s.created < opts.since)
-            .unwrap_or(0);
-        let mut jobs = Vec::new();
-        for seg in &segments[first..] {
+        let mut jobs: BTreeSet<(u64, u64)> = BTreeSet::new();
+
+        // Started and stopped, in any segment: the Pending Snapshots table.
+        for p in self.pending.list(log).await? {
+            if jobs.insert((p.key.segment, p.key.entry)) {
+                report.snapshots_pending += 1;
+            }
+        }
+        // Never started, or completion cut short: every segment's entries after its Last
+        // Snapshot.
+        for seg in &segments {
             if seg.archive.is_some() {
                 // Archived segments are history; their side effects happened before archiving.
                 continue;
             }
-            report.segments_read += 1;
-            self.segment(log, seg, opts, report, &mut jobs).await?;
+            self.unfinished_snapshots(log, seg, report, &mut jobs)
+                .await?;
         }
+        // Payloads, in the segments that can hold entries from the date on: the newest one
+        // created before the date (it can still hold later entries; any older one was closed
+        // before it began) and every later one.
+        let first = segments
+            .iter()
+            .rposition(|s| s.created < opts.since)
+            .unwrap_or(0);
+        for seg in &segments[first..] {
+            if seg.archive.is_none() {
+                report.segments_read += 1;
+                self.payloads(log, seg, opts, report).await?;
+            }
+        }
+
         if !jobs.is_empty() {
+            let jobs: Vec<SnapshotJob> = jobs
+                .into_iter()
+                .map(|(segment, entry)| SnapshotJob::new(log, segment, entry))
+                .collect();
             report.jobs_enqueued += jobs.len() as u64;
             if !opts.dry_run {
                 for (job, result) in jobs.iter().zip(self.queue.send_batch(&jobs).await) {
@@ -171,13 +215,46 @@ impl Reprocessor {
         Ok(())
     }
 
-    async fn segment(
+    /// Snapshot entries of `seg` past its Last Snapshot that have no pending item (already in
+    /// `jobs`): never started, or (with a root) completed except for Last Snapshot.
+    async fn unfinished_snapshots(
+        &self,
+        log: LogId,
+        seg: &SegmentRecord,
+        report: &mut ReprocessReport,
+        jobs: &mut BTreeSet<(u64, u64)>,
+    ) -> Result<(), ReprocessError> {
+        let mut units = RequestUnits::default();
+        let mut from = seg.last_snapshot.map_or(0, |l| l + 1);
+        loop {
+            let page = self
+                .store
+                .read_entries(log, seg.num, from, PAGE, Consistency::Eventual, &mut units)
+                .await?;
+            for e in &page.entries {
+                report.entries_read += 1;
+                if e.kind == EntryType::SNAPSHOT && jobs.insert((seg.num, e.num)) {
+                    if e.snapshot_root.is_some() {
+                        report.snapshots_completion_cut_short += 1;
+                    } else {
+                        report.snapshots_not_started += 1;
+                    }
+                }
+            }
+            match page.entries.last() {
+                Some(last) if page.more => from = last.num + 1,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Entries of `seg` created since the date whose external object is still tagged.
+    async fn payloads(
         &self,
         log: LogId,
         seg: &SegmentRecord,
         opts: ReprocessOptions,
         report: &mut ReprocessReport,
-        jobs: &mut Vec<SnapshotJob>,
     ) -> Result<(), ReprocessError> {
         let mut units = RequestUnits::default();
         let mut from = 0;
@@ -188,11 +265,6 @@ impl Reprocessor {
                 .await?;
             for e in &page.entries {
                 report.entries_read += 1;
-                let complete =
-                    e.snapshot_root.is_some() || seg.last_snapshot.is_some_and(|l| l >= e.num);
-                if e.kind == EntryType::SNAPSHOT && !complete {
-                    jobs.push(SnapshotJob::new(log, seg.num, e.num));
-                }
                 if e.created < opts.since {
                     continue;
                 }

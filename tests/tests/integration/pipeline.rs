@@ -101,7 +101,7 @@ async fn drive(worker: &Worker, job: SnapshotJob) -> anyhow::Result<Vec<Outcome>
         match o {
             Outcome::Deferred { delay, .. } => {
                 tokio::time::sleep(delay.min(Duration::from_secs(2))).await;
-                job = job.deferred();
+                job = job.deferred(sheetlog_core::domain::now_secs());
             }
             Outcome::HandedOff { .. } => {}
             _ => return Ok(outcomes),
@@ -378,11 +378,23 @@ async fn the_same_message_delivered_twice_concurrently_is_built_once() -> anyhow
         worker_concurrency: 2,
         ..LocalPipelineConfig::default()
     };
-    let pipeline = px.pipeline(cfg, px.worker(test_worker_config())?)?;
+    // Both deliveries must be inside the protocol at once: each waits at the step before the
+    // pending item is created until the other gets there too. Run one after the other, the
+    // first would wait alone and stop (the test then fails), so passing proves the overlap.
+    let meet = Arc::new(MeetAt {
+        step: Step::BeforePendingItem,
+        barrier: tokio::sync::Barrier::new(2),
+        armed: AtomicUsize::new(0),
+        met: AtomicUsize::new(0),
+    });
+    let worker = px.worker(test_worker_config())?.with_hook(meet.clone());
+    let pipeline = px.pipeline(cfg, worker)?;
     let queue = px.job_queue();
     for _ in 0..3 {
-        let (log, first, _) = two_snapshot_log(&px).await?;
-        // Two copies of one job, received in one batch and run side by side.
+        let (log, first, second) = two_snapshot_log(&px).await?;
+        // Two copies of one job, received in one batch and run side by side. (The run that
+        // builds it then starts the second snapshot, which has no twin to meet.)
+        meet.armed.store(2, Ordering::SeqCst);
         queue.send(&first.job, Duration::ZERO).await?;
         queue.send(&first.job, Duration::ZERO).await?;
         let mut outcomes = Vec::new();
@@ -396,9 +408,10 @@ async fn the_same_message_delivered_twice_concurrently_is_built_once() -> anyhow
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+        let root = assert_complete(&px, first).await?;
         let completed = outcomes
             .iter()
-            .filter(|o| matches!(o, Outcome::Completed { .. }))
+            .filter(|o| matches!(o, Outcome::Completed { root: r } if *r == root))
             .count();
         ensure!(completed == 1, "built {completed} times: {outcomes:?}");
         eprintln!("two deliveries of one job: {outcomes:?}");
@@ -415,11 +428,48 @@ async fn the_same_message_delivered_twice_concurrently_is_built_once() -> anyhow
             )),
             "{outcomes:?}"
         );
-        let root = assert_complete(&px, first).await?;
-        px.assert_no_orphans(log, &[&root]).await?;
+        // The build went on to the log's next snapshot by itself.
+        let next = assert_complete(&px, second).await?;
+        px.assert_no_orphans(log, &[&root, &next]).await?;
     }
+    ensure!(
+        meet.met.load(Ordering::SeqCst) == 6,
+        "every delivery met its twin inside the protocol: {}",
+        meet.met.load(Ordering::SeqCst)
+    );
     ensure!(px.queue_depth(&px.queues.dead_letter_queue).await? == (0, 0, 0));
     Ok(())
+}
+
+/// Holds the next `armed` runs at `step` until another run reaches it too; a run left waiting
+/// alone for ten seconds stops (as a killed process would).
+#[derive(Debug)]
+struct MeetAt {
+    step: Step,
+    barrier: tokio::sync::Barrier,
+    armed: AtomicUsize,
+    met: AtomicUsize,
+}
+
+#[async_trait]
+impl StepHook for MeetAt {
+    async fn reached(&self, step: Step) -> ControlFlow<()> {
+        if step != self.step
+            || self
+                .armed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_err()
+        {
+            return ControlFlow::Continue(());
+        }
+        match tokio::time::timeout(Duration::from_secs(10), self.barrier.wait()).await {
+            Ok(_) => {
+                self.met.fetch_add(1, Ordering::SeqCst);
+                ControlFlow::Continue(())
+            }
+            Err(_) => ControlFlow::Break(()),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -448,7 +498,7 @@ async fn snapshots_delivered_in_the_wrong_order_complete_in_log_order() -> anyho
     let o1 = worker.run(&first.job, later()).await?;
     ensure!(matches!(o1, Outcome::Completed { .. }), "{o1:?}");
     // Snapshot 2, redelivered, claims its released item at once and builds on snapshot 1.
-    let o2 = worker.run(&second.job.deferred(), later()).await?;
+    let o2 = worker.run(&second.job.deferred(0), later()).await?;
     ensure!(matches!(o2, Outcome::Completed { .. }), "{o2:?}");
     let root1 = assert_complete(&px, first).await?;
     let root2 = assert_complete(&px, second).await?;
@@ -988,7 +1038,7 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
         )
         .send()
         .await?;
-    let report = reprocessor(&px)
+    let report = reprocessor(&px)?
         .run(
             ReprocessOptions {
                 since: now_secs() - 3600,
@@ -1004,14 +1054,21 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     Ok(())
 }
 
-fn reprocessor(px: &PipelineStack) -> Reprocessor {
-    Reprocessor::new(
+fn reprocessor(px: &PipelineStack) -> anyhow::Result<Reprocessor> {
+    let pending = px
+        .stack
+        .resources
+        .pending_table
+        .as_deref()
+        .context("the pipeline stack has a Pending Snapshots table")?;
+    Ok(Reprocessor::new(
         px.stack.dynamo.clone(),
         &px.stack.resources.entry_table,
         &px.stack.resources.segment_table,
+        pending,
         S3Bucket::new(px.stack.s3.clone(), &px.stack.resources.bucket),
         SqsJobQueue::new(px.sqs.clone(), &px.queues.snapshot_queue),
-    )
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1039,14 +1096,14 @@ async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<
         since,
         dry_run: true,
     };
-    let dry = reprocessor(&px).run(opts, &mut |_, _| {}).await?;
+    let dry = reprocessor(&px)?.run(opts, &mut |_, _| {}).await?;
     ensure!(dry.jobs_enqueued == 2 && px.queue_depth(&px.queues.snapshot_queue).await?.0 == 0);
     let opts = ReprocessOptions {
         since,
         dry_run: false,
     };
     let mut progress = Vec::new();
-    let report = reprocessor(&px)
+    let report = reprocessor(&px)?
         .run(opts, &mut |l, r| progress.push((l, r.jobs_enqueued)))
         .await?;
     ensure!(report.jobs_enqueued == 2, "{report:?}");
@@ -1060,7 +1117,7 @@ async fn the_reprocess_tool_recovers_a_dropped_snapshot_job() -> anyhow::Result<
     })
     .await?;
     // Safe to run again: nothing is left to do, so nothing is enqueued.
-    let again = reprocessor(&px).run(opts, &mut |_, _| {}).await?;
+    let again = reprocessor(&px)?.run(opts, &mut |_, _| {}).await?;
     ensure!(again.jobs_enqueued == 0, "{again:?}");
     let root1 = assert_complete(&px, first).await?;
     let root2 = assert_complete(&px, second).await?;
@@ -1116,9 +1173,198 @@ async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Resu
     p.create(PendingKey::new(log, 0, 300), 100).await?;
     let earliest = p.earliest(log).await?.context("no pending items")?;
     ensure!(earliest.key == PendingKey::new(log, 0, 300));
-    p.delete(PendingKey::new(log, 0, 300)).await?;
+    // Deleting is conditional on the holder's increment; a delete of a gone item succeeds.
+    ensure!(
+        p.delete(key, 3).await? == Guarded::Lost,
+        "a stale holder cannot delete"
+    );
+    ensure!(p.delete(PendingKey::new(log, 0, 300), 0).await? == Guarded::Done(()));
+    ensure!(p.delete(PendingKey::new(log, 0, 300), 0).await? == Guarded::Done(()));
     ensure!(p.earliest(log).await?.map(|e| e.key) == Some(key));
     ensure!(p.list(log).await?.len() == 2);
     ensure!(p.earliest(LogId::new_random()).await?.is_none());
+    Ok(())
+}
+
+/// A log whose first Snapshot entry (after 80 rows) was never built; returns it.
+async fn one_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, At)> {
+    let log = px.log.create().await?.log;
+    append(px, log, rows_event(1, 80, "a")?).await?;
+    let at = append(px, log, snapshot_entry()).await?;
+    Ok((log, at))
+}
+
+/// Runs `job` with a worker that stops (as if killed) right after `step`.
+async fn kill_after(px: &PipelineStack, job: SnapshotJob, step: Step) -> anyhow::Result<()> {
+    let hook = Arc::new(Steps {
+        kill: Some(step),
+        ..Steps::default()
+    });
+    match px
+        .worker(test_worker_config())?
+        .with_hook(hook)
+        .run(&job, later())
+        .await
+    {
+        Err(WorkerError::Stopped(s)) if s == step => Ok(()),
+        other => bail!("expected a stop after {step}, got {other:?}"),
+    }
+}
+
+/// Every state an unfinished snapshot can be left in, each with its queue message lost, and some
+/// outside the segments the date selects: the reprocess tool finds them all, and the worker
+/// finishes them from its jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_reprocess_tool_finds_every_unfinished_snapshot_state() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-reprocess-states").await?;
+    let worker = px.worker(test_worker_config())?;
+
+    // Never started.
+    let (_, never) = one_snapshot_log(&px).await?;
+    // Handed off, and the hand-off message lost: an inactive pending item with a checkpoint.
+    let (_, first, handed) = two_snapshot_log(&px).await?;
+    drive(&worker, first.job).await?;
+    match worker.run(&handed.job, Instant::now()).await? {
+        Outcome::HandedOff { .. } => {}
+        other => bail!("expected a hand-off, got {other:?}"),
+    }
+    // Killed after recording the root: the item is still there (active, soon stale).
+    let (_, rooted) = one_snapshot_log(&px).await?;
+    kill_after(&px, rooted.job, Step::RootWritten).await?;
+    // The same, and the item then removed by hand: only the root on the entry tells.
+    let (_, cut) = one_snapshot_log(&px).await?;
+    kill_after(&px, cut.job, Step::RootWritten).await?;
+    let key = PendingKey::new(cut.job.log_id, cut.job.segment, cut.job.entry);
+    let item = px
+        .pending
+        .get(key)
+        .await?
+        .context("item kept by the kill")?;
+    ensure!(px.pending.delete(key, item.increment).await? == Guarded::Done(()));
+    // Killed after advancing Last Snapshot: complete but for the pending item.
+    let (_, advanced) = one_snapshot_log(&px).await?;
+    kill_after(&px, advanced.job, Step::LastSnapshotAdvanced).await?;
+    // In a segment older than any the date selects: segment 0 was closed with its second
+    // Snapshot entry never built, and segment 1's first snapshot waits for it.
+    let (old_log, old) = one_snapshot_log(&px).await?;
+    let started = px.log.start_segment(old_log).await?;
+    let newer = SnapshotJob::new(old_log, started.segment, 0);
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let opts = ReprocessOptions {
+        since: now_secs() + 5,
+        dry_run: false,
+    };
+    let report = reprocessor(&px)?.run(opts, &mut |_, _| {}).await?;
+    ensure!(report.jobs_enqueued == 7, "{report:?}");
+    ensure!(
+        report.snapshots_not_started == 3,
+        "never, old, newer: {report:?}"
+    );
+    ensure!(
+        report.snapshots_pending == 3,
+        "handed, rooted, advanced: {report:?}"
+    );
+    ensure!(
+        report.snapshots_completion_cut_short == 1,
+        "cut: {report:?}"
+    );
+
+    let pipeline = px.pipeline(LocalPipelineConfig::default(), worker.clone())?;
+    let all = [never, handed, rooted, cut, advanced, old];
+    wait_until("every snapshot", Duration::from_secs(90), || async {
+        pipeline.queue.poll_once().await?;
+        for at in &all {
+            let (root, last) = completion(&px, at.job).await?;
+            if root.is_none() || last.is_none_or(|l| l < at.job.entry) {
+                return Ok(false);
+            }
+        }
+        let (root, _) = completion(&px, newer).await?;
+        Ok(root.is_some())
+    })
+    .await?;
+    for at in all {
+        assert_complete(&px, at).await?;
+    }
+    // Nothing is left: a second run finds nothing to do.
+    let again = reprocessor(&px)?.run(opts, &mut |_, _| {}).await?;
+    ensure!(again.jobs_enqueued == 0, "{again:?}");
+    Ok(())
+}
+
+/// A build that keeps handing off is parked at the hop cap instead of going round for ever (Lambda's
+/// recursive-loop detection is off for the worker): no message is left, the pending item keeps
+/// its checkpoint, and the reprocess tool sends it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_past_the_hand_off_cap_is_parked_and_reprocess_resumes_it() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-park").await?;
+    let capped = sheetlog_snapshot_worker::WorkerConfig {
+        max_handoffs: 2,
+        ..test_worker_config()
+    };
+    let tiny = LocalPipelineConfig {
+        worker_time_budget: Duration::ZERO,
+        worker_concurrency: 1,
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = px.pipeline(tiny, px.worker(capped)?)?;
+    let (log, first, second) = two_snapshot_log(&px).await?;
+    drive(&px.worker(test_worker_config())?, first.job).await?;
+    px.job_queue().send(&second.job, Duration::ZERO).await?;
+    let mut handoffs = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        for r in pipeline.queue.poll_once().await? {
+            match r.result? {
+                Outcome::HandedOff { .. } => handoffs += 1,
+                other => bail!("unexpected {other:?}"),
+            }
+        }
+        if handoffs > 0 && px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(
+        handoffs == 3,
+        "sent round twice, parked on the third: {handoffs}"
+    );
+    ensure!(px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0));
+    ensure!(px.queue_depth(&px.queues.dead_letter_queue).await? == (0, 0, 0));
+    let key = PendingKey::new(log, second.job.segment, second.job.entry);
+    let parked = px
+        .pending
+        .get(key)
+        .await?
+        .context("the parked job's item")?;
+    ensure!(!parked.active && parked.state.is_some(), "{parked:?}");
+    ensure!(completion(&px, second.job).await?.0.is_none());
+
+    let report = reprocessor(&px)?
+        .run(
+            ReprocessOptions {
+                since: now_secs(),
+                dry_run: false,
+            },
+            &mut |_, _| {},
+        )
+        .await?;
+    ensure!(
+        report.snapshots_pending == 1 && report.jobs_enqueued == 1,
+        "{report:?}"
+    );
+    let resumed = px.pipeline(
+        LocalPipelineConfig::default(),
+        px.worker(test_worker_config())?,
+    )?;
+    wait_until("the parked snapshot", Duration::from_secs(60), || async {
+        resumed.queue.poll_once().await?;
+        Ok(completion(&px, second.job).await?.0.is_some())
+    })
+    .await?;
+    let root1 = assert_complete(&px, first).await?;
+    let root2 = assert_complete(&px, second).await?;
+    px.assert_no_orphans(log, &[&root1, &root2]).await?;
     Ok(())
 }
