@@ -4,6 +4,10 @@
 //!   ([`create_local_stack`]) and both local drivers running continuously ([`LocalPipeline::run`]
 //!   in a task, as `sheetlog dev` runs them), the time from appending a Snapshot entry to its
 //!   root being readable on the entry: Entry stream → stream router → SQS → worker → completion.
+//! - Snapshot chain lag: a burst of Snapshot entries appended back to back (5 edits each) on the
+//!   same running stack; for each, the time from its append to its completion. Each snapshot
+//!   must wait for the one before it, so this measures how fast the chain moves (a completed
+//!   snapshot starts the next at once) rather than one build.
 //! - Worker peak memory: a 1M-cell CSV imported into a log on a second fresh emulator, then the
 //!   snapshot job run to completion by the worker in a child process (this binary re-executed
 //!   with a hidden subcommand), whose VmHWM is the figure. The emulator is a separate process, and
@@ -56,6 +60,9 @@ pub struct PipelineArgs {
     /// stack's snapshot interval.
     #[arg(long, default_value_t = 100)]
     edits: u32,
+    /// Snapshot entries in the burst (each after 5 edits), appended back to back.
+    #[arg(long, default_value_t = 20)]
+    burst: u32,
     /// The drivers' idle poll interval in milliseconds (default: what `sheetlog dev` uses).
     #[arg(long)]
     poll_ms: Option<u64>,
@@ -96,6 +103,11 @@ struct Figures {
     snapshot_latency_ms_p90: f64,
     snapshot_latency_ms_max: f64,
     snapshot_latency_ms_min: f64,
+    burst_snapshots: u32,
+    snapshot_chain_lag_s_p50: f64,
+    snapshot_chain_lag_s_p99: f64,
+    /// From the burst's last append until every snapshot of it was complete.
+    snapshot_burst_all_complete_s: f64,
     worker_cells_1m: u64,
     worker_csv_bytes_1m: u64,
     worker_build_seconds_1m: f64,
@@ -119,8 +131,10 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let mut latencies = rt.block_on(latency(args.snapshots, args.edits, poll))?;
+    let (mut latencies, mut lags, all_done) =
+        rt.block_on(latency(args.snapshots, args.edits, args.burst, poll))?;
     latencies.sort_by(f64::total_cmp);
+    lags.sort_by(f64::total_cmp);
 
     let (csv_bytes, worker) = rt.block_on(worker_memory())?;
 
@@ -133,6 +147,10 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         snapshot_latency_ms_p90: round1(percentile(&latencies, 0.9)),
         snapshot_latency_ms_max: round1(latencies.last().copied().unwrap_or(0.0)),
         snapshot_latency_ms_min: round1(latencies.first().copied().unwrap_or(0.0)),
+        burst_snapshots: args.burst,
+        snapshot_chain_lag_s_p50: round1(percentile(&lags, 0.5)),
+        snapshot_chain_lag_s_p99: round1(percentile(&lags, 0.99)),
+        snapshot_burst_all_complete_s: round1(all_done),
         worker_cells_1m: ROWS_1M * u64::from(SAMPLE_COLS),
         worker_csv_bytes_1m: csv_bytes,
         worker_build_seconds_1m: round1(worker.seconds),
@@ -218,8 +236,15 @@ async fn snapshot_root(
         .cloned())
 }
 
-/// Times `snapshots` snapshots through the running local pipeline; returns milliseconds each.
-async fn latency(snapshots: u32, edits: u32, poll: Duration) -> anyhow::Result<Vec<f64>> {
+/// Times `snapshots` snapshots through the running local pipeline (milliseconds each), then a
+/// burst of `burst` snapshots (seconds from each append to its completion, and from the last
+/// append until all were complete).
+async fn latency(
+    snapshots: u32,
+    edits: u32,
+    burst: u32,
+    poll: Duration,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, f64)> {
     say("starting an emulator and creating the local stack (create_local_stack)");
     let emu = Emulator::start()?;
     let sdk = emu.sdk_config().await;
@@ -263,7 +288,43 @@ async fn latency(snapshots: u32, edits: u32, poll: Duration) -> anyhow::Result<V
             say(&format!("snapshot {}/{snapshots}: {ms:.0} ms", i + 1));
             out.push(ms);
         }
-        anyhow::Ok(out)
+
+        say(&format!("a burst of {burst} snapshots, 5 edits apart, appended back to back"));
+        let log = log_store.create().await?.log;
+        let mut appended = Vec::new();
+        for _ in 0..burst {
+            for _ in 0..5 {
+                log_store
+                    .append(log, row_edit(row)?, AppendOptions::default())
+                    .await?;
+                row += 1;
+            }
+            let a = log_store
+                .append(log, snapshot_entry(), AppendOptions::default())
+                .await?;
+            appended.push((SnapshotJob::new(log, a.segment, a.entry), Instant::now()));
+        }
+        let last = Instant::now();
+        let mut lags = vec![None; appended.len()];
+        while lags.iter().any(Option::is_none) {
+            if last.elapsed() > SNAPSHOT_TIMEOUT * 5 {
+                bail!("the burst did not complete within {} s", (SNAPSHOT_TIMEOUT * 5).as_secs());
+            }
+            for (i, (job, at)) in appended.iter().enumerate() {
+                if lags[i].is_none() && snapshot_root(&dynamo, &stack.resources.entry_table, job).await?.is_some() {
+                    lags[i] = Some(at.elapsed().as_secs_f64());
+                }
+            }
+            tokio::time::sleep(COMPLETION_POLL * 10).await;
+        }
+        let all_done = last.elapsed().as_secs_f64();
+        let lags: Vec<f64> = lags.into_iter().flatten().collect();
+        say(&format!(
+            "lag of each snapshot, append -> complete (s): {}",
+            lags.iter().map(|l| format!("{l:.1}")).collect::<Vec<_>>().join(" ")
+        ));
+        say(&format!("burst complete {all_done:.1} s after its last append"));
+        anyhow::Ok((out, lags, all_done))
     }
     .await;
 
@@ -434,6 +495,13 @@ fn print_table(f: &Figures) {
         f.snapshot_latency_ms_p90,
         f.snapshot_latency_ms_max,
         f.snapshot_latency_ms_min
+    );
+    println!(
+        "  burst of {} snapshots appended back to back: chain lag (append -> complete) p50 {:.1} s, p99 {:.1} s; all complete {:.1} s after the last append",
+        f.burst_snapshots,
+        f.snapshot_chain_lag_s_p50,
+        f.snapshot_chain_lag_s_p99,
+        f.snapshot_burst_all_complete_s
     );
     println!(
         "  worker on a {}-cell import ({} bytes of CSV): built in {:.1} s over {} invocation(s), peak RSS {:.1} MB (baseline {:.1} MB)",
