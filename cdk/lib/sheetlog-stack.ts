@@ -289,6 +289,11 @@ export class SheetlogStack extends Stack {
       description: 'sheetlog snapshot worker (Pending Snapshots protocol)',
       timeout: TIMINGS.snapshotWorkerTimeout,
       memorySize: 1024,
+      // A long build hands itself off through the snapshot queue, and a completed snapshot
+      // starts the log's next one the same way: chains far longer than the ~16 hops after which
+      // Lambda would stop them. The worker bounds them itself: past `max_handoffs` (288, a day
+      // of 5-minute invocations) a job is parked and SnapshotJobsParkedAlarm fires.
+      recursiveLoop: lambda.RecursiveLoop.ALLOW,
     })
       .bindTable(ENV.entryTable, this.entryTable, 'readUpdate')
       .bindTable(ENV.segmentTable, this.segmentTable, 'readUpdate')
@@ -480,6 +485,28 @@ export class SheetlogStack extends Stack {
       this.snapshotQueue.metricApproximateAgeOfOldestMessage({ period: fiveMinutes, statistic: 'Maximum' }),
       Duration.minutes(15).toSeconds(),
       3,
+    );
+
+    // Published by the worker itself (embedded metric format, dimension FunctionName).
+    const workerMetric = (metricName: string, statistic: string) =>
+      new cloudwatch.Metric({
+        namespace: 'Sheetlog',
+        metricName,
+        dimensionsMap: { FunctionName: this.snapshotWorker.function.functionName },
+        period: fiveMinutes,
+        statistic,
+      });
+    alarm(
+      'SnapshotJobsParkedAlarm',
+      'A snapshot build handed off too many times and was parked; see docs/operations.md',
+      workerMetric('SnapshotJobsParked', 'Sum'),
+      1,
+    );
+    alarm(
+      'SnapshotJobWaitAlarm',
+      'A snapshot job has waited over an hour behind an earlier snapshot; see docs/operations.md',
+      workerMetric('SnapshotJobWaitSeconds', 'Maximum'),
+      Duration.hours(1).toSeconds(),
     );
 
     // On-demand tables throttle too (a partition's limits, or a sudden jump past twice the

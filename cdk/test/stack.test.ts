@@ -425,6 +425,14 @@ describe('event sources', () => {
     });
   });
 
+  test("only the snapshot worker may re-send its own work past Lambda's recursive-loop limit", () => {
+    const { json } = synth();
+    assert.equal(functionByBinary(json, WORKER)[1].Properties.RecursiveLoop, 'Allow');
+    for (const binary of [API, ROUTER]) {
+      assert.notEqual(functionByBinary(json, binary)[1].Properties.RecursiveLoop, 'Allow', binary);
+    }
+  });
+
   test('the snapshot worker consumes the snapshot queue one job at a time, bounded, with batch item failures', () => {
     const [, mapping] = onlyResource(
       json,
@@ -562,6 +570,19 @@ describe('alarms', () => {
     assert.equal(alarm.Statistic, 'Maximum');
   });
 
+  test('fire when the worker parks a job or a job waits over an hour (its own metrics)', () => {
+    const worker = { Ref: functionByBinary(json, WORKER)[0] };
+    const [parked] = find('SnapshotJobsParked', worker);
+    assert.ok(parked, 'no parked-jobs alarm');
+    assert.equal(parked.Namespace, 'Sheetlog');
+    assert.equal(parked.Statistic, 'Sum');
+    assert.equal(parked.Threshold, 1);
+    const [wait] = find('SnapshotJobWaitSeconds', worker);
+    assert.ok(wait, 'no job-wait alarm');
+    assert.equal(wait.Statistic, 'Maximum');
+    assert.equal(wait.Threshold, 3600);
+  });
+
   test('fire on throttled requests to every table', () => {
     for (const table of ['EntryTable', 'SegmentTable', 'PendingSnapshotsTable', 'DedupeTable', 'ClientsTable']) {
       const a = byId(`${table}ThrottlesAlarm`);
@@ -579,7 +600,7 @@ describe('alarms', () => {
   });
 
   test('every alarm notifies the alarm topic, and missing data is not an alarm', () => {
-    assert.equal(alarms.length, 2 + 1 + 6 + 1 + 1 + 5);
+    assert.equal(alarms.length, 2 + 1 + 6 + 1 + 1 + 5 + 2);
     for (const alarm of alarms) {
       assert.deepEqual(alarm.AlarmActions, [{ Ref: topicId }]);
       assert.deepEqual(alarm.OKActions, [{ Ref: topicId }]);

@@ -105,6 +105,11 @@ export interface SheetlogFunctionProps {
   /** `RUST_LOG` filter. */
   readonly logLevel: string;
   /**
+   * Lambda's recursive-loop detection (default: terminate a chain after about 16 hops). A
+   * function that legitimately re-sends its own work sets `ALLOW` and bounds the chain itself.
+   */
+  readonly recursiveLoop?: lambda.RecursiveLoop;
+  /**
    * Every function crate of the stack. Each function is built with all of them selected
    * (`-p` each), so Cargo resolves one feature set for their dependencies and the second and
    * third builds reuse the first's compiled dependencies instead of rebuilding most of them.
@@ -169,6 +174,7 @@ export class SheetlogFunction extends Construct {
       loggingFormat: lambda.LoggingFormat.JSON,
       logGroup: this.logGroup,
       tracing: lambda.Tracing.ACTIVE,
+      recursiveLoop: props.recursiveLoop,
     });
     Tags.of(this.function).add(BINARY_TAG, props.crate.binaryName);
     Validations.of(this.role).acknowledge({
