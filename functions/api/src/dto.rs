@@ -201,6 +201,12 @@ pub struct ErrorDetail {
     pub first_seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Which documented limit `limit` is, for a file that broke one (`maxCsvRecordBytes`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_name: Option<String>,
+    /// The size that was over `limit`, where it is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upload_path: Option<String>,
 }

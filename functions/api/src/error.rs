@@ -203,7 +203,8 @@ impl ApiError {
                 limit: Some((name, value)),
                 ..
             } => {
-                m.insert("limit".into(), json!({"name": name, "value": value}));
+                m.insert("limit".into(), json!(value));
+                m.insert("limitName".into(), json!(name));
             }
             ApiError::EntryTooLarge { limit, .. } => {
                 m.insert("limit".into(), json!(limit));

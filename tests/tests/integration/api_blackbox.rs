@@ -521,6 +521,18 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .await?;
     expect_error(r, StatusCode::UNPROCESSABLE_ENTITY, "invalid-payload").await?;
 
+    // A file that breaks a limit: the error names it.
+    let mut endless = b"a,b\n\"".to_vec();
+    endless.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
+    let long = upload(&c, &api, &log, json!({"type": "import"}), &endless).await?;
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{long}/commit")))
+        .send()
+        .await?;
+    let v = expect_error(r, StatusCode::UNPROCESSABLE_ENTITY, "invalid-payload").await?;
+    assert_eq!(v["error"]["limitName"], "maxCsvRecordBytes", "{v}");
+    assert_eq!(v["error"]["limit"], 4 * 1024 * 1024, "{v}");
+
     let r = c
         .post(api.url(&format!("/logs/{log}/uploads/nonsense/commit")))
         .send()
