@@ -27,6 +27,18 @@ impl TestStack {
     pub async fn on(emulator: Emulator, label: &str) -> anyhow::Result<Self> {
         let dynamo = emulator.dynamodb().await;
         let s3 = emulator.s3().await;
+        // A freshly started moto listens before its backends are loaded; under load its first
+        // requests can fail with a bare 500. One answered call each first.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while dynamo.list_tables().send().await.is_err() || s3.list_buckets().send().await.is_err()
+        {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the emulator at {} does not answer",
+                emulator.endpoint()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         let resources = Resources::with_prefix(&unique_prefix(label));
         sheetlog_pipeline::provision::create_all(&dynamo, &s3, &resources).await?;
         Ok(Self {
