@@ -46,7 +46,7 @@ pub enum ApiError {
     EntryTooLarge { size: usize, limit: usize },
     #[error("the request body exceeds {limit} bytes")]
     RequestTooLarge { limit: usize },
-    #[error("the uploaded file is {size} bytes; the limit is {limit} bytes")]
+    #[error("the file is {size} bytes; the upload limit is {limit} bytes")]
     UploadTooLarge { size: u64, limit: u64 },
     #[error(
         "sequence {from} is no longer available (the oldest retained is {first_seq}); load the log again with GET /logs/{{logId}}"

@@ -338,7 +338,7 @@ pub async fn append_entry(
     params(("logId" = String, Path, description = "the log's UUID")),
     request_body = UploadRequest,
     responses((status = 201, body = UploadCreated), (status = 400, body = ErrorResponse),
-        (status = 404, body = ErrorResponse)))]
+        (status = 404, body = ErrorResponse), (status = 413, body = ErrorResponse)))]
 pub async fn create_upload(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
