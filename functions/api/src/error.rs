@@ -69,6 +69,10 @@ pub enum ApiError {
     KeyReused { seq: u64 },
     #[error("this request was already applied at sequence {seq}, which the log no longer retains")]
     ReplayUnavailable { seq: u64 },
+    #[error(
+        "this part of the log's history was deleted by the stack's retention policy; read from a later sequence"
+    )]
+    HistoryDeleted,
     #[error("client {client} has no applied mutations in this log")]
     ClientNotFound { client: String },
     #[error("mutation {id} of client {client} has not been applied")]
@@ -126,7 +130,7 @@ impl ApiError {
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
-            Truncated { .. } | ReplayUnavailable { .. } => StatusCode::GONE,
+            Truncated { .. } | ReplayUnavailable { .. } | HistoryDeleted => StatusCode::GONE,
             OutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Busy | Throttled { .. } | TimedOut { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -158,6 +162,7 @@ impl ApiError {
             InvalidHeader(_) => "invalid-header",
             KeyReused { .. } => "idempotency-key-reused",
             ReplayUnavailable { .. } => "replay-unavailable",
+            HistoryDeleted => "history-deleted",
             ClientNotFound { .. } => "client-not-found",
             MutationNotFound { .. } => "mutation-not-found",
             MutationGap { .. } => "mutation-gap",
@@ -241,6 +246,7 @@ impl ApiError {
                 first_seq: first_retained,
             },
             LogError::OutOfRange { from, next_seq } => ApiError::OutOfRange { from, next_seq },
+            LogError::HistoryDeleted { .. } => ApiError::HistoryDeleted,
             LogError::BodyTooLarge { size, limit } => ApiError::EntryTooLarge { size, limit },
             LogError::InvalidEntry(m) => ApiError::InvalidEntry(m),
             LogError::KeyReused { seq } => ApiError::KeyReused { seq },

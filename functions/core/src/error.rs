@@ -92,6 +92,9 @@ pub enum LogError {
     ReloadRequired { from: u64, first_retained: u64 },
     #[error("sequence {from} is past the end of the log (next sequence is {next_seq})")]
     OutOfRange { from: u64, next_seq: u64 },
+    /// The retention policy deleted this segment's entries (no archive was kept).
+    #[error("the history of log {log} in segment {segment} was deleted by the retention policy")]
+    HistoryDeleted { log: LogId, segment: u64 },
     #[error("entry body is {size} bytes; the largest accepted is {limit} bytes")]
     BodyTooLarge { size: usize, limit: usize },
     #[error("invalid entry: {0}")]

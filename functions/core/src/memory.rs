@@ -68,6 +68,28 @@ impl MemLogStore {
         Self::default()
     }
 
+    /// Sets a segment's Archive attribute if unset or already `key` (as
+    /// `DynamoLogStore::set_archive`).
+    pub fn set_archive(&self, log: LogId, segment: u64, key: &str) -> Result<bool, StoreError> {
+        let mut t = lock(&self.tables)?;
+        match t.segments.get_mut(&(log, segment)) {
+            Some(s) if s.archive.as_deref().is_none_or(|a| a == key) => {
+                s.archive = Some(key.to_owned());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Deletes entry items (as `DynamoLogStore::delete_entries`).
+    pub fn delete_entries(&self, log: LogId, segment: u64, nums: &[u64]) -> Result<(), StoreError> {
+        let mut t = lock(&self.tables)?;
+        for n in nums {
+            t.entries.remove(&(log, segment, *n));
+        }
+        Ok(())
+    }
+
     /// Every entry of a log in (segment, number) order (for assertions).
     pub fn entries(&self, log: LogId) -> Result<Vec<EntryRecord>, StoreError> {
         Ok(lock(&self.tables)?

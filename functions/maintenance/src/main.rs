@@ -3,13 +3,16 @@
 //!
 //! ```text
 //! sheetlog-maintenance reprocess --since 2026-11-20T00:00:00Z [--dry-run]
+//! sheetlog-maintenance archive [--mode archive|delete] [--keep-segments 3] [--after-days 90] [--dry-run]
 //! ```
 //! Progress goes to stderr, the final report (JSON) to stdout.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
-use sheetlog_maintenance::{ReprocessOptions, Reprocessor, parse_since};
+use sheetlog_maintenance::{
+    Mode, Policy, ReprocessOptions, Reprocessor, Retention, RunOptions, parse_since,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,6 +31,37 @@ enum Command {
     /// the Pending Snapshots table) and re-run payload un-tagging for entries written since a
     /// date. Safe to run any number of times.
     Reprocess(ReprocessArgs),
+    /// Move old segments out of the Entry table: archive them to S3 (readers then read the
+    /// archive), or delete them. Only history behind a completed snapshot, never the two newest
+    /// segments. Safe to run again, and to interrupt.
+    Archive(ArchiveArgs),
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Archive,
+    Delete,
+}
+
+#[derive(Debug, clap::Args)]
+struct ArchiveArgs {
+    #[arg(long, value_enum, default_value = "archive")]
+    mode: ModeArg,
+    /// Segments kept in DynamoDB, newest first (at least 2).
+    #[arg(long, default_value_t = 3)]
+    keep_segments: u64,
+    /// Also move segments that ended more than this many days ago.
+    #[arg(long)]
+    after_days: Option<u64>,
+    /// Report what would be moved, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long, env = "SHEETLOG_ENTRY_TABLE")]
+    entry_table: String,
+    #[arg(long, env = "SHEETLOG_SEGMENT_TABLE")]
+    segment_table: String,
+    #[arg(long, env = "SHEETLOG_BUCKET")]
+    bucket: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,7 +89,45 @@ async fn main() -> anyhow::Result<()> {
     sheetlog_core::telemetry::init_cli("warn");
     match Cli::parse().command {
         Command::Reprocess(args) => reprocess(args).await,
+        Command::Archive(args) => archive(args).await,
     }
+}
+
+async fn archive(args: ArchiveArgs) -> anyhow::Result<()> {
+    let policy = Policy {
+        mode: match args.mode {
+            ModeArg::Archive => Mode::Archive,
+            ModeArg::Delete => Mode::Delete,
+        },
+        keep_segments: args.keep_segments,
+        after_days: args.after_days,
+    };
+    policy.validate().map_err(anyhow::Error::msg)?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let tool = Retention::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &args.entry_table,
+        &args.segment_table,
+        S3Bucket::new(s3_client(&sdk), &args.bucket),
+        policy,
+    );
+    let opts = RunOptions {
+        now: sheetlog_core::domain::now_secs(),
+        dry_run: args.dry_run,
+        deadline: None,
+    };
+    let verb = if args.dry_run { "would move" } else { "moved" };
+    let report = tool
+        .run(opts, &mut |log, r| {
+            eprintln!(
+                "log {log}: {} logs; {verb} {} segments ({} archived, {} deleted), {} entry items removed, {} archive bytes",
+                r.logs, r.segments_selected, r.segments_archived, r.segments_deleted, r.entries_removed, r.archive_bytes
+            );
+        })
+        .await
+        .context("applying the retention policy")?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
 }
 
 async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@
 
 mod api_blackbox;
 mod api_snapshots;
+mod archive;
 mod chaos;
 mod dedupe;
 mod event_log;

@@ -7,6 +7,8 @@
 //! - `retry.rs` — exponential backoff with full jitter for the append and segment loops
 
 #[cfg(feature = "engine")]
+#[cfg(feature = "archive")]
+pub mod archive;
 mod clients;
 mod retry;
 
@@ -23,7 +25,9 @@ use crate::domain::dedupe::{DedupeKey, DedupeRecord, KeyKind, MonthColumns, fing
 use crate::domain::keys::{self, now_secs};
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, NewEntry, RequestUnits, SegmentRecord};
 use crate::error::{LogError, StoreError};
-use crate::ports::{Consistency, LogStore, OnceOutcome, PayloadStore, PutOutcome, TxOutcome};
+use crate::ports::{
+    Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PutOutcome, TxOutcome,
+};
 
 /// Where a log's newest segment starts. Callers that keep the hint from their last append skip
 /// the Segment query. A stale hint is harmless: the segment it
@@ -934,6 +938,9 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         // Re-reads after an entry appeared between two reads; each is answered by a strong read,
         // which cannot be stale, so a handful is plenty.
         let mut rereads = 0u32;
+        // A segment whose entry items are gone (archived), read from its archive for the rest
+        // of this read.
+        let mut archived: Option<Archived> = None;
         loop {
             let remaining = limit - records.len();
             if remaining == 0 {
@@ -943,16 +950,22 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 });
             }
             let page = self
-                .store
-                .read_entries(log, at.segment, num, remaining, consistency, units)
+                .segment_page(
+                    log,
+                    at.segment,
+                    num,
+                    remaining,
+                    consistency,
+                    units,
+                    &mut archived,
+                )
                 .await?;
             if page.entries.is_empty() && !page.more {
                 // Nothing at or after `num` in this segment: either `num` is the end of the log,
                 // or the segment ended earlier (End Segment) and `num` lies in a later segment,
                 // or the caller asked past the end.
                 let newest = self
-                    .store
-                    .newest_entry(log, at.segment, Consistency::Strong, units)
+                    .newest_in_segment(log, at.segment, units, &mut archived)
                     .await?
                     .ok_or_else(|| {
                         corrupt(log, format!("segment {} has no entries", at.segment))
@@ -984,6 +997,10 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 // Entries `num..=newest` exist but the page did not show them: it was stale, or
                 // they appeared between the two reads. Read them again, strongly. (Hopping to
                 // the next segment here would skip them.)
+                if archived.as_ref().is_some_and(|a| a.segment == at.segment) {
+                    // The items are gone and the archive is now at hand: read it, not again.
+                    continue;
+                }
                 rereads += 1;
                 if rereads > 3 {
                     return Err(corrupt(
@@ -1033,6 +1050,130 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 }
             }
         }
+    }
+
+    /// One page of a segment's entries from `num`: the Entry table's items, or the segment's
+    /// archive when its items are gone. An archived segment's items are deleted in order, so
+    /// what is left is a suffix: a page that starts after `num` (a gap), or a strongly read
+    /// page that is empty though entries exist, means `num` is archived. Only then is the
+    /// Segment item read; a live read pays nothing extra.
+    #[allow(clippy::too_many_arguments)]
+    async fn segment_page(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+        archived: &mut Option<Archived>,
+    ) -> Result<EntryPage, LogError> {
+        if let Some(a) = archived.as_ref().filter(|a| a.segment == segment) {
+            return Ok(a.page(num, limit));
+        }
+        let page = self
+            .store
+            .read_entries(log, segment, num, limit, consistency, units)
+            .await?;
+        let gap = page.entries.first().is_some_and(|e| e.num != num);
+        let gone = page.entries.is_empty() && !page.more && consistency == Consistency::Strong;
+        if (gap || gone)
+            && let Some(a) = self.archived(log, segment, units).await?
+        {
+            let p = a.page(num, limit);
+            *archived = Some(a);
+            return Ok(p);
+        }
+        if gap {
+            return Err(corrupt(
+                log,
+                format!("segment {segment} has no entry {num} and is not archived"),
+            ));
+        }
+        Ok(page)
+    }
+
+    /// The newest entry of a segment, read strongly, or from its archive when its items are gone.
+    async fn newest_in_segment(
+        &self,
+        log: LogId,
+        segment: u64,
+        units: &mut RequestUnits,
+        archived: &mut Option<Archived>,
+    ) -> Result<Option<EntryRecord>, LogError> {
+        if let Some(a) = archived.as_ref().filter(|a| a.segment == segment) {
+            return Ok(a.records.last().cloned());
+        }
+        if let Some(e) = self
+            .store
+            .newest_entry(log, segment, Consistency::Strong, units)
+            .await?
+        {
+            return Ok(Some(e));
+        }
+        match self.archived(log, segment, units).await? {
+            Some(a) => {
+                let last = a.records.last().cloned();
+                *archived = Some(a);
+                Ok(last)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The archive of a segment, if the Segment item names one (one strong GetItem, one S3 GET).
+    async fn archived(
+        &self,
+        log: LogId,
+        segment: u64,
+        units: &mut RequestUnits,
+    ) -> Result<Option<Archived>, LogError> {
+        let Some(seg) = self
+            .store
+            .segment(log, segment, Consistency::Strong, units)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(key) = seg.archive else {
+            return Ok(None);
+        };
+        self.read_archive(log, segment, &key).await.map(Some)
+    }
+
+    #[cfg(feature = "archive")]
+    async fn read_archive(
+        &self,
+        log: LogId,
+        segment: u64,
+        key: &str,
+    ) -> Result<Archived, LogError> {
+        if key == archive::DELETED {
+            return Err(LogError::HistoryDeleted { log, segment });
+        }
+        let bytes = self.payloads.get(key).await.map_err(|e| match e {
+            StoreError::NotFound { key } => corrupt(
+                log,
+                format!("segment {segment} names archive {key}, which does not exist"),
+            ),
+            other => LogError::Store(other),
+        })?;
+        let records =
+            archive::decode(key, log, segment, &bytes).map_err(|e| corrupt(log, e.to_string()))?;
+        Ok(Archived { segment, records })
+    }
+
+    #[cfg(not(feature = "archive"))]
+    async fn read_archive(
+        &self,
+        log: LogId,
+        segment: u64,
+        key: &str,
+    ) -> Result<Archived, LogError> {
+        Err(corrupt(
+            log,
+            format!("segment {segment} is archived in {key}, and this build reads no archives"),
+        ))
     }
 
     /// Turns records into entries, fetching offloaded bodies from S3 (a few at a time).
@@ -1102,6 +1243,24 @@ fn duplicate(
 
 fn upload_fingerprint(upload_id: &str) -> [u8; crate::domain::dedupe::FINGERPRINT_BYTES] {
     fingerprint(&[b"upload", upload_id.as_bytes()])
+}
+
+/// A segment read from its archive.
+struct Archived {
+    segment: u64,
+    records: Vec<EntryRecord>,
+}
+
+impl Archived {
+    fn page(&self, num: u64, limit: usize) -> EntryPage {
+        let len = self.records.len();
+        let start = usize::try_from(num).unwrap_or(usize::MAX).min(len);
+        let end = start.saturating_add(limit).min(len);
+        EntryPage {
+            entries: self.records[start..end].to_vec(),
+            more: end < len,
+        }
+    }
 }
 
 fn corrupt(log: LogId, detail: String) -> LogError {
