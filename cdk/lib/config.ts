@@ -67,6 +67,15 @@ export interface SheetlogConfig {
   readonly throttlingRateLimit: number;
   /** Burst limit of the HTTP API (requests). */
   readonly throttlingBurstLimit: number;
+  /**
+   * Segment retention (`docs/storage.md`, "Archived segments"): `keep` everything in DynamoDB,
+   * `archive` old segments to S3 (readers read them there transparently), or `delete` them.
+   */
+  readonly retentionMode: 'keep' | 'archive' | 'delete';
+  /** Segments of each log kept in DynamoDB, newest first (`SHEETLOG_RETENTION_KEEP_SEGMENTS`). */
+  readonly retentionKeepSegments: number;
+  /** Also move segments that ended more than this many days ago (`SHEETLOG_RETENTION_AFTER_DAYS`). */
+  readonly retentionAfterDays?: number;
   /** When set, alarm notifications are also sent to this address (the subscription must be confirmed). */
   readonly alarmEmail?: string;
   /**
@@ -94,6 +103,9 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   corsAllowedOrigins: ['*'],
   throttlingRateLimit: 100,
   throttlingBurstLimit: 200,
+  retentionMode: 'keep',
+  retentionKeepSegments: 3,
+  retentionAfterDays: undefined,
   alarmEmail: undefined,
   ephemeral: false,
 };
@@ -116,6 +128,9 @@ export const CONFIG_CONTEXT_KEYS = [
   'jwtIssuer',
   'jwtAudience',
   'corsAllowedOrigins',
+  'retentionMode',
+  'retentionKeepSegments',
+  'retentionAfterDays',
   'throttlingRateLimit',
   'throttlingBurstLimit',
   'alarmEmail',
@@ -183,6 +198,10 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
     }),
     throttlingRateLimit: p.integer('throttlingRateLimit', DEFAULT_CONFIG.throttlingRateLimit, 1, 10_000),
     throttlingBurstLimit: p.integer('throttlingBurstLimit', DEFAULT_CONFIG.throttlingBurstLimit, 1, 5_000),
+    retentionMode: p.oneOf('retentionMode', DEFAULT_CONFIG.retentionMode, ['keep', 'archive', 'delete'] as const),
+    // Loads and updates read the two newest segments; those are never moved.
+    retentionKeepSegments: p.integer('retentionKeepSegments', DEFAULT_CONFIG.retentionKeepSegments, 2, 100_000),
+    retentionAfterDays: p.optionalInteger('retentionAfterDays', 1, 36_500),
     alarmEmail: p.optionalString('alarmEmail', {
       pattern: /^[^\s@]+@[^\s@]+\.[^\s@]+$/,
       hint: 'an email address',
@@ -243,6 +262,15 @@ class Parser {
       return fallback;
     }
     return value;
+  }
+
+  /** A whole number, or `undefined` when not set. */
+  optionalInteger(key: ConfigContextKey, min: number, max: number): number | undefined {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null || raw === '') return undefined;
+    const problems = this.problems.length;
+    const value = this.integer(key, Number.NaN, min, max);
+    return this.problems.length > problems ? undefined : value;
   }
 
   boolean(key: ConfigContextKey, fallback: boolean): boolean {

@@ -18,6 +18,8 @@ import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -38,6 +40,9 @@ export const CRATES = {
   streamRouter: { dir: 'stream-router', binaryName: 'sheetlog-stream-router' },
   snapshotWorker: { dir: 'snapshot-worker', binaryName: 'sheetlog-snapshot-worker' },
 } as const satisfies Record<string, FunctionCrate>;
+
+/** The scheduled retention run; built and deployed only when `retentionMode` is not `keep`. */
+export const ARCHIVER_CRATE: FunctionCrate = { dir: 'archiver', binaryName: 'sheetlog-archiver' };
 
 /**
  * Logical ids of the stateful resources. They are their identity across upgrades: never rename one
@@ -128,6 +133,8 @@ export class SheetlogStack extends Stack {
   readonly api: SheetlogFunction;
   readonly streamRouter: SheetlogFunction;
   readonly snapshotWorker: SheetlogFunction;
+  /** The scheduled retention run, when `retentionMode` is `archive` or `delete`. */
+  readonly archiver?: SheetlogFunction;
   readonly httpApi: apigw.HttpApi;
   readonly alarmTopic: sns.Topic;
 
@@ -329,6 +336,32 @@ export class SheetlogStack extends Stack {
         maxConcurrency: TIMINGS.snapshotWorkerMaxConcurrency,
       }),
     );
+
+    // ---- Segment retention (docs/storage.md, "Archived segments") -----------------------------
+    if (config.retentionMode !== 'keep') {
+      this.archiver = new SheetlogFunction(this, 'Archiver', {
+        ...common,
+        buildWith: [...Object.values(CRATES), ARCHIVER_CRATE],
+        crate: ARCHIVER_CRATE,
+        description: `sheetlog segment retention (${config.retentionMode})`,
+        // A run stops starting segments a minute before this and the next run carries on.
+        timeout: Duration.minutes(15),
+        memorySize: 512,
+      })
+        .bindTable(ENV.entryTable, this.entryTable, 'readDelete')
+        .bindTable(ENV.segmentTable, this.segmentTable, 'scanUpdate')
+        .bindBucket(ENV.bucket, this.bucket, [{ prefix: PREFIXES.payloads, access: ['read', 'write'] }])
+        .bindSetting('SHEETLOG_RETENTION_MODE', config.retentionMode)
+        .bindSetting('SHEETLOG_RETENTION_KEEP_SEGMENTS', config.retentionKeepSegments);
+      if (config.retentionAfterDays !== undefined) {
+        this.archiver.bindSetting('SHEETLOG_RETENTION_AFTER_DAYS', config.retentionAfterDays);
+      }
+      new events.Rule(this, 'RetentionSchedule', {
+        description: 'Runs the sheetlog segment retention policy once a day',
+        schedule: events.Schedule.rate(Duration.days(1)),
+        targets: [new targets.LambdaFunction(this.archiver.function, { retryAttempts: 2 })],
+      });
+    }
 
     // ---- HTTP API -----------------------------------------------------------------------------
     const authorizer = config.jwt
@@ -542,6 +575,7 @@ export class SheetlogStack extends Stack {
       ['Api', this.api],
       ['StreamRouter', this.streamRouter],
       ['SnapshotWorker', this.snapshotWorker],
+      ...(this.archiver ? ([['Archiver', this.archiver]] as const) : []),
     ] as const) {
       alarm(
         `${name}ErrorsAlarm`,

@@ -8,12 +8,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { FunctionCrate } from './constructs/sheetlog-function';
-import { CRATES } from './sheetlog-stack';
+import { ARCHIVER_CRATE, CRATES } from './sheetlog-stack';
 
 let stubDir: string | undefined;
 
 /** A temporary folder with `<dir>/Cargo.toml` for every crate in `CRATES`; created once per process. */
-export function stubFunctionsDir(crates: FunctionCrate[] = Object.values(CRATES)): string {
+export function stubFunctionsDir(crates: FunctionCrate[] = [...Object.values(CRATES), ARCHIVER_CRATE]): string {
   if (stubDir !== undefined) return stubDir;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sheetlog-stub-crates-'));
   for (const crate of crates) {

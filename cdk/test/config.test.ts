@@ -48,6 +48,9 @@ describe('configuration defaults', () => {
       corsAllowedOrigins: ['*'],
       throttlingRateLimit: 100,
       throttlingBurstLimit: 200,
+      retentionMode: 'keep',
+      retentionKeepSegments: 3,
+      retentionAfterDays: undefined,
       alarmEmail: undefined,
       ephemeral: false,
     });

@@ -8,7 +8,15 @@ import { describe, test } from 'node:test';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { parseConfig } from '../lib/config';
-import { AUTO_DELETE_TAG, CRATES, ENV, LOGICAL_IDS, SheetlogStack, TIMINGS } from '../lib/sheetlog-stack';
+import {
+  ARCHIVER_CRATE,
+  AUTO_DELETE_TAG,
+  CRATES,
+  ENV,
+  LOGICAL_IDS,
+  SheetlogStack,
+  TIMINGS,
+} from '../lib/sheetlog-stack';
 import { loadStreamFilterPatterns } from '../lib/stream-filter';
 import { stubFunctionsDir } from '../lib/stub-crates';
 import { functionByBinary, grantsByResource, type Json, onlyResource, resourcesOfType, synth } from './support';
@@ -661,5 +669,60 @@ describe('sandbox (ephemeral) stacks', () => {
       1,
       'the bucket is emptied before deletion',
     );
+  });
+});
+
+describe('segment retention', () => {
+  const ARCHIVER = ARCHIVER_CRATE.binaryName;
+
+  test('by default nothing is moved: no archiver function and no schedule', () => {
+    const { json, template } = synth();
+    assert.ok(!resourcesOfType(json, 'AWS::Lambda::Function').some(([, f]) => JSON.stringify(f).includes(ARCHIVER)));
+    template.resourceCountIs('AWS::Events::Rule', 0);
+  });
+
+  test('archive: a daily run with the policy in its environment and only the access it uses', () => {
+    const { json, template } = synth({
+      retentionMode: 'archive',
+      retentionKeepSegments: '4',
+      retentionAfterDays: '90',
+    });
+    const [fnId, fn] = functionByBinary(json, ARCHIVER);
+    const env = fn.Properties.Environment.Variables;
+    assert.equal(env.SHEETLOG_RETENTION_MODE, 'archive');
+    assert.equal(env.SHEETLOG_RETENTION_KEEP_SEGMENTS, '4');
+    assert.equal(env.SHEETLOG_RETENTION_AFTER_DAYS, '90');
+    assert.equal(fn.Properties.Timeout, 900);
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(1 day)',
+      Targets: [{ Arn: { 'Fn::GetAtt': [fnId, 'Arn'] }, RetryPolicy: { MaximumRetryAttempts: 2 } }],
+    });
+    const g = grantsByResource(json, ARCHIVER);
+    assert.deepEqual(g[LOGICAL_IDS.entryTable], [
+      'dynamodb:BatchWriteItem',
+      'dynamodb:DeleteItem',
+      'dynamodb:GetItem',
+      'dynamodb:Query',
+    ]);
+    assert.deepEqual(g[LOGICAL_IDS.segmentTable], [
+      'dynamodb:GetItem',
+      'dynamodb:Query',
+      'dynamodb:Scan',
+      'dynamodb:UpdateItem',
+    ]);
+    assert.deepEqual(g[`${LOGICAL_IDS.bucket}/payloads/*`], ['s3:GetObject', 's3:PutObject']);
+    assert.equal(g[`${LOGICAL_IDS.bucket}/snapshots/*`], undefined, 'no snapshot access');
+    // Its failures alarm like every function's.
+    const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm').map(([id]) => id);
+    assert.ok(
+      alarms.some((id) => id.startsWith('ArchiverErrorsAlarm')),
+      alarms.join(', '),
+    );
+  });
+
+  test('the policy is validated: the two newest segments always stay', () => {
+    assert.throws(() => synth({ retentionMode: 'archive', retentionKeepSegments: '1' }), /retentionKeepSegments=1/);
+    assert.throws(() => synth({ retentionMode: 'forget' }), /retentionMode/);
+    assert.throws(() => synth({ retentionMode: 'delete', retentionAfterDays: '0' }), /retentionAfterDays=0/);
   });
 });

@@ -28,6 +28,9 @@ pub struct OpCost {
 
 #[derive(Debug, Serialize)]
 pub struct LogBench {
+    /// An archived segment of one-cell entries: S3 bytes per entry, and a reader's requests.
+    #[serde(flatten)]
+    pub archive: crate::bench_archive::ArchiveBench,
     pub append_rru: f64,
     pub append_wru: f64,
     pub set_cell_item_bytes: u64,
@@ -376,6 +379,9 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         "as one mutation: the 100 share one entry and one range item",
     ));
 
+    eprintln!("archiving a segment of 2,000 one-cell entries…");
+    let archive =
+        crate::bench_archive::run(&stack, set_cell_type, set_cell_body.clone(), 2_000).await?;
     Ok(LogBench {
         push_one_mutation_wru: sync.one.write,
         push_one_mutation_rru: sync.one.read,
@@ -384,6 +390,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         push_first_mutation_wru: sync.first_wru,
         mutations_entry_item_bytes: sync.entry_bytes,
         client_range_item_bytes: sync.range_bytes,
+        archive,
         append_rru: hinted.units.read,
         append_wru: hinted.units.write,
         set_cell_item_bytes: cell_bytes,
@@ -481,6 +488,18 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         b.push_100_mutations_rru,
         b.mutations_entry_item_bytes,
         b.client_range_item_bytes
+    );
+    let a = &b.archive;
+    println!(
+        "archived segment of {} one-cell entries: {} bytes in S3 ({:.1} per entry); reading it back in pages of 1000: \
+         {:.1} requests per 1000 entries ({:.1} DynamoDB, {:.1} S3), {:.2} RRU",
+        a.archived_entries,
+        a.archive_bytes,
+        a.archive_bytes_per_entry,
+        a.archived_read_requests_per_1000_entries,
+        a.archived_read_dynamodb_requests_per_1000_entries,
+        a.archived_read_s3_requests_per_1000_entries,
+        a.archived_read_rru_per_1000_entries
     );
     println!(
         "contention, {} writers on one log: {} appends at {:.0}/s, attempts p50 {} max {}",

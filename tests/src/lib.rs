@@ -14,6 +14,7 @@
 //! - `tests/integration/` — the integration tests, one binary, one module per area
 
 pub mod api;
+pub mod bench_archive;
 pub mod bench_dedupe;
 pub mod bench_log;
 pub mod chaos;

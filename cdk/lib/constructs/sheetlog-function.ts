@@ -32,7 +32,14 @@ export const BINARY_TAG = 'sheetlog:binary';
  * DynamoDB access levels. Scan is deliberately absent: every read the design makes is a key lookup
  * or a Query on one partition.
  */
-export type TableAccess = 'read' | 'readPut' | 'readUpdate' | 'readPutUpdate' | 'readWrite';
+export type TableAccess =
+  | 'read'
+  | 'readPut'
+  | 'readUpdate'
+  | 'readPutUpdate'
+  | 'readWrite'
+  | 'readDelete'
+  | 'scanUpdate';
 
 const TABLE_ACTIONS: Record<TableAccess, string[]> = {
   // ConditionCheckItem is what a TransactWriteItems condition-only item needs.
@@ -61,6 +68,11 @@ const TABLE_ACTIONS: Record<TableAccess, string[]> = {
     'dynamodb:PutItem',
     'dynamodb:UpdateItem',
   ],
+  // The retention run: reads a segment's entries and deletes them (BatchWriteItem of deletes).
+  readDelete: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'],
+  // The retention run: finds the logs with a Scan of the Segment table (log ids only) and sets a
+  // segment's Archive attribute.
+  scanUpdate: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:UpdateItem'],
   readWrite: [
     'dynamodb:GetItem',
     'dynamodb:BatchGetItem',

@@ -79,6 +79,45 @@ impl Policy {
     }
 }
 
+/// The policy from the environment the stack sets: `SHEETLOG_RETENTION_MODE` (`archive` or
+/// `delete`), `SHEETLOG_RETENTION_KEEP_SEGMENTS` (default 3) and `SHEETLOG_RETENTION_AFTER_DAYS`
+/// (optional).
+pub fn policy_from_env() -> Result<Policy, sheetlog_core::config::ConfigError> {
+    policy_from(|name| std::env::var(name).ok())
+}
+
+/// [`policy_from_env`] over any source of variables.
+pub fn policy_from(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Policy, sheetlog_core::config::ConfigError> {
+    use sheetlog_core::config::ConfigError;
+    let number = |name: &str| -> Result<Option<u64>, ConfigError> {
+        get(name)
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|e| ConfigError(format!("{name}={v:?}: {e}")))
+            })
+            .transpose()
+    };
+    let mode = match get("SHEETLOG_RETENTION_MODE").as_deref() {
+        Some("archive") => Mode::Archive,
+        Some("delete") => Mode::Delete,
+        other => {
+            return Err(ConfigError(format!(
+                "SHEETLOG_RETENTION_MODE must be archive or delete, not {other:?}"
+            )));
+        }
+    };
+    let policy = Policy {
+        mode,
+        keep_segments: number("SHEETLOG_RETENTION_KEEP_SEGMENTS")?.unwrap_or(3),
+        after_days: number("SHEETLOG_RETENTION_AFTER_DAYS")?,
+    };
+    policy.validate().map_err(ConfigError)?;
+    Ok(policy)
+}
+
 /// A step of archiving one segment, to stop after (crash tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -387,6 +426,40 @@ mod tests {
         // No completed snapshot at all: nothing.
         let none: Vec<_> = (0..6).map(|n| seg(n, 0, None)).collect();
         assert!(select(&none, keep2, 0).is_empty());
+    }
+
+    #[test]
+    fn the_policy_is_read_from_the_variables_the_stack_sets() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let p = policy_from(vars(&[
+            ("SHEETLOG_RETENTION_MODE", "delete"),
+            ("SHEETLOG_RETENTION_AFTER_DAYS", "90"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            Policy {
+                mode: Mode::Delete,
+                keep_segments: 3,
+                after_days: Some(90)
+            }
+        );
+        assert!(policy_from(vars(&[("SHEETLOG_RETENTION_MODE", "keep")])).is_err());
+        assert!(policy_from(vars(&[])).is_err());
+        assert!(
+            policy_from(vars(&[
+                ("SHEETLOG_RETENTION_MODE", "archive"),
+                ("SHEETLOG_RETENTION_KEEP_SEGMENTS", "1")
+            ]))
+            .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,153 @@
+//! What an archived segment costs: S3 bytes per archived one-cell entry, and the requests a
+//! reader makes per 1,000 entries read from an archive (counted on the wire, by an interceptor
+//! on the SDK clients, not computed).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use bytes::Bytes;
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::{EntryType, NewEntry};
+use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
+use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport};
+
+use crate::stack::TestStack;
+
+/// Counts every request sent (each retry too).
+#[derive(Debug, Clone, Default)]
+struct Count(Arc<AtomicU64>);
+
+impl Intercept for Count {
+    fn name(&self) -> &'static str {
+        "Count"
+    }
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct ArchiveBench {
+    pub archived_entries: u64,
+    pub archive_bytes: u64,
+    pub archive_bytes_per_entry: f64,
+    /// One read of `archived_entries` entries, as a reader pages (1,000 per call).
+    pub archived_read_requests_per_1000_entries: f64,
+    pub archived_read_dynamodb_requests_per_1000_entries: f64,
+    pub archived_read_s3_requests_per_1000_entries: f64,
+    pub archived_read_rru_per_1000_entries: f64,
+}
+
+/// Archives a segment of `entries` one-cell `set` entries and reads it back in pages of 1,000.
+pub async fn run(
+    stack: &TestStack,
+    kind: EntryType,
+    body: Bytes,
+    entries: u64,
+) -> anyhow::Result<ArchiveBench> {
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    let mut hint = None;
+    for _ in 1..entries {
+        let a = log
+            .append(
+                id,
+                NewEntry::new(kind, 1, body.clone()),
+                AppendOptions {
+                    expected_seq: None,
+                    segment_hint: hint,
+                },
+            )
+            .await?;
+        hint = Some(a.hint);
+    }
+    // Two more segments, the middle one's snapshot complete, so segment 0 is history.
+    let s1 = log.start_segment(id).await?;
+    log.complete_snapshot(id, s1.segment, 0, "bench-root")
+        .await?;
+    log.start_segment(id).await?;
+    let tool = Retention::new(
+        stack.dynamo.clone(),
+        &stack.resources.entry_table,
+        &stack.resources.segment_table,
+        stack.bucket(),
+        Policy {
+            mode: Mode::Archive,
+            keep_segments: 2,
+            after_days: None,
+        },
+    );
+    let seg0 = log.segments(id).await?.0[0].clone();
+    let mut report = RetentionReport::default();
+    tool.segment(id, &seg0, None, &mut report).await?;
+    let archived = report.entries_removed;
+
+    // A reader over clients that count what they send.
+    let (dynamo_count, s3_count) = (Count::default(), Count::default());
+    let sdk = stack.emulator.sdk_config().await;
+    let dynamo = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .interceptor(dynamo_count.clone())
+            .build(),
+    );
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .interceptor(s3_count.clone())
+            .build(),
+    );
+    let reader = EventLog::new(
+        DynamoLogStore::new(
+            dynamo,
+            &stack.resources.entry_table,
+            &stack.resources.segment_table,
+        ),
+        S3Bucket::new(s3, &stack.resources.bucket),
+        LogConfig::default(),
+    )?;
+    let mut read = 0u64;
+    let mut rru = 0.0;
+    while read < archived {
+        let page = reader
+            .read_from(
+                id,
+                SegmentHint {
+                    segment: 0,
+                    base_seq: 0,
+                },
+                read,
+                1000,
+            )
+            .await?;
+        anyhow::ensure!(
+            !page.entries.is_empty(),
+            "the archive read stopped at {read}"
+        );
+        read += page.entries.len() as u64;
+        rru += page.units.read;
+    }
+    let per_1000 = |n: f64| n * 1000.0 / read as f64;
+    let d = dynamo_count.0.load(Ordering::Relaxed) as f64;
+    let s = s3_count.0.load(Ordering::Relaxed) as f64;
+    Ok(ArchiveBench {
+        archived_entries: archived,
+        archive_bytes: report.archive_bytes,
+        archive_bytes_per_entry: report.archive_bytes as f64 / archived as f64,
+        archived_read_requests_per_1000_entries: per_1000(d + s),
+        archived_read_dynamodb_requests_per_1000_entries: per_1000(d),
+        archived_read_s3_requests_per_1000_entries: per_1000(s),
+        archived_read_rru_per_1000_entries: per_1000(rru),
+    })
+}
