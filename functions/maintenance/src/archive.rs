@@ -20,9 +20,8 @@
 
 use std::time::Instant;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::logs::{LogIds, segment_entries};
 use serde::Serialize;
-use sheetlog_core::aws::items::segment_attr;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
@@ -30,8 +29,6 @@ use sheetlog_core::log::archive::{self, ArchiveError};
 use sheetlog_core::ports::{Consistency, LogStore};
 use tracing::{info, warn};
 
-/// Entries read per query page.
-const PAGE: usize = 1000;
 const DAY: i64 = 24 * 3600;
 
 #[derive(Debug, thiserror::Error)]
@@ -185,29 +182,9 @@ impl Retention {
         progress: &mut (dyn FnMut(LogId, &RetentionReport) + Send),
     ) -> Result<RetentionReport, RetentionError> {
         let mut report = RetentionReport::default();
-        let mut seen = std::collections::HashSet::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .dynamo
-                .scan()
-                .table_name(&self.segment_table)
-                .projection_expression("#l")
-                .expression_attribute_names("#l", segment_attr::LOG_ID)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| RetentionError::Scan(e.to_string()))?;
-            for item in page.items() {
-                let Some(AttributeValue::B(b)) = item.get(segment_attr::LOG_ID) else {
-                    continue;
-                };
-                let Some(log) = LogId::from_slice(b.as_ref()) else {
-                    continue;
-                };
-                if !seen.insert(log) {
-                    continue;
-                }
+        let mut logs = LogIds::new(self.dynamo.clone(), &self.segment_table);
+        while let Some(page) = logs.next_page().await.map_err(RetentionError::Scan)? {
+            for log in page {
                 if opts.deadline.is_some_and(|d| Instant::now() >= d) {
                     report.stopped_early = true;
                     return Ok(report);
@@ -216,11 +193,8 @@ impl Retention {
                 report.logs += 1;
                 progress(log, &report);
             }
-            match page.last_evaluated_key {
-                Some(k) => start = Some(k),
-                None => return Ok(report),
-            }
         }
+        Ok(report)
     }
 
     /// The segments of `log` the policy selects, oldest first.
@@ -343,21 +317,7 @@ impl Retention {
 
     /// Every entry item still in the segment, read strongly.
     async fn entries(&self, log: LogId, segment: u64) -> Result<Vec<EntryRecord>, RetentionError> {
-        let mut units = RequestUnits::default();
-        let mut out = Vec::new();
-        let mut from = 0;
-        loop {
-            let page = self
-                .store
-                .read_entries(log, segment, from, PAGE, Consistency::Strong, &mut units)
-                .await?;
-            let last = page.entries.last().map(|e| e.num);
-            out.extend(page.entries);
-            match last {
-                Some(n) if page.more => from = n + 1,
-                _ => return Ok(out),
-            }
-        }
+        Ok(segment_entries(&self.store, log, segment, 0, Consistency::Strong).await?)
     }
 }
 

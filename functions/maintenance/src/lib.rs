@@ -6,6 +6,7 @@
 //! - `main.rs`     — the `sheetlog-maintenance` command line
 
 pub mod archive;
+pub mod logs;
 pub mod reprocess;
 
 pub use archive::{Mode, Policy, Retention, RetentionError, RetentionReport, RunOptions};

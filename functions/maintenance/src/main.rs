@@ -56,6 +56,13 @@ struct ArchiveArgs {
     /// Report what would be moved, change nothing.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+/// The tables and bucket every command works on (flags, or the variables the functions read).
+#[derive(Debug, clap::Args)]
+struct StackArgs {
     #[arg(long, env = "SHEETLOG_ENTRY_TABLE")]
     entry_table: String,
     #[arg(long, env = "SHEETLOG_SEGMENT_TABLE")]
@@ -72,14 +79,10 @@ struct ReprocessArgs {
     /// Report what would be done, change nothing.
     #[arg(long)]
     dry_run: bool,
-    #[arg(long, env = "SHEETLOG_ENTRY_TABLE")]
-    entry_table: String,
-    #[arg(long, env = "SHEETLOG_SEGMENT_TABLE")]
-    segment_table: String,
+    #[command(flatten)]
+    stack: StackArgs,
     #[arg(long, env = "SHEETLOG_PENDING_TABLE")]
     pending_table: String,
-    #[arg(long, env = "SHEETLOG_BUCKET")]
-    bucket: String,
     #[arg(long, env = "SHEETLOG_SNAPSHOT_QUEUE_URL")]
     queue_url: String,
 }
@@ -106,9 +109,9 @@ async fn archive(args: ArchiveArgs) -> anyhow::Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let tool = Retention::new(
         aws_sdk_dynamodb::Client::new(&sdk),
-        &args.entry_table,
-        &args.segment_table,
-        S3Bucket::new(s3_client(&sdk), &args.bucket),
+        &args.stack.entry_table,
+        &args.stack.segment_table,
+        S3Bucket::new(s3_client(&sdk), &args.stack.bucket),
         policy,
     );
     let opts = RunOptions {
@@ -134,10 +137,10 @@ async fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let tool = Reprocessor::new(
         aws_sdk_dynamodb::Client::new(&sdk),
-        &args.entry_table,
-        &args.segment_table,
+        &args.stack.entry_table,
+        &args.stack.segment_table,
         &args.pending_table,
-        S3Bucket::new(s3_client(&sdk), &args.bucket),
+        S3Bucket::new(s3_client(&sdk), &args.stack.bucket),
         SqsJobQueue::new(aws_sdk_sqs::Client::new(&sdk), &args.queue_url),
     );
     let opts = ReprocessOptions {

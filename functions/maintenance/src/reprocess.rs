@@ -28,19 +28,15 @@
 //! payloads it reads only the segments that can hold entries from the date on: the newest one
 //! created before the date and every later one.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::logs::{LogIds, segment_entries};
 use serde::Serialize;
-use sheetlog_core::aws::items::segment_attr;
 use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, S3Bucket, SqsJobQueue, Untagged};
 use sheetlog_core::domain::{EntryType, LogId, RequestUnits, SegmentRecord, SnapshotJob};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::ports::{Consistency, LogStore, PendingSnapshots};
 use tracing::warn;
-
-/// Entries read per query page.
-const PAGE: usize = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReprocessError {
@@ -119,40 +115,15 @@ impl Reprocessor {
         progress: &mut (dyn FnMut(LogId, &ReprocessReport) + Send),
     ) -> Result<ReprocessReport, ReprocessError> {
         let mut report = ReprocessReport::default();
-        let mut seen: HashSet<LogId> = HashSet::new();
-        let mut start = None;
-        loop {
-            // Only the key attribute: the scan is for log ids; each log's segments are then read
-            // with a Query, in order.
-            let page = self
-                .dynamo
-                .scan()
-                .table_name(&self.segment_table)
-                .projection_expression("#l")
-                .expression_attribute_names("#l", segment_attr::LOG_ID)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| ReprocessError::Scan(e.to_string()))?;
-            for item in page.items() {
-                let Some(AttributeValue::B(b)) = item.get(segment_attr::LOG_ID) else {
-                    continue;
-                };
-                let Some(log) = LogId::from_slice(b.as_ref()) else {
-                    warn!("Segment item with a malformed log id; skipped");
-                    continue;
-                };
-                if seen.insert(log) {
-                    self.log(log, opts, &mut report).await?;
-                    report.logs += 1;
-                    progress(log, &report);
-                }
-            }
-            match page.last_evaluated_key {
-                Some(k) => start = Some(k),
-                None => return Ok(report),
+        let mut logs = LogIds::new(self.dynamo.clone(), &self.segment_table);
+        while let Some(page) = logs.next_page().await.map_err(ReprocessError::Scan)? {
+            for log in page {
+                self.log(log, opts, &mut report).await?;
+                report.logs += 1;
+                progress(log, &report);
             }
         }
+        Ok(report)
     }
 
     /// One log.
@@ -224,28 +195,18 @@ impl Reprocessor {
         report: &mut ReprocessReport,
         jobs: &mut BTreeSet<(u64, u64)>,
     ) -> Result<(), ReprocessError> {
-        let mut units = RequestUnits::default();
-        let mut from = seg.last_snapshot.map_or(0, |l| l + 1);
-        loop {
-            let page = self
-                .store
-                .read_entries(log, seg.num, from, PAGE, Consistency::Eventual, &mut units)
-                .await?;
-            for e in &page.entries {
-                report.entries_read += 1;
-                if e.kind == EntryType::SNAPSHOT && jobs.insert((seg.num, e.num)) {
-                    if e.snapshot_root.is_some() {
-                        report.snapshots_completion_cut_short += 1;
-                    } else {
-                        report.snapshots_not_started += 1;
-                    }
+        let from = seg.last_snapshot.map_or(0, |l| l + 1);
+        for e in segment_entries(&self.store, log, seg.num, from, Consistency::Eventual).await? {
+            report.entries_read += 1;
+            if e.kind == EntryType::SNAPSHOT && jobs.insert((seg.num, e.num)) {
+                if e.snapshot_root.is_some() {
+                    report.snapshots_completion_cut_short += 1;
+                } else {
+                    report.snapshots_not_started += 1;
                 }
             }
-            match page.entries.last() {
-                Some(last) if page.more => from = last.num + 1,
-                _ => return Ok(()),
-            }
         }
+        Ok(())
     }
 
     /// Entries of `seg` created since the date whose external object is still tagged.
@@ -256,43 +217,30 @@ impl Reprocessor {
         opts: ReprocessOptions,
         report: &mut ReprocessReport,
     ) -> Result<(), ReprocessError> {
-        let mut units = RequestUnits::default();
-        let mut from = 0;
-        loop {
-            let page = self
-                .store
-                .read_entries(log, seg.num, from, PAGE, Consistency::Eventual, &mut units)
-                .await?;
-            for e in &page.entries {
-                report.entries_read += 1;
-                if e.created < opts.since {
-                    continue;
-                }
-                if let Some(key) = &e.external {
-                    match self.payloads.has_auto_delete_tag(key).await? {
-                        Some(true) => {
-                            report.payloads_untagged += 1;
-                            if !opts.dry_run
-                                && self.payloads.remove_auto_delete_tag(key).await?
-                                    == Untagged::Missing
-                            {
-                                report.payloads_untagged -= 1;
-                                report.payloads_missing += 1;
-                            }
-                        }
-                        Some(false) => report.payloads_already_committed += 1,
-                        None => {
-                            warn!(log = %log, segment = seg.num, entry = e.num, key = %key,
-                                "a committed entry references a payload object that does not exist");
-                            report.payloads_missing += 1;
-                        }
+        for e in segment_entries(&self.store, log, seg.num, 0, Consistency::Eventual).await? {
+            report.entries_read += 1;
+            if e.created < opts.since {
+                continue;
+            }
+            let Some(key) = &e.external else { continue };
+            match self.payloads.has_auto_delete_tag(key).await? {
+                Some(true) => {
+                    report.payloads_untagged += 1;
+                    if !opts.dry_run
+                        && self.payloads.remove_auto_delete_tag(key).await? == Untagged::Missing
+                    {
+                        report.payloads_untagged -= 1;
+                        report.payloads_missing += 1;
                     }
                 }
-            }
-            match page.entries.last() {
-                Some(last) if page.more => from = last.num + 1,
-                _ => return Ok(()),
+                Some(false) => report.payloads_already_committed += 1,
+                None => {
+                    warn!(log = %log, segment = seg.num, entry = e.num, key = %key,
+                        "a committed entry references a payload object that does not exist");
+                    report.payloads_missing += 1;
+                }
             }
         }
+        Ok(())
     }
 }
