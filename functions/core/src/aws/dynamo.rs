@@ -200,16 +200,41 @@ impl DynamoLogStore {
         key: &str,
         units: &mut RequestUnits,
     ) -> Result<bool, StoreError> {
+        self.update_segment(
+            log,
+            segment,
+            "SET #a = :v",
+            "attribute_exists(#n) AND (attribute_not_exists(#a) OR #a = :v)",
+            ("#a", segment_attr::ARCHIVE),
+            AttributeValue::S(key.to_owned()),
+            units,
+        )
+        .await
+    }
+
+    /// One conditional UpdateItem of a Segment item setting one attribute (`name` = `:v`), with
+    /// `#n` naming the key attribute for existence checks. `false` when the condition failed.
+    #[allow(clippy::too_many_arguments)]
+    async fn update_segment(
+        &self,
+        log: LogId,
+        segment: u64,
+        update: &str,
+        condition: &str,
+        name: (&str, &str),
+        value: AttributeValue,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.segment_table)
             .set_key(Some(segment_key(log, segment)))
-            .update_expression("SET #a = :a")
-            .condition_expression("attribute_exists(#n) AND (attribute_not_exists(#a) OR #a = :a)")
-            .expression_attribute_names("#a", segment_attr::ARCHIVE)
+            .update_expression(update)
+            .condition_expression(condition)
+            .expression_attribute_names(name.0, name.1)
             .expression_attribute_names("#n", segment_attr::NUM)
-            .expression_attribute_values(":a", AttributeValue::S(key.to_owned()))
+            .expression_attribute_values(":v", value)
             .send()
             .await;
         *units += RequestUnits::writes(1.0);
@@ -929,27 +954,15 @@ impl LogStore for DynamoLogStore {
         n: u64,
         units: &mut RequestUnits,
     ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.segment_table)
-            .set_key(Some(segment_key(log, segment)))
-            .update_expression("SET #s = :s")
-            .condition_expression("attribute_exists(#n) AND (attribute_not_exists(#s) OR #s < :s)")
-            .expression_attribute_names("#s", segment_attr::LAST_SNAPSHOT)
-            .expression_attribute_names("#n", segment_attr::NUM)
-            .expression_attribute_values(":s", num(n))
-            .send()
-            .await;
-        *units += RequestUnits::writes(1.0);
-        match result {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(ddb_error("UpdateItem", e)),
-        }
+        self.update_segment(
+            log,
+            segment,
+            "SET #s = :v",
+            "attribute_exists(#n) AND (attribute_not_exists(#s) OR #s < :v)",
+            ("#s", segment_attr::LAST_SNAPSHOT),
+            num(n),
+            units,
+        )
+        .await
     }
 }
