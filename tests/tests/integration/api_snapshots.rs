@@ -536,6 +536,16 @@ async fn history_reads_the_same_after_old_segments_are_archived() -> anyhow::Res
             );
         }
         out.push(get(&c, &api.url(&format!("/logs/{log}"))).await?["snapshot"]["seq"].clone());
+        // A Replicache pull from an old cookie (it resets from the newest snapshot) and from none.
+        for cookie in [json!(5), Value::Null] {
+            let r = c
+                .post(api.url(&format!("/logs/{log}/replicache/pull")))
+                .json(&json!({"pullVersion": 1, "clientGroupID": "g", "cookie": cookie}))
+                .send()
+                .await?;
+            anyhow::ensure!(r.status() == StatusCode::OK, "pull: {}", r.status());
+            out.push(r.json::<Value>().await?);
+        }
         anyhow::Ok(out)
     };
     let before = reads().await?;
