@@ -4,7 +4,10 @@
  * replacement-triggering property changes. For a table or the bucket that is data loss; for a
  * queue, lost jobs. This test pins, for every stateful resource, the logical id and those
  * properties (plus the deletion policies and the Entry stream, which the event source depends on)
- * against a reviewed fixture.
+ * against a reviewed fixture. The addressable resources are pinned the same way: the HTTP API and
+ * its stage (a replacement changes the URL every client has) and the alarm topic (a replacement
+ * drops every subscription). Their logical ids are CDK's hashed ones, pinned as they are: renaming
+ * them to explicit ids would itself replace them in every existing deployment.
  *
  * If this fails after an intended change: run `npx cdk diff` against a deployed stack and check the
  * change set says no stateful resource is replaced ("requires replacement" / "may be replaced").
@@ -34,7 +37,13 @@ const PINNED: Record<string, string[]> = {
   'AWS::S3::Bucket': ['BucketName', 'ObjectLockEnabled'],
   'AWS::SQS::Queue': ['QueueName', 'FifoQueue'],
   'AWS::KMS::Key': ['KeySpec', 'KeyUsage'],
+  'AWS::ApiGatewayV2::Api': ['ProtocolType'],
+  'AWS::ApiGatewayV2::Stage': ['StageName'],
+  'AWS::SNS::Topic': ['TopicName', 'FifoTopic'],
 };
+
+/** Addressable, not stateful: pinned, but they hold no data to retain. */
+const ADDRESSABLE = new Set(['AWS::ApiGatewayV2::Api', 'AWS::ApiGatewayV2::Stage', 'AWS::SNS::Topic']);
 
 function statefulIdentity(template: Json): Json {
   const identity: Json = {};
@@ -65,7 +74,7 @@ function assertMatchesFixture(template: Json, what: string): void {
     actual,
     expected(),
     `${what}: the stateful resources differ from ${path.relative(process.cwd(), FIXTURE)}. ` +
-      'An upgrade through a change set would replace a table, the bucket or a queue. Read the comment at the top of ' +
+      'An upgrade through a change set would replace a table, the bucket, a queue, the HTTP API or the alarm topic. Read the comment at the top of ' +
       `cdk/test/upgrade-safety.test.ts before changing the fixture. Actual:\n${JSON.stringify(actual, null, 2)}`,
   );
 }
@@ -100,12 +109,20 @@ describe('upgrade safety', () => {
   });
 
   test('stateful logical ids are explicit names, not hashes of a construct path', () => {
-    for (const id of Object.keys(expected())) assert.match(id, /^[A-Z][A-Za-z]+$/, id);
+    for (const [id, r] of Object.entries(expected())) {
+      if (!ADDRESSABLE.has(r.Type)) assert.match(id, /^[A-Z][A-Za-z]+$/, id);
+    }
+  });
+
+  test('the HTTP API, its stage and the alarm topic are pinned too', () => {
+    const types = Object.values(expected()).map((r) => r.Type);
+    for (const t of ADDRESSABLE) assert.ok(types.includes(t), t);
   });
 
   test('tables and the bucket survive stack deletion and failed updates', () => {
     for (const [id, r] of Object.entries(expected())) {
       if (r.Type === 'AWS::SQS::Queue') continue; // queues hold only re-creatable jobs (docs/deploy.md)
+      if (ADDRESSABLE.has(r.Type)) continue;
       assert.equal(r.DeletionPolicy, 'Retain', id);
       assert.equal(r.UpdateReplacePolicy, 'Retain', id);
     }
