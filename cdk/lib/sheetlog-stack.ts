@@ -10,7 +10,7 @@
  * - functions are built by the house construct `SheetlogFunction`; each environment variable is
  *   bound together with its permission.
  */
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Tags, Validations } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Size, Stack, type StackProps, Tags, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer, HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
@@ -246,6 +246,9 @@ export class SheetlogStack extends Stack {
     // ---- Functions ----------------------------------------------------------------------------
     const architecture = config.architecture === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
     const logRetention = config.logRetentionDays as logs.RetentionDays;
+    // The API spools an upload being committed to /tmp, and the worker an import file being built:
+    // room for the largest allowed file and some more (Lambda allows 512 MiB to 10 GiB).
+    const spool = Size.mebibytes(Math.min(10_240, Math.max(512, Math.ceil(config.maxUploadBytes / 1024 ** 2) + 256)));
     const common = {
       functionsDir,
       architecture,
@@ -261,6 +264,7 @@ export class SheetlogStack extends Stack {
       description: 'sheetlog HTTP API',
       timeout: TIMINGS.apiTimeout,
       memorySize: 512,
+      ephemeralStorageSize: spool,
     })
       // The API only creates Entry and Segment items (appends, new logs and segments, all
       // conditional puts); the snapshot worker is what updates them.
@@ -296,6 +300,7 @@ export class SheetlogStack extends Stack {
       description: 'sheetlog snapshot worker (Pending Snapshots protocol)',
       timeout: TIMINGS.snapshotWorkerTimeout,
       memorySize: 1024,
+      ephemeralStorageSize: spool,
       // A long build hands itself off through the snapshot queue, and a completed snapshot
       // starts the log's next one the same way: chains far longer than the ~16 hops after which
       // Lambda would stop them. The worker bounds them itself: past `max_handoffs` (288, a day

@@ -433,6 +433,17 @@ describe('event sources', () => {
     });
   });
 
+  test('the API and the worker have /tmp room for the largest upload they spool', () => {
+    const storage = (json: Json, binary: string) => functionByBinary(json, binary)[1].Properties.EphemeralStorage?.Size;
+    const byDefault = synth().json; // 256 MiB uploads
+    assert.equal(storage(byDefault, API), 512);
+    assert.equal(storage(byDefault, WORKER), 512);
+    const big = synth({ maxUploadBytes: String(2 * 1024 ** 3) }).json;
+    assert.equal(storage(big, API), 2048 + 256);
+    assert.equal(storage(big, WORKER), 2048 + 256);
+    assert.equal(storage(synth({ maxUploadBytes: String(5 * 1024 ** 3) }).json, API), 5120 + 256);
+  });
+
   test("only the snapshot worker may re-send its own work past Lambda's recursive-loop limit", () => {
     const { json } = synth();
     assert.equal(functionByBinary(json, WORKER)[1].Properties.RecursiveLoop, 'Allow');

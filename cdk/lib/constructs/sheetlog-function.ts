@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { type CfnElement, type Duration, RemovalPolicy, Stack, Tags, Validations } from 'aws-cdk-lib';
+import { type CfnElement, type Duration, RemovalPolicy, type Size, Stack, Tags, Validations } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -121,6 +121,8 @@ export interface SheetlogFunctionProps {
    * function that legitimately re-sends its own work sets `ALLOW` and bounds the chain itself.
    */
   readonly recursiveLoop?: lambda.RecursiveLoop;
+  /** `/tmp` size, for functions that spool a file there (Lambda's default: 512 MiB). */
+  readonly ephemeralStorageSize?: Size;
   /**
    * Every function crate of the stack. Each function is built with all of them selected
    * (`-p` each), so Cargo resolves one feature set for their dependencies and the second and
@@ -187,6 +189,7 @@ export class SheetlogFunction extends Construct {
       logGroup: this.logGroup,
       tracing: lambda.Tracing.ACTIVE,
       recursiveLoop: props.recursiveLoop,
+      ephemeralStorageSize: props.ephemeralStorageSize,
     });
     Tags.of(this.function).add(BINARY_TAG, props.crate.binaryName);
     Validations.of(this.role).acknowledge({
