@@ -4,6 +4,7 @@
  * documented in docs/deploy.md. Values are validated up front so a typo fails `cdk synth` with one
  * clear message instead of producing a stack that misbehaves at run time.
  */
+import * as fs from 'node:fs';
 import type { Node } from 'constructs';
 import { SetupError } from './errors';
 
@@ -150,8 +151,41 @@ export class ConfigError extends SetupError {
 type Lookup = (key: ConfigContextKey) => unknown;
 
 /** Reads and validates the configuration from a construct node's context (usually the App's). */
-export function configFromContext(node: Node): SheetlogConfig {
-  return parseConfig((key) => node.tryGetContext(key));
+/**
+ * The customer's own settings file, at the repository root: git-ignored, so an upgrade (`git pull`)
+ * never conflicts with it. `SHEETLOG_CONFIG` names another file.
+ */
+export const CONFIG_FILE_NAME = 'sheetlog.config.json';
+
+/** The settings in a file (a JSON object of configuration keys); none when the file does not exist. */
+export function readConfigFile(file: string): Partial<Record<ConfigContextKey, unknown>> {
+  if (!fs.existsSync(file)) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new ConfigError([`${file}: not valid JSON (${(e as Error).message})`]);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError([`${file}: expected a JSON object of settings, such as {"snapshotInterval": 200}`]);
+  }
+  const known: readonly string[] = CONFIG_CONTEXT_KEYS;
+  const unknown = Object.keys(parsed).filter((k) => !known.includes(k));
+  if (unknown.length > 0) {
+    throw new ConfigError(
+      unknown.map((k) => `${file}: unknown setting ${JSON.stringify(k)} (the keys are in docs/deploy.md)`),
+    );
+  }
+  return parsed as Partial<Record<ConfigContextKey, unknown>>;
+}
+
+/**
+ * The configuration from CDK context (`-c key=value`, `cdk.json`, `~/.cdk.json`), then from the
+ * settings file for keys the context does not set. `file: null` reads no file (tests).
+ */
+export function configFromContext(node: Node, file: string | null): SheetlogConfig {
+  const fromFile = file === null ? {} : readConfigFile(file);
+  return parseConfig((key) => node.tryGetContext(key) ?? fromFile[key]);
 }
 
 /** Reads and validates the configuration from plain values (context from the CLI arrives as strings). */

@@ -4,10 +4,11 @@
  * `cdk/bin/local-resources.ts` and by the tests, so all three synthesize the same thing.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { configFromContext, type SheetlogConfig } from './config';
-import { CDK_JSON_PATH } from './paths';
+import { CONFIG_FILE_NAME, configFromContext, type SheetlogConfig } from './config';
+import { CDK_JSON_PATH, REPO_ROOT } from './paths';
 import { SheetlogStack } from './sheetlog-stack';
 import { stubFunctionsDir } from './stub-crates';
 
@@ -23,6 +24,11 @@ export interface BuildAppOptions {
   /** Add the cdk-nag AwsSolutions plugin (default true). */
   readonly nag?: boolean;
   readonly outdir?: string;
+  /**
+   * The settings file to read (default: `SHEETLOG_CONFIG`, else `sheetlog.config.json` at the
+   * repository root); `null` for none.
+   */
+  readonly configFile?: string | null;
 }
 
 export interface SheetlogApp {
@@ -49,7 +55,11 @@ export function buildApp(options: BuildAppOptions = {}): SheetlogApp {
         ...options.context,
       },
     });
-  const config = configFromContext(app.node);
+  const file =
+    options.configFile === undefined
+      ? (process.env.SHEETLOG_CONFIG ?? path.join(REPO_ROOT, CONFIG_FILE_NAME))
+      : options.configFile;
+  const config = configFromContext(app.node, file);
   const stack = new SheetlogStack(app, config.stackName, {
     config,
     functionsDir: skip ? stubFunctionsDir() : undefined,

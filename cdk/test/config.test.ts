@@ -169,7 +169,10 @@ describe('invalid configuration', () => {
   });
 
   test('fails building the app, before any resource exists', () => {
-    assert.throws(() => buildApp({ skipBundling: true, nag: false, context: { autoDeleteDays: '-3' } }), ConfigError);
+    assert.throws(
+      () => buildApp({ skipBundling: true, nag: false, context: { autoDeleteDays: '-3' }, configFile: null }),
+      ConfigError,
+    );
   });
 
   test('makes the CDK app exit non-zero with the message and no stack trace', () => {
@@ -188,5 +191,42 @@ describe('invalid configuration', () => {
       /Invalid sheetlog configuration \(CDK context\):\n {2}- snapshotInterval="often": expected a whole number/,
     );
     assert.doesNotMatch(run.stderr, /at .*\.ts:\d+/);
+  });
+});
+
+describe('the settings file (sheetlog.config.json, git-ignored)', () => {
+  const withFile = (text: string | undefined, context: Record<string, unknown> = {}) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sheetlog-config-'));
+    const file = path.join(dir, 'sheetlog.config.json');
+    if (text !== undefined) fs.writeFileSync(file, text);
+    try {
+      return buildApp({ skipBundling: true, nag: false, context, configFile: file }).config;
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  };
+
+  test('supplies settings the context does not set; the context wins', () => {
+    const file = JSON.stringify({ snapshotInterval: 250, stackName: 'from-file', retentionMode: 'archive' });
+    const fromFile = withFile(file);
+    assert.equal(fromFile.snapshotInterval, 250);
+    assert.equal(fromFile.stackName, 'from-file');
+    assert.equal(fromFile.retentionMode, 'archive');
+    const overridden = withFile(file, { stackName: 'from-cli' });
+    assert.equal(overridden.stackName, 'from-cli');
+    assert.equal(overridden.snapshotInterval, 250);
+  });
+
+  test('is optional, and validated like the context', () => {
+    assert.deepEqual(withFile(undefined), DEFAULT_CONFIG);
+    assert.throws(() => withFile('{"snapshotInterval": 1}'), /snapshotInterval=1/);
+    assert.throws(() => withFile('{"snapshotIntervall": 200}'), /unknown setting "snapshotIntervall"/);
+    assert.throws(() => withFile('[1, 2]'), /expected a JSON object of settings/);
+    assert.throws(() => withFile('{"snapshotInterval": '), /not valid JSON/);
+  });
+
+  test('is ignored by git, so upgrades never conflict with it', () => {
+    const ignored = fs.readFileSync(path.join(REPO_ROOT, '.gitignore'), 'utf8').split('\n');
+    assert.ok(ignored.includes('/sheetlog.config.json'));
   });
 });

@@ -56,6 +56,7 @@ describe('cdk-nag AwsSolutions', () => {
       const clean = buildApp({
         skipBundling: true,
         context: { stackName: 'nag-clean' },
+        configFile: null,
         outdir: path.join(outdir, 'clean'),
       });
       clean.app.synth();
@@ -63,6 +64,7 @@ describe('cdk-nag AwsSolutions', () => {
       const dirty = buildApp({
         skipBundling: true,
         context: { stackName: 'nag-dirty' },
+        configFile: null,
         outdir: path.join(outdir, 'dirty'),
       });
       // Something cdk-nag objects to: an unencrypted queue without a TLS-only policy or a DLQ.

@@ -22,7 +22,8 @@ export function synth(context: Record<string, unknown> = {}): Synth {
   const key = JSON.stringify(context);
   let result = cache.get(key);
   if (result === undefined) {
-    const built = buildApp({ skipBundling: true, nag: false, context });
+    // No settings file: the tests' configuration is only what they pass.
+    const built = buildApp({ skipBundling: true, nag: false, context, configFile: null });
     const template = Template.fromStack(built.stack);
     result = { ...built, template, json: template.toJSON() };
     cache.set(key, result);
