@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sheetlog_core::sheet::ImportFormat;
 use sheetlog_sheet::import;
-use sheetlog_sheet::sample::sample_fields;
 use sheetlog_tests::api::{TestApi, json_object, json_str};
 
-use crate::snapshot::peak_rss_mb;
+use crate::pipeline::round1;
+use crate::snapshot::{peak_rss_mb, write_csv_of_size};
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -54,8 +54,9 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let csv = dir.path().join("upload.csv");
     eprintln!("import: writing a {} MiB CSV ...", args.csv_mib);
-    // Just under the limit: the last row may overshoot the target by a line.
-    let (rows, bytes) = write_csv_of_size(&csv, args.csv_mib * 1024 * 1024 - 4096)?;
+    // Just under the limit (the last row may overshoot the target by a line), three sample rows
+    // to a line (30 columns, about 330 bytes) so 256 MB stays within the sheet's 1,048,576 rows.
+    let (rows, bytes) = write_csv_of_size(&csv, args.csv_mib * 1024 * 1024 - 4096, 3)?;
     eprintln!("import: {rows} rows, {bytes} bytes; committing through the API ...");
     let commit = run_child("commit", &csv)?;
     eprintln!("import: building an XLSX bomb ...");
@@ -95,10 +96,6 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
 const BOMB_INFLATED: u64 = 300 * 1024 * 1024;
 
 fn write_bomb(path: &Path) -> anyhow::Result<u64> {
@@ -115,23 +112,6 @@ fn write_bomb(path: &Path) -> anyhow::Result<u64> {
     }
     zip.finish()?;
     Ok(std::fs::metadata(path)?.len())
-}
-
-/// Writes sample rows until the file holds at least `bytes`; returns (rows, bytes).
-fn write_csv_of_size(path: &Path, bytes: u64) -> anyhow::Result<(u64, u64)> {
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let (mut written, mut rows) = (0u64, 0u64);
-    while written < bytes {
-        // Three sample rows side by side (30 columns, about 330 bytes), so 256 MB stays within
-        // the sheet's 1,048,576 rows.
-        let fields: Vec<String> = (0..3).flat_map(|k| sample_fields(rows * 3 + k)).collect();
-        let line = fields.join(",") + "\n";
-        w.write_all(line.as_bytes())?;
-        written += line.len() as u64;
-        rows += 1;
-    }
-    w.flush()?;
-    Ok((rows, written))
 }
 
 fn run_child(case: &str, file: &Path) -> anyhow::Result<ChildReport> {

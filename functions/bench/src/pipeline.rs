@@ -167,7 +167,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
 }
 
 /// To one decimal: the figures are not more precise than that.
-fn round1(x: f64) -> f64 {
+pub(crate) fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 

@@ -138,13 +138,22 @@ fn write_csv(path: &Path, rows: u64) -> anyhow::Result<u64> {
     Ok(std::fs::metadata(path)?.len())
 }
 
-/// Writes sample rows until the file holds at least `bytes`; returns (rows, bytes).
-fn write_csv_of_size(path: &Path, bytes: u64) -> anyhow::Result<(u64, u64)> {
+/// Writes sample rows until the file holds at least `bytes`; returns (rows, bytes). Each line
+/// holds `per_line` sample rows side by side (`10 * per_line` columns), so a big file can stay
+/// within the sheet's row limit.
+pub(crate) fn write_csv_of_size(
+    path: &Path,
+    bytes: u64,
+    per_line: u64,
+) -> anyhow::Result<(u64, u64)> {
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut written = 0u64;
     let mut rows = 0u64;
     while written < bytes {
-        let line = sample_fields(rows).join(",") + "\n";
+        let fields: Vec<String> = (0..per_line)
+            .flat_map(|k| sample_fields(rows * per_line + k))
+            .collect();
+        let line = fields.join(",") + "\n";
         w.write_all(line.as_bytes())?;
         written += line.len() as u64;
         rows += 1;
@@ -222,7 +231,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
 
     say("importing a 100 MB CSV (child process, counting store that discards)");
     let csv_100 = tmp.path().join("100mb.csv");
-    let (rows_100, bytes_100) = write_csv_of_size(&csv_100, 100_000_000)?;
+    let (rows_100, bytes_100) = write_csv_of_size(&csv_100, 100_000_000, 1)?;
     let imp = run_child(&csv_100, None)?;
     if imp.cells != rows_100 * u64::from(SAMPLE_COLS) {
         bail!(
