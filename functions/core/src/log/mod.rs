@@ -337,12 +337,8 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         upload_id: &str,
     ) -> Result<Option<AppendOnce>, LogError> {
         let key = IdempotencyKey::upload(upload_id);
-        let rec = DedupeRecord {
-            key: DedupeKey::new(self.cfg.dedupe_prefix_bits, log, key.kind, &key.key),
-            fingerprint: upload_fingerprint(&key.key),
-            columns: MonthColumns::at(self.clock.now()),
-        };
-        self.find_record(rec).await
+        self.find_record(self.key_record(log, &key, upload_fingerprint(upload_id)))
+            .await
     }
 
     async fn find_record(&self, rec: DedupeRecord) -> Result<Option<AppendOnce>, LogError> {
@@ -377,9 +373,19 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 fingerprint(&[&kind, &version, &entry.body, payload])
             }
         };
+        self.key_record(log, key, fp)
+    }
+
+    /// The Dedupe record of `key` with a fingerprint, as of now.
+    fn key_record(
+        &self,
+        log: LogId,
+        key: &IdempotencyKey,
+        fingerprint: [u8; crate::domain::dedupe::FINGERPRINT_BYTES],
+    ) -> DedupeRecord {
         DedupeRecord {
             key: DedupeKey::new(self.cfg.dedupe_prefix_bits, log, key.kind, &key.key),
-            fingerprint: fp,
+            fingerprint,
             columns: MonthColumns::at(self.clock.now()),
         }
     }
