@@ -20,6 +20,17 @@ async fn get(c: &ApiClient, url: &str) -> anyhow::Result<Value> {
     Ok(r.json().await?)
 }
 
+/// A new log; its id.
+async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
+    let r = c.post(api.url("/logs")).send().await?;
+    anyhow::ensure!(
+        r.status() == StatusCode::CREATED,
+        "POST /logs: {}",
+        r.status()
+    );
+    Ok(json_str(&r.json::<Value>().await?, "/logId").to_owned())
+}
+
 /// Replays the log's entries (as the API returns them) up to `at` into an in-memory sheet.
 async fn replay(c: &ApiClient, api: &TestApi, log: &str, at: u64) -> anyhow::Result<Sheet> {
     let mut sheet = Sheet::new();
@@ -76,8 +87,7 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
         return Ok(()); // a deployment runs its own pipeline; this test drives the local one
     };
     let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let log = create_log(&c, &api).await?;
 
     // An import as the base, then edits past the snapshot interval.
     let csv: String = (1..=50)
@@ -215,8 +225,7 @@ async fn a_fork_reads_like_its_source_and_shares_its_chunks() -> anyhow::Result<
         return Ok(());
     };
     let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    let source = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let source = create_log(&c, &api).await?;
     let append = |log: String, i: u64| {
         let c = c.clone();
         let url = api.url(&format!("/logs/{log}/entries"));
@@ -344,8 +353,7 @@ async fn a_committed_file_cannot_be_replaced_or_expired_through_its_upload_url()
     };
     let stack = api.stack.as_ref().context("in-process stack")?;
     let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let log = create_log(&c, &api).await?;
     let original = b"name,qty\nNails,80\nScrews,15\n";
     let u = upload_file(&c, &api, &log, json!({"type": "import"}), original).await?;
     let commit = api.url(&format!(
@@ -429,8 +437,7 @@ async fn a_burst_of_snapshots_completes_soon_after_the_last_append() -> anyhow::
         return Ok(());
     };
     let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let log = create_log(&c, &api).await?;
     for i in 1..=60 {
         let entry =
             json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}});
@@ -497,8 +504,7 @@ async fn history_reads_the_same_after_old_segments_are_archived() -> anyhow::Res
     };
     let stack = api.stack.as_ref().context("in-process stack")?;
     let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let log = create_log(&c, &api).await?;
     // Write until the log has six segments (each starts once the previous one's snapshot is done).
     let mut i = 0;
     wait_for("six segments", || {
