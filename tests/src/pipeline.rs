@@ -303,3 +303,29 @@ pub fn rows_event(at: u32, rows: u32, tag: &str) -> anyhow::Result<NewEntry> {
         "body": { "at": at, "count": rows, "values": values }
     }))
 }
+
+/// Runs a snapshot job until it finishes, sleeping through deferrals (at most 2 s each) and
+/// continuing after hand-offs; returns every outcome in order.
+pub async fn drive(
+    worker: &Worker,
+    job: sheetlog_core::domain::SnapshotJob,
+) -> anyhow::Result<Vec<sheetlog_snapshot_worker::Outcome>> {
+    use sheetlog_snapshot_worker::Outcome;
+    let mut outcomes = Vec::new();
+    let mut job = job;
+    for _ in 0..200 {
+        let o = worker
+            .run(&job, std::time::Instant::now() + Duration::from_secs(3600))
+            .await?;
+        outcomes.push(o.clone());
+        match o {
+            Outcome::Deferred { delay, .. } => {
+                tokio::time::sleep(delay.min(Duration::from_secs(2))).await;
+                job = job.deferred(sheetlog_core::domain::now_secs());
+            }
+            Outcome::HandedOff { .. } => {}
+            _ => return Ok(outcomes),
+        }
+    }
+    anyhow::bail!("job {job:?} did not finish: {outcomes:?}")
+}

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use serde_json::json;
@@ -16,25 +15,14 @@ use sheetlog_core::snapshot_input::{InputError, as_of};
 use sheetlog_maintenance::archive::Step;
 use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport, RunOptions};
 use sheetlog_snapshot_worker::{Outcome, Worker};
-use sheetlog_tests::pipeline::{PipelineStack, event, snapshot_entry, test_worker_config};
-
-fn later() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
-}
+use sheetlog_tests::pipeline::{PipelineStack, drive, event, snapshot_entry, test_worker_config};
 
 /// Runs a snapshot job to completion.
 async fn build(worker: &Worker, job: SnapshotJob) -> anyhow::Result<()> {
-    for _ in 0..100 {
-        match worker.run(&job, later()).await? {
-            Outcome::Completed { .. } | Outcome::AlreadyComplete => return Ok(()),
-            Outcome::Deferred { delay, .. } => {
-                tokio::time::sleep(delay.min(Duration::from_millis(500))).await;
-            }
-            Outcome::HandedOff { .. } => {}
-            other => bail!("snapshot {job:?}: {other:?}"),
-        }
+    match drive(worker, job).await?.last() {
+        Some(Outcome::Completed { .. } | Outcome::AlreadyComplete) => Ok(()),
+        other => bail!("snapshot {job:?}: {other:?}"),
     }
-    bail!("snapshot {job:?} did not finish")
 }
 
 fn set(i: u32) -> anyhow::Result<sheetlog_core::domain::NewEntry> {

@@ -26,10 +26,10 @@ use sheetlog_maintenance::{ReprocessOptions, Reprocessor};
 use sheetlog_pipeline::provision::{QueueSettings, create_stream_failure_queue};
 use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, StreamDriver};
 use sheetlog_sheet::sample::write_sample_csv;
-use sheetlog_snapshot_worker::{DeferReason, Outcome, Step, StepHook, Worker, WorkerError};
+use sheetlog_snapshot_worker::{DeferReason, Outcome, Step, StepHook, WorkerError};
 use sheetlog_stream_router::{AwsEffects, Effects};
 use sheetlog_tests::pipeline::{
-    PipelineStack, event, rows_event, snapshot_entry, test_worker_config,
+    PipelineStack, drive, event, rows_event, snapshot_entry, test_worker_config,
 };
 
 fn later() -> Instant {
@@ -89,25 +89,6 @@ async fn two_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, At, At)>
     .await?;
     let second = append(px, log, snapshot_entry()).await?;
     Ok((log, first, second))
-}
-
-/// Runs a job until it finishes, sleeping through deferrals and continuing after hand-offs.
-async fn drive(worker: &Worker, job: SnapshotJob) -> anyhow::Result<Vec<Outcome>> {
-    let mut outcomes = Vec::new();
-    let mut job = job;
-    for _ in 0..200 {
-        let o = worker.run(&job, later()).await?;
-        outcomes.push(o.clone());
-        match o {
-            Outcome::Deferred { delay, .. } => {
-                tokio::time::sleep(delay.min(Duration::from_secs(2))).await;
-                job = job.deferred(sheetlog_core::domain::now_secs());
-            }
-            Outcome::HandedOff { .. } => {}
-            _ => return Ok(outcomes),
-        }
-    }
-    bail!("job {job:?} did not finish: {outcomes:?}")
 }
 
 /// The Snapshot entry's root and its segment's Last Snapshot.
