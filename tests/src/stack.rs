@@ -90,10 +90,26 @@ impl TestStack {
             sheetlog_core::aws::S3Bucket,
         >,
     > {
-        use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
+        use sheetlog_core::faults::FaultProfile;
         let mut profile =
             FaultProfile::named("none").ok_or_else(|| anyhow::anyhow!("no profile"))?;
         profile.lost_response = 1.0;
+        self.faulty_log(profile, seed)
+    }
+
+    /// The log behind the fault-injecting adapter with a profile (say `FaultProfile::named("stale")`:
+    /// half the eventually consistent reads answer from a replica that is behind, as AWS may).
+    pub fn faulty_log(
+        &self,
+        profile: sheetlog_core::faults::FaultProfile,
+        seed: u64,
+    ) -> anyhow::Result<
+        sheetlog_core::log::EventLog<
+            sheetlog_core::faults::FaultyLogStore<sheetlog_core::aws::DynamoLogStore>,
+            sheetlog_core::aws::S3Bucket,
+        >,
+    > {
+        use sheetlog_core::faults::{Faults, FaultyLogStore};
         let store = FaultyLogStore::new(self.log_store(), Faults::new(profile, seed));
         Ok(sheetlog_core::log::EventLog::new(
             store,

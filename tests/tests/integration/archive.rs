@@ -194,6 +194,26 @@ async fn archived_segments_read_the_same_every_way_and_survive_a_crash_after_eac
         all_entries(&px, log).await? == before,
         "read back from the archives"
     );
+    // The same with stale replicas, as AWS may answer eventually consistent reads: a stale page
+    // must never pass for a gap (and send a live segment to its archive) or hide one.
+    for seed in 1..=5 {
+        let stale = px.stack.faulty_log(
+            sheetlog_core::faults::FaultProfile::named("stale").context("stale profile")?,
+            seed,
+        )?;
+        let page = stale
+            .read_from(
+                log,
+                SegmentHint {
+                    segment: 0,
+                    base_seq: 0,
+                },
+                0,
+                100_000,
+            )
+            .await?;
+        ensure!(page.entries == before, "stale reads, seed {seed}");
+    }
     ensure!(history_reads(&px, log, &probes).await? == reads_before);
     let a = px
         .log
