@@ -543,12 +543,9 @@ pub async fn commit_upload(
     // so memory stays bounded whatever the file's size.
     let local = match state.bucket.download(&file, limit).await {
         Ok(f) => f,
-        Err(StoreError::TooLarge { limit, .. }) => {
-            return Err(ApiError::UploadTooLarge {
-                size: limit.saturating_add(1),
-                limit,
-            });
-        }
+        // The copy was pinned to the version whose size was checked above, so a longer one was
+        // replaced in between (possible only where copies are not pinned: the emulator).
+        Err(StoreError::TooLarge { .. }) => return Err(ApiError::UploadChanged { upload_id }),
         Err(e) => return Err(ApiError::from_store(e)),
     };
     let reader = Box::new(std::io::BufReader::with_capacity(256 * 1024, local));
