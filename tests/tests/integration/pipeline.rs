@@ -560,9 +560,15 @@ async fn reads_as_of_any_sequence_start_from_the_newest_completed_snapshot() -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_later_snapshot_waits_while_an_earlier_one_is_pending() -> anyhow::Result<()> {
     let px = PipelineStack::new("pipeline-wait").await?;
-    let worker = px.worker(test_worker_config())?;
+    // The killed holder must still look alive when its redelivery comes: a pending timeout of one
+    // second (the other tests') was outrun on a loaded machine, and the redelivery took over.
+    let cfg = sheetlog_snapshot_worker::WorkerConfig {
+        pending_timeout: Duration::from_secs(8),
+        ..test_worker_config()
+    };
+    let worker = px.worker(cfg.clone())?;
     let (log, first, second) = two_snapshot_log(&px).await?;
-    let killer = px.worker(test_worker_config())?.with_hook(Arc::new(Steps {
+    let killer = px.worker(cfg.clone())?.with_hook(Arc::new(Steps {
         kill: Some(Step::PendingCreated),
         ..Steps::default()
     }));
@@ -586,7 +592,7 @@ async fn a_later_snapshot_waits_while_an_earlier_one_is_pending() -> anyhow::Res
         Outcome::Deferred {
             reason: DeferReason::HeldElsewhere,
             delay,
-        } if delay <= Duration::from_secs(3) => {}
+        } if delay <= cfg.pending_timeout + cfg.defer_min => {}
         other => bail!("expected to wait for the holder's timeout, got {other:?}"),
     }
     drive(&worker, first.job).await?;
