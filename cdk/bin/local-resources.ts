@@ -6,10 +6,11 @@
  *
  *   npx tsx cdk/bin/local-resources.ts [-c key=value ...]
  *
- * Context works as for `cdk synth` (cdk.json, then each -c); see docs/deploy.md.
+ * Context works as for `cdk synth` (cdk.json, then each -c); see docs/deploy.md. The local stack
+ * allows CORS from any origin (LOCAL_STACK_CONTEXT) unless a -c says otherwise.
  */
 import { SetupError } from '../lib/errors';
-import { describeLocalResourcesOfStack } from '../lib/resources';
+import { describeLocalResourcesOfStack, LOCAL_STACK_CONTEXT } from '../lib/resources';
 import { buildApp } from '../lib/sheetlog-app';
 
 function parseArgs(argv: string[]): Record<string, string> {
@@ -30,7 +31,11 @@ function parseArgs(argv: string[]): Record<string, string> {
 }
 
 try {
-  const { stack } = buildApp({ skipBundling: true, nag: false, context: parseArgs(process.argv.slice(2)) });
+  const { stack } = buildApp({
+    skipBundling: true,
+    nag: false,
+    context: { ...LOCAL_STACK_CONTEXT, ...parseArgs(process.argv.slice(2)) },
+  });
   process.stdout.write(`${JSON.stringify(describeLocalResourcesOfStack(stack), null, 2)}\n`);
 } catch (err) {
   console.error(err instanceof SetupError ? err.message : `local-resources: ${(err as Error).message}`);

@@ -62,7 +62,11 @@ export interface SheetlogConfig {
   readonly logLevel: string;
   /** When set, the HTTP API accepts JWTs from this issuer instead of IAM (SigV4) signatures. */
   readonly jwt?: JwtAuthorizerConfig;
-  /** Origins allowed by the API's CORS preflight and the bucket's CORS rule. */
+  /**
+   * Origins allowed by the API's CORS preflight and the bucket's CORS rule. Empty (the default):
+   * no CORS at all, so no web page on another origin can call the API or use its presigned URLs
+   * from a browser. A browser client's origin has to be listed.
+   */
   readonly corsAllowedOrigins: string[];
   /** Steady-state request rate limit of the HTTP API (requests per second). */
   readonly throttlingRateLimit: number;
@@ -101,7 +105,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   logRetentionDays: 30,
   logLevel: 'info',
   jwt: undefined,
-  corsAllowedOrigins: ['*'],
+  corsAllowedOrigins: [],
   throttlingRateLimit: 100,
   throttlingBurstLimit: 200,
   retentionMode: 'keep',

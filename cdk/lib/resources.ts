@@ -111,6 +111,13 @@ export interface LocalResources {
 // biome-ignore lint/suspicious/noExplicitAny: a synthesized template is untyped JSON, walked by key.
 type Json = Record<string, any>;
 
+/**
+ * Context the local stack is described with: a developer's browser page on 127.0.0.1 PUTs to
+ * the emulator's presigned URLs (another origin), so the local bucket allows any origin. A
+ * deployment allows none unless configured (docs/deploy.md).
+ */
+export const LOCAL_STACK_CONTEXT = { corsAllowedOrigins: '*' } as const;
+
 export function describeLocalResourcesOfStack(stack: Stack): LocalResources {
   return describeLocalResources(Template.fromStack(stack).toJSON());
 }

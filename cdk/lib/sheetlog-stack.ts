@@ -205,17 +205,21 @@ export class SheetlogStack extends Stack {
           abortIncompleteMultipartUploadAfter: Duration.days(1),
         },
       ],
-      cors: [
-        {
-          // Browsers PUT payloads to, and GET snapshots from, URLs the API presigns; the URL's
-          // signature is the authorization, the origin list only limits which pages may use it.
-          allowedMethods: [s3.HttpMethods.PUT, s3.HttpMethods.GET, s3.HttpMethods.HEAD],
-          allowedOrigins: config.corsAllowedOrigins,
-          allowedHeaders: ['*'],
-          exposedHeaders: ['ETag'],
-          maxAge: 3600,
-        },
-      ],
+      // Browsers PUT payloads to, and GET snapshots from, URLs the API presigns; the URL's
+      // signature is the authorization, the origin list only limits which pages may use it. No
+      // origins configured: no CORS rule, and no page on another origin can use the URLs.
+      cors:
+        config.corsAllowedOrigins.length === 0
+          ? undefined
+          : [
+              {
+                allowedMethods: [s3.HttpMethods.PUT, s3.HttpMethods.GET, s3.HttpMethods.HEAD],
+                allowedOrigins: config.corsAllowedOrigins,
+                allowedHeaders: ['*'],
+                exposedHeaders: ['ETag'],
+                maxAge: 3600,
+              },
+            ],
       removalPolicy: config.ephemeral ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN,
       autoDeleteObjects: config.ephemeral,
     });
@@ -379,16 +383,20 @@ export class SheetlogStack extends Stack {
         payloadFormatVersion: apigw.PayloadFormatVersion.VERSION_2_0,
       }),
       defaultAuthorizer: authorizer,
-      // API Gateway answers CORS preflights itself, before any authorizer runs.
-      corsPreflight: {
-        allowOrigins: config.corsAllowedOrigins,
-        allowMethods: [apigw.CorsHttpMethod.ANY],
-        // A wildcard does not cover Authorization in browsers, hence both.
-        allowHeaders: ['authorization', '*'],
-        // Readable by browser clients: a replayed idempotent append, and how long to back off.
-        exposeHeaders: ['idempotent-replayed', 'retry-after'],
-        maxAge: Duration.hours(1),
-      },
+      // API Gateway answers CORS preflights itself, before any authorizer runs. Off unless
+      // origins are configured (corsAllowedOrigins).
+      corsPreflight:
+        config.corsAllowedOrigins.length === 0
+          ? undefined
+          : {
+              allowOrigins: config.corsAllowedOrigins,
+              allowMethods: [apigw.CorsHttpMethod.ANY],
+              // A wildcard does not cover Authorization in browsers, hence both.
+              allowHeaders: ['authorization', '*'],
+              // Readable by browser clients: a replayed idempotent append, and how long to back off.
+              exposeHeaders: ['idempotent-replayed', 'retry-after'],
+              maxAge: Duration.hours(1),
+            },
       createDefaultStage: false,
     });
     const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {

@@ -45,7 +45,7 @@ describe('configuration defaults', () => {
       logRetentionDays: 30,
       logLevel: 'info',
       jwt: undefined,
-      corsAllowedOrigins: ['*'],
+      corsAllowedOrigins: [],
       throttlingRateLimit: 100,
       throttlingBurstLimit: 200,
       retentionMode: 'keep',

@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { describeLocalResources, describeLocalResourcesOfStack } from '../lib/resources';
+import { describeLocalResources, describeLocalResourcesOfStack, LOCAL_STACK_CONTEXT } from '../lib/resources';
 import { loadStreamFilterPatterns } from '../lib/stream-filter';
 import { synth } from './support';
 
@@ -18,7 +18,7 @@ const REPO_ROOT = path.resolve(__dirname, '..', '..');
 const TSX = pathToFileURL(require.resolve('tsx')).href;
 
 describe('local resources description', () => {
-  const { json, stack } = synth();
+  const { json, stack } = synth(LOCAL_STACK_CONTEXT);
   const local = describeLocalResources(json);
 
   test('has the tables of docs/storage.md with their keys, types, stream and TTL', () => {
@@ -158,7 +158,9 @@ describe('local resources description', () => {
   });
 
   test('follows the template, not the defaults: context changes show up', () => {
-    const other = describeLocalResourcesOfStack(synth({ autoDeleteDays: '9', snapshotInterval: '33' }).stack);
+    const other = describeLocalResourcesOfStack(
+      synth({ ...LOCAL_STACK_CONTEXT, autoDeleteDays: '9', snapshotInterval: '33' }).stack,
+    );
     assert.equal(other.buckets[0].lifecycleRules[0].expirationDays, 9);
     assert.equal(other.functions[0].environment.SHEETLOG_SNAPSHOT_INTERVAL, '33');
     assert.deepEqual(describeLocalResourcesOfStack(stack), local);
@@ -208,8 +210,15 @@ describe('local resources description', () => {
     assert.equal(run.status, 0, run.stderr);
     assert.deepEqual(
       JSON.parse(run.stdout),
-      describeLocalResourcesOfStack(synth({ autoDeleteDays: '9', snapshotInterval: '33' }).stack),
+      describeLocalResourcesOfStack(
+        synth({ ...LOCAL_STACK_CONTEXT, autoDeleteDays: '9', snapshotInterval: '33' }).stack,
+      ),
     );
+  });
+
+  test('a deployment without configured origins has no CORS rule; the local stack allows any origin', () => {
+    assert.deepEqual(describeLocalResourcesOfStack(synth().stack).buckets[0].cors, []);
+    assert.deepEqual(local.buckets[0].cors[0].allowedOrigins, ['*']);
   });
 });
 

@@ -153,8 +153,13 @@ describe('bucket', () => {
     );
   });
 
-  test('CORS lets browsers PUT and GET through presigned URLs', () => {
-    const [rule] = bucket.Properties.CorsConfiguration.CorsRules;
+  test('has no CORS rule unless origins are configured', () => {
+    assert.equal(bucket.Properties.CorsConfiguration, undefined);
+  });
+
+  test('CORS lets configured origins PUT and GET through presigned URLs', () => {
+    const [, configured] = onlyResource(synth({ corsAllowedOrigins: '*' }).json, 'AWS::S3::Bucket');
+    const [rule] = configured.Properties.CorsConfiguration.CorsRules;
     assert.deepEqual([...rule.AllowedMethods].sort(), ['GET', 'HEAD', 'PUT']);
     assert.deepEqual(rule.AllowedOrigins, ['*']);
     assert.deepEqual(rule.AllowedHeaders, ['*'], 'a presigned PUT sends Content-Type and x-amz-tagging');
@@ -514,7 +519,12 @@ describe('HTTP API', () => {
     assert.equal(logGroup.Properties.RetentionInDays, 30);
   });
 
-  test('answers CORS preflights for browser clients', () => {
+  test('answers no CORS preflight unless origins are configured', () => {
+    const [, api] = onlyResource(synth().json, 'AWS::ApiGatewayV2::Api');
+    assert.equal(api.Properties.CorsConfiguration, undefined);
+  });
+
+  test('answers CORS preflights for configured browser origins', () => {
     const { json } = synth({ corsAllowedOrigins: 'https://sheets.example.com' });
     const [, api] = onlyResource(json, 'AWS::ApiGatewayV2::Api');
     assert.deepEqual(api.Properties.CorsConfiguration.AllowOrigins, ['https://sheets.example.com']);

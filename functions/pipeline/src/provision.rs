@@ -83,9 +83,10 @@ pub const CLIENTS_TABLE: TableSpec = TableSpec {
 /// Days after which the lifecycle rule expires objects still tagged for auto-delete.
 pub const DEFAULT_AUTO_DELETE_DAYS: i32 = 3;
 
-/// The bucket's CORS rule, as the CDK stack's default: browsers PUT payloads to, and GET
-/// snapshots from, URLs the API presigns (the signature is the authorization), and read the
-/// `ETag` of what they uploaded.
+/// The bucket's CORS rule, as the CDK stack's with `corsAllowedOrigins=*` (`LOCAL_STACK_CONTEXT`
+/// in `cdk/lib/resources.ts`; a deployment has none unless configured): browsers PUT payloads
+/// to, and GET snapshots from, URLs the API presigns (the signature is the authorization), and
+/// read the `ETag` of what they uploaded.
 pub const CORS_ALLOWED_METHODS: [&str; 3] = ["PUT", "GET", "HEAD"];
 pub const CORS_ALLOWED_ORIGINS: [&str; 1] = ["*"];
 pub const CORS_ALLOWED_HEADERS: [&str; 1] = ["*"];
