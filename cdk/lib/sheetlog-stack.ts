@@ -272,12 +272,13 @@ export class SheetlogStack extends Stack {
     })
       // The API only creates Entry and Segment items (appends, new logs and segments, all
       // conditional puts); the snapshot worker is what updates them.
-      .bindTable(ENV.entryTable, this.entryTable, 'readPut')
-      .bindTable(ENV.segmentTable, this.segmentTable, 'readPut')
-      .bindTable(ENV.dedupeTable, this.dedupeTable, 'readUpdate')
-      .bindTable(ENV.clientsTable, this.clientsTable, 'readPutUpdate')
+      .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
+      .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
+      // An idempotent append records its key with an UpdateItem inside the append's transaction.
+      .bindTable(ENV.dedupeTable, this.dedupeTable, ['GetItem', 'UpdateItem'])
+      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem'])
       .bindBucket(ENV.bucket, this.bucket, [
-        { prefix: PREFIXES.payloads, access: ['read', 'write', 'tagging'] },
+        { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },
         // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
         { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
       ])
@@ -296,7 +297,7 @@ export class SheetlogStack extends Stack {
       memorySize: 256,
     })
       .bindQueue(ENV.snapshotQueueUrl, this.snapshotQueue, 'send')
-      .bindBucket(ENV.bucket, this.bucket, [{ prefix: PREFIXES.payloads, access: ['tagging'] }]);
+      .bindBucket(ENV.bucket, this.bucket, [{ prefix: PREFIXES.payloads, access: ['untag'] }]);
 
     this.snapshotWorker = new SheetlogFunction(this, 'SnapshotWorker', {
       ...common,
@@ -311,9 +312,16 @@ export class SheetlogStack extends Stack {
       // of 5-minute invocations) a job is parked and SnapshotJobsParkedAlarm fires.
       recursiveLoop: lambda.RecursiveLoop.ALLOW,
     })
-      .bindTable(ENV.entryTable, this.entryTable, 'readUpdate')
-      .bindTable(ENV.segmentTable, this.segmentTable, 'readUpdate')
-      .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, 'readWrite')
+      // Records a snapshot's root on its entry and advances the segment's Last Snapshot.
+      .bindTable(ENV.entryTable, this.entryTable, ['Query', 'UpdateItem'])
+      .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'UpdateItem'])
+      .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, [
+        'GetItem',
+        'Query',
+        'PutItem',
+        'UpdateItem',
+        'DeleteItem',
+      ])
       .bindBucket(ENV.bucket, this.bucket, [
         { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
         { prefix: PREFIXES.payloads, access: ['read'] },
@@ -357,8 +365,10 @@ export class SheetlogStack extends Stack {
         timeout: Duration.minutes(15),
         memorySize: 512,
       })
-        .bindTable(ENV.entryTable, this.entryTable, 'readDelete')
-        .bindTable(ENV.segmentTable, this.segmentTable, 'scanUpdate')
+        // Reads a segment's entries and deletes them (BatchWriteItem of deletes); finds the logs
+        // with a Scan of the Segment table and sets a segment's Archive attribute.
+        .bindTable(ENV.entryTable, this.entryTable, ['Query', 'BatchWriteItem'])
+        .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'Scan', 'UpdateItem'])
         .bindBucket(ENV.bucket, this.bucket, [{ prefix: PREFIXES.payloads, access: ['read', 'write'] }])
         .bindSetting('SHEETLOG_RETENTION_MODE', config.retentionMode)
         .bindSetting('SHEETLOG_RETENTION_KEEP_SEGMENTS', config.retentionKeepSegments);

@@ -19,7 +19,7 @@ import {
 } from '../lib/sheetlog-stack';
 import { loadStreamFilterPatterns } from '../lib/stream-filter';
 import { stubFunctionsDir } from '../lib/stub-crates';
-import { functionByBinary, grantsByResource, type Json, onlyResource, resourcesOfType, synth } from './support';
+import { functionByBinary, type Json, onlyResource, resourcesOfType, synth } from './support';
 
 const API = CRATES.api.binaryName;
 const ROUTER = CRATES.streamRouter.binaryName;
@@ -283,96 +283,7 @@ describe('functions', () => {
     });
   });
 
-  test('execution roles hold least privilege: exactly these actions on exactly these resources', () => {
-    const readWrite = [
-      'dynamodb:BatchGetItem',
-      'dynamodb:BatchWriteItem',
-      'dynamodb:ConditionCheckItem',
-      'dynamodb:DeleteItem',
-      'dynamodb:GetItem',
-      'dynamodb:PutItem',
-      'dynamodb:Query',
-      'dynamodb:UpdateItem',
-    ];
-    const readUpdate = [
-      'dynamodb:BatchGetItem',
-      'dynamodb:ConditionCheckItem',
-      'dynamodb:GetItem',
-      'dynamodb:Query',
-      'dynamodb:UpdateItem',
-    ];
-    const readPut = [
-      'dynamodb:BatchGetItem',
-      'dynamodb:ConditionCheckItem',
-      'dynamodb:GetItem',
-      'dynamodb:PutItem',
-      'dynamodb:Query',
-    ];
-    const readPutUpdate = [
-      'dynamodb:BatchGetItem',
-      'dynamodb:ConditionCheckItem',
-      'dynamodb:GetItem',
-      'dynamodb:PutItem',
-      'dynamodb:Query',
-      'dynamodb:UpdateItem',
-    ];
-    const tagging = ['s3:DeleteObjectTagging', 's3:GetObjectTagging', 's3:PutObjectTagging'];
-    const xray = ['xray:PutTelemetryRecords', 'xray:PutTraceSegments'];
-    const logs = ['logs:CreateLogStream', 'logs:PutLogEvents'];
-    const bucket = LOGICAL_IDS.bucket;
-
-    const grants = (binary: string) => {
-      const [, fn] = functionByBinary(json, binary);
-      const ownLogs = fn.Properties.LoggingConfig.LogGroup.Ref;
-      const g = grantsByResource(json, binary);
-      g['<own log group>'] = g[ownLogs];
-      delete g[ownLogs];
-      return g;
-    };
-
-    assert.deepEqual(grants(API), {
-      '<own log group>': logs,
-      '*': xray,
-      [LOGICAL_IDS.entryTable]: readPut,
-      [LOGICAL_IDS.segmentTable]: readPut,
-      [LOGICAL_IDS.dedupeTable]: readUpdate,
-      [LOGICAL_IDS.clientsTable]: readPutUpdate,
-      [`${bucket}/payloads/*`]: ['s3:GetObject', 's3:PutObject', ...tagging].sort(),
-      [`${bucket}/snapshots/*`]: ['s3:GetObject', 's3:PutObject'],
-      [bucket]: ['s3:ListBucket'],
-    });
-    assert.deepEqual(grants(ROUTER), {
-      '<own log group>': logs,
-      '*': ['dynamodb:ListStreams', ...xray].sort(),
-      [`${LOGICAL_IDS.entryTable}.StreamArn`]: [
-        'dynamodb:DescribeStream',
-        'dynamodb:GetRecords',
-        'dynamodb:GetShardIterator',
-      ],
-      [LOGICAL_IDS.snapshotQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
-      [LOGICAL_IDS.streamRouterFailureQueue]: ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'],
-      [`${bucket}/payloads/*`]: tagging,
-      [bucket]: ['s3:ListBucket'],
-    });
-    assert.deepEqual(grants(WORKER), {
-      '<own log group>': logs,
-      '*': xray,
-      [LOGICAL_IDS.entryTable]: readUpdate,
-      [LOGICAL_IDS.segmentTable]: readUpdate,
-      [LOGICAL_IDS.pendingSnapshotsTable]: readWrite,
-      [`${bucket}/snapshots/*`]: ['s3:GetObject', 's3:PutObject'],
-      [`${bucket}/payloads/*`]: ['s3:GetObject'],
-      [bucket]: ['s3:ListBucket'],
-      [LOGICAL_IDS.snapshotQueue]: [
-        'sqs:ChangeMessageVisibility',
-        'sqs:DeleteMessage',
-        'sqs:GetQueueAttributes',
-        'sqs:GetQueueUrl',
-        'sqs:ReceiveMessage',
-        'sqs:SendMessage',
-      ],
-    });
-  });
+  // The exact actions of each role: cdk/test/iam.test.ts, against functions/<crate>/iam-allow-list.json.
 
   test('no managed policies: each role is trusted by Lambda only and writes only its own log group', () => {
     const roles = resourcesOfType(json, 'AWS::IAM::Role');
@@ -718,21 +629,7 @@ describe('segment retention', () => {
       ScheduleExpression: 'rate(1 day)',
       Targets: [{ Arn: { 'Fn::GetAtt': [fnId, 'Arn'] }, RetryPolicy: { MaximumRetryAttempts: 2 } }],
     });
-    const g = grantsByResource(json, ARCHIVER);
-    assert.deepEqual(g[LOGICAL_IDS.entryTable], [
-      'dynamodb:BatchWriteItem',
-      'dynamodb:DeleteItem',
-      'dynamodb:GetItem',
-      'dynamodb:Query',
-    ]);
-    assert.deepEqual(g[LOGICAL_IDS.segmentTable], [
-      'dynamodb:GetItem',
-      'dynamodb:Query',
-      'dynamodb:Scan',
-      'dynamodb:UpdateItem',
-    ]);
-    assert.deepEqual(g[`${LOGICAL_IDS.bucket}/payloads/*`], ['s3:GetObject', 's3:PutObject']);
-    assert.equal(g[`${LOGICAL_IDS.bucket}/snapshots/*`], undefined, 'no snapshot access');
+    // Its grants: cdk/test/iam.test.ts (functions/archiver/iam-allow-list.json).
     // Its failures alarm like every function's.
     const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm').map(([id]) => id);
     assert.ok(

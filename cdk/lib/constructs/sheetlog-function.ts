@@ -29,71 +29,26 @@ export interface FunctionCrate {
 export const BINARY_TAG = 'sheetlog:binary';
 
 /**
- * DynamoDB access levels. Scan is deliberately absent: every read the design makes is a key lookup
- * or a Query on one partition.
+ * DynamoDB actions a function may hold on a table, each named at the bindTable call of the
+ * function whose code makes that call (cdk/test/iam.test.ts compares the template with the
+ * allow-list next to each crate). Absent on purpose: BatchGetItem and ConditionCheckItem (no code
+ * calls them), and Scan except for the retention run, which finds the logs with one.
+ * TransactWriteItems needs no action of its own: each item needs the PutItem or UpdateItem it does.
  */
-export type TableAccess =
-  | 'read'
-  | 'readPut'
-  | 'readUpdate'
-  | 'readPutUpdate'
-  | 'readWrite'
-  | 'readDelete'
-  | 'scanUpdate';
-
-const TABLE_ACTIONS: Record<TableAccess, string[]> = {
-  // ConditionCheckItem is what a TransactWriteItems condition-only item needs.
-  read: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:ConditionCheckItem'],
-  // Creates items (conditional puts, also inside transactions) and never changes or deletes one.
-  readPut: [
-    'dynamodb:GetItem',
-    'dynamodb:BatchGetItem',
-    'dynamodb:Query',
-    'dynamodb:ConditionCheckItem',
-    'dynamodb:PutItem',
-  ],
-  readUpdate: [
-    'dynamodb:GetItem',
-    'dynamodb:BatchGetItem',
-    'dynamodb:Query',
-    'dynamodb:ConditionCheckItem',
-    'dynamodb:UpdateItem',
-  ],
-  // Writes that only create or change items (never delete them): the Clients table.
-  readPutUpdate: [
-    'dynamodb:GetItem',
-    'dynamodb:BatchGetItem',
-    'dynamodb:Query',
-    'dynamodb:ConditionCheckItem',
-    'dynamodb:PutItem',
-    'dynamodb:UpdateItem',
-  ],
-  // The retention run: reads a segment's entries and deletes them (BatchWriteItem of deletes).
-  readDelete: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'],
-  // The retention run: finds the logs with a Scan of the Segment table (log ids only) and sets a
-  // segment's Archive attribute.
-  scanUpdate: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:UpdateItem'],
-  readWrite: [
-    'dynamodb:GetItem',
-    'dynamodb:BatchGetItem',
-    'dynamodb:Query',
-    'dynamodb:ConditionCheckItem',
-    'dynamodb:PutItem',
-    'dynamodb:UpdateItem',
-    'dynamodb:DeleteItem',
-    'dynamodb:BatchWriteItem',
-  ],
-};
+export type DynamoAction = 'GetItem' | 'Query' | 'Scan' | 'PutItem' | 'UpdateItem' | 'DeleteItem' | 'BatchWriteItem';
 
 /** What a function may do with the objects under one key prefix of a bucket. */
-export type ObjectAccess = 'read' | 'write' | 'tagging';
+export type ObjectAccess = 'read' | 'write' | 'tag' | 'untag';
 
 const OBJECT_ACTIONS: Record<ObjectAccess, string[]> = {
+  // GetObject also authorises HeadObject, and (with PutObject on the target) CopyObject's source.
   read: ['s3:GetObject'],
-  // A PUT that carries an x-amz-tagging header (the auto-delete tag) also needs PutObjectTagging:
-  // grant `tagging` with `write` where objects are written tagged.
   write: ['s3:PutObject'],
-  tagging: ['s3:GetObjectTagging', 's3:PutObjectTagging', 's3:DeleteObjectTagging'],
+  // Writing objects tagged (a PUT or a presigned PUT carrying x-amz-tagging, a CopyObject that
+  // replaces the tags) also needs PutObjectTagging: grant `tag` with `write` there.
+  tag: ['s3:PutObjectTagging'],
+  // Removing one tag and keeping the others: read the tag set, then write back the rest or delete it.
+  untag: ['s3:GetObjectTagging', 's3:PutObjectTagging', 's3:DeleteObjectTagging'],
 };
 
 export interface PrefixGrant {
@@ -207,10 +162,11 @@ export class SheetlogFunction extends Construct {
     return this;
   }
 
-  /** Sets `name` to the table's name and grants `access` on that table only. */
-  bindTable(name: string, table: dynamodb.ITable, access: TableAccess): this {
+  /** Sets `name` to the table's name and grants exactly `actions` on that table only. */
+  bindTable(name: string, table: dynamodb.ITable, actions: readonly DynamoAction[]): this {
+    if (actions.length === 0) throw new Error(`bindTable ${name}: no actions`);
     this.setEnv(name, table.tableName);
-    table.grant(this.function, ...TABLE_ACTIONS[access]);
+    table.grant(this.function, ...[...new Set(actions)].sort().map((a) => `dynamodb:${a}`));
     return this;
   }
 
@@ -230,7 +186,7 @@ export class SheetlogFunction extends Construct {
         reason: `Object keys under ${prefix} are chosen at run time (UUIDs, content hashes); the wildcard stops at the prefix.`,
       });
     }
-    if (grants.some((g) => g.access.includes('read') || g.access.includes('tagging'))) {
+    if (grants.some((g) => g.access.includes('read') || g.access.includes('untag'))) {
       // Without ListBucket, S3 answers a GET, HEAD or tagging call on a missing key with 403
       // instead of 404, and "not there yet" (a chunk to upload, an upload not finished, a payload
       // already expired) becomes indistinguishable from "not allowed", which is retried until the
@@ -246,14 +202,15 @@ export class SheetlogFunction extends Construct {
   bindQueue(name: string, queue: sqs.IQueue, access: QueueAccess): this {
     this.setEnv(name, queue.queueUrl);
     if (access === 'send') {
-      queue.grantSendMessages(this.function);
+      // SendMessageBatch is authorised by sqs:SendMessage; grantSendMessages would add
+      // GetQueueAttributes and GetQueueUrl, which no code calls (the URL comes from the environment).
+      queue.grant(this.function, 'sqs:SendMessage');
     } else {
       // Receiving is granted by the event-source mapping. The worker defers or hands off a job
       // by sending a fresh copy with a delivery delay (SendMessage), so waiting never counts
       // towards the redrive threshold; it falls back to ChangeMessageVisibility when the send
       // fails, and may delete a finished message itself (DeleteMessage).
-      queue.grant(this.function, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
-      queue.grantSendMessages(this.function);
+      queue.grant(this.function, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:SendMessage');
     }
     return this;
   }

@@ -1,0 +1,87 @@
+/**
+ * Least privilege, checked against the code: each function crate keeps, next to its code
+ * (`functions/<crate>/iam-allow-list.json`), the AWS actions its role may hold, by resource, each
+ * with the call that needs it. This test derives every role's grants from the synthesized template
+ * and requires them to be exactly that list: a grant no call needs fails here, and so does a call
+ * added to the allow-list without the stack granting it.
+ */
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import type { FunctionCrate } from '../lib/constructs/sheetlog-function';
+import { ARCHIVER_CRATE, CRATES } from '../lib/sheetlog-stack';
+import { functionByBinary, grantsByResource, type Json, synth } from './support';
+
+const FUNCTIONS_DIR = path.resolve(__dirname, '..', '..', 'functions');
+
+function allowList(crate: FunctionCrate): Record<string, string[]> {
+  const file = path.join(FUNCTIONS_DIR, crate.dir, 'iam-allow-list.json');
+  const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, Record<string, string> | string>;
+  const out: Record<string, string[]> = {};
+  for (const [resource, actions] of Object.entries(parsed)) {
+    if (resource === '_comment') continue;
+    assert.equal(typeof actions, 'object', `${file}: ${resource}`);
+    for (const [action, why] of Object.entries(actions)) {
+      assert.ok(typeof why === 'string' && why.length > 0, `${file}: ${resource} ${action} says why`);
+    }
+    out[resource] = Object.keys(actions).sort();
+  }
+  return out;
+}
+
+/** The role's grants with its own log group under one name, so the lists need no generated ids. */
+function grants(json: Json, binary: string): Record<string, string[]> {
+  const [, fn] = functionByBinary(json, binary);
+  const ownLogs = fn.Properties.LoggingConfig.LogGroup.Ref;
+  const g = grantsByResource(json, binary);
+  g['<own log group>'] = g[ownLogs];
+  delete g[ownLogs];
+  return Object.fromEntries(Object.entries(g).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+function sorted(g: Record<string, string[]>): Record<string, string[]> {
+  return Object.fromEntries(Object.entries(g).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+describe('execution roles hold exactly the actions in the allow-list next to the code', () => {
+  // The archiver exists only when segments are moved; every other knob leaves the grants alone.
+  const { json } = synth({ retentionMode: 'archive' });
+
+  for (const crate of [...Object.values(CRATES), ARCHIVER_CRATE]) {
+    test(crate.binaryName, () => {
+      const actual = grants(json, crate.binaryName);
+      const allowed = sorted(allowList(crate));
+      const extra: string[] = [];
+      const missing: string[] = [];
+      for (const r of new Set([...Object.keys(actual), ...Object.keys(allowed)])) {
+        for (const a of actual[r] ?? []) if (!(allowed[r] ?? []).includes(a)) extra.push(`${a} on ${r}`);
+        for (const a of allowed[r] ?? []) if (!(actual[r] ?? []).includes(a)) missing.push(`${a} on ${r}`);
+      }
+      assert.deepEqual(
+        { extra, missing },
+        { extra: [], missing: [] },
+        `functions/${crate.dir}/iam-allow-list.json and the template disagree: "extra" is granted ` +
+          'without a call in the allow-list, "missing" is allowed but not granted',
+      );
+    });
+  }
+
+  test('no role holds an action no code of ours calls and no service needs', () => {
+    for (const crate of [...Object.values(CRATES), ARCHIVER_CRATE]) {
+      const actions = Object.values(grants(json, crate.binaryName)).flat();
+      for (const never of [
+        'dynamodb:BatchGetItem',
+        'dynamodb:ConditionCheckItem',
+        'dynamodb:DeleteTable',
+        's3:DeleteObject',
+      ]) {
+        assert.ok(!actions.includes(never), `${crate.binaryName} holds ${never}`);
+      }
+    }
+    const api = Object.values(grants(json, CRATES.api.binaryName)).flat();
+    for (const write of ['dynamodb:DeleteItem', 'dynamodb:BatchWriteItem', 'dynamodb:Scan']) {
+      assert.ok(!api.includes(write), `the API holds ${write}`);
+    }
+  });
+});
