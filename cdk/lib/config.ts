@@ -23,6 +23,8 @@ export interface JwtAuthorizerConfig {
   readonly issuer: string;
   /** Accepted `aud` (or Cognito `client_id`) values. */
   readonly audience: string[];
+  /** The claim listing the logs a token may use (`SHEETLOG_ACCESS_CLAIM`, docs/api.md "Access to logs"). */
+  readonly accessClaim: string;
 }
 
 export interface SheetlogConfig {
@@ -90,6 +92,9 @@ export interface SheetlogConfig {
   readonly ephemeral: boolean;
 }
 
+/** The JWT claim listing a token's logs, unless `jwtAccessClaim` names another. */
+export const DEFAULT_ACCESS_CLAIM = 'sheetlog_logs';
+
 export const DEFAULT_CONFIG: SheetlogConfig = {
   stackName: 'sheetlog',
   architecture: 'arm64',
@@ -132,6 +137,7 @@ export const CONFIG_CONTEXT_KEYS = [
   'logLevel',
   'jwtIssuer',
   'jwtAudience',
+  'jwtAccessClaim',
   'corsAllowedOrigins',
   'retentionMode',
   'retentionKeepSegments',
@@ -258,7 +264,18 @@ function jwtConfig(get: Lookup, problems: string[]): JwtAuthorizerConfig | undef
     hint: 'an https URL such as "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf"',
   });
   const audience = p.list('jwtAudience', [], { pattern: /^[^\s,]+$/, hint: 'comma-separated client ids' });
-  if (issuer === undefined && audience.length === 0) return undefined;
+  const accessClaim = p.string('jwtAccessClaim', DEFAULT_ACCESS_CLAIM, {
+    pattern: /^[A-Za-z0-9_:./-]{1,128}$/,
+    hint: 'a claim name such as "sheetlog_logs" or "custom:sheets"',
+  });
+  if (issuer === undefined && audience.length === 0) {
+    if (get('jwtAccessClaim') !== undefined) {
+      problems.push(
+        'jwtAccessClaim is set but jwtIssuer and jwtAudience are not: it applies to JWT authorization only',
+      );
+    }
+    return undefined;
+  }
   if (issuer === undefined) {
     problems.push('jwtAudience is set but jwtIssuer is not: set both to enable the JWT authorizer, or neither for IAM');
     return undefined;
@@ -267,7 +284,7 @@ function jwtConfig(get: Lookup, problems: string[]): JwtAuthorizerConfig | undef
     problems.push('jwtIssuer is set but jwtAudience is not: set both to enable the JWT authorizer, or neither for IAM');
     return undefined;
   }
-  return { issuer, audience };
+  return { issuer, audience, accessClaim };
 }
 
 interface StringRule {

@@ -75,6 +75,7 @@ export const ENV = {
   segmentMaxEntries: 'SHEETLOG_SEGMENT_MAX_ENTRIES',
   uploadUrlTtlSecs: 'SHEETLOG_UPLOAD_URL_TTL_SECS',
   maxUploadBytes: 'SHEETLOG_MAX_UPLOAD_BYTES',
+  accessClaim: 'SHEETLOG_ACCESS_CLAIM',
   pendingTimeoutSecs: 'SHEETLOG_PENDING_TIMEOUT_SECS',
 } as const;
 
@@ -288,6 +289,8 @@ export class SheetlogStack extends Stack {
       .bindSetting(ENV.dedupeKeysPerMonth, config.dedupeKeysPerMonth)
       .bindSetting(ENV.uploadUrlTtlSecs, config.uploadUrlTtlSecs)
       .bindSetting(ENV.maxUploadBytes, config.maxUploadBytes);
+    // Under JWT authorization, which logs a token may use is in one of its claims (docs/api.md).
+    if (config.jwt) this.api.bindSetting(ENV.accessClaim, config.jwt.accessClaim);
 
     this.streamRouter = new SheetlogFunction(this, 'StreamRouter', {
       ...common,

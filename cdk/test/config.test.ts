@@ -62,7 +62,7 @@ describe('configuration defaults', () => {
     for (const key of Object.keys(DEFAULT_CONFIG).filter((k) => k !== 'jwt')) {
       assert.match(doc, new RegExp(`\`${key}\``), `docs/deploy.md does not document ${key}`);
     }
-    for (const key of ['jwtIssuer', 'jwtAudience']) assert.match(doc, new RegExp(`\`${key}\``));
+    for (const key of ['jwtIssuer', 'jwtAudience', 'jwtAccessClaim']) assert.match(doc, new RegExp(`\`${key}\``));
   });
 });
 
@@ -156,6 +156,14 @@ describe('invalid configuration', () => {
   test('rejects half a JWT authorizer and a non-https issuer', () => {
     assert.match(problemsOf({ jwtIssuer: 'https://issuer.example.com' })[0], /jwtIssuer is set but jwtAudience is not/);
     assert.match(problemsOf({ jwtAudience: 'client' })[0], /jwtAudience is set but jwtIssuer is not/);
+    assert.match(
+      problemsOf({ jwtAccessClaim: 'sheets' })[0],
+      /jwtAccessClaim is set but jwtIssuer and jwtAudience are not/,
+    );
+    assert.match(
+      problemsOf({ jwtIssuer: 'https://i.example.com', jwtAudience: 'c', jwtAccessClaim: 'a b' })[0],
+      /^jwtAccessClaim="a b": expected a claim name/,
+    );
     assert.match(problemsOf({ jwtIssuer: 'http://issuer.example.com', jwtAudience: 'client' })[0], /^jwtIssuer="http:/);
   });
 

@@ -416,6 +416,16 @@ describe('HTTP API', () => {
     assert.equal(route.Properties.AuthorizationType, 'JWT');
     assert.deepEqual(route.Properties.AuthorizerId, { Ref: authorizerId });
     template.hasOutput('ApiAuthorization', { Value: 'JWT' });
+    const [, api] = functionByBinary(json, 'sheetlog-api');
+    assert.equal(api.Properties.Environment.Variables.SHEETLOG_ACCESS_CLAIM, 'sheetlog_logs');
+  });
+
+  test('names the per-log access claim under JWT only, as configured', () => {
+    const env = (context: Record<string, string>) =>
+      functionByBinary(synth(context).json, 'sheetlog-api')[1].Properties.Environment.Variables;
+    assert.equal(env({}).SHEETLOG_ACCESS_CLAIM, undefined, 'IAM: every caller may use every log');
+    const jwt = { jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web' };
+    assert.equal(env({ ...jwt, jwtAccessClaim: 'custom:sheets' }).SHEETLOG_ACCESS_CLAIM, 'custom:sheets');
   });
 
   test('throttles the default stage and logs access', () => {

@@ -48,17 +48,36 @@ impl TestApi {
         let stack = TestStack::new(label).await?;
         let sdk = stack.emulator.sdk_config().await;
         let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
-        let app = sheetlog_api::router(Arc::new(state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (base, server) = serve(sheetlog_api::router(Arc::new(state))).await?;
         Ok(Self {
             base,
             stack: Some(stack),
             tasks: vec![server],
         })
+    }
+
+    /// In-process API behind a stand-in for API Gateway's JWT authorizer: a request's
+    /// [`JWT_CLAIMS_HEADER`] (a JSON object of claims, as a verified token would carry) becomes
+    /// the request context `lambda_http` gives the router in AWS, with those claims. A request
+    /// without the header has no authorizer context. `None` against an external deployment.
+    pub async fn start_with_jwt_claims(
+        label: &str,
+        cfg: ApiConfig,
+    ) -> anyhow::Result<Option<Self>> {
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+        let app = sheetlog_api::router(Arc::new(state))
+            .layer(axum::middleware::map_request(jwt_authorizer_context));
+        let (base, server) = serve(app).await?;
+        Ok(Some(Self {
+            base,
+            stack: Some(stack),
+            tasks: vec![server],
+        }))
     }
 
     /// In-process API whose log stores are wrapped in the fault-injecting adapter (stale reads,
@@ -86,12 +105,7 @@ impl TestApi {
                 )
             },
         )?;
-        let app = sheetlog_api::router(Arc::new(state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (base, server) = serve(sheetlog_api::router(Arc::new(state))).await?;
         Ok(Some(Self {
             base,
             stack: Some(stack),
@@ -121,8 +135,6 @@ impl TestApi {
                 .await?;
         let state = AppState::from_sdk(&sdk, &local.resources, LogConfig::default(), cfg)?;
         let app = sheetlog_api::router(Arc::new(state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
         let pipeline_cfg = sheetlog_pipeline::LocalPipelineConfig {
             poll_interval: std::time::Duration::from_millis(50),
             stream_failure_queue: Some(local.stream_failure_queue.clone()),
@@ -135,9 +147,7 @@ impl TestApi {
             pipeline_cfg,
         )?;
         let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (base, server) = serve(app).await?;
         let stack = TestStack {
             resources: local.resources,
             dynamo: aws_sdk_dynamodb::Client::new(&sdk),
@@ -154,6 +164,49 @@ impl TestApi {
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
+}
+
+/// Serves `app` on a loopback port; returns its base URL and the server task.
+async fn serve(app: axum::Router) -> anyhow::Result<(String, JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((base, server))
+}
+
+/// The header [`TestApi::start_with_jwt_claims`] reads a request's token claims from.
+pub const JWT_CLAIMS_HEADER: &str = "x-test-jwt-claims";
+
+/// Moves the claims of [`JWT_CLAIMS_HEADER`] into an API Gateway v2 request context, built from
+/// the JSON API Gateway sends (`requestContext.authorizer.jwt.claims`, every value a string).
+async fn jwt_authorizer_context(
+    mut req: axum::extract::Request,
+) -> Result<axum::extract::Request, (http::StatusCode, String)> {
+    let Some(raw) = req.headers_mut().remove(JWT_CLAIMS_HEADER) else {
+        return Ok(req);
+    };
+    let bad = |e: String| (http::StatusCode::BAD_REQUEST, e);
+    let claims: serde_json::Value =
+        serde_json::from_slice(raw.as_bytes()).map_err(|e| bad(e.to_string()))?;
+    let context: lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequestContext =
+        serde_json::from_value(serde_json::json!({
+            "routeKey": "$default",
+            "stage": "$default",
+            "http": {
+                "method": req.method().as_str(),
+                "path": req.uri().path(),
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "sheetlog-tests",
+            },
+            "authorizer": {"jwt": {"claims": claims, "scopes": null}},
+        }))
+        .map_err(|e| bad(e.to_string()))?;
+    req.extensions_mut()
+        .insert(lambda_http::request::RequestContext::ApiGatewayV2(context));
+    Ok(req)
 }
 
 impl Drop for TestApi {

@@ -22,6 +22,9 @@ pub struct ApiConfig {
     /// Largest response a route that can grow with the sheet (the Replicache pull) may build:
     /// AWS Lambda's 6 MB response limit, less room for headers.
     pub max_response_bytes: usize,
+    /// With JWT authorization: the token claim that lists the logs a caller may use
+    /// (`SHEETLOG_ACCESS_CLAIM`; `access.rs`). `None`: every caller may use every log.
+    pub access_claim: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -34,6 +37,7 @@ impl Default for ApiConfig {
             max_request_bytes: 6 * 1024 * 1024,
             max_upload_bytes: 256 * 1024 * 1024,
             max_response_bytes: 6 * 1024 * 1024 - 16 * 1024,
+            access_claim: None,
         }
     }
 }
@@ -52,6 +56,9 @@ impl ApiConfig {
         }
         if let Some(v) = env_parse::<u64>("SHEETLOG_MAX_UPLOAD_BYTES")? {
             c.max_upload_bytes = v;
+        }
+        if let Ok(v) = std::env::var("SHEETLOG_ACCESS_CLAIM") {
+            c.access_claim = Some(v).filter(|v| !v.trim().is_empty());
         }
         c.validate()?;
         Ok(c)
@@ -79,6 +86,15 @@ impl ApiConfig {
                 "SHEETLOG_MAX_UPLOAD_BYTES must be between 1 and 5368709120 (S3's CopyObject limit)"
                     .into(),
             ));
+        }
+        if let Some(claim) = &self.access_claim
+            && !claim
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_:-./".contains(c))
+        {
+            return Err(ConfigError(format!(
+                "SHEETLOG_ACCESS_CLAIM={claim:?}: expected a claim name (letters, digits, _ : - . /)"
+            )));
         }
         Ok(())
     }

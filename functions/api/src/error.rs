@@ -105,6 +105,12 @@ pub enum ApiError {
         "the response is {size} bytes, over the {limit}-byte response limit of AWS Lambda; the deployed API would fail this request"
     )]
     ResponseTooLarge { size: usize, limit: usize },
+    /// The caller's token lacks the grant (`access.rs`). Said the same way whether or not the
+    /// log exists.
+    #[error(
+        "the token's {claim} claim does not grant {need} access to this log; ask whoever issues your tokens for it"
+    )]
+    Forbidden { need: &'static str, claim: String },
     #[error("internal error")]
     Internal(String),
 }
@@ -125,6 +131,7 @@ impl ApiError {
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Forbidden { .. } => StatusCode::FORBIDDEN,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } => StatusCode::CONFLICT,
             InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
@@ -170,6 +177,7 @@ impl ApiError {
             ViewTooLarge { .. } => "view-too-large",
             RangeTooLarge { .. } => "range-too-large",
             ResponseTooLarge { .. } => "response-too-large",
+            Forbidden { .. } => "forbidden",
             Internal(_) => "internal",
         }
     }
@@ -210,6 +218,10 @@ impl ApiError {
             } => {
                 m.insert("limit".into(), json!(value));
                 m.insert("limitName".into(), json!(name));
+            }
+            ApiError::Forbidden { need, claim } => {
+                m.insert("need".into(), json!(need));
+                m.insert("claim".into(), json!(claim));
             }
             ApiError::EntryTooLarge { limit, .. } => {
                 m.insert("limit".into(), json!(limit));

@@ -11,7 +11,9 @@
 //! - `error.rs`   — [`ApiError`]: status, code and message of every failure
 //! - `state.rs`   — shared state: event log, bucket, config, segment-hint cache
 //! - `config.rs`  — settings from the environment
+//! - `access.rs`  — which logs a JWT caller may read or write (checked on every route)
 
+pub mod access;
 pub mod cells;
 pub mod config;
 pub mod dto;
@@ -60,9 +62,31 @@ pub use state::{AppState, SharedState};
 )]
 pub struct ApiDoc;
 
-/// The OpenAPI document, generated from the handler annotations.
+/// The OpenAPI document, generated from the handler annotations, plus the 403 every log route
+/// may answer under JWT authorization (`access.rs`).
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+    use utoipa::openapi::{RefOr, ResponseBuilder};
+    let mut doc = ApiDoc::openapi();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !path.starts_with("/logs") {
+            continue;
+        }
+        for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+            let Some(RefOr::T(bad)) = op.responses.responses.get("400").cloned() else {
+                continue;
+            };
+            let forbidden = ResponseBuilder::from(bad)
+                .description(
+                    "with JWT authorization: the token's access claim does not grant this \
+                     (`forbidden`; the same whether or not the log exists)",
+                )
+                .build();
+            op.responses
+                .responses
+                .insert("403".into(), RefOr::T(forbidden));
+        }
+    }
+    doc
 }
 
 async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
@@ -176,6 +200,11 @@ pub fn router(state: SharedState) -> Router {
             "/logs/{log_id}/clients/{client_id}/mutations/{id}",
             get(sync::mutation),
         )
+        // After routing (so an unknown path stays a 404 `not-found`), before any handler.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            access::enforce,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

@@ -223,6 +223,7 @@ pub async fn health() -> Json<Health> {
         (status = 404, body = ErrorResponse), (status = 416, body = ErrorResponse)))]
 pub async fn create_log(
     State(state): State<SharedState>,
+    caller: Option<axum::Extension<crate::access::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<CreatedLog>)> {
     let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
@@ -237,7 +238,15 @@ pub async fn create_log(
             .create()
             .await
             .map_err(|e| ApiError::from_log("", e))?,
-        Some(from) => fork(&state, &from).await?,
+        Some(from) => {
+            // Forking reads the source log: the caller needs read access to it too.
+            if let (Some(axum::Extension(caller)), Ok(source)) =
+                (&caller, uuid::Uuid::parse_str(&from.log_id))
+            {
+                caller.require(crate::access::Need::Read, Some(source))?;
+            }
+            fork(&state, &from).await?
+        }
     };
     info!(log = %created.log, "log created");
     Ok((

@@ -4,6 +4,7 @@
 //!
 //! Run one group with a filter: `cargo test -p sheetlog-tests --test integration event_log::`.
 
+mod api_access;
 mod api_blackbox;
 mod api_snapshots;
 mod archive;

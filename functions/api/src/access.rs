@@ -1,0 +1,281 @@
+//! Per-log access under JWT authorization (`docs/api.md`, "Access to logs").
+//!
+//! API Gateway's JWT authorizer proves who the caller is; which logs the caller may use is in one
+//! claim of the token (`SHEETLOG_ACCESS_CLAIM`, `sheetlog_logs` by default), written by whoever
+//! issues the tokens: the customer's app, which knows who may open which sheet. The claim is a
+//! list of grants, separated by spaces or commas (or a JSON array, which API Gateway hands to the
+//! function as `[a b c]`):
+//!
+//! - `<logId>` or `<logId>:write`: read and write that log;
+//! - `<logId>:read`: read it only;
+//! - `*` / `*:read`: every log (a service token);
+//! - `create`: create logs (`POST /logs`; a fork also needs read access to its source).
+//!
+//! The check runs before a handler touches storage and depends on the token alone, so a caller
+//! without a grant gets the same 403 for a log that exists and one that does not: the answer says
+//! nothing about which ids exist. A caller with a grant for an id that does not exist gets the
+//! usual 404. With IAM authorization (the default) there is no token: IAM policies on the API
+//! decide who may call it at all, and every caller may use every log.
+
+use std::collections::HashMap;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::state::SharedState;
+
+/// The claim read when none is configured.
+pub const DEFAULT_ACCESS_CLAIM: &str = "sheetlog_logs";
+
+/// What a route needs of the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Read,
+    Write,
+    Create,
+}
+
+impl Need {
+    pub fn name(self) -> &'static str {
+        match self {
+            Need::Read => "read",
+            Need::Write => "write",
+            Need::Create => "create",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Read,
+    Write,
+}
+
+/// The grants of one token.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    every_log: Option<Level>,
+    logs: HashMap<Uuid, Level>,
+    create: bool,
+}
+
+impl Grants {
+    /// Parses a claim's value. Entries that are not grants (a misspelt id, an unknown level) grant
+    /// nothing; they are logged once per request so a token issuer can see its mistake.
+    pub fn parse(raw: &str) -> Self {
+        let inner = raw.trim();
+        let inner = inner
+            .strip_prefix('[')
+            .and_then(|s| s.strip_suffix(']'))
+            .unwrap_or(inner);
+        let mut grants = Grants::default();
+        for item in inner
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .map(|s| s.trim_matches('"'))
+            .filter(|s| !s.is_empty())
+        {
+            if item == "create" {
+                grants.create = true;
+                continue;
+            }
+            let (target, level) = match item.rsplit_once(':') {
+                Some((t, "read")) => (t, Level::Read),
+                Some((t, "write")) => (t, Level::Write),
+                Some(_) => {
+                    tracing::warn!(
+                        grant = item,
+                        "ignoring an access grant with an unknown level"
+                    );
+                    continue;
+                }
+                None => (item, Level::Write),
+            };
+            if target == "*" {
+                grants.every_log = grants.every_log.max(Some(level));
+            } else if let Ok(id) = Uuid::parse_str(target) {
+                let slot = grants.logs.entry(id).or_insert(level);
+                *slot = (*slot).max(level);
+            } else {
+                tracing::warn!(grant = item, "ignoring an access grant that names no log");
+            }
+        }
+        grants
+    }
+
+    /// Whether these grants allow `need` on `log` (ignored for [`Need::Create`]).
+    pub fn allows(&self, need: Need, log: Option<Uuid>) -> bool {
+        let level = match need {
+            Need::Create => return self.create || self.every_log == Some(Level::Write),
+            Need::Read => Level::Read,
+            Need::Write => Level::Write,
+        };
+        let on_log = log.and_then(|id| self.logs.get(&id).copied());
+        self.every_log.max(on_log).is_some_and(|l| l >= level)
+    }
+}
+
+/// What a request may do: everything (IAM authorization, the local stack) or what its token grants.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Unrestricted,
+    Token { claim: String, grants: Grants },
+}
+
+impl Caller {
+    /// Checks one need; the error says which grant is missing and nothing about the log.
+    pub fn require(&self, need: Need, log: Option<Uuid>) -> Result<(), ApiError> {
+        match self {
+            Caller::Unrestricted => Ok(()),
+            Caller::Token { grants, .. } if grants.allows(need, log) => Ok(()),
+            Caller::Token { claim, .. } => Err(ApiError::Forbidden {
+                need: need.name(),
+                claim: claim.clone(),
+            }),
+        }
+    }
+}
+
+/// The caller of a request: with an access claim configured, the grants in the JWT claims API
+/// Gateway passed along (none when the request carries no token claims: then nothing is allowed).
+pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
+    let Some(name) = claim_name else {
+        return Caller::Unrestricted;
+    };
+    let raw = req
+        .extensions()
+        .get::<lambda_http::request::RequestContext>()
+        .and_then(|ctx| match ctx {
+            lambda_http::request::RequestContext::ApiGatewayV2(c) => c.authorizer.as_ref(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+        .and_then(|a| a.jwt.as_ref())
+        .and_then(|jwt| jwt.claims.get(name))
+        .map(String::as_str)
+        .unwrap_or("");
+    Caller::Token {
+        claim: name.to_owned(),
+        grants: Grants::parse(raw),
+    }
+}
+
+/// What a matched route needs, and of which log (`None`: the route needs nothing).
+fn route_need(method: &Method, path: &str) -> Option<Need> {
+    match (method, path) {
+        (_, "/health" | "/openapi.json") => None,
+        (&Method::POST, "/logs") => Some(Need::Create),
+        // A pull only reads, although it is a POST (Replicache's protocol).
+        (&Method::POST, "/logs/{log_id}/replicache/pull") => Some(Need::Read),
+        (&Method::POST, _) => Some(Need::Write),
+        _ => Some(Need::Read),
+    }
+}
+
+/// Middleware on every matched route: checks the caller's grant for the route's log before the
+/// handler runs, and hands the caller to handlers that check more (a fork's source log).
+pub async fn enforce(
+    State(state): State<SharedState>,
+    matched: MatchedPath,
+    params: RawPathParams,
+    mut req: Request<Body>,
+    next: Next,
+) -> Response {
+    let caller = caller(state.cfg.access_claim.as_deref(), &req);
+    if let Some(need) = route_need(req.method(), matched.as_str()) {
+        let log = params
+            .iter()
+            .find(|(k, _)| *k == "log_id")
+            .map(|(_, v)| v.to_owned());
+        // An id that is not a UUID is the handler's 400; it names no log anyone may hold.
+        let parsed = log.as_deref().and_then(|l| Uuid::parse_str(l).ok());
+        let checked = match (need, &log, parsed) {
+            (_, Some(_), None) => Ok(()),
+            (Need::Create, _, _) => caller.require(need, None),
+            (_, _, id) => caller.require(need, id),
+        };
+        if let Err(e) = checked {
+            return e.into_response();
+        }
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "0b5c4a6e-41b5-4f4e-9c57-8a40f9a1c001";
+    const B: &str = "0b5c4a6e-41b5-4f4e-9c57-8a40f9a1c002";
+
+    fn id(s: &str) -> Option<Uuid> {
+        Uuid::parse_str(s).ok()
+    }
+
+    #[test]
+    fn a_bare_id_grants_read_and_write_and_read_grants_read_only() {
+        let g = Grants::parse(&format!("{A} {B}:read"));
+        assert!(g.allows(Need::Read, id(A)) && g.allows(Need::Write, id(A)));
+        assert!(g.allows(Need::Read, id(B)) && !g.allows(Need::Write, id(B)));
+        assert!(!g.allows(Need::Create, None));
+    }
+
+    #[test]
+    fn api_gateway_array_and_comma_forms_parse_alike() {
+        let spaced = Grants::parse(&format!("{A}:write create"));
+        assert_eq!(Grants::parse(&format!("[{A}:write create]")), spaced);
+        assert_eq!(
+            Grants::parse(&format!("[\"{A}:write\",\"create\"]")),
+            spaced
+        );
+        assert_eq!(Grants::parse(&format!("{A}:write, create")), spaced);
+        assert!(spaced.allows(Need::Create, None));
+    }
+
+    #[test]
+    fn a_wildcard_covers_every_log_and_the_stronger_grant_wins() {
+        let g = Grants::parse(&format!("*:read {A}"));
+        assert!(g.allows(Need::Read, id(B)) && !g.allows(Need::Write, id(B)));
+        assert!(g.allows(Need::Write, id(A)));
+        let all = Grants::parse("*");
+        assert!(all.allows(Need::Write, id(B)) && all.allows(Need::Create, None));
+        let both = Grants::parse(&format!("{A}:read {A}:write"));
+        assert!(both.allows(Need::Write, id(A)));
+    }
+
+    #[test]
+    fn nothing_is_granted_by_an_empty_or_malformed_claim() {
+        for raw in ["", "[]", "not-a-uuid", &format!("{A}:admin"), "*:owner"] {
+            let g = Grants::parse(raw);
+            assert!(!g.allows(Need::Read, id(A)), "{raw:?}");
+            assert!(!g.allows(Need::Create, None), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn routes_need_what_they_do() {
+        assert_eq!(route_need(&Method::GET, "/health"), None);
+        assert_eq!(route_need(&Method::POST, "/logs"), Some(Need::Create));
+        assert_eq!(
+            route_need(&Method::POST, "/logs/{log_id}/entries"),
+            Some(Need::Write)
+        );
+        assert_eq!(
+            route_need(&Method::GET, "/logs/{log_id}/entries"),
+            Some(Need::Read)
+        );
+        assert_eq!(
+            route_need(&Method::POST, "/logs/{log_id}/replicache/pull"),
+            Some(Need::Read)
+        );
+        assert_eq!(
+            route_need(&Method::POST, "/logs/{log_id}/replicache/push"),
+            Some(Need::Write)
+        );
+    }
+}

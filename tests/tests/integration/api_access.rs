@@ -1,0 +1,278 @@
+//! Per-log access under JWT authorization (`functions/api/src/access.rs`): the router behind a
+//! stand-in for API Gateway's JWT authorizer, on a fresh emulator stack. Each request carries the
+//! claims a verified token would; the access claim decides which logs it may read or write.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_api::ApiConfig;
+use sheetlog_tests::api::{JWT_CLAIMS_HEADER, TestApi, json_str};
+
+const CLAIM: &str = "sheetlog_logs";
+
+struct Caller<'a> {
+    api: &'a TestApi,
+    http: reqwest::Client,
+    claims: Option<Value>,
+}
+
+impl<'a> Caller<'a> {
+    /// A caller whose token's access claim is `grants`.
+    fn with(api: &'a TestApi, grants: &str) -> Self {
+        Self {
+            api,
+            http: reqwest::Client::new(),
+            claims: Some(json!({"sub": "user-1", CLAIM: grants})),
+        }
+    }
+
+    /// A valid token without the access claim.
+    fn without_claim(api: &'a TestApi) -> Self {
+        Self {
+            api,
+            http: reqwest::Client::new(),
+            claims: Some(json!({"sub": "user-2"})),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let mut req = self.http.request(method, self.api.url(path));
+        if let Some(claims) = &self.claims {
+            req = req.header(JWT_CLAIMS_HEADER, claims.to_string());
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    async fn create_log(&self) -> anyhow::Result<String> {
+        let (status, v) = self.send("POST", "/logs", None).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "{status}: {v}");
+        Ok(json_str(&v, "/logId").to_owned())
+    }
+
+    async fn append(&self, log: &str) -> anyhow::Result<(StatusCode, Value)> {
+        self.send(
+            "POST",
+            &format!("/logs/{log}/entries"),
+            Some(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}})),
+        )
+        .await
+    }
+}
+
+async fn start() -> anyhow::Result<Option<TestApi>> {
+    let cfg = ApiConfig {
+        access_claim: Some(CLAIM.into()),
+        ..ApiConfig::default()
+    };
+    TestApi::start_with_jwt_claims("access", cfg).await
+}
+
+fn assert_forbidden(status: StatusCode, v: &Value, need: &str) {
+    assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    assert_eq!(v["error"]["need"], need, "{v}");
+    assert_eq!(v["error"]["claim"], CLAIM, "{v}");
+}
+
+#[tokio::test]
+async fn a_token_reads_and_writes_only_the_logs_its_claim_grants() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let admin = Caller::with(&api, "*");
+    let mine = admin.create_log().await?;
+    let theirs = admin.create_log().await?;
+    assert_eq!(admin.append(&theirs).await?.0, StatusCode::CREATED);
+
+    // Allowed: read and write the granted log.
+    let user = Caller::with(&api, &mine);
+    assert_eq!(user.append(&mine).await?.0, StatusCode::CREATED);
+    let (status, v) = user.send("GET", &format!("/logs/{mine}"), None).await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["nextSeq"], 2);
+
+    // Forbidden: another caller's log, read or written, and no entry is appended.
+    let (status, v) = user.send("GET", &format!("/logs/{theirs}"), None).await?;
+    assert_forbidden(status, &v, "read");
+    let (status, v) = user.append(&theirs).await?;
+    assert_forbidden(status, &v, "write");
+    let (_, v) = admin.send("GET", &format!("/logs/{theirs}"), None).await?;
+    assert_eq!(v["nextSeq"], 2, "the forbidden append wrote nothing");
+
+    // Unknown: a log id nobody created answers exactly as a forbidden one, so the answer says
+    // nothing about which ids exist.
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let (s_unknown, v_unknown) = user.send("GET", &format!("/logs/{unknown}"), None).await?;
+    let (s_theirs, v_theirs) = user.send("GET", &format!("/logs/{theirs}"), None).await?;
+    assert_eq!((s_unknown, &v_unknown), (s_theirs, &v_theirs));
+    // With a grant for an id that does not exist, it is the usual 404.
+    let hopeful = Caller::with(&api, &unknown);
+    let (status, v) = hopeful
+        .send("GET", &format!("/logs/{unknown}"), None)
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    assert_eq!(v["error"]["code"], "log-not-found");
+    Ok(())
+}
+
+#[tokio::test]
+async fn read_grants_read_and_nothing_else() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let admin = Caller::with(&api, "*");
+    let log = admin.create_log().await?;
+    assert_eq!(admin.append(&log).await?.0, StatusCode::CREATED);
+    let reader = Caller::with(&api, &format!("{log}:read"));
+
+    for path in [
+        format!("/logs/{log}"),
+        format!("/logs/{log}/entries?from=0"),
+        format!("/logs/{log}/segments"),
+        format!("/logs/{log}/cells?range=A1"),
+    ] {
+        let (status, v) = reader.send("GET", &path, None).await?;
+        assert_eq!(status, StatusCode::OK, "{path}: {v}");
+    }
+    // A Replicache pull is a POST that only reads.
+    let (status, v) = reader
+        .send(
+            "POST",
+            &format!("/logs/{log}/replicache/pull"),
+            Some(
+                json!({"pullVersion": 1, "clientGroupID": "g1", "cookie": null,
+                "profileID": "p1", "schemaVersion": ""}),
+            ),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+
+    let (status, v) = reader.append(&log).await?;
+    assert_forbidden(status, &v, "write");
+    let (status, v) = reader
+        .send(
+            "POST",
+            &format!("/logs/{log}/uploads"),
+            Some(json!({"type": "import", "contentType": "text/csv", "size": 10})),
+        )
+        .await?;
+    assert_forbidden(status, &v, "write");
+    let (status, v) = reader
+        .send(
+            "POST",
+            &format!("/logs/{log}/replicache/push"),
+            Some(
+                json!({"pushVersion": 1, "clientGroupID": "g1", "mutations": [],
+                "profileID": "p1", "schemaVersion": ""}),
+            ),
+        )
+        .await?;
+    assert_forbidden(status, &v, "write");
+    Ok(())
+}
+
+#[tokio::test]
+async fn creating_and_forking_logs_need_their_own_grants() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let admin = Caller::with(&api, "*");
+    let source = admin.create_log().await?;
+    assert_eq!(admin.append(&source).await?.0, StatusCode::CREATED);
+
+    let (status, v) = Caller::with(&api, &source)
+        .send("POST", "/logs", None)
+        .await?;
+    assert_forbidden(status, &v, "create");
+    let creator = Caller::with(&api, "create");
+    creator.create_log().await?;
+
+    // A fork reads its source: `create` alone is not enough.
+    let fork = json!({"from": {"logId": source, "seq": 2}});
+    let (status, v) = creator.send("POST", "/logs", Some(fork.clone())).await?;
+    assert_forbidden(status, &v, "read");
+    let (status, v) = Caller::with(&api, &format!("create {source}:read"))
+        .send("POST", "/logs", Some(fork))
+        .await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_log_route_is_checked() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let admin = Caller::with(&api, "*");
+    let log = admin.create_log().await?;
+    let nobody = Caller::with(&api, "");
+    let no_claim = Caller::without_claim(&api);
+
+    // Every route of the OpenAPI document, so a route added later cannot skip the check.
+    let (_, doc) = admin.send("GET", "/openapi.json", None).await?;
+    let paths = doc["paths"]
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("no paths in {doc}"))?;
+    let mut checked = 0;
+    for (path, item) in paths {
+        let Some(rest) = path.strip_prefix("/logs") else {
+            continue;
+        };
+        let concrete = format!("/logs{rest}")
+            .replace("{logId}", &log)
+            .replace("{uploadId}", "1")
+            .replace("{clientId}", "c1")
+            .replace("{id}", "1");
+        for method in ["get", "post"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let need = match (method, path.as_str()) {
+                ("post", "/logs") => "create",
+                ("post", p) if p.ends_with("/replicache/pull") => "read",
+                ("post", _) => "write",
+                _ => "read",
+            };
+            for caller in [&nobody, &no_claim] {
+                let (status, v) = caller
+                    .send(&method.to_uppercase(), &concrete, Some(json!({})))
+                    .await?;
+                assert_forbidden(status, &v, need);
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 13,
+        "only {checked} log routes in the OpenAPI document"
+    );
+    // Not log routes: open to any valid token.
+    assert_eq!(nobody.send("GET", "/health", None).await?.0, StatusCode::OK);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_request_without_token_claims_gets_nothing() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let anonymous = Caller {
+        api: &api,
+        http: reqwest::Client::new(),
+        claims: None,
+    };
+    let (status, v) = anonymous.send("POST", "/logs", None).await?;
+    assert_forbidden(status, &v, "create");
+    Ok(())
+}
