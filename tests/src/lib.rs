@@ -20,6 +20,7 @@ pub mod bench_log;
 pub mod chaos;
 pub mod emulator;
 pub mod faults;
+pub mod lambda_watch;
 pub mod pipeline;
 pub mod sigv4;
 pub mod stack;

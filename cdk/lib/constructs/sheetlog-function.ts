@@ -5,7 +5,6 @@
  * variable implies, in the same call — so a function can never learn a resource's name without the
  * permission to use it, nor hold a permission it has no name for.
  */
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type CfnElement, type Duration, RemovalPolicy, type Size, Stack, Tags, Validations } from 'aws-cdk-lib';
@@ -18,6 +17,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 import { SetupError } from '../errors';
+import { ensureCargoLambda } from '../toolchain';
 
 /** One function crate: `functions/<dir>/Cargo.toml`, whose package and binary are both `binaryName`. */
 export interface FunctionCrate {
@@ -111,7 +111,7 @@ export class SheetlogFunction extends Construct {
         `${manifestPath} does not exist: the ${props.crate.binaryName} crate must be in the tree to synthesize the stack`,
       );
     }
-    if (Stack.of(this).bundlingRequired) requireCargoLambda();
+    if (Stack.of(this).bundlingRequired) ensureCargoLambda();
 
     // Logs are diagnostics, not data: they expire with the retention and go with the stack.
     this.logGroup = new logs.LogGroup(this, 'Logs', {
@@ -227,21 +227,6 @@ export class SheetlogFunction extends Construct {
       throw new Error(`environment variable ${name} is bound twice on ${this.crate.binaryName}`);
     this.bound.set(name, value);
     this.function.addEnvironment(name, value);
-  }
-}
-
-/**
- * cargo-lambda-cdk silently falls back to Docker when `cargo lambda` is missing, which then fails
- * with an unrelated message (no Docker here). Say what is actually wrong.
- */
-function requireCargoLambda(): void {
-  const probe = spawnSync('cargo', ['lambda', '--version'], { encoding: 'utf8' });
-  if (probe.error || probe.status !== 0) {
-    throw new SetupError(
-      '`cargo lambda` is not on PATH, and the functions must be built to synthesize the stack. ' +
-        'Install it with `python3 -m venv .venv && .venv/bin/pip install cargo-lambda==1.9.2` and put ' +
-        '.venv/bin on PATH (see docs/deploy.md).',
-    );
   }
 }
 

@@ -11,6 +11,7 @@ mod archive;
 mod chaos;
 mod dedupe;
 mod event_log;
+mod lambda_runtime;
 mod local_stack_matches_template;
 mod pipeline;
 mod snapshot_s3;
