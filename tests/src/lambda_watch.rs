@@ -50,7 +50,11 @@ pub fn build_release() -> anyhow::Result<PathBuf> {
         .unwrap_or_else(|| root.join("target"));
     let dir = target.join("release");
     for b in FUNCTION_BINARIES {
-        ensure!(dir.join(b).is_file(), "{} was not built", dir.join(b).display());
+        ensure!(
+            dir.join(b).is_file(),
+            "{} was not built",
+            dir.join(b).display()
+        );
     }
     Ok(dir)
 }
@@ -110,6 +114,8 @@ pub fn function_env(resources: &Resources, emulator_endpoint: &str) -> Vec<(Stri
 pub struct LambdaProcess {
     watch: tokio::process::Child,
     function: tokio::process::Child,
+    /// Forwards the function's Runtime API calls to the emulator (see [`deadline_proxy`]).
+    proxy: tokio::task::JoinHandle<()>,
     port: u16,
     http: reqwest::Client,
     /// When the binary was started.
@@ -119,9 +125,11 @@ pub struct LambdaProcess {
 impl LambdaProcess {
     /// Starts the Runtime API emulator on a free port, then `binary` against it with `env`
     /// (on top of a cleared environment: only PATH and HOME are inherited, as in Lambda).
+    /// `timeout_secs` is the function's timeout: each invocation's deadline is that far off.
     pub async fn start(
         binary: &Path,
         memory_mb: u32,
+        timeout_secs: u32,
         env: &[(String, String)],
     ) -> anyhow::Result<Self> {
         let port = free_port()?;
@@ -130,6 +138,8 @@ impl LambdaProcess {
             .args(["lambda", "watch", "--only-lambda-apis", "--ignore-changes"])
             .args(["--invoke-address", "127.0.0.1", "--invoke-port"])
             .arg(port.to_string())
+            .arg("--timeout")
+            .arg(timeout_secs.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -150,18 +160,25 @@ impl LambdaProcess {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let proxy_port = deadline_proxy(port, Duration::from_secs(u64::from(timeout_secs))).await?;
         let mut cmd = tokio::process::Command::new(binary);
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", std::env::var("HOME").unwrap_or_default())
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("SHEETLOG_LAMBDA_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .env("AWS_LAMBDA_FUNCTION_NAME", "_")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory_mb.to_string())
-            .env("AWS_LAMBDA_RUNTIME_API", format!("127.0.0.1:{port}/.rt"))
+            .env(
+                "AWS_LAMBDA_RUNTIME_API",
+                format!("http://127.0.0.1:{}/.rt", proxy_port.0),
+            )
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         let started = Instant::now();
@@ -171,6 +188,7 @@ impl LambdaProcess {
         Ok(Self {
             watch,
             function,
+            proxy: proxy_port.1,
             port,
             http: reqwest::Client::new(),
             started,
@@ -218,7 +236,72 @@ impl Drop for LambdaProcess {
     fn drop(&mut self) {
         let _ = self.function.start_kill();
         let _ = self.watch.start_kill();
+        self.proxy.abort();
     }
+}
+
+/// cargo lambda watch hands every invocation the deadline `600000` (ten minutes after 1970), so a
+/// function that plans its work by its deadline (the retention run, the snapshot worker's
+/// hand-off) believes it has none left. This proxy sits between the function and the emulator
+/// and sets `Lambda-Runtime-Deadline-Ms` to what Lambda sends: now plus the function's timeout.
+/// Returns its port and task.
+async fn deadline_proxy(
+    upstream: u16,
+    timeout: Duration,
+) -> anyhow::Result<(u16, tokio::task::JoinHandle<()>)> {
+    use axum::body::Body;
+    use axum::extract::Request;
+    use axum::response::Response;
+
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |req: Request| {
+        let client = client.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let url = format!(
+                "http://127.0.0.1:{upstream}{}",
+                parts.uri.path_and_query().map_or("/", |p| p.as_str())
+            );
+            let bytes = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
+            let upstream = client
+                .request(parts.method, url)
+                .headers(parts.headers)
+                .body(bytes)
+                .send()
+                .await;
+            let mut out = Response::builder();
+            match upstream {
+                Ok(r) => {
+                    out = out.status(r.status());
+                    for (k, v) in r.headers() {
+                        if k.as_str()
+                            .eq_ignore_ascii_case("lambda-runtime-deadline-ms")
+                        {
+                            let deadline = std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .unwrap_or_default()
+                                + timeout;
+                            out = out.header(k, deadline.as_millis().to_string());
+                        } else {
+                            out = out.header(k, v);
+                        }
+                    }
+                    let body = r.bytes().await.unwrap_or_default();
+                    out.body(Body::from(body))
+                }
+                Err(e) => out.status(502).body(Body::from(e.to_string())),
+            }
+            .unwrap_or_else(|_| Response::new(Body::empty()))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((port, task))
 }
 
 /// An API Gateway HTTP API (payload format 2.0) event for `method path?query`, with an optional

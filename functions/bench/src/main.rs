@@ -12,12 +12,15 @@
 //!
 //! - `import.rs` — `import`: the API's memory while it validates a 256 MB CSV upload, and the
 //!   time and memory to refuse an XLSX zip bomb (each in a child process).
+//! - `lambda.rs` — `lambda`: each function's release binary under `cargo lambda watch`: zip
+//!   size, init-to-ready time, the API's peak memory after its largest allowed requests.
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
 //!
 //! Benchmarks print numbers; they never assert on timings.
 
 mod import;
+mod lambda;
 mod pipeline;
 mod snapshot;
 
@@ -58,6 +61,9 @@ enum Command {
     /// Upload validation in the API function: peak memory committing a 256 MB CSV, and how fast
     /// an XLSX zip bomb is refused.
     Import(import::ImportArgs),
+    /// Each function's release binary under a Lambda runtime (cargo lambda watch): zip size,
+    /// init-to-ready time, and the API's peak memory after its largest allowed requests.
+    Lambda(lambda::LambdaArgs),
     /// Internal: one measured import case in this process (run by `import`).
     #[command(hide = true)]
     ImportChild(import::ImportChildArgs),
@@ -76,6 +82,7 @@ fn main() -> anyhow::Result<()> {
         Command::Pipeline(args) => pipeline::run(args),
         Command::Chaos(args) => chaos(args),
         Command::Import(args) => import::run(args),
+        Command::Lambda(args) => lambda::run(args),
         Command::ImportChild(args) => import::child(args),
         Command::BuildChild(args) => snapshot::child(args),
         Command::WorkerChild(args) => pipeline::worker_child(args),

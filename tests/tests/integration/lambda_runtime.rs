@@ -6,11 +6,12 @@
 
 use serde_json::{Value, json};
 use sheetlog_core::domain::LogId;
-use sheetlog_core::log::AppendOptions;
+use sheetlog_core::domain::SnapshotJob;
+use sheetlog_core::log::{AppendOptions, SegmentHint};
 use sheetlog_tests::lambda_watch::{
     LambdaProcess, build_release, entry_stream_event, function_env, http_api_event, http_body,
 };
-use sheetlog_tests::pipeline::{PipelineStack, event, snapshot_entry};
+use sheetlog_tests::pipeline::{PipelineStack, drive, event, snapshot_entry, test_worker_config};
 use sheetlog_tests::stack::TestStack;
 
 #[tokio::test]
@@ -18,7 +19,7 @@ async fn the_api_binary_answers_http_api_v2_events() -> anyhow::Result<()> {
     let bin = build_release()?;
     let stack = TestStack::new("lambda-api").await?;
     let env = function_env(&stack.resources, stack.emulator.endpoint());
-    let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), 512, &env).await?;
+    let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), 512, 25, &env).await?;
 
     let created = api
         .invoke(&http_api_event("POST", "/logs", None, None))
@@ -72,7 +73,7 @@ async fn the_api_binary_reads_jwt_claims_from_the_request_context() -> anyhow::R
     let stack = TestStack::new("lambda-jwt").await?;
     let mut env = function_env(&stack.resources, stack.emulator.endpoint());
     env.push(("SHEETLOG_ACCESS_CLAIM".into(), "sheetlog_logs".into()));
-    let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), 512, &env).await?;
+    let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), 512, 25, &env).await?;
 
     let creator = json!({"sub": "u1", "sheetlog_logs": "create"});
     let created = api
@@ -134,8 +135,12 @@ async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> any
     // The stream router: a real batch read from the Entry stream.
     let stream_event = entry_stream_event(&px.sdk, &px.stack.resources.entry_table).await?;
     let records = stream_event["Records"].as_array().map_or(0, Vec::len);
-    assert_eq!(records, 4, "entry 0, two edits, the Snapshot entry: {stream_event}");
-    let mut router = LambdaProcess::start(&bin.join("sheetlog-stream-router"), 256, &env).await?;
+    assert_eq!(
+        records, 4,
+        "entry 0, two edits, the Snapshot entry: {stream_event}"
+    );
+    let mut router =
+        LambdaProcess::start(&bin.join("sheetlog-stream-router"), 256, 30, &env).await?;
     let answer = router.invoke(&stream_event).await?;
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
     let received = px
@@ -165,7 +170,8 @@ async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> any
         message("good", job.to_string()),
         message("bad", "not a snapshot job".into()),
     ]});
-    let mut worker = LambdaProcess::start(&bin.join("sheetlog-snapshot-worker"), 1024, &env).await?;
+    let mut worker =
+        LambdaProcess::start(&bin.join("sheetlog-snapshot-worker"), 1024, 300, &env).await?;
     let answer = worker.invoke(&sqs_event).await?;
     assert_eq!(
         answer["batchItemFailures"],
@@ -184,11 +190,36 @@ async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> any
 #[tokio::test]
 async fn the_archiver_binary_runs_on_the_scheduled_event() -> anyhow::Result<()> {
     let bin = build_release()?;
-    let stack = TestStack::new("lambda-archiver").await?;
-    let mut env = function_env(&stack.resources, stack.emulator.endpoint());
+    let px = PipelineStack::new("lambda-archiver").await?;
+    let worker = px.worker(test_worker_config())?;
+    // A log of four segments, each ended by a built snapshot.
+    let log = px.log.create().await?.log;
+    for s in 0..4 {
+        for v in 0..3 {
+            let set =
+                event(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": v}]}}))?;
+            px.log.append(log, set, AppendOptions::default()).await?;
+        }
+        let a = px
+            .log
+            .append(log, snapshot_entry(), AppendOptions::default())
+            .await?;
+        drive(&worker, SnapshotJob::new(log, a.segment, a.entry)).await?;
+        if s < 3 {
+            let started = px.log.start_segment(log).await?;
+            drive(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+        }
+    }
+    let from_zero = SegmentHint {
+        segment: 0,
+        base_seq: 0,
+    };
+    let before = px.log.read_from(log, from_zero, 0, 1000).await?.entries;
+
+    let mut env = function_env(&px.stack.resources, px.stack.emulator.endpoint());
     env.push(("SHEETLOG_RETENTION_MODE".into(), "archive".into()));
     env.push(("SHEETLOG_RETENTION_KEEP_SEGMENTS".into(), "2".into()));
-    let mut archiver = LambdaProcess::start(&bin.join("sheetlog-archiver"), 512, &env).await?;
+    let mut archiver = LambdaProcess::start(&bin.join("sheetlog-archiver"), 512, 900, &env).await?;
     let scheduled = json!({
         "version": "0", "id": uuid::Uuid::new_v4().to_string(),
         "detail-type": "Scheduled Event", "source": "aws.events",
@@ -196,6 +227,11 @@ async fn the_archiver_binary_runs_on_the_scheduled_event() -> anyhow::Result<()>
         "resources": ["arn:aws:events:us-east-1:123456789012:rule/RetentionSchedule"], "detail": {}
     });
     let report = archiver.invoke(&scheduled).await?;
-    assert!(report.is_object(), "a run report: {report}");
+    assert_eq!(report["logs"], 1, "{report}");
+    assert_eq!(report["segmentsArchived"], 2, "segments 0 and 1: {report}");
+    assert_eq!(report["stoppedEarly"], false, "{report}");
+    // Archived, the history still reads the same.
+    let after = px.log.read_from(log, from_zero, 0, 1000).await?.entries;
+    assert_eq!(before, after);
     Ok(())
 }

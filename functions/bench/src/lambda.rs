@@ -1,0 +1,282 @@
+//! `lambda`: each function's release binary as Lambda runs it, under `cargo lambda watch`'s
+//! Runtime API emulator (`sheetlog_tests::lambda_watch`), on the emulator stack.
+//!
+//! - Size: the binary, and the zip Lambda is given (one `bootstrap` entry, deflated). Built for
+//!   this machine (x86_64); the deployed arm64 binaries are of the same order.
+//! - Init to ready: a fresh process is invoked at once with a cheap event (`GET /health`, an empty
+//!   batch, a retention run over no logs); the first answer waits for the process to start, load
+//!   its settings and SDK clients and poll the Runtime API, the second does not. Init is the
+//!   difference, the median of `--runs` fresh processes.
+//! - The API's peak resident memory (`VmHWM` of the function process) after the largest requests
+//!   it allows: a Replicache push just under Lambda's 6 MB request limit, an entries page cut just
+//!   under the 6 MB response limit, and the commit of an upload of `--upload-mib` (the default
+//!   upload limit, 256 MiB). The API's memory setting is chosen from this figure (README).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use sheetlog_tests::lambda_watch::{
+    FUNCTION_BINARIES, LambdaProcess, build_release, function_env, http_api_event, http_body,
+};
+use sheetlog_tests::pipeline::PipelineStack;
+
+use crate::pipeline::round1;
+use crate::snapshot::write_csv_of_size;
+
+#[derive(Debug, clap::Args)]
+pub struct LambdaArgs {
+    /// Print one JSON object of the figures instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Fresh processes per function for the init time (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Size of the CSV upload committed through the API, in MiB.
+    #[arg(long, default_value_t = 256)]
+    upload_mib: u64,
+}
+
+/// The memory (MB) and timeout (s) each function is configured with (cdk/lib/sheetlog-stack.ts).
+fn settings(binary: &str) -> (u32, u32) {
+    match binary {
+        "sheetlog-api" => (512, 25),
+        "sheetlog-archiver" => (512, 900),
+        "sheetlog-stream-router" => (256, 30),
+        _ => (1024, 300),
+    }
+}
+
+pub fn run(args: LambdaArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(measure(args))
+}
+
+fn zip_bytes(binary: &Path) -> anyhow::Result<u64> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("bootstrap.zip");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path)?);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o755);
+    zip.start_file("bootstrap", options)?;
+    zip.write_all(&std::fs::read(binary)?)?;
+    zip.finish()?;
+    Ok(std::fs::metadata(&path)?.len())
+}
+
+fn cheap_event(binary: &str) -> Value {
+    match binary {
+        "sheetlog-api" => http_api_event("GET", "/health", None, None),
+        "sheetlog-archiver" => {
+            json!({"version": "0", "id": "bench", "detail-type": "Scheduled Event",
+            "source": "aws.events", "account": "123456789012", "time": "2026-11-23T03:00:00Z",
+            "region": "us-east-1", "resources": [], "detail": {}})
+        }
+        _ => json!({"Records": []}),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+async fn measure(args: LambdaArgs) -> anyhow::Result<()> {
+    eprintln!("lambda: building the release binaries (minutes when cold) ...");
+    let bin = build_release()?;
+    let px = PipelineStack::new("bench-lambda").await?;
+    let mut env = function_env(&px.stack.resources, px.stack.emulator.endpoint());
+    env.push((
+        "SHEETLOG_SNAPSHOT_QUEUE_URL".into(),
+        px.queues.snapshot_queue.clone(),
+    ));
+    env.push(("SHEETLOG_RETENTION_MODE".into(), "archive".into()));
+
+    let mut out = serde_json::Map::new();
+    let mut rows = Vec::new();
+    for name in FUNCTION_BINARIES {
+        let path = bin.join(name);
+        let binary = std::fs::metadata(&path)?.len();
+        let zipped = zip_bytes(&path)?;
+        let mut inits = Vec::new();
+        for run in 0..args.runs {
+            eprintln!(
+                "lambda: {name}, fresh process {} of {} ...",
+                run + 1,
+                args.runs
+            );
+            let (memory, timeout) = settings(name);
+            let mut f = LambdaProcess::start(&path, memory, timeout, &env).await?;
+            let event = cheap_event(name);
+            let t = Instant::now();
+            f.invoke(&event).await?;
+            let first = t.elapsed().as_secs_f64() * 1000.0;
+            let t = Instant::now();
+            f.invoke(&event).await?;
+            let warm = t.elapsed().as_secs_f64() * 1000.0;
+            inits.push((first - warm).max(0.0));
+        }
+        let init = median(inits);
+        let key = name.replace('-', "_");
+        out.insert(format!("binary_bytes_{key}"), json!(binary));
+        out.insert(format!("zip_bytes_{key}"), json!(zipped));
+        out.insert(format!("init_to_ready_ms_{key}"), json!(round1(init)));
+        rows.push((name, binary, zipped, init));
+    }
+
+    let api = api_memory(&bin, &env, &px, args.upload_mib).await?;
+    for (k, v) in api.as_object().into_iter().flatten() {
+        out.insert(k.clone(), v.clone());
+    }
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
+        return Ok(());
+    }
+    println!("Function binaries under a Lambda runtime (x86_64 release, cargo lambda watch)");
+    println!(
+        "  {:<26} {:>12} {:>12} {:>14}",
+        "function", "binary", "zip", "init to ready"
+    );
+    for (name, binary, zipped, init) in rows {
+        println!(
+            "  {name:<26} {:>9.1} MB {:>9.1} MB {:>11.1} ms",
+            binary as f64 / 1e6,
+            zipped as f64 / 1e6,
+            init
+        );
+    }
+    println!("API peak resident memory (VmHWM) after the largest requests it allows");
+    for (k, v) in api.as_object().into_iter().flatten() {
+        println!("  {k:<44} {v}");
+    }
+    Ok(())
+}
+
+/// The API's peak memory after each of its largest allowed requests, in one process.
+async fn api_memory(
+    bin: &Path,
+    env: &[(String, String)],
+    px: &PipelineStack,
+    upload_mib: u64,
+) -> anyhow::Result<Value> {
+    let (memory, timeout) = settings("sheetlog-api");
+    let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), memory, timeout, env).await?;
+    let rss = |api: &LambdaProcess| {
+        api.peak_rss_kib()
+            .map_or(f64::NAN, |k| round1(k as f64 / 1024.0))
+    };
+    let call = |method: &'static str, path: String, body: Option<Value>| {
+        http_api_event(method, &path, body.as_ref(), None)
+    };
+    let answer = api.invoke(&call("POST", "/logs".into(), None)).await?;
+    let log = http_body(&answer)?["logId"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no logId")?;
+    let after_start = rss(&api);
+
+    // A push just under Lambda's 6 MB request limit: 60 mutations of 24 cells of 4 KB strings.
+    eprintln!("lambda: API, a 6 MB push ...");
+    let text = "x".repeat(4000);
+    let mutations: Vec<Value> = (1..=60)
+        .map(|id| {
+            let cells: Vec<Value> = (0..24)
+                .map(|c| json!({"ref": format!("{}{}", (b'A' + c as u8) as char, id), "value": text}))
+                .collect();
+            json!({"id": id, "clientID": "bench-client", "name": "set",
+                "args": {"cells": cells}, "timestamp": 1.0})
+        })
+        .collect();
+    let push = json!({"pushVersion": 1, "clientGroupID": "bench-group", "mutations": mutations,
+        "profileID": "bench", "schemaVersion": ""});
+    let push_bytes = push.to_string().len();
+    let answer = api
+        .invoke(&call(
+            "POST",
+            format!("/logs/{log}/replicache/push"),
+            Some(push),
+        ))
+        .await?;
+    anyhow::ensure!(answer["statusCode"] == 200, "push: {answer}");
+    let after_push = rss(&api);
+
+    // An entries page cut just under the 6 MB response limit: 420 entries of about 15 KB (inline).
+    eprintln!("lambda: API, 420 appends of 15 KB, then a 6 MB entries page ...");
+    let cell = "y".repeat(15_000);
+    for _ in 0..420 {
+        let body = json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": cell}]}});
+        let answer = api
+            .invoke(&call("POST", format!("/logs/{log}/entries"), Some(body)))
+            .await?;
+        anyhow::ensure!(answer["statusCode"] == 201, "append: {answer}");
+    }
+    let answer = api
+        .invoke(&call(
+            "GET",
+            format!("/logs/{log}/entries?from=0&limit=1000"),
+            None,
+        ))
+        .await?;
+    let page_bytes = answer["body"].as_str().map_or(0, str::len);
+    let page_entries = http_body(&answer)?["entries"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let after_page = rss(&api);
+
+    // The commit of the largest upload: the API copies it, streams the copy to /tmp, validates it.
+    eprintln!("lambda: API, committing a {upload_mib} MiB CSV upload ...");
+    let dir = tempfile::tempdir()?;
+    let csv = dir.path().join("upload.csv");
+    let (_, size) = write_csv_of_size(&csv, upload_mib * 1024 * 1024 - 4096, 3)?;
+    let up = api
+        .invoke(&call(
+            "POST",
+            format!("/logs/{log}/uploads"),
+            Some(json!({"type": "import", "contentType": "text/csv", "size": size})),
+        ))
+        .await?;
+    let up = http_body(&up)?;
+    let mut put = Command::new("curl");
+    put.args(["-sSf", "-X", "PUT", "-T"]).arg(&csv);
+    for (k, v) in up["headers"].as_object().into_iter().flatten() {
+        put.arg("-H")
+            .arg(format!("{k}: {}", v.as_str().unwrap_or_default()));
+    }
+    let status = put
+        .arg(up["url"].as_str().context("no upload url")?)
+        .status()?;
+    anyhow::ensure!(status.success(), "curl PUT failed: {status}");
+    let upload_id = up["uploadId"].as_str().context("no uploadId")?.to_owned();
+    let t = Instant::now();
+    let answer = api
+        .invoke(&call(
+            "POST",
+            format!("/logs/{log}/uploads/{upload_id}/commit"),
+            None,
+        ))
+        .await?;
+    let commit_ms = t.elapsed().as_secs_f64() * 1000.0;
+    anyhow::ensure!(answer["statusCode"] == 201, "commit: {answer}");
+    let after_commit = rss(&api);
+    let _ = px;
+
+    Ok(json!({
+        "api_rss_mb_after_start": after_start,
+        "api_push_request_bytes": push_bytes,
+        "api_peak_rss_mb_after_6mb_push": after_push,
+        "api_entries_page_response_bytes": page_bytes,
+        "api_entries_page_entries": page_entries,
+        "api_peak_rss_mb_after_6mb_page": after_page,
+        "api_upload_bytes": size,
+        "api_commit_ms": commit_ms.round(),
+        "api_peak_rss_mb": after_commit,
+        "api_memory_mb_configured": memory,
+    }))
+}
