@@ -68,11 +68,23 @@ pub async fn read(
                 .collect()
         })
         .collect();
-    Ok(CellsResponse {
+    let out = CellsResponse {
         seq: at,
         range: raw_range.to_owned(),
         values,
-    })
+    };
+    // The budget above counts the values' bytes; what Lambda counts is the whole answer escaped
+    // into its payload (quotes inside texts double), so check that too.
+    let payload = crate::lambda_payload_len(
+        &serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?,
+    );
+    if payload > limit {
+        return Err(ApiError::RangeTooLarge {
+            size: payload,
+            limit,
+        });
+    }
+    Ok(out)
 }
 
 /// What a bounded read found: the rows, or how far it got before its budget ran out.

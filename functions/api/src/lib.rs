@@ -148,28 +148,51 @@ async fn json_rejections(resp: Response<Body>) -> Response<Body> {
     out
 }
 
+/// The bytes a response body takes in the Lambda response payload, which is what Lambda's 6 MB
+/// limit counts: `lambda_http` puts a JSON body into the payload as a JSON string, so every `"`
+/// and `\\` in it doubles, a control character becomes an escape (`\\n`, or `\\u00XX`), and
+/// the string gains its two quotes. A page of small quoted strings can be a third larger there
+/// than on the wire.
+pub fn lambda_payload_len(body: &[u8]) -> usize {
+    let escapes: usize = body
+        .iter()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    body.len() + escapes + 2
+}
+
 /// AWS Lambda cannot return more than 6 MB; the emulator and the local server can. Every answer
-/// over the limit becomes a JSON 500 `response-too-large` here, so tests and fuzzing on the local
-/// stack fail the way the deployed API would (where API Gateway answers 502), instead of passing.
+/// whose Lambda payload ([`lambda_payload_len`]) is over the limit becomes a JSON 500
+/// `response-too-large` here, so tests and fuzzing on the local stack fail the way the deployed
+/// API would (where API Gateway answers 502), instead of passing.
 async fn lambda_response_limit(
     axum::extract::State(limit): axum::extract::State<usize>,
     resp: Response<Body>,
 ) -> Response<Body> {
     use axum::body::HttpBody;
     let exact = resp.body().size_hint().exact();
-    if exact.is_some_and(|n| n <= limit as u64) {
-        return resp;
-    }
     let (parts, body) = resp.into_parts();
+    let too_large = |size: usize| {
+        tracing::error!(size, limit, "response over the Lambda limit");
+        error::ApiError::ResponseTooLarge { size, limit }.into_response()
+    };
     match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => Response::from_parts(parts, Body::from(bytes)),
-        Err(_) => {
-            let size = exact
-                .and_then(|n| usize::try_from(n).ok())
-                .unwrap_or(limit + 1);
-            tracing::error!(size, limit, "response over the Lambda limit");
-            error::ApiError::ResponseTooLarge { size, limit }.into_response()
+        Ok(bytes) => {
+            let payload = lambda_payload_len(&bytes);
+            if payload > limit {
+                return too_large(payload);
+            }
+            Response::from_parts(parts, Body::from(bytes))
         }
+        Err(_) => too_large(
+            exact
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(limit + 1),
+        ),
     }
 }
 
@@ -239,7 +262,7 @@ mod tests {
     async fn an_answer_over_the_lambda_limit_is_a_json_500_locally() {
         let app = Router::new()
             .route("/big", get(|| async { "x".repeat(100) }))
-            .route("/small", get(|| async { "x".repeat(50) }))
+            .route("/small", get(|| async { "x".repeat(48) }))
             .layer(axum::middleware::map_response_with_state(
                 50usize,
                 lambda_response_limit,
@@ -261,6 +284,25 @@ mod tests {
             (v["error"]["size"].clone(), v["error"]["limit"].clone()),
             (json!(100), json!(50))
         );
+    }
+
+    #[tokio::test]
+    async fn the_limit_counts_the_body_as_lambda_escapes_it() {
+        // 40 quotes are 40 bytes on the wire and 82 in the Lambda payload.
+        assert_eq!(lambda_payload_len(&[b'"'; 40]), 82);
+        assert_eq!(lambda_payload_len(b"ab\n\x01"), 4 + 1 + 5 + 2);
+        let app = Router::new()
+            .route("/quotes", get(|| async { "\"".repeat(40) }))
+            .layer(axum::middleware::map_response_with_state(
+                60usize,
+                lambda_response_limit,
+            ));
+        let resp = app
+            .oneshot(Request::get("/quotes").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(json_of(resp).await["error"]["size"], 82);
     }
 
     #[tokio::test]

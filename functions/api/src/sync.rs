@@ -259,9 +259,10 @@ pub async fn pull(
         "patch": view.patch,
     });
     let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    if bytes.len() > state.cfg.max_response_bytes {
+    let payload = crate::lambda_payload_len(&bytes);
+    if payload > state.cfg.max_response_bytes {
         return Err(ApiError::ViewTooLarge {
-            size: bytes.len(),
+            size: payload,
             limit: state.cfg.max_response_bytes,
         });
     }

@@ -831,6 +831,69 @@ async fn answers_stay_within_the_response_limit() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The bytes a body takes in the Lambda response payload: as a JSON string (how `lambda_http`
+/// carries a JSON body), counted independently of the API's own arithmetic.
+fn lambda_payload(body: &[u8]) -> anyhow::Result<usize> {
+    Ok(serde_json::to_string(std::str::from_utf8(body)?)?.len())
+}
+
+/// The limit counts what Lambda counts: entries full of quotes are about twice their wire size
+/// in the Lambda response payload, and pages, loads and range reads stay under the limit there.
+#[tokio::test]
+async fn answers_stay_within_the_response_limit_as_lambda_counts_it() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        max_response_bytes: 20_000,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with("api-page-escaped", cfg).await?;
+    if api.stack.is_none() {
+        return Ok(());
+    }
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    // Each value is 600 quotes: 1,200 bytes in the entry's JSON, 2,400 in the payload.
+    for i in 0..30 {
+        let (s, v) = append(
+            &c,
+            &api,
+            &log,
+            json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", i + 1), "value": "\"".repeat(600)}]}}),
+        )
+        .await?;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    for path in [
+        format!("/logs/{log}/entries?from=0&limit=1000"),
+        format!("/logs/{log}"),
+    ] {
+        let r = c.get(api.url(&path)).send().await?;
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let bytes = r.bytes().await?;
+        let payload = lambda_payload(&bytes)?;
+        assert!(
+            payload <= 20_000,
+            "{path}: {payload} bytes in the Lambda payload"
+        );
+        // Filled up to the limit as Lambda counts it, so about half of it on the wire.
+        assert!(
+            payload > 15_000,
+            "{path}: {payload} bytes: the page is filled"
+        );
+        assert!(
+            bytes.len() < 11_000,
+            "{path}: {} bytes on the wire",
+            bytes.len()
+        );
+    }
+    let all = all_entries(&c, &api, &log).await?;
+    assert_eq!(all.len(), 31, "paging still returns every entry once");
+    // 12 values of 600 quotes: about 15 KB on the wire, over 28 KB in the payload.
+    let (s, v) = expect_status(&c, &api.url(&format!("/logs/{log}/cells?range=A1:A12"))).await?;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(v["error"]["code"], "range-too-large");
+    Ok(())
+}
+
 async fn expect_status(c: &Client, url: &str) -> anyhow::Result<(StatusCode, Value)> {
     let r = c.get(url).send().await?;
     Ok((r.status(), r.json().await?))
