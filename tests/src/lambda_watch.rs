@@ -33,6 +33,20 @@ pub fn build_release() -> anyhow::Result<PathBuf> {
     let root = workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = std::process::Command::new(cargo);
+    // The variables Cargo sets for the process running this (a test, the bench) would reach the
+    // build scripts of the nested build, and some rebuild on any change to them: the same build
+    // from a test and from the bench would then keep invalidating each other. Build as from a
+    // shell.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let keep = matches!(
+            key.as_ref(),
+            "CARGO_HOME" | "CARGO_TARGET_DIR" | "CARGO_NET_OFFLINE"
+        );
+        if (key.starts_with("CARGO_") || key.starts_with("__CARGO") || key == "OUT_DIR") && !keep {
+            cmd.env_remove(key.as_ref());
+        }
+    }
     cmd.current_dir(&root)
         .args(["build", "--release", "--locked", "--quiet"]);
     for b in FUNCTION_BINARIES {
@@ -344,6 +358,16 @@ pub fn http_api_event(
         event["body"] = Value::String(body.to_string());
     }
     event
+}
+
+/// The event an EventBridge schedule (the retention run's daily rule) invokes a function with.
+pub fn scheduled_event() -> Value {
+    serde_json::json!({
+        "version": "0", "id": uuid::Uuid::new_v4().to_string(),
+        "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": "123456789012", "time": "2026-11-23T03:00:00Z", "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/RetentionSchedule"], "detail": {}
+    })
 }
 
 /// The JSON body of an HTTP API answer (`{"statusCode", "headers", "body", ...}`).

@@ -21,6 +21,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use sheetlog_tests::lambda_watch::{
     FUNCTION_BINARIES, LambdaProcess, build_release, function_env, http_api_event, http_body,
+    scheduled_event,
 };
 use sheetlog_tests::pipeline::PipelineStack;
 
@@ -73,11 +74,7 @@ fn zip_bytes(binary: &Path) -> anyhow::Result<u64> {
 fn cheap_event(binary: &str) -> Value {
     match binary {
         "sheetlog-api" => http_api_event("GET", "/health", None, None),
-        "sheetlog-archiver" => {
-            json!({"version": "0", "id": "bench", "detail-type": "Scheduled Event",
-            "source": "aws.events", "account": "123456789012", "time": "2026-11-23T03:00:00Z",
-            "region": "us-east-1", "resources": [], "detail": {}})
-        }
+        "sheetlog-archiver" => scheduled_event(),
         _ => json!({"Records": []}),
     }
 }

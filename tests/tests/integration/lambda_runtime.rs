@@ -10,6 +10,7 @@ use sheetlog_core::domain::SnapshotJob;
 use sheetlog_core::log::{AppendOptions, SegmentHint};
 use sheetlog_tests::lambda_watch::{
     LambdaProcess, build_release, entry_stream_event, function_env, http_api_event, http_body,
+    scheduled_event,
 };
 use sheetlog_tests::pipeline::{PipelineStack, drive, event, snapshot_entry, test_worker_config};
 use sheetlog_tests::stack::TestStack;
@@ -220,13 +221,7 @@ async fn the_archiver_binary_runs_on_the_scheduled_event() -> anyhow::Result<()>
     env.push(("SHEETLOG_RETENTION_MODE".into(), "archive".into()));
     env.push(("SHEETLOG_RETENTION_KEEP_SEGMENTS".into(), "2".into()));
     let mut archiver = LambdaProcess::start(&bin.join("sheetlog-archiver"), 512, 900, &env).await?;
-    let scheduled = json!({
-        "version": "0", "id": uuid::Uuid::new_v4().to_string(),
-        "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": "123456789012", "time": "2026-11-23T03:00:00Z", "region": "us-east-1",
-        "resources": ["arn:aws:events:us-east-1:123456789012:rule/RetentionSchedule"], "detail": {}
-    });
-    let report = archiver.invoke(&scheduled).await?;
+    let report = archiver.invoke(&scheduled_event()).await?;
     assert_eq!(report["logs"], 1, "{report}");
     assert_eq!(report["segmentsArchived"], 2, "segments 0 and 1: {report}");
     assert_eq!(report["stoppedEarly"], false, "{report}");
