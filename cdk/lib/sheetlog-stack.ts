@@ -268,7 +268,12 @@ export class SheetlogStack extends Stack {
       crate: CRATES.api,
       description: 'sheetlog HTTP API',
       timeout: TIMINGS.apiTimeout,
-      memorySize: 512,
+      // From `./scripts/bench lambda`: the API's peak RSS after its largest allowed requests (a
+      // 6 MB push, a 6 MB page, committing a 256 MiB upload) is 49 MB, so memory is not the
+      // constraint; CPU is. The commit's copy, download and validation took 3.1 s of CPU on one
+      // core, and Lambda allots CPU in proportion to memory (1,769 MB = 1 vCPU): about 11 s at
+      // 512 MB, before S3's transfer time, of the 25 s timeout; about 5.5 s at 1,024 MB.
+      memorySize: 1024,
       ephemeralStorageSize: spool,
     })
       // The API only creates Entry and Segment items (appends, new logs and segments, all

@@ -231,6 +231,8 @@ describe('functions', () => {
       assert.equal(p.LoggingConfig.LogFormat, 'JSON', binary);
       assert.deepEqual(p.TracingConfig, { Mode: 'Active' }, binary);
       assert.ok(p.Timeout > 3 && p.MemorySize >= 256, binary);
+      // The API's memory buys the CPU a 256 MiB commit needs within its timeout (bench lambda).
+      if (binary === API) assert.equal(p.MemorySize, 1024);
       assert.equal(p.Environment.Variables.RUST_LOG, 'info', binary);
       const logGroup = json.Resources[p.LoggingConfig.LogGroup.Ref];
       assert.equal(logGroup.Type, 'AWS::Logs::LogGroup');

@@ -235,6 +235,20 @@ impl LambdaProcess {
         serde_json::from_str(&text).with_context(|| format!("the answer is not JSON: {text}"))
     }
 
+    /// CPU time the function process has used so far (user + system), in seconds (Linux).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let pid = self.function.id()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name (which may hold spaces) start at field 3; utime and
+        // stime are fields 14 and 15, in clock ticks.
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // /proc reports in USER_HZ, which Linux fixes at 100 for user space.
+        Some(ticks as f64 / 100.0)
+    }
+
     /// The function process's peak resident set so far (`VmHWM`), in KiB (Linux).
     pub fn peak_rss_kib(&self) -> Option<u64> {
         let pid = self.function.id()?;
