@@ -45,7 +45,10 @@ use sheetlog_tests::emulator::unique_prefix;
 use sheetlog_tests::stack::TestStack;
 
 #[derive(Debug, Parser)]
-#[command(name = "peers", about = "sheetlog side by side with dynamo-es and event-store-adapter-rs")]
+#[command(
+    name = "peers",
+    about = "sheetlog side by side with dynamo-es and event-store-adapter-rs"
+)]
 struct Args {
     /// Print one JSON object of the figures instead of a table.
     #[arg(long)]
@@ -531,8 +534,12 @@ async fn run(system: System, size: usize, events: usize) -> anyhow::Result<Run> 
             meter.take();
             let id = StreamId("stream-1".into());
             for seq in 1..=events as u64 {
-                let event =
-                    EventEnvelope::new(id.clone(), seq, chrono::Utc::now(), json!({"payload": payload}));
+                let event = EventEnvelope::new(
+                    id.clone(),
+                    seq,
+                    chrono::Utc::now(),
+                    json!({"payload": payload}),
+                );
                 let t = Instant::now();
                 // As its README: the creation event with a snapshot, later events alone.
                 let r = if seq == 1 {
@@ -588,26 +595,44 @@ async fn run(system: System, size: usize, events: usize) -> anyhow::Result<Run> 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let systems = [System::Sheetlog, System::DynamoEs, System::EventStoreAdapter];
+    let systems = [
+        System::Sheetlog,
+        System::DynamoEs,
+        System::EventStoreAdapter,
+    ];
     let mut runs: Vec<(System, usize, Run)> = Vec::new();
     for &size in &args.sizes {
         for system in systems {
-            eprintln!("peers: {}, {} appends of {size} B ...", system.key(), args.events);
+            eprintln!(
+                "peers: {}, {} appends of {size} B ...",
+                system.key(),
+                args.events
+            );
             let r = run(system, size, args.events).await?;
             runs.push((system, size, r));
         }
     }
-    let find = |s: System, size: usize| runs.iter().find(|(x, z, _)| *x == s && *z == size).map(|(_, _, r)| r);
+    let find = |s: System, size: usize| {
+        runs.iter()
+            .find(|(x, z, _)| *x == s && *z == size)
+            .map(|(_, _, r)| r)
+    };
     let mut out = serde_json::Map::new();
     for (system, size, r) in &runs {
-        out.insert(format!("{}_{size}b", system.key()), serde_json::to_value(r)?);
+        out.insert(
+            format!("{}_{size}b", system.key()),
+            serde_json::to_value(r)?,
+        );
     }
     if let (Some(ours), Some(es), Some(esa)) = (
         find(System::Sheetlog, 500),
         find(System::DynamoEs, 500),
         find(System::EventStoreAdapter, 500),
     ) {
-        out.insert("wru_per_append_ratio_vs_dynamo_es".into(), json!(round2(ours.wru_per_append / es.wru_per_append)));
+        out.insert(
+            "wru_per_append_ratio_vs_dynamo_es".into(),
+            json!(round2(ours.wru_per_append / es.wru_per_append)),
+        );
         out.insert(
             "wru_per_append_ratio_vs_event_store_adapter".into(),
             json!(round2(ours.wru_per_append / esa.wru_per_append)),
@@ -619,7 +644,11 @@ async fn main() -> anyhow::Result<()> {
     for system in systems {
         out.insert(
             format!("reads_complete_past_1mb_{}", system.key()),
-            if past_1mb { json!(find(system, largest).is_some_and(|r| r.read_complete)) } else { Value::Null },
+            if past_1mb {
+                json!(find(system, largest).is_some_and(|r| r.read_complete))
+            } else {
+                Value::Null
+            },
         );
     }
     if let Some(path) = &args.svg {
@@ -657,7 +686,10 @@ async fn main() -> anyhow::Result<()> {
             r.append_ms_p50,
             format!("{}/{}", r.read_events, args.events),
             r.read_rru,
-            r.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default()
+            r.error
+                .as_deref()
+                .map(|e| format!("  ({e})"))
+                .unwrap_or_default()
         );
     }
     Ok(())
@@ -670,15 +702,36 @@ type Series<'a> = (&'a str, &'a str, Vec<(usize, f64)>);
 
 fn wru_chart(series: &[Series]) -> String {
     let (w, h, left, right, top, bottom) = (720.0, 420.0, 70.0, 190.0, 40.0, 50.0);
-    let xs: Vec<f64> = series.iter().flat_map(|s| s.2.iter().map(|p| p.0 as f64)).collect();
-    let ys: Vec<f64> = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).collect();
+    let xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.0 as f64))
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .collect();
     let (x0, x1) = (
-        xs.iter().copied().fold(f64::MAX, f64::min).max(1.0).log10().floor(),
+        xs.iter()
+            .copied()
+            .fold(f64::MAX, f64::min)
+            .max(1.0)
+            .log10()
+            .floor(),
         xs.iter().copied().fold(1.0, f64::max).log10().ceil(),
     );
     let (y0, y1) = (
-        ys.iter().copied().fold(f64::MAX, f64::min).max(0.1).log10().floor(),
-        ys.iter().copied().fold(1.0, f64::max).log10().ceil().max(1.0),
+        ys.iter()
+            .copied()
+            .fold(f64::MAX, f64::min)
+            .max(0.1)
+            .log10()
+            .floor(),
+        ys.iter()
+            .copied()
+            .fold(1.0, f64::max)
+            .log10()
+            .ceil()
+            .max(1.0),
     );
     let px = |x: f64| left + (x.log10() - x0) / (x1 - x0).max(1.0) * (w - left - right);
     let py = |y: f64| h - bottom - (y.log10() - y0) / (y1 - y0).max(1.0) * (h - top - bottom);
