@@ -14,6 +14,8 @@
 //!   time and memory to refuse an XLSX zip bomb (each in a child process).
 //! - `lambda.rs` — `lambda`: each function's release binary under `cargo lambda watch`: zip
 //!   size, init-to-ready time, the API's peak memory after its largest allowed requests.
+//! - `scale.rs` — `scale`: a log of many segments, concurrent writers and pushes, a large
+//!   import end to end; sizes are flags.
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
 //!
@@ -22,6 +24,7 @@
 mod import;
 mod lambda;
 mod pipeline;
+mod scale;
 mod snapshot;
 
 use bytes::Bytes;
@@ -64,6 +67,9 @@ enum Command {
     /// Each function's release binary under a Lambda runtime (cargo lambda watch): zip size,
     /// init-to-ready time, and the API's peak memory after its largest allowed requests.
     Lambda(lambda::LambdaArgs),
+    /// Scale: a log of many segments (load, cold catch-up, history read), 8 and 32 concurrent
+    /// writers (appends and 100-mutation pushes), a large CSV imported end to end.
+    Scale(scale::ScaleArgs),
     /// Internal: one measured import case in this process (run by `import`).
     #[command(hide = true)]
     ImportChild(import::ImportChildArgs),
@@ -83,6 +89,7 @@ fn main() -> anyhow::Result<()> {
         Command::Chaos(args) => chaos(args),
         Command::Import(args) => import::run(args),
         Command::Lambda(args) => lambda::run(args),
+        Command::Scale(args) => scale::run(args),
         Command::ImportChild(args) => import::child(args),
         Command::BuildChild(args) => snapshot::child(args),
         Command::WorkerChild(args) => pipeline::worker_child(args),

@@ -1,0 +1,482 @@
+//! `scale`: sheetlog at sizes customers reach, each part printing cost, time and peak memory.
+//! Sizes are flags: the defaults run in minutes on a 2-core machine against the emulator, and
+//! the sizes of issue-sized runs are one flag away (`--log-entries 1000000`, `--import-rows
+//! 1000000`).
+//!
+//! - `log`: a log of `--log-entries` entries over `--segments` segments, every segment ended by a
+//!   built snapshot (the worker runs each job): a load (snapshot plus the entries after it), a
+//!   cold reader catching up from sequence 0 in pages of 1,000, and a range read as of an old
+//!   sequence (a tenth of the way in). Request units are the log's own accounting (AWS's rules).
+//! - `writers`: 8 and 32 concurrent writers on one log, single-entry appends: appends per second
+//!   and attempts per append (p50, p99, max); then the same writers each pushing batches of 100
+//!   Replicache mutations through the API's push route: mutations per second.
+//! - `import`: a CSV of `--import-rows` rows of 10 columns through the local stack end to end
+//!   (API, stream router, snapshot worker): upload, commit, the snapshot built, the first range
+//!   read; the API's and this process's peak memory.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::{EntryType, SnapshotJob};
+use sheetlog_core::log::{AppendOptions, SegmentHint};
+use sheetlog_core::sheet::Event;
+use sheetlog_tests::api::{TestApi, json_str};
+use sheetlog_tests::pipeline::{PipelineStack, drive, snapshot_entry, test_worker_config};
+
+use crate::pipeline::round1;
+use crate::snapshot::peak_rss_mb;
+
+#[derive(Debug, clap::Args)]
+pub struct ScaleArgs {
+    /// Print one JSON object of the figures instead of lines.
+    #[arg(long)]
+    json: bool,
+    /// Entries in the scaled log.
+    #[arg(long, default_value_t = 10_000)]
+    log_entries: u64,
+    /// Segments they are spread over (at least 100 for the issue-sized run).
+    #[arg(long, default_value_t = 100)]
+    segments: u64,
+    /// Appends per writer in the concurrency runs.
+    #[arg(long, default_value_t = 50)]
+    appends_per_writer: usize,
+    /// Rows (of 10 columns) in the imported CSV.
+    #[arg(long, default_value_t = 100_000)]
+    import_rows: u64,
+    /// Parts to run, comma-separated: log, writers, import.
+    #[arg(long, value_delimiter = ',', default_value = "log,writers,import")]
+    parts: Vec<String>,
+}
+
+fn set_entry(i: u64) -> anyhow::Result<sheetlog_core::domain::NewEntry> {
+    let ev = Event::from_parts(
+        "set",
+        json!({"cells": [{"ref": format!("A{}", i % 1000 + 1), "value": i}]}),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (code, version, body) = ev.encode();
+    Ok(sheetlog_core::domain::NewEntry::new(
+        EntryType(code),
+        version,
+        Bytes::from(body),
+    ))
+}
+
+pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(measure(args))
+}
+
+async fn measure(args: ScaleArgs) -> anyhow::Result<()> {
+    let mut out = serde_json::Map::new();
+    let wants = |p: &str| args.parts.iter().any(|x| x == p);
+    if wants("log") {
+        out.extend(scaled_log(&args).await?);
+    }
+    if wants("writers") {
+        for writers in [8, 32] {
+            out.extend(contention(writers, args.appends_per_writer).await?);
+        }
+        for writers in [8, 32] {
+            out.extend(pushes(writers).await?);
+        }
+    }
+    if wants("import") {
+        out.extend(import(args.import_rows).await?);
+    }
+    out.insert("bench_peak_rss_mb".into(), json!(round1(peak_rss_mb()?)));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
+    } else {
+        for (k, v) in &out {
+            println!("{k:<48} {v}");
+        }
+    }
+    Ok(())
+}
+
+type Figures = serde_json::Map<String, Value>;
+
+async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
+    let px = PipelineStack::new("scale-log").await?;
+    let worker = px.worker(test_worker_config())?;
+    let per_segment = (args.log_entries / args.segments.max(1)).max(2);
+    eprintln!(
+        "scale: a log of {} entries, {} segments of {per_segment} ...",
+        args.log_entries, args.segments
+    );
+    let log = px.log.create().await?.log;
+    let t = Instant::now();
+    let mut hint = None;
+    let mut appended = 1u64;
+    for s in 0..args.segments {
+        for _ in 0..per_segment.saturating_sub(2) {
+            let a = px
+                .log
+                .append(
+                    log,
+                    set_entry(appended)?,
+                    AppendOptions {
+                        expected_seq: None,
+                        segment_hint: hint,
+                    },
+                )
+                .await?;
+            hint = Some(a.hint);
+            appended += 1;
+        }
+        let a = px
+            .log
+            .append(log, snapshot_entry(), AppendOptions::default())
+            .await?;
+        drive(&worker, SnapshotJob::new(log, a.segment, a.entry)).await?;
+        appended += 1;
+        if s + 1 < args.segments {
+            let started = px.log.start_segment(log).await?;
+            drive(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+            hint = None;
+            appended += 1;
+        }
+        if s % 10 == 9 {
+            eprintln!("scale: {} segments, {appended} entries ...", s + 1);
+        }
+    }
+    let build_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let loaded = px.log.load(log).await?;
+    let load_ms = t.elapsed().as_secs_f64() * 1000.0;
+
+    let t = Instant::now();
+    let mut from = 0;
+    let mut read = 0u64;
+    let mut pages = 0u64;
+    let mut rru = 0.0;
+    loop {
+        let page = px
+            .log
+            .read_from(
+                log,
+                SegmentHint {
+                    segment: 0,
+                    base_seq: 0,
+                },
+                from,
+                1000,
+            )
+            .await?;
+        pages += 1;
+        rru += page.units.read;
+        read += page.entries.len() as u64;
+        from = page.next_seq;
+        if page.complete || page.entries.is_empty() {
+            break;
+        }
+    }
+    let catch_up_s = t.elapsed().as_secs_f64();
+
+    let state = Arc::new(AppState::from_sdk(
+        &px.sdk,
+        &px.stack.resources,
+        LogConfig::default(),
+        ApiConfig::default(),
+    )?);
+    let old = appended / 10;
+    let t = Instant::now();
+    let cells =
+        sheetlog_api::cells::read(&state, log, &log.to_string(), "A1:A1000", Some(old)).await?;
+    let history_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let non_empty = cells
+        .values
+        .iter()
+        .flatten()
+        .filter(|v| !v.is_null())
+        .count();
+
+    Ok(Figures::from_iter([
+        ("log_entries".into(), json!(appended)),
+        ("log_segments".into(), json!(args.segments)),
+        ("log_build_s".into(), json!(round1(build_s))),
+        ("load_ms".into(), json!(round1(load_ms))),
+        ("load_rru".into(), json!(loaded.units.read)),
+        (
+            "load_entries_after_snapshot".into(),
+            json!(loaded.entries.len()),
+        ),
+        ("cold_read_entries".into(), json!(read)),
+        ("cold_read_pages".into(), json!(pages)),
+        ("cold_read_rru".into(), json!(rru)),
+        ("cold_read_s".into(), json!(round1(catch_up_s))),
+        ("history_read_at_seq".into(), json!(old)),
+        ("history_read_ms".into(), json!(round1(history_ms))),
+        ("history_read_cells".into(), json!(non_empty)),
+    ]))
+}
+
+fn pct(sorted: &[u32], p: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+async fn contention(writers: usize, per_writer: usize) -> anyhow::Result<Figures> {
+    eprintln!("scale: {writers} writers x {per_writer} appends on one log ...");
+    let px = PipelineStack::new(&format!("scale-w{writers}")).await?;
+    let log = px.log.create().await?.log;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let plog = px.log.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut attempts = Vec::new();
+            let mut gave_up = 0u64;
+            let mut hint = None;
+            for i in 0..per_writer {
+                let r = plog
+                    .append(
+                        log,
+                        set_entry((w * per_writer + i) as u64)?,
+                        AppendOptions {
+                            expected_seq: None,
+                            segment_hint: hint,
+                        },
+                    )
+                    .await;
+                match r {
+                    Ok(a) => {
+                        hint = Some(a.hint);
+                        attempts.push(a.attempts);
+                    }
+                    // The log's retry budget ran out (the API answers 503 busy); the client
+                    // would retry, this run counts it.
+                    Err(sheetlog_core::LogError::Contention { .. }) => gave_up += 1,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok::<_, anyhow::Error>((attempts, gave_up))
+        }));
+    }
+    let mut attempts = Vec::new();
+    let mut gave_up = 0;
+    for task in tasks {
+        let (a, g) = task.await??;
+        attempts.extend(a);
+        gave_up += g;
+    }
+    let elapsed = t.elapsed().as_secs_f64();
+    attempts.sort_unstable();
+    let k = |name: &str| format!("writers_{writers}_{name}");
+    Ok(Figures::from_iter([
+        (k("appends"), json!(attempts.len())),
+        (
+            k("appends_per_s"),
+            json!(round1(attempts.len() as f64 / elapsed)),
+        ),
+        (k("attempts_p50"), json!(pct(&attempts, 0.5))),
+        (k("attempts_p99"), json!(pct(&attempts, 0.99))),
+        (
+            k("attempts_max"),
+            json!(attempts.last().copied().unwrap_or(0)),
+        ),
+        (k("gave_up_after_retry_budget"), json!(gave_up)),
+    ]))
+}
+
+async fn pushes(writers: usize) -> anyhow::Result<Figures> {
+    const PUSHES: usize = 5;
+    eprintln!("scale: {writers} writers x {PUSHES} pushes of 100 mutations ...");
+    let api = TestApi::start(&format!("scale-push{writers}")).await?;
+    let c = api.client().await?;
+    let v: Value = c.post(api.url("/logs")).send().await?.json().await?;
+    let log = json_str(&v, "/logId").to_owned();
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    let retried = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for w in 0..writers {
+        let c = c.clone();
+        let retried = retried.clone();
+        let url = api.url(&format!("/logs/{log}/replicache/push"));
+        tasks.push(tokio::spawn(async move {
+            for p in 0..PUSHES {
+                let mutations: Vec<Value> = (1..=100)
+                    .map(|i| {
+                        let id = p * 100 + i;
+                        json!({"id": id, "clientID": format!("client-{w}"), "name": "set",
+                            "args": {"cells": [{"ref": format!("B{}", id % 1000 + 1), "value": id}]},
+                            "timestamp": 1.0})
+                    })
+                    .collect();
+                let body = json!({"pushVersion": 1, "clientGroupID": format!("group-{w}"),
+                    "mutations": mutations, "profileID": "scale", "schemaVersion": ""});
+                // As a client does: a 503 (the log was busy) is retried after its Retry-After.
+                let mut tries = 0u32;
+                loop {
+                    let r = c.post(&url).json(&body).send().await?;
+                    if r.status().is_success() {
+                        break;
+                    }
+                    anyhow::ensure!(
+                        r.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE && tries < 20,
+                        "push: {}",
+                        r.status()
+                    );
+                    tries += 1;
+                    retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let elapsed = t.elapsed().as_secs_f64();
+    let mutations = writers * PUSHES * 100;
+    let k = |name: &str| format!("push_writers_{writers}_{name}");
+    Ok(Figures::from_iter([
+        (k("mutations"), json!(mutations)),
+        (
+            k("mutations_per_s"),
+            json!(round1(mutations as f64 / elapsed)),
+        ),
+        (
+            k("pushes_per_s"),
+            json!(round1((writers * PUSHES) as f64 / elapsed)),
+        ),
+        (
+            k("pushes_retried_after_503"),
+            json!(retried.load(std::sync::atomic::Ordering::Relaxed)),
+        ),
+    ]))
+}
+
+async fn import(rows: u64) -> anyhow::Result<Figures> {
+    eprintln!("scale: importing a CSV of {rows} rows x 10 columns through the local stack ...");
+    let dir = tempfile::tempdir()?;
+    let csv = dir.path().join("rows.csv");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&csv)?);
+        for r in 0..rows {
+            writeln!(
+                f,
+                "row {r},{r},{},{:.2},item-{},{},{},note {r},{},{}",
+                r * 3,
+                r as f64 / 7.0,
+                r % 97,
+                r % 13,
+                r * 11,
+                r % 5,
+                r + 1
+            )?;
+        }
+    }
+    let size = std::fs::metadata(&csv)?.len();
+    // A Snapshot entry every 2 entries, so the one after the import is appended at once.
+    let cfg = ApiConfig {
+        snapshot_interval: 2,
+        segment_max_entries: 10_000,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with_pipeline("scale-import", cfg)
+        .await?
+        .context("the local stack")?;
+    let c = api.client().await?;
+    let v: Value = c.post(api.url("/logs")).send().await?.json().await?;
+    let log = json_str(&v, "/logId").to_owned();
+
+    let t = Instant::now();
+    let u: Value = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&json!({"type": "import", "contentType": "text/csv", "size": size}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let mut put = std::process::Command::new("curl");
+    put.args(["-sSf", "-X", "PUT", "-T"]).arg(&csv);
+    for (k, v) in sheetlog_tests::api::json_object(&u, "/headers") {
+        put.arg("-H")
+            .arg(format!("{k}: {}", v.as_str().unwrap_or_default()));
+    }
+    anyhow::ensure!(
+        put.arg(json_str(&u, "/url")).status()?.success(),
+        "curl PUT failed"
+    );
+    let upload_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let r = c
+        .post(api.url(&format!(
+            "/logs/{log}/uploads/{}/commit",
+            json_str(&u, "/uploadId")
+        )))
+        .send()
+        .await?;
+    anyhow::ensure!(r.status().is_success(), "commit: {}", r.status());
+    let committed: Value = r.json().await?;
+    let seq = committed["seq"].as_u64().context("no seq")?;
+    let commit_s = t.elapsed().as_secs_f64();
+
+    // One more edit, after which the API's trigger appends a Snapshot entry (interval 2); wait
+    // until the newest completed snapshot covers the import.
+    let t = Instant::now();
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": [{"ref": "L1", "value": "done"}]}}))
+        .send()
+        .await?;
+    anyhow::ensure!(r.status().is_success(), "append: {}", r.status());
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    loop {
+        let v: Value = c
+            .get(api.url(&format!("/logs/{log}")))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if v["snapshot"]["seq"].as_u64().is_some_and(|s| s > seq + 1) {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no snapshot after an hour: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let snapshot_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let last = rows.max(1);
+    let r = c
+        .get(api.url(&format!(
+            "/logs/{log}/cells?range=A{}:J{}",
+            last.saturating_sub(99).max(1),
+            last
+        )))
+        .send()
+        .await?;
+    anyhow::ensure!(r.status().is_success(), "range read: {}", r.status());
+    let cells: Value = r.json().await?;
+    let range_ms = t.elapsed().as_secs_f64() * 1000.0;
+    Ok(Figures::from_iter([
+        ("import_rows".into(), json!(rows)),
+        ("import_cells".into(), json!(rows * 10)),
+        ("import_csv_bytes".into(), json!(size)),
+        ("import_upload_s".into(), json!(round1(upload_s))),
+        ("import_commit_s".into(), json!(round1(commit_s))),
+        ("import_snapshot_s".into(), json!(round1(snapshot_s))),
+        ("import_first_range_read_ms".into(), json!(round1(range_ms))),
+        (
+            "import_range_rows".into(),
+            json!(cells["values"].as_array().map_or(0, Vec::len)),
+        ),
+    ]))
+}
