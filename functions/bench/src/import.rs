@@ -98,6 +98,20 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
 
 const BOMB_INFLATED: u64 = 300 * 1024 * 1024;
 
+/// PUTs `file` to the presigned URL of an upload answer (`{"url", "headers"}`) with curl, which
+/// streams it from disk in its own process, so this process's memory stays out of the figures.
+pub(crate) fn curl_put(upload: &Value, file: &Path) -> anyhow::Result<()> {
+    let mut put = Command::new("curl");
+    put.args(["-sSf", "-X", "PUT", "-T"]).arg(file);
+    for (k, v) in json_object(upload, "/headers") {
+        put.arg("-H")
+            .arg(format!("{k}: {}", v.as_str().unwrap_or_default()));
+    }
+    let status = put.arg(json_str(upload, "/url")).status()?;
+    anyhow::ensure!(status.success(), "curl PUT failed: {status}");
+    Ok(())
+}
+
 fn write_bomb(path: &Path) -> anyhow::Result<u64> {
     let file = std::fs::File::create(path)?;
     let mut zip = zip::ZipWriter::new(file);
@@ -170,15 +184,7 @@ async fn commit(file: &Path) -> anyhow::Result<ChildReport> {
         .await?
         .json()
         .await?;
-    // curl streams the file from disk, in its own process.
-    let mut put = Command::new("curl");
-    put.args(["-sSf", "-X", "PUT", "-T"]).arg(file);
-    for (k, v) in json_object(&u, "/headers") {
-        put.arg("-H")
-            .arg(format!("{k}: {}", v.as_str().unwrap_or_default()));
-    }
-    let status = put.arg(json_str(&u, "/url")).status()?;
-    anyhow::ensure!(status.success(), "curl PUT failed: {status}");
+    curl_put(&u, file)?;
 
     let baseline_rss_mb = peak_rss_mb()?;
     let started = Instant::now();

@@ -14,7 +14,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -240,16 +239,7 @@ async fn api_memory(
         ))
         .await?;
     let up = http_body(&up)?;
-    let mut put = Command::new("curl");
-    put.args(["-sSf", "-X", "PUT", "-T"]).arg(&csv);
-    for (k, v) in up["headers"].as_object().into_iter().flatten() {
-        put.arg("-H")
-            .arg(format!("{k}: {}", v.as_str().unwrap_or_default()));
-    }
-    let status = put
-        .arg(up["url"].as_str().context("no upload url")?)
-        .status()?;
-    anyhow::ensure!(status.success(), "curl PUT failed: {status}");
+    crate::import::curl_put(&up, &csv)?;
     let upload_id = up["uploadId"].as_str().context("no uploadId")?.to_owned();
     let cpu_before = api.cpu_seconds().unwrap_or(f64::NAN);
     let t = Instant::now();

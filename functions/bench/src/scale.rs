@@ -403,16 +403,7 @@ async fn import(rows: u64) -> anyhow::Result<Figures> {
         .await?
         .json()
         .await?;
-    let mut put = std::process::Command::new("curl");
-    put.args(["-sSf", "-X", "PUT", "-T"]).arg(&csv);
-    for (k, v) in sheetlog_tests::api::json_object(&u, "/headers") {
-        put.arg("-H")
-            .arg(format!("{k}: {}", v.as_str().unwrap_or_default()));
-    }
-    anyhow::ensure!(
-        put.arg(json_str(&u, "/url")).status()?.success(),
-        "curl PUT failed"
-    );
+    crate::import::curl_put(&u, &csv)?;
     let upload_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
