@@ -11,6 +11,9 @@
 //! are charged by the key and values they carry (a lower bound: AWS charges the larger of the old
 //! and new item).
 
+#[path = "../src/chart.rs"]
+mod chart;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -652,19 +655,26 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &args.svg {
-        let series: Vec<Series> = systems
+        let lines: Vec<chart::Line> = systems
             .iter()
-            .zip(["#1b7837", "#2166ac", "#b2182b"])
-            .map(|(&system, color)| {
-                let points = args
+            .zip(chart::COLORS)
+            .map(|(&system, color)| chart::Line {
+                name: system.key().replace('_', "-"),
+                color,
+                points: args
                     .sizes
                     .iter()
-                    .filter_map(|&size| find(system, size).map(|r| (size, r.wru_per_append)))
-                    .collect();
-                (system.key(), color, points)
+                    .filter_map(|&size| find(system, size).map(|r| (size as f64, r.wru_per_append)))
+                    .collect(),
             })
             .collect();
-        std::fs::write(path, wru_chart(&series))?;
+        chart::log_log_svg(
+            path,
+            "DynamoDB write units per append, by payload size",
+            "payload bytes per event",
+            "write units per append",
+            &lines,
+        )?;
         eprintln!("peers: chart written to {}", path.display());
     }
     if args.json {
@@ -693,109 +703,4 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// A log-log line chart of write units per append by payload size, one line per system, as a
-/// self-contained SVG (text in the viewer's sans-serif font; no font files needed to draw it).
-/// One line of the chart: name, colour, and (payload bytes, write units) points.
-type Series<'a> = (&'a str, &'a str, Vec<(usize, f64)>);
-
-fn wru_chart(series: &[Series]) -> String {
-    let (w, h, left, right, top, bottom) = (720.0, 420.0, 70.0, 190.0, 40.0, 50.0);
-    let xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.2.iter().map(|p| p.0 as f64))
-        .collect();
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.2.iter().map(|p| p.1))
-        .collect();
-    let (x0, x1) = (
-        xs.iter()
-            .copied()
-            .fold(f64::MAX, f64::min)
-            .max(1.0)
-            .log10()
-            .floor(),
-        xs.iter().copied().fold(1.0, f64::max).log10().ceil(),
-    );
-    let (y0, y1) = (
-        ys.iter()
-            .copied()
-            .fold(f64::MAX, f64::min)
-            .max(0.1)
-            .log10()
-            .floor(),
-        ys.iter()
-            .copied()
-            .fold(1.0, f64::max)
-            .log10()
-            .ceil()
-            .max(1.0),
-    );
-    let px = |x: f64| left + (x.log10() - x0) / (x1 - x0).max(1.0) * (w - left - right);
-    let py = |y: f64| h - bottom - (y.log10() - y0) / (y1 - y0).max(1.0) * (h - top - bottom);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
-         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{left}\" y=\"22\" font-size=\"15\">DynamoDB write units per append, by payload size</text>\n"
-    );
-    for e in (x0 as i32)..=(x1 as i32) {
-        let x = px(10f64.powi(e));
-        svg += &format!(
-            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n\
-             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
-            h - bottom,
-            h - bottom + 16.0,
-            10u64.pow(e as u32)
-        );
-    }
-    for e in (y0 as i32)..=(y1 as i32) {
-        let y = py(10f64.powi(e));
-        svg += &format!(
-            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
-            w - right,
-            left - 6.0,
-            y + 4.0,
-            10f64.powi(e)
-        );
-    }
-    svg += &format!(
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">payload bytes per event</text>\n\
-         <text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">write units per append</text>\n",
-        (left + w - right) / 2.0,
-        h - 12.0,
-        (top + h - bottom) / 2.0,
-        (top + h - bottom) / 2.0
-    );
-    for (i, (name, color, points)) in series.iter().enumerate() {
-        let path: Vec<String> = points
-            .iter()
-            .map(|&(x, y)| format!("{:.1},{:.1}", px(x as f64), py(y.max(0.1))))
-            .collect();
-        svg += &format!(
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\n",
-            path.join(" ")
-        );
-        for &(x, y) in points {
-            svg += &format!(
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{color}\"><title>{name}: {y} WRU at {x} B</title></circle>\n",
-                px(x as f64),
-                py(y.max(0.1))
-            );
-        }
-        let ly = top + 20.0 + i as f64 * 22.0;
-        svg += &format!(
-            "<line x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"/>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
-            w - right + 14.0,
-            w - right + 40.0,
-            w - right + 46.0,
-            ly + 4.0,
-            name.replace('_', "-")
-        );
-    }
-    svg += "</svg>\n";
-    svg
 }

@@ -15,12 +15,14 @@
 //! - `lambda.rs` — `lambda`: each function's release binary under `cargo lambda watch`: zip
 //!   size, init-to-ready time, the API's peak memory after its largest allowed requests.
 //! - `scale.rs` — `scale`: a log of many segments, concurrent writers and pushes, a large
-//!   import end to end; sizes are flags.
+//!   import end to end, snapshot bytes against edits; sizes are flags.
+//! - `chart.rs` — log-log SVG charts (plotters) for the README, also used by `examples/peers.rs`.
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
 //!
 //! Benchmarks print numbers; they never assert on timings.
 
+mod chart;
 mod import;
 mod lambda;
 mod pipeline;
@@ -68,7 +70,8 @@ enum Command {
     /// init-to-ready time, and the API's peak memory after its largest allowed requests.
     Lambda(lambda::LambdaArgs),
     /// Scale: a log of many segments (load, cold catch-up, history read), 8 and 32 concurrent
-    /// writers (appends and 100-mutation pushes), a large CSV imported end to end.
+    /// writers (appends and 100-mutation pushes), a large CSV imported end to end, snapshot
+    /// bytes written against edits.
     Scale(scale::ScaleArgs),
     /// Internal: one measured import case in this process (run by `import`).
     #[command(hide = true)]

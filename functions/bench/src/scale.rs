@@ -1,18 +1,26 @@
 //! `scale`: sheetlog at sizes customers reach, each part printing cost, time and peak memory.
-//! Sizes are flags: the defaults run in minutes on a 2-core machine against the emulator, and
-//! the sizes of issue-sized runs are one flag away (`--log-entries 1000000`, `--import-rows
-//! 1000000`).
+//! Sizes are flags: the defaults run in a few minutes on a 2-core machine against the emulator,
+//! and the sizes of issue-sized runs are one flag away (`--log-entries 1000000`, `--import-rows
+//! 1000000`, which is also the 10,000,000-cell sheet).
 //!
 //! - `log`: a log of `--log-entries` entries over `--segments` segments, every segment ended by a
 //!   built snapshot (the worker runs each job): a load (snapshot plus the entries after it), a
 //!   cold reader catching up from sequence 0 in pages of 1,000, and a range read as of an old
 //!   sequence (a tenth of the way in). Request units are the log's own accounting (AWS's rules).
-//! - `writers`: 8 and 32 concurrent writers on one log, single-entry appends: appends per second
-//!   and attempts per append (p50, p99, max); then the same writers each pushing batches of 100
-//!   Replicache mutations through the API's push route: mutations per second.
+//! - `writers`: 8 and 32 concurrent writers on one log, single-entry appends: appends per second,
+//!   attempts per append (p50, p99, max) and write units per append; then the same writers each
+//!   pushing batches of 100 Replicache mutations through the API's push route: mutations per
+//!   second.
 //! - `import`: a CSV of `--import-rows` rows of 10 columns through the local stack end to end
 //!   (API, stream router, snapshot worker): upload, commit, the snapshot built, the first range
-//!   read; the API's and this process's peak memory.
+//!   read of the last 100 rows.
+//! - `snapshots`: bytes an incremental snapshot writes against the edits since the previous one,
+//!   on a `--snapshot-rows` x 10 sheet, edits scattered over it or clustered in a block; `--svg`
+//!   draws it.
+//!
+//! Peak memory is per part: the process's high-water mark is reset (`/proc/self/clear_refs`)
+//! before each part and read after it. The API and pipeline of `import` run in this process, so
+//! its figure includes them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,21 +45,36 @@ pub struct ScaleArgs {
     #[arg(long)]
     json: bool,
     /// Entries in the scaled log.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 3_000)]
     log_entries: u64,
     /// Segments they are spread over (at least 100 for the issue-sized run).
     #[arg(long, default_value_t = 100)]
     segments: u64,
     /// Appends per writer in the concurrency runs.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 10)]
     appends_per_writer: usize,
+    /// Pushes (of 100 mutations each) per writer in the concurrency runs.
+    #[arg(long, default_value_t = 5)]
+    pushes_per_writer: usize,
     /// Rows (of 10 columns) in the imported CSV.
     #[arg(long, default_value_t = 100_000)]
     import_rows: u64,
-    /// Parts to run, comma-separated: log, writers, import.
-    #[arg(long, value_delimiter = ',', default_value = "log,writers,import")]
+    /// Rows (of 10 columns) of the sheet the `snapshots` part edits.
+    #[arg(long, default_value_t = 100_000)]
+    snapshot_rows: u64,
+    /// Parts to run, comma-separated: log, writers, import, snapshots.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "log,writers,import,snapshots"
+    )]
     parts: Vec<String>,
+    /// Also draw snapshot bytes written against edits (the `snapshots` part) as SVG to this file.
+    #[arg(long)]
+    svg: Option<std::path::PathBuf>,
 }
+
+const PARTS: [&str; 4] = ["log", "writers", "import", "snapshots"];
 
 fn set_entry(i: u64) -> anyhow::Result<sheetlog_core::domain::NewEntry> {
     let ev = Event::from_parts(
@@ -75,23 +98,44 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
 }
 
 async fn measure(args: ScaleArgs) -> anyhow::Result<()> {
+    if let Some(bad) = args.parts.iter().find(|p| !PARTS.contains(&p.as_str())) {
+        anyhow::bail!("unknown part {bad:?}; the parts are {}", PARTS.join(", "));
+    }
+    anyhow::ensure!(
+        args.segments >= 1 && args.log_entries >= 3 * args.segments,
+        "--log-entries must be at least 3 per segment (each segment holds a Snapshot and an End \
+         Segment entry)"
+    );
     let mut out = serde_json::Map::new();
     let wants = |p: &str| args.parts.iter().any(|x| x == p);
     if wants("log") {
+        reset_peak_rss()?;
         out.extend(scaled_log(&args).await?);
+        out.insert("log_peak_rss_mb".into(), json!(round1(peak_rss_mb()?)));
     }
     if wants("writers") {
+        reset_peak_rss()?;
         for writers in [8, 32] {
             out.extend(contention(writers, args.appends_per_writer).await?);
         }
         for writers in [8, 32] {
-            out.extend(pushes(writers).await?);
+            out.extend(pushes(writers, args.pushes_per_writer).await?);
         }
+        out.insert("writers_peak_rss_mb".into(), json!(round1(peak_rss_mb()?)));
     }
     if wants("import") {
+        reset_peak_rss()?;
         out.extend(import(args.import_rows).await?);
+        out.insert("import_peak_rss_mb".into(), json!(round1(peak_rss_mb()?)));
     }
-    out.insert("bench_peak_rss_mb".into(), json!(round1(peak_rss_mb()?)));
+    if wants("snapshots") {
+        reset_peak_rss()?;
+        out.extend(snapshots(args.snapshot_rows, args.svg.as_deref()).await?);
+        out.insert(
+            "snapshots_peak_rss_mb".into(),
+            json!(round1(peak_rss_mb()?)),
+        );
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     } else {
@@ -103,6 +147,67 @@ async fn measure(args: ScaleArgs) -> anyhow::Result<()> {
 }
 
 type Figures = serde_json::Map<String, Value>;
+
+/// Resets this process's peak resident memory (`VmHWM`) to its current size, so the next
+/// reading is one part's peak (Linux: writing 5 to `/proc/self/clear_refs`).
+fn reset_peak_rss() -> anyhow::Result<()> {
+    std::fs::write("/proc/self/clear_refs", "5").context("resetting the peak RSS")
+}
+
+async fn snapshots(rows: u64, svg: Option<&std::path::Path>) -> anyhow::Result<Figures> {
+    const EDITS: [u32; 5] = [1, 10, 100, 1_000, 10_000];
+    eprintln!(
+        "scale: snapshot bytes written after 1 to 10,000 edits on a {}-cell sheet ...",
+        rows * 10
+    );
+    let t = Instant::now();
+    let (full, points) = crate::snapshot::bytes_vs_edits(rows, &EDITS).await?;
+    let elapsed = t.elapsed().as_secs_f64();
+    if let Some(path) = svg {
+        use crate::chart::{COLORS, Line, log_log_svg};
+        let line = |name: &str, color, f: fn(&crate::snapshot::EditsPoint) -> u64| Line {
+            name: name.into(),
+            color,
+            points: points
+                .iter()
+                .map(|p| (f64::from(p.edits), f(p) as f64))
+                .collect(),
+        };
+        log_log_svg(
+            path,
+            &format!(
+                "Bytes an incremental snapshot writes ({} cells; a full one is {:.1} MB)",
+                crate::chart::round_label((rows * 10) as f64),
+                full as f64 / 1e6
+            ),
+            "cell edits since the previous snapshot",
+            "bytes written",
+            &[
+                line("edits scattered over the sheet", COLORS[1], |p| {
+                    p.scattered_bytes
+                }),
+                line("edits clustered in one block", COLORS[0], |p| {
+                    p.clustered_bytes
+                }),
+                Line {
+                    name: "a full snapshot".into(),
+                    color: COLORS[2],
+                    points: EDITS.iter().map(|&e| (f64::from(e), full as f64)).collect(),
+                },
+            ],
+        )?;
+        eprintln!("scale: chart written to {}", path.display());
+    }
+    Ok(Figures::from_iter([
+        ("snapshots_sheet_cells".into(), json!(rows * 10)),
+        ("snapshots_full_bytes".into(), json!(full)),
+        (
+            "snapshots_bytes_vs_edits".into(),
+            serde_json::to_value(&points)?,
+        ),
+        ("snapshots_s".into(), json!(round1(elapsed))),
+    ]))
+}
 
 async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
     let px = PipelineStack::new("scale-log").await?;
@@ -142,7 +247,7 @@ async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
             let started = px.log.start_segment(log).await?;
             drive(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
             hint = None;
-            appended += 1;
+            appended = started.next_seq;
         }
         if s % 10 == 9 {
             eprintln!("scale: {} segments, {appended} entries ...", s + 1);
@@ -239,6 +344,7 @@ async fn contention(writers: usize, per_writer: usize) -> anyhow::Result<Figures
         tasks.push(tokio::spawn(async move {
             let mut attempts = Vec::new();
             let mut gave_up = 0u64;
+            let mut wru = 0.0;
             let mut hint = None;
             for i in 0..per_writer {
                 let r = plog
@@ -255,6 +361,7 @@ async fn contention(writers: usize, per_writer: usize) -> anyhow::Result<Figures
                     Ok(a) => {
                         hint = Some(a.hint);
                         attempts.push(a.attempts);
+                        wru += a.units.write;
                     }
                     // The log's retry budget ran out (the API answers 503 busy); the client
                     // would retry, this run counts it.
@@ -262,15 +369,17 @@ async fn contention(writers: usize, per_writer: usize) -> anyhow::Result<Figures
                     Err(e) => return Err(e.into()),
                 }
             }
-            Ok::<_, anyhow::Error>((attempts, gave_up))
+            Ok::<_, anyhow::Error>((attempts, gave_up, wru))
         }));
     }
     let mut attempts = Vec::new();
     let mut gave_up = 0;
+    let mut wru = 0.0;
     for task in tasks {
-        let (a, g) = task.await??;
+        let (a, g, w) = task.await??;
         attempts.extend(a);
         gave_up += g;
+        wru += w;
     }
     let elapsed = t.elapsed().as_secs_f64();
     attempts.sort_unstable();
@@ -288,12 +397,15 @@ async fn contention(writers: usize, per_writer: usize) -> anyhow::Result<Figures
             json!(attempts.last().copied().unwrap_or(0)),
         ),
         (k("gave_up_after_retry_budget"), json!(gave_up)),
+        (
+            k("wru_per_append"),
+            json!(round1(wru / attempts.len().max(1) as f64)),
+        ),
     ]))
 }
 
-async fn pushes(writers: usize) -> anyhow::Result<Figures> {
-    const PUSHES: usize = 5;
-    eprintln!("scale: {writers} writers x {PUSHES} pushes of 100 mutations ...");
+async fn pushes(writers: usize, per_writer: usize) -> anyhow::Result<Figures> {
+    eprintln!("scale: {writers} writers x {per_writer} pushes of 100 mutations ...");
     let api = TestApi::start(&format!("scale-push{writers}")).await?;
     let c = api.client().await?;
     let v: Value = c.post(api.url("/logs")).send().await?.json().await?;
@@ -306,7 +418,7 @@ async fn pushes(writers: usize) -> anyhow::Result<Figures> {
         let retried = retried.clone();
         let url = api.url(&format!("/logs/{log}/replicache/push"));
         tasks.push(tokio::spawn(async move {
-            for p in 0..PUSHES {
+            for p in 0..per_writer {
                 let mutations: Vec<Value> = (1..=100)
                     .map(|i| {
                         let id = p * 100 + i;
@@ -341,7 +453,7 @@ async fn pushes(writers: usize) -> anyhow::Result<Figures> {
         task.await??;
     }
     let elapsed = t.elapsed().as_secs_f64();
-    let mutations = writers * PUSHES * 100;
+    let mutations = writers * per_writer * 100;
     let k = |name: &str| format!("push_writers_{writers}_{name}");
     Ok(Figures::from_iter([
         (k("mutations"), json!(mutations)),
@@ -351,7 +463,7 @@ async fn pushes(writers: usize) -> anyhow::Result<Figures> {
         ),
         (
             k("pushes_per_s"),
-            json!(round1((writers * PUSHES) as f64 / elapsed)),
+            json!(round1((writers * per_writer) as f64 / elapsed)),
         ),
         (
             k("pushes_retried_after_503"),

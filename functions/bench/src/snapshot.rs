@@ -388,3 +388,92 @@ fn print_table(f: &Figures) {
         f.csv_import_peak_rss_mb
     );
 }
+
+/// Snapshot bytes written against edits since the previous snapshot: one point of
+/// [`bytes_vs_edits`].
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct EditsPoint {
+    pub edits: u32,
+    /// Bytes the incremental snapshot wrote when the edits are spread over the whole sheet.
+    pub scattered_bytes: u64,
+    /// The same when they fill one block of rows (10 columns wide), as a person editing does.
+    pub clustered_bytes: u64,
+}
+
+/// Builds a `rows` x 10 sample sheet in memory, then, for each count in `edits`, the incremental
+/// snapshot after that many single-cell `set` entries, scattered and clustered. Returns the full
+/// snapshot's bytes and the points.
+pub(crate) async fn bytes_vs_edits(
+    rows: u64,
+    edits: &[u32],
+) -> anyhow::Result<(u64, Vec<EditsPoint>)> {
+    let dir = tempfile::tempdir()?;
+    let csv = dir.path().join("base.csv");
+    write_csv(&csv, rows)?;
+    let store = MemBlobs::new();
+    let payloads = MemImports::new();
+    payloads.insert("base.csv", std::fs::read(&csv)?);
+    let p: &dyn ImportSource = &payloads;
+    let full = build_snapshot(
+        &store,
+        p,
+        BuildConfig::default(),
+        LOG,
+        1,
+        None,
+        vec![import_entry(0, "base.csv")],
+    )
+    .await?;
+    let full_bytes = store.stats().bytes;
+    let rows32 = u32::try_from(rows.max(1)).context("rows")?;
+    let mut points = Vec::new();
+    for &n in edits {
+        let mut written = [0u64; 2];
+        for (k, clustered) in [false, true].into_iter().enumerate() {
+            let entries: Vec<LogEntry> = (0..n)
+                .map(|i| {
+                    let at = if clustered {
+                        CellRef {
+                            row: (rows32 / 2 + i / 10) % rows32,
+                            col: i % 10,
+                        }
+                    } else {
+                        // Knuth's multiplicative hash spreads consecutive i over every row.
+                        CellRef {
+                            row: ((u64::from(i) * 2_654_435_761) % u64::from(rows32)) as u32,
+                            col: (i * 7) % 10,
+                        }
+                    };
+                    LogEntry::event(
+                        1 + u64::from(i),
+                        Event::Set(SetCells {
+                            cells: vec![CellEdit {
+                                at,
+                                value: Value::Text(format!("edited {i}")),
+                                format: None,
+                            }],
+                        }),
+                    )
+                })
+                .collect();
+            store.reset_stats();
+            build_snapshot(
+                &store,
+                p,
+                BuildConfig::default(),
+                LOG,
+                1 + u64::from(n),
+                Some(full.manifest.clone()),
+                entries,
+            )
+            .await?;
+            written[k] = store.stats().bytes;
+        }
+        points.push(EditsPoint {
+            edits: n,
+            scattered_bytes: written[0],
+            clustered_bytes: written[1],
+        });
+    }
+    Ok((full_bytes, points))
+}
