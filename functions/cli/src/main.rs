@@ -1,17 +1,23 @@
-//! `sheetlog`: the command line. Today it runs the local stack: `sheetlog dev` creates the tables,
-//! bucket and queues on the AWS endpoint named by `AWS_ENDPOINT_URL` (the emulator `scripts/dev`
-//! starts), serves the same API router the Lambda function serves on loopback, and drives the
-//! stream router and snapshot worker from the emulator's stream and queue (moto runs no Lambda
-//! event-source mappings).
+//! `sheetlog`: the command line. Against any sheetlog API (`--api`, default the local stack):
+//! `logs create`, `set`, row and column inserts and deletes, `import` (upload with progress),
+//! `history` and `cat`; see `docs/cli.md`. And `sheetlog dev`, the local stack: it creates the
+//! tables, bucket and queues on the AWS endpoint named by `AWS_ENDPOINT_URL` (the emulator
+//! `scripts/dev` starts), serves the same API router the Lambda function serves on loopback, and
+//! drives the stream router and snapshot worker from the emulator's stream and queue (moto runs
+//! no Lambda event-source mappings).
 //!
 //! Layout:
-//! - `main.rs` — argument parsing and the `dev` runner
+//! - `main.rs` — argument parsing, output, exit codes, and the `dev` runner
+//! - the library (`lib.rs`): the API client and the commands
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use sheetlog::api::{Api, Auth, CliError, execute_api_region};
+use sheetlog::commands::{self, out};
 use sheetlog_api::{ApiConfig, AppState};
 use std::time::Duration;
 
@@ -27,14 +33,102 @@ use tracing::info;
     about = "sheetlog: an event-sourced spreadsheet backend"
 )]
 struct Cli {
+    /// The sheetlog API: the local stack's, or a deployment's `ApiUrl` output.
+    #[arg(
+        long,
+        global = true,
+        env = "SHEETLOG_API",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    api: String,
+    /// A JWT for a stack deployed with JWT authorization (sent as a bearer token).
+    #[arg(long, global = true, env = "SHEETLOG_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Sign requests with SigV4 and the standard AWS credential chain (a stack deployed with IAM
+    /// authorization, the default). On by default for `*.execute-api.*.amazonaws.com` URLs.
+    #[arg(long, global = true, conflicts_with = "token")]
+    iam: bool,
+    /// Print JSON for scripts: one object per command (`cat`: one per line); errors as the API's
+    /// error object on stderr.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Logs (one per sheet).
+    Logs {
+        #[command(subcommand)]
+        command: LogsCommand,
+    },
+    /// Set cells: `sheetlog set LOG A1=42 B1=text C1= D1="'007"` (empty
+    /// clears; a leading ' keeps text).
+    Set {
+        log: String,
+        #[arg(required = true, value_name = "REF=VALUE")]
+        cells: Vec<String>,
+        /// Append only if the log's next sequence is this one (else exit 6, conflict).
+        #[arg(long)]
+        expected_seq: Option<u64>,
+    },
+    /// Insert empty rows before row AT.
+    InsertRows(RowsArgs),
+    /// Delete COUNT rows starting at row AT.
+    DeleteRows(RowsArgs),
+    /// Insert empty columns before column AT (a letter).
+    InsertColumns(ColumnsArgs),
+    /// Delete COUNT columns starting at column AT.
+    DeleteColumns(ColumnsArgs),
+    /// Import a .csv or .xlsx file into the sheet: upload (with progress), then commit.
+    Import {
+        log: String,
+        file: std::path::PathBuf,
+    },
+    /// The log's entries, one line each: sequence, time, what it did.
+    History {
+        log: String,
+        /// First sequence to show.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+    /// The log's entries as JSON lines, from sequence FROM.
+    Cat {
+        log: String,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
     Dev(DevArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum LogsCommand {
+    /// Create a log; prints its id.
+    Create,
+    /// A log's state: its newest snapshot and next sequence.
+    Show { log: String },
+}
+
+#[derive(Debug, clap::Args)]
+struct RowsArgs {
+    log: String,
+    /// Row number (1 is the first row).
+    #[arg(long)]
+    at: u32,
+    #[arg(long, default_value_t = 1)]
+    count: u32,
+}
+
+#[derive(Debug, clap::Args)]
+struct ColumnsArgs {
+    log: String,
+    /// Column letter(s), e.g. C.
+    #[arg(long)]
+    at: String,
+    #[arg(long, default_value_t = 1)]
+    count: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -67,10 +161,190 @@ struct DevArgs {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    sheetlog_core::telemetry::init_cli("info,aws_config=warn,aws_smithy_runtime=warn");
-    match Cli::parse().command {
-        Command::Dev(args) => dev(args).await,
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let result = match cli.command {
+        Command::Dev(args) => {
+            sheetlog_core::telemetry::init_cli("info,aws_config=warn,aws_smithy_runtime=warn");
+            dev(args)
+                .await
+                .map_err(|e| CliError::Other(format!("{e:#}")))
+        }
+        command => run(cli.api, cli.token, cli.iam, json, command).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            if json {
+                eprintln!("{}", e.to_json());
+            } else {
+                eprintln!("sheetlog: {e}");
+            }
+            std::process::ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+async fn run(
+    api_url: String,
+    token: Option<String>,
+    iam: bool,
+    json: bool,
+    command: Command,
+) -> Result<(), CliError> {
+    let auth = match (token, iam) {
+        (Some(token), _) => Auth::Bearer(token),
+        (None, iam) => {
+            let region = reqwest::Url::parse(&api_url)
+                .ok()
+                .as_ref()
+                .and_then(execute_api_region);
+            if iam || region.is_some() {
+                Auth::Iam { region }
+            } else {
+                Auth::None
+            }
+        }
+    };
+    let api = Api::new(&api_url, auth).await?;
+    // What an append printed: its sequence, or the answer as JSON.
+    let appended = |v: Value| {
+        if json {
+            out(&v.to_string())
+        } else {
+            out(&format!(
+                "appended at sequence {} (next {})",
+                v["seq"], v["nextSeq"]
+            ))
+        }
+    };
+    match command {
+        Command::Logs {
+            command: LogsCommand::Create,
+        } => {
+            let v = api.post("logs", &json!({})).await?;
+            let id = v["logId"].as_str().unwrap_or_default();
+            if json {
+                out(&json!({"logId": id}).to_string())
+            } else {
+                out(id)
+            }
+        }
+        Command::Logs {
+            command: LogsCommand::Show { log },
+        } => {
+            let v = api.get(&format!("logs/{log}")).await?;
+            if json {
+                out(&v.to_string())
+            } else {
+                out(&format!(
+                    "log {log}: next sequence {}, newest snapshot at {} ({})",
+                    v["nextSeq"], v["snapshot"]["seq"], v["snapshot"]["status"]
+                ))
+            }
+        }
+        Command::Set {
+            log,
+            cells,
+            expected_seq,
+        } => {
+            let cells = cells
+                .iter()
+                .map(|c| commands::parse_assignment(c))
+                .collect::<Result<Vec<_>, _>>()?;
+            appended(
+                commands::append(&api, &log, "set", json!({ "cells": cells }), expected_seq)
+                    .await?,
+            )
+        }
+        Command::InsertRows(a) | Command::DeleteRows(a) if a.at == 0 || a.count == 0 => Err(
+            CliError::Input("--at and --count start at 1 (row 1 is the first row)".into()),
+        ),
+        Command::InsertRows(a) => appended(
+            commands::append(
+                &api,
+                &a.log,
+                "insert-rows",
+                json!({"at": a.at, "count": a.count}),
+                None,
+            )
+            .await?,
+        ),
+        Command::DeleteRows(a) => appended(
+            commands::append(
+                &api,
+                &a.log,
+                "delete-rows",
+                json!({"at": a.at, "count": a.count}),
+                None,
+            )
+            .await?,
+        ),
+        Command::InsertColumns(a) | Command::DeleteColumns(a)
+            if a.count == 0
+                || a.at.is_empty()
+                || !a.at.chars().all(|c| c.is_ascii_alphabetic()) =>
+        {
+            Err(CliError::Input(
+                "--at is a column letter (A, B, …, XFD) and --count at least 1".into(),
+            ))
+        }
+        Command::InsertColumns(a) => appended(
+            commands::append(
+                &api,
+                &a.log,
+                "insert-columns",
+                json!({"at": a.at.to_ascii_uppercase(), "count": a.count}),
+                None,
+            )
+            .await?,
+        ),
+        Command::DeleteColumns(a) => appended(
+            commands::append(
+                &api,
+                &a.log,
+                "delete-columns",
+                json!({"at": a.at.to_ascii_uppercase(), "count": a.count}),
+                None,
+            )
+            .await?,
+        ),
+        Command::Import { log, file } => {
+            let v = commands::import(&api, &log, &file).await?;
+            if json {
+                out(&v.to_string())
+            } else {
+                out(&format!(
+                    "imported {} at sequence {} (next {})",
+                    file.display(),
+                    v["seq"],
+                    v["nextSeq"]
+                ))
+            }
+        }
+        Command::History { log, from } => commands::read_log(&api, &log, from, |e| {
+            if json {
+                out(
+                    &json!({"seq": e["seq"], "created": e["created"], "type": e["type"],
+                        "summary": commands::describe(e)})
+                    .to_string(),
+                )
+            } else {
+                out(&format!(
+                    "{:>8}  {}  {}",
+                    e["seq"],
+                    e["created"].as_str().unwrap_or(""),
+                    commands::describe(e)
+                ))
+            }
+        })
+        .await
+        .map(|_| ()),
+        Command::Cat { log, from } => commands::read_log(&api, &log, from, |e| out(&e.to_string()))
+            .await
+            .map(|_| ()),
+        Command::Dev(_) => Err(CliError::Other("dev runs on its own".into())),
     }
 }
 

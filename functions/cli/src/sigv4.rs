@@ -1,6 +1,7 @@
-//! SigV4 signing for black-box tests against a deployed stack whose HTTP API uses IAM
-//! authorization (`SHEETLOG_API_AUTH=sigv4`, set by `scripts/integ`): a `reqwest` middleware that
-//! signs every request for `execute-api` with the default credential chain.
+//! SigV4 signing for a deployed stack whose HTTP API uses IAM authorization: a `reqwest`
+//! middleware that signs every request for `execute-api` with the standard AWS credential chain
+//! (environment, profile, SSO, instance role). The CLI uses it with `--iam`; the black-box tests
+//! use it against a deployment (`SHEETLOG_API_AUTH=sigv4`, set by `scripts/integ`).
 
 use std::time::SystemTime;
 
@@ -18,13 +19,18 @@ pub struct SigV4 {
 impl SigV4 {
     /// Credentials and region from the usual AWS environment.
     pub async fn from_env() -> anyhow::Result<Self> {
+        Self::from_env_in(None).await
+    }
+
+    /// As [`SigV4::from_env`], with the region given (the one in the API's host name) rather
+    /// than configured.
+    pub async fn from_env_in(region: Option<String>) -> anyhow::Result<Self> {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let credentials = sdk
             .credentials_provider()
             .ok_or_else(|| anyhow::anyhow!("no AWS credentials found for SigV4 signing"))?;
-        let region = sdk
-            .region()
-            .map(|r| r.to_string())
+        let region = region
+            .or_else(|| sdk.region().map(|r| r.to_string()))
             .ok_or_else(|| anyhow::anyhow!("set AWS_REGION for SigV4 signing"))?;
         Ok(Self {
             credentials,

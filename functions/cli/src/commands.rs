@@ -1,0 +1,314 @@
+//! The CLI's commands against a sheetlog API. Each returns the JSON it prints with `--json` and
+//! writes its human-readable lines itself; long work shows progress on stderr (hidden when stderr
+//! is not a terminal).
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::api::{Api, CliError, api_error};
+
+/// Entries per page when reading the log.
+const PAGE: u32 = 1000;
+
+/// `REF=VALUE` as a cell edit: a number, `true`/`false`, nothing (empty the cell) or text; a
+/// leading `'` keeps the rest as text (`A1='42`), as spreadsheets do.
+pub fn parse_assignment(arg: &str) -> Result<Value, CliError> {
+    let (cell, raw) = arg.split_once('=').ok_or_else(|| {
+        CliError::Input(format!("{arg:?} is not REF=VALUE (e.g. A1=42 or B2=text)"))
+    })?;
+    let cell = cell.trim();
+    let valid_ref = {
+        let letters = cell.chars().take_while(char::is_ascii_alphabetic).count();
+        letters > 0
+            && letters < cell.len()
+            && cell[letters..].chars().all(|c| c.is_ascii_digit())
+            && !cell[letters..].starts_with('0')
+    };
+    if !valid_ref {
+        return Err(CliError::Input(format!(
+            "{cell:?} is not a cell reference like A1 or BC12"
+        )));
+    }
+    let value = if let Some(text) = raw.strip_prefix('\'') {
+        json!(text)
+    } else if raw.is_empty() {
+        Value::Null
+    } else if raw == "true" || raw == "false" {
+        json!(raw == "true")
+    } else if let Some(n) = raw
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && !raw.starts_with('+') && !raw.ends_with('.'))
+    {
+        json!(n)
+    } else {
+        json!(raw)
+    };
+    Ok(json!({"ref": cell.to_ascii_uppercase(), "value": value}))
+}
+
+/// Appends one entry (with a fresh idempotency key, so the retries of [`Api::send`] append once).
+pub async fn append(
+    api: &Api,
+    log: &str,
+    kind: &str,
+    body: Value,
+    expected_seq: Option<u64>,
+) -> Result<Value, CliError> {
+    let mut req = json!({"type": kind, "body": body});
+    if let Some(seq) = expected_seq {
+        req["expectedSeq"] = json!(seq);
+    }
+    let key = uuid::Uuid::new_v4().to_string();
+    api.send(
+        Method::POST,
+        &format!("logs/{log}/entries"),
+        Some(&req),
+        Some(&key),
+    )
+    .await
+}
+
+/// The content type the API expects for an import file, by its extension.
+fn content_type(path: &Path) -> Result<&'static str, CliError> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("csv") => Ok("text/csv"),
+        Some("xlsx") => Ok("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+        _ => Err(CliError::Input(format!(
+            "{}: only .csv and .xlsx files can be imported",
+            path.display()
+        ))),
+    }
+}
+
+/// The upload flow: ask for a presigned PUT, stream the file to it with a progress bar, commit
+/// (the API copies and validates the file, then appends the `import` entry) with a spinner.
+pub async fn import(api: &Api, log: &str, path: &Path) -> Result<Value, CliError> {
+    let ctype = content_type(path)?;
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(CliError::io(format!("opening {}", path.display())))?;
+    let size = file
+        .metadata()
+        .await
+        .map_err(CliError::io(format!(
+            "reading the size of {}",
+            path.display()
+        )))?
+        .len();
+    let upload = api
+        .post(
+            &format!("logs/{log}/uploads"),
+            &json!({"type": "import", "contentType": ctype, "size": size}),
+        )
+        .await?;
+    let field = |name: &str| {
+        upload[name]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| CliError::Other(format!("the upload answer has no {name}: {upload}")))
+    };
+    let (url, upload_id) = (field("url")?, field("uploadId")?);
+
+    let bar = ProgressBar::new(size).with_style(
+        ProgressStyle::with_template(
+            "uploading {bar:32} {bytes}/{total_bytes} {bytes_per_sec} {eta} left",
+        )
+        .map_err(|e| CliError::Other(e.to_string()))?,
+    );
+    let progress = bar.clone();
+    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024)
+        .inspect_ok(move |chunk| progress.inc(chunk.len() as u64));
+    let mut put = api
+        .plain()
+        .put(&url)
+        .body(reqwest::Body::wrap_stream(stream));
+    if let Some(headers) = upload["headers"].as_object() {
+        for (k, v) in headers {
+            if let Some(v) = v.as_str() {
+                put = put.header(k.as_str(), v);
+            }
+        }
+    }
+    let resp = put.send().await.map_err(|e| CliError::Unreachable {
+        url: "the upload URL".into(),
+        source: e.into(),
+    })?;
+    bar.finish_and_clear();
+    if !resp.status().is_success() {
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        return Err(CliError::Other(format!(
+            "the upload was refused by storage ({status}): {}",
+            text.chars().take(300).collect::<String>()
+        )));
+    }
+
+    let spinner = ProgressBar::new_spinner().with_message(format!(
+        "committing: the API copies and checks {size} bytes, then appends the import"
+    ));
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let committed = api
+        .post(
+            &format!("logs/{log}/uploads/{upload_id}/commit"),
+            &json!({}),
+        )
+        .await;
+    spinner.finish_and_clear();
+    committed
+}
+
+/// One line about an entry for `history`: what it did, in a spreadsheet's words.
+pub fn describe(entry: &Value) -> String {
+    let body = &entry["body"];
+    let count = body["count"].as_u64().unwrap_or(1);
+    let at = match &body["at"] {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    match entry["type"].as_str().unwrap_or("?") {
+        "set" => {
+            let cells = body["cells"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            let shown: Vec<String> = cells
+                .iter()
+                .take(4)
+                .map(|c| format!("{}={}", c["ref"].as_str().unwrap_or("?"), c["value"]))
+                .collect();
+            let more = cells.len().saturating_sub(shown.len());
+            let mut s = format!("set {}", shown.join(" "));
+            if more > 0 {
+                s += &format!(" (+{more} more)");
+            }
+            s
+        }
+        "insert-rows" => format!("insert {count} row(s) at {at}"),
+        "delete-rows" => format!("delete {count} row(s) from {at}"),
+        "insert-columns" => format!("insert {count} column(s) at {at}"),
+        "delete-columns" => format!("delete {count} column(s) from {at}"),
+        "import" => format!(
+            "import {} file",
+            body["format"].as_str().unwrap_or("a").to_uppercase()
+        ),
+        "mutations" => {
+            let n = body["mutations"].as_array().map_or(0, Vec::len);
+            format!(
+                "{n} edit(s) from client {}",
+                body["clientID"].as_str().unwrap_or("?")
+            )
+        }
+        "snapshot" => match entry["snapshotStatus"].as_str() {
+            Some(status) => format!("snapshot ({status})"),
+            None => "snapshot".into(),
+        },
+        "end-segment" => "end of segment".into(),
+        other => other.to_owned(),
+    }
+}
+
+/// Reads the log from `from` (or its oldest retained entry, when `from` is older) page by page
+/// and hands each entry to `each`; memory stays one page. Returns the sequence after the last.
+pub async fn read_log(
+    api: &Api,
+    log: &str,
+    from: u64,
+    mut each: impl FnMut(&Value) -> Result<(), CliError>,
+) -> Result<u64, CliError> {
+    let mut from = from;
+    loop {
+        let page = match api
+            .get(&format!("logs/{log}/entries?from={from}&limit={PAGE}"))
+            .await
+        {
+            Ok(page) => page,
+            // The log no longer holds `from`: continue at its first entry.
+            Err(CliError::Api {
+                status: 410, body, ..
+            }) if body["error"]["code"] == "truncated" => {
+                match body["error"]["firstSeq"].as_u64() {
+                    Some(first) if first > from => {
+                        from = first;
+                        continue;
+                    }
+                    _ => return Err(api_error(reqwest::StatusCode::GONE, Some(body), b"")),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let entries = page["entries"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        for e in entries {
+            each(e)?;
+        }
+        let next = page["nextSeq"].as_u64().unwrap_or(from);
+        if page["complete"].as_bool().unwrap_or(true) || entries.is_empty() || next <= from {
+            return Ok(next);
+        }
+        from = next;
+    }
+}
+
+/// Writes a line to stdout; a closed pipe (`sheetlog cat … | head`) ends quietly.
+pub fn out(line: &str) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{line}") {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        r => r.map_err(CliError::io("writing to stdout")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments_read_as_a_spreadsheet_would() {
+        let v = |s| parse_assignment(s).unwrap()["value"].clone();
+        assert_eq!(v("A1=42"), json!(42.0));
+        assert_eq!(v("A1=-1.5e3"), json!(-1500.0));
+        assert_eq!(v("A1=text with = sign"), json!("text with = sign"));
+        assert_eq!(v("A1='42"), json!("42"));
+        assert_eq!(v("A1="), Value::Null);
+        assert_eq!(v("A1=true"), json!(true));
+        assert_eq!(v("A1=inf"), json!("inf"));
+        assert_eq!(v("A1=NaN"), json!("NaN"));
+        assert_eq!(v("A1=+1"), json!("+1"));
+        assert_eq!(parse_assignment("bc12=1").unwrap()["ref"], json!("BC12"));
+        for bad in ["A1", "1A=2", "A=2", "A0=1", "A1B=2", "=3"] {
+            let err = parse_assignment(bad).unwrap_err();
+            assert_eq!(err.exit_code(), 3, "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn history_lines_say_what_an_entry_did() {
+        let e = json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1},
+            {"ref": "B1", "value": "x"}, {"ref": "C1", "value": null}, {"ref": "D1", "value": 2},
+            {"ref": "E1", "value": 3}]}});
+        assert_eq!(describe(&e), "set A1=1 B1=\"x\" C1=null D1=2 (+1 more)");
+        assert_eq!(
+            describe(&json!({"type": "insert-columns", "body": {"at": "C", "count": 2}})),
+            "insert 2 column(s) at C"
+        );
+        assert_eq!(
+            describe(&json!({"type": "snapshot", "body": {}, "snapshotStatus": "complete"})),
+            "snapshot (complete)"
+        );
+    }
+
+    #[test]
+    fn only_csv_and_xlsx_are_imported() {
+        assert_eq!(content_type(Path::new("a.CSV")).unwrap(), "text/csv");
+        assert!(content_type(Path::new("a.xlsx")).is_ok());
+        assert_eq!(content_type(Path::new("a.txt")).unwrap_err().exit_code(), 3);
+    }
+}

@@ -1,0 +1,15 @@
+//! The `sheetlog` command line as a library: the API client and the commands the binary runs,
+//! and the SigV4 signer the black-box tests share.
+//!
+//! Layout:
+//! - `api.rs` — the HTTP client: authorization (none, bearer token, SigV4), retries on 503, the
+//!   API's errors as [`api::CliError`] with exit codes
+//! - `commands.rs` — what the commands do: cell assignments, appends, the upload flow with
+//!   progress, paging through the log
+//! - `sigv4.rs` — SigV4 signing for an API with IAM authorization
+//!
+//! The binary (`main.rs`) parses the arguments and also runs the local stack (`sheetlog dev`).
+
+pub mod api;
+pub mod commands;
+pub mod sigv4;

@@ -1,0 +1,485 @@
+//! The `sheetlog` binary against the local stack (the API router on the emulator, as
+//! `scripts/dev` serves it), and against a recording server for what it sends (bearer token,
+//! SigV4). Each test runs the real binary and checks its output, its exit code, and the sheet
+//! through the API.
+
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use sheetlog_tests::api::{TestApi, json_str};
+
+fn sheetlog(api: &str, args: &[&str]) -> std::io::Result<Output> {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sheetlog"))
+        .arg("--api")
+        .arg(api)
+        .args(args)
+        .env_remove("SHEETLOG_TOKEN")
+        .output()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs on a blocking thread: the binary is a separate process and the API serves from this
+/// test's runtime.
+async fn run(api: &str, args: &[&str]) -> anyhow::Result<Output> {
+    let api = api.to_owned();
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    Ok(tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        sheetlog(&api, &refs)
+    })
+    .await??)
+}
+
+/// Runs and expects success; returns stdout.
+async fn ok(api: &str, args: &[&str]) -> anyhow::Result<String> {
+    let o = run(api, args).await?;
+    anyhow::ensure!(
+        o.status.success(),
+        "sheetlog {args:?}: {:?}\n{}",
+        o.status,
+        stderr(&o)
+    );
+    Ok(stdout(&o))
+}
+
+async fn cells(api: &TestApi, log: &str, range: &str) -> anyhow::Result<Value> {
+    let v: Value = reqwest::Client::new()
+        .get(api.url(&format!("/logs/{log}/cells?range={range}")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(v["values"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn edits_a_sheet_and_reads_its_history() {
+    let api = TestApi::start("cli-edit").await.unwrap();
+    let base = api.base.clone();
+
+    let created: Value =
+        serde_json::from_str(&ok(&base, &["logs", "create", "--json"]).await.unwrap())
+            .expect("--json prints one object");
+    let log = json_str(&created, "/logId").to_owned();
+    assert_eq!(created, json!({"logId": log}));
+    // Without --json, just the id.
+    let plain = ok(&base, &["logs", "create"]).await.unwrap();
+    assert_eq!(plain.trim().len(), 36, "{plain}");
+
+    let said = ok(
+        &base,
+        &["set", &log, "A1=42", "B1=some text", "C1='007", "D1=true"],
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("appended at sequence 1"), "{said}");
+    assert_eq!(
+        cells(&api, &log, "A1:D1").await.unwrap(),
+        json!([[42, "some text", "007", true]])
+    );
+
+    ok(&base, &["insert-rows", &log, "--at", "1", "--count", "2"])
+        .await
+        .unwrap();
+    assert_eq!(cells(&api, &log, "A3:A3").await.unwrap(), json!([[42]]));
+    ok(&base, &["delete-rows", &log, "--at", "1"])
+        .await
+        .unwrap();
+    ok(&base, &["insert-columns", &log, "--at", "a"])
+        .await
+        .unwrap();
+    assert_eq!(
+        cells(&api, &log, "A2:B2").await.unwrap(),
+        json!([[null, 42]])
+    );
+    ok(&base, &["delete-columns", &log, "--at", "A"])
+        .await
+        .unwrap();
+    ok(&base, &["set", &log, "A2="]).await.unwrap();
+    assert_eq!(
+        cells(&api, &log, "A2:B2").await.unwrap(),
+        json!([[null, "some text"]])
+    );
+
+    let history = ok(&base, &["history", &log]).await.unwrap();
+    let lines: Vec<&str> = history.lines().collect();
+    assert_eq!(lines.len(), 7, "{history}");
+    assert!(lines[0].contains("snapshot"), "{history}");
+    assert!(
+        lines[1].contains(r#"set A1=42 B1="some text" C1="007" D1=true"#),
+        "{history}"
+    );
+    assert!(lines[2].contains("insert 2 row(s) at 1"), "{history}");
+    assert!(lines[4].contains("insert 1 column(s) at A"), "{history}");
+    assert!(lines[6].contains("set A2=null"), "{history}");
+
+    // cat: the entries as JSON lines, gapless from --from.
+    let cat = ok(&base, &["cat", &log, "--from", "2"]).await.unwrap();
+    let seqs: Vec<u64> = cat
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, vec![2, 3, 4, 5, 6]);
+    let first: Value = serde_json::from_str(cat.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "insert-rows");
+    assert_eq!(first["body"], json!({"at": 1, "count": 2}));
+
+    let shown: Value =
+        serde_json::from_str(&ok(&base, &["--json", "logs", "show", &log]).await.unwrap()).unwrap();
+    assert_eq!(shown["nextSeq"], 7);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_through_a_long_log() {
+    let api = TestApi::start("cli-pages").await.unwrap();
+    let base = api.base.clone();
+    let log = ok(&base, &["logs", "create"])
+        .await
+        .unwrap()
+        .trim()
+        .to_owned();
+    // 1,100 entries: more than one page of 1,000.
+    let c = reqwest::Client::new();
+    for i in 0..1100 {
+        let r = c
+            .post(api.url(&format!("/logs/{log}/entries")))
+            .json(&json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": i}]}}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+    }
+    let cat = ok(&base, &["cat", &log]).await.unwrap();
+    let seqs: Vec<u64> = cat
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        seqs.len() as u64,
+        seqs.last().unwrap() + 1,
+        "gapless from 0"
+    );
+    assert!(seqs.len() > 1100, "{}", seqs.len());
+    let json_history = ok(&base, &["--json", "history", &log, "--from", "1099"])
+        .await
+        .unwrap();
+    let last: Value = serde_json::from_str(json_history.lines().last().unwrap()).unwrap();
+    assert_eq!(last["summary"], "set A1=1099");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn imports_a_csv_through_the_upload_flow() {
+    let api = TestApi::start("cli-import").await.unwrap();
+    let base = api.base.clone();
+    let log = ok(&base, &["logs", "create"])
+        .await
+        .unwrap()
+        .trim()
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("people.csv");
+    let mut text = String::from("name,score\n");
+    for i in 1..=5000 {
+        text += &format!("person {i},{}\n", i * 2);
+    }
+    std::fs::write(&csv, text).unwrap();
+
+    let said = ok(&base, &["import", &log, csv.to_str().unwrap()])
+        .await
+        .unwrap();
+    assert!(
+        said.contains("imported") && said.contains("sequence 1"),
+        "{said}"
+    );
+    assert_eq!(
+        cells(&api, &log, "A1:B2").await.unwrap(),
+        json!([["name", "score"], ["person 1", 2]])
+    );
+    assert_eq!(
+        cells(&api, &log, "A5001:B5001").await.unwrap(),
+        json!([["person 5000", 10000]])
+    );
+    let history = ok(&base, &["history", &log]).await.unwrap();
+    assert!(history.contains("import CSV file"), "{history}");
+
+    // A file the API refuses: the API's reason and exit code 3.
+    let bad = dir.path().join("bad.csv");
+    // One more column than a sheet has (16,384).
+    std::fs::write(&bad, format!("{}\n", ",".repeat(16_384))).unwrap();
+    let o = run(&base, &["import", &log, bad.to_str().unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid-payload") && stderr(&o).contains("16384"),
+        "{}",
+        stderr(&o)
+    );
+    // Not a spreadsheet file: refused before anything is sent.
+    let txt = dir.path().join("notes.txt");
+    std::fs::write(&txt, "x").unwrap();
+    let o = run(&base, &["import", &log, txt.to_str().unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("only .csv and .xlsx"), "{}", stderr(&o));
+    let o = run(&base, &["import", &log, "/no/such/file.csv"])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("opening /no/such/file.csv"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_carry_the_apis_code_and_exit_status() {
+    let api = TestApi::start("cli-errors").await.unwrap();
+    let base = api.base.clone();
+    let log = ok(&base, &["logs", "create"])
+        .await
+        .unwrap()
+        .trim()
+        .to_owned();
+
+    let missing = "00000000-0000-4000-8000-000000000000";
+    let o = run(&base, &["set", missing, "A1=1"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("log-not-found"), "{}", stderr(&o));
+
+    let o = run(&base, &["--json", "history", missing]).await.unwrap();
+    assert_eq!(o.status.code(), Some(5));
+    let err: Value = serde_json::from_str(stderr(&o).trim()).expect("the error as JSON");
+    assert_eq!(err["error"]["code"], "log-not-found");
+
+    let o = run(&base, &["set", "not-a-log", "A1=1"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("invalid-log-id"), "{}", stderr(&o));
+
+    let o = run(&base, &["set", &log, "A1=1", "--expected-seq", "7"])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("conflict"), "{}", stderr(&o));
+
+    let o = run(&base, &["set", &log, "A0=1"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let o = run(&base, &["insert-rows", &log, "--at", "0"])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let o = run(&base, &["set", &log]).await.unwrap();
+    assert_eq!(o.status.code(), Some(2), "usage errors are clap's");
+
+    // Nothing was appended by any of them.
+    let cat = ok(&base, &["cat", &log]).await.unwrap();
+    assert_eq!(cat.lines().count(), 1, "{cat}");
+
+    // Nobody listening.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let o = run(&format!("http://127.0.0.1:{port}"), &["logs", "create"])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(7));
+    assert!(
+        stderr(&o).contains("cannot reach the API"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run("ftp://example.com", &["logs", "create"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(3));
+}
+
+/// What the recording server saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    uri: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// A server that records each request and answers `201 {"logId": ...}`.
+async fn recorder() -> anyhow::Result<(String, Arc<Mutex<Vec<Seen>>>)> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let s = s.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = axum::body::to_bytes(body, 1 << 20)
+                .await
+                .map(|b| b.to_vec())
+                .unwrap_or_default();
+            let mut seen = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            seen.push(Seen {
+                method: parts.method.to_string(),
+                uri: parts.uri.to_string(),
+                headers: parts
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_owned()))
+                    .collect(),
+                body,
+            });
+            (
+                axum::http::StatusCode::CREATED,
+                axum::Json(json!({"logId": "00000000-0000-4000-8000-000000000001", "seq": 0})),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((base, seen))
+}
+
+fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
+    seen.headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sends_a_bearer_token() {
+    let (base, seen) = recorder().await.unwrap();
+    let out = ok(
+        &format!("{base}/prod"),
+        &["--token", "tok.en.x", "logs", "create"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.trim(), "00000000-0000-4000-8000-000000000001");
+    let seen = seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.uri, "/prod/logs", "a base path is kept");
+    assert_eq!(header(&seen, "authorization"), Some("Bearer tok.en.x"));
+}
+
+/// `--iam` signs with SigV4: the signature the server receives is the one AWS would compute for
+/// the request as it arrived (method, path, headers, body), with the credentials in the
+/// environment.
+#[tokio::test(flavor = "multi_thread")]
+async fn signs_with_sigv4_for_iam() {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    let (base, seen) = recorder().await.unwrap();
+    let out = tokio::task::spawn_blocking({
+        let base = base.clone();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_sheetlog"))
+                .args(["--api", &base, "--iam", "set"])
+                .args(["00000000-0000-4000-8000-000000000001", "A1=1"])
+                .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+                .env(
+                    "AWS_SECRET_ACCESS_KEY",
+                    "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+                )
+                .env("AWS_REGION", "eu-west-1")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env_remove("AWS_PROFILE")
+                .env("AWS_CONFIG_FILE", "/dev/null")
+                .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.method, "POST");
+    assert!(header(&seen, "idempotency-key").is_some());
+    let auth = header(&seen, "authorization").expect("signed").to_owned();
+    let amz_date = header(&seen, "x-amz-date").expect("x-amz-date");
+    assert!(
+        auth.starts_with(&format!(
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{}/eu-west-1/execute-api/aws4_request",
+            &amz_date[..8]
+        )),
+        "{auth}"
+    );
+
+    // Recompute the signature from what arrived, over the headers it names as signed (as AWS
+    // does: the HTTP stack adds others, such as accept, after signing).
+    let signed: Vec<&str> = auth
+        .split("SignedHeaders=")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap()
+        .split(';')
+        .collect();
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &amz_date[0..4],
+        &amz_date[4..6],
+        &amz_date[6..8],
+        &amz_date[9..11],
+        &amz_date[11..13],
+        &amz_date[13..15]
+    );
+    let time = std::time::SystemTime::try_from(
+        aws_smithy_types::DateTime::from_str(&iso, aws_smithy_types::date_time::Format::DateTime)
+            .unwrap(),
+    )
+    .unwrap();
+    let identity = aws_credential_types::Credentials::new(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        None,
+        None,
+        "test",
+    )
+    .into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("eu-west-1")
+        .name("execute-api")
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .unwrap()
+        .into();
+    let headers: Vec<(String, String)> = seen
+        .headers
+        .iter()
+        .filter(|(k, _)| signed.contains(&k.as_str()) && k != "x-amz-date")
+        .cloned()
+        .collect();
+    let url = format!("{base}{}", seen.uri);
+    let signable = SignableRequest::new(
+        "POST",
+        &url,
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        SignableBody::Bytes(&seen.body),
+    )
+    .unwrap();
+    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+    let (expected, _) = instructions.into_parts();
+    let expected = expected
+        .iter()
+        .find(|h| h.name() == "authorization")
+        .map(|h| h.value().to_owned())
+        .unwrap();
+    assert_eq!(auth, expected);
+}
