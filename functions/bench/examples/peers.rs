@@ -671,8 +671,8 @@ async fn main() -> anyhow::Result<()> {
         chart::log_log_svg(
             path,
             "DynamoDB write units per append, by payload size",
-            "payload bytes per event",
-            "write units per append",
+            ("payload bytes per event", "write units per append"),
+            chart::LegendAt::UpperLeft,
             &lines,
         )?;
         eprintln!("peers: chart written to {}", path.display());

@@ -26,12 +26,15 @@ pub const COLORS: [RGBColor; 6] = [
     RGBColor(166, 118, 29),
 ];
 
+/// Where the legend goes: a corner the lines leave free.
+pub use plotters::chart::SeriesLabelPosition as LegendAt;
+
 /// Writes a 760 x 440 log-log chart of `lines` to `path`.
 pub fn log_log_svg(
     path: &Path,
     title: &str,
-    x_label: &str,
-    y_label: &str,
+    (x_label, y_label): (&str, &str),
+    legend_at: LegendAt,
     lines: &[Line],
 ) -> anyhow::Result<()> {
     let points = || lines.iter().flat_map(|l| l.points.iter().copied());
@@ -62,6 +65,7 @@ pub fn log_log_svg(
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(14)
+        .margin_right(44)
         .x_label_area_size(42)
         .y_label_area_size(64)
         .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
@@ -98,7 +102,7 @@ pub fn log_log_svg(
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
-        .position(SeriesLabelPosition::MiddleRight)
+        .position(legend_at)
         .draw()
         .map_err(draw_err)?;
     root.present().map_err(draw_err)?;
@@ -147,8 +151,8 @@ mod tests {
         log_log_svg(
             &path,
             "t",
-            "x",
-            "y",
+            ("x", "y"),
+            LegendAt::UpperLeft,
             &[
                 Line {
                     name: "one".into(),
@@ -174,6 +178,6 @@ mod tests {
         for want in ["one", "two", "100,000", "10"] {
             assert!(texts.contains(&want), "{want} not in {texts:?}");
         }
-        assert!(log_log_svg(&path, "t", "x", "y", &[]).is_err());
+        assert!(log_log_svg(&path, "t", ("x", "y"), LegendAt::UpperLeft, &[]).is_err());
     }
 }

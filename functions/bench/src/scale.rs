@@ -164,7 +164,7 @@ async fn snapshots(rows: u64, svg: Option<&std::path::Path>) -> anyhow::Result<F
     let (full, points) = crate::snapshot::bytes_vs_edits(rows, &EDITS).await?;
     let elapsed = t.elapsed().as_secs_f64();
     if let Some(path) = svg {
-        use crate::chart::{COLORS, Line, log_log_svg};
+        use crate::chart::{COLORS, LegendAt, Line, log_log_svg};
         let line = |name: &str, color, f: fn(&crate::snapshot::EditsPoint) -> u64| Line {
             name: name.into(),
             color,
@@ -180,8 +180,8 @@ async fn snapshots(rows: u64, svg: Option<&std::path::Path>) -> anyhow::Result<F
                 crate::chart::round_label((rows * 10) as f64),
                 full as f64 / 1e6
             ),
-            "cell edits since the previous snapshot",
-            "bytes written",
+            ("cell edits since the previous snapshot", "bytes written"),
+            LegendAt::MiddleRight,
             &[
                 line("edits scattered over the sheet", COLORS[1], |p| {
                     p.scattered_bytes
