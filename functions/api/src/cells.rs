@@ -87,6 +87,55 @@ pub async fn read(
     Ok(out)
 }
 
+/// The sheet's extent as of sequence `at` (default: the whole log): from the newest completed
+/// snapshot's manifest and the entries after it, without reading its chunks.
+pub async fn extent(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    at: Option<u64>,
+) -> Result<crate::dto::ExtentResponse, ApiError> {
+    let at = match at {
+        Some(at) => at,
+        None => {
+            state
+                .log
+                .next_seq(log)
+                .await
+                .map_err(|e| ApiError::from_log(log_id, e))?
+                .0
+        }
+    };
+    let input = snapshot_input::as_of(&state.log, log, at)
+        .await
+        .map_err(|e| ApiError::from_input(log_id, e))?;
+    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
+        .await
+        .map_err(|e| {
+            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
+        })?;
+    let entries = snapshot_input::log_entries(&input.entries)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let e = sheetlog_core::snapshot::extent(&state.bucket, base.as_ref(), &entries)
+        .await
+        .map_err(|e| ApiError::Internal(format!("sizing the sheet: {e}")))?;
+    let range = (e.rows > 0).then(|| {
+        format!(
+            "A1:{}",
+            sheetlog_core::sheet::CellRef {
+                row: e.rows - 1,
+                col: e.columns - 1
+            }
+        )
+    });
+    Ok(crate::dto::ExtentResponse {
+        seq: at,
+        rows: e.rows,
+        columns: e.columns,
+        range,
+    })
+}
+
 /// What a bounded read found: the rows, or how far it got before its budget ran out.
 #[derive(Debug)]
 pub enum Bounded {

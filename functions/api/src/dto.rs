@@ -176,6 +176,21 @@ pub struct CellsResponse {
     pub values: Vec<Vec<Value>>,
 }
 
+/// The area a sheet's cells lie in, as of a sequence.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtentResponse {
+    /// The sheet as of every entry before this sequence.
+    pub seq: u64,
+    /// Every non-empty cell lies in rows 1..=rows and columns 1..=columns (an upper bound: a
+    /// cell cleared at the edge may leave it larger).
+    pub rows: u32,
+    pub columns: u32,
+    /// The A1 range that covers the sheet (`A1:J100`), absent for an empty sheet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<String>,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
     pub status: String,

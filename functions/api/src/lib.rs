@@ -53,6 +53,7 @@ pub use state::{AppState, SharedState};
         routes::load_log,
         routes::list_segments,
         routes::read_cells,
+        routes::read_extent,
         sync::push,
         sync::pull,
         sync::client,
@@ -215,6 +216,7 @@ pub fn router(state: SharedState) -> Router {
         )
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))
+        .route("/logs/{log_id}/extent", get(routes::read_extent))
         .route("/logs/{log_id}/replicache/push", post(sync::push))
         .route("/logs/{log_id}/replay", post(sync::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull))

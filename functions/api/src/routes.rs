@@ -767,3 +767,22 @@ pub async fn read_cells(
     let out = cells::read(&state, log, &log_id, raw_range, at).await?;
     Ok(Json(out))
 }
+
+/// The area a sheet's cells lie in, as of a sequence: how many rows and columns to read to have
+/// all of it (an export, a grid's scroll size).
+#[utoipa::path(get, path = "/logs/{logId}/extent",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("at" = Option<u64>, Query, description = "the state of every entry before this sequence (default: the whole log)")),
+    responses((status = 200, body = ExtentResponse), (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 416, body = ErrorResponse)))]
+pub async fn read_extent(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ExtentResponse>> {
+    let log = parse_log_id(&log_id)?;
+    reject_unknown_params(&q, &["at"])?;
+    let at = query_u64(&q, "at")?;
+    Ok(Json(cells::extent(&state, log, &log_id, at).await?))
+}

@@ -257,6 +257,146 @@ pub async fn read_log(
     }
 }
 
+/// Column letters of a 1-based column number (1 → A, 27 → AA).
+pub fn column_name(mut n: u32) -> String {
+    let mut out = Vec::new();
+    while n > 0 {
+        let d = (n - 1) % 26;
+        out.push(b'A' + d as u8);
+        n = (n - 1) / 26;
+    }
+    out.reverse();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A cell value as a CSV field: text as is, numbers as JSON writes them, TRUE/FALSE, an error's
+/// code (`#DIV/0!`), nothing for an empty cell.
+fn csv_field(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => if *b { "TRUE" } else { "FALSE" }.into(),
+        Value::Number(n) => n.to_string(),
+        Value::Object(o) => o
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        Value::Array(_) => v.to_string(),
+    }
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct Exported {
+    pub seq: u64,
+    pub rows: u64,
+    pub columns: u32,
+    pub requests: u64,
+}
+
+/// Writes the sheet as of `at` (default: now) as CSV: its extent first, then range reads of
+/// whole rows, at most 100,000 cells (the API's limit) and 1,000 rows each, all pinned to one
+/// sequence so the file is one consistent version. Memory stays one block; empty rows at the end
+/// are left out. A block too large for one response (long texts) is read in halves.
+pub async fn export(
+    api: &Api,
+    log: &str,
+    at: Option<u64>,
+    w: impl Write,
+) -> Result<Exported, CliError> {
+    let path = match at {
+        Some(at) => format!("logs/{log}/extent?at={at}"),
+        None => format!("logs/{log}/extent"),
+    };
+    let extent = api.get(&path).await?;
+    let num = |k: &str| {
+        extent[k]
+            .as_u64()
+            .ok_or_else(|| CliError::Other(format!("the extent answer has no {k}: {extent}")))
+    };
+    let (seq, rows, columns) = (num("seq")?, num("rows")?, num("columns")? as u32);
+    let mut out = csv::WriterBuilder::new().flexible(true).from_writer(w);
+    let mut done = Exported {
+        seq,
+        rows: 0,
+        columns,
+        requests: 1,
+    };
+    if rows == 0 {
+        return Ok(done);
+    }
+    let last_col = column_name(columns);
+    let mut block = (100_000 / u64::from(columns)).clamp(1, 1000);
+    let bar = ProgressBar::new(rows).with_style(
+        ProgressStyle::with_template("exporting {bar:32} {pos}/{len} rows {eta} left")
+            .map_err(|e| CliError::Other(e.to_string()))?,
+    );
+    let mut empty_run = 0u64;
+    let mut row = 1u64;
+    while row <= rows {
+        let end = (row + block - 1).min(rows);
+        let range = format!("A{row}:{last_col}{end}");
+        done.requests += 1;
+        let page = match api
+            .get(&format!("logs/{log}/cells?range={range}&at={seq}"))
+            .await
+        {
+            Ok(page) => page,
+            Err(CliError::Api { status: 413, .. }) if block > 1 => {
+                block = (block / 2).max(1);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let values = page["values"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        for r in values {
+            let fields: Vec<String> = r
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+                .iter()
+                .map(csv_field)
+                .collect();
+            if fields.iter().all(String::is_empty) {
+                empty_run += 1;
+                continue;
+            }
+            for _ in 0..empty_run {
+                write_record(&mut out, &[""])?;
+            }
+            done.rows += empty_run + 1;
+            empty_run = 0;
+            // Trailing empty fields are left out, as spreadsheets write CSV.
+            let used = fields
+                .iter()
+                .rposition(|f| !f.is_empty())
+                .map_or(0, |i| i + 1);
+            write_record(&mut out, &fields[..used])?;
+        }
+        bar.inc(end - row + 1);
+        row = end + 1;
+    }
+    bar.finish_and_clear();
+    out.flush().map_err(CliError::io("writing the CSV"))?;
+    Ok(done)
+}
+
+fn write_record<W: Write>(
+    out: &mut csv::Writer<W>,
+    fields: &[impl AsRef<[u8]>],
+) -> Result<(), CliError> {
+    match out.write_record(fields) {
+        Ok(()) => Ok(()),
+        Err(e) => match e.kind() {
+            csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe => {
+                std::process::exit(0)
+            }
+            _ => Err(CliError::Other(format!("writing the CSV: {e}"))),
+        },
+    }
+}
+
 /// Writes a line to stdout; a closed pipe (`sheetlog cat … | head`) ends quietly.
 pub fn out(line: &str) -> Result<(), CliError> {
     let mut stdout = std::io::stdout().lock();
@@ -303,6 +443,17 @@ mod tests {
             describe(&json!({"type": "snapshot", "body": {}, "snapshotStatus": "complete"})),
             "snapshot (complete)"
         );
+    }
+
+    #[test]
+    fn columns_and_fields_are_named_as_spreadsheets_do() {
+        let names: Vec<String> = [1, 26, 27, 52, 703, 16_384].map(column_name).to_vec();
+        assert_eq!(names, ["A", "Z", "AA", "AZ", "AAA", "XFD"]);
+        assert_eq!(csv_field(&json!(0.01)), "0.01");
+        assert_eq!(csv_field(&json!(42)), "42");
+        assert_eq!(csv_field(&json!(true)), "TRUE");
+        assert_eq!(csv_field(&json!({"error": "#DIV/0!"})), "#DIV/0!");
+        assert_eq!(csv_field(&Value::Null), "");
     }
 
     #[test]

@@ -86,6 +86,16 @@ enum Command {
         log: String,
         file: std::path::PathBuf,
     },
+    /// The sheet as CSV on stdout (or --output), as of now or of sequence --at.
+    Export {
+        log: String,
+        /// The sheet as of every entry before this sequence.
+        #[arg(long)]
+        at: Option<u64>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+    },
     /// The log's entries, one line each: sequence, time, what it did.
     History {
         log: String,
@@ -322,6 +332,27 @@ async fn run(
                     v["nextSeq"]
                 ))
             }
+        }
+        Command::Export { log, at, output } => {
+            let done = match &output {
+                Some(path) => {
+                    let file = std::fs::File::create(path)
+                        .map_err(CliError::io(format!("creating {}", path.display())))?;
+                    commands::export(&api, &log, at, std::io::BufWriter::new(file)).await?
+                }
+                None => commands::export(&api, &log, at, std::io::stdout().lock()).await?,
+            };
+            let summary = json!({"seq": done.seq, "rows": done.rows, "columns": done.columns,
+                "requests": done.requests});
+            if json {
+                eprintln!("{summary}");
+            } else if output.is_some() {
+                out(&format!(
+                    "exported {} rows x {} columns as of sequence {}",
+                    done.rows, done.columns, done.seq
+                ))?;
+            }
+            Ok(())
         }
         Command::History { log, from } => commands::read_log(&api, &log, from, |e| {
             if json {

@@ -24,7 +24,9 @@ pub use builder::{
     Progress, SnapshotBuilder,
 };
 pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
-pub use read::{ReadBudget, ReadStats, grid, load_manifest, materialize, read_range, read_rows};
+pub use read::{
+    Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
+};
 pub use store::{
     BlobError, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports, WriteStats,
 };

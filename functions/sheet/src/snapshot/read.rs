@@ -238,3 +238,97 @@ impl Collector {
         Ok(())
     }
 }
+
+/// The area a sheet's cells lie in: every non-empty cell is in a row below `rows` and a column
+/// left of `columns` (0-based counts, so `A1:{columns}{rows}` covers the sheet). An upper bound:
+/// a cell cleared at the edge, or a row deleted from a sheet whose last rows were already empty,
+/// can leave it larger than the cells now need; it never leaves it smaller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Extent {
+    pub rows: u32,
+    pub columns: u32,
+}
+
+/// The [`Extent`] of the sheet a snapshot (`base`) and the entries after it make, without
+/// reading the snapshot's chunks: the manifest records its rows and each chunk's highest column,
+/// and each event moves the bounds as it moves cells. An `import` among the entries is streamed
+/// once, counting (memory stays a row), since its size is known only from the file.
+pub async fn extent(
+    payloads: &dyn ImportSource,
+    base: Option<&Manifest>,
+    entries: &[LogEntry],
+) -> Result<Extent, SnapshotError> {
+    use super::stream::Stage;
+    use crate::limits::{MAX_COLS, MAX_ROWS};
+    let from = base.map_or(0, |b| b.seq);
+    let (stages, import) = plan(from, from + entries.len() as u64, entries)?;
+    let widest = |cells: &[(u32, crate::Cell)]| cells.iter().map(|(c, _)| c + 1).max();
+    let mut e = match import {
+        Some((key, format)) => {
+            let reader = payloads.open(&key).await?;
+            let mut rx = spawn_import(format, reader, ImportPos::default());
+            let mut e = Extent {
+                rows: 0,
+                columns: 0,
+            };
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    ImportMsg::Row(r, _) => {
+                        e.rows = e.rows.max(r.index + 1);
+                        e.columns = e.columns.max(widest(&r.cells).unwrap_or(0));
+                    }
+                    ImportMsg::Failed(message) => {
+                        return Err(SnapshotError::Import { key, message });
+                    }
+                }
+            }
+            e
+        }
+        None => base.map_or(
+            Extent {
+                rows: 0,
+                columns: 0,
+            },
+            |m| Extent {
+                rows: m.rows,
+                columns: m.chunks.iter().map(|c| c.max_col + 1).max().unwrap_or(0),
+            },
+        ),
+    };
+    for stage in &stages {
+        match stage {
+            Stage::Set { rows, .. } => {
+                for (r, cells) in rows {
+                    e.rows = e.rows.max(r + 1);
+                    e.columns = e.columns.max(widest(cells).unwrap_or(0));
+                }
+            }
+            Stage::InsertRows { rows, .. } => {
+                e.rows = stage.map_bound(e.rows);
+                for r in rows {
+                    if let Some(w) = widest(&r.cells) {
+                        e.rows = e.rows.max(r.index + 1);
+                        e.columns = e.columns.max(w);
+                    }
+                }
+            }
+            Stage::DeleteRows { .. } => e.rows = stage.map_bound(e.rows),
+            Stage::InsertColumns { at, count } if e.columns > *at => {
+                e.columns =
+                    (u64::from(e.columns) + u64::from(*count)).min(u64::from(MAX_COLS)) as u32;
+            }
+            Stage::DeleteColumns { at, count } if e.columns > *at => {
+                e.columns = e.columns.saturating_sub(*count).max(*at);
+            }
+            Stage::InsertColumns { .. } | Stage::DeleteColumns { .. } => {}
+        }
+    }
+    e.rows = e.rows.min(MAX_ROWS);
+    if e.rows == 0 || e.columns == 0 {
+        e = Extent {
+            rows: 0,
+            columns: 0,
+        };
+    }
+    Ok(e)
+}

@@ -748,3 +748,117 @@ fn a_formatted_cell_survives_the_chunk_format() {
         assert_eq!((m.rows, m.cells), (3, 2));
     });
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The extent from a snapshot at k and the entries after it holds every non-empty cell of the
+    /// sheet at n, and is no larger than the bound the same events give from empty.
+    #[test]
+    fn the_extent_holds_every_cell((specs, (k, _)) in case()) {
+        let payloads = MemImports::new();
+        let entries = entries_of(&specs, &payloads);
+        let n = entries.len() as u64;
+        let want = replay(&entries, n, &payloads);
+        rt().block_on(async {
+            let store = MemBlobs::new();
+            let snap = build(&store, &payloads, SMALL, k as u64, None, &entries).await;
+            let e = extent(&payloads, Some(&snap.manifest), &entries[k..]).await.unwrap();
+            let from_empty = extent(&payloads, None, &entries).await.unwrap();
+            for row in want.rows() {
+                for (col, cell) in &row.cells {
+                    if cell.value != Value::Empty {
+                        prop_assert!(row.index < e.rows && *col < e.columns,
+                            "cell ({}, {}) outside {:?}", row.index, col, e);
+                        prop_assert!(row.index < from_empty.rows && *col < from_empty.columns);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[test]
+fn the_extent_follows_inserts_and_deletes() {
+    let payloads = MemImports::new();
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 60).unwrap();
+    payloads.insert("p/0", csv);
+    let set = |seq, r: &str| {
+        LogEntry::event(
+            seq,
+            Event::Set(SetCells {
+                cells: vec![CellEdit {
+                    at: r.parse().unwrap(),
+                    value: Value::Number(1.0),
+                    format: None,
+                }],
+            }),
+        )
+    };
+    let entries = vec![
+        LogEntry {
+            seq: 0,
+            entry: EntryBody::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some("p/0".into()),
+        },
+        set(1, "L70"),
+        LogEntry::event(
+            2,
+            Event::InsertRows(InsertRows {
+                at: RowNumber(0),
+                count: 5,
+                values: vec![],
+            }),
+        ),
+        LogEntry::event(
+            3,
+            Event::DeleteColumns(DeleteColumns {
+                at: ColumnName(0),
+                count: 2,
+            }),
+        ),
+    ];
+    let e = |n: usize| {
+        rt().block_on(extent(&payloads, None, &entries[..n]))
+            .unwrap()
+    };
+    assert_eq!(
+        e(1),
+        Extent {
+            rows: 60,
+            columns: SAMPLE_COLS
+        }
+    );
+    assert_eq!(
+        e(2),
+        Extent {
+            rows: 70,
+            columns: 12
+        }
+    );
+    assert_eq!(
+        e(3),
+        Extent {
+            rows: 75,
+            columns: 12
+        }
+    );
+    assert_eq!(
+        e(4),
+        Extent {
+            rows: 75,
+            columns: 10
+        }
+    );
+    assert_eq!(
+        rt().block_on(extent(&payloads, None, &[])).unwrap(),
+        Extent {
+            rows: 0,
+            columns: 0
+        }
+    );
+}
