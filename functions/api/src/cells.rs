@@ -31,17 +31,7 @@ pub async fn read(
             "range {raw_range} holds {cells} cells; at most {MAX_RANGE_CELLS} per request"
         )));
     }
-    let at = match at {
-        Some(at) => at,
-        None => {
-            state
-                .log
-                .next_seq(log)
-                .await
-                .map_err(|e| ApiError::from_log(log_id, e))?
-                .0
-        }
-    };
+    let at = seq_or_next(state, log, log_id, at).await?;
     // Every empty cell still costs a `null` in the answer; the rest of the response limit is for
     // the values, and the read stops once they pass it (long texts can make a range of 100,000
     // cells gigabytes).
@@ -87,25 +77,38 @@ pub async fn read(
     Ok(out)
 }
 
-/// The sheet's extent as of sequence `at` (default: the whole log): from the newest completed
-/// snapshot's manifest and the entries after it, without reading its chunks.
-pub async fn extent(
+/// `at`, or the log's next sequence when absent (the whole log).
+async fn seq_or_next(
     state: &SharedState,
     log: LogId,
     log_id: &str,
     at: Option<u64>,
-) -> Result<crate::dto::ExtentResponse, ApiError> {
-    let at = match at {
-        Some(at) => at,
-        None => {
-            state
-                .log
-                .next_seq(log)
-                .await
-                .map_err(|e| ApiError::from_log(log_id, e))?
-                .0
-        }
-    };
+) -> Result<u64, ApiError> {
+    match at {
+        Some(at) => Ok(at),
+        None => Ok(state
+            .log
+            .next_seq(log)
+            .await
+            .map_err(|e| ApiError::from_log(log_id, e))?
+            .0),
+    }
+}
+
+/// The newest completed snapshot at or before `at` (its manifest; `None` for the empty sheet)
+/// and the entries after it, before `at`.
+async fn base_and_entries(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    at: u64,
+) -> Result<
+    (
+        Option<sheetlog_core::snapshot::Manifest>,
+        Vec<sheetlog_core::snapshot::LogEntry>,
+    ),
+    ApiError,
+> {
     let input = snapshot_input::as_of(&state.log, log, at)
         .await
         .map_err(|e| ApiError::from_input(log_id, e))?;
@@ -116,6 +119,19 @@ pub async fn extent(
         })?;
     let entries = snapshot_input::log_entries(&input.entries)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((base, entries))
+}
+
+/// The sheet's extent as of sequence `at` (default: the whole log): from the newest completed
+/// snapshot's manifest and the entries after it, without reading its chunks.
+pub async fn extent(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    at: Option<u64>,
+) -> Result<crate::dto::ExtentResponse, ApiError> {
+    let at = seq_or_next(state, log, log_id, at).await?;
+    let (base, entries) = base_and_entries(state, log, log_id, at).await?;
     let e = sheetlog_core::snapshot::extent(&state.bucket, base.as_ref(), &entries)
         .await
         .map_err(|e| ApiError::Internal(format!("sizing the sheet: {e}")))?;
@@ -153,16 +169,7 @@ pub async fn rows_at(
     range: Range,
     budget: ReadBudget,
 ) -> Result<Bounded, ApiError> {
-    let input = snapshot_input::as_of(&state.log, log, at)
-        .await
-        .map_err(|e| ApiError::from_input(log_id, e))?;
-    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
-        .await
-        .map_err(|e| {
-            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
-        })?;
-    let entries = snapshot_input::log_entries(&input.entries)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let (base, entries) = base_and_entries(state, log, log_id, at).await?;
     match read_rows(
         &state.bucket,
         &state.bucket,

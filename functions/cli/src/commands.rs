@@ -22,19 +22,12 @@ pub fn parse_assignment(arg: &str) -> Result<Value, CliError> {
     let (cell, raw) = arg.split_once('=').ok_or_else(|| {
         CliError::Input(format!("{arg:?} is not REF=VALUE (e.g. A1=42 or B2=text)"))
     })?;
-    let cell = cell.trim();
-    let valid_ref = {
-        let letters = cell.chars().take_while(char::is_ascii_alphabetic).count();
-        letters > 0
-            && letters < cell.len()
-            && cell[letters..].chars().all(|c| c.is_ascii_digit())
-            && !cell[letters..].starts_with('0')
-    };
-    if !valid_ref {
-        return Err(CliError::Input(format!(
-            "{cell:?} is not a cell reference like A1 or BC12"
-        )));
-    }
+    let cell: sheetlog_sheet::CellRef = cell.trim().parse().map_err(|e| {
+        CliError::Input(format!(
+            "{:?} is not a cell reference like A1 or BC12: {e}",
+            cell.trim()
+        ))
+    })?;
     let value = if let Some(text) = raw.strip_prefix('\'') {
         json!(text)
     } else if raw.is_empty() {
@@ -50,7 +43,7 @@ pub fn parse_assignment(arg: &str) -> Result<Value, CliError> {
     } else {
         json!(raw)
     };
-    Ok(json!({"ref": cell.to_ascii_uppercase(), "value": value}))
+    Ok(json!({"ref": cell.to_string(), "value": value}))
 }
 
 /// Appends one entry (with a fresh idempotency key, so the retries of [`Api::send`] append once).
@@ -257,18 +250,6 @@ pub async fn read_log(
     }
 }
 
-/// Column letters of a 1-based column number (1 → A, 27 → AA).
-pub fn column_name(mut n: u32) -> String {
-    let mut out = Vec::new();
-    while n > 0 {
-        let d = (n - 1) % 26;
-        out.push(b'A' + d as u8);
-        n = (n - 1) / 26;
-    }
-    out.reverse();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// A cell value as a CSV field: text as is, numbers as JSON writes them, TRUE/FALSE, an error's
 /// code (`#DIV/0!`), nothing for an empty cell.
 fn csv_field(v: &Value) -> String {
@@ -326,7 +307,7 @@ pub async fn export(
     if rows == 0 {
         return Ok(done);
     }
-    let last_col = column_name(columns);
+    let last_col = sheetlog_sheet::a1::column_name(columns.saturating_sub(1));
     let mut block = (100_000 / u64::from(columns)).clamp(1, 1000);
     let bar = ProgressBar::new(rows).with_style(
         ProgressStyle::with_template("exporting {bar:32} {pos}/{len} rows {eta} left")
@@ -446,9 +427,7 @@ mod tests {
     }
 
     #[test]
-    fn columns_and_fields_are_named_as_spreadsheets_do() {
-        let names: Vec<String> = [1, 26, 27, 52, 703, 16_384].map(column_name).to_vec();
-        assert_eq!(names, ["A", "Z", "AA", "AZ", "AAA", "XFD"]);
+    fn fields_are_written_as_spreadsheets_do() {
         assert_eq!(csv_field(&json!(0.01)), "0.01");
         assert_eq!(csv_field(&json!(42)), "42");
         assert_eq!(csv_field(&json!(true)), "TRUE");

@@ -292,13 +292,12 @@ async fn run(
             .await?,
         ),
         Command::InsertColumns(a) | Command::DeleteColumns(a)
-            if a.count == 0
-                || a.at.is_empty()
-                || !a.at.chars().all(|c| c.is_ascii_alphabetic()) =>
+            if a.count == 0 || sheetlog_sheet::a1::parse_column(&a.at).is_err() =>
         {
-            Err(CliError::Input(
-                "--at is a column letter (A, B, …, XFD) and --count at least 1".into(),
-            ))
+            Err(CliError::Input(format!(
+                "--at {:?} is not a column (A, B, …, XFD), or --count is 0",
+                a.at
+            )))
         }
         Command::InsertColumns(a) => appended(
             commands::append(
