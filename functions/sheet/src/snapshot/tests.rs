@@ -797,7 +797,7 @@ fn the_extent_follows_inserts_and_deletes() {
             }),
         )
     };
-    let entries = vec![
+    let entries = [
         LogEntry {
             seq: 0,
             entry: EntryBody::Event(Event::Import(Import {
