@@ -434,6 +434,14 @@ impl<'a> SnapshotBuilder<'a> {
                         self.out.accept(it, self.store, self.base.as_ref()).await?;
                     }
                     if self.out.checkpoint_ready() {
+                        // A checkpoint says every source row below `consumed` is in the output;
+                        // stages may still hold rows they owe below that bound: emit them first.
+                        self.pipeline.advance(self.consumed, &mut self.scratch)?;
+                        for it in std::mem::take(&mut self.scratch) {
+                            self.out.accept(it, self.store, self.base.as_ref()).await?;
+                        }
+                    }
+                    if self.out.checkpoint_ready() {
                         self.out.cut_since_checkpoint = false;
                         return Ok(Progress::Checkpoint(self.checkpoint()));
                     }

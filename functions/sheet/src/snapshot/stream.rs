@@ -185,7 +185,25 @@ impl Stage {
         }
     }
 
-    /// Puts the stage in the state it has after its input delivered every row below `b`.
+    /// Emits what the stage owes once its input has delivered every row below `b`: the set rows
+    /// below `b` that no input row carried, or the inserted rows once `b` is past `at`. Without
+    /// this they wait for the next input row, and a checkpoint taken in between would record
+    /// them as done ([`Stage::skip_to`] assumes this has run).
+    pub fn advance(&mut self, b: u32, out: &mut Vec<Item>) {
+        match self {
+            Stage::Set { rows, next } => emit_set_rows_before(rows, next, b, out),
+            Stage::InsertRows {
+                at, rows, emitted, ..
+            } if b > *at && !*emitted => {
+                out.extend(rows.iter().cloned().map(Item::Row));
+                *emitted = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// Puts the stage in the state it has after its input delivered every row below `b` (and
+    /// [`Stage::advance`] ran there).
     pub fn skip_to(&mut self, b: u32) {
         match self {
             Stage::Set { rows, next } => *next = rows.partition_point(|(r, _)| *r < b),
@@ -367,6 +385,24 @@ impl Pipeline {
                 self.stages[i].push(it, &mut next)?;
             }
             self.stages[i].finish(&mut next);
+            carried = next;
+        }
+        out.append(&mut carried);
+        Ok(())
+    }
+
+    /// Brings every stage up to the source bound `b` (the source has delivered every row below
+    /// it): each emits what it owes below its own bound, and that passes through the later
+    /// stages. After this the pipeline is in the state [`Pipeline::skip_to`] restores.
+    pub fn advance(&mut self, mut b: u32, out: &mut Vec<Item>) -> Result<(), SnapshotError> {
+        let mut carried: Vec<Item> = Vec::new();
+        for st in &mut self.stages {
+            let mut next = Vec::new();
+            for it in carried.drain(..) {
+                st.push(it, &mut next)?;
+            }
+            st.advance(b, &mut next);
+            b = st.map_bound(b);
             carried = next;
         }
         out.append(&mut carried);
