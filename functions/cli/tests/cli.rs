@@ -50,6 +50,15 @@ async fn ok(api: &str, args: &[&str]) -> anyhow::Result<String> {
     Ok(stdout(&o))
 }
 
+/// The API on a fresh emulator stack, and a new log on it made by `sheetlog logs create`.
+async fn api_and_log(label: &str) -> anyhow::Result<(TestApi, String, String)> {
+    let api = TestApi::start(label).await?;
+    let base = api.base.clone();
+    let log = ok(&base, &["logs", "create"]).await?.trim().to_owned();
+    anyhow::ensure!(log.len() == 36, "not a log id: {log:?}");
+    Ok((api, base, log))
+}
+
 async fn cells(api: &TestApi, log: &str, range: &str) -> anyhow::Result<Value> {
     let v: Value = reqwest::Client::new()
         .get(api.url(&format!("/logs/{log}/cells?range={range}")))
@@ -143,13 +152,7 @@ async fn edits_a_sheet_and_reads_its_history() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exports_any_version_as_csv() {
-    let api = TestApi::start("cli-export").await.unwrap();
-    let base = api.base.clone();
-    let log = ok(&base, &["logs", "create"])
-        .await
-        .unwrap()
-        .trim()
-        .to_owned();
+    let (_api, base, log) = api_and_log("cli-export").await.unwrap();
     // An empty sheet exports nothing.
     assert_eq!(ok(&base, &["export", &log]).await.unwrap(), "");
     ok(
@@ -185,13 +188,7 @@ async fn exports_any_version_as_csv() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pages_through_a_long_log() {
-    let api = TestApi::start("cli-pages").await.unwrap();
-    let base = api.base.clone();
-    let log = ok(&base, &["logs", "create"])
-        .await
-        .unwrap()
-        .trim()
-        .to_owned();
+    let (api, base, log) = api_and_log("cli-pages").await.unwrap();
     // 1,100 entries: more than one page of 1,000.
     let c = reqwest::Client::new();
     for i in 0..1100 {
@@ -227,13 +224,7 @@ async fn pages_through_a_long_log() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn imports_a_csv_through_the_upload_flow() {
-    let api = TestApi::start("cli-import").await.unwrap();
-    let base = api.base.clone();
-    let log = ok(&base, &["logs", "create"])
-        .await
-        .unwrap()
-        .trim()
-        .to_owned();
+    let (api, base, log) = api_and_log("cli-import").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("people.csv");
     let mut text = String::from("name,score\n");
@@ -304,13 +295,7 @@ async fn imports_a_csv_through_the_upload_flow() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn errors_carry_the_apis_code_and_exit_status() {
-    let api = TestApi::start("cli-errors").await.unwrap();
-    let base = api.base.clone();
-    let log = ok(&base, &["logs", "create"])
-        .await
-        .unwrap()
-        .trim()
-        .to_owned();
+    let (_api, base, log) = api_and_log("cli-errors").await.unwrap();
 
     let missing = "00000000-0000-4000-8000-000000000000";
     let o = run(&base, &["set", missing, "A1=1"]).await.unwrap();
