@@ -162,6 +162,14 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
             "cells as of {at}"
         );
         assert_eq!(cells["seq"], at);
+        // The extent, from the snapshot's manifest and the entries after it (or from the
+        // entries alone at 3): the 50 imported rows and column D of the edits.
+        let extent = get(&c, &api.url(&format!("/logs/{log}/extent?at={at}"))).await?;
+        assert_eq!(
+            extent,
+            json!({"seq": at, "rows": 50, "columns": 4, "range": "A1:D50"}),
+            "extent as of {at}"
+        );
     }
 
     // Keep writing: once the segment is full and its snapshot complete, a new segment starts.
@@ -209,6 +217,12 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
         .await?
         .read_range("A1:E50".parse()?);
     assert_eq!(cells["values"], serde_json::to_value(expected)?);
+    // In the second segment, the extent still covers everything: now column E too.
+    let extent = get(&c, &api.url(&format!("/logs/{log}/extent"))).await?;
+    assert_eq!(
+        extent,
+        json!({"seq": head, "rows": 50, "columns": 5, "range": "A1:E50"})
+    );
     Ok(())
 }
 
