@@ -1266,6 +1266,12 @@ async fn the_reprocess_tool_finds_every_unfinished_snapshot_state() -> anyhow::R
             if root.is_none() || last.is_none_or(|l| l < at.job.entry) {
                 return Ok(false);
             }
+            // Deleting the pending item is a completion's last step; `advanced` looks complete
+            // from the start, so without this the wait could end while its job still runs.
+            let key = PendingKey::new(at.job.log_id, at.job.segment, at.job.entry);
+            if px.pending.get(key).await?.is_some() {
+                return Ok(false);
+            }
         }
         let (root, _) = completion(&px, newer).await?;
         Ok(root.is_some())
