@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::api::{Api, CliError, api_error};
+use crate::api::{Api, CliError};
 
 /// Entries per page when reading the log.
 const PAGE: u32 = 1000;
@@ -224,19 +224,14 @@ pub async fn read_log(
             .await
         {
             Ok(page) => page,
-            // The log no longer holds `from`: continue at its first entry.
-            Err(CliError::Api {
-                status: 410, body, ..
-            }) if body["error"]["code"] == "truncated" => {
-                match body["error"]["firstSeq"].as_u64() {
-                    Some(first) if first > from => {
-                        from = first;
-                        continue;
-                    }
-                    _ => return Err(api_error(reqwest::StatusCode::GONE, Some(body), b"")),
+            Err(e) => match truncated_at(&e) {
+                // The log no longer holds `from`: continue at its first entry.
+                Some(first) if first > from => {
+                    from = first;
+                    continue;
                 }
-            }
-            Err(e) => return Err(e),
+                _ => return Err(e),
+            },
         };
         let entries = page["entries"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         for e in entries {
@@ -375,6 +370,16 @@ fn write_record<W: Write>(
             }
             _ => Err(CliError::Other(format!("writing the CSV: {e}"))),
         },
+    }
+}
+
+/// The first sequence a log still holds, from its `410 truncated` answer.
+fn truncated_at(e: &CliError) -> Option<u64> {
+    match e {
+        CliError::Api {
+            status: 410, body, ..
+        } if body["error"]["code"] == "truncated" => body["error"]["firstSeq"].as_u64(),
+        _ => None,
     }
 }
 

@@ -271,26 +271,12 @@ async fn run(
         Command::InsertRows(a) | Command::DeleteRows(a) if a.at == 0 || a.count == 0 => Err(
             CliError::Input("--at and --count start at 1 (row 1 is the first row)".into()),
         ),
-        Command::InsertRows(a) => appended(
-            commands::append(
-                &api,
-                &a.log,
-                "insert-rows",
-                json!({"at": a.at, "count": a.count}),
-                None,
-            )
-            .await?,
-        ),
-        Command::DeleteRows(a) => appended(
-            commands::append(
-                &api,
-                &a.log,
-                "delete-rows",
-                json!({"at": a.at, "count": a.count}),
-                None,
-            )
-            .await?,
-        ),
+        Command::InsertRows(a) => {
+            appended(shape(&api, &a.log, "insert-rows", json!(a.at), a.count).await?)
+        }
+        Command::DeleteRows(a) => {
+            appended(shape(&api, &a.log, "delete-rows", json!(a.at), a.count).await?)
+        }
         Command::InsertColumns(a) | Command::DeleteColumns(a)
             if a.count == 0 || sheetlog_sheet::a1::parse_column(&a.at).is_err() =>
         {
@@ -300,22 +286,22 @@ async fn run(
             )))
         }
         Command::InsertColumns(a) => appended(
-            commands::append(
+            shape(
                 &api,
                 &a.log,
                 "insert-columns",
-                json!({"at": a.at.to_ascii_uppercase(), "count": a.count}),
-                None,
+                json!(a.at.to_ascii_uppercase()),
+                a.count,
             )
             .await?,
         ),
         Command::DeleteColumns(a) => appended(
-            commands::append(
+            shape(
                 &api,
                 &a.log,
                 "delete-columns",
-                json!({"at": a.at.to_ascii_uppercase(), "count": a.count}),
-                None,
+                json!(a.at.to_ascii_uppercase()),
+                a.count,
             )
             .await?,
         ),
@@ -462,6 +448,11 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Appends a row or column insert or delete: `{"at", "count"}` of type `kind`.
+async fn shape(api: &Api, log: &str, kind: &str, at: Value, count: u32) -> Result<Value, CliError> {
+    commands::append(api, log, kind, json!({"at": at, "count": count}), None).await
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what `scripts/dev` forwards).
