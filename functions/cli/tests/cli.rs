@@ -357,8 +357,10 @@ struct Seen {
     body: Vec<u8>,
 }
 
-/// A server that records each request and answers `201 {"logId": ...}`.
-async fn recorder() -> anyhow::Result<(String, Arc<Mutex<Vec<Seen>>>)> {
+/// A server that records each request and answers `201 {"logId": ...}`; the first `busy`
+/// requests it answers `503 busy` with `Retry-After: 0`, as the API does when writers race or AWS
+/// throttles.
+async fn recorder(busy: usize) -> anyhow::Result<(String, Arc<Mutex<Vec<Seen>>>)> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
@@ -380,9 +382,20 @@ async fn recorder() -> anyhow::Result<(String, Arc<Mutex<Vec<Seen>>>)> {
                     .collect(),
                 body,
             });
+            if seen.len() <= busy {
+                return (
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    [("retry-after", "0")],
+                    axum::Json(json!({"error": {"code": "busy", "message": "try again"}})),
+                );
+            }
             (
                 axum::http::StatusCode::CREATED,
-                axum::Json(json!({"logId": "00000000-0000-4000-8000-000000000001", "seq": 0})),
+                [("retry-after", "")],
+                axum::Json(
+                    json!({"logId": "00000000-0000-4000-8000-000000000001", "seq": 0,
+                    "nextSeq": 1}),
+                ),
             )
         }
     });
@@ -401,7 +414,7 @@ fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sends_a_bearer_token() {
-    let (base, seen) = recorder().await.unwrap();
+    let (base, seen) = recorder(0).await.unwrap();
     let out = ok(
         &format!("{base}/prod"),
         &["--token", "tok.en.x", "logs", "create"],
@@ -420,7 +433,7 @@ async fn sends_a_bearer_token() {
 #[tokio::test(flavor = "multi_thread")]
 async fn signs_with_sigv4_for_iam() {
     use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    let (base, seen) = recorder().await.unwrap();
+    let (base, seen) = recorder(0).await.unwrap();
     let out = tokio::task::spawn_blocking({
         let base = base.clone();
         move || {
@@ -519,4 +532,27 @@ async fn signs_with_sigv4_for_iam() {
         .map(|h| h.value().to_owned())
         .unwrap();
     assert_eq!(auth, expected);
+}
+
+/// A `503` is sent again after its `Retry-After`, with the same idempotency key (so the API
+/// appends once); after the retries run out, the API's error and exit code 7.
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_a_busy_api_with_the_same_idempotency_key() {
+    let (base, seen) = recorder(3).await.unwrap();
+    let log = "00000000-0000-4000-8000-000000000001";
+    let said = ok(&base, &["set", log, "A1=1"]).await.unwrap();
+    assert!(said.contains("appended at sequence 0"), "{said}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "three 503s, then the append");
+    let keys: Vec<&str> = seen
+        .iter()
+        .map(|s| header(s, "idempotency-key").unwrap())
+        .collect();
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+
+    let (base, seen) = recorder(100).await.unwrap();
+    let o = run(&base, &["set", log, "A1=1"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    assert_eq!(seen.lock().unwrap().len(), 6, "the first try and 5 retries");
 }
