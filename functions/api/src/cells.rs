@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 use sheetlog_core::LogId;
-use sheetlog_core::sheet::{Range, Row};
+use std::collections::BTreeMap;
+
+use sheetlog_core::sheet::{CellRef, Range, Row};
 use sheetlog_core::snapshot::{ReadBudget, SnapshotError, grid, read_rows};
 use sheetlog_core::snapshot_input;
 
@@ -49,6 +51,22 @@ pub async fn read(
             });
         }
     };
+    let formats: BTreeMap<String, String> = rows
+        .iter()
+        .flat_map(|r| {
+            r.cells.iter().filter_map(move |(c, cell)| {
+                let f = cell.format.as_ref()?;
+                Some((
+                    CellRef {
+                        row: r.index,
+                        col: *c,
+                    }
+                    .to_string(),
+                    f.to_string(),
+                ))
+            })
+        })
+        .collect();
     let values = grid(rows, range);
     let values = values
         .into_iter()
@@ -62,6 +80,7 @@ pub async fn read(
         seq: at,
         range: raw_range.to_owned(),
         values,
+        formats,
     };
     // The budget above counts the values' bytes; what Lambda counts is the whole answer escaped
     // into its payload (quotes inside texts double), so check that too.

@@ -174,6 +174,10 @@ pub struct CellsResponse {
     pub range: String,
     /// Rows in order; each cell a string, number, boolean, `{"error": "#DIV/0!"}`, or null when empty.
     pub values: Vec<Vec<Value>>,
+    /// The number format of every cell in the range that has one, by A1 ref (e.g. `"0.00%"`);
+    /// absent when none has.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub formats: BTreeMap<String, String>,
 }
 
 /// The area a sheet's cells lie in, as of a sequence.

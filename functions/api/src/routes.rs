@@ -602,7 +602,7 @@ fn query_u64(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> 
     }
 }
 
-fn reject_unknown_params(q: &HashMap<String, String>, known: &[&str]) -> ApiResult<()> {
+pub(crate) fn reject_unknown_params(q: &HashMap<String, String>, known: &[&str]) -> ApiResult<()> {
     match q.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err(ApiError::InvalidQuery(format!(
             "unknown query parameter {k:?} (expected {})",

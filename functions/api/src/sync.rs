@@ -13,12 +13,12 @@
 //!
 //! [`EventLog::push_run`]: sheetlog_core::log::EventLog::push_run
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,7 +35,9 @@ use tracing::{info, warn};
 use crate::cells::{Bounded, rows_at};
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::routes::{ApiResult, body_bytes, event_body, parse_json, parse_log_id};
+use crate::routes::{
+    ApiResult, body_bytes, event_body, parse_json, parse_log_id, reject_unknown_params,
+};
 use crate::state::SharedState;
 
 /// The push and pull protocol version spoken here.
@@ -218,7 +220,8 @@ struct PullRequest {
 /// Replicache pull (protocol version 1): the cookie is the log's next sequence; the patch puts
 /// `cell/<A1>` keys (`{"value", "format"?}`) and `meta/seq`.
 #[utoipa::path(post, path = "/logs/{logId}/replicache/pull",
-    params(("logId" = String, Path, description = "the log's UUID")),
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("view" = Option<String>, Query, description = "`cells` (default): the patch carries the sheet's cells; `none`: only `meta/seq`, for a client that reads cells by range and keeps only its pending edits in Replicache")),
     request_body(content = Object, description = "a Replicache PullRequest (pullVersion 1)"),
     responses((status = 200, body = Object, description = "a PullResponse (cookie, lastMutationIDChanges, patch), or a Replicache error"),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
@@ -227,9 +230,20 @@ struct PullRequest {
 pub async fn pull(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
+    reject_unknown_params(&q, &["view"])?;
+    let with_cells = match q.get("view").map(String::as_str) {
+        None | Some("cells") => true,
+        Some("none") => false,
+        Some(other) => {
+            return Err(ApiError::InvalidQuery(format!(
+                "view={other:?} is not a view (expected cells or none)"
+            )));
+        }
+    };
     let req = parse_body(body, state.cfg.max_request_bytes)?;
     if let Some(resp) = unsupported_version(&req, "pullVersion", "pull") {
         return Ok(resp);
@@ -252,7 +266,7 @@ pub async fn pull(
         return Ok(replicache_error("ClientStateNotFound", None));
     }
     let group = req.client_group_id.as_str();
-    let view = view(&state, log, &log_id, group, cookie, next_seq).await?;
+    let view = view(&state, log, &log_id, group, cookie, next_seq, with_cells).await?;
     let body = json!({
         "cookie": next_seq,
         "lastMutationIDChanges": view.last_ids,
@@ -287,6 +301,7 @@ async fn view(
     group: &str,
     cookie: Option<u64>,
     next_seq: u64,
+    with_cells: bool,
 ) -> ApiResult<View> {
     let from_log = |e| ApiError::from_log(log_id, e);
     if cookie == Some(next_seq) {
@@ -370,8 +385,8 @@ async fn view(
         }),
     };
     let rows = match range {
-        Some(range) => read_at(state, log, log_id, next_seq, range).await?,
-        None => Vec::new(),
+        Some(range) if with_cells => read_at(state, log, log_id, next_seq, range).await?,
+        _ => Vec::new(),
     };
     let mut patch = Vec::new();
     let mut present = BTreeSet::new();
@@ -395,7 +410,7 @@ async fn view(
             patch.push(json!({"op": "put", "key": format!("cell/{at}"), "value": value}));
         }
     }
-    if let Some(cells) = &touched {
+    if let Some(cells) = touched.as_ref().filter(|_| with_cells) {
         for at in cells.difference(&present) {
             patch.push(json!({"op": "del", "key": format!("cell/{at}")}));
         }

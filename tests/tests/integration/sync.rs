@@ -549,6 +549,85 @@ async fn a_view_over_the_response_limit_is_refused_with_the_limit() -> anyhow::R
     Ok(())
 }
 
+/// `view=none` (the web client's pull): only `meta/seq` and the mutation ids, so a sheet far over
+/// the response limit still syncs; the cells are read by range instead.
+#[tokio::test]
+async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() -> anyhow::Result<()>
+{
+    let cfg = sheetlog_api::config::ApiConfig {
+        max_response_bytes: 8_000,
+        ..Default::default()
+    };
+    let api = TestApi::start_with("sync-none", cfg).await?;
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let cells: Vec<Value> = (1..=250)
+        .map(|r| json!({"ref": format!("A{r}"), "value": r}))
+        .collect();
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": cells}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let cells_view = api.url(&format!("/logs/{log}/replicache/pull"));
+    let (s, _) = post(&c, &cells_view, &pull_body("g", Value::Null)).await?;
+    assert_eq!(
+        s,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the cells view is too large"
+    );
+
+    let none = api.url(&format!("/logs/{log}/replicache/pull?view=none"));
+    let (s, v) = post(&c, &none, &pull_body("g", Value::Null)).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["cookie"], 2);
+    assert_eq!(
+        v["patch"],
+        json!([{"op": "clear"}, {"op": "put", "key": "meta/seq", "value": 2}])
+    );
+
+    // A push; the next pull moves the cookie and confirms the mutations, with no cell in it.
+    let body = push_body(
+        "g",
+        json!([
+            set_mutation("c1", 1, "B1", json!("x")),
+            set_mutation("c1", 2, "B2", json!("y"))
+        ]),
+    );
+    let (s, v) = post(&c, &push, &body).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = post(&c, &none, &pull_body("g", json!(2))).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["cookie"], 3);
+    assert_eq!(v["lastMutationIDChanges"], json!({"c1": 2}));
+    assert_eq!(
+        v["patch"],
+        json!([{"op": "put", "key": "meta/seq", "value": 3}])
+    );
+    // A full reset (rows moved) also carries no cells, and lists the group's clients.
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "insert-rows", "body": {"at": 1, "count": 1}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let (s, v) = post(&c, &none, &pull_body("g", json!(3))).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["lastMutationIDChanges"], json!({"c1": 2}));
+    assert_eq!(
+        v["patch"],
+        json!([{"op": "clear"}, {"op": "put", "key": "meta/seq", "value": 4}])
+    );
+
+    let bad = api.url(&format!("/logs/{log}/replicache/pull?view=some"));
+    let (s, v) = post(&c, &bad, &pull_body("g", Value::Null)).await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["code"], "invalid-query");
+    Ok(())
+}
+
 /// Replaying one log's client mutations onto another keeps their ids: the target gets the same
 /// cells, and a second replay appends nothing.
 #[tokio::test]
