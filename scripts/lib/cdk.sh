@@ -29,3 +29,22 @@ lambda_arch_context() {
   log "cannot add the aarch64-unknown-linux-gnu Rust target; building the functions for x86_64 instead"
   echo "-c architecture=x86_64"
 }
+
+# build_web: the web client's bundle (web/dist: esbuild, from web/src), which the API binary
+# embeds; run it before cargo builds the API.
+build_web() {
+  ensure_node_modules
+  (cd "$SHEETLOG_ROOT" && node web/build.mjs) || die "building the web client (web/build.mjs) failed"
+}
+
+# ensure_chromium: Debian's chromium for the browser tests, installed with apt when missing (the
+# tests drive it with playwright-core; no browser is downloaded).
+ensure_chromium() {
+  [ -x "${SHEETLOG_CHROMIUM:-/usr/bin/chromium}" ] && return 0
+  log "installing Debian's chromium for the browser tests (apt)"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
+    && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || die "could not install chromium with apt-get (the browser tests need Debian's chromium package)"
+}

@@ -168,6 +168,9 @@ pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
 fn route_need(method: &Method, path: &str) -> Option<Need> {
     match (method, path) {
         (_, "/health" | "/openapi.json") => None,
+        // The web client's page and bundle: public files, no log data (API Gateway serves
+        // these routes without an authorizer).
+        (_, "/" | "/sheets/{log_id}" | "/app/{*path}") => None,
         (&Method::POST, "/logs") => Some(Need::Create),
         // A pull only reads, although it is a POST (Replicache's protocol).
         (&Method::POST, "/logs/{log_id}/replicache/pull") => Some(Need::Read),

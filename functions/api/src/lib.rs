@@ -22,6 +22,7 @@ pub mod routes;
 pub mod state;
 pub mod sync;
 pub mod trigger;
+pub mod web;
 
 use axum::Router;
 use axum::body::Body;
@@ -201,6 +202,9 @@ pub fn router(state: SharedState) -> Router {
     let limit = state.cfg.max_request_bytes;
     let response_limit = state.cfg.max_response_bytes;
     Router::new()
+        .route("/", get(web::page))
+        .route("/sheets/{log_id}", get(web::sheet_page))
+        .route("/app/{*path}", get(web::asset))
         .route("/health", get(routes::health))
         .route("/openapi.json", get(openapi_json))
         .route("/logs", post(routes::create_log))

@@ -427,7 +427,8 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
     println!(
-        "sheetlog API listening on http://{addr}  (stream router and snapshot worker running; Ctrl-C stops)"
+        "sheetlog API listening on http://{addr}  (stream router and snapshot worker running; Ctrl-C stops)\n\
+         open http://{addr}/ in a browser for the spreadsheet"
     );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -155,6 +155,8 @@ async fn every_route_succeeds_and_entries_round_trip() -> anyhow::Result<()> {
         cells["values"],
         json!([["Nails", null, 0.01, 80], ["Item", null, 0.25, true]])
     );
+    // The formatted cell moved from B1 to C2 with the inserted row and columns.
+    assert_eq!(cells["formats"], json!({"C2": "0.00%"}));
     let before: Value = c
         .get(api.url(&format!("/logs/{log}/cells?range=A1:B1&at=2")))
         .send()
@@ -166,6 +168,33 @@ async fn every_route_succeeds_and_entries_round_trip() -> anyhow::Result<()> {
         json!([["Item", 0.25]]),
         "at=2 is the state before the insert"
     );
+    assert_eq!(before["formats"], json!({"B1": "0.00%"}));
+    let plain: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1&at=2")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert!(
+        plain.get("formats").is_none(),
+        "no formats, no field: {plain}"
+    );
+
+    // The web client's page and bundle, on the same origin (no storage read).
+    let page = c
+        .get(api.url("/sheets/00000000-0000-4000-8000-000000000000"))
+        .send()
+        .await?;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()?
+            .starts_with("text/html")
+    );
+    let missing = c.get(api.url("/app/no-such-file.js")).send().await?;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let escape = c.get(api.url("/app/..%2FCargo.toml")).send().await?;
+    assert_eq!(escape.status(), StatusCode::NOT_FOUND);
 
     let loaded: Value = c
         .get(api.url(&format!("/logs/{log}")))

@@ -1,0 +1,139 @@
+/**
+ * The page's calls to the sheetlog API, on the page's own origin. Every failure becomes an
+ * `ApiError` whose `message` is a sentence for the person using the page.
+ */
+
+const TOKEN_KEY = 'sheetlog.token';
+
+/** A JWT for a deployment with JWT authorization: from `#token=…` once, then local storage. */
+export function token(): string | undefined {
+  const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (m) {
+    localStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  return localStorage.getItem(TOKEN_KEY) ?? undefined;
+}
+
+export function setToken(value: string): void {
+  if (value.trim()) localStorage.setItem(TOKEN_KEY, value.trim());
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+export function authHeader(): string {
+  const t = token();
+  return t ? `Bearer ${t}` : '';
+}
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly detail: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+}
+
+/** The API's error body, `{"error": {"code", "message", …}}`, in words. */
+function explain(status: number, body: Record<string, unknown> | undefined): ApiError {
+  const e = (body?.error ?? {}) as Record<string, unknown>;
+  const code = typeof e.code === 'string' ? e.code : `http-${status}`;
+  const said = typeof e.message === 'string' ? e.message : '';
+  const words: Record<string, string> = {
+    unauthorized: 'The API wants a sign-in token: paste one under “Token”.',
+    forbidden: 'Your token does not give access to this sheet.',
+    'log-not-found': 'There is no sheet with this id (a typo, or it was made on another stack).',
+    conflict: 'Someone else changed the sheet at the same moment; try again.',
+    busy: 'The sheet is busy with many writers; try again in a moment.',
+    throttled: 'The service is throttling requests; try again in a moment.',
+    'upload-too-large': `File rejected: ${said}`,
+    'invalid-payload': `File rejected: ${said}`,
+    'range-too-large': `Too much to read at once: ${said}`,
+  };
+  let message = words[code] ?? (said || `The API answered ${status}.`);
+  if (status === 401 && !words[code]) message = words.unauthorized;
+  if (status === 403 && !words[code]) message = words.forbidden;
+  return new ApiError(message, status, code, e);
+}
+
+export async function call<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
+  const h: Record<string, string> = { ...headers };
+  const auth = authHeader();
+  if (auth) h.authorization = auth;
+  if (body !== undefined) h['content-type'] = 'application/json';
+  let resp: Response;
+  try {
+    resp = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    throw new ApiError('You are offline, or the API cannot be reached.', 0, 'offline');
+  }
+  const text = await resp.text();
+  let parsed: Record<string, unknown> | undefined;
+  try {
+    parsed = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!resp.ok) throw explain(resp.status, parsed);
+  return parsed as T;
+}
+
+export interface CellsAnswer {
+  seq: number;
+  range: string;
+  values: unknown[][];
+  formats?: Record<string, string>;
+}
+export interface Extent {
+  seq: number;
+  rows: number;
+  columns: number;
+  range?: string;
+}
+export interface Entry {
+  seq: number;
+  type: string;
+  created: string;
+  body: Record<string, unknown>;
+}
+export interface EntriesPage {
+  entries: Entry[];
+  nextSeq: number;
+  complete: boolean;
+}
+export interface Upload {
+  uploadId: string;
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+}
+
+/** PUTs a file to a presigned URL, reporting progress (fetch cannot report upload progress). */
+export function putWithProgress(
+  upload: Upload,
+  file: Blob,
+  onProgress: (sent: number, total: number) => void,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open(upload.method || 'PUT', upload.url);
+    for (const [k, v] of Object.entries(upload.headers ?? {})) {
+      // Browsers set these themselves and refuse to be told.
+      if (!/^(content-length|host)$/i.test(k)) xhr.setRequestHeader(k, v);
+    }
+    xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+    xhr.onload = () =>
+      xhr.status >= 200 && xhr.status < 300
+        ? resolve()
+        : reject(new ApiError(`File rejected by storage (HTTP ${xhr.status}).`, xhr.status, 'upload-failed'));
+    xhr.onerror = () => reject(new ApiError('The upload failed: offline, or storage cannot be reached.', 0, 'offline'));
+    xhr.send(file);
+  });
+}

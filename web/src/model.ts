@@ -1,0 +1,241 @@
+/**
+ * The sheet as the page sees it: A1 references, typed values and how they display, and the
+ * Replicache side of editing.
+ *
+ * The page pulls with `view=none` (docs/sync.md), so Replicache's store holds no server cells:
+ * only `meta/seq` (the sequence the server's state is pinned at) and what the client's *pending*
+ * mutations wrote. Those keys are the overlay the grid draws over cells read by range at that
+ * sequence. When a pull confirms a mutation, Replicache rebases and its keys vanish from the
+ * overlay in the same step that moves `meta/seq` past it, so an edit is never shown twice or lost.
+ */
+import { format as numfmt } from 'numfmt';
+import type { ReadonlyJSONValue, WriteTransaction } from 'replicache';
+
+/** Excel's limits, as the server enforces them (docs/sheet-model.md). */
+export const MAX_ROWS = 1_048_576;
+export const MAX_COLS = 16_384;
+
+export type Value = string | number | boolean | null | { error: string };
+export interface Cell {
+  value: Value;
+  format?: string;
+}
+
+/** 0-based column → letters: 0 → A, 26 → AA. */
+export function colName(col: number): string {
+  let s = '';
+  for (let n = col + 1; n > 0; n = Math.floor((n - 1) / 26)) s = String.fromCharCode(65 + ((n - 1) % 26)) + s;
+  return s;
+}
+
+export function refOf(row: number, col: number): string {
+  return `${colName(col)}${row + 1}`;
+}
+
+/** "B12" → {row: 11, col: 1}; undefined when it is not a cell reference inside the sheet. */
+export function parseRef(text: string): { row: number; col: number } | undefined {
+  const m = /^\s*([A-Za-z]{1,3})\s*(\d{1,7})\s*$/.exec(text);
+  if (!m) return undefined;
+  let col = 0;
+  for (const ch of m[1].toUpperCase()) col = col * 26 + (ch.charCodeAt(0) - 64);
+  const row = Number(m[2]);
+  if (row < 1 || row > MAX_ROWS || col < 1 || col > MAX_COLS) return undefined;
+  return { row: row - 1, col: col - 1 };
+}
+
+/** Column letters → 0-based index ("C" → 2). */
+export function parseCol(letters: string): number {
+  let col = 0;
+  for (const ch of letters.toUpperCase()) col = col * 26 + (ch.charCodeAt(0) - 64);
+  return col - 1;
+}
+
+const ERRORS = new Set(['#NULL!', '#DIV/0!', '#VALUE!', '#REF!', '#NAME?', '#NUM!', '#N/A']);
+
+/** What a person typed → the value to store: numbers and TRUE/FALSE as such, empty as null. */
+export function parseInput(text: string): Value {
+  const t = text.trim();
+  if (t === '') return null;
+  if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) {
+    const n = Number(t);
+    if (Number.isFinite(n)) return n;
+  }
+  if (/^true$/i.test(t)) return true;
+  if (/^false$/i.test(t)) return false;
+  if (ERRORS.has(t.toUpperCase())) return { error: t.toUpperCase() };
+  return text;
+}
+
+/** The text a cell shows: its value through its number format (Excel's format codes). */
+export function display(cell: Cell | undefined): string {
+  if (!cell) return '';
+  const v = cell.value;
+  if (v === null) return '';
+  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
+  if (typeof v === 'object') return v.error;
+  if (typeof v === 'number') {
+    try {
+      return numfmt(cell.format ?? 'General', v);
+    } catch {
+      return String(v);
+    }
+  }
+  return v;
+}
+
+/** The text an editor starts with: the raw value, not its formatted form. */
+export function editText(cell: Cell | undefined): string {
+  const v = cell?.value;
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
+  if (typeof v === 'object') return v.error;
+  return String(v);
+}
+
+// ---- The overlay of pending edits ------------------------------------------------------------
+
+/** A row or column insert/delete still pending: cells the overlay does not hold move by it. */
+export interface ShapeOp {
+  axis: 'rows' | 'columns';
+  op: 'insert' | 'delete';
+  /** 0-based first row or column. */
+  at: number;
+  count: number;
+}
+
+/**
+ * Where a cell the page shows was before the pending shape changes, i.e. which cell of the
+ * server's state it displays; null for a cell in a row or column a pending insert created.
+ */
+export function toBase(row: number, col: number, ops: readonly ShapeOp[]): { row: number; col: number } | null {
+  let r = row;
+  let c = col;
+  for (let i = ops.length - 1; i >= 0; i--) {
+    const o = ops[i];
+    const x = o.axis === 'rows' ? r : c;
+    let y = x;
+    if (o.op === 'insert') {
+      if (x >= o.at + o.count) y = x - o.count;
+      else if (x >= o.at) return null;
+    } else if (x >= o.at) {
+      y = x + o.count;
+    }
+    if (o.axis === 'rows') r = y;
+    else c = y;
+  }
+  return { row: r, col: c };
+}
+
+export interface SetArgs {
+  cells: { ref: string; value: Value; format?: string }[];
+}
+export interface RowArgs {
+  at: number;
+  count: number;
+}
+export interface ColumnArgs {
+  at: string;
+  count: number;
+}
+
+const SHAPE_PREFIX = 'shape/';
+const CELL_PREFIX = 'cell/';
+
+/** Moves or drops the overlay's cells for a shape change, and records it. */
+async function reshape(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
+  const moved: [string, ReadonlyJSONValue][] = [];
+  for await (const [key, v] of tx.scan({ prefix: CELL_PREFIX }).entries()) {
+    const at = parseRef(key.slice(CELL_PREFIX.length));
+    if (!at) continue;
+    const x = shape.axis === 'rows' ? at.row : at.col;
+    let y: number | null = x;
+    if (shape.op === 'insert' && x >= shape.at) y = x + shape.count;
+    if (shape.op === 'delete' && x >= shape.at) y = x < shape.at + shape.count ? null : x - shape.count;
+    if (y === x) continue;
+    await tx.del(key);
+    const limit = shape.axis === 'rows' ? MAX_ROWS : MAX_COLS;
+    if (y === null || y >= limit) continue;
+    moved.push([CELL_PREFIX + (shape.axis === 'rows' ? refOf(y, at.col) : refOf(at.row, y)), v]);
+  }
+  for (const [k, v] of moved) await tx.set(k, v);
+  const n = ((await tx.get('meta/shapes')) as number | undefined) ?? 0;
+  await tx.set('meta/shapes', n + 1);
+  await tx.set(`${SHAPE_PREFIX}${String(n).padStart(12, '0')}`, { ...shape });
+}
+
+/**
+ * The client side of each mutator: the name is the entry type and the args its body, exactly
+ * what the server applies (functions/api/src/sync.rs), so the overlay shows what will land.
+ */
+export const mutators = {
+  async set(tx: WriteTransaction, args: SetArgs) {
+    // A cleared cell stays in the overlay as null: the server's state under it may have a value.
+    for (const c of args.cells) {
+      await tx.set(
+        CELL_PREFIX + c.ref.toUpperCase(),
+        c.format ? { value: c.value, format: c.format } : { value: c.value },
+      );
+    }
+  },
+  async 'insert-rows'(tx: WriteTransaction, args: RowArgs) {
+    await reshape(tx, { axis: 'rows', op: 'insert', at: args.at - 1, count: args.count });
+  },
+  async 'delete-rows'(tx: WriteTransaction, args: RowArgs) {
+    await reshape(tx, { axis: 'rows', op: 'delete', at: args.at - 1, count: args.count });
+  },
+  async 'insert-columns'(tx: WriteTransaction, args: ColumnArgs) {
+    await reshape(tx, { axis: 'columns', op: 'insert', at: parseCol(args.at), count: args.count });
+  },
+  async 'delete-columns'(tx: WriteTransaction, args: ColumnArgs) {
+    await reshape(tx, { axis: 'columns', op: 'delete', at: parseCol(args.at), count: args.count });
+  },
+};
+export type Mutators = typeof mutators;
+
+/** One consistent read of Replicache's store: the pinned sequence and the pending overlay. */
+export interface LocalView {
+  seq: number;
+  cells: Map<string, Cell>;
+  shapes: ShapeOp[];
+}
+
+/**
+ * The subscription's result must be plain JSON: Replicache compares results as JSON values to
+ * decide whether anything changed, and a Map would always look unchanged.
+ */
+export interface LocalJson {
+  seq: number;
+  cells: [string, Cell][];
+  shapes: ShapeOp[];
+}
+
+export function fromJson(j: LocalJson): LocalView {
+  return { seq: j.seq, cells: new Map(j.cells), shapes: j.shapes };
+}
+
+export async function readLocal(tx: {
+  get(key: string): Promise<ReadonlyJSONValue | undefined>;
+  scan(o: { prefix: string }): { entries(): AsyncIterable<readonly [string, ReadonlyJSONValue]> };
+}): Promise<LocalJson | null> {
+  const seq = (await tx.get('meta/seq')) as number | undefined;
+  if (seq === undefined) return null;
+  const cells: [string, Cell][] = [];
+  for await (const [k, v] of tx.scan({ prefix: CELL_PREFIX }).entries())
+    cells.push([k.slice(CELL_PREFIX.length), v as unknown as Cell]);
+  const shapes: ShapeOp[] = [];
+  for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) shapes.push(v as unknown as ShapeOp);
+  return { seq, cells, shapes };
+}
+
+/** One CSV field, quoted when it must be (RFC 4180). */
+export function csvField(text: string): string {
+  return /[",\r\n]/.test(text) || /^\s|\s$/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** A value as an exported CSV field holds it: raw numbers, not their formatted text. */
+export function csvValue(v: Value): string {
+  if (v === null) return '';
+  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
+  if (typeof v === 'object') return v.error;
+  return csvField(String(v));
+}
