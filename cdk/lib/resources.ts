@@ -186,15 +186,20 @@ export function describeLocalResources(template: Json): LocalResources {
           abortIncompleteMultipartUploadDays: r.AbortIncompleteMultipartUpload?.DaysAfterInitiation ?? null,
         }),
       ),
-      cors: (p.CorsConfiguration?.CorsRules ?? []).map(
-        (r: Json): LocalCorsRule => ({
-          allowedMethods: r.AllowedMethods ?? [],
-          allowedOrigins: r.AllowedOrigins ?? [],
-          allowedHeaders: r.AllowedHeaders ?? [],
-          exposedHeaders: r.ExposedHeaders ?? [],
-          maxAgeSeconds: r.MaxAge ?? null,
-        }),
-      ),
+      // An origin that is not a string is the deployed API's own (the web page's origin, known
+      // only once deployed). Locally the page is served by the local API, which the local
+      // stack's `*` covers, so rules with only such origins are left out.
+      cors: (p.CorsConfiguration?.CorsRules ?? [])
+        .map(
+          (r: Json): LocalCorsRule => ({
+            allowedMethods: r.AllowedMethods ?? [],
+            allowedOrigins: (r.AllowedOrigins ?? []).filter((o: unknown) => typeof o === 'string'),
+            allowedHeaders: r.AllowedHeaders ?? [],
+            exposedHeaders: r.ExposedHeaders ?? [],
+            maxAgeSeconds: r.MaxAge ?? null,
+          }),
+        )
+        .filter((r: LocalCorsRule) => r.allowedOrigins.length > 0),
     };
   });
 

@@ -33,6 +33,7 @@ import { type FunctionCrate, SheetlogFunction } from './constructs/sheetlog-func
 import { SheetlogTable } from './constructs/sheetlog-table';
 import { FUNCTIONS_DIR } from './paths';
 import { type FilterPattern, loadStreamFilterPatterns } from './stream-filter';
+import { buildWebClient } from './web';
 
 /** The function crates: `functions/<dir>`, package = binary = `binaryName`. */
 export const CRATES = {
@@ -263,6 +264,8 @@ export class SheetlogStack extends Stack {
       cargoProfile: config.lambdaProfile,
     };
 
+    // The API embeds the web client's bundle at compile time (cdk/lib/web.ts).
+    if (this.bundlingRequired && functionsDir === FUNCTIONS_DIR) buildWebClient();
     this.api = new SheetlogFunction(this, 'Api', {
       ...common,
       crate: CRATES.api,
@@ -416,6 +419,34 @@ export class SheetlogStack extends Stack {
               maxAge: Duration.hours(1),
             },
       createDefaultStage: false,
+    });
+    // The web spreadsheet (functions/api/src/web.rs): the same function serves the page, on the
+    // API's own origin. Its three routes carry no authorizer: they answer public files and read no
+    // data; every data route keeps the default authorizer, and the page sends the person's token.
+    const webIntegration = new HttpLambdaIntegration('WebIntegration', this.api.function, {
+      payloadFormatVersion: apigw.PayloadFormatVersion.VERSION_2_0,
+    });
+    for (const path of ['/', '/sheets/{logId}', '/app/{proxy+}']) {
+      for (const route of this.httpApi.addRoutes({
+        path,
+        methods: [apigw.HttpMethod.GET],
+        integration: webIntegration,
+        authorizer: new apigw.HttpNoneAuthorizer(),
+      })) {
+        Validations.of(route).acknowledge({
+          id: 'AwsSolutions-APIG4',
+          reason:
+            'The web client page and its script bundle: static public files that read no data. Every data route is authorized.',
+        });
+      }
+    }
+    // The page uploads imports straight to S3 with presigned PUTs, from the API's origin.
+    this.bucket.addCorsRule({
+      allowedMethods: [s3.HttpMethods.PUT, s3.HttpMethods.GET, s3.HttpMethods.HEAD],
+      allowedOrigins: [this.httpApi.apiEndpoint],
+      allowedHeaders: ['*'],
+      exposedHeaders: ['ETag'],
+      maxAge: 3600,
     });
     const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
       retention: logRetention,

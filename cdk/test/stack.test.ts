@@ -153,8 +153,13 @@ describe('bucket', () => {
     );
   });
 
-  test('has no CORS rule unless origins are configured', () => {
-    assert.equal(bucket.Properties.CorsConfiguration, undefined);
+  test("CORS allows only the API's own origin (the web page) unless origins are configured", () => {
+    const rules = bucket.Properties.CorsConfiguration.CorsRules;
+    assert.equal(rules.length, 1);
+    assert.deepEqual(rules[0].AllowedOrigins, [
+      { 'Fn::GetAtt': [onlyResource(json, 'AWS::ApiGatewayV2::Api')[0], 'ApiEndpoint'] },
+    ]);
+    assert.deepEqual([...rules[0].AllowedMethods].sort(), ['GET', 'HEAD', 'PUT']);
   });
 
   test('CORS lets configured origins PUT and GET through presigned URLs', () => {
@@ -388,9 +393,17 @@ describe('event sources', () => {
 });
 
 describe('HTTP API', () => {
+  /** The `$default` route (every data route), and the web page's routes by route key. */
+  const routes = (json: Json) => {
+    const all = resourcesOfType(json, 'AWS::ApiGatewayV2::Route').map(([, r]) => r);
+    const byKey = Object.fromEntries(all.map((r) => [r.Properties.RouteKey, r]));
+    assert.equal(all.length, 4, 'the $default route and three for the web page');
+    return { route: byKey.$default, byKey };
+  };
+
   test('routes everything to the API function with IAM authorization by default', () => {
     const { json, template } = synth();
-    const [, route] = onlyResource(json, 'AWS::ApiGatewayV2::Route');
+    const { route } = routes(json);
     assert.equal(route.Properties.RouteKey, '$default');
     assert.equal(route.Properties.AuthorizationType, 'AWS_IAM');
     template.resourceCountIs('AWS::ApiGatewayV2::Authorizer', 0);
@@ -414,12 +427,28 @@ describe('HTTP API', () => {
       Audience: ['web-client', 'cli-client'],
     });
     assert.deepEqual(authorizer.Properties.IdentitySource, ['$request.header.Authorization']);
-    const [, route] = onlyResource(json, 'AWS::ApiGatewayV2::Route');
+    const { route } = routes(json);
     assert.equal(route.Properties.AuthorizationType, 'JWT');
     assert.deepEqual(route.Properties.AuthorizerId, { Ref: authorizerId });
     template.hasOutput('ApiAuthorization', { Value: 'JWT' });
     const [, api] = functionByBinary(json, 'sheetlog-api');
     assert.equal(api.Properties.Environment.Variables.SHEETLOG_ACCESS_CLAIM, 'sheetlog_logs');
+  });
+
+  test('serves the web page on three GET routes without an authorizer, to the same function', () => {
+    for (const context of [{}, { jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web' }]) {
+      const { json } = synth(context);
+      const { byKey } = routes(json);
+      for (const key of ['GET /', 'GET /sheets/{logId}', 'GET /app/{proxy+}']) {
+        assert.ok(byKey[key], `${key} is routed`);
+        assert.equal(byKey[key].Properties.AuthorizationType, 'NONE');
+        const target = byKey[key].Properties.Target['Fn::Join'][1][1].Ref;
+        const integration = json.Resources[target];
+        assert.deepEqual(integration.Properties.IntegrationUri, {
+          'Fn::GetAtt': [functionByBinary(json, API)[0], 'Arn'],
+        });
+      }
+    }
   });
 
   test('names the per-log access claim under JWT only, as configured', () => {
