@@ -1,0 +1,152 @@
+/**
+ * The web client's model without a browser: references, typed input, display through number
+ * formats, CSV fields, and the overlay of pending edits (mutators on a store that behaves like
+ * Replicache's: ordered keys, scan by prefix) checked against the mapping the grid draws with.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { WriteTransaction } from 'replicache';
+import {
+  colName,
+  csvField,
+  csvValue,
+  display,
+  mutators,
+  parseInput,
+  parseRef,
+  readLocal,
+  refOf,
+  type ShapeOp,
+  toBase,
+} from '../src/model.ts';
+
+/** Enough of a Replicache transaction for the mutators: an ordered key-value store. */
+function store() {
+  const m = new Map<string, unknown>();
+  const tx = {
+    async get(k: string) {
+      return m.get(k);
+    },
+    async set(k: string, v: unknown) {
+      m.set(k, v);
+    },
+    async del(k: string) {
+      return m.delete(k);
+    },
+    scan({ prefix }: { prefix: string }) {
+      const rows = [...m.entries()].filter(([k]) => k.startsWith(prefix)).sort(([a], [b]) => (a < b ? -1 : 1));
+      return {
+        entries: () =>
+          (async function* () {
+            yield* rows;
+          })(),
+      };
+    },
+  };
+  return { m, tx: tx as unknown as WriteTransaction };
+}
+
+describe('references and values', () => {
+  test('columns and refs round-trip at the edges of the sheet', () => {
+    assert.equal(colName(0), 'A');
+    assert.equal(colName(25), 'Z');
+    assert.equal(colName(26), 'AA');
+    assert.equal(colName(16_383), 'XFD');
+    assert.deepEqual(parseRef('xfd1048576'), { row: 1_048_575, col: 16_383 });
+    assert.equal(parseRef('XFE1'), undefined);
+    assert.equal(parseRef('A0'), undefined);
+    assert.equal(parseRef('A1048577'), undefined);
+    for (const [r, c] of [
+      [0, 0],
+      [899_999, 27],
+      [1_048_575, 16_383],
+    ]) {
+      assert.deepEqual(parseRef(refOf(r, c)), { row: r, col: c });
+    }
+  });
+
+  test('typed text becomes numbers, booleans, errors or text', () => {
+    assert.equal(parseInput('42'), 42);
+    assert.equal(parseInput(' -3.5e2 '), -350);
+    assert.equal(parseInput('true'), true);
+    assert.deepEqual(parseInput('#div/0!'), { error: '#DIV/0!' });
+    assert.equal(parseInput(''), null);
+    assert.equal(parseInput('12 apples'), '12 apples');
+    assert.equal(parseInput('1.2.3'), '1.2.3');
+  });
+
+  test('numbers display through their format, others as Excel shows them', () => {
+    assert.equal(display({ value: 0.1234, format: '0.00%' }), '12.34%');
+    assert.equal(display({ value: 1234567.891, format: '#,##0.00' }), '1,234,567.89');
+    assert.equal(display({ value: 45000, format: 'yyyy-mm-dd' }), '2023-03-15');
+    assert.equal(display({ value: 3.5 }), '3.5');
+    assert.equal(display({ value: false }), 'FALSE');
+    assert.equal(display({ value: { error: '#N/A' } }), '#N/A');
+    assert.equal(display({ value: null }), '');
+    assert.equal(display(undefined), '');
+  });
+
+  test('CSV fields are quoted only when they must be', () => {
+    assert.equal(csvField('plain'), 'plain');
+    assert.equal(csvField('a,b'), '"a,b"');
+    assert.equal(csvField('say "hi"'), '"say ""hi"""');
+    assert.equal(csvField('two\nlines'), '"two\nlines"');
+    assert.equal(csvValue(2.5), '2.5');
+    assert.equal(csvValue(null), '');
+  });
+});
+
+describe('the overlay of pending edits', () => {
+  test('inserted rows map to nothing, later rows to where they were', () => {
+    const ops: ShapeOp[] = [{ axis: 'rows', op: 'insert', at: 1, count: 2 }];
+    assert.deepEqual(toBase(0, 0, ops), { row: 0, col: 0 });
+    assert.equal(toBase(1, 0, ops), null);
+    assert.equal(toBase(2, 0, ops), null);
+    assert.deepEqual(toBase(3, 4, ops), { row: 1, col: 4 });
+  });
+
+  test('several changes map back through each, newest first', () => {
+    const ops: ShapeOp[] = [
+      { axis: 'rows', op: 'delete', at: 0, count: 1 },
+      { axis: 'columns', op: 'insert', at: 0, count: 1 },
+      { axis: 'rows', op: 'insert', at: 5, count: 1 },
+    ];
+    assert.deepEqual(toBase(0, 1, ops), { row: 1, col: 0 });
+    assert.equal(toBase(0, 0, ops), null);
+    assert.equal(toBase(5, 3, ops), null);
+    assert.deepEqual(toBase(6, 3, ops), { row: 6, col: 2 });
+  });
+
+  test('mutators move the overlay as the server will move the cells', async () => {
+    const { m, tx } = store();
+    await mutators.set(tx, {
+      cells: [
+        { ref: 'a1', value: 1 },
+        { ref: 'A3', value: 3, format: '0.0' },
+        { ref: 'C2', value: null },
+      ],
+    });
+    await mutators['insert-rows'](tx, { at: 2, count: 2 });
+    await mutators['delete-columns'](tx, { at: 'B', count: 1 });
+    await mutators['insert-columns'](tx, { at: 'A', count: 1 });
+    await mutators['delete-rows'](tx, { at: 1, count: 1 });
+    const local = await readLocal({
+      get: async (k) => ((k === 'meta/seq' ? 7 : m.get(k)) as never) ?? undefined,
+      scan: tx.scan.bind(tx) as never,
+    });
+    assert.ok(local);
+    // A1 was deleted with row 1; A3 went down 2, right 1, up 1; C2 (cleared) went down 2,
+    // left 1, right 1, up 1: both keep their values and format.
+    assert.deepEqual(Object.fromEntries(local.cells), {
+      B4: { value: 3, format: '0.0' },
+      C3: { value: null },
+    });
+    assert.deepEqual(
+      local.shapes.map((s) => `${s.op} ${s.axis} ${s.at} ${s.count}`),
+      ['insert rows 1 2', 'delete columns 1 1', 'insert columns 0 1', 'delete rows 0 1'],
+    );
+    // The server's C3 is drawn at C4 (down 2, left 1, right 1, up 1); its B column is gone.
+    assert.deepEqual(toBase(3, 2, local.shapes), { row: 2, col: 2 });
+    assert.deepEqual(toBase(3, 1, local.shapes), { row: 2, col: 0 });
+  });
+});
