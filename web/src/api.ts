@@ -54,7 +54,13 @@ function explain(status: number, body: Record<string, unknown> | undefined): Api
   };
   let message = words[code] ?? (said || `The API answered ${status}.`);
   if (status === 401 && !words[code]) message = words.unauthorized;
-  if (status === 403 && !words[code]) message = words.forbidden;
+  // API Gateway's own refusal (no error code of ours): its authorizer turned the request away.
+  if (status === 403 && typeof e.code !== 'string') {
+    message = token()
+      ? 'The API refused this token: it may have expired, or be for another stack.'
+      : 'This API needs authorization. With JWT, paste a token under “Token” on the sheet list; ' +
+        'an IAM-authorized API cannot be called from a browser (deploy with jwtIssuer for the web page).';
+  }
   return new ApiError(message, status, code, e);
 }
 

@@ -263,7 +263,11 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
       nameBox.value = refOf(row, col);
       const c = current(row, col);
       formula.value = editText(c);
-      format.value = c?.format && FORMATS.some(([f]) => f === c.format) ? c.format : '';
+      // A format the list does not offer (an imported sheet's, say) is shown as its code.
+      const code = c?.format ?? '';
+      if (code && ![...format.options].some((o) => o.value === code))
+        format.append(el('option', { value: code, textContent: code }));
+      format.value = code;
     },
     editText: (row: number, col: number) => editText(current(row, col)),
   };
