@@ -51,6 +51,7 @@ function explain(status: number, body: Record<string, unknown> | undefined): Api
     'upload-too-large': `File rejected: ${said}`,
     'invalid-payload': `File rejected: ${said}`,
     'range-too-large': `Too much to read at once: ${said}`,
+    'history-deleted': 'That version is older than this stack keeps (its retention policy removed it).',
   };
   let message = words[code] ?? (said || `The API answered ${status}.`);
   if (status === 401 && !words[code]) message = words.unauthorized;

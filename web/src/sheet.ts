@@ -492,8 +492,15 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     lastListed = end;
     try {
       const from = Math.max(0, end - 200);
-      const page = await call<EntriesPage>('GET', `${api}/entries?from=${from}&limit=200`);
-      slider.min = String(page.entries[0]?.seq ?? 0);
+      let first = 0;
+      const page = await call<EntriesPage>('GET', `${api}/entries?from=${from}&limit=200`).catch((e: unknown) => {
+        // The oldest entries were removed by the retention policy: list from the first kept.
+        if (!(e instanceof ApiError && e.code === 'truncated')) throw e;
+        first = Number(e.detail.firstSeq ?? from);
+        return call<EntriesPage>('GET', `${api}/entries?from=${first}&limit=200`);
+      });
+      // The list shows the newest 200 entries; the slider reaches every version still kept.
+      slider.min = String(first);
       slider.max = String(Math.max(0, end - 1));
       if (historyAt === undefined) slider.value = slider.max;
       historyList.replaceChildren(
@@ -512,9 +519,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
           }),
       );
     } catch (e) {
-      if (e instanceof ApiError && e.code === 'truncated')
-        messages.warn('Older versions were archived by the retention policy.');
-      else messages.error(e instanceof ApiError ? e.message : String(e));
+      messages.error(e instanceof ApiError ? e.message : String(e), 'history');
     }
   }
 
