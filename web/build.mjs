@@ -2,15 +2,23 @@
 // page. The API embeds web/dist at compile time (functions/api/src/web.rs), so this runs before
 // cargo builds the API: ./scripts/dev, ./scripts/test and the CDK app (cdk/lib/web.ts) call it.
 //
-//   node web/build.mjs [--watch]
+//   node web/build.mjs
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = join(here, 'dist');
+
+// Writes a file only when its content differs, so an unchanged client leaves web/dist's mtimes
+// alone and cargo does not rebuild the API crate (its build script watches web/dist).
+function writeIfChanged(path, content) {
+  const bytes = Buffer.from(content);
+  if (existsSync(path) && readFileSync(path).equals(bytes)) return;
+  writeFileSync(path, bytes);
+}
 
 export async function build() {
   mkdirSync(out, { recursive: true });
@@ -22,19 +30,20 @@ export async function build() {
     minify: true,
     sourcemap: false,
     outfile: join(out, 'app.js'),
+    write: false,
     logLevel: 'warning',
-    metafile: true,
   });
+  const [bundle] = result.outputFiles;
+  const js = bundle.contents;
   const css = readFileSync(join(here, 'styles.css'), 'utf8');
-  writeFileSync(join(out, 'app.css'), css);
-  const js = readFileSync(join(out, 'app.js'));
   const version = createHash('sha256').update(js).update(css).digest('hex').slice(0, 12);
-  writeFileSync(
+  writeIfChanged(join(out, 'app.js'), js);
+  writeIfChanged(join(out, 'app.css'), css);
+  writeIfChanged(
     join(out, 'index.html'),
     readFileSync(join(here, 'index.html'), 'utf8').replaceAll('__VERSION__', version),
   );
-  const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
-  return { version, bytes };
+  return { version, bytes: js.length };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
