@@ -9,6 +9,8 @@
 #[cfg(feature = "engine")]
 #[cfg(feature = "archive")]
 pub mod archive;
+// Client mutations are sheet events, so sync needs the engine; the stream router does without.
+#[cfg(feature = "engine")]
 mod clients;
 mod retry;
 
@@ -1273,7 +1275,7 @@ fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "engine"))]
 mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
