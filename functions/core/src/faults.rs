@@ -15,7 +15,9 @@
 //! - **latency spikes**.
 //!
 //! Every decision comes from one seeded generator, so a run is reproducible from its profile and
-//! seed (given the same interleaving). Counters report what was injected.
+//! seed (given the same interleaving). Counters report what was injected, and how many calls
+//! (requests) passed through: with the `none` profile the adapter is a request counter, which the
+//! scale benchmark uses over the emulator and the in-memory stores alike.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,6 +124,9 @@ impl FaultProfile {
 /// What was injected, by kind.
 #[derive(Debug, Default)]
 pub struct FaultCounts {
+    /// Calls that reached the adapter, faulted or not: one request each (`all_segments` pages
+    /// inside one call). Not a fault, so not in [`FaultCounts::total`].
+    pub calls: AtomicU64,
     pub stale_reads: AtomicU64,
     pub lost_responses: AtomicU64,
     pub throttles: AtomicU64,
@@ -185,6 +190,12 @@ impl Faults {
                 .unwrap_or(false)
     }
 
+    /// Whether recent writes must be remembered: only stale reads look at them, so a profile
+    /// without stale reads skips the bookkeeping (and its cost, which grows with the write rate).
+    fn remembers(&self) -> bool {
+        self.profile.stale_read > 0.0
+    }
+
     fn is_recent(&self, at: Option<&Instant>) -> bool {
         at.is_some_and(|t| t.elapsed() < self.profile.stale_for)
     }
@@ -195,6 +206,7 @@ impl Faults {
         service: &'static str,
         operation: &'static str,
     ) -> Result<(), StoreError> {
+        self.counts.calls.fetch_add(1, Ordering::Relaxed);
         if self.roll(self.profile.latency_spike) {
             self.counts.latency_spikes.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(self.profile.spike).await;
@@ -219,6 +231,9 @@ impl Faults {
     }
 
     fn note_entry(&self, log: LogId, e: &EntryRecord) {
+        if !self.remembers() {
+            return;
+        }
         if let Ok(mut r) = self.recent.lock() {
             let now = Instant::now();
             let window = self.profile.stale_for;
@@ -270,7 +285,9 @@ impl<S: LogStore> FaultyLogStore<S> {
             for e in entries {
                 self.faults.note_entry(log, e);
             }
-            if let Ok(mut r) = self.faults.recent.lock() {
+            if self.faults.remembers()
+                && let Ok(mut r) = self.faults.recent.lock()
+            {
                 r.segments.insert((log, segment.num), Instant::now());
             }
             self.faults.lose_response();
@@ -631,7 +648,9 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         self.inner
             .set_snapshot_root(log, segment, num, root, units)
             .await?;
-        if let Ok(mut r) = self.faults.recent.lock() {
+        if self.faults.remembers()
+            && let Ok(mut r) = self.faults.recent.lock()
+        {
             r.roots.insert((log, segment, num), Instant::now());
         }
         if self.faults.lose_response() {
@@ -651,22 +670,28 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         units: &mut RequestUnits,
     ) -> Result<bool, StoreError> {
         self.faults.before(DDB, "UpdateItem").await?;
-        let before = self
-            .inner
-            .segment(
-                log,
-                segment,
-                Consistency::Strong,
-                &mut RequestUnits::default(),
-            )
-            .await?
-            .and_then(|s| s.last_snapshot);
+        // What a stale read would show after the move (bookkeeping: not a request of the log's).
+        let before = if self.faults.remembers() {
+            self.inner
+                .segment(
+                    log,
+                    segment,
+                    Consistency::Strong,
+                    &mut RequestUnits::default(),
+                )
+                .await?
+                .and_then(|s| s.last_snapshot)
+        } else {
+            None
+        };
         let moved = self
             .inner
             .advance_last_snapshot(log, segment, num, units)
             .await?;
         if moved {
-            if let Ok(mut r) = self.faults.recent.lock() {
+            if self.faults.remembers()
+                && let Ok(mut r) = self.faults.recent.lock()
+            {
                 r.last_snapshots
                     .insert((log, segment), (Instant::now(), before));
             }
