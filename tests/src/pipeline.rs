@@ -306,8 +306,8 @@ pub fn rows_event(at: u32, rows: u32, tag: &str) -> anyhow::Result<NewEntry> {
 
 /// Runs a snapshot job until it finishes, sleeping through deferrals (at most 2 s each) and
 /// continuing after hand-offs; returns every outcome in order.
-pub async fn drive(
-    worker: &Worker,
+pub async fn drive<S: sheetlog_core::ports::LogStore, P: sheetlog_core::ports::PayloadStore>(
+    worker: &Worker<S, P>,
     job: sheetlog_core::domain::SnapshotJob,
 ) -> anyhow::Result<Vec<sheetlog_snapshot_worker::Outcome>> {
     use sheetlog_snapshot_worker::Outcome;

@@ -23,16 +23,25 @@
 //! its figure includes them.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_api::ApiConfig;
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{EntryType, SnapshotJob};
-use sheetlog_core::log::{AppendOptions, SegmentHint};
-use sheetlog_core::sheet::Event;
+use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
+use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
+use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
+use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::sheet::{Event, Range};
+use sheetlog_core::snapshot::{
+    BlobStore, ImportSource, MemBlobs, MemImports, ReadBudget, read_rows,
+};
+use sheetlog_core::snapshot_input;
+use sheetlog_snapshot_worker::Worker;
 use sheetlog_tests::api::{TestApi, json_str};
 use sheetlog_tests::pipeline::{PipelineStack, drive, snapshot_entry, test_worker_config};
 
@@ -50,6 +59,10 @@ pub struct ScaleArgs {
     /// Segments they are spread over (at least 100 for the issue-sized run).
     #[arg(long, default_value_t = 100)]
     segments: u64,
+    /// Where the `log` part's log lives: the emulator, or the in-memory stores for sizes the
+    /// emulator cannot hold in reasonable time (`--log-store memory --log-entries 1000000`).
+    #[arg(long, value_enum, default_value_t = LogStoreKind::Emulator)]
+    log_store: LogStoreKind,
     /// Appends per writer in the concurrency runs.
     #[arg(long, default_value_t = 10)]
     appends_per_writer: usize,
@@ -209,22 +222,96 @@ async fn snapshots(rows: u64, svg: Option<&std::path::Path>) -> anyhow::Result<F
     ]))
 }
 
+/// The stores the `log` part runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogStoreKind {
+    /// The emulator's DynamoDB tables and S3 bucket, over the real wire protocol.
+    Emulator,
+    /// The in-memory stores the unit tests use (`sheetlog_core::memory`), which charge request
+    /// units by the same rules: the same algorithms at sizes moto cannot hold in reasonable time
+    /// (its writes slow down as a table grows). Times are then this code's own, without network.
+    Memory,
+}
+
+impl LogStoreKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Emulator => "emulator",
+            Self::Memory => "memory",
+        }
+    }
+}
+
 async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
-    let px = PipelineStack::new("scale-log").await?;
-    let worker = px.worker(test_worker_config())?;
+    // The fault adapter with no faults is a pass-through that counts the requests it sees.
+    let profile = FaultProfile::named("none").context("the none fault profile")?;
+    let faults = Faults::new(profile, 0);
+    let mut figures = match args.log_store {
+        LogStoreKind::Emulator => {
+            let px = PipelineStack::new("scale-log").await?;
+            let log = EventLog::new(
+                FaultyLogStore::new(px.stack.log_store(), faults.clone()),
+                px.stack.bucket(),
+                LogConfig::default(),
+            )?;
+            let blobs = Arc::new(px.blobs.clone());
+            let worker = Worker::new(
+                log,
+                Arc::new(px.pending.clone()),
+                blobs.clone(),
+                blobs.clone(),
+                test_worker_config(),
+            );
+            log_figures(args, &worker, blobs.as_ref(), blobs.as_ref(), &faults).await?
+        }
+        LogStoreKind::Memory => {
+            let log = EventLog::new(
+                FaultyLogStore::new(MemLogStore::new(), faults.clone()),
+                MemPayloadStore::new(),
+                LogConfig::default(),
+            )?;
+            let blobs = Arc::new(MemBlobs::new());
+            let imports = Arc::new(MemImports::new());
+            let worker = Worker::new(
+                log,
+                Arc::new(MemPendingStore::new()),
+                blobs.clone(),
+                imports.clone(),
+                test_worker_config(),
+            );
+            log_figures(args, &worker, blobs.as_ref(), imports.as_ref(), &faults).await?
+        }
+    };
+    figures.insert("log_store".into(), json!(args.log_store.name()));
+    Ok(figures)
+}
+
+/// Builds the scaled log through `worker`'s log (every segment ended by a built snapshot), then
+/// measures a load, a cold read from sequence 0 and a range read as of an old sequence, each with
+/// its requests (counted by `faults`), request units and time.
+async fn log_figures<S: LogStore, P: PayloadStore>(
+    args: &ScaleArgs,
+    worker: &Worker<S, P>,
+    blobs: &dyn BlobStore,
+    imports: &dyn ImportSource,
+    faults: &Faults,
+) -> anyhow::Result<Figures> {
+    let calls = || faults.counts.calls.load(Ordering::Relaxed);
     let per_segment = (args.log_entries / args.segments.max(1)).max(2);
     eprintln!(
-        "scale: a log of {} entries, {} segments of {per_segment} ...",
-        args.log_entries, args.segments
+        "scale: a log of {} entries, {} segments of {per_segment}, on the {} stores ...",
+        args.log_entries,
+        args.segments,
+        args.log_store.name()
     );
-    let log = px.log.create().await?.log;
+    let el = worker.log();
+    let log = el.create().await?.log;
     let t = Instant::now();
     let mut hint = None;
     let mut appended = 1u64;
     for s in 0..args.segments {
         for _ in 0..per_segment.saturating_sub(2) {
-            let a = px
-                .log
+            let a = el
                 .append(
                     log,
                     set_entry(appended)?,
@@ -237,79 +324,101 @@ async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
             hint = Some(a.hint);
             appended += 1;
         }
-        let a = px
-            .log
+        let a = el
             .append(log, snapshot_entry(), AppendOptions::default())
             .await?;
-        drive(&worker, SnapshotJob::new(log, a.segment, a.entry)).await?;
+        drive(worker, SnapshotJob::new(log, a.segment, a.entry)).await?;
         appended += 1;
         if s + 1 < args.segments {
-            let started = px.log.start_segment(log).await?;
-            drive(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+            let started = el.start_segment(log).await?;
+            drive(worker, SnapshotJob::new(log, started.segment, 0)).await?;
             hint = None;
             appended = started.next_seq;
         }
         if s % 10 == 9 {
-            eprintln!("scale: {} segments, {appended} entries ...", s + 1);
+            eprintln!(
+                "scale: {} segments, {appended} entries, {:.0} s ...",
+                s + 1,
+                t.elapsed().as_secs_f64()
+            );
         }
     }
     let build_s = t.elapsed().as_secs_f64();
 
+    let before = calls();
     let t = Instant::now();
-    let loaded = px.log.load(log).await?;
+    let loaded = el.load(log).await?;
     let load_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let load_requests = calls() - before;
 
+    // A reader following the whole log from sequence 0, in pages of 1,000: each page starts
+    // where the previous one ended (its last entry's segment and number), so a page costs one
+    // query per segment it spans.
+    let before = calls();
     let t = Instant::now();
-    let mut from = 0;
+    let mut at = SegmentHint {
+        segment: 0,
+        base_seq: 0,
+    };
+    let mut num = 0;
     let mut read = 0u64;
     let mut pages = 0u64;
     let mut rru = 0.0;
     loop {
-        let page = px
-            .log
-            .read_from(
-                log,
-                SegmentHint {
-                    segment: 0,
-                    base_seq: 0,
-                },
-                from,
-                1000,
-            )
-            .await?;
+        let page = el.read_from(log, at, num, 1000).await?;
         pages += 1;
         rru += page.units.read;
         read += page.entries.len() as u64;
-        from = page.next_seq;
-        if page.complete || page.entries.is_empty() {
+        let Some(last) = page.entries.last() else {
             break;
+        };
+        at = SegmentHint {
+            segment: last.segment,
+            base_seq: last.seq - last.num,
+        };
+        num = last.num + 1;
+        if page.complete {
+            break;
+        }
+        if pages.is_multiple_of(100) {
+            eprintln!("scale: cold reader at sequence {} ...", page.next_seq);
         }
     }
     let catch_up_s = t.elapsed().as_secs_f64();
+    let cold_requests = calls() - before;
 
-    let state = Arc::new(AppState::from_sdk(
-        &px.sdk,
-        &px.stack.resources,
-        LogConfig::default(),
-        ApiConfig::default(),
-    )?);
+    // What `GET /logs/{id}/cells?range=A1:A1000&at=<old>` does: the newest completed snapshot at
+    // or before the sequence, the entries after it, and the range read over both.
     let old = appended / 10;
+    let before = calls();
     let t = Instant::now();
-    let cells =
-        sheetlog_api::cells::read(&state, log, &log.to_string(), "A1:A1000", Some(old)).await?;
+    let input = snapshot_input::as_of(el, log, old).await?;
+    let base = snapshot_input::base_manifest(blobs, log, &input.base).await?;
+    let entries = snapshot_input::log_entries(&input.entries)?;
+    let range: Range = "A1:A1000".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (rows, _) = read_rows(
+        blobs,
+        imports,
+        *log.as_uuid(),
+        base.as_ref(),
+        &entries,
+        range,
+        ReadBudget {
+            cells: usize::MAX,
+            bytes: usize::MAX,
+        },
+    )
+    .await?;
     let history_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let non_empty = cells
-        .values
-        .iter()
-        .flatten()
-        .filter(|v| !v.is_null())
-        .count();
+    let history_requests = calls() - before;
+    let non_empty: usize = rows.iter().map(|r| r.cells.len()).sum();
 
     Ok(Figures::from_iter([
         ("log_entries".into(), json!(appended)),
         ("log_segments".into(), json!(args.segments)),
         ("log_build_s".into(), json!(round1(build_s))),
         ("load_ms".into(), json!(round1(load_ms))),
+        ("load_requests".into(), json!(load_requests)),
         ("load_rru".into(), json!(loaded.units.read)),
         (
             "load_entries_after_snapshot".into(),
@@ -317,10 +426,12 @@ async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
         ),
         ("cold_read_entries".into(), json!(read)),
         ("cold_read_pages".into(), json!(pages)),
+        ("cold_read_requests".into(), json!(cold_requests)),
         ("cold_read_rru".into(), json!(rru)),
         ("cold_read_s".into(), json!(round1(catch_up_s))),
         ("history_read_at_seq".into(), json!(old)),
         ("history_read_ms".into(), json!(round1(history_ms))),
+        ("history_read_log_requests".into(), json!(history_requests)),
         ("history_read_cells".into(), json!(non_empty)),
     ]))
 }
@@ -582,4 +693,57 @@ async fn import(rows: u64) -> anyhow::Result<Figures> {
             json!(cells["values"].as_array().map_or(0, Vec::len)),
         ),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_args(entries: u64, segments: u64) -> ScaleArgs {
+        ScaleArgs {
+            json: true,
+            log_entries: entries,
+            segments,
+            log_store: LogStoreKind::Memory,
+            appends_per_writer: 1,
+            pushes_per_writer: 1,
+            import_rows: 1,
+            snapshot_rows: 1,
+            parts: vec!["log".into()],
+            svg: None,
+        }
+    }
+
+    fn figure(f: &Figures, key: &str) -> u64 {
+        f.get(key)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("{key} missing in {f:?}"))
+    }
+
+    /// The `log` part on the in-memory stores (the path `--log-store memory` takes for the
+    /// million-entry run): everything written is read back, a load is the newest snapshot alone,
+    /// and the cold reader pays one query per segment, not a walk from segment 0 for every page.
+    #[tokio::test]
+    async fn the_log_part_reads_back_every_entry_at_one_query_per_segment() {
+        let f = scaled_log(&log_args(1_000, 10))
+            .await
+            .expect("the log part runs on the in-memory stores");
+        assert_eq!(f["log_store"], "memory");
+        let entries = figure(&f, "log_entries");
+        // 10 segments of 100 numbers, plus the End Segment entry closing each of the first 9.
+        assert_eq!(entries, 1_009);
+        assert_eq!(figure(&f, "cold_read_entries"), entries);
+        let pages = figure(&f, "cold_read_pages");
+        assert_eq!(pages, 2);
+        let requests = figure(&f, "cold_read_requests");
+        assert!(
+            requests <= 10 + pages,
+            "{requests} requests for {pages} pages over 10 segments"
+        );
+        assert_eq!(figure(&f, "load_entries_after_snapshot"), 0);
+        assert_eq!(figure(&f, "load_requests"), 2);
+        // As of sequence 100: the 98 cells segment 0 set (A2..A99) and nothing later.
+        assert_eq!(figure(&f, "history_read_at_seq"), 100);
+        assert_eq!(figure(&f, "history_read_cells"), 98);
+    }
 }
