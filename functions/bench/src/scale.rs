@@ -1,12 +1,15 @@
 //! `scale`: sheetlog at sizes customers reach, each part printing cost, time and peak memory.
 //! Sizes are flags: the defaults run in a few minutes on a 2-core machine against the emulator,
-//! and the sizes of issue-sized runs are one flag away (`--log-entries 1000000`, `--import-rows
-//! 1000000`, which is also the 10,000,000-cell sheet).
+//! and the sizes of issue-sized runs are one flag away (`--log-store memory --log-entries
+//! 1000000`, `--import-rows 1000000`, which is also the 10,000,000-cell sheet).
 //!
 //! - `log`: a log of `--log-entries` entries over `--segments` segments, every segment ended by a
 //!   built snapshot (the worker runs each job): a load (snapshot plus the entries after it), a
 //!   cold reader catching up from sequence 0 in pages of 1,000, and a range read as of an old
-//!   sequence (a tenth of the way in). Request units are the log's own accounting (AWS's rules).
+//!   sequence (a tenth of the way in). Request units are the log's own accounting (AWS's rules);
+//!   requests are counted by the fault adapter with no faults. On the emulator (default) or the
+//!   in-memory stores (`--log-store memory`): moto's writes slow down as its tables grow (10,000
+//!   entries took 31 minutes to build), so a million-entry log is only practical in memory.
 //! - `writers`: 8 and 32 concurrent writers on one log, single-entry appends: appends per second,
 //!   attempts per append (p50, p99, max) and write units per append; then the same writers each
 //!   pushing batches of 100 Replicache mutations through the API's push route: mutations per
