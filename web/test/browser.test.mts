@@ -281,6 +281,27 @@ describe('the web spreadsheet in Chromium', () => {
     assert.match(await page.locator('.message.error').last().innerText(), /File rejected/);
   });
 
+  test('an XLSX file imports with its types', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    // Written by openpyxl: part/price/in stock; bolt 0.12 TRUE; washer 0.03 FALSE.
+    const xlsx = readFileSync(new URL('./fixtures/prices.xlsx', import.meta.url));
+    await page.setInputFiles('input[type=file]', {
+      name: 'prices.xlsx',
+      mimeType: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+      buffer: xlsx,
+    });
+    await waitCell(page, 'A3', 'washer');
+    assert.equal(await cellText(page, 'C1'), 'in stock');
+    assert.equal(await cellText(page, 'B2'), '0.12');
+    assert.equal(await cellText(page, 'C2'), 'TRUE');
+    assert.equal(await cellText(page, 'C3'), 'FALSE');
+    // Typed as the file has them: the API returns a number and a boolean, not texts.
+    const cells = (await api('GET', `/logs/${logId}/cells?range=B2:C2`)) as { values: unknown[][] };
+    assert.deepEqual(cells.values, [[0.12, true]]);
+    await shot(page, 'imported-xlsx');
+  });
+
   test('history shows the sheet as it was, read-only', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);
