@@ -19,8 +19,8 @@ use std::time::Instant;
 use anyhow::Context;
 use serde_json::{Value, json};
 use sheetlog_tests::lambda_watch::{
-    FUNCTION_BINARIES, LambdaProcess, build_release, function_env, http_api_event, http_body,
-    scheduled_event,
+    FUNCTION_BINARIES, FunctionProfile, LambdaProcess, build_functions, function_env,
+    http_api_event, http_body, scheduled_event,
 };
 use sheetlog_tests::pipeline::PipelineStack;
 
@@ -85,7 +85,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 async fn measure(args: LambdaArgs) -> anyhow::Result<()> {
     eprintln!("lambda: building the release binaries (minutes when cold) ...");
-    let bin = build_release()?;
+    let bin = build_functions(FunctionProfile::Release)?;
     let px = PipelineStack::new("bench-lambda").await?;
     let mut env = function_env(&px.stack.resources, px.stack.emulator.endpoint());
     env.push((
