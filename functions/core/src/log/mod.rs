@@ -1275,7 +1275,7 @@ fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
 
-#[cfg(all(test, feature = "engine"))]
+#[cfg(test)]
 mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
