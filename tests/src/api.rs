@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use sheetlog_api::{ApiConfig, AppState};
+/// The API's settings, for [`TestApi::start_with`].
+pub use sheetlog_api::ApiConfig;
+use sheetlog_api::AppState;
 use sheetlog_core::config::LogConfig;
 use tokio::task::JoinHandle;
 

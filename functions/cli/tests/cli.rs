@@ -7,7 +7,7 @@ use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use sheetlog_tests::api::{TestApi, json_str};
+use sheetlog_tests::api::{ApiConfig, TestApi, json_str};
 
 fn sheetlog(api: &str, args: &[&str]) -> std::io::Result<Output> {
     std::process::Command::new(env!("CARGO_BIN_EXE_sheetlog"))
@@ -184,6 +184,42 @@ async fn exports_any_version_as_csv() {
         .await
         .unwrap();
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+}
+
+/// A block of rows whose answer would pass the response limit (long texts) is read again in
+/// halves until it fits: the file is whole and in order. Without the halving the export stops at
+/// the first `413`.
+#[tokio::test(flavor = "multi_thread")]
+async fn export_reads_a_block_too_large_for_one_response_in_halves() {
+    let cfg = ApiConfig {
+        max_response_bytes: 64 * 1024,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with("cli-export-halves", cfg).await.unwrap();
+    let base = api.base.clone();
+    let log = ok(&base, &["logs", "create"]).await.unwrap();
+    let log = log.trim();
+    // 40 rows of 2,000-byte texts: 80 KB in one block of rows, over the 64 KB limit.
+    let text = |r: usize| format!("{r:02}").repeat(1000);
+    let sets: Vec<String> = (1..=40).map(|r| format!("A{r}={}", text(r))).collect();
+    let mut args = vec!["set", log];
+    args.extend(sets.iter().map(String::as_str));
+    ok(&base, &args).await.unwrap();
+
+    let o = run(&base, &["export", log, "--json"]).await.unwrap();
+    assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));
+    let want: String = (1..=40).map(|r| format!("{}\n", text(r))).collect();
+    assert!(
+        stdout(&o) == want,
+        "the export differs from the 40 rows set"
+    );
+    let err = stderr(&o);
+    let summary: Value = serde_json::from_str(err.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(summary["rows"], 40);
+    // The extent, at least one refused block, and the halves that fit.
+    let requests = summary["requests"].as_u64().unwrap();
+    assert!(requests >= 4, "{summary}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
