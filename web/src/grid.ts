@@ -185,6 +185,8 @@ export class Grid {
         else {
           cell.textContent = display(shown);
           if (shown && typeof shown.value === 'number') cell.classList.add('num');
+          // Centred, as spreadsheets show TRUE and FALSE, so they do not read as typed text.
+          else if (shown && typeof shown.value === 'boolean') cell.classList.add('bool');
         }
         if (r === this.sel.row && c === this.sel.col) {
           cell.classList.add('selected');

@@ -296,6 +296,9 @@ describe('the web spreadsheet in Chromium', () => {
     assert.equal(await cellText(page, 'B2'), '0.12');
     assert.equal(await cellText(page, 'C2'), 'TRUE');
     assert.equal(await cellText(page, 'C3'), 'FALSE');
+    // Shown as spreadsheets show them: numbers to the right, booleans centred.
+    const align = (ref: string) => page.locator(`[data-ref="${ref}"]`).evaluate((e) => getComputedStyle(e).textAlign);
+    assert.deepEqual([await align('A2'), await align('B2'), await align('C2')], ['start', 'right', 'center']);
     // Typed as the file has them: the API returns a number and a boolean, not texts.
     const cells = (await api('GET', `/logs/${logId}/cells?range=B2:C2`)) as { values: unknown[][] };
     assert.deepEqual(cells.values, [[0.12, true]]);
