@@ -33,7 +33,7 @@ use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
 use sheetlog_core::ports::{LogStore, PayloadStore};
 use sheetlog_core::sheet::{EntryBody, Event, Range, Sheet, Value};
 use sheetlog_core::snapshot::{BuildConfig, MemBlobs, MemImports, read_range};
-use sheetlog_core::snapshot_input::{as_of, base_manifest, log_entries};
+use sheetlog_core::snapshot_input::{log_entries, sheet_as_of};
 use sheetlog_core::{Entry, LogError};
 use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
 
@@ -489,14 +489,13 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
     let range: Range = "A1:A50".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     for _ in 0..cfg.cell_checks {
         let at = rng.random_range(0..=all.len() as u64);
-        let input = as_of(&clean, id, at).await?;
-        let base = base_manifest(blobs.as_ref(), id, &input.base).await?;
+        let sheet = sheet_as_of(&clean, blobs.as_ref(), id, at).await?;
         let (got, _) = read_range(
             blobs.as_ref(),
             &MemImports::new(),
             *id.as_uuid(),
-            base.as_ref(),
-            &log_entries(&input.entries)?,
+            sheet.base.as_ref(),
+            &sheet.entries,
             range,
         )
         .await?;

@@ -128,17 +128,10 @@ async fn base_and_entries(
     ),
     ApiError,
 > {
-    let input = snapshot_input::as_of(&state.log, log, at)
+    let sheet = snapshot_input::sheet_as_of(&state.log, &state.bucket, log, at)
         .await
         .map_err(|e| ApiError::from_input(log_id, e))?;
-    let base = snapshot_input::base_manifest(&state.bucket, log, &input.base)
-        .await
-        .map_err(|e| {
-            ApiError::Internal(format!("loading the snapshot at {}: {e}", input.base.seq))
-        })?;
-    let entries = snapshot_input::log_entries(&input.entries)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok((base, entries))
+    Ok((sheet.base, sheet.entries))
 }
 
 /// The sheet's extent as of sequence `at` (default: the whole log): from the newest completed

@@ -395,16 +395,14 @@ async fn log_figures<S: LogStore, P: PayloadStore>(
     let old = appended / 10;
     let before = calls();
     let t = Instant::now();
-    let input = snapshot_input::as_of(el, log, old).await?;
-    let base = snapshot_input::base_manifest(blobs, log, &input.base).await?;
-    let entries = snapshot_input::log_entries(&input.entries)?;
+    let sheet = snapshot_input::sheet_as_of(el, blobs, log, old).await?;
     let range: Range = "A1:A1000".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     let (rows, _) = read_rows(
         blobs,
         imports,
         *log.as_uuid(),
-        base.as_ref(),
-        &entries,
+        sheet.base.as_ref(),
+        &sheet.entries,
         range,
         ReadBudget {
             cells: usize::MAX,

@@ -1,9 +1,9 @@
 //! What a snapshot is built from, found in the log: the previous completed snapshot (its Snapshot
 //! entry and manifest) and every entry from it up to the Snapshot entry being built.
 //!
-//! The snapshot worker uses [`target`] and [`locate`] for each job. The read path uses [`as_of`]
-//! (the newest completed snapshot at or before a sequence, and the entries after it), then
-//! [`base_manifest`] and [`log_entries`] to hand them to `snapshot::read_range`.
+//! The snapshot worker uses [`target`] and [`locate`] for each job. The read path uses
+//! [`sheet_as_of`]: [`as_of`] (the newest completed snapshot at or before a sequence, and the
+//! entries after it), then [`base_manifest`] and [`log_entries`], ready for `snapshot::read_range`.
 //!
 //! Ordering (`docs/design.md`, Pending Snapshots protocol): snapshot N is built from snapshot N-1, so N can only be
 //! built once every earlier Snapshot entry of the log is complete. The previous completed one is
@@ -380,6 +380,30 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
     Ok(AsOf { base, entries })
 }
 
+/// The sheet as of sequence `at`, ready for the read path (`snapshot::read_rows`, `read_range`,
+/// `extent`) and for building from: the newest completed snapshot's manifest at or before `at`
+/// (`None` for the empty sheet of sequence 0) and the decoded entries from it up to `at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SheetAsOf {
+    pub base: Option<Manifest>,
+    pub entries: Vec<LogEntry>,
+}
+
+/// [`as_of`], then the base snapshot's manifest ([`base_manifest`]) and the entries decoded
+/// ([`log_entries`]): what every read of a past version starts with.
+pub async fn sheet_as_of<S: LogStore, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    blobs: &dyn BlobStore,
+    id: LogId,
+    at: u64,
+) -> Result<SheetAsOf, InputError> {
+    let input = as_of(log, id, at).await?;
+    Ok(SheetAsOf {
+        base: base_manifest(blobs, id, &input.base).await?,
+        entries: log_entries(&input.entries)?,
+    })
+}
+
 /// Builds the first snapshot of a fork: the state of `source` as of sequence `at`, written as
 /// sequence 0 of `fork` (its manifest under the fork's prefix, the chunks the source's entries
 /// after its snapshot leave alone shared, not copied). Pass the result's `manifest_key` to
@@ -393,9 +417,7 @@ pub async fn fork_snapshot<S: LogStore, P: PayloadStore>(
     at: u64,
     fork: LogId,
 ) -> Result<crate::snapshot::BuildResult, InputError> {
-    let input = as_of(log, source, at).await?;
-    let base = base_manifest(blobs, source, &input.base).await?;
-    let entries = log_entries(&input.entries)?;
+    let SheetAsOf { base, entries } = sheet_as_of(log, blobs, source, at).await?;
     let result = crate::snapshot::SnapshotBuilder::fork(
         blobs,
         imports,
