@@ -254,7 +254,14 @@ describe('the web spreadsheet in Chromium', () => {
     await page.click('[data-ref="B3"]');
     await page.click('button:has-text("− Row")');
     await waitCell(page, 'B3', '');
+    // Deleting column B brings "right" back from C to B.
+    await page.click('[data-ref="B1"]');
+    await page.click('button:has-text("− Column")');
+    await waitCell(page, 'B1', 'right');
+    assert.equal(await cellText(page, 'C1'), '');
     await synced(page, logId);
+    const after = (await api('GET', `/logs/${logId}/cells?range=A1:C1`)) as { values: unknown[][] };
+    assert.deepEqual(after.values, [[null, 'right', null]]);
     await shot(page, 'rows-and-formats');
   });
 
@@ -262,8 +269,21 @@ describe('the web spreadsheet in Chromium', () => {
     const logId = await newLog();
     const page = await openSheet(logId);
     const csv = 'item,qty,price\r\nwidget,3,2.5\r\n"gadget, large",10,12\r\n';
+    // Every text the progress line shows, and whether the bar was visible, while the import runs.
+    await page.evaluate(() => {
+      const w = window as unknown as { progressSeen: string[] };
+      w.progressSeen = [];
+      const text = document.querySelector('.progress-text') as HTMLElement;
+      const bar = document.querySelector('progress.progress') as HTMLProgressElement;
+      new MutationObserver(() => {
+        w.progressSeen.push(`${bar.hidden ? 'hidden' : 'bar'}: ${text.textContent}`);
+      }).observe(text, { childList: true, characterData: true, subtree: true });
+    });
     await page.setInputFiles('input[type=file]', { name: 'stock.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
     await waitCell(page, 'A3', 'gadget, large');
+    const seen = await page.evaluate(() => (window as unknown as { progressSeen: string[] }).progressSeen);
+    assert.ok(seen.includes('bar: Uploading stock.csv…'), seen.join('\n'));
+    assert.ok(seen.includes('bar: Checking the file and committing…'), seen.join('\n'));
     await waitCell(page, 'C2', '2.5');
     assert.equal(await cellText(page, 'B3'), '10');
     await shot(page, 'imported');
@@ -316,6 +336,8 @@ describe('the web spreadsheet in Chromium', () => {
     const entry = page.locator(`.history-list li[data-seq="${first - 1}"] button`);
     await entry.waitFor(WAIT);
     assert.match(await entry.innerText(), /A1="old value"/);
+    // Who and when: this tab's own push, at a time shown in the browser's locale.
+    assert.match(await entry.locator('.meta').innerText(), /\d.* · this tab$/);
     await entry.click();
     await waitCell(page, 'A1', 'old value');
     assert.match(await page.locator('.banner').innerText(), /read-only/i);
