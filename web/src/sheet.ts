@@ -310,6 +310,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
         body: JSON.stringify(req),
       });
       const text = await r.text();
+      setOnline(true);
       if (r.ok) {
         const body = JSON.parse(text) as { rejected?: { id: number; error: string }[] };
         for (const x of body.rejected ?? []) messages.error(`An edit was refused by the server: ${x.error}`);
@@ -322,6 +323,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
       }
       return { httpRequestInfo: { httpStatusCode: r.status, errorMessage: r.ok ? '' : text } };
     } catch {
+      setOnline(false);
       return { httpRequestInfo: { httpStatusCode: 0, errorMessage: 'offline' } };
     }
   };
@@ -340,10 +342,17 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     if (!online) messages.warn('You are offline. Edits are kept here and sync when the connection is back.', 'offline');
     else messages.dismiss('offline');
   };
-  rep.onOnlineChange = (o) => {
+  // Offline as soon as anything says so: Replicache (a failed pull), this page's own push, or
+  // the browser. Replicache alone can miss it for as long as a pull that was in flight when the
+  // connection dropped hangs, and a push that fails is reported to it as a status, not an error.
+  function setOnline(o: boolean): void {
+    if (online === o) return;
     online = o;
     updateStatus();
-  };
+  }
+  rep.onOnlineChange = setOnline;
+  window.addEventListener('offline', () => setOnline(false));
+  window.addEventListener('online', () => setOnline(true));
   // Only the newest count may write: an older one can finish after a mutation it did not see.
   let countGen = 0;
   const countPending = async () => {

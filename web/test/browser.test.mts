@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Page, type Route } from 'playwright-core';
 
 const BASE = process.env.SHEETLOG_API_URL ?? '';
 if (!BASE) throw new Error('SHEETLOG_API_URL is not set: run scripts/test-web');
@@ -221,6 +221,32 @@ describe('the web spreadsheet in Chromium', () => {
     for (let i = 1; i <= 5; i++) await waitCell(b, `D${i}`, String(i * 100));
     assert.deepEqual(await mutationSets(logId), ['D1=100', 'D2=200', 'D3=300', 'D4=400', 'D5=500']);
     await shot(b, 'back-online');
+  });
+
+  test('a page says it is offline even while a pull from before the drop hangs', async () => {
+    const logId = await newLog();
+    const a = await openSheet(logId);
+    // A pull in flight when the connection drops may hang instead of failing, and Replicache
+    // reports nothing until it ends. Hold the next pull to make that happen every time.
+    const held: Route[] = [];
+    const holding = new Promise<void>((resolve) => {
+      void a.route('**/replicache/pull*', (route) => {
+        held.push(route);
+        resolve();
+      });
+    });
+    await holding;
+    await a.context().setOffline(true);
+    await edit(a, 'E1', 'kept');
+    await a.waitForSelector('.grid[data-online="false"]', WAIT);
+    assert.match(await a.locator('.status').innerText(), /offline/i);
+    // Back online, the held pull fails and the next ones go through: the edit lands once.
+    await a.context().setOffline(false);
+    await a.unroute('**/replicache/pull*');
+    for (const r of held) await r.abort().catch(() => {});
+    await synced(a, logId);
+    await a.waitForSelector('.grid[data-online="true"]', WAIT);
+    assert.deepEqual(await mutationSets(logId), ['E1="kept"']);
   });
 
   test('rows, columns and number formats edit as in a spreadsheet', async () => {
