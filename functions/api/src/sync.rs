@@ -547,18 +547,27 @@ struct ReplayRequest {
     params(("logId" = String, Path, description = "the log to replay onto")),
     request_body(content = Object, description = "{\"source\": <log UUID>, \"from\": <seq>, \"to\": <seq, exclusive>}"),
     responses((status = 200, body = Object, description = "entries read, mutations applied and skipped, the target's nextSeq"),
-        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse, description = "under JWT authorization: no write grant on this log, or no read grant on the source (the same answer whether or not the source exists)"),
+        (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse, description = "a client's replayed mutations do not follow its last one here (`mutation-gap`)"),
         (status = 410, body = ErrorResponse), (status = 416, body = ErrorResponse),
         (status = 503, body = ErrorResponse)))]
 pub async fn replay(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
+    caller: Option<axum::Extension<crate::access::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let log = parse_log_id(&log_id)?;
     let req: ReplayRequest = shape(parse_body(body, state.cfg.max_request_bytes)?)?;
     let source = parse_log_id(&req.source)?;
+    // The access layer checked write on the log in the URL only; replay also reads the source,
+    // so the caller needs read access to it, checked before anything touches storage so a log
+    // the caller may not read answers the same 403 whether or not it exists.
+    if let Some(axum::Extension(caller)) = &caller {
+        caller.require(crate::access::Need::Read, Some(*source.as_uuid()))?;
+    }
     if source == log {
         return Err(ApiError::InvalidEntry(
             "source: a log cannot be replayed onto itself".into(),

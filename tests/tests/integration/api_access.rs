@@ -210,6 +210,51 @@ async fn creating_and_forking_logs_need_their_own_grants() -> anyhow::Result<()>
 }
 
 #[tokio::test]
+async fn replay_reads_only_a_source_the_caller_may_read() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let admin = Caller::with(&api, "*");
+    let target = admin.create_log().await?;
+    let source = admin.create_log().await?;
+    let push = json!({
+        "pushVersion": 1, "clientGroupID": "g1", "profileID": "p1", "schemaVersion": "",
+        "mutations": [{"clientID": "c1", "id": 1, "name": "set", "timestamp": 1,
+            "args": {"cells": [{"ref": "A1", "value": "secret"}]}}],
+    });
+    let (status, v) = admin
+        .send(
+            "POST",
+            &format!("/logs/{source}/replicache/push"),
+            Some(push),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let replay = |from: &str| json!({"source": from, "from": 0, "to": 2});
+    let missing = uuid::Uuid::new_v4().to_string();
+
+    // Write on the target alone: the source is not the caller's to read, whether or not it exists.
+    let writer = Caller::with(&api, &target);
+    let path = format!("/logs/{target}/replay");
+    for from in [&source, &missing] {
+        let (status, v) = writer.send("POST", &path, Some(replay(from))).await?;
+        assert_forbidden(status, &v, "read");
+    }
+    let (_, v) = admin
+        .send("GET", &format!("/logs/{target}/cells?range=A1:A1"), None)
+        .await?;
+    assert!(!v.to_string().contains("secret"), "replayed anyway: {v}");
+
+    // With read on the source, the same replay goes through.
+    let (status, v) = Caller::with(&api, &format!("{target} {source}:read"))
+        .send("POST", &path, Some(replay(&source)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["mutationsApplied"], 1, "{v}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn every_log_route_is_checked() -> anyhow::Result<()> {
     let Some(api) = start().await? else {
         return Ok(());
