@@ -37,7 +37,10 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     let out = log
         .push_run(id, "g1", "c1", &muts(1..=1), None, RunSource::Push)
         .await?;
-    let RunOutcome::Applied { range, appended, .. } = out else {
+    let RunOutcome::Applied {
+        range, appended, ..
+    } = out
+    else {
         anyhow::bail!("{out:?}");
     };
     // A client's first run also joins its group: three items, 2 WRU each.
@@ -57,7 +60,10 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     let out = log
         .push_run(id, "g1", "c1", &muts(3..=102), None, RunSource::Push)
         .await?;
-    let RunOutcome::Applied { range, appended, .. } = out else {
+    let RunOutcome::Applied {
+        range, appended, ..
+    } = out
+    else {
         anyhow::bail!("{out:?}");
     };
     assert_eq!((range.first, range.last), (3, 102));
