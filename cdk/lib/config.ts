@@ -90,7 +90,15 @@ export interface SheetlogConfig {
    * no RETAIN, bucket emptied on delete). Never set this for a deployment that holds real data.
    */
   readonly ephemeral: boolean;
+  /** Must equal `stackName` for `ephemeral` to apply (a guard against destroying real data). */
+  readonly ephemeralConfirm?: string;
 }
+
+/**
+ * The shortest auto-delete expiry: the stream router retries a batch for 23 hours before a
+ * committed payload's tag is removed, and an outage must not let it expire meanwhile.
+ */
+export const MIN_AUTO_DELETE_DAYS = 3;
 
 /** The JWT claim listing a token's logs, unless `jwtAccessClaim` names another. */
 export const DEFAULT_ACCESS_CLAIM = 'sheetlog_logs';
@@ -118,6 +126,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   retentionAfterDays: undefined,
   alarmEmail: undefined,
   ephemeral: false,
+  ephemeralConfirm: undefined,
 };
 
 /** The context keys this app reads; anything else in context is CDK's business. */
@@ -146,6 +155,7 @@ export const CONFIG_CONTEXT_KEYS = [
   'throttlingBurstLimit',
   'alarmEmail',
   'ephemeral',
+  'ephemeralConfirm',
 ] as const;
 
 export type ConfigContextKey = (typeof CONFIG_CONTEXT_KEYS)[number];
@@ -216,7 +226,14 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
     dedupeKeysPerMonth: p.integer('dedupeKeysPerMonth', DEFAULT_CONFIG.dedupeKeysPerMonth, 1, 1_000_000_000_000),
     // DynamoDB items are limited to 400 KB; keep room for the other attributes and the keys.
     inlineBodyMaxBytes: p.integer('inlineBodyMaxBytes', DEFAULT_CONFIG.inlineBodyMaxBytes, 0, 350_000),
-    autoDeleteDays: p.integer('autoDeleteDays', DEFAULT_CONFIG.autoDeleteDays, 1, 365),
+    autoDeleteDays: p.integer(
+      'autoDeleteDays',
+      DEFAULT_CONFIG.autoDeleteDays,
+      MIN_AUTO_DELETE_DAYS,
+      365,
+      undefined,
+      'the stream router retries a failed batch for up to 23 hours before the auto-delete tag of a committed payload is removed, so a shorter expiry could delete committed data during an outage',
+    ),
     // URLs are presigned with the function's temporary role credentials, which outlive an hour
     // only sometimes; a longer TTL would promise more than S3 will honour.
     uploadUrlTtlSecs: p.integer('uploadUrlTtlSecs', DEFAULT_CONFIG.uploadUrlTtlSecs, 60, 3_600),
@@ -251,7 +268,28 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
       hint: 'an email address',
     }),
     ephemeral: p.boolean('ephemeral', DEFAULT_CONFIG.ephemeral),
+    ephemeralConfirm: p.optionalString('ephemeralConfirm', {
+      pattern: /^[A-Za-z][A-Za-z0-9-]{0,127}$/,
+      hint: 'the stack name, confirming that its tables and bucket may be deleted with it',
+    }),
   };
+
+  // `ephemeral` switches the tables and the bucket to DESTROY: applied to a stack that holds data,
+  // the next `cdk destroy` (or a replaced table) deletes it. It takes a second setting that names
+  // the stack, so neither a stray `-c ephemeral=true` nor one meant for another stack applies it.
+  // `scripts/deploy` sets it itself for a stack that does not exist yet, and refuses otherwise.
+  if (config.ephemeral && config.ephemeralConfirm !== config.stackName) {
+    problems.push(
+      `ephemeral=true makes the tables and bucket of stack ${JSON.stringify(config.stackName)} deleted with the stack: ` +
+        `confirm with -c ephemeralConfirm=${config.stackName} (only for a sandbox that holds no data; docs/deploy.md)` +
+        (config.ephemeralConfirm === undefined
+          ? ''
+          : ` (ephemeralConfirm=${JSON.stringify(config.ephemeralConfirm)} names another stack)`),
+    );
+  }
+  if (!config.ephemeral && config.ephemeralConfirm !== undefined) {
+    problems.push('ephemeralConfirm is set but ephemeral is not: it only confirms ephemeral=true');
+  }
 
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
@@ -299,7 +337,14 @@ class Parser {
     private readonly problems: string[],
   ) {}
 
-  integer(key: ConfigContextKey, fallback: number, min: number, max: number, allowed?: readonly number[]): number {
+  integer(
+    key: ConfigContextKey,
+    fallback: number,
+    min: number,
+    max: number,
+    allowed?: readonly number[],
+    why?: string,
+  ): number {
     const raw = this.get(key);
     if (raw === undefined || raw === null) return fallback;
     const text = typeof raw === 'number' ? String(raw) : typeof raw === 'string' ? raw.trim() : undefined;
@@ -313,7 +358,10 @@ class Parser {
       return fallback;
     }
     if (value < min || value > max) {
-      this.problems.push(`${key}=${value}: expected a whole number from ${min} to ${max} (default ${fallback})`);
+      const reason = why === undefined ? '' : `: ${why}`;
+      this.problems.push(
+        `${key}=${value}: expected a whole number from ${min} to ${max} (default ${fallback})${reason}`,
+      );
       return fallback;
     }
     return value;

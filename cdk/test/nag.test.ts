@@ -24,7 +24,7 @@ const CONFIGURATIONS: Record<string, Record<string, unknown>> = {
     alarmEmail: 'ops@example.com',
     architecture: 'x86_64',
   },
-  'ephemeral sandbox': { ephemeral: 'true', stackName: 'sheetlog-integ-test' },
+  'ephemeral sandbox': { ephemeral: 'true', ephemeralConfirm: 'sheetlog-integ-test', stackName: 'sheetlog-integ-test' },
 };
 
 function acknowledgements(root: IConstruct): { path: string; id: string; reason: string }[] {

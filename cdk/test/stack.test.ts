@@ -7,7 +7,7 @@ import * as assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
-import { parseConfig } from '../lib/config';
+import { ConfigError, parseConfig } from '../lib/config';
 import {
   ARCHIVER_CRATE,
   AUTO_DELETE_TAG,
@@ -629,7 +629,7 @@ describe('outputs', () => {
 
 describe('sandbox (ephemeral) stacks', () => {
   test('delete their tables and bucket with the stack', () => {
-    const { json } = synth({ ephemeral: 'true', stackName: 'sheetlog-sandbox' });
+    const { json } = synth({ ephemeral: 'true', ephemeralConfirm: 'sheetlog-sandbox', stackName: 'sheetlog-sandbox' });
     for (const [id, r] of [
       ...resourcesOfType(json, 'AWS::DynamoDB::Table'),
       ...resourcesOfType(json, 'AWS::S3::Bucket'),
@@ -642,6 +642,48 @@ describe('sandbox (ephemeral) stacks', () => {
       1,
       'the bucket is emptied before deletion',
     );
+  });
+});
+
+describe('ephemeral needs a confirmation that names the stack', () => {
+  test('without it, or naming another stack, synthesis fails and says how to confirm', () => {
+    for (const context of [
+      { ephemeral: 'true', stackName: 'sheetlog-prod' },
+      { ephemeral: 'true', stackName: 'sheetlog-prod', ephemeralConfirm: 'sheetlog-sandbox' },
+    ]) {
+      assert.throws(
+        () => synth(context),
+        (err: Error) =>
+          err instanceof ConfigError && /confirm with -c ephemeralConfirm=sheetlog-prod/.test(err.message),
+      );
+    }
+  });
+
+  test('a confirmation without ephemeral is refused rather than ignored', () => {
+    assert.throws(() => synth({ ephemeralConfirm: 'sheetlog' }), ConfigError);
+  });
+
+  test('a stack that is not ephemeral keeps its tables and bucket', () => {
+    const { json } = synth();
+    for (const [id, r] of [
+      ...resourcesOfType(json, 'AWS::DynamoDB::Table'),
+      ...resourcesOfType(json, 'AWS::S3::Bucket'),
+    ]) {
+      assert.equal(r.DeletionPolicy, 'Retain', id);
+    }
+  });
+});
+
+describe('auto-delete expiry', () => {
+  test('is at least 3 days, with the reason in the error', () => {
+    for (const days of ['1', '2']) {
+      assert.throws(
+        () => synth({ autoDeleteDays: days }),
+        (err: Error) => err instanceof ConfigError && /from 3 to 365.*stream router retries/.test(err.message),
+      );
+    }
+    const { json } = synth({ autoDeleteDays: '3' });
+    assert.match(JSON.stringify(resourcesOfType(json, 'AWS::S3::Bucket')), /"ExpirationInDays":3/);
   });
 });
 

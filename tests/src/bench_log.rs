@@ -110,7 +110,9 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
         })
     };
     let applied = |out: RunOutcome| match out {
-        RunOutcome::Applied { range, appended } => Ok((range, appended)),
+        RunOutcome::Applied {
+            range, appended, ..
+        } => Ok((range, appended)),
         other => Err(anyhow::anyhow!("nothing applied: {other:?}")),
     };
     let (_, first) = applied(

@@ -12,8 +12,6 @@ pub struct ApiConfig {
     pub segment_max_entries: u64,
     /// How long presigned upload and download URLs stay valid.
     pub upload_url_ttl: Duration,
-    /// Largest entry body accepted through `POST /entries` (larger goes through the upload flow).
-    pub max_entry_bytes: usize,
     /// Largest HTTP request body read at all.
     pub max_request_bytes: usize,
     /// Largest uploaded file: upload URLs are signed for at most this length and a commit
@@ -33,7 +31,6 @@ impl Default for ApiConfig {
             snapshot_interval: 100,
             segment_max_entries: 10_000,
             upload_url_ttl: Duration::from_secs(15 * 60),
-            max_entry_bytes: 1024 * 1024,
             max_request_bytes: 6 * 1024 * 1024,
             max_upload_bytes: 256 * 1024 * 1024,
             max_response_bytes: 6 * 1024 * 1024 - 16 * 1024,

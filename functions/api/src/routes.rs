@@ -329,10 +329,13 @@ pub async fn append_entry(
     let event = Event::from_parts(&req.kind, req.body)
         .map_err(|e| ApiError::InvalidEntry(e.to_string()))?;
     let (code, version, encoded) = event.encode();
-    if encoded.len() > state.cfg.max_entry_bytes {
+    // The entry-size rule lives in the core log (`LogConfig::max_body_bytes`), which every way
+    // in shares; checked here too so an oversize entry is refused before any I/O.
+    let limit = state.log.config().max_body_bytes;
+    if encoded.len() > limit {
         return Err(ApiError::EntryTooLarge {
             size: encoded.len(),
-            limit: state.cfg.max_entry_bytes,
+            limit,
         });
     }
     let entry = NewEntry::new(EntryType(code), version, encoded);
@@ -375,11 +378,7 @@ pub async fn create_upload(
         ImportFormat::Csv => "text/csv".into(),
         ImportFormat::Xlsx => XLSX_MEDIA_TYPE.into(),
     });
-    if content_type.is_empty() || content_type.len() > 255 || !content_type.is_ascii() {
-        return Err(ApiError::InvalidEntry(
-            "contentType: must be 1 to 255 ASCII characters".into(),
-        ));
-    }
+    check_content_type(&content_type)?;
     if req.size > state.cfg.max_upload_bytes {
         return Err(ApiError::UploadTooLarge {
             size: req.size,
@@ -428,6 +427,25 @@ pub async fn create_upload(
             expires_at,
         }),
     ))
+}
+
+/// A `contentType` must be one valid MIME type (`type/subtype` with optional parameters, no
+/// control characters), at most 255 bytes: it is signed into the upload URL as a header.
+fn check_content_type(ct: &str) -> ApiResult<()> {
+    let bad = |why: &str| {
+        ApiError::InvalidEntry(format!(
+            "contentType: {why}; expected a MIME type such as \"text/csv\""
+        ))
+    };
+    if ct.is_empty() || ct.len() > 255 {
+        return Err(bad("must be 1 to 255 characters"));
+    }
+    if ct.bytes().any(|b| b.is_ascii_control() || !b.is_ascii()) {
+        return Err(bad("contains control or non-ASCII characters"));
+    }
+    ct.parse::<mime::Mime>()
+        .map(|_| ())
+        .map_err(|e| bad(&format!("is not a valid MIME type ({e})")))
 }
 
 fn format_name(f: ImportFormat) -> &'static str {
@@ -531,16 +549,29 @@ pub async fn commit_upload(
     // upload URL after the commit changes nothing the log refers to. The copy is pinned to the
     // version just checked, born discardable (if this commit loses or fails, the lifecycle rule
     // removes it), and its tag is removed by the stream router once the entry exists.
-    let file = file_key(log);
-    match state
-        .bucket
-        .copy_discardable(&upload, &file, head.etag.as_deref())
-        .await
-        .map_err(ApiError::from_store)?
-    {
-        Copied::Done => {}
-        Copied::Missing => return Err(ApiError::UploadNotFound(upload_id)),
-        Copied::Changed => return Err(ApiError::UploadChanged { upload_id }),
+    //
+    // The copy's key names the upload and the version copied (`file_key`): a commit retried after
+    // a failure or a timeout finds the copy an earlier try made and does not copy again, so
+    // retries cost one copy, not one per attempt. (Writing the same key again would also re-tag
+    // a copy that a committed entry already names.)
+    let file = file_key(log, &upload_id, head.etag.as_deref());
+    let copied_before = head.etag.is_some()
+        && state
+            .bucket
+            .object_exists(&file)
+            .await
+            .map_err(ApiError::from_store)?;
+    if !copied_before {
+        match state
+            .bucket
+            .copy_discardable(&upload, &file, head.etag.as_deref())
+            .await
+            .map_err(ApiError::from_store)?
+        {
+            Copied::Done => {}
+            Copied::Missing => return Err(ApiError::UploadNotFound(upload_id)),
+            Copied::Changed => return Err(ApiError::UploadChanged { upload_id }),
+        }
     }
     let format = match head.metadata.get(META_FORMAT).map(String::as_str) {
         Some("xlsx") => ImportFormat::Xlsx,
@@ -785,4 +816,30 @@ pub async fn read_extent(
     reject_unknown_params(&q, &["at"])?;
     let at = query_u64(&q, "at")?;
     Ok(Json(cells::extent(&state, log, &log_id, at).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_content_type;
+
+    #[test]
+    fn content_types_must_be_mime_types() {
+        for ok in [
+            "text/csv",
+            "text/csv; charset=utf-8",
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        ] {
+            assert!(check_content_type(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "text/csv\r\nx-amz-acl: public-read",
+            "text/csv\nx: y",
+            "csv",
+            "text/",
+            "text/csv é",
+            "",
+        ] {
+            assert!(check_content_type(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -28,6 +28,8 @@ pub struct AppState {
     pub bucket: S3Bucket,
     pub cfg: ApiConfig,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
+    /// The origin presigned URLs point at (the bucket's, or the emulator's), found once.
+    upload_origin: tokio::sync::OnceCell<Option<String>>,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -39,7 +41,26 @@ impl AppState {
             log,
             cfg,
             hints: Mutex::new(HashMap::new()),
+            upload_origin: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The origin (`scheme://host[:port]`) of the URLs this stack presigns: where the web page
+    /// PUTs uploads, so its Content-Security-Policy allows exactly that origin. Derived from a
+    /// presigned URL (signing is local: no request is sent), so it follows the S3 client's
+    /// configuration: the bucket's virtual-hosted address in AWS, the emulator's locally.
+    pub async fn upload_origin(&self) -> Option<String> {
+        self.upload_origin
+            .get_or_init(|| async {
+                let url = self
+                    .bucket
+                    .presign_get("origin-probe", std::time::Duration::from_secs(60))
+                    .await
+                    .ok()?;
+                origin_of(&url)
+            })
+            .await
+            .clone()
     }
 
     /// Builds the state from SDK configuration and resource names.
@@ -85,5 +106,35 @@ impl AppState {
             }
             h.insert(log, hint);
         }
+    }
+}
+
+/// `scheme://authority` of an absolute URL, or `None` for anything else.
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-._:[]".contains(c);
+    if !matches!(scheme, "http" | "https") || authority.is_empty() || !authority.chars().all(ok) {
+        return None;
+    }
+    Some(format!("{scheme}://{authority}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_of;
+
+    #[test]
+    fn the_origin_of_a_presigned_url() {
+        assert_eq!(
+            origin_of("https://b.s3.eu-west-1.amazonaws.com/k?X-Amz-Signature=1").as_deref(),
+            Some("https://b.s3.eu-west-1.amazonaws.com")
+        );
+        assert_eq!(
+            origin_of("http://127.0.0.1:5000/bucket/k").as_deref(),
+            Some("http://127.0.0.1:5000")
+        );
+        assert_eq!(origin_of("javascript:alert(1)"), None);
+        assert_eq!(origin_of("https://a b/"), None);
     }
 }

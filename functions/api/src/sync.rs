@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::clients::ClientRange;
-use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
+use sheetlog_core::log::{PushedMutation, Rejected, RunOutcome, RunSource};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::{Mutations, check_id};
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
@@ -148,7 +148,7 @@ pub async fn push(
     let mut rejected = Vec::new();
     let mut last_ids = BTreeMap::new();
     for (client, mutations) in &runs {
-        let (ranges, last) =
+        let (ranges, reasons, last) =
             match apply_client(&state, log, group, client, mutations, RunSource::Push).await {
                 Ok(done) => done,
                 // The log has no record of a client that is past its first mutation: its state
@@ -163,9 +163,9 @@ pub async fn push(
             .iter()
             .filter(|m| ranges.iter().any(|r| r.contains(m.id)))
         {
-            match &m.event {
-                Ok(_) => applied += 1,
-                Err(error) => {
+            match reasons.iter().find(|r| r.id == m.id) {
+                None => applied += 1,
+                Some(Rejected { reason: error, .. }) => {
                     warn!(log = %log, client, id = m.id, error, "mutation rejected");
                     rejected.push(json!({"clientID": client, "id": m.id, "error": error}));
                 }
@@ -183,8 +183,9 @@ pub async fn push(
 }
 
 /// Pushes one client's mutations until every one of them is applied, one `mutations` entry per
-/// run with the snapshot trigger after each: the ranges this call wrote, and the client's last
-/// applied mutation id afterwards.
+/// run with the snapshot trigger after each: the ranges this call wrote, the mutations they
+/// rejected and why (bad arguments, or over the entry-size rule), and the client's last applied
+/// mutation id afterwards.
 async fn apply_client(
     state: &SharedState,
     log: LogId,
@@ -192,19 +193,27 @@ async fn apply_client(
     client: &str,
     mutations: &[PushedMutation],
     source: RunSource,
-) -> Result<(Vec<ClientRange>, u64), LogError> {
+) -> Result<(Vec<ClientRange>, Vec<Rejected>, u64), LogError> {
     let mut ranges = Vec::new();
+    let mut reasons = Vec::new();
     loop {
         match state
             .log
             .push_run(log, group, client, mutations, state.hint(log), source)
             .await?
         {
-            RunOutcome::Applied { range, appended } => {
+            RunOutcome::Applied {
+                range,
+                appended,
+                rejected,
+            } => {
                 crate::trigger::after_append(state, log, &appended).await;
                 ranges.push(range);
+                reasons.extend(rejected);
             }
-            RunOutcome::AlreadyApplied { newest, .. } => return Ok((ranges, newest.last)),
+            RunOutcome::AlreadyApplied { newest, .. } => {
+                return Ok((ranges, reasons, newest.last));
+            }
         }
     }
 }
@@ -631,7 +640,7 @@ pub async fn replay(
                     },
                 })
                 .collect();
-            let (ranges, _) = apply_client(
+            let (ranges, _, _) = apply_client(
                 &state,
                 log,
                 &m.group,

@@ -15,8 +15,16 @@ pub struct LogConfig {
     /// Bodies larger than this are written to S3 and referenced from the entry. The default,
     /// 16 KB, is where S3's flat per-request read price drops below DynamoDB's per-4 KB price.
     pub inline_body_max_bytes: usize,
-    /// The largest body accepted at all (stored in S3). Readers hold a body in memory.
+    /// The entry-size rule: the largest body any entry may have, whichever way it comes in (an
+    /// append, a sync client's mutation or run of mutations, a replayed run; inline or offloaded
+    /// to S3). Readers hold bodies in memory, so this also bounds what one entry costs a reader
+    /// (`docs/operations.md`, "Memory per request"). `SHEETLOG_MAX_ENTRY_BYTES`.
     pub max_body_bytes: usize,
+    /// Bytes of entry bodies a load or a `read_since` page holds before it ends early (the page
+    /// then says it is not complete and the reader continues from its `next_seq`), so what one
+    /// request holds is bounded by configuration (`docs/operations.md`, "Memory per request").
+    /// `SHEETLOG_READ_BUDGET_BYTES`.
+    pub read_budget_bytes: usize,
     /// Attempts at the read-then-conditional-write loop before giving up.
     pub max_attempts: u32,
     /// First backoff delay; doubles per attempt up to `max_backoff`, with full jitter.
@@ -29,6 +37,9 @@ pub struct LogConfig {
     pub dedupe_prefix_bits: u8,
 }
 
+/// The default entry-size rule: 1 MiB of body per entry (larger data goes through the upload flow).
+pub const DEFAULT_MAX_ENTRY_BYTES: usize = 1024 * 1024;
+
 /// The default expected rate of idempotent appends across a stack, per month.
 pub const DEFAULT_DEDUPE_KEYS_PER_MONTH: u64 = 1_000_000;
 
@@ -36,7 +47,8 @@ impl Default for LogConfig {
     fn default() -> Self {
         Self {
             inline_body_max_bytes: 16 * 1024,
-            max_body_bytes: 64 * 1024 * 1024,
+            max_body_bytes: DEFAULT_MAX_ENTRY_BYTES,
+            read_budget_bytes: 64 * 1024 * 1024,
             // Measured on the emulator with 8 writers appending to one log as fast as they can:
             // 3.6 attempts per append on average, the longest 30 (a loser races the winners
             // afresh each time, roughly a 1-in-8 chance). Real edits arrive far slower; the API
@@ -71,6 +83,12 @@ impl LogConfig {
                 self.dedupe_prefix_bits
             )));
         }
+        if self.max_body_bytes == 0 {
+            return Err(ConfigError("max_body_bytes must be at least 1".into()));
+        }
+        if self.read_budget_bytes == 0 {
+            return Err(ConfigError("read_budget_bytes must be at least 1".into()));
+        }
         if self.page_size == 0 {
             return Err(ConfigError("page_size must be at least 1".into()));
         }
@@ -78,12 +96,18 @@ impl LogConfig {
     }
 
     /// Reads the settings the CDK stack passes (`SHEETLOG_INLINE_BODY_MAX_BYTES`,
-    /// `SHEETLOG_DEDUPE_KEYS_PER_MONTH`), keeping defaults
+    /// `SHEETLOG_MAX_ENTRY_BYTES`, `SHEETLOG_DEDUPE_KEYS_PER_MONTH`), keeping defaults
     /// for anything unset.
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut cfg = Self::default();
         if let Some(v) = env_parse::<usize>("SHEETLOG_INLINE_BODY_MAX_BYTES")? {
             cfg.inline_body_max_bytes = v;
+        }
+        if let Some(v) = env_parse::<usize>("SHEETLOG_MAX_ENTRY_BYTES")? {
+            cfg.max_body_bytes = v;
+        }
+        if let Some(v) = env_parse::<usize>("SHEETLOG_READ_BUDGET_BYTES")? {
+            cfg.read_budget_bytes = v;
         }
         if let Some(rate) = env_parse::<u64>("SHEETLOG_DEDUPE_KEYS_PER_MONTH")? {
             cfg.dedupe_prefix_bits = crate::domain::dedupe::prefix_bits_for_rate(rate);

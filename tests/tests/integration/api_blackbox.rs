@@ -927,3 +927,124 @@ async fn expect_status(c: &Client, url: &str) -> anyhow::Result<(StatusCode, Val
     let r = c.get(url).send().await?;
     Ok((r.status(), r.json().await?))
 }
+
+/// The objects under `prefix` in the test stack's bucket.
+async fn objects_under(api: &TestApi, prefix: &str) -> anyhow::Result<Vec<String>> {
+    let stack = api
+        .stack
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("needs the in-process stack"))?;
+    let out = stack
+        .emulator
+        .s3()
+        .await
+        .list_objects_v2()
+        .bucket(&stack.resources.bucket)
+        .prefix(prefix)
+        .send()
+        .await?;
+    Ok(out
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect())
+}
+
+#[tokio::test]
+async fn uploads_take_only_mime_types_and_serve_files_as_attachments() -> anyhow::Result<()> {
+    let api = TestApi::start("upload-mime").await?;
+    if api.stack.is_none() {
+        return Ok(());
+    }
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+
+    // A content type with a header smuggled in: 400, not 500, and no URL is signed.
+    for bad in ["text/csv\r\nx-amz-acl: public-read", "csv", "text/html\n"] {
+        let r = c
+            .post(api.url(&format!("/logs/{log}/uploads")))
+            .json(&json!({"type": "import", "size": 8, "contentType": bad}))
+            .send()
+            .await?;
+        let v = expect_error(r, StatusCode::BAD_REQUEST, "invalid-entry").await?;
+        assert!(
+            json_str(&v, "/error/message").contains("contentType"),
+            "{v}"
+        );
+    }
+
+    // A file uploaded as text/html is served as a download, never as a page.
+    let csv = b"a,b\n<script>1</script>,2\n";
+    let id = upload(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import", "contentType": "text/html", "body": {"format": "csv"}}),
+        csv,
+    )
+    .await?;
+    let commit = api.url(&format!("/logs/{log}/uploads/{id}/commit"));
+    // A commit that fails after the copy (a stale expectedSeq), retried twice: one copy.
+    for _ in 0..2 {
+        let r = c
+            .post(&commit)
+            .json(&json!({"expectedSeq": 7}))
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+    }
+    let r = c.post(&commit).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let files = objects_under(&api, &format!("payloads/{log}/files/")).await?;
+    assert_eq!(files.len(), 1, "one copy for three commits: {files:?}");
+
+    let entries = all_entries(&c, &api, &log).await?;
+    let url = json_str(&entries[1], "/payloadUrl");
+    let r = reqwest::Client::new().get(url).send().await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(header("content-type"), "application/octet-stream");
+    assert_eq!(header("content-disposition"), "attachment");
+    assert_eq!(r.bytes().await?.as_ref(), csv);
+    Ok(())
+}
+
+#[tokio::test]
+async fn web_routes_send_security_headers() -> anyhow::Result<()> {
+    let api = TestApi::start("web-headers").await?;
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    // Where the page PUTs uploads: the origin of a presigned URL.
+    let u = upload_file(&c, &api, &log, json!({"type": "import"}), b"a\n").await?;
+    let put = reqwest::Url::parse(json_str(&u, "/url"))?;
+    let bucket_origin = put.origin().ascii_serialization();
+    for path in ["/", &format!("/sheets/{log}"), "/app/app.js"] {
+        let r = c.get(api.url(path)).send().await?;
+        let h = |name: &str| {
+            r.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let csp = h("content-security-policy");
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(csp.contains("default-src 'none'"), "{path}: {csp}");
+        assert!(csp.contains("script-src 'self';"), "{path}: {csp}");
+        assert!(
+            csp.contains(&format!("connect-src 'self' {bucket_origin};")),
+            "{path}: {csp} (uploads go to {bucket_origin})"
+        );
+        assert!(!csp.contains("unsafe"), "{path}: {csp}");
+        assert_eq!(h("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(h("referrer-policy"), "no-referrer", "{path}");
+        assert_eq!(h("x-frame-options"), "DENY", "{path}");
+    }
+    Ok(())
+}

@@ -37,7 +37,10 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     let out = log
         .push_run(id, "g1", "c1", &muts(1..=1), None, RunSource::Push)
         .await?;
-    let RunOutcome::Applied { range, appended } = out else {
+    let RunOutcome::Applied {
+        range, appended, ..
+    } = out
+    else {
         anyhow::bail!("{out:?}");
     };
     // A client's first run also joins its group: three items, 2 WRU each.
@@ -57,7 +60,10 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     let out = log
         .push_run(id, "g1", "c1", &muts(3..=102), None, RunSource::Push)
         .await?;
-    let RunOutcome::Applied { range, appended } = out else {
+    let RunOutcome::Applied {
+        range, appended, ..
+    } = out
+    else {
         anyhow::bail!("{out:?}");
     };
     assert_eq!((range.first, range.last), (3, 102));
@@ -800,5 +806,117 @@ async fn incremental_pulls_stay_exact_under_stale_reads() -> anyhow::Result<()> 
             > 0,
         "reads were stale"
     );
+    Ok(())
+}
+
+/// The entry-size rule holds for Replicache pushes: a mutation whose entry would be over
+/// `max_entry_bytes` (here 4.8 MB of cells, which `POST /entries` refuses with 413) is rejected
+/// with that reason, recorded as processed with no effect (so the client's last mutation id
+/// moves past it), and the rest of the push goes on.
+#[tokio::test]
+async fn a_mutation_over_the_entry_limit_is_rejected_not_written() -> anyhow::Result<()> {
+    let api = TestApi::start("sync-oversize").await?;
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let cells: Vec<Value> = (1..=44_000)
+        .map(|r| json!({"ref": format!("A{r}"), "value": "x".repeat(100)}))
+        .collect();
+    let huge = json!({"clientID": "c1", "id": 2, "name": "set", "timestamp": 1,
+                      "args": {"cells": cells}});
+    assert!(serde_json::to_vec(&huge)?.len() > 4_800_000);
+
+    // The same cells through `POST /entries`: 413.
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": huge["args"]["cells"]}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let v: Value = r.json().await?;
+    assert_eq!(v["error"]["code"], "entry-too-large", "{v}");
+
+    let (s, v) = post(
+        &c,
+        &push,
+        &push_body("g", json!([set_mutation("c1", 1, "B1", json!(1))])),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let before = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0")))
+        .send()
+        .await?
+        .json::<Value>()
+        .await?;
+    let (s, v) = post(
+        &c,
+        &push,
+        &push_body("g", json!([huge, set_mutation("c1", 3, "B3", json!(3))])),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["applied"], 1, "{v}");
+    assert_eq!(v["lastMutationIDs"]["c1"], 3, "{v}");
+    let rejected = v["rejected"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rejected.len(), 1, "{v}");
+    assert_eq!(rejected[0]["id"], 2);
+    assert!(
+        json_str(&rejected[0], "/error").starts_with("entry-too-large"),
+        "{v}"
+    );
+
+    // The log holds the earlier entries unchanged and one new run: mutation 2 rejected (no
+    // event), mutation 3 applied; no entry is over the limit.
+    let after = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0")))
+        .send()
+        .await?
+        .json::<Value>()
+        .await?;
+    let key = |e: &Value| (e["seq"].clone(), e["type"].clone(), e["body"].clone());
+    let old: Vec<_> = before["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(key)
+        .collect();
+    let all = after["entries"].as_array().cloned().unwrap_or_default();
+    let kept: Vec<_> = all.iter().take(old.len()).map(key).collect();
+    assert_eq!(kept, old);
+    let new: Vec<&Value> = all[old.len()..]
+        .iter()
+        .filter(|e| e["type"] == "mutations")
+        .collect();
+    assert_eq!(new.len(), 1, "{after}");
+    assert_eq!(new[0]["body"]["rejected"], json!([2]));
+    let applied: Vec<u64> = new[0]["body"]["mutations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_u64())
+        .collect();
+    assert_eq!(applied, vec![3]);
+    assert!(
+        serde_json::to_vec(&after)?.len() < 100_000,
+        "the rejected cells were not written"
+    );
+
+    // The client is not stuck: a pull confirms mutation 3, and the next push goes on.
+    let (s, v) = post(
+        &c,
+        &api.url(&format!("/logs/{log}/replicache/pull")),
+        &pull_body("g", Value::Null),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["lastMutationIDChanges"]["c1"], 3, "{v}");
+    let (s, v) = post(
+        &c,
+        &push,
+        &push_body("g", json!([set_mutation("c1", 4, "B4", json!(4))])),
+    )
+    .await?;
+    assert_eq!((s, v["applied"].clone()), (StatusCode::OK, json!(1)), "{v}");
     Ok(())
 }

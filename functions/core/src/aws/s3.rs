@@ -251,7 +251,10 @@ impl S3Bucket {
         }
     }
 
-    /// A GET URL valid for `ttl`, for clients that read an object straight from S3.
+    /// A GET URL valid for `ttl`, for clients that read an object straight from S3. The response
+    /// is always `application/octet-stream` with `Content-Disposition: attachment`, whatever
+    /// content type the object was stored with (an upload's type is the caller's choice), so a
+    /// URL this stack hands out never renders as a page in a browser.
     pub async fn presign_get(&self, key: &str, ttl: Duration) -> Result<String, StoreError> {
         let cfg = PresigningConfig::expires_in(ttl)
             .map_err(|e| StoreError::service(SERVICE, "presign GetObject", e))?;
@@ -260,6 +263,8 @@ impl S3Bucket {
             .get_object()
             .bucket(&self.bucket)
             .key(key)
+            .response_content_type("application/octet-stream")
+            .response_content_disposition("attachment")
             .presigned(cfg)
             .await
             .map_err(|e| s3_error("presign GetObject", e))?;

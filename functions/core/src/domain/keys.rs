@@ -29,11 +29,27 @@ pub fn upload_key(log: LogId, upload_id: &str) -> String {
     format!("{}uploads/{upload_id}", payload_prefix(log))
 }
 
-/// A new key for a committed upload's file: each commit copies the uploaded object here, and the
+/// The key of a committed upload's file: each commit copies the uploaded object here, and the
 /// entry refers to this copy. Nobody is ever given a URL that writes it, so the bytes an entry
 /// names cannot be replaced, re-tagged or deleted through the upload URL.
-pub fn file_key(log: LogId) -> String {
-    format!("{}files/{}", payload_prefix(log), Uuid::new_v4().simple())
+///
+/// Keyed by the upload id and the entity tag of the uploaded version copied, so commits of the
+/// same bytes retried after a failure or a timeout land on one key (and find it there) instead of
+/// adding a copy each, while a different version PUT to the upload URL in between never lands on
+/// the key a committed entry names. Without an entity tag, a fresh key.
+pub fn file_key(log: LogId, upload_id: &str, etag: Option<&str>) -> String {
+    let tag: String = etag
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
+    let version = if tag.is_empty() {
+        Uuid::new_v4().simple().to_string()
+    } else {
+        tag
+    };
+    format!("{}files/{upload_id}.{version}", payload_prefix(log))
 }
 
 /// Whether `key` is one of `log`'s payload objects (a stream record naming any other key is not
@@ -60,8 +76,16 @@ mod tests {
         let other = LogId::new_random();
         assert!(is_payload_of(log, &body_key(log)));
         assert!(is_payload_of(log, &upload_key(log, "u1-x")));
-        assert!(is_payload_of(log, &file_key(log)));
-        assert_ne!(file_key(log), file_key(log));
+        assert!(is_payload_of(log, &file_key(log, "u1-x", Some("\"abc\""))));
+        assert_eq!(
+            file_key(log, "u1-x", Some("\"abc\"")),
+            file_key(log, "u1-x", Some("\"abc\""))
+        );
+        assert_ne!(
+            file_key(log, "u1-x", Some("\"abc\"")),
+            file_key(log, "u1-x", Some("\"abd\""))
+        );
+        assert_ne!(file_key(log, "u1-x", None), file_key(log, "u1-x", None));
         assert!(!is_payload_of(other, &body_key(log)));
         assert_ne!(body_key(log), body_key(log));
     }

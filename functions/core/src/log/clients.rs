@@ -23,14 +23,23 @@ pub struct PushedMutation {
     pub event: Result<Event, String>,
 }
 
+/// A mutation a run recorded as rejected (processed, with no effect), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub id: u64,
+    pub reason: String,
+}
+
 /// What [`EventLog::push_run`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
     /// A run was applied: these mutations are recorded at `range.seq`. Mutations after
-    /// `range.last` (over the per-entry limits) are still to push: call again.
+    /// `range.last` (over the per-entry limits) are still to push: call again. `rejected` says
+    /// why each of `range.rejected` was refused: its arguments, or the entry-size rule.
     Applied {
         range: ClientRange,
         appended: Appended,
+        rejected: Vec<Rejected>,
     },
     /// Every mutation given is at or below the client's last applied one; nothing was written.
     /// `newest` is the client's newest range.
@@ -51,8 +60,30 @@ pub enum RunSource {
     Replay,
 }
 
-/// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry.
+/// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry
+/// (unless the entry-size rule is lower).
 const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
+
+/// An upper bound on the bytes a `mutations` body spends on one mutation besides its event body:
+/// the id offset, type code, body version and body length, each a varint.
+const PER_MUTATION_OVERHEAD: usize = 4 * 10;
+
+/// An upper bound on a `mutations` body's header: the two ids, length-prefixed, and three varints.
+fn run_header_bytes(group: &str, client: &str) -> usize {
+    group.len() + client.len() + 2 * 10 + 3 * 10
+}
+
+/// Why a mutation with an event body of `size` bytes breaks the entry-size rule, if it does:
+/// the run that records it alone would be larger than `limit`.
+pub fn oversize_reason(size: usize, header: usize, limit: usize) -> Option<String> {
+    let entry = header + PER_MUTATION_OVERHEAD + size;
+    (entry > limit).then(|| {
+        format!(
+            "entry-too-large: the mutation's body is {size} bytes and its entry would exceed the \
+             {limit}-byte entry limit; send large data through the upload flow"
+        )
+    })
+}
 
 impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     /// Applies a client's mutations (ids ascending) that it has not applied yet, as one
@@ -112,8 +143,16 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     },
                 });
             }
-            let run = self.build_run(group, client, first.id - 1, &pending)?;
+            let (run, rejected) = self.build_run(group, client, first.id - 1, &pending)?;
             let (code, version, body) = run.encode();
+            if body.len() > self.cfg.max_body_bytes {
+                // `build_run` sizes runs by upper bounds, so this cannot happen; refuse rather
+                // than write an entry over the rule.
+                return Err(LogError::BodyTooLarge {
+                    size: body.len(),
+                    limit: self.cfg.max_body_bytes,
+                });
+            }
             let entry = NewEntry::new(EntryType(code), version, body);
             let (body, external) = self.place_body(log, &entry).await?;
             let head = self.head(log, hint, consistency, &mut units).await?;
@@ -148,6 +187,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     debug!(log = %log, client, first = range.first, last = range.last, seq = next_seq, "mutations applied");
                     return Ok(RunOutcome::Applied {
                         range,
+                        rejected,
                         appended: Appended {
                             seq: next_seq,
                             segment: head.at.segment,
@@ -187,14 +227,21 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     }
 
     /// The next run from `pending` (which starts at `last + 1`): consecutive ids only, within the
-    /// per-entry limits.
+    /// per-entry limits, with the mutations it rejects and why. A mutation whose event alone
+    /// would make an entry over the entry-size rule (`LogConfig::max_body_bytes`) is rejected
+    /// (recorded as processed, with no effect), so the client moves past it; the run is split so
+    /// that no entry exceeds the rule.
     fn build_run(
         &self,
         group: &str,
         client: &str,
         last: u64,
         pending: &[&PushedMutation],
-    ) -> Result<Mutations, LogError> {
+    ) -> Result<(Mutations, Vec<Rejected>), LogError> {
+        let limit = self.cfg.max_body_bytes;
+        let header = run_header_bytes(group, client);
+        let budget = MAX_RUN_BODY_BYTES.min(limit.saturating_sub(header));
+        let mut rejected = Vec::new();
         let mut run = Mutations {
             group: group.to_owned(),
             client: client.to_owned(),
@@ -207,22 +254,33 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             if m.id != run.last + 1 || run.last + 1 - run.first >= MAX_MUTATIONS_PER_ENTRY {
                 break;
             }
-            if let Ok(event) = &m.event {
-                let size = event.encode().2.len();
-                if !run.applied.is_empty() && bytes + size > MAX_RUN_BODY_BYTES {
-                    break;
+            match &m.event {
+                Ok(event) => {
+                    let size = event.encode().2.len();
+                    if let Some(reason) = oversize_reason(size, header, limit) {
+                        rejected.push(Rejected { id: m.id, reason });
+                    } else {
+                        let cost = size + PER_MUTATION_OVERHEAD;
+                        if !run.applied.is_empty() && bytes + cost > budget {
+                            break;
+                        }
+                        bytes += cost;
+                        run.applied.push(Mutation {
+                            id: m.id,
+                            event: event.clone(),
+                        });
+                    }
                 }
-                bytes += size;
-                run.applied.push(Mutation {
+                Err(reason) => rejected.push(Rejected {
                     id: m.id,
-                    event: event.clone(),
-                });
+                    reason: reason.clone(),
+                }),
             }
             run.last = m.id;
         }
         run.validate()
             .map_err(|e| LogError::InvalidEntry(e.to_string()))?;
-        Ok(run)
+        Ok((run, rejected))
     }
 
     /// The client's newest range (its last applied mutation), or `None` for a client this log

@@ -63,7 +63,10 @@ async fn mutations_apply_once_in_order_and_can_be_found() {
         .push_run(id, "g", "c1", &muts(1..=3), None, RunSource::Push)
         .await
         .unwrap();
-    let RunOutcome::Applied { range, appended } = out else {
+    let RunOutcome::Applied {
+        range, appended, ..
+    } = out
+    else {
         panic!("{out:?}")
     };
     let units = appended.units;
@@ -81,7 +84,10 @@ async fn mutations_apply_once_in_order_and_can_be_found() {
         .push_run(id, "g", "c1", &muts(2..=4), None, RunSource::Push)
         .await
         .unwrap();
-    let RunOutcome::Applied { range, appended } = out else {
+    let RunOutcome::Applied {
+        range, appended, ..
+    } = out
+    else {
         panic!("{out:?}")
     };
     let units = appended.units;
@@ -351,4 +357,117 @@ async fn push_all_replay<S: LogStore, P: PayloadStore>(
             RunOutcome::AlreadyApplied { .. } => return Ok(()),
         }
     }
+}
+
+/// A `set` of `cells` cells of 100-character strings: about `cells * 110` bytes of body.
+fn big_set(cells: usize) -> Event {
+    let cells: Vec<_> = (0..cells)
+        .map(|i| serde_json::json!({"ref": format!("A{}", i + 1), "value": "x".repeat(100)}))
+        .collect();
+    Event::from_parts("set", serde_json::json!({ "cells": cells })).unwrap()
+}
+
+#[tokio::test]
+async fn a_mutation_over_the_entry_limit_is_rejected_and_the_client_moves_on() {
+    let log = mem_log();
+    let limit = log.config().max_body_bytes;
+    let id = log.create().await.unwrap().log;
+    let huge = big_set(44_000);
+    assert!(
+        huge.encode().2.len() > 4 * limit,
+        "the test mutation is not oversize"
+    );
+    let m = vec![
+        PushedMutation {
+            id: 1,
+            event: Ok(set(1.0)),
+        },
+        PushedMutation {
+            id: 2,
+            event: Ok(huge),
+        },
+        PushedMutation {
+            id: 3,
+            event: Ok(set(3.0)),
+        },
+    ];
+    let out = log
+        .push_run(id, "g", "c", &m, None, RunSource::Push)
+        .await
+        .unwrap();
+    let RunOutcome::Applied {
+        range, rejected, ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!((range.first, range.last), (1, 3));
+    assert_eq!(range.rejected, vec![2]);
+    assert_eq!(rejected.len(), 1);
+    assert!(
+        rejected[0].reason.starts_with("entry-too-large"),
+        "{rejected:?}"
+    );
+    assert_eq!(log.last_mutation(id, "c").await.unwrap().unwrap().last, 3);
+    // The same rule holds for a replayed run.
+    let out = log
+        .push_run(
+            id,
+            "g",
+            "c2",
+            &[PushedMutation {
+                id: 7,
+                event: Ok(big_set(44_000)),
+            }],
+            None,
+            RunSource::Replay,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out, RunOutcome::Applied { ref range, .. } if range.rejected == [7]));
+    // Every entry written stays within the rule.
+    let page = log.read_since(id, 0, 100).await.unwrap();
+    for e in &page.entries {
+        assert!(
+            e.body.len() <= limit,
+            "entry {} is {} bytes",
+            e.seq,
+            e.body.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_is_split_so_no_entry_exceeds_a_low_entry_limit() {
+    let cfg = LogConfig {
+        max_body_bytes: 40 * 1024,
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).unwrap();
+    let id = log.create().await.unwrap().log;
+    // Ten mutations of about 16 KB each: 160 KB, under the 256 KB run target but four times the
+    // entry limit.
+    let m: Vec<PushedMutation> = (1..=10)
+        .map(|id| PushedMutation {
+            id,
+            event: Ok(big_set(150)),
+        })
+        .collect();
+    let seqs = push_all(&log, id, "g", "c", &m).await.unwrap();
+    assert!(seqs.len() >= 4, "split into {} entries", seqs.len());
+    let page = log.read_since(id, 0, 100).await.unwrap();
+    let mut applied = 0;
+    for e in &page.entries {
+        assert!(
+            e.body.len() <= 40 * 1024,
+            "entry {} is {} bytes",
+            e.seq,
+            e.body.len()
+        );
+        if let Ok(EntryBody::Mutations(run)) = EntryBody::decode(e.kind.0, e.version, &e.body) {
+            assert!(run.rejected().is_empty());
+            applied += run.applied.len();
+        }
+    }
+    assert_eq!(applied, 10);
 }

@@ -15,10 +15,10 @@ mod clients;
 mod retry;
 
 #[cfg(feature = "engine")]
-pub use clients::{PushedMutation, RunOutcome, RunSource};
+pub use clients::{PushedMutation, Rejected, RunOutcome, RunSource, oversize_reason};
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::Serialize;
 use tracing::{debug, info};
 
@@ -732,8 +732,11 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 *first = fresh;
             }
         }
-        let complete = chain.complete;
-        let mut entries = self.resolve(log, chain.records).await?.into_iter();
+        let (entries, cut) = self
+            .resolve_within(log, chain.records, self.cfg.read_budget_bytes)
+            .await?;
+        let complete = chain.complete && !cut;
+        let mut entries = entries.into_iter();
         let snapshot = entries
             .next()
             .filter(|e| e.kind == EntryType::SNAPSHOT)
@@ -788,8 +791,10 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         let chain = self
             .read_chain(log, start, from - seg.base_seq, limit, &mut units)
             .await?;
-        let complete = chain.complete;
-        let entries = self.resolve(log, chain.records).await?;
+        let (entries, cut) = self
+            .resolve_within(log, chain.records, self.cfg.read_budget_bytes)
+            .await?;
+        let complete = chain.complete && !cut;
         let next_seq = from + entries.len() as u64;
         Ok(EntriesPage {
             entries,
@@ -1190,8 +1195,42 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         log: LogId,
         records: Vec<(u64, EntryRecord)>,
     ) -> Result<Vec<Entry>, LogError> {
+        self.resolve_within(log, records, usize::MAX)
+            .await
+            .map(|(entries, _)| entries)
+    }
+
+    /// As [`resolve`](Self::resolve), stopping once the bodies held reach `budget` bytes (always
+    /// keeping the first entry): the entries, in order, and whether it stopped early. At most
+    /// [`RESOLVE_CONCURRENCY`] offloaded bodies are fetched past the budget, then dropped.
+    async fn resolve_within(
+        &self,
+        log: LogId,
+        records: Vec<(u64, EntryRecord)>,
+        budget: usize,
+    ) -> Result<(Vec<Entry>, bool), LogError> {
+        let total = records.len();
+        let mut stream = self.resolve_stream(log, records);
+        let mut out = Vec::new();
+        let mut held = 0usize;
+        while let Some(entry) = stream.next().await {
+            let entry = entry?;
+            held = held.saturating_add(entry.body.len());
+            out.push(entry);
+            if held >= budget && out.len() < total {
+                return Ok((out, true));
+            }
+        }
+        Ok((out, false))
+    }
+
+    fn resolve_stream(
+        &self,
+        log: LogId,
+        records: Vec<(u64, EntryRecord)>,
+    ) -> impl futures::Stream<Item = Result<Entry, LogError>> + '_ {
         futures::stream::iter(records)
-            .map(|(seq, rec)| async move {
+            .map(move |(seq, rec)| async move {
                 let payload = rec.payload_key().map(str::to_owned);
                 let body = match (rec.body, &rec.external) {
                     (Some(body), _) => body,
@@ -1216,11 +1255,12 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     snapshot_root: rec.snapshot_root,
                 })
             })
-            .buffered(8)
-            .try_collect()
-            .await
+            .buffered(RESOLVE_CONCURRENCY)
     }
 }
+
+/// Offloaded bodies fetched from S3 at once while resolving a page.
+pub const RESOLVE_CONCURRENCY: usize = 8;
 
 fn internal_entry(segment: u64, num: u64, created: i64, kind: EntryType) -> EntryRecord {
     EntryRecord {

@@ -371,3 +371,45 @@ async fn load_returns_at_most_a_page_and_says_more_follows() {
     assert_eq!(rest.entries.len(), 20);
     assert!(rest.complete);
 }
+
+/// Issue 26: reads held every body of a page (up to 1,001 entries for a load) before trimming,
+/// so a few large entries could exhaust a function's memory. A page now ends once the bodies it
+/// holds reach `read_budget_bytes`, says it is not complete, and the reader goes on from there.
+#[tokio::test]
+async fn reads_end_a_page_early_at_the_byte_budget() {
+    let cfg = LogConfig {
+        read_budget_bytes: 250 * 1024,
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).unwrap();
+    let id = log.create().await.unwrap().log;
+    for i in 0..10u8 {
+        let e = NewEntry::new(SET, 1, vec![i; 100 * 1024]);
+        log.append(id, e, AppendOptions::default()).await.unwrap();
+    }
+    let page = log.read_since(id, 1, 100).await.unwrap();
+    assert_eq!(page.entries.len(), 3, "100 KB bodies, 250 KB budget");
+    assert!(!page.complete);
+    assert_eq!(page.next_seq, 4);
+    // Going on from there reaches the end without skipping anything.
+    let mut seqs: Vec<u64> = page.entries.iter().map(|e| e.seq).collect();
+    let mut at = page.next_seq;
+    loop {
+        let p = log.read_since(id, at, 100).await.unwrap();
+        assert!(p.entries.iter().map(|e| e.body.len()).sum::<usize>() < 400 * 1024);
+        seqs.extend(p.entries.iter().map(|e| e.seq));
+        at = p.next_seq;
+        if p.complete {
+            break;
+        }
+    }
+    assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+    let loaded = log.load(id).await.unwrap();
+    assert!(!loaded.complete);
+    assert_eq!(
+        loaded.entries.len(),
+        3,
+        "the snapshot's empty body, then three"
+    );
+    assert_eq!(loaded.next_seq, 4);
+}
