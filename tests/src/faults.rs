@@ -9,8 +9,8 @@ use sheetlog_core::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::ports::{
-    RangePut,
-    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome,
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, RangePut,
+    TxOutcome,
 };
 
 #[derive(Debug, Default)]

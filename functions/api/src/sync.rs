@@ -210,7 +210,12 @@ async fn enqueue(
         if first <= 1 {
             continue;
         }
-        match state.log.last_mutation(log, client).await.map_err(from_log)? {
+        match state
+            .log
+            .last_mutation(log, client)
+            .await
+            .map_err(from_log)?
+        {
             Some(r) if r.group != push.group => {
                 return Err(from_log(LogError::ClientGroupMismatch {
                     client: client.to_owned(),
@@ -673,33 +678,33 @@ pub async fn replay(
                 ApiError::Internal(format!("source entry {} does not decode: {err}", e.seq))
             })?;
             for m in body.runs() {
-            let mut events = m.applied.iter().peekable();
-            let mutations: Vec<PushedMutation> = (m.first..=m.last)
-                .map(|id| match events.next_if(|a| a.id == id) {
-                    Some(a) => PushedMutation {
-                        id,
-                        event: Ok(a.event.clone()),
-                    },
-                    None => PushedMutation {
-                        id,
-                        event: Err(format!("rejected in log {source} at sequence {}", e.seq)),
-                    },
-                })
-                .collect();
-            let (ranges, _) = apply_client(
-                &state,
-                log,
-                &m.group,
-                &m.client,
-                &mutations,
-                RunSource::Replay,
-            )
-            .await
-            .map_err(|e| ApiError::from_log(&log_id, e))?;
-            let done: u64 = ranges.iter().map(|r| r.last - r.first + 1).sum();
-            appended += ranges.len() as u64;
-            applied += done;
-            skipped += (m.last - m.first + 1) - done;
+                let mut events = m.applied.iter().peekable();
+                let mutations: Vec<PushedMutation> = (m.first..=m.last)
+                    .map(|id| match events.next_if(|a| a.id == id) {
+                        Some(a) => PushedMutation {
+                            id,
+                            event: Ok(a.event.clone()),
+                        },
+                        None => PushedMutation {
+                            id,
+                            event: Err(format!("rejected in log {source} at sequence {}", e.seq)),
+                        },
+                    })
+                    .collect();
+                let (ranges, _) = apply_client(
+                    &state,
+                    log,
+                    &m.group,
+                    &m.client,
+                    &mutations,
+                    RunSource::Replay,
+                )
+                .await
+                .map_err(|e| ApiError::from_log(&log_id, e))?;
+                let done: u64 = ranges.iter().map(|r| r.last - r.first + 1).sum();
+                appended += ranges.len() as u64;
+                applied += done;
+                skipped += (m.last - m.first + 1) - done;
             }
         }
     }
@@ -721,7 +726,10 @@ pub async fn replay(
 /// The JSON body of a batch `mutations` entry (body version 2) in `GET /logs/{logId}/entries`:
 /// `{"runs": [...]}`, each run as a single-client entry reads.
 pub fn batch_json(runs: &[Mutations]) -> ApiResult<Value> {
-    let runs = runs.iter().map(mutations_json).collect::<ApiResult<Vec<_>>>()?;
+    let runs = runs
+        .iter()
+        .map(mutations_json)
+        .collect::<ApiResult<Vec<_>>>()?;
     Ok(json!({ "runs": runs }))
 }
 

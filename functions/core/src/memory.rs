@@ -294,7 +294,13 @@ impl LogStore for MemLogStore {
             let before = t
                 .groups
                 .get(&(log, group.clone()))
-                .map(|m| item_size(&group_item(log, group, &m.iter().cloned().collect::<Vec<_>>())))
+                .map(|m| {
+                    item_size(&group_item(
+                        log,
+                        group,
+                        &m.iter().cloned().collect::<Vec<_>>(),
+                    ))
+                })
                 .unwrap_or(0);
             let after = item_size(&group_item(
                 log,
@@ -303,10 +309,10 @@ impl LogStore for MemLogStore {
             ));
             *units += RequestUnits::writes(write_units(before.max(after), true));
         }
-        if ranges
-            .iter()
-            .any(|p| t.ranges.contains_key(&(log, p.range.client.clone(), p.range.key)))
-        {
+        if ranges.iter().any(|p| {
+            t.ranges
+                .contains_key(&(log, p.range.client.clone(), p.range.key))
+        }) {
             return Ok(ClientPutOutcome::RangeTaken);
         }
         if taken.is_some() {

@@ -445,9 +445,7 @@ impl<T: LogStore + ?Sized> LogStore for std::sync::Arc<T> {
         ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
-        (**self)
-            .put_client_entries(log, entry, ranges, units)
-            .await
+        (**self).put_client_entries(log, entry, ranges, units).await
     }
     async fn client_ranges(
         &self,

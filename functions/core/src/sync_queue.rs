@@ -295,7 +295,11 @@ mod tests {
         assert!(mismatched.is_empty());
         assert_eq!(clients.len(), 2);
         assert_eq!(
-            clients[0].mutations.iter().map(|m| m.id).collect::<Vec<_>>(),
+            clients[0]
+                .mutations
+                .iter()
+                .map(|m| m.id)
+                .collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
         assert_eq!(clients[1].client, "d");

@@ -38,9 +38,9 @@ use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
 use sheetlog_stream_router::AwsEffects;
+use sheetlog_sync_writer::WriterConfig;
 pub use stream::StreamDriver;
 pub use sync::SyncDriver;
-use sheetlog_sync_writer::WriterConfig;
 use tracing::{info, warn};
 
 /// Settings of the local pipeline.

@@ -100,7 +100,11 @@ impl SyncDriver {
             for f in out.failed() {
                 // The message comes back after its visibility timeout; the writer skips what
                 // it already applied.
-                warn!(id = f.id(), code = f.code(), "deleting a handled push failed");
+                warn!(
+                    id = f.id(),
+                    code = f.code(),
+                    "deleting a handled push failed"
+                );
             }
         }
         Ok(())

@@ -234,7 +234,11 @@ impl MutationBatch {
         }
         for (i, run) in self.runs.iter().enumerate() {
             run.validate().map_err(|e| ValidationError {
-                path: format!("runs[{i}]{}{}", if e.path.is_empty() { "" } else { "." }, e.path),
+                path: format!(
+                    "runs[{i}]{}{}",
+                    if e.path.is_empty() { "" } else { "." },
+                    e.path
+                ),
                 message: e.message,
             })?;
             if self.runs[..i].iter().any(|r| r.client == run.client) {
@@ -391,12 +395,18 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(decode_runs(version, &body).unwrap(), two.runs);
-        assert_eq!(decode_runs(1, &sample().encode().2).unwrap(), vec![sample()]);
+        assert_eq!(
+            decode_runs(1, &sample().encode().2).unwrap(),
+            vec![sample()]
+        );
         // Events come out run after run.
         let decoded = EntryBody::decode(code, version, &body).unwrap();
         assert_eq!(decoded.events().count(), 2);
         for cut in 0..body.len() {
-            assert!(MutationBatch::decode(version, &body[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                MutationBatch::decode(version, &body[..cut]).is_err(),
+                "cut at {cut}"
+            );
         }
         let dup = MutationBatch {
             runs: vec![sample(), sample()],

@@ -159,7 +159,10 @@ impl Handler {
                     }
                 }
                 Err(reason) => {
-                    error!(message_id, reason, "dropping a message that is not a queued push");
+                    error!(
+                        message_id,
+                        reason, "dropping a message that is not a queued push"
+                    );
                     results.push(MessageResult {
                         message_id,
                         log: None,

@@ -30,7 +30,11 @@ impl PayloadStore for FlakyPayloads {
     }
     async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
         if key.contains("flaky") {
-            return Err(StoreError::service("S3", "GetObject", "service unavailable"));
+            return Err(StoreError::service(
+                "S3",
+                "GetObject",
+                "service unavailable",
+            ));
         }
         self.0.get(key).await
     }
@@ -109,11 +113,22 @@ async fn the_sample_batch_is_one_entry_and_a_redelivery_applies_nothing() {
     let ev = load("push-batch.json", log);
     let results = h.handle_detailed(ev.clone()).await;
     assert_eq!(results.len(), 3);
-    assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied), "{results:?}");
+    assert!(
+        results.iter().all(|r| r.outcome == MessageOutcome::Applied),
+        "{results:?}"
+    );
     let (ids, entries) = applied(&h, log).await;
     assert_eq!(entries, 1, "three pushes of two clients in one entry");
     assert_eq!(ids.len(), 4);
-    assert_eq!(h.log().last_mutation(log, "client-1").await.unwrap().unwrap().last, 2);
+    assert_eq!(
+        h.log()
+            .last_mutation(log, "client-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .last,
+        2
+    );
     // The writer died before deleting the messages: SQS delivers the batch again.
     let again = h.handle(ev).await;
     assert!(again.batch_item_failures.is_empty());
@@ -125,9 +140,20 @@ async fn a_poison_message_is_dropped_and_the_next_push_of_the_sheet_applies() {
     let (h, _) = handler().await;
     let log = h.log().create().await.unwrap().log;
     let results = h.handle_detailed(load("poison.json", log)).await;
-    assert!(matches!(results[0].outcome, MessageOutcome::Poison(_)), "{results:?}");
+    assert!(
+        matches!(results[0].outcome, MessageOutcome::Poison(_)),
+        "{results:?}"
+    );
     assert_eq!(results[1].outcome, MessageOutcome::Applied);
-    assert_eq!(h.log().last_mutation(log, "client-3").await.unwrap().unwrap().last, 1);
+    assert_eq!(
+        h.log()
+            .last_mutation(log, "client-3")
+            .await
+            .unwrap()
+            .unwrap()
+            .last,
+        1
+    );
     // A push to a log that does not exist, a stored push that expired: dropped too.
     let gone = serde_json::to_string(&StoredPush {
         v: 1,
@@ -140,10 +166,24 @@ async fn a_poison_message_is_dropped_and_the_next_push_of_the_sheet_applies() {
     next.group = "group-a".into();
     let next = next.to_json();
     let results = h.handle_detailed(event(&[gone, missing, next])).await;
-    assert!(matches!(results[0].outcome, MessageOutcome::Poison(_)), "{results:?}");
-    assert!(matches!(results[1].outcome, MessageOutcome::Poison(_)), "{results:?}");
+    assert!(
+        matches!(results[0].outcome, MessageOutcome::Poison(_)),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[1].outcome, MessageOutcome::Poison(_)),
+        "{results:?}"
+    );
     assert_eq!(results[2].outcome, MessageOutcome::Applied);
-    assert_eq!(h.log().last_mutation(log, "client-3").await.unwrap().unwrap().last, 2);
+    assert_eq!(
+        h.log()
+            .last_mutation(log, "client-3")
+            .await
+            .unwrap()
+            .unwrap()
+            .last,
+        2
+    );
 }
 
 #[tokio::test]
@@ -156,7 +196,12 @@ async fn a_transient_failure_keeps_the_rest_of_its_log_in_order_and_other_logs_g
         .put_discardable(&key, Bytes::from(push(a, "c", &[1]).to_json()))
         .await
         .unwrap();
-    let stored = serde_json::to_string(&StoredPush { v: 1, log: a, s3: key }).unwrap();
+    let stored = serde_json::to_string(&StoredPush {
+        v: 1,
+        log: a,
+        s3: key,
+    })
+    .unwrap();
     let bodies = [
         push(a, "first", &[1]).to_json(),
         push(b, "other", &[1]).to_json(),
@@ -179,27 +224,48 @@ async fn a_transient_failure_keeps_the_rest_of_its_log_in_order_and_other_logs_g
     assert_eq!(failed, vec!["m2", "m3"]);
     // After the dead-letter queue took the stored push, the client's re-push (from its oldest
     // pending mutation, as Replicache does) applies.
-    let results = h.handle_detailed(event(&[push(a, "c", &[1, 2]).to_json()])).await;
+    let results = h
+        .handle_detailed(event(&[push(a, "c", &[1, 2]).to_json()]))
+        .await;
     assert_eq!(results[0].outcome, MessageOutcome::Applied);
-    assert_eq!(h.log().last_mutation(a, "c").await.unwrap().unwrap().last, 2);
+    assert_eq!(
+        h.log().last_mutation(a, "c").await.unwrap().unwrap().last,
+        2
+    );
 }
 
 #[tokio::test]
 async fn a_gap_is_refused_without_blocking_the_clients_later_pushes() {
     let (h, _) = handler().await;
     let log = h.log().create().await.unwrap().log;
-    h.handle_detailed(event(&[push(log, "c", &[1]).to_json()])).await;
+    h.handle_detailed(event(&[push(log, "c", &[1]).to_json()]))
+        .await;
     // Mutation 2 went to the dead-letter queue; the client's next push holds only 3.
-    let results = h.handle_detailed(event(&[push(log, "c", &[3]).to_json()])).await;
-    assert_eq!(results[0].outcome, MessageOutcome::Applied, "refused, and deleted");
-    assert_eq!(h.log().last_mutation(log, "c").await.unwrap().unwrap().last, 1);
+    let results = h
+        .handle_detailed(event(&[push(log, "c", &[3]).to_json()]))
+        .await;
+    assert_eq!(
+        results[0].outcome,
+        MessageOutcome::Applied,
+        "refused, and deleted"
+    );
+    assert_eq!(
+        h.log().last_mutation(log, "c").await.unwrap().unwrap().last,
+        1
+    );
     // Replicache re-pushes every pending mutation: 2 and 3 apply, in order.
-    let results = h.handle_detailed(event(&[push(log, "c", &[2, 3]).to_json()])).await;
+    let results = h
+        .handle_detailed(event(&[push(log, "c", &[2, 3]).to_json()]))
+        .await;
     assert_eq!(results[0].outcome, MessageOutcome::Applied);
     let (ids, _) = applied(&h, log).await;
     assert_eq!(
         ids,
-        vec![("c".to_owned(), 1), ("c".to_owned(), 2), ("c".to_owned(), 3)]
+        vec![
+            ("c".to_owned(), 1),
+            ("c".to_owned(), 2),
+            ("c".to_owned(), 3)
+        ]
     );
 }
 

@@ -202,17 +202,20 @@ async fn the_sync_writer_binary_applies_a_fifo_batch_of_queued_pushes() -> anyho
         );
         let text = std::fs::read_to_string(&path)?;
         // The sample's log id, replaced by the one created here.
-        Ok(serde_json::from_str(
-            &text.replace("6f1c2a9e-3b7d-4c1e-9a55-0d2f4e8b7c11", &id.to_string()),
-        )?)
+        Ok(serde_json::from_str(&text.replace(
+            "6f1c2a9e-3b7d-4c1e-9a55-0d2f4e8b7c11",
+            &id.to_string(),
+        ))?)
     };
-    let mut writer =
-        LambdaProcess::start(&bin.join("sheetlog-sync-writer"), 512, 30, &env).await?;
+    let mut writer = LambdaProcess::start(&bin.join("sheetlog-sync-writer"), 512, 30, &env).await?;
     // Three pushes of two clients in one FIFO batch: one group commit.
     let batch = sample("push-batch.json")?;
     let answer = writer.invoke(&batch).await?;
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
-    assert_eq!(log.last_mutation(id, "client-1").await?.map(|r| r.last), Some(2));
+    assert_eq!(
+        log.last_mutation(id, "client-1").await?.map(|r| r.last),
+        Some(2)
+    );
     let two = log.last_mutation(id, "client-2").await?;
     assert_eq!(two.as_ref().map(|r| r.last), Some(2));
     let next = log.next_seq(id).await?.0;
@@ -224,7 +227,10 @@ async fn the_sync_writer_binary_applies_a_fifo_batch_of_queued_pushes() -> anyho
     // A poison message is dropped, not redelivered; the push after it applies.
     let answer = writer.invoke(&sample("poison.json")?).await?;
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
-    assert_eq!(log.last_mutation(id, "client-3").await?.map(|r| r.last), Some(1));
+    assert_eq!(
+        log.last_mutation(id, "client-3").await?.map(|r| r.last),
+        Some(1)
+    );
     Ok(())
 }
 

@@ -86,8 +86,9 @@ async fn sixty_four_clients_pushing_to_one_sheet_all_land_without_a_503() -> any
                 let mut refusals = Vec::new();
                 // Like Replicache: each push carries every pending mutation, oldest first.
                 for k in 1..=PER_CLIENT {
-                    let muts: Vec<Value> =
-                        (1..=k).map(|id| set_mutation(&format!("c{i}"), id)).collect();
+                    let muts: Vec<Value> = (1..=k)
+                        .map(|id| set_mutation(&format!("c{i}"), id))
+                        .collect();
                     let r = c
                         .post(&push)
                         .json(&push_body(&format!("g{i}"), json!(muts)))
@@ -126,27 +127,44 @@ async fn sixty_four_clients_pushing_to_one_sheet_all_land_without_a_503() -> any
     let (ids, batches) = applied(&c, &api, &log).await?;
     assert_eq!(ids.len(), CLIENTS);
     for (client, got) in &ids {
-        assert_eq!(got, &(1..=PER_CLIENT).collect::<Vec<_>>(), "client {client}: once each, in order");
+        assert_eq!(
+            got,
+            &(1..=PER_CLIENT).collect::<Vec<_>>(),
+            "client {client}: once each, in order"
+        );
     }
-    assert!(batches > 0, "no entry held more than one client: no group commit");
+    assert!(
+        batches > 0,
+        "no entry held more than one client: no group commit"
+    );
     // A pull reads the batch entries' runs: a client's group sees its last mutation id, from a
     // full reset (null cookie) and from an incremental read (cookie 1).
     let pull = api.url(&format!("/logs/{log}/replicache/pull"));
     for cookie in [Value::Null, json!(1)] {
         let v: Value = c
             .post(&pull)
-            .json(&json!({"pullVersion": 1, "clientGroupID": "g7", "cookie": cookie,
-                          "profileID": "p", "schemaVersion": ""}))
+            .json(
+                &json!({"pullVersion": 1, "clientGroupID": "g7", "cookie": cookie,
+                          "profileID": "p", "schemaVersion": ""}),
+            )
             .send()
             .await?
             .json()
             .await?;
-        assert_eq!(v["lastMutationIDChanges"], json!({"c7": PER_CLIENT}), "{cookie}");
+        assert_eq!(
+            v["lastMutationIDChanges"],
+            json!({"c7": PER_CLIENT}),
+            "{cookie}"
+        );
     }
     Ok(())
 }
 
-fn queued(log: sheetlog_core::LogId, client: &str, ids: std::ops::RangeInclusive<u64>) -> QueuedPush {
+fn queued(
+    log: sheetlog_core::LogId,
+    client: &str,
+    ids: std::ops::RangeInclusive<u64>,
+) -> QueuedPush {
     QueuedPush {
         v: 1,
         log,
@@ -169,11 +187,19 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
 -> anyhow::Result<()> {
     let emulator = sheetlog_tests::Emulator::start()?;
     let sdk = emulator.sdk_config().await;
-    let stack = create_local_stack(&sdk, &sheetlog_tests::emulator::unique_prefix("sync-redeliver"))
-        .await?;
+    let stack = create_local_stack(
+        &sdk,
+        &sheetlog_tests::emulator::unique_prefix("sync-redeliver"),
+    )
+    .await?;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
-    let writer = Handler::from_sdk(&sdk, &stack.resources, LogConfig::default(), WriterConfig::default())?;
+    let writer = Handler::from_sdk(
+        &sdk,
+        &stack.resources,
+        LogConfig::default(),
+        WriterConfig::default(),
+    )?;
     let driver = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, Arc::new(writer));
     let log = driver.handler().log().create().await?.log;
     let group = log.to_string();
@@ -181,17 +207,24 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
     // The deduplication id: the same push sent twice is one message.
     let first = queued(log, "a", 1..=2);
     for _ in 0..2 {
-        queue.send(&group, &first.dedupe_id(), first.to_json()).await?;
+        queue
+            .send(&group, &first.dedupe_id(), first.to_json())
+            .await?;
     }
     let second = queued(log, "b", 1..=1);
-    queue.send(&group, &second.dedupe_id(), second.to_json()).await?;
+    queue
+        .send(&group, &second.dedupe_id(), second.to_json())
+        .await?;
     let messages = driver.receive(Duration::from_secs(1)).await?;
     assert_eq!(messages.len(), 2, "the duplicate send was dropped");
     // The writer appends, then dies before deleting the messages.
     let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
     event.records = messages.clone();
     let results = driver.handler().handle_detailed(event).await;
-    assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied), "{results:?}");
+    assert!(
+        results.iter().all(|r| r.outcome == MessageOutcome::Applied),
+        "{results:?}"
+    );
     let after_first = driver.handler().log().next_seq(log).await?.0;
     // Their visibility timeout runs out: SQS delivers them again.
     for m in &messages {
@@ -205,7 +238,11 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
     let results = driver.poll_once(Duration::from_secs(1)).await?;
     assert_eq!(results.len(), 2, "redelivered");
     assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
-    assert_eq!(driver.handler().log().next_seq(log).await?.0, after_first, "nothing written twice");
+    assert_eq!(
+        driver.handler().log().next_seq(log).await?.0,
+        after_first,
+        "nothing written twice"
+    );
 
     // A poison message in the sheet's group, then the next push: the push applies.
     sqs.send_message()
@@ -216,14 +253,25 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
         .send()
         .await?;
     let next = queued(log, "a", 1..=3);
-    queue.send(&group, &next.dedupe_id(), next.to_json()).await?;
+    queue
+        .send(&group, &next.dedupe_id(), next.to_json())
+        .await?;
     let mut outcomes = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while outcomes.len() < 2 && Instant::now() < deadline {
         outcomes.extend(driver.poll_once(Duration::from_secs(1)).await?);
     }
-    assert!(matches!(outcomes.first().map(|r| &r.outcome), Some(MessageOutcome::Poison(_))), "{outcomes:?}");
-    assert_eq!(outcomes.get(1).map(|r| &r.outcome), Some(&MessageOutcome::Applied));
+    assert!(
+        matches!(
+            outcomes.first().map(|r| &r.outcome),
+            Some(MessageOutcome::Poison(_))
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.get(1).map(|r| &r.outcome),
+        Some(&MessageOutcome::Applied)
+    );
     let a = driver.handler().log().last_mutation(log, "a").await?;
     assert_eq!(a.map(|r| r.last), Some(3));
     // Nothing is left on the queue.

@@ -24,8 +24,8 @@ use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
 use crate::error::StoreError;
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, RangePut, TxOutcome,
-    check_range_count,
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, RangePut,
+    TxOutcome, check_range_count,
 };
 
 const SERVICE: &str = "DynamoDB";

@@ -291,8 +291,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             });
         }
         let last = newest.map_or(0, |n| n.last);
-        let pending: Vec<&PushedMutation> =
-            push.mutations.iter().filter(|m| m.id > last).collect();
+        let pending: Vec<&PushedMutation> = push.mutations.iter().filter(|m| m.id > last).collect();
         let Some(first) = pending.first() else {
             return Ok(None);
         };

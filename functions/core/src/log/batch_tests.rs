@@ -1,4 +1,5 @@
 //! Group commit over the in-memory stores, with and without injected faults.
+#![cfg(feature = "engine")]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,7 +38,8 @@ async fn applied<S: LogStore, P: PayloadStore>(
 ) -> (BTreeMap<String, Vec<u64>>, usize) {
     // Until a read shows every entry (injected stale reads may hide the newest ones).
     let page = loop {
-        let (Ok((next, _)), Ok(page)) = (log.next_seq(id).await, log.read_since(id, 0, 10_000).await)
+        let (Ok((next, _)), Ok(page)) =
+            (log.next_seq(id).await, log.read_since(id, 0, 10_000).await)
         else {
             continue;
         };
@@ -81,9 +83,19 @@ async fn a_batch_of_many_clients_is_one_entry_with_every_range() {
         };
         assert_eq!(*last, 2);
         assert_eq!(ranges.len(), 1);
-        let newest = log.last_mutation(id, &format!("c{c}")).await.unwrap().unwrap();
+        let newest = log
+            .last_mutation(id, &format!("c{c}"))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((newest.first, newest.last, newest.seq), (1, 2, seq));
-        assert_eq!(log.group_clients(id, &format!("g-c{c}")).await.unwrap().len(), 1);
+        assert_eq!(
+            log.group_clients(id, &format!("g-c{c}"))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
     }
     let page = log.read_since(id, seq, 1).await.unwrap();
     let e = &page.entries[0];
@@ -155,22 +167,44 @@ async fn a_bad_client_is_refused_alone_and_rejections_advance_the_client() {
     assert_eq!(out.appended.len(), 1);
     assert!(matches!(
         &out.clients[0],
-        ClientResult::Refused { error: LogError::ClientUnknown { got: 3, .. }, .. }
+        ClientResult::Refused {
+            error: LogError::ClientUnknown { got: 3, .. },
+            ..
+        }
     ));
     assert!(matches!(
         &out.clients[1],
-        ClientResult::Refused { error: LogError::ClientGroupMismatch { .. }, .. }
+        ClientResult::Refused {
+            error: LogError::ClientGroupMismatch { .. },
+            ..
+        }
     ));
-    assert!(matches!(&out.clients[2], ClientResult::Done { last: 2, .. }));
-    assert!(matches!(&out.clients[3], ClientResult::Done { last: 1, .. }));
+    assert!(matches!(
+        &out.clients[2],
+        ClientResult::Done { last: 2, .. }
+    ));
+    assert!(matches!(
+        &out.clients[3],
+        ClientResult::Done { last: 1, .. }
+    ));
     assert!(matches!(&out.clients[4], ClientResult::Refused { .. }));
     let r = log.find_mutation(id, "r", 1).await.unwrap().unwrap();
     assert_eq!(r.rejected, vec![1]);
     // A gap after an applied mutation.
-    let out = log.push_batch(id, &[push("ok", 3..=3)], None).await.unwrap();
+    let out = log
+        .push_batch(id, &[push("ok", 3..=3)], None)
+        .await
+        .unwrap();
     assert!(matches!(
         &out.clients[0],
-        ClientResult::Refused { error: LogError::MutationGap { expected: 2, got: 3, .. }, .. }
+        ClientResult::Refused {
+            error: LogError::MutationGap {
+                expected: 2,
+                got: 3,
+                ..
+            },
+            ..
+        }
     ));
 }
 
@@ -231,9 +265,9 @@ async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
                 match log.push_batch(id, &pushes, None).await {
                     Ok(out) => {
                         assert!(
-                            out.clients
-                                .iter()
-                                .all(|r| matches!(r, ClientResult::Done { last, .. } if *last == end)),
+                            out.clients.iter().all(
+                                |r| matches!(r, ClientResult::Done { last, .. } if *last == end)
+                            ),
                             "{out:?}"
                         );
                         break;

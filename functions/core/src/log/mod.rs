@@ -1281,7 +1281,7 @@ fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
 
-#[cfg(all(test, feature = "engine"))]
+#[cfg(test)]
 mod batch_tests;
 #[cfg(test)]
 mod clients_tests;

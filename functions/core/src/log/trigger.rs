@@ -53,7 +53,9 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             return Ok(nothing);
         }
         // Entries since the boundary (at most CATCH_UP_WINDOW of them): is one a Snapshot entry?
-        let recent = self.read_since(log, a.seq - past, (past + 1) as usize).await?;
+        let recent = self
+            .read_since(log, a.seq - past, (past + 1) as usize)
+            .await?;
         if recent.entries.iter().any(|e| e.kind == EntryType::SNAPSHOT) {
             return Ok(nothing);
         }
