@@ -62,7 +62,7 @@ pub enum RunSource {
 
 /// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry
 /// (unless the entry-size rule is lower).
-const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
+pub(super) const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
 
 /// An upper bound on the bytes a `mutations` body spends on one mutation besides its event body:
 /// the id offset, type code, body version and body length, each a varint.
@@ -231,7 +231,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     /// would make an entry over the entry-size rule (`LogConfig::max_body_bytes`) is rejected
     /// (recorded as processed, with no effect), so the client moves past it; the run is split so
     /// that no entry exceeds the rule.
-    fn build_run(
+    pub(super) fn build_run(
         &self,
         group: &str,
         client: &str,

@@ -11,11 +11,17 @@
 pub mod archive;
 // Client mutations are sheet events, so sync needs the engine; the stream router does without.
 #[cfg(feature = "engine")]
+mod batch;
+#[cfg(feature = "engine")]
 mod clients;
 mod retry;
+mod trigger;
 
 #[cfg(feature = "engine")]
+pub use batch::{BatchOutcome, ClientPush, ClientResult};
+#[cfg(feature = "engine")]
 pub use clients::{PushedMutation, Rejected, RunOutcome, RunSource, oversize_reason};
+pub use trigger::{SnapshotTrigger, Triggered};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -1315,6 +1321,8 @@ fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod clients_tests;
 #[cfg(test)]
