@@ -109,6 +109,10 @@ pub struct HotArgs {
     /// this SVG file.
     #[arg(long)]
     pub svg: Option<std::path::PathBuf>,
+    /// With `--svg`: draw the chart from this file, the `--json` output of earlier runs (one
+    /// run's object or `{"runs": [...]}`; several files' runs are joined), instead of measuring.
+    #[arg(long, value_delimiter = ',')]
+    pub from_json: Vec<std::path::PathBuf>,
 }
 
 /// One mode's figures, by key without the mode prefix.
@@ -124,6 +128,22 @@ pub fn run(args: HotArgs) -> anyhow::Result<()> {
         "--rate must be above 0 and at most 50 pushes/s"
     );
     ensure!(args.seconds >= 1, "--seconds must be at least 1");
+    if !args.from_json.is_empty() {
+        let path = args
+            .svg
+            .as_deref()
+            .context("--from-json draws a chart: give --svg FILE")?;
+        let mut runs = Vec::new();
+        for file in &args.from_json {
+            let v: Value = serde_json::from_slice(&std::fs::read(file)?)
+                .with_context(|| format!("{}", file.display()))?;
+            match v.get("runs").and_then(Value::as_array) {
+                Some(rs) => runs.extend(rs.iter().filter_map(|r| r.as_object().cloned())),
+                None => runs.extend(v.as_object().cloned()),
+            }
+        }
+        return draw(path, &[Mode::Queued, Mode::Direct], &runs);
+    }
     let modes: &[Mode] = match args.mode {
         ModeArg::Queued => &[Mode::Queued],
         ModeArg::Direct => &[Mode::Direct],
@@ -169,7 +189,7 @@ fn draw(path: &std::path::Path, modes: &[Mode], runs: &[Map<String, Value>]) -> 
     for (i, mode) in modes.iter().enumerate() {
         for (j, q) in ["p50", "p99"].into_iter().enumerate() {
             let key = |k: &str| format!("{}_{k}", mode.prefix());
-            let points = runs
+            let mut points: Vec<(f64, f64)> = runs
                 .iter()
                 .filter_map(|r| {
                     Some((
@@ -178,6 +198,10 @@ fn draw(path: &std::path::Path, modes: &[Mode], runs: &[Map<String, Value>]) -> 
                     ))
                 })
                 .collect();
+            if points.is_empty() {
+                continue;
+            }
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
             lines.push(Line {
                 name: format!("{} {q}", mode.name()),
                 color: COLORS[(i * 2 + j) % COLORS.len()],
@@ -767,6 +791,7 @@ mod tests {
             drain_secs: 60,
             pull_ms: 100,
             svg: None,
+            from_json: Vec::new(),
         }
     }
 
