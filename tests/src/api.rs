@@ -124,8 +124,9 @@ impl TestApi {
         Ok(builder.build())
     }
 
-    /// In-process API on a full local stack (queues included) with the stream router and snapshot
-    /// worker running, as `sheetlog dev` runs them. Not available against a deployment (`None`).
+    /// In-process API on a full local stack (queues included) with the stream router, snapshot
+    /// worker and sync writer running, as `sheetlog dev` runs them: pushes are queued (whatever
+    /// `cfg.sync_writes` says). Not available against a deployment (`None`).
     pub async fn start_with_pipeline(label: &str, cfg: ApiConfig) -> anyhow::Result<Option<Self>> {
         if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
             return Ok(None);
@@ -135,6 +136,23 @@ impl TestApi {
         let local =
             sheetlog_pipeline::create_local_stack(&sdk, &crate::emulator::unique_prefix(label))
                 .await?;
+        let cfg = ApiConfig {
+            sync_writes: sheetlog_api::SyncWrites::Queued,
+            sync_queue_url: Some(local.sync_queues.queue.clone()),
+            ..cfg
+        };
+        let writer = sheetlog_sync_writer::Handler::from_sdk(
+            &sdk,
+            &local.resources,
+            LogConfig::default(),
+            sheetlog_sync_writer::WriterConfig {
+                trigger: sheetlog_core::log::SnapshotTrigger {
+                    interval: cfg.snapshot_interval,
+                    segment_max_entries: cfg.segment_max_entries,
+                },
+                ..Default::default()
+            },
+        )?;
         let state = AppState::from_sdk(&sdk, &local.resources, LogConfig::default(), cfg)?;
         let app = sheetlog_api::router(Arc::new(state));
         let pipeline_cfg = sheetlog_pipeline::LocalPipelineConfig {
@@ -147,7 +165,8 @@ impl TestApi {
             &local.resources,
             &local.queues,
             pipeline_cfg,
-        )?;
+        )?
+        .with_sync_writer(&sdk, &local.sync_queues.queue, writer);
         let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
         let (base, server) = serve(app).await?;
         let stack = TestStack {

@@ -9,6 +9,7 @@ use sheetlog_core::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::ports::{
+    RangePut,
     ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome,
 };
 
@@ -90,16 +91,15 @@ impl<S: LogStore> LogStore for FaultyStore<S> {
         }
         Ok(first)
     }
-    async fn put_client_entry(
+    async fn put_client_entries(
         &self,
         log: LogId,
         entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
+        ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
         self.inner
-            .put_client_entry(log, entry, range, join_group, units)
+            .put_client_entries(log, entry, ranges, units)
             .await
     }
     async fn client_ranges(

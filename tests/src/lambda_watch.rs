@@ -16,11 +16,12 @@ use sheetlog_core::config::Resources;
 use crate::emulator::workspace_root;
 
 /// Every function binary the stack deploys.
-pub const FUNCTION_BINARIES: [&str; 4] = [
+pub const FUNCTION_BINARIES: [&str; 5] = [
     "sheetlog-api",
     "sheetlog-stream-router",
     "sheetlog-snapshot-worker",
     "sheetlog-archiver",
+    "sheetlog-sync-writer",
 ];
 
 /// One build at a time (tests run in parallel; Cargo would serialise them anyway).

@@ -4,6 +4,29 @@ use std::time::Duration;
 
 use sheetlog_core::config::{ConfigError, env_parse};
 
+/// How a Replicache push is written (`SHEETLOG_SYNC_WRITES`, `docs/sync.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncWrites {
+    /// Checked, enqueued on the sync FIFO queue and answered; the sync writer applies it.
+    Queued,
+    /// Applied by the API before it answers, racing other pushes for the log's next entry.
+    #[default]
+    Direct,
+}
+
+impl std::str::FromStr for SyncWrites {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "queued" => Ok(Self::Queued),
+            "direct" => Ok(Self::Direct),
+            other => Err(ConfigError(format!(
+                "SHEETLOG_SYNC_WRITES={other:?}: expected queued or direct"
+            ))),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
     /// Append a Snapshot entry once this many entries have gone by since the last one.
@@ -25,6 +48,10 @@ pub struct ApiConfig {
     /// With JWT authorization: the token claim that lists the logs a caller may use
     /// (`SHEETLOG_ACCESS_CLAIM`; `access.rs`). `None`: every caller may use every log.
     pub access_claim: Option<String>,
+    /// How pushes are written (`SHEETLOG_SYNC_WRITES`; without it, directly).
+    pub sync_writes: SyncWrites,
+    /// The sync FIFO queue (`SHEETLOG_SYNC_QUEUE_URL`), required for queued writes.
+    pub sync_queue_url: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -38,6 +65,8 @@ impl Default for ApiConfig {
             max_upload_bytes: 256 * 1024 * 1024,
             max_response_bytes: 6 * 1024 * 1024 - 16 * 1024,
             access_claim: None,
+            sync_writes: SyncWrites::Direct,
+            sync_queue_url: None,
         }
     }
 }
@@ -59,6 +88,14 @@ impl ApiConfig {
         }
         if let Ok(v) = std::env::var("SHEETLOG_ACCESS_CLAIM") {
             c.access_claim = Some(v).filter(|v| !v.trim().is_empty());
+        }
+        if let Ok(v) = std::env::var("SHEETLOG_SYNC_WRITES")
+            && !v.trim().is_empty()
+        {
+            c.sync_writes = v.trim().parse()?;
+        }
+        if let Ok(v) = std::env::var("SHEETLOG_SYNC_QUEUE_URL") {
+            c.sync_queue_url = Some(v).filter(|v| !v.trim().is_empty());
         }
         c.validate()?;
         Ok(c)
@@ -84,6 +121,12 @@ impl ApiConfig {
         if !(1..=5 * 1024 * 1024 * 1024).contains(&self.max_upload_bytes) {
             return Err(ConfigError(
                 "SHEETLOG_MAX_UPLOAD_BYTES must be between 1 and 5368709120 (S3's CopyObject limit)"
+                    .into(),
+            ));
+        }
+        if self.sync_writes == SyncWrites::Queued && self.sync_queue_url.is_none() {
+            return Err(ConfigError(
+                "SHEETLOG_SYNC_WRITES=queued needs SHEETLOG_SYNC_QUEUE_URL (the sync FIFO queue)"
                     .into(),
             ));
         }

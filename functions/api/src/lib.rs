@@ -34,7 +34,7 @@ use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::OpenApi;
 
-pub use config::ApiConfig;
+pub use config::{ApiConfig, SyncWrites};
 pub use error::ApiError;
 pub use state::{AppState, SharedState};
 

@@ -147,6 +147,7 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     let body = match decoded {
         EntryBody::Event(event) => event_body(&event)?,
         EntryBody::Mutations(m) => crate::sync::mutations_json(&m)?,
+        EntryBody::Batch(b) => crate::sync::batch_json(&b.runs)?,
         EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
     let payload_url = match &e.payload {

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sheetlog_core::LogId;
-use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket, SqsPushQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::{EventLog, SegmentHint};
-use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::ports::{LogStore, PayloadStore, PushQueue};
 
-use crate::config::ApiConfig;
+use crate::config::{ApiConfig, SyncWrites};
 
 /// The API's log: the stores are chosen at start-up (the AWS adapters, or the same wrapped in
 /// the fault-injecting adapter by `sheetlog dev --faults`).
@@ -27,6 +27,8 @@ pub struct AppState {
     /// files streamed for reads that replay an import.
     pub bucket: S3Bucket,
     pub cfg: ApiConfig,
+    /// The sync FIFO queue, when pushes are queued (`docs/sync.md`, "Queued pushes").
+    pub push_queue: Option<Arc<dyn PushQueue>>,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
 }
 
@@ -38,8 +40,15 @@ impl AppState {
             bucket,
             log,
             cfg,
+            push_queue: None,
             hints: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Queues pushes on `queue` instead of applying them (the sync writer applies them).
+    pub fn with_push_queue(mut self, queue: Arc<dyn PushQueue>) -> Self {
+        self.push_queue = Some(queue);
+        self
     }
 
     /// Builds the state from SDK configuration and resource names.
@@ -71,7 +80,21 @@ impl AppState {
         let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
         let (store, payloads) = wrap(Arc::new(store), Arc::new(bucket.clone()));
         let log = EventLog::new(store, payloads, log_cfg)?;
-        Ok(Self::new(log, bucket, cfg))
+        let queue = match (cfg.sync_writes, &cfg.sync_queue_url) {
+            (SyncWrites::Queued, Some(url)) => Some(SqsPushQueue::new(
+                aws_sdk_sqs::Client::new(sdk),
+                url.clone(),
+            )),
+            (SyncWrites::Queued, None) => {
+                anyhow::bail!("queued sync writes need the sync queue's URL")
+            }
+            (SyncWrites::Direct, _) => None,
+        };
+        let state = Self::new(log, bucket, cfg);
+        Ok(match queue {
+            Some(q) => state.with_push_queue(Arc::new(q)),
+            None => state,
+        })
     }
 
     pub fn hint(&self, log: LogId) -> Option<SegmentHint> {

@@ -1,15 +1,18 @@
 //! Sync clients (`docs/sync.md`): Replicache's push and pull (protocol version 1) over a log, and
 //! the client queries.
 //!
-//! - Push: each client's mutations become `mutations` entries through [`EventLog::push_run`],
+//! - Push, queued (`SHEETLOG_SYNC_WRITES=queued`): the push is checked and enqueued on the sync
+//!   FIFO queue in its log's message group ([`enqueue`]); the sync writer applies it with a group
+//!   commit. Clients learn what was applied from pull's `lastMutationIDChanges`.
+//! - Push, direct: each client's mutations become `mutations` entries through [`EventLog::push_run`],
 //!   which applies every mutation exactly once and in order. Mutator names are the entry types,
 //!   `args` the entry body in the API's JSON form. A mutation whose args are invalid is recorded
 //!   as rejected (processed, with no effect), and the error is returned in the push response.
 //! - Pull: the cookie is the log's next sequence. A null cookie gets `clear` and every non-empty
 //!   cell; a cookie `c` gets the cells that entries `c..next` set (`put`, or `del` when cleared),
 //!   or a full reset when one of those entries moved cells around (rows, columns, an import).
-//!   `lastMutationIDChanges` comes from the `mutations` entries since the cookie, or from the
-//!   Clients table for a null cookie.
+//!   `lastMutationIDChanges` comes from the `mutations` entries since the cookie (every run of a
+//!   batch entry), or from the Clients table for a null cookie.
 //!
 //! [`EventLog::push_run`]: sheetlog_core::log::EventLog::push_run
 
@@ -30,6 +33,9 @@ use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::{Mutations, check_id};
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
 use sheetlog_core::snapshot::ReadBudget;
+use sheetlog_core::sync_queue::{
+    MAX_MESSAGE_BYTES, MESSAGE_VERSION, QueuedMutation, QueuedPush, StoredPush, mutation_event,
+};
 use tracing::{info, warn};
 
 use crate::cells::{Bounded, rows_at};
@@ -89,34 +95,18 @@ fn check(what: &str, id: &str) -> ApiResult<()> {
 struct PushRequest {
     #[serde(rename = "clientGroupID")]
     client_group_id: String,
-    mutations: Vec<PushMutation>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PushMutation {
-    #[serde(rename = "clientID")]
-    client_id: String,
-    id: u64,
-    name: String,
-    #[serde(default)]
-    args: Value,
-}
-
-/// The event a mutation stands for, or why its name or args are refused.
-fn mutation_event(name: &str, args: Value) -> Result<Event, String> {
-    if name == "import" {
-        return Err("import is not a mutator: files go through the upload flow".into());
-    }
-    Event::from_parts(name, args).map_err(|e| e.to_string())
+    mutations: Vec<QueuedMutation>,
 }
 
 /// Replicache push (protocol version 1): apply a client group's mutations, each exactly once and
 /// in order per client. Mutator names are entry types and `args` entry bodies. Errors Replicache
 /// understands (`VersionNotSupported`, `ClientStateNotFound`) are answered 200 with `{"error"}`.
+/// With queued writes the push is enqueued for the log's sync writer and answered
+/// `{"queued": <mutations>}`; pull tells the client when they are applied.
 #[utoipa::path(post, path = "/logs/{logId}/replicache/push",
     params(("logId" = String, Path, description = "the log's UUID")),
     request_body(content = Object, description = "a Replicache PushRequest (pushVersion 1)"),
-    responses((status = 200, body = Object, description = "applied count, rejected mutations with their errors, and each client's last mutation id; or a Replicache error"),
+    responses((status = 200, body = Object, description = "applied count, rejected mutations with their errors, and each client's last mutation id (direct writes); the number of mutations queued (queued writes); or a Replicache error"),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse, description = "a mutation id past the next one expected (`mutation-gap`)"),
         (status = 413, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
@@ -132,11 +122,16 @@ pub async fn push(
     }
     let req: PushRequest = shape(req)?;
     check("clientGroupID", &req.client_group_id)?;
+    for m in &req.mutations {
+        check("clientID", &m.client_id)?;
+    }
+    if let Some(queue) = &state.push_queue {
+        return enqueue(&state, queue.as_ref(), log, &log_id, req).await;
+    }
     let group = req.client_group_id.as_str();
     // The push's mutations in runs of one client each, in the order sent.
     let mut runs: Vec<(String, Vec<PushedMutation>)> = Vec::new();
     for m in req.mutations {
-        check("clientID", &m.client_id)?;
         let event = mutation_event(&m.name, m.args);
         let pushed = PushedMutation { id: m.id, event };
         match runs.last_mut() {
@@ -180,6 +175,79 @@ pub async fn push(
         "lastMutationIDs": last_ids,
     }))
     .into_response())
+}
+
+/// A queued push (`docs/sync.md`, "Queued pushes"): checked against what the log knows of its
+/// clients, then enqueued in the log's message group with a deduplication id from its content
+/// (through the bucket when it is larger than one message). The push is durable once this
+/// answers; the sync writer applies it.
+async fn enqueue(
+    state: &SharedState,
+    queue: &dyn sheetlog_core::ports::PushQueue,
+    log: LogId,
+    log_id: &str,
+    req: PushRequest,
+) -> ApiResult<Response> {
+    let from_log = |e| ApiError::from_log(log_id, e);
+    // A missing log is a 404 now rather than a push the writer drops.
+    state.log.next_seq(log).await.map_err(from_log)?;
+    let push = QueuedPush {
+        v: MESSAGE_VERSION,
+        log,
+        group: req.client_group_id,
+        mutations: req.mutations,
+        received: time::OffsetDateTime::now_utc().unix_timestamp() * 1000,
+        subject: None,
+    };
+    if push.mutations.is_empty() {
+        return Ok(Json(json!({ "queued": 0 })).into_response());
+    }
+    // What the log knows of each client: another group's client is refused as a direct push
+    // would be, and a client the log has no record of that starts past its first mutation has
+    // lost its state here (Replicache starts it afresh). A client that pushes from its oldest
+    // pending mutation, as Replicache does, never races its own queued push in this check.
+    for (client, (first, _)) in push.id_ranges() {
+        if first <= 1 {
+            continue;
+        }
+        match state.log.last_mutation(log, client).await.map_err(from_log)? {
+            Some(r) if r.group != push.group => {
+                return Err(from_log(LogError::ClientGroupMismatch {
+                    client: client.to_owned(),
+                    group: r.group,
+                    claimed: push.group.clone(),
+                }));
+            }
+            Some(_) => {}
+            None => {
+                warn!(log = %log, client, got = first, "push from a client this log does not know");
+                return Ok(replicache_error("ClientStateNotFound", None));
+            }
+        }
+    }
+    let dedupe_id = push.dedupe_id();
+    let mut body = push.to_json();
+    if body.len() > MAX_MESSAGE_BYTES {
+        let key = push.stored_key();
+        state
+            .bucket
+            .put_object(&key, Bytes::from(body), true)
+            .await
+            .map_err(ApiError::from_store)?;
+        let stored = StoredPush {
+            v: MESSAGE_VERSION,
+            log,
+            s3: key,
+        };
+        body = serde_json::to_string(&stored).map_err(|e| ApiError::Internal(e.to_string()))?;
+    }
+    queue
+        .send(&log.to_string(), &dedupe_id, body)
+        .await
+        .map_err(ApiError::from_store)?;
+    let queued = push.mutations.len();
+    info!(log = %log, group = push.group, queued, "push queued");
+    Ok(Json(json!({ "queued": queued })).into_response())
 }
 
 /// Pushes one client's mutations until every one of them is applied, one `mutations` entry per
@@ -332,9 +400,7 @@ async fn view(
                     let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
                         ApiError::Internal(format!("entry {} does not decode: {err}", e.seq))
                     })?;
-                    if let EntryBody::Mutations(m) = &body
-                        && m.group == group
-                    {
+                    for m in body.runs().iter().filter(|m| m.group == group) {
                         let last = last_ids.entry(m.client.clone()).or_insert(0);
                         *last = m.last.max(*last);
                     }
@@ -606,15 +672,13 @@ pub async fn replay(
             let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
                 ApiError::Internal(format!("source entry {} does not decode: {err}", e.seq))
             })?;
-            let EntryBody::Mutations(m) = body else {
-                continue;
-            };
-            let mut events = m.applied.into_iter().peekable();
+            for m in body.runs() {
+            let mut events = m.applied.iter().peekable();
             let mutations: Vec<PushedMutation> = (m.first..=m.last)
                 .map(|id| match events.next_if(|a| a.id == id) {
                     Some(a) => PushedMutation {
                         id,
-                        event: Ok(a.event),
+                        event: Ok(a.event.clone()),
                     },
                     None => PushedMutation {
                         id,
@@ -636,6 +700,7 @@ pub async fn replay(
             appended += ranges.len() as u64;
             applied += done;
             skipped += (m.last - m.first + 1) - done;
+            }
         }
     }
     let (next_seq, _) = state
@@ -651,6 +716,13 @@ pub async fn replay(
         "entriesAppended": appended,
         "nextSeq": next_seq,
     })))
+}
+
+/// The JSON body of a batch `mutations` entry (body version 2) in `GET /logs/{logId}/entries`:
+/// `{"runs": [...]}`, each run as a single-client entry reads.
+pub fn batch_json(runs: &[Mutations]) -> ApiResult<Value> {
+    let runs = runs.iter().map(mutations_json).collect::<ApiResult<Vec<_>>>()?;
+    Ok(json!({ "runs": runs }))
 }
 
 /// The JSON body of a `mutations` entry in `GET /logs/{logId}/entries`.

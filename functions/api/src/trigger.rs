@@ -1,23 +1,15 @@
-//! Appending, then the snapshot trigger that runs after every append (the design's "doesn't need
-//! to be reliable" logic): when the segment's entry number has just passed a multiple of the
-//! snapshot interval and no Snapshot entry sits in between, append one — or, when the segment is
-//! big enough and its snapshot is complete, start a new segment instead (which begins with one).
-//!
-//! If this process dies right after the append, the next few appends run the same check and
-//! catch up, so a snapshot comes a few entries late rather than never. Two writers can both decide
-//! a snapshot is due; the extra Snapshot entry costs one cheap incremental snapshot.
+//! Appending, then the snapshot trigger that runs after every append
+//! ([`EventLog::snapshot_if_due`](sheetlog_core::log::EventLog::snapshot_if_due), shared with the
+//! sync writer).
 
 use sheetlog_core::LogError;
-use sheetlog_core::domain::{EntryType, LogId, NewEntry};
-use sheetlog_core::log::{AppendOnce, AppendOptions, Appended, IdempotencyKey};
+use sheetlog_core::domain::{LogId, NewEntry};
+use sheetlog_core::log::{AppendOnce, AppendOptions, Appended, IdempotencyKey, SnapshotTrigger};
 use tracing::{info, warn};
 
 use crate::dto::AppendResponse;
 use crate::error::ApiError;
 use crate::state::SharedState;
-
-/// How many entries past each interval boundary the check keeps running.
-const CATCH_UP_WINDOW: u64 = 5;
 
 /// What an append request answers: the entry's place, and whether it was appended by an
 /// earlier request with the same idempotency key (a replay; nothing was written this time).
@@ -117,39 +109,13 @@ pub async fn after_append(state: &SharedState, log: LogId, a: &Appended) -> u64 
 
 /// Returns the log's next sequence after whatever the trigger wrote.
 async fn maybe_snapshot(state: &SharedState, log: LogId, a: &Appended) -> Result<u64, LogError> {
-    let interval = state.cfg.snapshot_interval;
-    let past = a.entry % interval;
-    if a.entry < interval || past >= CATCH_UP_WINDOW {
-        return Ok(a.next_seq);
-    }
-    // Entries since the boundary (at most CATCH_UP_WINDOW of them): is one a Snapshot entry?
-    let recent = state
-        .log
-        .read_since(log, a.seq - past, (past + 1) as usize)
-        .await?;
-    if recent.entries.iter().any(|e| e.kind == EntryType::SNAPSHOT) {
-        return Ok(a.next_seq);
-    }
-    if a.entry + 1 >= state.cfg.segment_max_entries {
-        match state.log.start_segment(log).await {
-            Ok(s) => {
-                state.remember_hint(log, s.hint);
-                info!(log = %log, segment = s.segment, "started a new segment");
-                return Ok(s.next_seq);
-            }
-            // The current segment's snapshot is still being built: take a plain snapshot now
-            // and roll the segment at a later boundary.
-            Err(LogError::SnapshotIncomplete { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let snap = NewEntry::new(EntryType::SNAPSHOT, 0, bytes::Bytes::new());
-    let opts = AppendOptions {
-        expected_seq: None,
-        segment_hint: Some(a.hint),
+    let trigger = SnapshotTrigger {
+        interval: state.cfg.snapshot_interval,
+        segment_max_entries: state.cfg.segment_max_entries,
     };
-    let s = state.log.append(log, snap, opts).await?;
-    state.remember_hint(log, s.hint);
-    info!(log = %log, seq = s.seq, "snapshot entry appended");
-    Ok(s.next_seq)
+    let t = state.log.snapshot_if_due(log, a, trigger).await?;
+    if let Some(hint) = t.hint {
+        state.remember_hint(log, hint);
+    }
+    Ok(t.next_seq)
 }

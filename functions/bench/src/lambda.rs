@@ -46,6 +46,7 @@ fn settings(binary: &str) -> (u32, u32) {
         "sheetlog-api" => (1024, 25),
         "sheetlog-archiver" => (512, 900),
         "sheetlog-stream-router" => (256, 30),
+        "sheetlog-sync-writer" => (512, 30),
         _ => (1024, 300),
     }
 }

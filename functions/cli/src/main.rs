@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use sheetlog::api::{Api, Auth, CliError, execute_api_region};
 use sheetlog::commands::{self, out};
-use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_api::{ApiConfig, AppState, SyncWrites};
 use std::time::Duration;
 
 use sheetlog_core::config::LogConfig;
@@ -168,6 +168,11 @@ struct DevArgs {
     /// conflicts, latency spikes, as AWS has them and the emulator does not).
     #[arg(long, env = "SHEETLOG_FAULTS")]
     faults: Option<String>,
+    /// How Replicache pushes are written: `queued` (enqueued on the sync FIFO queue and applied
+    /// by the sync writer, one writer per sheet) or `direct` (applied by the API before it
+    /// answers).
+    #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "queued")]
+    sync_writes: String,
 }
 
 #[tokio::main]
@@ -374,7 +379,8 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
              for the local emulator: run ./scripts/dev, which starts one and sets it."
         );
     }
-    let cfg = ApiConfig {
+    let sync_writes: SyncWrites = args.sync_writes.parse()?;
+    let mut cfg = ApiConfig {
         snapshot_interval: args.snapshot_interval,
         segment_max_entries: args.segment_max_entries,
         ..ApiConfig::default()
@@ -396,19 +402,43 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let wrap_faults = faults.clone();
+    cfg.sync_writes = sync_writes;
+    cfg.sync_queue_url = Some(stack.sync_queues.queue.clone());
+    let wrap = |faults: Option<Arc<Faults>>| {
+        move |store: Arc<dyn sheetlog_core::ports::LogStore>,
+              payloads: Arc<dyn sheetlog_core::ports::PayloadStore>|
+              -> (
+            Arc<dyn sheetlog_core::ports::LogStore>,
+            Arc<dyn sheetlog_core::ports::PayloadStore>,
+        ) {
+            match faults {
+                Some(f) => (
+                    Arc::new(FaultyLogStore::new(store, f.clone())),
+                    Arc::new(FaultyPayloadStore::new(payloads, f)),
+                ),
+                None => (store, payloads),
+            }
+        }
+    };
+    let writer = sheetlog_sync_writer::Handler::from_sdk_wrapped(
+        &sdk,
+        &stack.resources,
+        LogConfig::from_env()?,
+        sheetlog_sync_writer::WriterConfig {
+            trigger: sheetlog_core::log::SnapshotTrigger {
+                interval: cfg.snapshot_interval,
+                segment_max_entries: cfg.segment_max_entries,
+            },
+            ..Default::default()
+        },
+        wrap(faults.clone()),
+    )?;
     let state = AppState::from_sdk_wrapped(
         &sdk,
         &stack.resources,
         LogConfig::from_env()?,
         cfg,
-        move |store, payloads| match wrap_faults {
-            Some(f) => (
-                Arc::new(FaultyLogStore::new(store, f.clone())),
-                Arc::new(FaultyPayloadStore::new(payloads, f)),
-            ),
-            None => (store, payloads),
-        },
+        wrap(faults.clone()),
     )?;
     let app = sheetlog_api::router(Arc::new(state));
     let pipeline_cfg = LocalPipelineConfig {
@@ -416,7 +446,10 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         stream_failure_queue: Some(stack.stream_failure_queue.clone()),
         ..LocalPipelineConfig::default()
     };
-    let pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;
+    let mut pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;
+    if sync_writes == SyncWrites::Queued {
+        pipeline = pipeline.with_sync_writer(&sdk, &stack.sync_queues.queue, writer);
+    }
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let pipeline_task = tokio::spawn(pipeline.run(async move {
         let _ = stop_rx.changed().await;
@@ -427,8 +460,9 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
     println!(
-        "sheetlog API listening on http://{addr}  (stream router and snapshot worker running; Ctrl-C stops)\n\
-         open http://{addr}/ in a browser for the spreadsheet"
+        "sheetlog API listening on http://{addr}  (stream router, snapshot worker and sync writer running; pushes {}; Ctrl-C stops)\n\
+         open http://{addr}/ in a browser for the spreadsheet",
+        args.sync_writes
     );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -35,7 +35,7 @@ use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
 use crate::ports::{
     ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PutOutcome,
-    TxOutcome,
+    RangePut, TxOutcome,
 };
 
 /// How often each fault happens (probabilities per call) and for how long reads may be stale.
@@ -480,12 +480,11 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         Ok(out)
     }
 
-    async fn put_client_entry(
+    async fn put_client_entries(
         &self,
         log: LogId,
         entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
+        ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
         self.faults.before(DDB, "TransactWriteItems").await?;
@@ -498,7 +497,7 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         }
         let out = self
             .inner
-            .put_client_entry(log, entry, range, join_group, units)
+            .put_client_entries(log, entry, ranges, units)
             .await?;
         if out == ClientPutOutcome::Written {
             self.faults.note_entry(log, entry);
@@ -507,7 +506,7 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
                 // against what the first call wrote.
                 return self
                     .inner
-                    .put_client_entry(log, entry, range, join_group, units)
+                    .put_client_entries(log, entry, ranges, units)
                     .await;
             }
         }

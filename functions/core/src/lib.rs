@@ -12,6 +12,7 @@
 //! - [`faults`] — a seeded fault-injecting adapter modelling AWS's failure modes (feature `faults`)
 //! - [`sheet`], [`snapshot`] — re-exports of `sheetlog-sheet` (feature `engine`)
 //! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since (feature `engine`)
+//! - [`sync_queue`] — the queued push message (the sync FIFO queue)
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
 //! - [`telemetry`] — tracing set-up for the binaries
@@ -30,6 +31,7 @@ pub mod memory;
 pub mod ports;
 #[cfg(feature = "engine")]
 pub mod snapshot_input;
+pub mod sync_queue;
 pub mod telemetry;
 
 #[cfg(feature = "engine")]

@@ -27,7 +27,7 @@ use crate::domain::{
 use crate::error::StoreError;
 use crate::ports::{
     ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore,
-    PendingSnapshots, PutOutcome, TxOutcome,
+    PendingSnapshots, PutOutcome, RangePut, TxOutcome, check_range_count,
 };
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
@@ -252,14 +252,14 @@ impl LogStore for MemLogStore {
         }
     }
 
-    async fn put_client_entry(
+    async fn put_client_entries(
         &self,
         log: LogId,
         entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
+        ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
+        check_range_count(ranges)?;
         let mut t = lock(&self.tables)?;
         let taken = t.entries.get(&(log, entry.segment, entry.num)).cloned();
         let entry_size = Self::entry_cost(log, entry).max(
@@ -269,28 +269,44 @@ impl LogStore for MemLogStore {
                 .unwrap_or(0),
         );
         *units += RequestUnits::writes(write_units(entry_size, true));
-        *units += RequestUnits::writes(write_units(
-            item_size(&client_range_to_item(log, range)),
-            true,
-        ));
-        let group_key = (log, range.group.clone());
-        let mut members = t.groups.get(&group_key).cloned().unwrap_or_default();
-        if join_group {
-            let before = item_size(&group_item(
-                log,
-                &range.group,
-                &members.iter().cloned().collect::<Vec<_>>(),
+        let mut groups: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for put in ranges {
+            let range = &put.range;
+            *units += RequestUnits::writes(write_units(
+                item_size(&client_range_to_item(log, range)),
+                true,
             ));
-            members.insert(range.client.clone());
+            if put.join_group {
+                let members = match groups.entry(range.group.clone()) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => v.insert(
+                        t.groups
+                            .get(&(log, range.group.clone()))
+                            .cloned()
+                            .unwrap_or_default(),
+                    ),
+                };
+                members.insert(range.client.clone());
+            }
+        }
+        // One update per group item, however many of its clients join.
+        for (group, members) in &groups {
+            let before = t
+                .groups
+                .get(&(log, group.clone()))
+                .map(|m| item_size(&group_item(log, group, &m.iter().cloned().collect::<Vec<_>>())))
+                .unwrap_or(0);
             let after = item_size(&group_item(
                 log,
-                &range.group,
+                group,
                 &members.iter().cloned().collect::<Vec<_>>(),
             ));
             *units += RequestUnits::writes(write_units(before.max(after), true));
         }
-        let range_key = (log, range.client.clone(), range.key);
-        if t.ranges.contains_key(&range_key) {
+        if ranges
+            .iter()
+            .any(|p| t.ranges.contains_key(&(log, p.range.client.clone(), p.range.key)))
+        {
             return Ok(ClientPutOutcome::RangeTaken);
         }
         if taken.is_some() {
@@ -298,9 +314,12 @@ impl LogStore for MemLogStore {
         }
         t.entries
             .insert((log, entry.segment, entry.num), entry.clone());
-        t.ranges.insert(range_key, range.clone());
-        if join_group {
-            t.groups.insert(group_key, members);
+        for put in ranges {
+            let r = &put.range;
+            t.ranges.insert((log, r.client.clone(), r.key), r.clone());
+        }
+        for (group, members) in groups {
+            t.groups.insert((log, group), members);
         }
         Ok(ClientPutOutcome::Written)
     }
@@ -729,5 +748,48 @@ mod tests {
         };
         assert_eq!(c.state.as_deref(), Some("{}"));
         assert_eq!(store.earliest(key.log).await.unwrap(), Some(c));
+    }
+}
+
+/// One message on the in-memory push queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedMessage {
+    pub group: String,
+    pub dedupe_id: String,
+    pub body: String,
+}
+
+/// An in-memory FIFO push queue: messages in send order, a repeated deduplication id dropped
+/// (SQS drops it within five minutes; here for the queue's life).
+#[derive(Debug, Default)]
+pub struct MemPushQueue {
+    inner: Mutex<(Vec<QueuedMessage>, BTreeSet<String>)>,
+}
+
+impl MemPushQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes every message sent so far, in order.
+    pub fn take(&self) -> Vec<QueuedMessage> {
+        lock(&self.inner)
+            .map(|mut q| std::mem::take(&mut q.0))
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl crate::ports::PushQueue for MemPushQueue {
+    async fn send(&self, group: &str, dedupe_id: &str, body: String) -> Result<(), StoreError> {
+        let mut q = lock(&self.inner)?;
+        if q.1.insert(dedupe_id.to_owned()) {
+            q.0.push(QueuedMessage {
+                group: group.to_owned(),
+                dedupe_id: dedupe_id.to_owned(),
+                body,
+            });
+        }
+        Ok(())
     }
 }

@@ -38,6 +38,32 @@ pub enum OnceOutcome {
     Interrupted,
 }
 
+/// One client's range item in a `mutations` entry's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangePut {
+    pub range: ClientRange,
+    /// Also add the client to its group's item (the client's first run on this log).
+    pub join_group: bool,
+}
+
+/// Most range items one `mutations` entry's transaction carries: with the entry and one group
+/// update per range in the worst case, within DynamoDB's 100 items per transaction.
+pub const MAX_RANGES_PER_TRANSACTION: usize = 49;
+
+/// Refuses a transaction with no range or more than [`MAX_RANGES_PER_TRANSACTION`].
+pub fn check_range_count(ranges: &[RangePut]) -> Result<(), StoreError> {
+    if ranges.is_empty() || ranges.len() > MAX_RANGES_PER_TRANSACTION {
+        return Err(StoreError::corrupt(
+            "a mutations entry",
+            format!(
+                "{} range items (1 to {MAX_RANGES_PER_TRANSACTION} fit one transaction)",
+                ranges.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Result of putting a `mutations` entry together with its client range item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientPutOutcome {
@@ -171,6 +197,26 @@ pub trait LogStore: Send + Sync + std::fmt::Debug {
         range: &ClientRange,
         join_group: bool,
         units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        let put = RangePut {
+            range: range.clone(),
+            join_group,
+        };
+        self.put_client_entries(log, entry, std::slice::from_ref(&put), units)
+            .await
+    }
+
+    /// As [`put_client_entry`](Self::put_client_entry) for an entry that records several
+    /// clients' runs (a group commit): the entry and every range item (one per client, each on
+    /// its own condition) and group membership in one transaction, so the effects and every
+    /// client's last mutation id become visible together. At most
+    /// [`MAX_RANGES_PER_TRANSACTION`] ranges.
+    async fn put_client_entries(
+        &self,
+        log: LogId,
+        entry: &EntryRecord,
+        ranges: &[RangePut],
+        units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError>;
 
     /// Up to `limit` range items of a client, newest first, starting from the one with the
@@ -237,6 +283,14 @@ pub trait LogStore: Send + Sync + std::fmt::Debug {
 }
 
 /// Object storage for large entry bodies and uploaded payloads.
+/// The sync FIFO queue's sending side (`docs/sync.md`, "Queued pushes").
+#[async_trait]
+pub trait PushQueue: Send + Sync + std::fmt::Debug {
+    /// Enqueues `body` in message group `group` (the log id) with the deduplication id
+    /// `dedupe_id`; a second send with the same id within five minutes is accepted and dropped.
+    async fn send(&self, group: &str, dedupe_id: &str, body: String) -> Result<(), StoreError>;
+}
+
 #[async_trait]
 pub trait PayloadStore: Send + Sync + std::fmt::Debug {
     /// Stores an object tagged for auto-delete: it is discardable until the entry that references
@@ -384,16 +438,15 @@ impl<T: LogStore + ?Sized> LogStore for std::sync::Arc<T> {
             .read_entries(log, segment, from, limit, consistency, units)
             .await
     }
-    async fn put_client_entry(
+    async fn put_client_entries(
         &self,
         log: LogId,
         entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
+        ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
         (**self)
-            .put_client_entry(log, entry, range, join_group, units)
+            .put_client_entries(log, entry, ranges, units)
             .await
     }
     async fn client_ranges(

@@ -1,8 +1,9 @@
 //! `sheetlog-pipeline`: runs the side-effect pipeline on one machine. The emulator runs no Lambda
 //! event-source mappings, so this crate plays their part: it polls the Entry table's stream
 //! (every shard, the stack's filter applied) into the stream router's handler, and the snapshot
-//! queue into the snapshot worker's handler, honouring visibility timeouts, per-record failures
-//! and a per-invocation time budget. The handlers are exactly the ones deployed to Lambda.
+//! queue into the snapshot worker's handler, and the sync FIFO queue into the sync writer's
+//! handler, honouring visibility timeouts, per-record failures and a per-invocation time budget.
+//! The handlers are exactly the ones deployed to Lambda.
 //!
 //! Layout:
 //! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
@@ -10,7 +11,8 @@
 //! - [`provision`] — tables, bucket and queues created as the CDK stack defines them
 //! - [`local_stack`] — creates every local resource (what `sheetlog dev` runs on)
 //! - [`queue`]  — [`QueueDriver`]: ReceiveMessage → worker handler → DeleteMessage
-//! - `lib.rs`   — [`LocalPipeline`], both drivers until shutdown
+//! - [`sync`]   — [`SyncDriver`]: ReceiveMessage (FIFO, batches of ten) → sync writer → DeleteMessageBatch
+//! - `lib.rs`   — [`LocalPipeline`], the drivers until shutdown
 //!
 //! Nothing here is deployed: it is the local stand-in for what Lambda and CloudFormation do.
 
@@ -19,6 +21,7 @@ pub mod local_stack;
 pub mod provision;
 pub mod queue;
 pub mod stream;
+pub mod sync;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,13 +29,18 @@ use std::time::Duration;
 
 pub use filter::FilterPatterns;
 pub use local_stack::{LocalStack, create_local_stack};
-pub use provision::{QueueSettings, QueueUrls, create_snapshot_queues};
+pub use provision::{
+    QueueSettings, QueueUrls, SyncQueueSettings, SyncQueueUrls, create_snapshot_queues,
+    create_sync_queues,
+};
 pub use queue::QueueDriver;
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
 use sheetlog_stream_router::AwsEffects;
 pub use stream::StreamDriver;
+pub use sync::SyncDriver;
+use sheetlog_sync_writer::WriterConfig;
 use tracing::{info, warn};
 
 /// Settings of the local pipeline.
@@ -53,6 +61,8 @@ pub struct LocalPipelineConfig {
     /// destination; [`LocalStack::stream_failure_queue`]). None: they are only logged.
     pub stream_failure_queue: Option<String>,
     pub worker: WorkerConfig,
+    /// The sync writer's settings (its snapshot trigger should match the API's).
+    pub writer: WriterConfig,
     pub log: LogConfig,
 }
 
@@ -65,6 +75,7 @@ impl Default for LocalPipelineConfig {
             stream_retry_attempts: 10_000,
             stream_failure_queue: None,
             worker: WorkerConfig::default(),
+            writer: WriterConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -75,6 +86,8 @@ impl Default for LocalPipelineConfig {
 pub struct LocalPipeline {
     pub stream: StreamDriver,
     pub queue: QueueDriver,
+    /// The sync writer on the sync FIFO queue, when pushes are queued ([`Self::with_sync_writer`]).
+    pub sync: Option<SyncDriver>,
     poll_interval: Duration,
 }
 
@@ -126,8 +139,25 @@ impl LocalPipeline {
         Ok(Self {
             stream,
             queue,
+            sync: None,
             poll_interval: cfg.poll_interval,
         })
+    }
+
+    /// Also runs the sync writer on the sync FIFO queue at `url`, with `writer` (build it with
+    /// [`sheetlog_sync_writer::Handler::from_sdk`] or `from_sdk_wrapped`).
+    pub fn with_sync_writer(
+        mut self,
+        sdk: &aws_config::SdkConfig,
+        url: &str,
+        writer: sheetlog_sync_writer::Handler,
+    ) -> Self {
+        self.sync = Some(SyncDriver::new(
+            aws_sdk_sqs::Client::new(sdk),
+            url,
+            Arc::new(writer),
+        ));
+        self
     }
 
     /// Runs both drivers until `shutdown` resolves.
@@ -163,10 +193,20 @@ impl LocalPipeline {
                 })
                 .await;
         };
+        let sync = self.sync.as_ref();
+        let sync_task = async {
+            let mut stop = stop_rx.clone();
+            if let Some(sync) = sync {
+                sync.run(poll.min(Duration::from_millis(20)), async move {
+                    let _ = stop.changed().await;
+                })
+                .await;
+            }
+        };
         let stopper = async {
             shutdown.await;
             let _ = stop_tx.send(true);
         };
-        tokio::join!(stream_task, queue_task, stopper);
+        tokio::join!(stream_task, queue_task, sync_task, stopper);
     }
 }

@@ -310,6 +310,90 @@ pub async fn create_snapshot_queues(
     })
 }
 
+/// The sync FIFO queue and its dead-letter queue, as the CDK stack defines them (`SyncQueue`,
+/// `SyncDeadLetterQueue`).
+#[derive(Debug, Clone)]
+pub struct SyncQueueUrls {
+    pub queue: String,
+    pub dead_letter_queue: String,
+}
+
+/// The sync queue's attributes in the CDK stack: six times the writer's 30 s timeout of
+/// visibility (AWS's advice for an SQS event source), five receives before the dead-letter queue,
+/// 14 days of retention.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncQueueSettings {
+    pub visibility_timeout: Duration,
+    pub retention: Duration,
+    pub max_receive_count: u32,
+}
+
+impl Default for SyncQueueSettings {
+    fn default() -> Self {
+        Self {
+            visibility_timeout: Duration::from_secs(180),
+            retention: Duration::from_secs(14 * 24 * 3600),
+            max_receive_count: 5,
+        }
+    }
+}
+
+/// Creates the sync FIFO queue `<prefix>-sync.fifo` (content-based deduplication off: the API
+/// sets each message's deduplication id) and its FIFO dead-letter queue `<prefix>-sync-dlq.fifo`.
+pub async fn create_sync_queues(
+    client: &aws_sdk_sqs::Client,
+    prefix: &str,
+    settings: SyncQueueSettings,
+) -> Result<SyncQueueUrls, StoreError> {
+    let retention = settings.retention.as_secs().to_string();
+    let dlq = client
+        .create_queue()
+        .queue_name(format!("{prefix}-sync-dlq.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
+    let dlq_arn = client
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "GetQueueAttributes", e))?
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .ok_or_else(|| StoreError::corrupt("GetQueueAttributes response", "no queue ARN"))?;
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": settings.max_receive_count,
+    })
+    .to_string();
+    let queue = client
+        .create_queue()
+        .queue_name(format!("{prefix}-sync.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            settings.visibility_timeout.as_secs().to_string(),
+        )
+        .attributes(QueueAttributeName::MessageRetentionPeriod, &retention)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .map_err(|e| StoreError::service(SQS, "CreateQueue", e))?
+        .queue_url
+        .ok_or_else(|| StoreError::corrupt("CreateQueue response", "no queue URL"))?;
+    Ok(SyncQueueUrls {
+        queue,
+        dead_letter_queue: dlq,
+    })
+}
+
 /// Creates the stream router's failure queue (the stack's on-failure destination for Entry-stream
 /// records given up on), named `<prefix>-stream-failures`, with the snapshot queues' retention as
 /// in the CDK stack. Returns its URL.

@@ -12,6 +12,11 @@
 //! Binary body (version 1): group id and client id as length-prefixed strings, `first`,
 //! `last - first`, the number of applied mutations, then for each `id - first`, the event's type
 //! code, body version and length-prefixed body.
+//!
+//! Version 2 is a *batch* ([`MutationBatch`]): the runs of several clients written by one group
+//! commit (the sync writer, `docs/sync.md`). Its body is the number of runs, then each run as a
+//! length-prefixed version-1 body, in the order they apply. A batch of one run is always written
+//! as version 1, so a single-client entry reads the same whoever wrote it.
 
 use super::codec::{CodecError, Reader, Writer};
 use super::event::{DecodeError, Event, ValidationError};
@@ -22,6 +27,11 @@ pub const TYPE_MUTATIONS: u16 = 22;
 pub const MAX_ID_BYTES: usize = 128;
 /// Most mutations one entry records (applied or rejected).
 pub const MAX_MUTATIONS_PER_ENTRY: u64 = 1000;
+/// Body version of a batch of runs.
+pub const BATCH_VERSION: u16 = 2;
+/// Most runs (clients) one batch entry holds: each run takes one item of the entry's DynamoDB
+/// transaction, or two for a client's first run, within the transaction's 100 items.
+pub const MAX_RUNS_PER_ENTRY: usize = 32;
 const TYPE_NAME: &str = "mutations";
 
 /// One client's run of mutations.
@@ -203,6 +213,90 @@ impl Mutations {
     }
 }
 
+/// Several clients' runs in one entry (body version 2), in the order they apply. Each client
+/// appears at most once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MutationBatch {
+    pub runs: Vec<Mutations>,
+}
+
+impl MutationBatch {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let err = |message: String| ValidationError {
+            path: String::new(),
+            message,
+        };
+        if self.runs.is_empty() || self.runs.len() > MAX_RUNS_PER_ENTRY {
+            return Err(err(format!(
+                "a batch holds 1 to {MAX_RUNS_PER_ENTRY} runs (got {})",
+                self.runs.len()
+            )));
+        }
+        for (i, run) in self.runs.iter().enumerate() {
+            run.validate().map_err(|e| ValidationError {
+                path: format!("runs[{i}]{}{}", if e.path.is_empty() { "" } else { "." }, e.path),
+                message: e.message,
+            })?;
+            if self.runs[..i].iter().any(|r| r.client == run.client) {
+                return Err(err(format!("client {} has two runs", run.client)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The binary form: one run as version 1 (readable by every build), more as version 2.
+    pub fn encode(&self) -> (u16, u16, Vec<u8>) {
+        if let [one] = &self.runs[..] {
+            return one.encode();
+        }
+        let mut w = Writer::new();
+        w.varint(self.runs.len() as u64);
+        for run in &self.runs {
+            w.bytes(&run.encode().2);
+        }
+        (TYPE_MUTATIONS, BATCH_VERSION, w.buf)
+    }
+
+    pub fn decode(version: u16, body: &[u8]) -> Result<MutationBatch, DecodeError> {
+        if version != BATCH_VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                type_name: TYPE_NAME,
+                version,
+            });
+        }
+        let codec = |source| DecodeError::Codec {
+            type_name: TYPE_NAME,
+            source,
+        };
+        let mut r = Reader::new(body);
+        let n = r.varint().map_err(codec)?;
+        if n == 0 || n > MAX_RUNS_PER_ENTRY as u64 {
+            return Err(codec(CodecError::Invalid(format!("{n} runs in a batch"))));
+        }
+        let mut runs = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let bytes = r.bytes(usize::MAX >> 1, "run").map_err(codec)?;
+            runs.push(Mutations::decode(super::event::BODY_VERSION, bytes)?);
+        }
+        r.finish().map_err(codec)?;
+        let b = MutationBatch { runs };
+        b.validate().map_err(|source| DecodeError::Invalid {
+            type_name: TYPE_NAME,
+            source,
+        })?;
+        Ok(b)
+    }
+}
+
+/// Decodes a `mutations` entry of either version into its runs.
+pub fn decode_runs(version: u16, body: &[u8]) -> Result<Vec<Mutations>, DecodeError> {
+    if version == BATCH_VERSION {
+        MutationBatch::decode(version, body).map(|b| b.runs)
+    } else {
+        Mutations::decode(version, body).map(|m| vec![m])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +366,44 @@ mod tests {
         extra.push(0);
         assert!(Mutations::decode(v, &extra).is_err());
         assert!(Mutations::decode(v + 1, &body).is_err());
+    }
+
+    #[test]
+    fn a_batch_round_trips_and_one_run_stays_version_1() {
+        let one = MutationBatch {
+            runs: vec![sample()],
+        };
+        let (code, version, body) = one.encode();
+        assert_eq!((code, version), (TYPE_MUTATIONS, 1));
+        assert_eq!(body, sample().encode().2);
+        let mut other = sample();
+        other.client = "c-2".into();
+        other.first = 1;
+        other.last = 1;
+        other.applied = vec![];
+        let two = MutationBatch {
+            runs: vec![sample(), other.clone()],
+        };
+        let (code, version, body) = two.encode();
+        assert_eq!((code, version), (TYPE_MUTATIONS, BATCH_VERSION));
+        match EntryBody::decode(code, version, &body).unwrap() {
+            EntryBody::Batch(back) => assert_eq!(back, two),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decode_runs(version, &body).unwrap(), two.runs);
+        assert_eq!(decode_runs(1, &sample().encode().2).unwrap(), vec![sample()]);
+        // Events come out run after run.
+        let decoded = EntryBody::decode(code, version, &body).unwrap();
+        assert_eq!(decoded.events().count(), 2);
+        for cut in 0..body.len() {
+            assert!(MutationBatch::decode(version, &body[..cut]).is_err(), "cut at {cut}");
+        }
+        let dup = MutationBatch {
+            runs: vec![sample(), sample()],
+        };
+        assert!(dup.validate().is_err());
+        let (_, v, body) = dup.encode();
+        assert!(MutationBatch::decode(v, &body).is_err());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Each function's binary (the `lambda-check` profile) under a Lambda runtime (`cargo lambda watch`'s Runtime API
 //! emulator, `sheetlog_tests::lambda_watch`), driven with the events AWS sends it: API Gateway
 //! HTTP API v2 requests (with and without JWT claims), a DynamoDB stream batch of real Entry
-//! records, an SQS batch in which one record fails (partial batch response), and the scheduled
-//! event of the retention run. The effects are checked on the emulator.
+//! records, an SQS batch in which one record fails (partial batch response), an SQS FIFO batch of
+//! queued pushes for the sync writer, and the scheduled event of the retention run. The effects are checked on the emulator.
 
 use serde_json::{Value, json};
 use sheetlog_core::domain::LogId;
@@ -185,6 +185,46 @@ async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> any
         "the worker completed the snapshot of the Snapshot entry"
     );
     assert!(loaded.snapshot.snapshot_root.is_some());
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_sync_writer_binary_applies_a_fifo_batch_of_queued_pushes() -> anyhow::Result<()> {
+    let bin = build_functions(FunctionProfile::Check)?;
+    let stack = TestStack::new("lambda-sync").await?;
+    let env = function_env(&stack.resources, stack.emulator.endpoint());
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    let sample = |name: &str| -> anyhow::Result<Value> {
+        let path = format!(
+            "{}/../functions/sync-writer/events/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path)?;
+        // The sample's log id, replaced by the one created here.
+        Ok(serde_json::from_str(
+            &text.replace("6f1c2a9e-3b7d-4c1e-9a55-0d2f4e8b7c11", &id.to_string()),
+        )?)
+    };
+    let mut writer =
+        LambdaProcess::start(&bin.join("sheetlog-sync-writer"), 512, 30, &env).await?;
+    // Three pushes of two clients in one FIFO batch: one group commit.
+    let batch = sample("push-batch.json")?;
+    let answer = writer.invoke(&batch).await?;
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    assert_eq!(log.last_mutation(id, "client-1").await?.map(|r| r.last), Some(2));
+    let two = log.last_mutation(id, "client-2").await?;
+    assert_eq!(two.as_ref().map(|r| r.last), Some(2));
+    let next = log.next_seq(id).await?.0;
+    assert_eq!(next, 2, "entry 0 and one batch entry");
+    // The same batch again (the event source redelivers after a crash): nothing more.
+    let answer = writer.invoke(&batch).await?;
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    assert_eq!(log.next_seq(id).await?.0, next);
+    // A poison message is dropped, not redelivered; the push after it applies.
+    let answer = writer.invoke(&sample("poison.json")?).await?;
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    assert_eq!(log.last_mutation(id, "client-3").await?.map(|r| r.last), Some(1));
     Ok(())
 }
 

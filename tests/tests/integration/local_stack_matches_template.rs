@@ -248,6 +248,18 @@ fn counterparts(desc: &Description, stack: &LocalStack) -> anyhow::Result<Counte
             }
         }
     }
+    for q in &desc.queues {
+        if q.env.as_deref() == Some("SHEETLOG_SYNC_QUEUE_URL") {
+            c.queues
+                .insert(q.logical_id.clone(), stack.sync_queues.queue.clone());
+            if let Some(dl) = &q.dead_letter {
+                c.queues.insert(
+                    dl.logical_id.clone(),
+                    stack.sync_queues.dead_letter_queue.clone(),
+                );
+            }
+        }
+    }
     for s in &desc.stream_consumers {
         if let Some(id) = &s.on_failure_queue {
             c.queues

@@ -16,3 +16,4 @@ mod local_stack_matches_template;
 mod pipeline;
 mod snapshot_s3;
 mod sync;
+mod sync_queue;

@@ -24,7 +24,8 @@ use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
 use crate::error::StoreError;
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, TxOutcome,
+    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, RangePut, TxOutcome,
+    check_range_count,
 };
 
 const SERVICE: &str = "DynamoDB";
@@ -575,15 +576,15 @@ impl LogStore for DynamoLogStore {
         }
     }
 
-    #[instrument(skip(self, entry, range, units), fields(log = %log, client = %range.client))]
-    async fn put_client_entry(
+    #[instrument(skip(self, entry, ranges, units), fields(log = %log, ranges = ranges.len()))]
+    async fn put_client_entries(
         &self,
         log: LogId,
         entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
+        ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
+        check_range_count(ranges)?;
         let clients_table = self.clients_table()?;
         let item = entry_to_item(log, entry);
         let entry_size = item_size(&item);
@@ -595,25 +596,34 @@ impl LogStore for DynamoLogStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
-        let range_item = client_range_to_item(log, range);
-        let range_size = item_size(&range_item);
-        let put_range = Self::tx_put(clients_table, range_item, client_attr::KEY)?;
         let mut tx = self
             .client
             .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put_entry).build())
-            .transact_items(put_range);
+            .transact_items(TransactWriteItem::builder().put(put_entry).build());
         // Transactions cost two write units per KB per item, whether or not they commit.
         *units += RequestUnits::writes(write_units(entry_size, true));
-        *units += RequestUnits::writes(write_units(range_size, true));
-        if join_group {
+        // The range items follow the entry (reasons 1..=ranges.len()).
+        let mut joining: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for put in ranges {
+            let range_item = client_range_to_item(log, &put.range);
+            *units += RequestUnits::writes(write_units(item_size(&range_item), true));
+            tx = tx.transact_items(Self::tx_put(clients_table, range_item, client_attr::KEY)?);
+            if put.join_group {
+                joining
+                    .entry(put.range.group.as_str())
+                    .or_default()
+                    .push(put.range.client.clone());
+            }
+        }
+        // One update per group item: a transaction may not touch an item twice.
+        for (group, clients) in joining {
             let update = Update::builder()
                 .table_name(clients_table)
-                .key(client_attr::KEY, bin(group_key(log, &range.group)))
+                .key(client_attr::KEY, bin(group_key(log, group)))
                 .key(client_attr::FIRST, num(0))
                 .update_expression("ADD #c :c")
                 .expression_attribute_names("#c", client_attr::CLIENTS)
-                .expression_attribute_values(":c", AttributeValue::Ss(vec![range.client.clone()]))
+                .expression_attribute_values(":c", AttributeValue::Ss(clients))
                 .build()
                 .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
             tx = tx.transact_items(TransactWriteItem::builder().update(update).build());
@@ -623,8 +633,13 @@ impl LogStore for DynamoLogStore {
         let Some(reasons) = cancellation_reasons(tx.send().await)? else {
             return Ok(ClientPutOutcome::Written);
         };
-        let (entry_reason, range_reason) = (reasons.first(), reasons.get(1));
-        if code(range_reason) == "ConditionalCheckFailed" {
+        let entry_reason = reasons.first();
+        if reasons
+            .iter()
+            .skip(1)
+            .take(ranges.len())
+            .any(|r| code(Some(r)) == "ConditionalCheckFailed")
+        {
             return Ok(ClientPutOutcome::RangeTaken);
         }
         if code(entry_reason) == "ConditionalCheckFailed" {

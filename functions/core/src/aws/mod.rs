@@ -19,7 +19,7 @@ pub mod s3;
 pub use dynamo::DynamoLogStore;
 pub use items::item_size;
 pub use pending::DynamoPendingStore;
-pub use queues::SqsJobQueue;
+pub use queues::{SqsJobQueue, SqsPushQueue};
 pub use s3::{S3Bucket, Untagged, s3_client};
 
 /// The Entry-stream filter patterns (one JSON object per pattern), as the CDK stack uses them.

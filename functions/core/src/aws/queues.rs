@@ -1,6 +1,8 @@
-//! The snapshot job queue over SQS: sending jobs (one or a batch), re-sending a job with a delay
-//! (how the worker defers without using up the message's receive count), changing a message's
-//! visibility. The local stack creates its queues in `sheetlog-pipeline` (`provision.rs`).
+//! The queues over SQS. The snapshot job queue: sending jobs (one or a batch), re-sending a job
+//! with a delay (how the worker defers without using up the message's receive count), changing a
+//! message's visibility. The sync FIFO queue ([`SqsPushQueue`]): sending a queued push in its
+//! log's message group. The local stack creates its queues in `sheetlog-pipeline`
+//! (`provision.rs`).
 
 use std::time::Duration;
 
@@ -8,8 +10,11 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use tracing::instrument;
 
+use async_trait::async_trait;
+
 use crate::domain::SnapshotJob;
 use crate::error::StoreError;
+use crate::ports::PushQueue;
 
 const SERVICE: &str = "SQS";
 
@@ -152,6 +157,43 @@ impl SqsJobQueue {
             .send()
             .await
             .map_err(|e| StoreError::service(SERVICE, "DeleteMessage", e))?;
+        Ok(())
+    }
+}
+
+/// The sync FIFO queue: queued Replicache pushes, one message group per log.
+#[derive(Debug, Clone)]
+pub struct SqsPushQueue {
+    client: Client,
+    url: String,
+}
+
+impl SqsPushQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+#[async_trait]
+impl PushQueue for SqsPushQueue {
+    #[instrument(skip(self, body), fields(group, bytes = body.len()))]
+    async fn send(&self, group: &str, dedupe_id: &str, body: String) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_group_id(group)
+            .message_deduplication_id(dedupe_id)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "SendMessage", e))?;
         Ok(())
     }
 }

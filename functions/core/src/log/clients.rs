@@ -52,7 +52,7 @@ pub enum RunSource {
 }
 
 /// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry.
-const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
+pub(super) const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
 
 impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     /// Applies a client's mutations (ids ascending) that it has not applied yet, as one
@@ -188,7 +188,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
 
     /// The next run from `pending` (which starts at `last + 1`): consecutive ids only, within the
     /// per-entry limits.
-    fn build_run(
+    pub(super) fn build_run(
         &self,
         group: &str,
         client: &str,

@@ -11,11 +11,17 @@
 pub mod archive;
 // Client mutations are sheet events, so sync needs the engine; the stream router does without.
 #[cfg(feature = "engine")]
+mod batch;
+#[cfg(feature = "engine")]
 mod clients;
 mod retry;
+mod trigger;
 
 #[cfg(feature = "engine")]
+pub use batch::{BatchOutcome, ClientPush, ClientResult};
+#[cfg(feature = "engine")]
 pub use clients::{PushedMutation, RunOutcome, RunSource};
+pub use trigger::{SnapshotTrigger, Triggered};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -1275,6 +1281,8 @@ fn corrupt(log: LogId, detail: String) -> LogError {
     LogError::CorruptLog { log, detail }
 }
 
+#[cfg(all(test, feature = "engine"))]
+mod batch_tests;
 #[cfg(test)]
 mod clients_tests;
 #[cfg(test)]

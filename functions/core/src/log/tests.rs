@@ -13,7 +13,7 @@ use crate::domain::clients::ClientRange;
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
-use crate::ports::{ClientPutOutcome, EntryPage, OnceOutcome};
+use crate::ports::{ClientPutOutcome, EntryPage, OnceOutcome, RangePut};
 
 const SET: EntryType = EntryType(16);
 
@@ -89,16 +89,15 @@ impl<S: LogStore> LogStore for RacingPuts<S> {
         }
         self.inner.put_entry(log, entry, units).await
     }
-    async fn put_client_entry(
+    async fn put_client_entries(
         &self,
         log: LogId,
         entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
+        ranges: &[RangePut],
         units: &mut RequestUnits,
     ) -> Result<ClientPutOutcome, StoreError> {
         self.inner
-            .put_client_entry(log, entry, range, join_group, units)
+            .put_client_entries(log, entry, ranges, units)
             .await
     }
     async fn client_ranges(

@@ -1,0 +1,315 @@
+//! Group commit (`docs/sync.md`, "Queued pushes"): the pushes of many clients of one log written
+//! in as few `mutations` entries as the entry limits allow, by the one writer a sheet has.
+//!
+//! Each client's run is built exactly as a direct push builds it ([`EventLog::build_run`]: the
+//! same skipping of applied ids, gap rule, rejected mutations and per-entry limits), then the runs
+//! of up to [`MAX_RUNS_PER_ENTRY`] clients share one entry (body version 2, one run: version 1),
+//! written in one transaction with every client's range item
+//! ([`LogStore::put_client_entries`]), so the effects and every client's last mutation id become
+//! visible together and each range item's condition keeps every mutation applied at most once.
+//!
+//! A client whose mutations cannot be applied because of what they are (another group's client,
+//! a gap, an unknown client past its first mutation) is refused on its own: the other clients'
+//! runs go on. Store failures and running out of attempts fail the whole call; nothing partial is
+//! lost, since a retry skips what was applied.
+
+use std::collections::BTreeSet;
+
+use tracing::debug;
+
+use super::clients::MAX_RUN_BODY_BYTES;
+use super::{Appended, EventLog, SegmentHint, retry};
+use crate::domain::clients::ClientRange;
+use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
+use crate::error::LogError;
+use crate::log::PushedMutation;
+use crate::ports::{
+    ClientPutOutcome, Consistency, LogStore, MAX_RANGES_PER_TRANSACTION, PayloadStore, RangePut,
+};
+use crate::sheet::mutations::{MAX_RUNS_PER_ENTRY, MutationBatch, Mutations};
+
+/// One client's mutations (ids ascending) in a batch of pushes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientPush {
+    pub group: String,
+    pub client: String,
+    pub mutations: Vec<PushedMutation>,
+}
+
+/// What became of one client of a batch.
+#[derive(Debug)]
+pub enum ClientResult {
+    /// Every mutation given is applied (now or before). `last` is the client's last applied
+    /// mutation id; `ranges` the runs this call wrote.
+    Done { last: u64, ranges: Vec<ClientRange> },
+    /// The client's mutations from the first one not applied on cannot be applied as sent
+    /// ([`LogError::MutationGap`], [`LogError::ClientUnknown`],
+    /// [`LogError::ClientGroupMismatch`], [`LogError::InvalidEntry`]). Runs written before the
+    /// refusal are in `ranges`.
+    Refused {
+        error: LogError,
+        ranges: Vec<ClientRange>,
+    },
+}
+
+/// What [`EventLog::push_batch`] did.
+#[derive(Debug)]
+pub struct BatchOutcome {
+    /// One result per client, in the order given.
+    pub clients: Vec<ClientResult>,
+    /// The entries written, in order (run the snapshot trigger after each).
+    pub appended: Vec<Appended>,
+    pub units: RequestUnits,
+}
+
+/// A client's state while a batch is written.
+#[derive(Debug)]
+struct Slot {
+    /// The newest range as last read or written; `None` when it must be read again.
+    newest: Option<Option<ClientRange>>,
+    ranges: Vec<ClientRange>,
+    done: Option<Result<u64, LogError>>,
+}
+
+impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+    /// Applies the pushes of many clients (each client at most once) in as few `mutations`
+    /// entries as the limits allow: per client exactly what [`push_run`](Self::push_run) would
+    /// apply, run after run, until each client is done or refused.
+    pub async fn push_batch(
+        &self,
+        log: LogId,
+        pushes: &[ClientPush],
+        hint: Option<SegmentHint>,
+    ) -> Result<BatchOutcome, LogError> {
+        let mut seen = BTreeSet::new();
+        if let Some(dup) = pushes.iter().find(|p| !seen.insert(p.client.as_str())) {
+            return Err(LogError::InvalidEntry(format!(
+                "client {} appears twice in one batch",
+                dup.client
+            )));
+        }
+        let mut units = RequestUnits::default();
+        let mut hint = hint;
+        let mut consistency = Consistency::Eventual;
+        let mut backoff = retry::Backoff::new(&self.cfg);
+        let mut slots: Vec<Slot> = pushes
+            .iter()
+            .map(|_| Slot {
+                newest: None,
+                ranges: Vec::new(),
+                done: None,
+            })
+            .collect();
+        let mut appended = Vec::new();
+        let mut failures = 0u32;
+        loop {
+            for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
+                if slot.done.is_none() && slot.newest.is_none() {
+                    let newest = self
+                        .store
+                        .client_ranges(log, &push.client, None, 1, &mut units)
+                        .await?
+                        .into_iter()
+                        .next();
+                    slot.newest = Some(newest);
+                }
+            }
+            // The runs of this round, within one entry's limits; a client that does not fit
+            // waits for the next round.
+            let mut runs: Vec<(usize, Mutations, bool)> = Vec::new();
+            let mut bytes = 0usize;
+            for (i, (push, slot)) in pushes.iter().zip(slots.iter_mut()).enumerate() {
+                if slot.done.is_some() {
+                    continue;
+                }
+                let newest = slot.newest.as_ref().and_then(Option::as_ref);
+                let run = match self.next_run(push, newest) {
+                    Ok(Some(run)) => run,
+                    Ok(None) => {
+                        slot.done = Some(match newest {
+                            Some(n) => Ok(n.last),
+                            None => Err(LogError::InvalidEntry(format!(
+                                "client {} pushed no mutations",
+                                push.client
+                            ))),
+                        });
+                        continue;
+                    }
+                    Err(e) => {
+                        slot.done = Some(Err(e));
+                        continue;
+                    }
+                };
+                let size = run.encode().2.len();
+                if !runs.is_empty()
+                    && (bytes + size > MAX_RUN_BODY_BYTES
+                        || runs.len() >= MAX_RUNS_PER_ENTRY.min(MAX_RANGES_PER_TRANSACTION))
+                {
+                    continue;
+                }
+                bytes += size;
+                runs.push((i, run, newest.is_none()));
+            }
+            if runs.is_empty() {
+                break;
+            }
+            let batch = MutationBatch {
+                runs: runs.iter().map(|(_, r, _)| r.clone()).collect(),
+            };
+            let (code, version, body) = batch.encode();
+            let entry = NewEntry::new(EntryType(code), version, body);
+            let (body, external) = self.place_body(log, &entry).await?;
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            let record = EntryRecord {
+                segment: head.at.segment,
+                num: head.next_num(),
+                created: self.clock.now(),
+                kind: entry.kind,
+                version: entry.version,
+                body,
+                external,
+                snapshot_root: None,
+                attempt: Some(rand::random()),
+            };
+            let puts: Vec<RangePut> = runs
+                .iter()
+                .map(|(_, run, first)| RangePut {
+                    range: ClientRange {
+                        group: run.group.clone(),
+                        client: run.client.clone(),
+                        // Every client's first range is keyed 1 (`ClientRange::key`).
+                        key: if *first { 1 } else { run.first },
+                        first: run.first,
+                        last: run.last,
+                        seq: next_seq,
+                        rejected: run.rejected(),
+                    },
+                    join_group: *first,
+                })
+                .collect();
+            match self
+                .store
+                .put_client_entries(log, &record, &puts, &mut units)
+                .await?
+            {
+                ClientPutOutcome::Written => {
+                    debug!(log = %log, seq = next_seq, clients = puts.len(), "batch applied");
+                    for ((i, _, _), put) in runs.iter().zip(puts) {
+                        slots[*i].newest = Some(Some(put.range.clone()));
+                        slots[*i].ranges.push(put.range);
+                    }
+                    appended.push(Appended {
+                        seq: next_seq,
+                        segment: head.at.segment,
+                        entry: record.num,
+                        next_seq: next_seq + 1,
+                        hint: head.at,
+                        attempts: failures + 1,
+                        units: RequestUnits::default(),
+                    });
+                    failures = 0;
+                    hint = Some(head.at);
+                    // Our own entry may not show in an eventually consistent read yet.
+                    consistency = Consistency::Strong;
+                    continue;
+                }
+                // Another writer applied some of these clients' mutations first (a direct push,
+                // a replay, or our own earlier try whose answer was lost): read them again.
+                ClientPutOutcome::RangeTaken => {
+                    for (i, _, _) in &runs {
+                        slots[*i].newest = None;
+                    }
+                }
+                ClientPutOutcome::Taken(winner) => {
+                    hint = Some(match winner {
+                        Some(w) if w.is_end_segment() => SegmentHint {
+                            segment: head.at.segment + 1,
+                            base_seq: head.at.base_seq + w.num + 1,
+                        },
+                        _ => head.at,
+                    });
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                }
+                ClientPutOutcome::Interrupted => {
+                    hint = Some(head.at);
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                }
+            }
+            failures += 1;
+            if failures >= self.cfg.max_attempts {
+                return Err(LogError::Contention {
+                    log,
+                    attempts: self.cfg.max_attempts,
+                });
+            }
+        }
+        if let Some(last) = appended.last_mut() {
+            last.units = units;
+        }
+        let clients = slots
+            .into_iter()
+            .map(|s| match s.done {
+                Some(Ok(last)) => ClientResult::Done {
+                    last,
+                    ranges: s.ranges,
+                },
+                Some(Err(error)) => ClientResult::Refused {
+                    error,
+                    ranges: s.ranges,
+                },
+                // Every slot is decided before the loop ends.
+                None => ClientResult::Refused {
+                    error: LogError::InvalidEntry("client left undecided".into()),
+                    ranges: s.ranges,
+                },
+            })
+            .collect();
+        Ok(BatchOutcome {
+            clients,
+            appended,
+            units,
+        })
+    }
+
+    /// The client's next run after `newest`, `None` when every mutation given is applied, or
+    /// why its mutations cannot be applied: the rules of [`push_run`](Self::push_run).
+    fn next_run(
+        &self,
+        push: &ClientPush,
+        newest: Option<&ClientRange>,
+    ) -> Result<Option<Mutations>, LogError> {
+        if let Some(n) = newest
+            && n.group != push.group
+        {
+            return Err(LogError::ClientGroupMismatch {
+                client: push.client.clone(),
+                group: n.group.clone(),
+                claimed: push.group.clone(),
+            });
+        }
+        let last = newest.map_or(0, |n| n.last);
+        let pending: Vec<&PushedMutation> =
+            push.mutations.iter().filter(|m| m.id > last).collect();
+        let Some(first) = pending.first() else {
+            return Ok(None);
+        };
+        if first.id != last + 1 {
+            return Err(match newest {
+                None => LogError::ClientUnknown {
+                    client: push.client.clone(),
+                    got: first.id,
+                },
+                Some(_) => LogError::MutationGap {
+                    client: push.client.clone(),
+                    expected: last + 1,
+                    got: first.id,
+                },
+            });
+        }
+        self.build_run(&push.group, &push.client, last, &pending)
+            .map(Some)
+    }
+}

@@ -1,0 +1,255 @@
+//! Group commit over the in-memory stores, with and without injected faults.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::*;
+use crate::faults::{FaultProfile, Faults, FaultyLogStore};
+use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::sheet::EntryBody;
+use crate::sheet::event::Event;
+
+fn set(v: f64) -> Event {
+    Event::from_parts(
+        "set",
+        serde_json::json!({"cells": [{"ref": "A1", "value": v}]}),
+    )
+    .unwrap()
+}
+
+fn push(client: &str, ids: std::ops::RangeInclusive<u64>) -> ClientPush {
+    ClientPush {
+        group: format!("g-{client}"),
+        client: client.into(),
+        mutations: ids
+            .map(|id| PushedMutation {
+                id,
+                event: Ok(set(id as f64)),
+            })
+            .collect(),
+    }
+}
+
+/// Every client's applied and rejected ids in log order, from the entries' runs.
+async fn applied<S: LogStore, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+) -> (BTreeMap<String, Vec<u64>>, usize) {
+    // Until a read shows every entry (injected stale reads may hide the newest ones).
+    let page = loop {
+        let (Ok((next, _)), Ok(page)) = (log.next_seq(id).await, log.read_since(id, 0, 10_000).await)
+        else {
+            continue;
+        };
+        if page.entries.len() as u64 == next {
+            break page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut entries = 0;
+    for e in &page.entries {
+        let body = EntryBody::decode(e.kind.0, e.version, &e.body).unwrap();
+        if !body.runs().is_empty() {
+            entries += 1;
+        }
+        for run in body.runs() {
+            seen.entry(run.client.clone())
+                .or_default()
+                .extend(run.first..=run.last);
+        }
+    }
+    (seen, entries)
+}
+
+#[tokio::test]
+async fn a_batch_of_many_clients_is_one_entry_with_every_range() {
+    let log = EventLog::new(
+        MemLogStore::new(),
+        MemPayloadStore::new(),
+        LogConfig::default(),
+    )
+    .unwrap();
+    let id = log.create().await.unwrap().log;
+    let pushes: Vec<ClientPush> = (0..10).map(|c| push(&format!("c{c}"), 1..=2)).collect();
+    let out = log.push_batch(id, &pushes, None).await.unwrap();
+    assert_eq!(out.appended.len(), 1, "one entry for ten clients");
+    let seq = out.appended[0].seq;
+    for (c, r) in out.clients.iter().enumerate() {
+        let ClientResult::Done { last, ranges } = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(*last, 2);
+        assert_eq!(ranges.len(), 1);
+        let newest = log.last_mutation(id, &format!("c{c}")).await.unwrap().unwrap();
+        assert_eq!((newest.first, newest.last, newest.seq), (1, 2, seq));
+        assert_eq!(log.group_clients(id, &format!("g-c{c}")).await.unwrap().len(), 1);
+    }
+    let page = log.read_since(id, seq, 1).await.unwrap();
+    let e = &page.entries[0];
+    assert_eq!(e.version, crate::sheet::mutations::BATCH_VERSION);
+    assert!(matches!(
+        EntryBody::decode(e.kind.0, e.version, &e.body).unwrap(),
+        EntryBody::Batch(b) if b.runs.len() == 10
+    ));
+    // Redelivered: nothing is written twice.
+    let again = log.push_batch(id, &pushes, None).await.unwrap();
+    assert!(again.appended.is_empty());
+    assert!(
+        again
+            .clients
+            .iter()
+            .all(|r| matches!(r, ClientResult::Done { last: 2, ranges } if ranges.is_empty()))
+    );
+    // Half applied (a lost answer), then a longer push: only the rest is written.
+    let more: Vec<ClientPush> = (0..10).map(|c| push(&format!("c{c}"), 1..=3)).collect();
+    let out = log.push_batch(id, &more, None).await.unwrap();
+    assert_eq!(out.appended.len(), 1);
+    let (seen, entries) = applied(&log, id).await;
+    assert_eq!(entries, 2);
+    for ids in seen.values() {
+        assert_eq!(ids, &vec![1, 2, 3]);
+    }
+}
+
+#[tokio::test]
+async fn a_single_client_batch_reads_like_a_direct_push() {
+    let log = EventLog::new(
+        MemLogStore::new(),
+        MemPayloadStore::new(),
+        LogConfig::default(),
+    )
+    .unwrap();
+    let id = log.create().await.unwrap().log;
+    let out = log.push_batch(id, &[push("c", 1..=3)], None).await.unwrap();
+    let page = log.read_since(id, out.appended[0].seq, 1).await.unwrap();
+    assert_eq!(page.entries[0].version, 1);
+    assert!(matches!(
+        EntryBody::decode(page.entries[0].kind.0, 1, &page.entries[0].body).unwrap(),
+        EntryBody::Mutations(m) if m.client == "c" && m.last == 3
+    ));
+}
+
+#[tokio::test]
+async fn a_bad_client_is_refused_alone_and_rejections_advance_the_client() {
+    let log = EventLog::new(
+        MemLogStore::new(),
+        MemPayloadStore::new(),
+        LogConfig::default(),
+    )
+    .unwrap();
+    let id = log.create().await.unwrap().log;
+    log.push_batch(id, &[push("a", 1..=1)], None).await.unwrap();
+    let mut rejected = push("r", 1..=2);
+    rejected.mutations[0].event = Err("bad args".into());
+    let mut other_group = push("a", 2..=2);
+    other_group.group = "someone-else".into();
+    let pushes = vec![
+        push("gap", 3..=4),
+        other_group,
+        rejected,
+        push("ok", 1..=1),
+        push("late", 2..=2),
+    ];
+    let out = log.push_batch(id, &pushes, None).await.unwrap();
+    assert_eq!(out.appended.len(), 1);
+    assert!(matches!(
+        &out.clients[0],
+        ClientResult::Refused { error: LogError::ClientUnknown { got: 3, .. }, .. }
+    ));
+    assert!(matches!(
+        &out.clients[1],
+        ClientResult::Refused { error: LogError::ClientGroupMismatch { .. }, .. }
+    ));
+    assert!(matches!(&out.clients[2], ClientResult::Done { last: 2, .. }));
+    assert!(matches!(&out.clients[3], ClientResult::Done { last: 1, .. }));
+    assert!(matches!(&out.clients[4], ClientResult::Refused { .. }));
+    let r = log.find_mutation(id, "r", 1).await.unwrap().unwrap();
+    assert_eq!(r.rejected, vec![1]);
+    // A gap after an applied mutation.
+    let out = log.push_batch(id, &[push("ok", 3..=3)], None).await.unwrap();
+    assert!(matches!(
+        &out.clients[0],
+        ClientResult::Refused { error: LogError::MutationGap { expected: 2, got: 3, .. }, .. }
+    ));
+}
+
+#[tokio::test]
+async fn more_clients_than_one_entry_holds_take_several() {
+    let log = EventLog::new(
+        MemLogStore::new(),
+        MemPayloadStore::new(),
+        LogConfig::default(),
+    )
+    .unwrap();
+    let id = log.create().await.unwrap().log;
+    let n = crate::sheet::mutations::MAX_RUNS_PER_ENTRY + 5;
+    let pushes: Vec<ClientPush> = (0..n).map(|c| push(&format!("c{c}"), 1..=1)).collect();
+    let out = log.push_batch(id, &pushes, None).await.unwrap();
+    assert_eq!(out.appended.len(), 2);
+    let (seen, _) = applied(&log, id).await;
+    assert_eq!(seen.len(), n);
+}
+
+#[tokio::test]
+async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
+    let store = FaultyLogStore::new(
+        MemLogStore::new(),
+        Faults::new(FaultProfile::named("hostile").unwrap(), 7),
+    );
+    let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
+    let id = loop {
+        match log.create().await {
+            Ok(c) => break c.log,
+            Err(LogError::Store(e)) if e.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    // A direct writer appending plain entries while batches of 8 clients go in.
+    let direct = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            for i in 0..20 {
+                let (code, version, body) = set(f64::from(i)).encode();
+                let e = NewEntry::new(EntryType(code), version, body);
+                loop {
+                    match log.append(id, e.clone(), AppendOptions::default()).await {
+                        Ok(_) => break,
+                        Err(LogError::Store(err)) if err.is_retryable() => continue,
+                        Err(LogError::Contention { .. }) => continue,
+                        Err(err) => panic!("{err}"),
+                    }
+                }
+            }
+        })
+    };
+    for end in 1..=10u64 {
+        // Every client re-pushes from 1, like Replicache, and each batch is delivered twice.
+        let pushes: Vec<ClientPush> = (0..8).map(|c| push(&format!("c{c}"), 1..=end)).collect();
+        for _ in 0..2 {
+            loop {
+                match log.push_batch(id, &pushes, None).await {
+                    Ok(out) => {
+                        assert!(
+                            out.clients
+                                .iter()
+                                .all(|r| matches!(r, ClientResult::Done { last, .. } if *last == end)),
+                            "{out:?}"
+                        );
+                        break;
+                    }
+                    Err(LogError::Store(e)) if e.is_retryable() => continue,
+                    Err(LogError::Contention { .. }) => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    }
+    direct.await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let (seen, _) = applied(&log, id).await;
+    assert_eq!(seen.len(), 8);
+    for (client, ids) in seen {
+        assert_eq!(ids, (1..=10).collect::<Vec<_>>(), "client {client}");
+    }
+}

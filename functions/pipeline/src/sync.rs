@@ -1,0 +1,142 @@
+//! The sync FIFO queue, consumed the way Lambda's SQS event source consumes a FIFO queue: receive
+//! up to ten messages (long polling; the queue's visibility timeout applies and holds back a
+//! message group while any of its messages is in flight), invoke the sync writer's handler with
+//! the batch, then delete the messages it did not report as batch item failures. One batch at a
+//! time, so each log's pushes are applied in the order they were sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use sheetlog_sync_writer::{Handler, MessageResult};
+use tracing::warn;
+
+/// SQS's largest batch, and the stack's event-source batch size.
+pub const SYNC_BATCH_SIZE: usize = 10;
+
+/// Polls the sync queue and runs the writer.
+#[derive(Debug, Clone)]
+pub struct SyncDriver {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    handler: Arc<Handler>,
+}
+
+impl SyncDriver {
+    pub fn new(sqs: aws_sdk_sqs::Client, url: impl Into<String>, handler: Arc<Handler>) -> Self {
+        Self {
+            sqs,
+            url: url.into(),
+            handler,
+        }
+    }
+
+    pub fn handler(&self) -> &Handler {
+        &self.handler
+    }
+
+    /// Receives up to ten messages, waiting up to `wait` for the first.
+    pub async fn receive(&self, wait: Duration) -> anyhow::Result<Vec<SqsMessage>> {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(SYNC_BATCH_SIZE as i32)
+            .wait_time_seconds(i32::try_from(wait.as_secs().min(20)).unwrap_or(0))
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .context("ReceiveMessage")?;
+        Ok(out
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| {
+                let mut msg = SqsMessage::default();
+                msg.message_id = m.message_id;
+                msg.receipt_handle = m.receipt_handle;
+                msg.body = m.body;
+                msg.md5_of_body = m.md5_of_body;
+                msg.attributes = m
+                    .attributes
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), v))
+                    .collect();
+                msg.event_source = Some("aws:sqs".into());
+                msg
+            })
+            .collect())
+    }
+
+    /// Deletes the messages of a batch that were handled (the event source's side).
+    pub async fn delete(
+        &self,
+        messages: &[SqsMessage],
+        results: &[MessageResult],
+    ) -> anyhow::Result<()> {
+        let mut req = self.sqs.delete_message_batch().queue_url(&self.url);
+        let mut any = false;
+        for (i, (m, r)) in messages.iter().zip(results).enumerate() {
+            if r.keep() {
+                continue;
+            }
+            let Some(receipt) = &m.receipt_handle else {
+                continue;
+            };
+            req = req.entries(
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(receipt)
+                    .build()
+                    .context("DeleteMessageBatch entry")?,
+            );
+            any = true;
+        }
+        if any {
+            let out = req.send().await.context("DeleteMessageBatch")?;
+            for f in out.failed() {
+                // The message comes back after its visibility timeout; the writer skips what
+                // it already applied.
+                warn!(id = f.id(), code = f.code(), "deleting a handled push failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// One invocation: receive a batch (waiting up to `wait`), handle it, delete what was
+    /// handled. Returns the results (empty when nothing arrived).
+    pub async fn poll_once(&self, wait: Duration) -> anyhow::Result<Vec<MessageResult>> {
+        let messages = self.receive(wait).await?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut event = SqsEvent::default();
+        event.records = messages.clone();
+        let results = self.handler.handle_detailed(event).await;
+        self.delete(&messages, &results).await?;
+        Ok(results)
+    }
+
+    /// Runs until `shutdown` resolves. A batch still running at shutdown is dropped, like a
+    /// Lambda killed mid-batch: its messages come back after the visibility timeout.
+    pub async fn run(&self, poll: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                r = self.poll_once(Duration::from_secs(1)) => match r {
+                    Ok(results) if results.is_empty() => {}
+                    Ok(_) => continue,
+                    Err(e) => warn!(error = %format!("{e:#}"), "polling the sync queue failed"),
+                },
+            }
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = tokio::time::sleep(poll) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The writer's settings, read once at start-up from the variables the CDK stack sets (the
+//! snapshot trigger's, shared with the API).
+
+use std::time::Duration;
+
+use sheetlog_core::config::{ConfigError, env_parse};
+use sheetlog_core::log::SnapshotTrigger;
+
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// When a Snapshot entry or a new segment is due after an append.
+    pub trigger: SnapshotTrigger,
+    /// Tries at a log's group commit within one invocation when the store fails transiently
+    /// (throttled, timed out, contention), before its messages are reported as failures. A
+    /// failure blocks the log's message group for the queue's visibility timeout, so retrying
+    /// here first keeps a sheet from stalling for minutes.
+    pub attempts: u32,
+    /// First wait between those tries; doubles each time.
+    pub retry_delay: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            trigger: SnapshotTrigger {
+                interval: 100,
+                segment_max_entries: 10_000,
+            },
+            attempts: 4,
+            retry_delay: Duration::from_millis(100),
+        }
+    }
+}
+
+impl WriterConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        if let Some(v) = env_parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {
+            c.trigger.interval = v;
+        }
+        if let Some(v) = env_parse::<u64>("SHEETLOG_SEGMENT_MAX_ENTRIES")? {
+            c.trigger.segment_max_entries = v;
+        }
+        if c.trigger.interval < 2 {
+            return Err(ConfigError(
+                "SHEETLOG_SNAPSHOT_INTERVAL must be at least 2".into(),
+            ));
+        }
+        if c.trigger.segment_max_entries < c.trigger.interval {
+            return Err(ConfigError(
+                "SHEETLOG_SEGMENT_MAX_ENTRIES must be at least SHEETLOG_SNAPSHOT_INTERVAL".into(),
+            ));
+        }
+        Ok(c)
+    }
+}

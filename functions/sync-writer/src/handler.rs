@@ -1,0 +1,337 @@
+//! An SQS FIFO batch of queued pushes → one group commit per log → batch item failures.
+//!
+//! - A message that cannot be read (not a queued push, a stored push that is gone or does not
+//!   parse) is poison: logged and dropped, never retried — the same bytes would fail the same way,
+//!   and the client re-pushes its pending mutations anyway.
+//! - A log's readable messages are merged into one push per client and written by
+//!   [`EventLog::push_batch`]; clients whose mutations cannot be applied as sent (a gap, an
+//!   unknown client, another group's client) are refused and logged, the others are applied.
+//! - A transient failure (throttling, a timeout, contention) is retried a few times here; if it
+//!   persists, every message of that log in the batch is reported as a batch item failure (later
+//!   messages of a FIFO group must not overtake the failed one), and SQS redelivers them after
+//!   the visibility timeout, up to the dead-letter queue. Other logs' messages go on.
+//! - Redelivery after a crash between the append and the delete applies nothing twice: the
+//!   group commit skips what each client already has.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use sheetlog_core::LogError;
+use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
+use sheetlog_core::config::{LogConfig, Resources};
+use sheetlog_core::domain::LogId;
+use sheetlog_core::error::StoreError;
+use sheetlog_core::log::{BatchOutcome, ClientResult, EventLog, SegmentHint};
+use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
+use tracing::{error, info, warn};
+
+use crate::config::WriterConfig;
+
+/// The writer's log: the AWS adapters, or the same wrapped in the fault-injecting adapter.
+pub type WriterLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
+
+/// Hints kept per warm process; cleared wholesale past this many logs.
+const MAX_HINTS: usize = 10_000;
+
+/// What became of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageOutcome {
+    /// Its pushes are applied (or were already): delete it.
+    Applied,
+    /// It cannot be read or its log does not exist: dropped, not retried.
+    Poison(String),
+    /// Not applied yet (a transient failure, or an earlier message of its log failed): a batch
+    /// item failure, redelivered by SQS.
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageResult {
+    pub message_id: String,
+    pub log: Option<LogId>,
+    pub outcome: MessageOutcome,
+}
+
+impl MessageResult {
+    /// Whether the message stays on the queue (reported as a batch item failure).
+    pub fn keep(&self) -> bool {
+        matches!(self.outcome, MessageOutcome::Failed(_))
+    }
+}
+
+#[derive(Debug)]
+pub struct Handler {
+    log: WriterLog,
+    payloads: Arc<dyn PayloadStore>,
+    cfg: WriterConfig,
+    hints: Mutex<HashMap<LogId, SegmentHint>>,
+}
+
+/// A message of one log, read or not.
+enum Loaded {
+    Push(QueuedPush),
+    Poison(String),
+    Failed(String),
+}
+
+impl Handler {
+    pub fn new(log: WriterLog, payloads: Arc<dyn PayloadStore>, cfg: WriterConfig) -> Self {
+        Self {
+            log,
+            payloads,
+            cfg,
+            hints: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Builds the handler from SDK configuration and resource names (no Dedupe or Pending
+    /// table: pushes use neither).
+    pub fn from_sdk(
+        sdk: &aws_config::SdkConfig,
+        resources: &Resources,
+        log_cfg: LogConfig,
+        cfg: WriterConfig,
+    ) -> anyhow::Result<Self> {
+        Self::from_sdk_wrapped(sdk, resources, log_cfg, cfg, |s, p| (s, p))
+    }
+
+    /// As [`from_sdk`](Self::from_sdk), with the stores passed through `wrap` first (the local
+    /// stack wraps them in the fault-injecting adapter).
+    pub fn from_sdk_wrapped(
+        sdk: &aws_config::SdkConfig,
+        resources: &Resources,
+        log_cfg: LogConfig,
+        cfg: WriterConfig,
+        wrap: impl FnOnce(
+            Arc<dyn LogStore>,
+            Arc<dyn PayloadStore>,
+        ) -> (Arc<dyn LogStore>, Arc<dyn PayloadStore>),
+    ) -> anyhow::Result<Self> {
+        let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+        let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table)
+            .with_clients_table(resources.require_clients_table()?);
+        let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
+        let (store, payloads) = wrap(Arc::new(store), Arc::new(bucket));
+        let log = EventLog::new(store, payloads.clone(), log_cfg)?;
+        Ok(Self::new(log, payloads, cfg))
+    }
+
+    pub fn log(&self) -> &WriterLog {
+        &self.log
+    }
+
+    /// Handles a batch: the messages to redeliver are the batch item failures.
+    pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
+        let mut response = SqsBatchResponse::default();
+        for r in self.handle_detailed(event).await {
+            if r.keep() {
+                response.add_failure(r.message_id);
+            }
+        }
+        response
+    }
+
+    /// Handles a batch; one result per message, in the batch's order.
+    pub async fn handle_detailed(&self, event: SqsEvent) -> Vec<MessageResult> {
+        let mut results: Vec<MessageResult> = Vec::with_capacity(event.records.len());
+        // Each log's messages (their positions in `results`), logs in order of first appearance.
+        let mut logs: Vec<(LogId, Vec<(usize, PushMessage)>)> = Vec::new();
+        for record in event.records {
+            let message_id = record.message_id.unwrap_or_default();
+            let parsed = match record.body.as_deref() {
+                Some(body) => PushMessage::parse(body).map_err(|e| e.to_string()),
+                None => Err("a message with no body".to_owned()),
+            };
+            match parsed {
+                Ok(m) => {
+                    let log = m.log();
+                    results.push(MessageResult {
+                        message_id,
+                        log: Some(log),
+                        outcome: MessageOutcome::Applied,
+                    });
+                    let at = results.len() - 1;
+                    match logs.iter_mut().find(|(l, _)| *l == log) {
+                        Some((_, ms)) => ms.push((at, m)),
+                        None => logs.push((log, vec![(at, m)])),
+                    }
+                }
+                Err(reason) => {
+                    error!(message_id, reason, "dropping a message that is not a queued push");
+                    results.push(MessageResult {
+                        message_id,
+                        log: None,
+                        outcome: MessageOutcome::Poison(reason),
+                    });
+                }
+            }
+        }
+        let outcomes =
+            futures::future::join_all(logs.into_iter().map(|(log, ms)| self.handle_log(log, ms)))
+                .await;
+        for (at, outcome) in outcomes.into_iter().flatten() {
+            if let Some(r) = results.get_mut(at) {
+                r.outcome = outcome;
+            }
+        }
+        results
+    }
+
+    /// One log's messages, in order: read them, then one group commit.
+    async fn handle_log(
+        &self,
+        log: LogId,
+        messages: Vec<(usize, PushMessage)>,
+    ) -> Vec<(usize, MessageOutcome)> {
+        let mut out = Vec::with_capacity(messages.len());
+        let mut pushes: Vec<(usize, QueuedPush)> = Vec::new();
+        let mut failed: Option<String> = None;
+        for (at, m) in messages {
+            if let Some(reason) = &failed {
+                // A FIFO group's later messages must not overtake a failed one.
+                out.push((
+                    at,
+                    MessageOutcome::Failed(format!("an earlier message failed: {reason}")),
+                ));
+                continue;
+            }
+            match self.load(m).await {
+                Loaded::Push(p) if p.log == log => pushes.push((at, p)),
+                Loaded::Push(p) => {
+                    let reason = format!("stored push names log {}, not {log}", p.log);
+                    error!(log = %log, reason, "dropping a queued push");
+                    out.push((at, MessageOutcome::Poison(reason)));
+                }
+                Loaded::Poison(reason) => {
+                    error!(log = %log, reason, "dropping a queued push");
+                    out.push((at, MessageOutcome::Poison(reason)));
+                }
+                Loaded::Failed(reason) => {
+                    warn!(log = %log, reason, "reading a stored push failed; it will be retried");
+                    out.push((at, MessageOutcome::Failed(reason.clone())));
+                    failed = Some(reason);
+                }
+            }
+        }
+        if pushes.is_empty() {
+            return out;
+        }
+        let outcome = match self.commit(log, &pushes).await {
+            Ok(()) => MessageOutcome::Applied,
+            Err(LogError::LogNotFound(_)) => {
+                error!(log = %log, "dropping pushes to a log that does not exist");
+                MessageOutcome::Poison(format!("log {log} does not exist"))
+            }
+            Err(e) => {
+                for (_, p) in &pushes {
+                    error!(log = %log, group = p.group, error = %e, "push not applied; it will be retried");
+                }
+                MessageOutcome::Failed(e.to_string())
+            }
+        };
+        out.extend(pushes.into_iter().map(|(at, _)| (at, outcome.clone())));
+        out
+    }
+
+    /// The push a message carries, read from the bucket when it was stored there.
+    async fn load(&self, m: PushMessage) -> Loaded {
+        let stored = match m {
+            PushMessage::Inline(p) => return Loaded::Push(p),
+            PushMessage::Stored(s) => s,
+        };
+        match self.payloads.get(&stored.s3).await {
+            Ok(bytes) => match QueuedPush::parse(&bytes) {
+                Ok(p) => Loaded::Push(p),
+                Err(e) => Loaded::Poison(format!("stored push {}: {e}", stored.s3)),
+            },
+            // Expired by the auto-delete rule: nothing left to apply (the client re-pushes).
+            Err(StoreError::NotFound { key }) => {
+                Loaded::Poison(format!("stored push {key} is gone"))
+            }
+            Err(e) => Loaded::Failed(e.to_string()),
+        }
+    }
+
+    /// The group commit of one log's pushes, retried here on transient failures.
+    async fn commit(&self, log: LogId, pushes: &[(usize, QueuedPush)]) -> Result<(), LogError> {
+        let (clients, mismatched) = client_pushes(pushes.iter().map(|(_, p)| p));
+        for (group, client) in mismatched {
+            warn!(log = %log, group, client, "push refused: the client is claimed by another group in the same batch");
+        }
+        let mut delay = self.cfg.retry_delay;
+        let mut attempt = 1;
+        let done = loop {
+            match self.log.push_batch(log, &clients, self.hint(log)).await {
+                Ok(done) => break done,
+                Err(e) if transient(&e) && attempt < self.cfg.attempts => {
+                    warn!(log = %log, attempt, error = %e, "group commit failed; retrying");
+                    let jitter = rand::random::<f64>() * delay.as_secs_f64();
+                    tokio::time::sleep(std::time::Duration::from_secs_f64(jitter)).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.report(log, &clients, &done);
+        for a in &done.appended {
+            self.remember_hint(log, a.hint);
+            match self.log.snapshot_if_due(log, a, self.cfg.trigger).await {
+                Ok(t) => {
+                    if let Some(h) = t.hint {
+                        self.remember_hint(log, h);
+                    }
+                }
+                // The append succeeded; a later append runs the check again.
+                Err(e) => warn!(log = %log, error = %e, "snapshot trigger failed"),
+            }
+        }
+        Ok(())
+    }
+
+    fn report(&self, log: LogId, clients: &[sheetlog_core::log::ClientPush], done: &BatchOutcome) {
+        let mut applied = 0u64;
+        for (c, r) in clients.iter().zip(&done.clients) {
+            match r {
+                ClientResult::Done { ranges, .. } => {
+                    applied += ranges.iter().map(|r| r.last - r.first + 1).sum::<u64>();
+                }
+                ClientResult::Refused { error, .. } => {
+                    warn!(log = %log, group = c.group, client = c.client, error = %error, "push refused");
+                }
+            }
+        }
+        info!(
+            log = %log,
+            clients = clients.len(),
+            mutations = applied,
+            entries = done.appended.len(),
+            wru = done.units.write,
+            "pushes written"
+        );
+    }
+
+    fn hint(&self, log: LogId) -> Option<SegmentHint> {
+        self.hints.lock().ok().and_then(|h| h.get(&log).copied())
+    }
+
+    fn remember_hint(&self, log: LogId, hint: SegmentHint) {
+        if let Ok(mut h) = self.hints.lock() {
+            if h.len() >= MAX_HINTS {
+                h.clear();
+            }
+            h.insert(log, hint);
+        }
+    }
+}
+
+/// Whether a failed group commit may succeed if tried again soon.
+fn transient(e: &LogError) -> bool {
+    match e {
+        LogError::Contention { .. } => true,
+        LogError::Store(s) => s.is_retryable() || matches!(s, StoreError::Service { .. }),
+        _ => false,
+    }
+}

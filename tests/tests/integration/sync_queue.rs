@@ -1,0 +1,232 @@
+//! Queued pushes on the emulator (`docs/sync.md`, "Queued pushes"): the API enqueues on the sync
+//! FIFO queue, the sync writer applies each sheet's pushes with a group commit. Many clients on one
+//! sheet, redelivery after the writer died before deleting its batch, a poison message, the
+//! deduplication id.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_core::aws::SqsPushQueue;
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::ports::PushQueue;
+use sheetlog_core::sync_queue::{QueuedMutation, QueuedPush};
+use sheetlog_pipeline::{SyncDriver, create_local_stack};
+use sheetlog_sync_writer::{Handler, MessageOutcome, WriterConfig};
+use sheetlog_tests::api::{ApiClient, ApiConfig, TestApi, json_str};
+
+fn set_mutation(client: &str, id: u64) -> Value {
+    json!({"clientID": client, "id": id, "name": "set",
+           "args": {"cells": [{"ref": format!("A{id}"), "value": id}]}})
+}
+
+fn push_body(group: &str, mutations: Value) -> Value {
+    json!({"pushVersion": 1, "clientGroupID": group, "mutations": mutations,
+           "profileID": "p", "schemaVersion": ""})
+}
+
+/// Every client's mutation ids in log order, read back through `GET /entries` (single-client
+/// entries and batch entries alike), and how many entries held more than one client.
+async fn applied(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+) -> anyhow::Result<(BTreeMap<String, Vec<u64>>, usize)> {
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/entries?from=0")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let mut ids: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut batches = 0;
+    for e in v["entries"].as_array().into_iter().flatten() {
+        if e["type"] != "mutations" {
+            continue;
+        }
+        let runs = match e["body"]["runs"].as_array() {
+            Some(runs) => {
+                batches += 1;
+                runs.clone()
+            }
+            None => vec![e["body"].clone()],
+        };
+        for r in runs {
+            let client = r["clientID"].as_str().unwrap_or_default().to_owned();
+            let (first, last) = (
+                r["firstMutationID"].as_u64().unwrap_or(0),
+                r["lastMutationID"].as_u64().unwrap_or(0),
+            );
+            ids.entry(client).or_default().extend(first..=last);
+        }
+    }
+    Ok((ids, batches))
+}
+
+#[tokio::test]
+async fn sixty_four_clients_pushing_to_one_sheet_all_land_without_a_503() -> anyhow::Result<()> {
+    let Some(api) = TestApi::start_with_pipeline("sync-queue-hot", ApiConfig::default()).await?
+    else {
+        return Ok(());
+    };
+    let api = Arc::new(api);
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    const CLIENTS: usize = 64;
+    const PER_CLIENT: u64 = 3;
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (api, c, log) = (api.clone(), c.clone(), log.clone());
+            tokio::spawn(async move {
+                let push = api.url(&format!("/logs/{log}/replicache/push"));
+                let mut refusals = Vec::new();
+                // Like Replicache: each push carries every pending mutation, oldest first.
+                for k in 1..=PER_CLIENT {
+                    let muts: Vec<Value> =
+                        (1..=k).map(|id| set_mutation(&format!("c{i}"), id)).collect();
+                    let r = c
+                        .post(&push)
+                        .json(&push_body(&format!("g{i}"), json!(muts)))
+                        .send()
+                        .await?;
+                    if r.status() != StatusCode::OK {
+                        refusals.push(r.status());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                anyhow::Ok(refusals)
+            })
+        })
+        .collect();
+    for t in tasks {
+        let refusals = t.await??;
+        assert!(refusals.is_empty(), "pushes refused: {refusals:?}");
+    }
+    // Every client's last mutation reaches 3 once the writer has caught up.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for i in 0..CLIENTS {
+        loop {
+            let r = c
+                .get(api.url(&format!("/logs/{log}/clients/c{i}")))
+                .send()
+                .await?;
+            if r.status() == StatusCode::OK
+                && r.json::<Value>().await?["lastMutationId"] == PER_CLIENT
+            {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "client c{i} did not land");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let (ids, batches) = applied(&c, &api, &log).await?;
+    assert_eq!(ids.len(), CLIENTS);
+    for (client, got) in &ids {
+        assert_eq!(got, &(1..=PER_CLIENT).collect::<Vec<_>>(), "client {client}: once each, in order");
+    }
+    assert!(batches > 0, "no entry held more than one client: no group commit");
+    // A pull reads the batch entries' runs: a client's group sees its last mutation id, from a
+    // full reset (null cookie) and from an incremental read (cookie 1).
+    let pull = api.url(&format!("/logs/{log}/replicache/pull"));
+    for cookie in [Value::Null, json!(1)] {
+        let v: Value = c
+            .post(&pull)
+            .json(&json!({"pullVersion": 1, "clientGroupID": "g7", "cookie": cookie,
+                          "profileID": "p", "schemaVersion": ""}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        assert_eq!(v["lastMutationIDChanges"], json!({"c7": PER_CLIENT}), "{cookie}");
+    }
+    Ok(())
+}
+
+fn queued(log: sheetlog_core::LogId, client: &str, ids: std::ops::RangeInclusive<u64>) -> QueuedPush {
+    QueuedPush {
+        v: 1,
+        log,
+        group: format!("g-{client}"),
+        mutations: ids
+            .map(|id| QueuedMutation {
+                client_id: client.into(),
+                id,
+                name: "set".into(),
+                args: json!({"cells": [{"ref": "A1", "value": id}]}),
+            })
+            .collect(),
+        received: 0,
+        subject: None,
+    }
+}
+
+#[tokio::test]
+async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the_sheet()
+-> anyhow::Result<()> {
+    let emulator = sheetlog_tests::Emulator::start()?;
+    let sdk = emulator.sdk_config().await;
+    let stack = create_local_stack(&sdk, &sheetlog_tests::emulator::unique_prefix("sync-redeliver"))
+        .await?;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
+    let writer = Handler::from_sdk(&sdk, &stack.resources, LogConfig::default(), WriterConfig::default())?;
+    let driver = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, Arc::new(writer));
+    let log = driver.handler().log().create().await?.log;
+    let group = log.to_string();
+
+    // The deduplication id: the same push sent twice is one message.
+    let first = queued(log, "a", 1..=2);
+    for _ in 0..2 {
+        queue.send(&group, &first.dedupe_id(), first.to_json()).await?;
+    }
+    let second = queued(log, "b", 1..=1);
+    queue.send(&group, &second.dedupe_id(), second.to_json()).await?;
+    let messages = driver.receive(Duration::from_secs(1)).await?;
+    assert_eq!(messages.len(), 2, "the duplicate send was dropped");
+    // The writer appends, then dies before deleting the messages.
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    event.records = messages.clone();
+    let results = driver.handler().handle_detailed(event).await;
+    assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied), "{results:?}");
+    let after_first = driver.handler().log().next_seq(log).await?.0;
+    // Their visibility timeout runs out: SQS delivers them again.
+    for m in &messages {
+        sqs.change_message_visibility()
+            .queue_url(&stack.sync_queues.queue)
+            .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+            .visibility_timeout(0)
+            .send()
+            .await?;
+    }
+    let results = driver.poll_once(Duration::from_secs(1)).await?;
+    assert_eq!(results.len(), 2, "redelivered");
+    assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
+    assert_eq!(driver.handler().log().next_seq(log).await?.0, after_first, "nothing written twice");
+
+    // A poison message in the sheet's group, then the next push: the push applies.
+    sqs.send_message()
+        .queue_url(&stack.sync_queues.queue)
+        .message_group_id(&group)
+        .message_deduplication_id("poison")
+        .message_body("{\"not\":\"a push\"}")
+        .send()
+        .await?;
+    let next = queued(log, "a", 1..=3);
+    queue.send(&group, &next.dedupe_id(), next.to_json()).await?;
+    let mut outcomes = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while outcomes.len() < 2 && Instant::now() < deadline {
+        outcomes.extend(driver.poll_once(Duration::from_secs(1)).await?);
+    }
+    assert!(matches!(outcomes.first().map(|r| &r.outcome), Some(MessageOutcome::Poison(_))), "{outcomes:?}");
+    assert_eq!(outcomes.get(1).map(|r| &r.outcome), Some(&MessageOutcome::Applied));
+    let a = driver.handler().log().last_mutation(log, "a").await?;
+    assert_eq!(a.map(|r| r.last), Some(3));
+    // Nothing is left on the queue.
+    assert!(driver.receive(Duration::ZERO).await?.is_empty());
+    Ok(())
+}
