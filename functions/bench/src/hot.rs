@@ -242,7 +242,7 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
     let local = create_local_stack(&sdk, &unique_prefix(&format!("hot-{}", mode.name()))).await?;
     let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
     let counted = wire.sdk_config(&sdk);
-    let cfg = api_config(mode, &local)?;
+    let cfg = api_config(mode, &local);
     let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?;
     let app = sheetlog_api::router(Arc::new(state));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -250,7 +250,7 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    let pipeline = LocalPipeline::new(
+    let mut pipeline = LocalPipeline::new(
         &sdk,
         &local.resources,
         &local.queues,
@@ -260,6 +260,23 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
             ..Default::default()
         },
     )?;
+    if mode == Mode::Queued {
+        // The writer's DynamoDB traffic is counted like the API's; its queue traffic is not.
+        let defaults = ApiConfig::default();
+        let writer = sheetlog_sync_writer::Handler::from_sdk(
+            &counted,
+            &local.resources,
+            LogConfig::default(),
+            sheetlog_sync_writer::WriterConfig {
+                trigger: sheetlog_core::log::SnapshotTrigger {
+                    interval: defaults.snapshot_interval,
+                    segment_max_entries: defaults.segment_max_entries,
+                },
+                ..Default::default()
+            },
+        )?;
+        pipeline = pipeline.with_sync_writer(&sdk, &local.sync_queues.queue, writer);
+    }
     let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
     Ok(HotStack {
         base,
@@ -269,12 +286,17 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
     })
 }
 
-fn api_config(mode: Mode, _local: &sheetlog_pipeline::LocalStack) -> anyhow::Result<ApiConfig> {
+fn api_config(mode: Mode, local: &sheetlog_pipeline::LocalStack) -> ApiConfig {
     match mode {
-        Mode::Direct => Ok(ApiConfig::default()),
-        Mode::Queued => bail!(
-            "the queued write mode (syncWrites=queued) is not in this build yet: measure with --mode direct"
-        ),
+        Mode::Direct => ApiConfig {
+            sync_writes: sheetlog_api::SyncWrites::Direct,
+            ..ApiConfig::default()
+        },
+        Mode::Queued => ApiConfig {
+            sync_writes: sheetlog_api::SyncWrites::Queued,
+            sync_queue_url: Some(local.sync_queues.queue.clone()),
+            ..ApiConfig::default()
+        },
     }
 }
 
@@ -799,6 +821,23 @@ mod tests {
         f.get(key)
             .and_then(Value::as_u64)
             .unwrap_or_else(|| panic!("{key} missing in {f:?}"))
+    }
+
+    /// The same through the FIFO sync queue and its writer (syncWrites=queued).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tiny_queued_run_applies_every_mutation_once_in_order() {
+        let f = measure(Mode::Queued, 4, &tiny(ModeArg::Queued))
+            .await
+            .expect("the queued run completes");
+        assert_eq!(count(&f, "mutations_made"), 16, "{f:?}");
+        assert_eq!(count(&f, "mutations_applied"), 16, "{f:?}");
+        assert_eq!(count(&f, "mutations_confirmed_by_pull"), 16, "{f:?}");
+        assert_eq!(count(&f, "duplicates"), 0, "{f:?}");
+        assert_eq!(count(&f, "out_of_order"), 0, "{f:?}");
+        assert_eq!(count(&f, "payload_mismatches"), 0, "{f:?}");
+        assert_eq!(count(&f, "confirmed_but_missing"), 0, "{f:?}");
+        assert_eq!(count(&f, "push_refusals"), 0, "{f:?}");
+        assert!(f["wru_per_mutation"].as_f64().unwrap_or(0.0) > 0.0, "{f:?}");
     }
 
     /// The CI profile of `bench hot`: a few clients for a few seconds in the direct mode, checked
