@@ -14,6 +14,9 @@ export const LOG_RETENTION_DAYS_ALLOWED = [
 ] as const;
 
 export type FunctionArchitecture = 'arm64' | 'x86_64';
+/** The two ways a push is written (docs/sync.md). */
+export const SYNC_WRITES = ['queued', 'direct'] as const;
+export type SyncWrites = (typeof SYNC_WRITES)[number];
 /** Cargo profiles of the workspace the functions may be built with (Cargo.toml). */
 export const LAMBDA_PROFILES = ['release', 'lambda-check'] as const;
 export type LambdaProfile = (typeof LAMBDA_PROFILES)[number];
@@ -83,6 +86,13 @@ export interface SheetlogConfig {
   readonly retentionKeepSegments: number;
   /** Also move segments that ended more than this many days ago (`SHEETLOG_RETENTION_AFTER_DAYS`). */
   readonly retentionAfterDays?: number;
+  /**
+   * How Replicache pushes are written (`SHEETLOG_SYNC_WRITES`, docs/sync.md "Queued pushes"):
+   * `queued` (the default) enqueues each push on the FIFO sync queue and the sync writer applies a
+   * log's pushes one batch at a time; `direct` appends in the API's request, racing the log's
+   * other writers. The queue and the writer are deployed in either mode.
+   */
+  readonly syncWrites: SyncWrites;
   /** When set, alarm notifications are also sent to this address (the subscription must be confirmed). */
   readonly alarmEmail?: string;
   /**
@@ -124,6 +134,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   retentionMode: 'keep',
   retentionKeepSegments: 3,
   retentionAfterDays: undefined,
+  syncWrites: 'queued',
   alarmEmail: undefined,
   ephemeral: false,
   ephemeralConfirm: undefined,
@@ -153,6 +164,7 @@ export const CONFIG_CONTEXT_KEYS = [
   'retentionAfterDays',
   'throttlingRateLimit',
   'throttlingBurstLimit',
+  'syncWrites',
   'alarmEmail',
   'ephemeral',
   'ephemeralConfirm',
@@ -263,6 +275,7 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
     // Loads and updates read the two newest segments; those are never moved.
     retentionKeepSegments: p.integer('retentionKeepSegments', DEFAULT_CONFIG.retentionKeepSegments, 2, 100_000),
     retentionAfterDays: p.optionalInteger('retentionAfterDays', 1, 36_500),
+    syncWrites: p.oneOf('syncWrites', DEFAULT_CONFIG.syncWrites, SYNC_WRITES),
     alarmEmail: p.optionalString('alarmEmail', {
       pattern: /^[^\s@]+@[^\s@]+\.[^\s@]+$/,
       hint: 'an email address',

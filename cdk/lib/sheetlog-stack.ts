@@ -1,7 +1,7 @@
 /**
  * The whole of sheetlog in one stack: the event-log tables, the payload/snapshot bucket, the
- * snapshot job queue, the three Rust functions with their event sources, the HTTP API, alarms and
- * outputs. docs/deploy.md describes it for the people who deploy it; docs/design.md says what the
+ * snapshot job queue and the sync (push) queue, the Rust functions with their event sources, the
+ * HTTP API, alarms and outputs. docs/deploy.md describes it for the people who deploy it; docs/design.md says what the
  * functions do with these resources and why.
  *
  * Layout:
@@ -40,6 +40,7 @@ export const CRATES = {
   api: { dir: 'api', binaryName: 'sheetlog-api' },
   streamRouter: { dir: 'stream-router', binaryName: 'sheetlog-stream-router' },
   snapshotWorker: { dir: 'snapshot-worker', binaryName: 'sheetlog-snapshot-worker' },
+  syncWriter: { dir: 'sync-writer', binaryName: 'sheetlog-sync-writer' },
 } as const satisfies Record<string, FunctionCrate>;
 
 /** The scheduled retention run; built and deployed only when `retentionMode` is not `keep`. */
@@ -59,6 +60,8 @@ export const LOGICAL_IDS = {
   snapshotQueue: 'SnapshotQueue',
   snapshotDeadLetterQueue: 'SnapshotDeadLetterQueue',
   streamRouterFailureQueue: 'StreamRouterFailureQueue',
+  syncQueue: 'SyncQueue',
+  syncDeadLetterQueue: 'SyncDeadLetterQueue',
 } as const;
 
 /** The environment variables the Rust code reads. CDK owns these names. */
@@ -78,12 +81,14 @@ export const ENV = {
   maxUploadBytes: 'SHEETLOG_MAX_UPLOAD_BYTES',
   accessClaim: 'SHEETLOG_ACCESS_CLAIM',
   pendingTimeoutSecs: 'SHEETLOG_PENDING_TIMEOUT_SECS',
+  syncQueueUrl: 'SHEETLOG_SYNC_QUEUE_URL',
+  syncWrites: 'SHEETLOG_SYNC_WRITES',
 } as const;
 
 /** Objects written before their entry commits carry this tag; the lifecycle rule expires them. */
 export const AUTO_DELETE_TAG = { key: 'sheetlog-auto-delete', value: 'true' } as const;
 
-export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/' } as const;
+export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/', pushes: 'pushes/' } as const;
 
 /**
  * Timings that must agree with each other (the test suite checks the relations):
@@ -100,6 +105,13 @@ export const PREFIXES = { payloads: 'payloads/', snapshots: 'snapshots/' } as co
  *   across many logs cannot take the account's whole Lambda concurrency.
  */
 const SNAPSHOT_WORKER_TIMEOUT = Duration.minutes(5);
+/**
+ * The sync writer applies one batch of at most 10 queued pushes (docs/sync.md): a head read, one
+ * or a few appends and the snapshot trigger, seconds at worst. Its queue's visibility timeout is
+ * six times this, as for the snapshot queue; a push that fails five receives is dead-lettered
+ * (the client still holds its mutations and pushes them again, so nothing is lost).
+ */
+const SYNC_WRITER_TIMEOUT = Duration.seconds(30);
 
 export const TIMINGS = {
   apiTimeout: Duration.seconds(25), // below the HTTP API's 30 s integration limit
@@ -112,6 +124,10 @@ export const TIMINGS = {
   // Lambda's largest setting: in practice the record age above is what ends the retries.
   streamRetryAttempts: 10_000,
   snapshotWorkerMaxConcurrency: 20,
+  syncWriterTimeout: SYNC_WRITER_TIMEOUT,
+  syncVisibilityTimeout: Duration.seconds(6 * SYNC_WRITER_TIMEOUT.toSeconds()),
+  syncMaxReceiveCount: 5,
+  syncBatchSize: 10,
 } as const;
 
 export interface SheetlogStackProps extends StackProps {
@@ -132,9 +148,14 @@ export class SheetlogStack extends Stack {
   readonly snapshotQueue: sqs.Queue;
   readonly snapshotDeadLetterQueue: sqs.Queue;
   readonly streamRouterFailureQueue: sqs.Queue;
+  /** Replicache pushes waiting for the sync writer: FIFO, one message group per log. */
+  readonly syncQueue: sqs.Queue;
+  readonly syncDeadLetterQueue: sqs.Queue;
   readonly api: SheetlogFunction;
   readonly streamRouter: SheetlogFunction;
   readonly snapshotWorker: SheetlogFunction;
+  /** Applies queued pushes, one log at a time (the SyncQueue's consumer). */
+  readonly syncWriter: SheetlogFunction;
   /** The scheduled retention run, when `retentionMode` is `archive` or `delete`. */
   readonly archiver?: SheetlogFunction;
   readonly httpApi: apigw.HttpApi;
@@ -249,6 +270,19 @@ export class SheetlogStack extends Stack {
     });
     // The snapshot DLQ is found by cdk-nag as the target of SnapshotQueue's redrive policy.
 
+    // Pushes (docs/sync.md, "Queued pushes"): a FIFO queue whose message group is the log, so one
+    // writer applies a sheet's pushes at a time and in order. The API sets each message's
+    // deduplication id from the push's content (client group, clients, mutation id ranges), so
+    // content-based deduplication stays off. A FIFO queue's dead-letter queue must be FIFO too.
+    // Both exist in either `syncWrites` mode: switching modes never creates or deletes a queue.
+    this.syncDeadLetterQueue = secureQueue(this, LOGICAL_IDS.syncDeadLetterQueue, { fifo: true });
+    this.syncQueue = secureQueue(this, LOGICAL_IDS.syncQueue, {
+      fifo: true,
+      contentBasedDeduplication: false,
+      visibilityTimeout: TIMINGS.syncVisibilityTimeout,
+      deadLetterQueue: { queue: this.syncDeadLetterQueue, maxReceiveCount: TIMINGS.syncMaxReceiveCount },
+    });
+
     // ---- Functions ----------------------------------------------------------------------------
     const architecture = config.architecture === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
     const logRetention = config.logRetentionDays as logs.RetentionDays;
@@ -290,7 +324,11 @@ export class SheetlogStack extends Stack {
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },
         // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
         { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
+        // A push too large for an SQS message is written here (auto-delete tagged) and queued by key.
+        { prefix: PREFIXES.pushes, access: ['write', 'tag'] },
       ])
+      .bindQueue(ENV.syncQueueUrl, this.syncQueue, 'send')
+      .bindSetting(ENV.syncWrites, config.syncWrites)
       .bindSetting(ENV.inlineBodyMaxBytes, config.inlineBodyMaxBytes)
       .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
       .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries)
@@ -342,6 +380,29 @@ export class SheetlogStack extends Stack {
       .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
       .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries);
 
+    this.syncWriter = new SheetlogFunction(this, 'SyncWriter', {
+      ...common,
+      crate: CRATES.syncWriter,
+      description: 'sheetlog sync writer: applies queued Replicache pushes, one log at a time',
+      timeout: TIMINGS.syncWriterTimeout,
+      memorySize: 512,
+    })
+      // The same appends as the API's direct push (conditional puts, new segments in a
+      // transaction) and the snapshot trigger after them (trigger::after_append); no idempotency
+      // keys (a push is exactly-once through the Clients table), no snapshot building.
+      .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
+      .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
+      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem'])
+      .bindBucket(ENV.bucket, this.bucket, [
+        // A large mutation body is offloaded like any entry body, written with the auto-delete tag.
+        { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },
+        // A push too large for an SQS message, written there by the API.
+        { prefix: PREFIXES.pushes, access: ['read'] },
+      ])
+      .bindSetting(ENV.inlineBodyMaxBytes, config.inlineBodyMaxBytes)
+      .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
+      .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries);
+
     // ---- Event sources ------------------------------------------------------------------------
     this.streamRouter.function.addEventSource(
       new DynamoEventSource(this.entryTable, {
@@ -362,6 +423,17 @@ export class SheetlogStack extends Stack {
         batchSize: 1,
         reportBatchItemFailures: true,
         maxConcurrency: TIMINGS.snapshotWorkerMaxConcurrency,
+      }),
+    );
+    this.syncWriter.function.addEventSource(
+      new SqsEventSource(this.syncQueue, {
+        // Up to 10 pushes, of one or several logs, per invocation: the writer appends a log's
+        // pushes of the batch together (group commit). A FIFO queue hands a message group to one
+        // invocation at a time, so a log's pushes are applied in order by one writer.
+        batchSize: TIMINGS.syncBatchSize,
+        // A failed push is reported alone; SQS then holds back that log's later pushes (same
+        // message group) until it is retried, and other logs' pushes of the batch are done.
+        reportBatchItemFailures: true,
       }),
     );
 
@@ -507,6 +579,8 @@ export class SheetlogStack extends Stack {
         this.streamRouterFailureQueue.queueUrl,
         'Entry-stream batches the router could not process',
       ],
+      SyncQueueUrl: [this.syncQueue.queueUrl, 'Replicache pushes waiting for the sync writer (FIFO)'],
+      SyncDeadLetterQueueUrl: [this.syncDeadLetterQueue.queueUrl, 'Pushes the sync writer could not apply'],
       AlarmTopicArn: [this.alarmTopic.topicArn, 'Subscribe here to receive alarm notifications'],
     };
     for (const [name, [value, description]] of Object.entries(outputs)) {
@@ -540,6 +614,11 @@ export class SheetlogStack extends Stack {
         'StreamRouterFailureQueueDepthAlarm',
         this.streamRouterFailureQueue,
         'Entry-stream batches failed; see docs/operations.md',
+      ],
+      [
+        'SyncDeadLetterQueueDepthAlarm',
+        this.syncDeadLetterQueue,
+        'Queued pushes failed five times and were dead-lettered (clients re-push them); see docs/operations.md',
       ],
     ] as const) {
       alarm(id, what, queue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: 'Maximum' }), 1);
@@ -579,6 +658,17 @@ export class SheetlogStack extends Stack {
       'The oldest snapshot job has waited over 15 minutes; see docs/operations.md',
       this.snapshotQueue.metricApproximateAgeOfOldestMessage({ period: fiveMinutes, statistic: 'Maximum' }),
       Duration.minutes(15).toSeconds(),
+      3,
+    );
+
+    // A push waits in the sync queue while its log's earlier push is retried, or while the writer
+    // fails or is throttled. Clients see their edits late (they stay pending in the browser), so
+    // this is alarmed within minutes, not the snapshot queue's quarter of an hour.
+    alarm(
+      'SyncQueueAgeAlarm',
+      'The oldest queued push has waited over a minute to be applied; see docs/operations.md',
+      this.syncQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1), statistic: 'Maximum' }),
+      Duration.minutes(1).toSeconds(),
       3,
     );
 
@@ -637,6 +727,7 @@ export class SheetlogStack extends Stack {
       ['Api', this.api],
       ['StreamRouter', this.streamRouter],
       ['SnapshotWorker', this.snapshotWorker],
+      ['SyncWriter', this.syncWriter],
       ...(this.archiver ? ([['Archiver', this.archiver]] as const) : []),
     ] as const) {
       alarm(
@@ -655,7 +746,7 @@ export class SheetlogStack extends Stack {
   }
 }
 
-/** A standard queue with 14-day retention, SSE and a TLS-only policy, under a fixed logical id. */
+/** A queue (standard unless `fifo`) with 14-day retention, SSE and a TLS-only policy, under a fixed logical id. */
 function secureQueue(scope: Construct, logicalId: string, props: sqs.QueueProps): sqs.Queue {
   const queue = new sqs.Queue(scope, logicalId, {
     retentionPeriod: TIMINGS.queueRetention,

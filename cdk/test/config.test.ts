@@ -51,6 +51,7 @@ describe('configuration defaults', () => {
       retentionMode: 'keep',
       retentionKeepSegments: 3,
       retentionAfterDays: undefined,
+      syncWrites: 'queued',
       alarmEmail: undefined,
       ephemeral: false,
       ephemeralConfirm: undefined,
@@ -124,6 +125,18 @@ describe('configuration values', () => {
     }
   });
 
+  test('syncWrites reaches the API and leaves the queue and the writer in place', () => {
+    for (const mode of ['queued', 'direct']) {
+      const { json } = synth({ syncWrites: mode });
+      const api = functionByBinary(json, CRATES.api.binaryName)[1].Properties.Environment.Variables;
+      assert.equal(api[ENV.syncWrites], mode);
+      assert.deepEqual(api[ENV.syncQueueUrl], { Ref: LOGICAL_IDS.syncQueue });
+      functionByBinary(json, CRATES.syncWriter.binaryName);
+      assert.ok(json.Resources[LOGICAL_IDS.syncQueue], mode);
+      assert.ok(json.Resources[LOGICAL_IDS.syncDeadLetterQueue], mode);
+    }
+  });
+
   test('name the stack', () => {
     const { stack } = synth({ stackName: 'sheetlog-test' });
     assert.equal(stack.stackName, 'sheetlog-test');
@@ -139,6 +152,9 @@ describe('invalid configuration', () => {
       problemsOf({ autoDeleteDays: '0' })[0],
       /^autoDeleteDays=0: expected a whole number from 3 to 365 \(default 3\)/,
     );
+    assert.deepEqual(problemsOf({ syncWrites: 'async' }), [
+      'syncWrites="async": expected one of queued, direct (default queued)',
+    ]);
     assert.deepEqual(problemsOf({ inlineBodyMaxBytes: 400_000 }), [
       'inlineBodyMaxBytes=400000: expected a whole number from 0 to 350000 (default 16384)',
     ]);

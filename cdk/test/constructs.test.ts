@@ -119,7 +119,16 @@ describe('packageFlags', () => {
   test('selects every crate of the stack once, so all functions share one feature resolution', () => {
     const all = Object.values(CRATES);
     const flags = packageFlags(CRATES.streamRouter, all);
-    assert.deepEqual(flags, ['-p', 'sheetlog-api', '-p', 'sheetlog-snapshot-worker', '-p', 'sheetlog-stream-router']);
+    assert.deepEqual(flags, [
+      '-p',
+      'sheetlog-api',
+      '-p',
+      'sheetlog-snapshot-worker',
+      '-p',
+      'sheetlog-stream-router',
+      '-p',
+      'sheetlog-sync-writer',
+    ]);
     // The same flags whichever function is built: that is what lets the builds share artifacts.
     for (const c of all) assert.deepEqual(packageFlags(c, all), flags);
     assert.deepEqual(packageFlags(CRATES.api, []), []);

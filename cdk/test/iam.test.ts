@@ -49,7 +49,10 @@ describe('execution roles hold exactly the actions in the allow-list next to the
   const { json } = synth({ retentionMode: 'archive' });
 
   for (const crate of [...Object.values(CRATES), ARCHIVER_CRATE]) {
-    test(crate.binaryName, () => {
+    // A crate the stack names before its code is in the tree (a branch adding a function) has no
+    // allow-list yet either; cdk/test/crates.test.ts skips it the same way.
+    const inTree = fs.existsSync(path.join(FUNCTIONS_DIR, crate.dir, 'Cargo.toml'));
+    test(crate.binaryName, { skip: inTree ? false : `functions/${crate.dir} is not in this tree yet` }, () => {
       const actual = grants(json, crate.binaryName);
       const allowed = sorted(allowList(crate));
       const extra: string[] = [];

@@ -125,10 +125,26 @@ describe('local resources description', () => {
         messageRetentionSecs: 1_209_600,
         deadLetter: null,
       },
+      {
+        logicalId: 'SyncDeadLetterQueue',
+        env: null,
+        fifo: true,
+        visibilityTimeoutSecs: 30,
+        messageRetentionSecs: 1_209_600,
+        deadLetter: null,
+      },
+      {
+        logicalId: 'SyncQueue',
+        env: 'SHEETLOG_SYNC_QUEUE_URL',
+        fifo: true,
+        visibilityTimeoutSecs: 180,
+        messageRetentionSecs: 1_209_600,
+        deadLetter: { logicalId: 'SyncDeadLetterQueue', maxReceiveCount: 5 },
+      },
     ]);
   });
 
-  test('has the stream router on the Entry stream with the shared filter, and the worker on the queue', () => {
+  test('has the stream router on the Entry stream with the shared filter, and the workers on the queues', () => {
     assert.deepEqual(local.streamConsumers, [
       {
         function: 'sheetlog-stream-router',
@@ -143,18 +159,23 @@ describe('local resources description', () => {
     ]);
     assert.deepEqual(local.queueConsumers, [
       { function: 'sheetlog-snapshot-worker', queue: 'SnapshotQueue', batchSize: 1, reportBatchItemFailures: true },
+      { function: 'sheetlog-sync-writer', queue: 'SyncQueue', batchSize: 10, reportBatchItemFailures: true },
     ]);
   });
 
   test('has every function with its environment, resources by reference', () => {
     assert.deepEqual(
       local.functions.map((f) => f.binary),
-      ['sheetlog-api', 'sheetlog-snapshot-worker', 'sheetlog-stream-router'],
+      ['sheetlog-api', 'sheetlog-snapshot-worker', 'sheetlog-stream-router', 'sheetlog-sync-writer'],
     );
     const api = local.functions[0];
     assert.deepEqual(api.environment.SHEETLOG_ENTRY_TABLE, { ref: 'EntryTable' });
     assert.equal(api.environment.SHEETLOG_INLINE_BODY_MAX_BYTES, '16384');
     assert.equal(api.timeoutSecs, 25);
+    assert.deepEqual(api.environment.SHEETLOG_SYNC_QUEUE_URL, { ref: 'SyncQueue' });
+    const writer = local.functions[3];
+    assert.equal(writer.timeoutSecs, 30);
+    assert.deepEqual(writer.environment.SHEETLOG_CLIENTS_TABLE, { ref: 'ClientsTable' });
   });
 
   test('follows the template, not the defaults: context changes show up', () => {

@@ -24,6 +24,7 @@ import { functionByBinary, type Json, onlyResource, resourcesOfType, synth } fro
 const API = CRATES.api.binaryName;
 const ROUTER = CRATES.streamRouter.binaryName;
 const WORKER = CRATES.snapshotWorker.binaryName;
+const WRITER = CRATES.syncWriter.binaryName;
 
 describe('tables', () => {
   const { json, template } = synth();
@@ -200,11 +201,44 @@ describe('queues', () => {
     assert.ok(visibility >= pending, `visibility ${visibility}s < pending timeout ${pending}s`);
   });
 
+  test('the sync queue is FIFO with the API setting deduplication ids, and redrives to a FIFO DLQ', () => {
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      FifoQueue: true,
+      ContentBasedDeduplication: false,
+      RedrivePolicy: {
+        deadLetterTargetArn: { 'Fn::GetAtt': [LOGICAL_IDS.syncDeadLetterQueue, 'Arn'] },
+        maxReceiveCount: 5,
+      },
+    });
+    assert.equal(q(LOGICAL_IDS.syncQueue).Properties.FifoQueue, true);
+    // A FIFO queue's dead-letter queue must be FIFO too.
+    assert.equal(q(LOGICAL_IDS.syncDeadLetterQueue).Properties.FifoQueue, true);
+    assert.equal(q(LOGICAL_IDS.syncDeadLetterQueue).Properties.RedrivePolicy, undefined);
+    // No QueueName: CloudFormation generates one, with the `.fifo` suffix FIFO queues need.
+    assert.equal(q(LOGICAL_IDS.syncQueue).Properties.QueueName, undefined);
+  });
+
+  test('the sync visibility timeout is at least six times the writer timeout', () => {
+    const visibility = q(LOGICAL_IDS.syncQueue).Properties.VisibilityTimeout;
+    const [, writer] = functionByBinary(json, WRITER);
+    assert.ok(
+      visibility >= 6 * writer.Properties.Timeout,
+      `visibility ${visibility}s < 6 x writer timeout ${writer.Properties.Timeout}s`,
+    );
+    assert.equal(visibility, TIMINGS.syncVisibilityTimeout.toSeconds());
+  });
+
   test('every queue is encrypted, TLS-only and keeps messages 14 days', () => {
     const queues = resourcesOfType(json, 'AWS::SQS::Queue');
     assert.deepEqual(
       queues.map(([id]) => id).sort(),
-      [LOGICAL_IDS.snapshotDeadLetterQueue, LOGICAL_IDS.snapshotQueue, LOGICAL_IDS.streamRouterFailureQueue].sort(),
+      [
+        LOGICAL_IDS.snapshotDeadLetterQueue,
+        LOGICAL_IDS.snapshotQueue,
+        LOGICAL_IDS.streamRouterFailureQueue,
+        LOGICAL_IDS.syncDeadLetterQueue,
+        LOGICAL_IDS.syncQueue,
+      ].sort(),
     );
     for (const [id, queue] of queues) {
       assert.equal(queue.Properties.SqsManagedSseEnabled, true, id);
@@ -226,8 +260,8 @@ describe('functions', () => {
 
   test('every function is a cargo-lambda build on ARM64 provided.al2023 with the house defaults', () => {
     const ours = resourcesOfType(json, 'AWS::Lambda::Function');
-    assert.equal(ours.length, 3);
-    for (const binary of [API, ROUTER, WORKER]) {
+    assert.equal(ours.length, 4);
+    for (const binary of [API, ROUTER, WORKER, WRITER]) {
       const [, fn] = functionByBinary(json, binary);
       const p = fn.Properties;
       assert.equal(p.Runtime, 'provided.al2023', binary);
@@ -247,7 +281,7 @@ describe('functions', () => {
 
   test('the x86_64 fallback builds and deploys every function for x86_64', () => {
     const x86 = synth({ architecture: 'x86_64' }).json;
-    for (const binary of [API, ROUTER, WORKER]) {
+    for (const binary of [API, ROUTER, WORKER, WRITER]) {
       assert.deepEqual(functionByBinary(x86, binary)[1].Properties.Architectures, ['x86_64']);
     }
   });
@@ -271,6 +305,8 @@ describe('functions', () => {
       SHEETLOG_DEDUPE_KEYS_PER_MONTH: '1000000',
       SHEETLOG_UPLOAD_URL_TTL_SECS: '900',
       SHEETLOG_MAX_UPLOAD_BYTES: '268435456',
+      SHEETLOG_SYNC_QUEUE_URL: { Ref: LOGICAL_IDS.syncQueue },
+      SHEETLOG_SYNC_WRITES: 'queued',
     });
     assert.deepEqual(env(ROUTER), {
       RUST_LOG: 'info',
@@ -288,13 +324,32 @@ describe('functions', () => {
       SHEETLOG_SNAPSHOT_INTERVAL: '100',
       SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
     });
+    // The writer appends pushes and runs the snapshot trigger after them, as the direct push does.
+    assert.deepEqual(env(WRITER), {
+      RUST_LOG: 'info',
+      SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
+      SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
+      SHEETLOG_CLIENTS_TABLE: { Ref: LOGICAL_IDS.clientsTable },
+      SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
+      SHEETLOG_INLINE_BODY_MAX_BYTES: '16384',
+      SHEETLOG_SNAPSHOT_INTERVAL: '100',
+      SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
+    });
+  });
+
+  test('the writer and the API share the appends settings, so a queued push lands like a direct one', () => {
+    const { json } = synth({ snapshotInterval: '40', segmentMaxEntries: '900', inlineBodyMaxBytes: '2048' });
+    const env = (binary: string) => functionByBinary(json, binary)[1].Properties.Environment.Variables;
+    for (const name of [ENV.snapshotInterval, ENV.segmentMaxEntries, ENV.inlineBodyMaxBytes]) {
+      assert.equal(env(WRITER)[name], env(API)[name], name);
+    }
   });
 
   // The exact actions of each role: cdk/test/iam.test.ts, against functions/<crate>/iam-allow-list.json.
 
   test('no managed policies: each role is trusted by Lambda only and writes only its own log group', () => {
     const roles = resourcesOfType(json, 'AWS::IAM::Role');
-    assert.equal(roles.length, 3);
+    assert.equal(roles.length, 4);
     for (const [id, role] of roles) {
       assert.equal(role.Properties.ManagedPolicyArns, undefined, id);
       assert.deepEqual(role.Properties.AssumeRolePolicyDocument.Statement, [
@@ -370,16 +425,14 @@ describe('event sources', () => {
   test("only the snapshot worker may re-send its own work past Lambda's recursive-loop limit", () => {
     const { json } = synth();
     assert.equal(functionByBinary(json, WORKER)[1].Properties.RecursiveLoop, 'Allow');
-    for (const binary of [API, ROUTER]) {
+    for (const binary of [API, ROUTER, WRITER]) {
       assert.notEqual(functionByBinary(json, binary)[1].Properties.RecursiveLoop, 'Allow', binary);
     }
   });
 
   test('the snapshot worker consumes the snapshot queue one job at a time, bounded, with batch item failures', () => {
-    const [, mapping] = onlyResource(
-      json,
-      'AWS::Lambda::EventSourceMapping',
-      (m) => m.Properties.StartingPosition === undefined,
+    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) =>
+      JSON.stringify(m.Properties.EventSourceArn).includes(LOGICAL_IDS.snapshotQueue),
     );
     const p = mapping.Properties;
     assert.deepEqual(p.EventSourceArn, { 'Fn::GetAtt': [LOGICAL_IDS.snapshotQueue, 'Arn'] });
@@ -389,6 +442,40 @@ describe('event sources', () => {
     // A burst of snapshots across many logs runs at most this many jobs at once.
     assert.deepEqual(p.ScalingConfig, { MaximumConcurrency: TIMINGS.snapshotWorkerMaxConcurrency });
     assert.ok(TIMINGS.snapshotWorkerMaxConcurrency >= 2, "Lambda's minimum for an SQS source");
+  });
+
+  test('the sync writer consumes the sync queue ten pushes at a time, reporting the failed ones', () => {
+    const [, writer] = functionByBinary(json, WRITER);
+    const template = Template.fromJSON(json);
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [LOGICAL_IDS.syncQueue, 'Arn'] },
+      FunctionName: { Ref: functionByBinary(json, WRITER)[0] },
+      BatchSize: 10,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+    // No batching window: a FIFO source does not allow one, and a push should not wait for company.
+    const [, mapping] = onlyResource(json, 'AWS::Lambda::EventSourceMapping', (m) =>
+      JSON.stringify(m.Properties.EventSourceArn).includes(LOGICAL_IDS.syncQueue),
+    );
+    assert.equal(mapping.Properties.MaximumBatchingWindowInSeconds, undefined);
+    assert.equal(writer.Properties.Timeout, TIMINGS.syncWriterTimeout.toSeconds());
+  });
+
+  test('only the API sends to the sync queue, and only the writer reads large pushes', () => {
+    const statements = resourcesOfType(json, 'AWS::IAM::Policy').flatMap(([, p]) =>
+      (p.Properties.PolicyDocument.Statement as Json[]).map((s) => ({ roles: p.Properties.Roles, s })),
+    );
+    const roleOf = (binary: string) => functionByBinary(json, binary)[1].Properties.Role['Fn::GetAtt'][0];
+    const senders = statements
+      .filter(({ s }) => [s.Action].flat().includes('sqs:SendMessage'))
+      .filter(({ s }) => JSON.stringify(s.Resource).includes(LOGICAL_IDS.syncQueue))
+      .flatMap(({ roles }) => roles.map((r: Json) => r.Ref));
+    assert.deepEqual(senders, [roleOf(API)]);
+    const pushReaders = statements
+      .filter(({ s }) => [s.Action].flat().includes('s3:GetObject'))
+      .filter(({ s }) => JSON.stringify(s.Resource).includes('/pushes/*'))
+      .flatMap(({ roles }) => roles.map((r: Json) => r.Ref));
+    assert.deepEqual(pushReaders, [roleOf(WRITER)]);
   });
 });
 
@@ -498,8 +585,12 @@ describe('alarms', () => {
         (a.Dimensions ?? []).some((d: Json) => JSON.stringify(d.Value) === JSON.stringify(dimension)),
     );
 
-  test('fire on any message in either dead-letter queue', () => {
-    for (const id of [LOGICAL_IDS.snapshotDeadLetterQueue, LOGICAL_IDS.streamRouterFailureQueue]) {
+  test('fire on any message in a dead-letter queue', () => {
+    for (const id of [
+      LOGICAL_IDS.snapshotDeadLetterQueue,
+      LOGICAL_IDS.streamRouterFailureQueue,
+      LOGICAL_IDS.syncDeadLetterQueue,
+    ]) {
       const [alarm, ...rest] = find('ApproximateNumberOfMessagesVisible', { 'Fn::GetAtt': [id, 'QueueName'] });
       assert.ok(alarm, `no depth alarm on ${id}`);
       assert.equal(rest.length, 0);
@@ -518,7 +609,7 @@ describe('alarms', () => {
   });
 
   test('fire on errors and throttles of every function', () => {
-    for (const binary of [API, ROUTER, WORKER]) {
+    for (const binary of [API, ROUTER, WORKER, WRITER]) {
       for (const metric of ['Errors', 'Throttles']) {
         const [alarm, ...rest] = find(metric, { Ref: functionByBinary(json, binary)[0] });
         assert.ok(alarm, `no ${metric} alarm for ${binary}`);
@@ -551,6 +642,20 @@ describe('alarms', () => {
     assert.equal(alarm.Statistic, 'Maximum');
   });
 
+  test('fire when a queued push waits over a minute for the writer', () => {
+    const [alarm, ...rest] = find('ApproximateAgeOfOldestMessage', {
+      'Fn::GetAtt': [LOGICAL_IDS.syncQueue, 'QueueName'],
+    });
+    assert.ok(alarm, 'no age alarm on the sync queue');
+    assert.equal(rest.length, 0);
+    assert.equal(alarm.Namespace, 'AWS/SQS');
+    assert.equal(alarm.Threshold, 60);
+    assert.equal(alarm.Period, 60);
+    assert.equal(alarm.Statistic, 'Maximum');
+    // Three minutes in a row: one slow batch is not an incident, a stuck log is.
+    assert.equal(alarm.EvaluationPeriods, 3);
+  });
+
   test('fire when the worker parks a job or a job waits over an hour (its own metrics)', () => {
     const worker = { Ref: functionByBinary(json, WORKER)[0] };
     const [parked] = find('SnapshotJobsParked', worker);
@@ -581,7 +686,9 @@ describe('alarms', () => {
   });
 
   test('every alarm notifies the alarm topic, and missing data is not an alarm', () => {
-    assert.equal(alarms.length, 2 + 1 + 6 + 1 + 1 + 5 + 2);
+    // DLQ depths, iterator age, errors + throttles per function, API 5xx, queue ages, the
+    // worker's own two, table throttles.
+    assert.equal(alarms.length, 3 + 1 + 8 + 1 + 2 + 2 + 5);
     for (const alarm of alarms) {
       assert.deepEqual(alarm.AlarmActions, [{ Ref: topicId }]);
       assert.deepEqual(alarm.OKActions, [{ Ref: topicId }]);
@@ -613,6 +720,8 @@ describe('outputs', () => {
       'SnapshotDeadLetterQueueUrl',
       'SnapshotQueueUrl',
       'StreamRouterFailureQueueUrl',
+      'SyncDeadLetterQueueUrl',
+      'SyncQueueUrl',
     ]);
     assert.deepEqual(outputs.EntryTableName.Value, { Ref: LOGICAL_IDS.entryTable });
     assert.deepEqual(outputs.SegmentTableName.Value, { Ref: LOGICAL_IDS.segmentTable });
@@ -621,6 +730,8 @@ describe('outputs', () => {
     assert.deepEqual(outputs.ClientsTableName.Value, { Ref: LOGICAL_IDS.clientsTable });
     assert.deepEqual(outputs.BucketName.Value, { Ref: LOGICAL_IDS.bucket });
     assert.deepEqual(outputs.SnapshotQueueUrl.Value, { Ref: LOGICAL_IDS.snapshotQueue });
+    assert.deepEqual(outputs.SyncQueueUrl.Value, { Ref: LOGICAL_IDS.syncQueue });
+    assert.deepEqual(outputs.SyncDeadLetterQueueUrl.Value, { Ref: LOGICAL_IDS.syncDeadLetterQueue });
     const url = JSON.stringify(outputs.ApiUrl.Value);
     assert.match(url, /execute-api/);
     assert.match(url, new RegExp(onlyResource(json, 'AWS::ApiGatewayV2::Api')[0]));

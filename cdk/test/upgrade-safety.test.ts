@@ -103,6 +103,7 @@ describe('upgrade safety', () => {
         throttlingBurstLimit: '1',
         alarmEmail: 'ops@example.com',
         architecture: 'x86_64',
+        syncWrites: 'direct',
       }).json,
       'every knob turned',
     );

@@ -16,6 +16,9 @@
 //!   size, init-to-ready time, the API's peak memory after its largest allowed requests.
 //! - `scale.rs` — `scale`: a log of many segments, concurrent writers and pushes, a large
 //!   import end to end, snapshot bytes against edits; sizes are flags.
+//! - `hot.rs` — `hot`: many simulated Replicache clients pushing to one sheet through the local
+//!   stack's API, in each write mode (`syncWrites`); every mutation checked in the read-back log.
+//! - `wire.rs` — a proxy in front of the emulator that counts DynamoDB write units on the wire.
 //! - `chart.rs` — log-log SVG charts (plotters) for the README, also used by `examples/peers.rs`.
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
@@ -23,11 +26,13 @@
 //! Benchmarks print numbers; they never assert on timings.
 
 mod chart;
+mod hot;
 mod import;
 mod lambda;
 mod pipeline;
 mod scale;
 mod snapshot;
+mod wire;
 
 use bytes::Bytes;
 use sheetlog_core::domain::EntryType;
@@ -73,6 +78,10 @@ enum Command {
     /// writers (appends and 100-mutation pushes), a large CSV imported end to end, snapshot
     /// bytes written against edits.
     Scale(scale::ScaleArgs),
+    /// Many editors on one sheet: C Replicache clients pushing one mutation each every 1/R s
+    /// through the local stack's API, queued and direct; refusals, duplicates and reorders
+    /// (checked in the read-back log), write units and appends per mutation, push -> visible.
+    Hot(hot::HotArgs),
     /// Internal: one measured import case in this process (run by `import`).
     #[command(hide = true)]
     ImportChild(import::ImportChildArgs),
@@ -93,6 +102,7 @@ fn main() -> anyhow::Result<()> {
         Command::Import(args) => import::run(args),
         Command::Lambda(args) => lambda::run(args),
         Command::Scale(args) => scale::run(args),
+        Command::Hot(args) => hot::run(args),
         Command::ImportChild(args) => import::child(args),
         Command::BuildChild(args) => snapshot::child(args),
         Command::WorkerChild(args) => pipeline::worker_child(args),

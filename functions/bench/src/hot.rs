@@ -1,0 +1,866 @@
+//! `hot`: many editors on one sheet. C simulated Replicache clients (one client group each) push
+//! one new mutation every 1/R seconds for T seconds to one log, through the local stack's HTTP API
+//! (the real router served on a loopback port, over a fresh emulator stack with the stream
+//! router and snapshot worker running, as `sheetlog dev` runs them), in each write mode
+//! (`syncWrites`: `queued` through the FIFO sync queue and its writer, `direct` in the request).
+//!
+//! Each client behaves as Replicache does: it keeps its pending mutations (those no pull has shown
+//! applied) and pushes all of them, serially, whenever it has a new one; an answer other than 200
+//! (or no answer within 30 s, API Gateway's limit) is retried with a growing backoff; it pulls
+//! (`view=none`) every `--pull-ms` while it has pending mutations and drops those that
+//! `lastMutationIDChanges` says were applied. After T seconds no new mutation is made, and the
+//! clients carry on until every mutation is confirmed or `--drain-secs` pass.
+//!
+//! Figures (per mode; the queued mode's keys start `hot_`, the direct mode's `direct_`):
+//! - `mutations_applied`: distinct mutations found in the log, read back entry by entry;
+//! - `push_refusals`: answers other than 200 (and timeouts) that a client had to retry;
+//! - `duplicates`, `out_of_order`, `payload_mismatches`: CHECKED on the read-back log. Every
+//!   mutation carries a unique payload (cell `<client column><id>` = `"c<client>-m<id>"`): each
+//!   must appear once, with its own payload, and each client's ids must appear in increasing
+//!   order;
+//! - `wru_per_mutation`: DynamoDB write units of every write the API (and the writer) sent,
+//!   counted on the wire by a proxy in front of the emulator (`wire.rs`), per applied mutation;
+//! - `appends_per_mutation`: log entries holding mutations, per applied mutation;
+//! - `push_to_visible_ms_p50` / `_p99`: from the first push that carried a mutation to the first
+//!   pull that shows it applied; `made_to_visible_ms_…` from when it was made (a mutation made
+//!   while the client's previous push is still out waits for that push to be answered, as in
+//!   Replicache, so under load this is the figure a person feels).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Map, Value, json};
+use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_core::config::LogConfig;
+use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, create_local_stack};
+use sheetlog_tests::Emulator;
+use sheetlog_tests::emulator::unique_prefix;
+use tokio::task::JoinHandle;
+
+use crate::pipeline::round1;
+use crate::wire::WireCounter;
+
+/// API Gateway's integration limit: a push still unanswered then is a 503/504 to the client.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Replicache's push retry: starts small and doubles, up to this.
+const RETRY_MIN: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Replicache pushes at most this many pending mutations at once.
+const MAX_PUSH_MUTATIONS: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    Queued,
+    Direct,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Queued,
+    Direct,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Queued => "queued",
+            Mode::Direct => "direct",
+        }
+    }
+    /// The prefix of this mode's keys.
+    fn prefix(self) -> &'static str {
+        match self {
+            Mode::Queued => "hot",
+            Mode::Direct => "direct",
+        }
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct HotArgs {
+    /// Print one JSON object of the figures instead of lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Clients (editors) on the one sheet, each its own client group. A comma-separated list
+    /// (`8,32,64,100`) runs each count in turn, on a fresh stack each.
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub clients: Vec<u32>,
+    /// Pushes per second per client (one new mutation each).
+    #[arg(long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Seconds during which the clients make new mutations.
+    #[arg(long, default_value_t = 20)]
+    pub seconds: u64,
+    /// Which write mode(s) to measure.
+    #[arg(long, value_enum, default_value_t = ModeArg::Both)]
+    pub mode: ModeArg,
+    /// After the T seconds, how long the clients may keep pushing and pulling until every
+    /// mutation is confirmed.
+    #[arg(long, default_value_t = 60)]
+    pub drain_secs: u64,
+    /// How often a client with pending mutations pulls (milliseconds): the resolution of
+    /// push -> visible, standing in for the poke a deployment would send.
+    #[arg(long, default_value_t = 250)]
+    pub pull_ms: u64,
+    /// Draw push -> visible (p50, p99) against the client counts of the run, per mode, into
+    /// this SVG file.
+    #[arg(long)]
+    pub svg: Option<std::path::PathBuf>,
+    /// With `--svg`: draw the chart from this file, the `--json` output of earlier runs (one
+    /// run's object or `{"runs": [...]}`; several files' runs are joined), instead of measuring.
+    #[arg(long, value_delimiter = ',')]
+    pub from_json: Vec<std::path::PathBuf>,
+}
+
+/// One mode's figures, by key without the mode prefix.
+pub type Figures = BTreeMap<String, Value>;
+
+pub fn run(args: HotArgs) -> anyhow::Result<()> {
+    ensure!(
+        !args.clients.is_empty() && args.clients.iter().all(|c| *c >= 1),
+        "--clients must be at least 1"
+    );
+    ensure!(
+        args.rate > 0.0 && args.rate <= 50.0,
+        "--rate must be above 0 and at most 50 pushes/s"
+    );
+    ensure!(args.seconds >= 1, "--seconds must be at least 1");
+    if !args.from_json.is_empty() {
+        let path = args
+            .svg
+            .as_deref()
+            .context("--from-json draws a chart: give --svg FILE")?;
+        let mut runs = Vec::new();
+        for file in &args.from_json {
+            let v: Value = serde_json::from_slice(&std::fs::read(file)?)
+                .with_context(|| format!("{}", file.display()))?;
+            match v.get("runs").and_then(Value::as_array) {
+                Some(rs) => runs.extend(rs.iter().filter_map(|r| r.as_object().cloned())),
+                None => runs.extend(v.as_object().cloned()),
+            }
+        }
+        return draw(path, &[Mode::Queued, Mode::Direct], &runs);
+    }
+    let modes: &[Mode] = match args.mode {
+        ModeArg::Queued => &[Mode::Queued],
+        ModeArg::Direct => &[Mode::Direct],
+        ModeArg::Both => &[Mode::Queued, Mode::Direct],
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut runs = Vec::new();
+    for &clients in &args.clients {
+        let mut out = Map::new();
+        for &mode in modes {
+            let f = rt.block_on(measure(mode, clients, &args))?;
+            for (k, v) in f {
+                out.insert(format!("{}_{k}", mode.prefix()), v);
+            }
+        }
+        runs.push(out);
+    }
+    if let Some(path) = &args.svg {
+        draw(path, modes, &runs)?;
+    }
+    if args.json {
+        match <[Map<String, Value>; 1]>::try_from(runs) {
+            Ok([one]) => println!("{}", Value::Object(one)),
+            Err(runs) => println!("{}", json!({ "runs": runs })),
+        }
+    } else {
+        for out in &runs {
+            for (k, v) in out {
+                println!("{k:<42} {v}");
+            }
+            println!();
+        }
+    }
+    Ok(())
+}
+
+/// Push -> visible p50 and p99 against clients, one pair of lines per mode.
+fn draw(path: &std::path::Path, modes: &[Mode], runs: &[Map<String, Value>]) -> anyhow::Result<()> {
+    use crate::chart::{COLORS, LegendAt, Line, log_log_svg};
+    let mut lines = Vec::new();
+    for (i, mode) in modes.iter().enumerate() {
+        for (j, q) in ["p50", "p99"].into_iter().enumerate() {
+            let key = |k: &str| format!("{}_{k}", mode.prefix());
+            let mut points: Vec<(f64, f64)> = runs
+                .iter()
+                .filter_map(|r| {
+                    Some((
+                        r.get(&key("clients"))?.as_f64()?,
+                        r.get(&key(&format!("push_to_visible_ms_{q}")))?.as_f64()?,
+                    ))
+                })
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            lines.push(Line {
+                name: format!("{} {q}", mode.name()),
+                color: COLORS[(i * 2 + j) % COLORS.len()],
+                points,
+            });
+        }
+    }
+    log_log_svg(
+        path,
+        "Push -> visible in a pull, editors on one sheet (1 push/s each)",
+        ("editors (clients) on the sheet", "push -> visible (ms)"),
+        LegendAt::UpperLeft,
+        &lines,
+    )
+}
+
+/// The local stack one mode runs against: the emulator, the API over HTTP (its DynamoDB traffic
+/// through the wire counter), the pipeline's drivers.
+struct HotStack {
+    base: String,
+    wire: WireCounter,
+    tasks: Vec<JoinHandle<()>>,
+    /// Kept last: dropped after the tasks that talk to it are aborted.
+    _emulator: Emulator,
+}
+
+impl Drop for HotStack {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
+    let emulator = Emulator::start()?;
+    let sdk = emulator.sdk_config().await;
+    let local = create_local_stack(&sdk, &unique_prefix(&format!("hot-{}", mode.name()))).await?;
+    let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
+    let counted = wire.sdk_config(&sdk);
+    let cfg = api_config(mode, &local);
+    let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?;
+    let app = sheetlog_api::router(Arc::new(state));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut pipeline = LocalPipeline::new(
+        &sdk,
+        &local.resources,
+        &local.queues,
+        LocalPipelineConfig {
+            poll_interval: Duration::from_millis(50),
+            stream_failure_queue: Some(local.stream_failure_queue.clone()),
+            ..Default::default()
+        },
+    )?;
+    if mode == Mode::Queued {
+        // The writer's DynamoDB traffic is counted like the API's; its queue traffic is not.
+        let defaults = ApiConfig::default();
+        let writer = sheetlog_sync_writer::Handler::from_sdk(
+            &counted,
+            &local.resources,
+            LogConfig::default(),
+            sheetlog_sync_writer::WriterConfig {
+                trigger: sheetlog_core::log::SnapshotTrigger {
+                    interval: defaults.snapshot_interval,
+                    segment_max_entries: defaults.segment_max_entries,
+                },
+                ..Default::default()
+            },
+        )?;
+        pipeline = pipeline.with_sync_writer(&sdk, &local.sync_queues.queue, writer);
+    }
+    let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
+    Ok(HotStack {
+        base,
+        wire,
+        tasks: vec![server, pipeline],
+        _emulator: emulator,
+    })
+}
+
+fn api_config(mode: Mode, local: &sheetlog_pipeline::LocalStack) -> ApiConfig {
+    match mode {
+        Mode::Direct => ApiConfig {
+            sync_writes: sheetlog_api::SyncWrites::Direct,
+            ..ApiConfig::default()
+        },
+        Mode::Queued => ApiConfig {
+            sync_writes: sheetlog_api::SyncWrites::Queued,
+            sync_queue_url: Some(local.sync_queues.queue.clone()),
+            ..ApiConfig::default()
+        },
+    }
+}
+
+/// One mutation a client made.
+#[derive(Debug, Clone)]
+struct Made {
+    id: u64,
+    /// When the person made it (its slot in the schedule; a client busy in a slow push makes the
+    /// mutations of the slots it missed as soon as it is back, as a person keeps typing).
+    made_at: Instant,
+    /// When the first push carrying it was sent.
+    first_sent: Option<Instant>,
+}
+
+/// What one client saw.
+#[derive(Debug, Default)]
+struct ClientReport {
+    made: u64,
+    refusals: u64,
+    pushes: u64,
+    pulls: u64,
+    /// Push -> visible, per confirmed mutation (ms).
+    visible_ms: Vec<f64>,
+    /// Made -> visible, per confirmed mutation (ms).
+    made_visible_ms: Vec<f64>,
+    /// The highest id a pull confirmed.
+    confirmed: u64,
+}
+
+/// Column letters of a 1-based column number (1 -> A, 27 -> AA).
+fn column(mut n: u32) -> String {
+    let mut s = Vec::new();
+    while n > 0 {
+        let r = (n - 1) % 26;
+        s.push(b'A' + r as u8);
+        n = (n - 1) / 26;
+    }
+    s.reverse();
+    String::from_utf8(s).unwrap_or_default()
+}
+
+fn payload(client: u32, id: u64) -> String {
+    format!("c{client}-m{id}")
+}
+
+fn mutation_json(client: u32, client_id: &str, id: u64) -> Value {
+    json!({
+        "id": id,
+        "clientID": client_id,
+        "name": "set",
+        "args": {"cells": [{"ref": format!("{}{id}", column(client + 1)), "value": payload(client, id)}]},
+        "timestamp": id as f64,
+    })
+}
+
+struct Run {
+    client: reqwest::Client,
+    base: String,
+    log: String,
+    period: Duration,
+    start: Instant,
+    make_until: Instant,
+    give_up_at: Instant,
+    pull_every: Duration,
+}
+
+async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<ClientReport> {
+    let group = format!("g-{tag}-{c}");
+    let client_id = format!("c-{tag}-{c}");
+    let push_url = format!("{}/logs/{}/replicache/push", run.base, run.log);
+    let pull_url = format!("{}/logs/{}/replicache/pull?view=none", run.base, run.log);
+    let mut report = ClientReport::default();
+    let mut pending: Vec<Made> = Vec::new();
+    let mut next_id = 1u64;
+    // Clients start spread over one period, as people do not type in step.
+    let offset = run.period.mul_f64(f64::from(c) / 997.0 % 1.0);
+    let mut next_make = run.start + offset;
+    let mut unpushed = false;
+    let mut retry_at: Option<Instant> = None;
+    let mut backoff = RETRY_MIN;
+    let mut next_pull = run.start;
+    let mut cookie = Value::Null;
+    loop {
+        let now = Instant::now();
+        let done = |pending: &Vec<Made>, next_make: Instant| {
+            Instant::now() >= run.make_until && next_make >= run.make_until && pending.is_empty()
+        };
+        if now >= run.give_up_at || done(&pending, next_make) {
+            break;
+        }
+        while next_make <= now && next_make < run.make_until {
+            pending.push(Made {
+                id: next_id,
+                made_at: next_make,
+                first_sent: None,
+            });
+            report.made += 1;
+            next_id += 1;
+            unpushed = true;
+            next_make += run.period;
+        }
+        if unpushed && retry_at.is_none_or(|t| t <= now) {
+            let batch: Vec<Value> = pending
+                .iter()
+                .take(MAX_PUSH_MUTATIONS)
+                .map(|m| mutation_json(c, &client_id, m.id))
+                .collect();
+            let sent_at = Instant::now();
+            for m in pending.iter_mut().take(MAX_PUSH_MUTATIONS) {
+                m.first_sent.get_or_insert(sent_at);
+            }
+            let body = json!({"pushVersion": 1, "clientGroupID": group, "mutations": batch,
+                "profileID": "bench-hot", "schemaVersion": ""});
+            report.pushes += 1;
+            let ok = match run.client.post(&push_url).json(&body).send().await {
+                Ok(r) if r.status() == reqwest::StatusCode::OK => {
+                    // A Replicache error (`{"error": ...}` with 200) is a refusal too.
+                    let v: Value = r.json().await.unwrap_or(Value::Null);
+                    v.get("error").is_none()
+                }
+                Ok(_) | Err(_) => false,
+            };
+            if ok {
+                unpushed = pending.len() > MAX_PUSH_MUTATIONS;
+                retry_at = None;
+                backoff = RETRY_MIN;
+            } else {
+                report.refusals += 1;
+                retry_at = Some(Instant::now() + backoff);
+                backoff = (backoff * 2).min(RETRY_MAX);
+            }
+        }
+        let now = Instant::now();
+        if pending.iter().any(|m| m.first_sent.is_some()) && next_pull <= now {
+            next_pull = now + run.pull_every;
+            report.pulls += 1;
+            let body = json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
+                "profileID": "bench-hot", "schemaVersion": ""});
+            if let Ok(r) = run.client.post(&pull_url).json(&body).send().await
+                && r.status() == reqwest::StatusCode::OK
+                && let Ok(v) = r.json::<Value>().await
+                && v.get("error").is_none()
+            {
+                let seen = Instant::now();
+                if let Some(c) = v.get("cookie") {
+                    cookie = c.clone();
+                }
+                if let Some(last) = v
+                    .pointer(&format!("/lastMutationIDChanges/{client_id}"))
+                    .and_then(Value::as_u64)
+                {
+                    report.confirmed = report.confirmed.max(last);
+                    pending.retain(|m| {
+                        if m.id > last {
+                            return true;
+                        }
+                        if let Some(t) = m.first_sent {
+                            report
+                                .visible_ms
+                                .push(seen.duration_since(t).as_secs_f64() * 1000.0);
+                        }
+                        report
+                            .made_visible_ms
+                            .push(seen.duration_since(m.made_at).as_secs_f64() * 1000.0);
+                        false
+                    });
+                }
+            }
+        }
+        if done(&pending, next_make) {
+            break;
+        }
+        // Sleep until the next thing to do.
+        let mut wake = run.give_up_at;
+        if next_make < run.make_until {
+            wake = wake.min(next_make.max(Instant::now()));
+        } else if Instant::now() < run.make_until {
+            // Nothing more to make: wake at the end of the making, when an empty pending list
+            // means this client is done.
+            wake = wake.min(run.make_until);
+        }
+        if unpushed {
+            wake = wake.min(retry_at.unwrap_or_else(Instant::now));
+        }
+        if pending.iter().any(|m| m.first_sent.is_some()) {
+            wake = wake.min(next_pull);
+        }
+        tokio::time::sleep_until(wake.max(Instant::now()).into()).await;
+    }
+    Ok(report)
+}
+
+/// One mode, measured on its own fresh stack.
+pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result<Figures> {
+    eprintln!(
+        "[bench hot] {}: {} clients x {} pushes/s for {} s ...",
+        mode.name(),
+        clients,
+        args.rate,
+        args.seconds
+    );
+    let stack = start_stack(mode).await?;
+    let http = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .pool_max_idle_per_host(1024)
+        .build()?;
+    let created: Value = http
+        .post(format!("{}/logs", stack.base))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let log = created
+        .get("logId")
+        .and_then(Value::as_str)
+        .context("POST /logs answered no logId")?
+        .to_owned();
+    let writes_before = stack.wire.counts.write_units();
+    let entry_puts_before = stack.wire.counts.entry_puts();
+    let start = Instant::now();
+    let make_until = start + Duration::from_secs(args.seconds);
+    let run = Arc::new(Run {
+        client: http.clone(),
+        base: stack.base.clone(),
+        log: log.clone(),
+        period: Duration::from_secs_f64(1.0 / args.rate),
+        start,
+        make_until,
+        give_up_at: make_until + Duration::from_secs(args.drain_secs),
+        pull_every: Duration::from_millis(args.pull_ms.max(1)),
+    });
+    let tag = unique_prefix("h");
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        tasks.push(tokio::spawn(run_client(run.clone(), c, tag.clone())));
+    }
+    let mut reports = Vec::new();
+    for t in tasks {
+        reports.push(t.await??);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let write_units = stack.wire.counts.write_units() - writes_before;
+    let entry_puts = stack.wire.counts.entry_puts() - entry_puts_before;
+
+    let read = read_back(&http, &stack.base, &log, &tag, clients).await?;
+    let made: u64 = reports.iter().map(|r| r.made).sum();
+    let confirmed: u64 = reports.iter().map(|r| r.confirmed).sum();
+    let mut visible: Vec<f64> = reports.iter().flat_map(|r| r.visible_ms.clone()).collect();
+    visible.sort_by(f64::total_cmp);
+    let mut made_visible: Vec<f64> = reports
+        .iter()
+        .flat_map(|r| r.made_visible_ms.clone())
+        .collect();
+    made_visible.sort_by(f64::total_cmp);
+    let per = |x: f64| {
+        if read.applied == 0 {
+            0.0
+        } else {
+            x / read.applied as f64
+        }
+    };
+    let figures: Figures = [
+        ("clients", json!(clients)),
+        ("rate_per_client", json!(args.rate)),
+        ("seconds", json!(args.seconds)),
+        ("pull_interval_ms", json!(args.pull_ms)),
+        ("mutations_made", json!(made)),
+        ("mutations_applied", json!(read.applied)),
+        ("mutations_confirmed_by_pull", json!(confirmed)),
+        (
+            "mutations_not_applied",
+            json!(made.saturating_sub(read.applied)),
+        ),
+        (
+            "pushes",
+            json!(reports.iter().map(|r| r.pushes).sum::<u64>()),
+        ),
+        (
+            "push_refusals",
+            json!(reports.iter().map(|r| r.refusals).sum::<u64>()),
+        ),
+        ("duplicates", json!(read.duplicates)),
+        ("out_of_order", json!(read.out_of_order)),
+        ("payload_mismatches", json!(read.mismatches)),
+        (
+            "confirmed_but_missing",
+            json!(confirmed_missing(&reports, &read)),
+        ),
+        ("wru_per_mutation", json!(round2(per(write_units as f64)))),
+        (
+            "appends_per_mutation",
+            json!(round2(per(read.appends as f64))),
+        ),
+        (
+            "entry_put_attempts_per_mutation",
+            json!(round2(per(entry_puts as f64))),
+        ),
+        (
+            "mutations_applied_per_s",
+            json!(round1(read.applied as f64 / elapsed)),
+        ),
+        (
+            "push_to_visible_ms_p50",
+            json!(round1(percentile(&visible, 0.5))),
+        ),
+        (
+            "push_to_visible_ms_p99",
+            json!(round1(percentile(&visible, 0.99))),
+        ),
+        (
+            "made_to_visible_ms_p50",
+            json!(round1(percentile(&made_visible, 0.5))),
+        ),
+        (
+            "made_to_visible_ms_p99",
+            json!(round1(percentile(&made_visible, 0.99))),
+        ),
+        ("elapsed_s", json!(round1(elapsed))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    eprintln!(
+        "[bench hot] {}: {} of {} applied, {} refusals, {} duplicates, {} out of order",
+        mode.name(),
+        read.applied,
+        made,
+        figures["push_refusals"],
+        read.duplicates,
+        read.out_of_order
+    );
+    Ok(figures)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Mutations a pull said were applied that the log does not hold: lost writes.
+fn confirmed_missing(reports: &[ClientReport], read: &ReadBack) -> u64 {
+    reports
+        .iter()
+        .enumerate()
+        .map(|(c, r)| {
+            let seen = read.highest.get(&(c as u32)).copied().unwrap_or(0);
+            r.confirmed.saturating_sub(seen)
+        })
+        .sum()
+}
+
+/// What the log holds, read back through the API.
+#[derive(Debug, Default)]
+pub struct ReadBack {
+    /// Distinct (client, id) found.
+    pub applied: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub mismatches: u64,
+    /// Entries holding at least one mutation.
+    pub appends: u64,
+    /// Per client, the highest id found.
+    pub highest: HashMap<u32, u64>,
+}
+
+/// Reads every entry of the log and checks each client's mutations: once each, in order, with
+/// the payload the client made.
+async fn read_back(
+    http: &reqwest::Client,
+    base: &str,
+    log: &str,
+    tag: &str,
+    clients: u32,
+) -> anyhow::Result<ReadBack> {
+    let prefix = format!("c-{tag}-");
+    let mut out = ReadBack::default();
+    let mut seen: HashMap<(u32, u64), u32> = HashMap::new();
+    let mut last_id: HashMap<u32, u64> = HashMap::new();
+    let mut from = 0u64;
+    loop {
+        let page: Value = http
+            .get(format!("{base}/logs/{log}/entries?from={from}&limit=1000"))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let entries = page
+            .get("entries")
+            .and_then(Value::as_array)
+            .context("entries page without entries")?;
+        for e in entries {
+            let mut runs = Vec::new();
+            collect_runs(e.get("body").unwrap_or(&Value::Null), &mut runs);
+            if runs.iter().any(|r| !r.1.is_empty()) {
+                out.appends += 1;
+            }
+            for (client_id, mutations) in runs {
+                let Some(c) = client_id
+                    .strip_prefix(&prefix)
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .filter(|c| *c < clients)
+                else {
+                    continue;
+                };
+                for m in mutations {
+                    let Some(id) = m.get("id").and_then(Value::as_u64) else {
+                        continue;
+                    };
+                    let n = seen.entry((c, id)).or_default();
+                    *n += 1;
+                    if *n > 1 {
+                        out.duplicates += 1;
+                    }
+                    let prev = last_id.entry(c).or_default();
+                    if id <= *prev {
+                        out.out_of_order += 1;
+                    }
+                    *prev = (*prev).max(id);
+                    let value = m.pointer("/args/cells/0/value").and_then(Value::as_str);
+                    let cell = m.pointer("/args/cells/0/ref").and_then(Value::as_str);
+                    if value != Some(payload(c, id).as_str())
+                        || cell != Some(format!("{}{id}", column(c + 1)).as_str())
+                    {
+                        out.mismatches += 1;
+                    }
+                }
+            }
+        }
+        if page.get("complete").and_then(Value::as_bool) != Some(false) {
+            break;
+        }
+        let next = page
+            .get("nextSeq")
+            .and_then(Value::as_u64)
+            .context("incomplete page without nextSeq")?;
+        if next <= from {
+            bail!("the entries read did not advance past {from}");
+        }
+        from = next;
+    }
+    out.applied = seen.len() as u64;
+    out.highest = last_id;
+    Ok(out)
+}
+
+/// Every run of one client's mutations in an entry body: an object with `clientID` and a
+/// `mutations` array (the `mutations` entry type), wherever it sits in the body, so an entry
+/// that holds the runs of several clients is read the same way.
+fn collect_runs<'a>(v: &'a Value, out: &mut Vec<(&'a str, Vec<&'a Value>)>) {
+    match v {
+        Value::Object(o) => {
+            if let (Some(client), Some(Value::Array(ms))) = (
+                o.get("clientID").and_then(Value::as_str),
+                o.get("mutations"),
+            ) {
+                out.push((client, ms.iter().collect()));
+                return;
+            }
+            for x in o.values() {
+                collect_runs(x, out);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                collect_runs(x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_spreadsheet_letters() {
+        assert_eq!(column(1), "A");
+        assert_eq!(column(26), "Z");
+        assert_eq!(column(27), "AA");
+        assert_eq!(column(100), "CV");
+    }
+
+    #[test]
+    fn runs_are_found_wherever_the_body_holds_them() {
+        let body = json!({"clientID": "c-x-1", "mutations": [{"id": 1}]});
+        let mut runs = Vec::new();
+        collect_runs(&body, &mut runs);
+        assert_eq!(runs.len(), 1);
+        let batch = json!({"runs": [{"clientID": "a", "mutations": [{"id": 1}]},
+            {"clientID": "b", "mutations": [{"id": 1}, {"id": 2}]}]});
+        let mut runs = Vec::new();
+        collect_runs(&batch, &mut runs);
+        assert_eq!(runs.iter().map(|r| r.1.len()).sum::<usize>(), 3);
+    }
+
+    fn tiny(mode: ModeArg) -> HotArgs {
+        HotArgs {
+            json: true,
+            clients: vec![4],
+            rate: 2.0,
+            seconds: 2,
+            mode,
+            drain_secs: 60,
+            pull_ms: 100,
+            svg: None,
+            from_json: Vec::new(),
+        }
+    }
+
+    fn count(f: &Figures, key: &str) -> u64 {
+        f.get(key)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("{key} missing in {f:?}"))
+    }
+
+    /// The same through the FIFO sync queue and its writer (syncWrites=queued).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tiny_queued_run_applies_every_mutation_once_in_order() {
+        let f = measure(Mode::Queued, 4, &tiny(ModeArg::Queued))
+            .await
+            .expect("the queued run completes");
+        assert_eq!(count(&f, "mutations_made"), 16, "{f:?}");
+        assert_eq!(count(&f, "mutations_applied"), 16, "{f:?}");
+        assert_eq!(count(&f, "mutations_confirmed_by_pull"), 16, "{f:?}");
+        assert_eq!(count(&f, "duplicates"), 0, "{f:?}");
+        assert_eq!(count(&f, "out_of_order"), 0, "{f:?}");
+        assert_eq!(count(&f, "payload_mismatches"), 0, "{f:?}");
+        assert_eq!(count(&f, "confirmed_but_missing"), 0, "{f:?}");
+        assert_eq!(count(&f, "push_refusals"), 0, "{f:?}");
+        assert!(f["wru_per_mutation"].as_f64().unwrap_or(0.0) > 0.0, "{f:?}");
+    }
+
+    /// The CI profile of `bench hot`: a few clients for a few seconds in the direct mode, checked
+    /// on the counts only (never on timings): every mutation made is in the log once, in order,
+    /// with its payload, and the wire counter saw the writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tiny_direct_run_applies_every_mutation_once_in_order() {
+        let f = measure(Mode::Direct, 4, &tiny(ModeArg::Direct))
+            .await
+            .expect("the direct run completes");
+        let made = count(&f, "mutations_made");
+        // 4 clients x 2 pushes/s x 2 s: every slot of the schedule is made, even one that came
+        // while the client waited for a push.
+        assert_eq!(made, 16, "{f:?}");
+        assert_eq!(count(&f, "mutations_applied"), made, "{f:?}");
+        assert_eq!(count(&f, "mutations_confirmed_by_pull"), made, "{f:?}");
+        assert_eq!(count(&f, "duplicates"), 0, "{f:?}");
+        assert_eq!(count(&f, "out_of_order"), 0, "{f:?}");
+        assert_eq!(count(&f, "payload_mismatches"), 0, "{f:?}");
+        assert_eq!(count(&f, "confirmed_but_missing"), 0, "{f:?}");
+        let wru = f["wru_per_mutation"].as_f64().unwrap_or(0.0);
+        assert!(wru >= 1.0, "a direct push writes at least its entry: {f:?}");
+        let appends = f["appends_per_mutation"].as_f64().unwrap_or(0.0);
+        assert!(appends > 0.0 && appends <= 1.0, "{f:?}");
+    }
+}

@@ -1,0 +1,314 @@
+//! Counting DynamoDB write units on the wire: a loopback HTTP proxy in front of the emulator that
+//! forwards every request unchanged and, for each DynamoDB write it sees pass (PutItem,
+//! UpdateItem, DeleteItem, TransactWriteItems, BatchWriteItem), adds the write units AWS bills for
+//! it, from the item bytes actually sent (`sheetlog_core::aws::items::item_size`, AWS's sizing
+//! rules). Every request is counted, whatever its answer: a conditional write that fails is billed
+//! on AWS too, and so is every retry.
+//!
+//! Give the proxy's SDK configuration ([`WireCounter::sdk_config`]) to the code under measurement
+//! only; everything else talks to the emulator directly and is not counted.
+//!
+//! What the request alone cannot say is the size of an item an update or delete touches, which
+//! AWS bills at the larger of the old and new item: an UpdateItem is counted at the size of the
+//! values it sets (at least one unit), a DeleteItem at one unit. Both are small in the push path
+//! (the Clients table's group item), so the figure is a close lower bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, StatusCode};
+use axum::response::Response;
+use base64::Engine;
+use serde_json::Value;
+use sheetlog_core::aws::items::item_size;
+use sheetlog_core::domain::cost::write_units;
+use std::collections::HashMap;
+use tokio::task::JoinHandle;
+
+/// What passed the proxy.
+#[derive(Debug, Default)]
+pub struct WireCounts {
+    /// Every request forwarded (any service).
+    pub requests: AtomicU64,
+    /// DynamoDB write requests (each retry too).
+    pub dynamo_writes: AtomicU64,
+    /// Write units, counted as the requests went by.
+    pub write_units: AtomicU64,
+    /// Items put into the Entry table (each attempt, won or lost).
+    pub entry_puts: AtomicU64,
+}
+
+impl WireCounts {
+    pub fn write_units(&self) -> u64 {
+        self.write_units.load(Ordering::Relaxed)
+    }
+    pub fn entry_puts(&self) -> u64 {
+        self.entry_puts.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Proxy {
+    upstream: String,
+    client: reqwest::Client,
+    counts: Arc<WireCounts>,
+    entry_table: Arc<str>,
+}
+
+/// The running proxy; stops when dropped.
+#[derive(Debug)]
+pub struct WireCounter {
+    pub url: String,
+    pub counts: Arc<WireCounts>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for WireCounter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl WireCounter {
+    /// Starts a proxy to `upstream` (the emulator's URL) on a loopback port. `entry_table` names
+    /// the table whose puts are counted as appends.
+    pub async fn start(upstream: &str, entry_table: &str) -> anyhow::Result<Self> {
+        let counts = Arc::new(WireCounts::default());
+        let proxy = Proxy {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: reqwest::Client::builder()
+                .pool_max_idle_per_host(512)
+                .build()?,
+            counts: counts.clone(),
+            entry_table: entry_table.into(),
+        };
+        let app = axum::Router::new().fallback(forward).with_state(proxy);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { url, counts, task })
+    }
+
+    /// `sdk` pointed at this proxy instead of the emulator.
+    pub fn sdk_config(&self, sdk: &aws_config::SdkConfig) -> aws_config::SdkConfig {
+        sdk.to_builder().endpoint_url(&self.url).build()
+    }
+}
+
+/// Hop-by-hop headers, and those the client recomputes.
+fn skip_header(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host" | "content-length" | "transfer-encoding" | "connection" | "keep-alive"
+    )
+}
+
+async fn forward(State(p): State<Proxy>, req: Request) -> Response {
+    match forward_inner(&p, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            let mut r = Response::new(Body::from(format!("wire proxy: {e:#}")));
+            *r.status_mut() = StatusCode::BAD_GATEWAY;
+            r
+        }
+    }
+}
+
+async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
+    p.counts.requests.fetch_add(1, Ordering::Relaxed);
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 256 * 1024 * 1024)
+        .await
+        .context("request body")?;
+    if let Some(op) = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.strip_prefix("DynamoDB_20120810."))
+    {
+        count_dynamo(p, op, &body);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_owned();
+    let mut out = p
+        .client
+        .request(parts.method.clone(), format!("{}{path}", p.upstream));
+    for (name, value) in &parts.headers {
+        if !skip_header(name) {
+            out = out.header(name, value);
+        }
+    }
+    let resp = out.body(body).send().await.context("upstream")?;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.context("upstream body")?;
+    let mut r = Response::new(Body::from(bytes));
+    *r.status_mut() = status;
+    for (name, value) in &headers {
+        if !skip_header(name) {
+            r.headers_mut().append(name, value.clone());
+        }
+    }
+    Ok(r)
+}
+
+fn count_dynamo(p: &Proxy, op: &str, body: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
+    let units = match write_request_units(op, &v, &p.entry_table) {
+        Some((units, entry_puts)) => {
+            p.counts.entry_puts.fetch_add(entry_puts, Ordering::Relaxed);
+            units
+        }
+        None => return,
+    };
+    p.counts.dynamo_writes.fetch_add(1, Ordering::Relaxed);
+    p.counts.write_units.fetch_add(units, Ordering::Relaxed);
+}
+
+/// The write units of one DynamoDB request and the Entry-table items it puts, or `None` when
+/// `op` is not a write.
+pub fn write_request_units(op: &str, v: &Value, entry_table: &str) -> Option<(u64, u64)> {
+    let table_is_entry =
+        |t: &Value| t.get("TableName").and_then(Value::as_str) == Some(entry_table);
+    let units = |item_bytes: u64, tx: bool| write_units(item_bytes, tx) as u64;
+    match op {
+        "PutItem" => {
+            let size = v.get("Item").map_or(0, json_item_size);
+            Some((units(size, false), u64::from(table_is_entry(v))))
+        }
+        "UpdateItem" => Some((units(update_size(v), false), 0)),
+        "DeleteItem" => Some((1, 0)),
+        "TransactWriteItems" => {
+            let mut total = 0;
+            let mut puts = 0;
+            for item in v.get("TransactItems")?.as_array()? {
+                if let Some(put) = item.get("Put") {
+                    total += units(put.get("Item").map_or(0, json_item_size), true);
+                    puts += u64::from(table_is_entry(put));
+                } else if let Some(update) = item.get("Update") {
+                    total += units(update_size(update), true);
+                } else {
+                    // Delete and ConditionCheck: one item, at least one unit, doubled.
+                    total += units(0, true);
+                }
+            }
+            Some((total, puts))
+        }
+        "BatchWriteItem" => {
+            let mut total = 0;
+            let mut puts = 0;
+            for (table, requests) in v.get("RequestItems")?.as_object()? {
+                for r in requests.as_array()? {
+                    if let Some(put) = r.get("PutRequest") {
+                        total += units(put.get("Item").map_or(0, json_item_size), false);
+                        puts += u64::from(table == entry_table);
+                    } else {
+                        total += 1;
+                    }
+                }
+            }
+            Some((total, puts))
+        }
+        _ => None,
+    }
+}
+
+/// An update's key plus the values it sets.
+fn update_size(v: &Value) -> u64 {
+    v.get("Key").map_or(0, json_item_size)
+        + v.get("ExpressionAttributeValues").map_or(0, json_item_size)
+}
+
+fn json_item_size(item: &Value) -> u64 {
+    let Some(map) = item.as_object() else {
+        return 0;
+    };
+    let converted: HashMap<String, AttributeValue> = map
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), json_attr(v)?)))
+        .collect();
+    item_size(&converted)
+}
+
+/// A DynamoDB JSON attribute value (`{"S": "x"}`, `{"B": "<base64>"}`, …) as the SDK's type.
+fn json_attr(v: &Value) -> Option<AttributeValue> {
+    let (kind, x) = v.as_object()?.iter().next()?;
+    let strings = |x: &Value| -> Option<Vec<String>> {
+        x.as_array()?
+            .iter()
+            .map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    let blob = |s: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .ok()
+            .map(Blob::new)
+    };
+    Some(match kind.as_str() {
+        "S" => AttributeValue::S(x.as_str()?.to_owned()),
+        "N" => AttributeValue::N(x.as_str()?.to_owned()),
+        "B" => AttributeValue::B(blob(x.as_str()?)?),
+        "BOOL" => AttributeValue::Bool(x.as_bool()?),
+        "NULL" => AttributeValue::Null(true),
+        "SS" => AttributeValue::Ss(strings(x)?),
+        "NS" => AttributeValue::Ns(strings(x)?),
+        "BS" => AttributeValue::Bs(
+            x.as_array()?
+                .iter()
+                .map(|s| blob(s.as_str()?))
+                .collect::<Option<_>>()?,
+        ),
+        "L" => AttributeValue::L(x.as_array()?.iter().map(json_attr).collect::<Option<_>>()?),
+        "M" => AttributeValue::M(
+            x.as_object()?
+                .iter()
+                .map(|(k, v)| Some((k.clone(), json_attr(v)?)))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_put_is_billed_per_kilobyte_and_a_transaction_double() {
+        let small = json!({"TableName": "t-entry", "Item": {"s": {"B": "AAAA"}, "n": {"N": "7"}}});
+        assert_eq!(
+            write_request_units("PutItem", &small, "t-entry"),
+            Some((1, 1))
+        );
+        let big = "x".repeat(1500);
+        let tx = json!({"TransactItems": [
+            {"Put": {"TableName": "t-entry", "Item": {"s": {"B": "AAAA"}, "body": {"S": big}}}},
+            {"Put": {"TableName": "t-clients", "Item": {"k": {"B": "AAAA"}}}},
+            {"Update": {"TableName": "t-clients", "Key": {"k": {"B": "AAAA"}},
+                "ExpressionAttributeValues": {":c": {"SS": ["a", "b"]}}}},
+        ]});
+        // 2 KB put (2 units), a small put and a small update (1 each), all doubled.
+        assert_eq!(
+            write_request_units("TransactWriteItems", &tx, "t-entry"),
+            Some((8, 1))
+        );
+        assert_eq!(
+            write_request_units("Query", &json!({"TableName": "t-entry"}), "t-entry"),
+            None
+        );
+    }
+}
