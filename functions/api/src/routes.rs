@@ -444,9 +444,14 @@ fn check_content_type(ct: &str) -> ApiResult<()> {
     if ct.bytes().any(|b| b.is_ascii_control() || !b.is_ascii()) {
         return Err(bad("contains control or non-ASCII characters"));
     }
-    ct.parse::<mime::Mime>()
-        .map(|_| ())
-        .map_err(|e| bad(&format!("is not a valid MIME type ({e})")))
+    let parsed = ct
+        .parse::<mime::Mime>()
+        .map_err(|e| bad(&format!("is not a valid MIME type ({e})")))?;
+    // The mime crate takes "text/" as a type with an empty subtype; a MIME type has both.
+    if parsed.subtype().as_str().is_empty() {
+        return Err(bad("has no subtype"));
+    }
+    Ok(())
 }
 
 fn format_name(f: ImportFormat) -> &'static str {
