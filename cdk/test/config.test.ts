@@ -51,7 +51,7 @@ describe('configuration defaults', () => {
       retentionMode: 'keep',
       retentionKeepSegments: 3,
       retentionAfterDays: undefined,
-      syncWrites: 'queued',
+      syncWrites: 'direct',
       alarmEmail: undefined,
       ephemeral: false,
       ephemeralConfirm: undefined,
@@ -153,7 +153,7 @@ describe('invalid configuration', () => {
       /^autoDeleteDays=0: expected a whole number from 3 to 365 \(default 3\)/,
     );
     assert.deepEqual(problemsOf({ syncWrites: 'async' }), [
-      'syncWrites="async": expected one of queued, direct (default queued)',
+      'syncWrites="async": expected one of queued, direct (default direct)',
     ]);
     assert.deepEqual(problemsOf({ inlineBodyMaxBytes: 400_000 }), [
       'inlineBodyMaxBytes=400000: expected a whole number from 0 to 350000 (default 16384)',

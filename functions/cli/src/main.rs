@@ -171,7 +171,7 @@ struct DevArgs {
     /// How Replicache pushes are written: `queued` (enqueued on the sync FIFO queue and applied
     /// by the sync writer, one writer per sheet) or `direct` (applied by the API before it
     /// answers).
-    #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "queued")]
+    #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "direct")]
     sync_writes: String,
 }
 
