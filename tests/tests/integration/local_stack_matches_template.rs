@@ -578,14 +578,30 @@ fn local_queue_consumers(
         .find(|(_, url)| **url == stack.queues.snapshot_queue)
         .map(|(id, _)| id.clone())
         .context("the template's snapshot queue was not paired")?;
-    Ok(vec![QueueConsumer {
-        function: "sheetlog-snapshot-worker".into(),
-        queue,
-        // `QueueDriver::invoke` hands the worker one message per invocation.
-        batch_size: Some(1),
-        // ... and deletes only the messages the handler did not report as failed.
-        report_batch_item_failures: true,
-    }])
+    let sync_queue = pairs
+        .queues
+        .iter()
+        .find(|(_, url)| **url == stack.sync_queues.queue)
+        .map(|(id, _)| id.clone())
+        .context("the template's sync queue was not paired")?;
+    Ok(vec![
+        QueueConsumer {
+            function: "sheetlog-snapshot-worker".into(),
+            queue,
+            // `QueueDriver::invoke` hands the worker one message per invocation.
+            batch_size: Some(1),
+            // ... and deletes only the messages the handler did not report as failed.
+            report_batch_item_failures: true,
+        },
+        QueueConsumer {
+            function: "sheetlog-sync-writer".into(),
+            queue: sync_queue,
+            // `SyncDriver::receive` hands the writer up to ten messages per invocation ...
+            batch_size: Some(sheetlog_pipeline::sync::SYNC_BATCH_SIZE as i64),
+            // ... and `SyncDriver::delete` keeps the ones it reports as failed.
+            report_batch_item_failures: true,
+        },
+    ])
 }
 
 /// Every difference between the template's description and the local one, one line each.
