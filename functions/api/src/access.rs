@@ -121,18 +121,36 @@ impl Grants {
 
 /// What a request may do: everything (IAM authorization, the local stack) or what its token grants.
 #[derive(Debug, Clone)]
-pub enum Caller {
+pub enum Access {
     Unrestricted,
     Token { claim: String, grants: Grants },
 }
 
+/// Who sent a request and what it may do.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub access: Access,
+    /// Who the caller is, as API Gateway proved it: the token's `sub` claim under JWT
+    /// authorization, the calling principal's ARN under IAM authorization; `None` when nothing
+    /// proved an identity (the local stack without `--auth jwt`). Sync client groups belong to it.
+    pub subject: Option<String>,
+}
+
 impl Caller {
+    /// A caller that may use every log, with no proven identity.
+    pub fn unrestricted() -> Self {
+        Self {
+            access: Access::Unrestricted,
+            subject: None,
+        }
+    }
+
     /// Checks one need; the error says which grant is missing and nothing about the log.
     pub fn require(&self, need: Need, log: Option<Uuid>) -> Result<(), ApiError> {
-        match self {
-            Caller::Unrestricted => Ok(()),
-            Caller::Token { grants, .. } if grants.allows(need, log) => Ok(()),
-            Caller::Token { claim, .. } => Err(ApiError::Forbidden {
+        match &self.access {
+            Access::Unrestricted => Ok(()),
+            Access::Token { grants, .. } if grants.allows(need, log) => Ok(()),
+            Access::Token { claim, .. } => Err(ApiError::Forbidden {
                 need: need.name(),
                 claim: claim.clone(),
             }),
@@ -140,27 +158,47 @@ impl Caller {
     }
 }
 
-/// The caller of a request: with an access claim configured, the grants in the JWT claims API
-/// Gateway passed along (none when the request carries no token claims: then nothing is allowed).
-pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
-    let Some(name) = claim_name else {
-        return Caller::Unrestricted;
-    };
-    let raw = req
-        .extensions()
+/// The authorizer's part of the API Gateway request context `lambda_http` attached, if any. Only
+/// API Gateway writes it: it comes from the invocation event, never from the HTTP request.
+fn authorizer(
+    req: &Request<Body>,
+) -> Option<&lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer> {
+    req.extensions()
         .get::<lambda_http::request::RequestContext>()
         .and_then(|ctx| match ctx {
             lambda_http::request::RequestContext::ApiGatewayV2(c) => c.authorizer.as_ref(),
             #[allow(unreachable_patterns)]
             _ => None,
         })
-        .and_then(|a| a.jwt.as_ref())
+}
+
+/// The caller of a request: with an access claim configured, the grants in the JWT claims API
+/// Gateway passed along (none when the request carries no token claims: then nothing is allowed).
+pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
+    let auth = authorizer(req);
+    let jwt = auth.and_then(|a| a.jwt.as_ref());
+    let subject = match (jwt, auth.and_then(|a| a.iam.as_ref())) {
+        (Some(jwt), _) => jwt.claims.get("sub").cloned(),
+        (None, Some(iam)) => iam.user_arn.clone(),
+        (None, None) => None,
+    }
+    .filter(|s| !s.is_empty());
+    let Some(name) = claim_name else {
+        return Caller {
+            access: Access::Unrestricted,
+            subject,
+        };
+    };
+    let raw = jwt
         .and_then(|jwt| jwt.claims.get(name))
         .map(String::as_str)
         .unwrap_or("");
-    Caller::Token {
-        claim: name.to_owned(),
-        grants: Grants::parse(raw),
+    Caller {
+        access: Access::Token {
+            claim: name.to_owned(),
+            grants: Grants::parse(raw),
+        },
+        subject,
     }
 }
 
