@@ -318,7 +318,7 @@ function jwtConfig(get: Lookup, problems: string[]): JwtAuthorizerConfig | undef
   const audience = p.list('jwtAudience', [], { pattern: /^[^\s,]+$/, hint: 'comma-separated client ids' });
   const accessClaim = p.string('jwtAccessClaim', DEFAULT_ACCESS_CLAIM, {
     pattern: /^[A-Za-z0-9_:./-]{1,128}$/,
-    hint: 'a claim name such as "sheetlog_logs" or "custom:sheets"',
+    hint: 'a claim name such as "sheetlog_logs" (one your token issuer writes, never one users can edit)',
   });
   if (issuer === undefined && audience.length === 0) {
     if (get('jwtAccessClaim') !== undefined) {

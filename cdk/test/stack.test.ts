@@ -543,7 +543,7 @@ describe('HTTP API', () => {
       functionByBinary(synth(context).json, 'sheetlog-api')[1].Properties.Environment.Variables;
     assert.equal(env({}).SHEETLOG_ACCESS_CLAIM, undefined, 'IAM: every caller may use every log');
     const jwt = { jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web' };
-    assert.equal(env({ ...jwt, jwtAccessClaim: 'custom:sheets' }).SHEETLOG_ACCESS_CLAIM, 'custom:sheets');
+    assert.equal(env({ ...jwt, jwtAccessClaim: 'app_sheets' }).SHEETLOG_ACCESS_CLAIM, 'app_sheets');
   });
 
   test('throttles the default stage and logs access', () => {

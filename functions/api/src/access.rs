@@ -298,6 +298,40 @@ mod tests {
         }
     }
 
+    fn request_with(authorizer: serde_json::Value) -> Request<Body> {
+        let context: lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequestContext =
+            serde_json::from_value(serde_json::json!({
+                "routeKey": "$default",
+                "http": {"method": "POST", "path": "/logs"},
+                "authorizer": authorizer,
+            }))
+            .unwrap();
+        let mut req = Request::new(Body::empty());
+        req.extensions_mut()
+            .insert(lambda_http::request::RequestContext::ApiGatewayV2(context));
+        req
+    }
+
+    #[test]
+    fn the_subject_is_the_token_sub_or_the_iam_caller_arn() {
+        let jwt =
+            request_with(serde_json::json!({"jwt": {"claims": {"sub": "u1"}, "scopes": null}}));
+        let c = caller(Some(DEFAULT_ACCESS_CLAIM), &jwt);
+        assert_eq!(c.subject.as_deref(), Some("u1"));
+        assert!(c.require(Need::Read, id(A)).is_err());
+        let arn = "arn:aws:sts::123456789012:assumed-role/app/session";
+        let iam = request_with(serde_json::json!({"iam": {"userArn": arn}}));
+        let c = caller(None, &iam);
+        assert_eq!(c.subject.as_deref(), Some(arn));
+        assert!(c.require(Need::Write, id(A)).is_ok());
+        // A header can never stand in for the authorizer's context.
+        let mut plain = Request::new(Body::empty());
+        plain
+            .headers_mut()
+            .insert("x-test-jwt-claims", "{\"sub\":\"u1\"}".parse().unwrap());
+        assert_eq!(caller(None, &plain).subject, None);
+    }
+
     #[test]
     fn routes_need_what_they_do() {
         assert_eq!(route_need(&Method::GET, "/health"), None);

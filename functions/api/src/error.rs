@@ -111,6 +111,10 @@ pub enum ApiError {
         "the token's {claim} claim does not grant {need} access to this log; ask whoever issues your tokens for it"
     )]
     Forbidden { need: &'static str, claim: String },
+    /// A sync client group belongs to the subject that first pushed or pulled it (`sync.rs`);
+    /// another subject may neither push as its clients nor pull its state.
+    #[error("{0}")]
+    GroupForbidden(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -131,7 +135,7 @@ impl ApiError {
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Forbidden { .. } => StatusCode::FORBIDDEN,
+            Forbidden { .. } | GroupForbidden(_) => StatusCode::FORBIDDEN,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } => StatusCode::CONFLICT,
             InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
@@ -178,6 +182,7 @@ impl ApiError {
             RangeTooLarge { .. } => "range-too-large",
             ResponseTooLarge { .. } => "response-too-large",
             Forbidden { .. } => "forbidden",
+            GroupForbidden(_) => "client-group-forbidden",
             Internal(_) => "internal",
         }
     }

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use sheetlog_core::LogId;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket, SqsPushQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
+use sheetlog_core::domain::RequestUnits;
 use sheetlog_core::log::{EventLog, SegmentHint};
-use sheetlog_core::ports::{LogStore, PayloadStore, PushQueue};
+use sheetlog_core::ports::{GroupOwners, LogStore, PayloadStore, PushQueue};
 
 use crate::config::{ApiConfig, SyncWrites};
 
@@ -29,7 +30,11 @@ pub struct AppState {
     pub cfg: ApiConfig,
     /// The sync FIFO queue, when pushes are queued (`docs/sync.md`, "Queued pushes").
     pub push_queue: Option<Arc<dyn PushQueue>>,
+    /// Who owns each sync client group (`sync.rs`).
+    groups: Arc<dyn GroupOwners>,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
+    /// Group owners seen by this process: ownership never changes, so a hit needs no read.
+    owners: Mutex<HashMap<(LogId, String), String>>,
     /// The origin presigned URLs point at (the bucket's, or the emulator's), found once.
     upload_origin: tokio::sync::OnceCell<Option<String>>,
 }
@@ -37,13 +42,20 @@ pub struct AppState {
 pub type SharedState = Arc<AppState>;
 
 impl AppState {
-    pub fn new(log: ApiLog, bucket: S3Bucket, cfg: ApiConfig) -> Self {
+    pub fn new(
+        log: ApiLog,
+        bucket: S3Bucket,
+        groups: Arc<dyn GroupOwners>,
+        cfg: ApiConfig,
+    ) -> Self {
         Self {
             bucket,
             log,
             cfg,
             push_queue: None,
+            groups,
             hints: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
             upload_origin: tokio::sync::OnceCell::new(),
         }
     }
@@ -99,7 +111,9 @@ impl AppState {
             .with_dedupe_table(resources.require_dedupe_table()?)
             .with_clients_table(resources.require_clients_table()?);
         let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
-        let (store, payloads) = wrap(Arc::new(store), Arc::new(bucket.clone()));
+        let store = Arc::new(store);
+        let groups: Arc<dyn GroupOwners> = store.clone();
+        let (store, payloads) = wrap(store, Arc::new(bucket.clone()));
         let log = EventLog::new(store, payloads, log_cfg)?;
         let queue = match (cfg.sync_writes, &cfg.sync_queue_url) {
             (SyncWrites::Queued, Some(url)) => Some(SqsPushQueue::new(
@@ -111,11 +125,40 @@ impl AppState {
             }
             (SyncWrites::Direct, _) => None,
         };
-        let state = Self::new(log, bucket, cfg);
+        let state = Self::new(log, bucket, groups, cfg);
         Ok(match queue {
             Some(q) => state.with_push_queue(Arc::new(q)),
             None => state,
         })
+    }
+
+    /// The owner of a sync client group as this process last saw it (ownership never changes).
+    pub fn known_group_owner(&self, log: LogId, group: &str) -> Option<String> {
+        self.owners
+            .lock()
+            .ok()
+            .and_then(|o| o.get(&(log, group.to_owned())).cloned())
+    }
+
+    /// The owner of a sync client group, claiming it for `subject` when it has none.
+    pub async fn claim_group(
+        &self,
+        log: LogId,
+        group: &str,
+        subject: &str,
+    ) -> Result<String, sheetlog_core::StoreError> {
+        let mut units = RequestUnits::default();
+        let owner = self
+            .groups
+            .claim_group(log, group, subject, &mut units)
+            .await?;
+        if let Ok(mut o) = self.owners.lock() {
+            if o.len() >= MAX_HINTS {
+                o.clear();
+            }
+            o.insert((log, group.to_owned()), owner.clone());
+        }
+        Ok(owner)
     }
 
     pub fn hint(&self, log: LogId) -> Option<SegmentHint> {

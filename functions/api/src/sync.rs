@@ -38,6 +38,7 @@ use sheetlog_core::sync_queue::{
 };
 use tracing::{info, warn};
 
+use crate::access::{Access, Caller};
 use crate::cells::{Bounded, rows_at};
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
@@ -91,6 +92,55 @@ fn check(what: &str, id: &str) -> ApiResult<()> {
     check_id(what, id).map_err(|e| ApiError::InvalidEntry(e.to_string()))
 }
 
+/// A client group belongs to the subject that first pushed or pulled it (Replicache's advice:
+/// check that a group belongs to the authenticated user). Without that, anyone who can write the
+/// log could push ids as another user's client (client ids are readable by every reader) and make
+/// that client's real mutations count as already applied. With no proven subject (the local
+/// stack without `--auth jwt`) there is no one to tell apart; a token without a `sub` claim is
+/// refused. Checked before anything is written, so a refused push changes nothing.
+async fn check_group_owner(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    group: &str,
+    caller: Option<&Caller>,
+) -> ApiResult<()> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    let subject = match (&caller.subject, &caller.access) {
+        (Some(s), _) => s,
+        (None, Access::Unrestricted) => return Ok(()),
+        (None, Access::Token { .. }) => {
+            return Err(ApiError::GroupForbidden(
+                "the token has no sub claim, so it cannot own a sync client group".into(),
+            ));
+        }
+    };
+    let owner = match state.known_group_owner(log, group) {
+        Some(owner) => owner,
+        None => {
+            // A missing log is its 404, not a group claimed in a log that does not exist.
+            state
+                .log
+                .next_seq(log)
+                .await
+                .map_err(|e| ApiError::from_log(log_id, e))?;
+            state
+                .claim_group(log, group, subject)
+                .await
+                .map_err(ApiError::from_store)?
+        }
+    };
+    if owner != *subject {
+        warn!(log = %log, group, "sync request for a client group another subject owns");
+        return Err(ApiError::GroupForbidden(format!(
+            "client group {group:?} belongs to another user; a client group is used by the user who first pushed or pulled it"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Deserialize)]
 struct PushRequest {
     #[serde(rename = "clientGroupID")]
@@ -107,12 +157,15 @@ struct PushRequest {
     params(("logId" = String, Path, description = "the log's UUID")),
     request_body(content = Object, description = "a Replicache PushRequest (pushVersion 1)"),
     responses((status = 200, body = Object, description = "applied count, rejected mutations with their errors, and each client's last mutation id (direct writes); the number of mutations queued (queued writes); or a Replicache error"),
-        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse, description = "under JWT authorization: no write grant on this log, or the client group belongs to another user (`client-group-forbidden`)"),
+        (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse, description = "a mutation id past the next one expected (`mutation-gap`)"),
         (status = 413, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
 pub async fn push(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
+    caller: Option<axum::Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
@@ -125,8 +178,17 @@ pub async fn push(
     for m in &req.mutations {
         check("clientID", &m.client_id)?;
     }
+    check_group_owner(
+        &state,
+        log,
+        &log_id,
+        &req.client_group_id,
+        caller.as_deref(),
+    )
+    .await?;
     if let Some(queue) = &state.push_queue {
-        return enqueue(&state, queue.as_ref(), log, &log_id, req).await;
+        let subject = caller.and_then(|axum::Extension(c)| c.subject);
+        return enqueue(&state, queue.as_ref(), log, &log_id, req, subject).await;
     }
     let group = req.client_group_id.as_str();
     // The push's mutations in runs of one client each, in the order sent.
@@ -187,6 +249,7 @@ async fn enqueue(
     log: LogId,
     log_id: &str,
     req: PushRequest,
+    subject: Option<String>,
 ) -> ApiResult<Response> {
     let from_log = |e| ApiError::from_log(log_id, e);
     // A missing log is a 404 now rather than a push the writer drops.
@@ -197,7 +260,7 @@ async fn enqueue(
         group: req.client_group_id,
         mutations: req.mutations,
         received: time::OffsetDateTime::now_utc().unix_timestamp() * 1000,
-        subject: None,
+        subject,
     };
     if push.mutations.is_empty() {
         return Ok(Json(json!({ "queued": 0 })).into_response());
@@ -306,13 +369,16 @@ struct PullRequest {
         ("view" = Option<String>, Query, description = "`cells` (default): the patch carries the sheet's cells; `none`: only `meta/seq`, for a client that reads cells by range and keeps only its pending edits in Replicache")),
     request_body(content = Object, description = "a Replicache PullRequest (pullVersion 1)"),
     responses((status = 200, body = Object, description = "a PullResponse (cookie, lastMutationIDChanges, patch), or a Replicache error"),
-        (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse, description = "under JWT authorization: no read grant on this log, or the client group belongs to another user (`client-group-forbidden`)"),
+        (status = 404, body = ErrorResponse),
         (status = 413, body = ErrorResponse, description = "the client view exceeds the 6 MB response limit"),
         (status = 503, body = ErrorResponse)))]
 pub async fn pull(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
+    caller: Option<axum::Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
@@ -332,6 +398,14 @@ pub async fn pull(
     }
     let req: PullRequest = shape(req)?;
     check("clientGroupID", &req.client_group_id)?;
+    check_group_owner(
+        &state,
+        log,
+        &log_id,
+        &req.client_group_id,
+        caller.as_deref(),
+    )
+    .await?;
     let cookie = match &req.cookie {
         Value::Null => None,
         v => Some(v.as_u64().ok_or_else(|| {

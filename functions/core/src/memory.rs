@@ -26,7 +26,7 @@ use crate::domain::{
 };
 use crate::error::StoreError;
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore,
+    ClientPutOutcome, Consistency, EntryPage, GroupOwners, LogStore, OnceOutcome, PayloadStore,
     PendingSnapshots, PutOutcome, RangePut, TxOutcome, check_range_count,
 };
 
@@ -55,6 +55,8 @@ struct Tables {
     ranges: BTreeMap<(LogId, String, u64), ClientRange>,
     /// Client group items: (log, group) → clients.
     groups: BTreeMap<(LogId, String), BTreeSet<String>>,
+    /// Client group owners: (log, group) → subject.
+    owners: BTreeMap<(LogId, String), String>,
 }
 
 /// The Entry and Segment tables in memory.
@@ -142,6 +144,25 @@ impl MemLogStore {
             t.entries.insert((log, e.segment, e.num), (*e).clone());
         }
         Ok(TxOutcome::Committed)
+    }
+}
+
+#[async_trait]
+impl GroupOwners for MemLogStore {
+    async fn claim_group(
+        &self,
+        log: LogId,
+        group: &str,
+        subject: &str,
+        units: &mut RequestUnits,
+    ) -> Result<String, StoreError> {
+        let mut t = lock(&self.tables)?;
+        *units += RequestUnits::reads(read_units(1024, ReadConsistency::Strong));
+        let owner = t
+            .owners
+            .entry((log, group.to_owned()))
+            .or_insert_with(|| subject.to_owned());
+        Ok(owner.clone())
     }
 }
 

@@ -282,7 +282,22 @@ pub trait LogStore: Send + Sync + std::fmt::Debug {
     ) -> Result<bool, StoreError>;
 }
 
-/// Object storage for large entry bodies and uploaded payloads.
+/// Who owns each sync client group (`docs/sync.md`, "Client groups belong to their first
+/// pusher"): the subject that first pushed or pulled the group, kept on the group's item in the
+/// Clients table. Ownership never changes once set.
+#[async_trait]
+pub trait GroupOwners: Send + Sync + std::fmt::Debug {
+    /// The group's owner, after making `subject` its owner if it had none: one strong read when
+    /// the group is owned, plus one conditional write the first time.
+    async fn claim_group(
+        &self,
+        log: LogId,
+        group: &str,
+        subject: &str,
+        units: &mut RequestUnits,
+    ) -> Result<String, StoreError>;
+}
+
 /// The sync FIFO queue's sending side (`docs/sync.md`, "Queued pushes").
 #[async_trait]
 pub trait PushQueue: Send + Sync + std::fmt::Debug {
@@ -291,6 +306,7 @@ pub trait PushQueue: Send + Sync + std::fmt::Debug {
     async fn send(&self, group: &str, dedupe_id: &str, body: String) -> Result<(), StoreError>;
 }
 
+/// Object storage for large entry bodies and uploaded payloads.
 #[async_trait]
 pub trait PayloadStore: Send + Sync + std::fmt::Debug {
     /// Stores an object tagged for auto-delete: it is discardable until the entry that references

@@ -25,6 +25,15 @@ impl<'a> Caller<'a> {
         }
     }
 
+    /// A caller with subject `sub` whose token's access claim is `grants`.
+    fn as_subject(api: &'a TestApi, sub: &str, grants: &str) -> Self {
+        Self {
+            api,
+            http: reqwest::Client::new(),
+            claims: Some(json!({"sub": sub, CLAIM: grants})),
+        }
+    }
+
     /// A valid token without the access claim.
     fn without_claim(api: &'a TestApi) -> Self {
         Self {
@@ -319,5 +328,104 @@ async fn a_request_without_token_claims_gets_nothing() -> anyhow::Result<()> {
     };
     let (status, v) = anonymous.send("POST", "/logs", None).await?;
     assert_forbidden(status, &v, "create");
+    Ok(())
+}
+
+fn push_body(group: &str, client: &str, id: u64, value: i64) -> Value {
+    json!({"pushVersion": 1, "clientGroupID": group, "profileID": "p", "schemaVersion": "",
+           "mutations": [{"clientID": client, "id": id, "name": "set", "timestamp": 1,
+                          "args": {"cells": [{"ref": "A1", "value": value}]}}]})
+}
+
+fn pull_body(group: &str) -> Value {
+    json!({"pullVersion": 1, "clientGroupID": group, "cookie": null, "profileID": "p",
+           "schemaVersion": ""})
+}
+
+fn assert_group_forbidden(status: StatusCode, v: &Value) {
+    assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "client-group-forbidden", "{v}");
+}
+
+/// Two users who may both write a sheet: the second cannot push as the first's client (which
+/// would make the first's real mutation count as applied and drop it) nor pull its group.
+#[tokio::test]
+async fn a_client_group_belongs_to_the_user_who_first_used_it() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let log = Caller::with(&api, "*").create_log().await?;
+    let alice = Caller::as_subject(&api, "alice", &log);
+    let mallory = Caller::as_subject(&api, "mallory", &log);
+    let push = format!("/logs/{log}/replicache/push");
+    let pull = format!("/logs/{log}/replicache/pull");
+
+    let (status, v) = alice
+        .send("POST", &push, Some(push_body("g-alice", "c-alice", 1, 1)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    // Mallory reads Alice's client id (every reader can) and pushes its next id first.
+    let (status, v) = mallory
+        .send("POST", &push, Some(push_body("g-alice", "c-alice", 2, 666)))
+        .await?;
+    assert_group_forbidden(status, &v);
+    let (status, v) = mallory
+        .send("POST", &pull, Some(pull_body("g-alice")))
+        .await?;
+    assert_group_forbidden(status, &v);
+    // Alice's real mutation 2 still applies, and the sheet holds her value.
+    let (status, v) = alice
+        .send("POST", &push, Some(push_body("g-alice", "c-alice", 2, 2)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["applied"], 1, "{v}");
+    let (status, v) = alice
+        .send("POST", &pull, Some(pull_body("g-alice")))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["lastMutationIDChanges"]["c-alice"], 2, "{v}");
+    let (_, cell) = alice
+        .send("GET", &format!("/logs/{log}/cells?range=A1"), None)
+        .await?;
+    assert_eq!(cell["values"], json!([[2]]), "{cell}");
+    // Mallory's own group works; a group first pulled is owned by whoever pulled it.
+    let (status, v) = mallory
+        .send(
+            "POST",
+            &push,
+            Some(push_body("g-mallory", "c-mallory", 1, 3)),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (status, _) = mallory
+        .send("POST", &pull, Some(pull_body("g-fresh")))
+        .await?;
+    assert_eq!(status, StatusCode::OK);
+    let (status, v) = alice
+        .send("POST", &push, Some(push_body("g-fresh", "c-x", 1, 4)))
+        .await?;
+    assert_group_forbidden(status, &v);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_token_without_a_subject_cannot_use_a_client_group() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let log = Caller::with(&api, "*").create_log().await?;
+    let nameless = Caller {
+        api: &api,
+        http: reqwest::Client::new(),
+        claims: Some(json!({ CLAIM: log })),
+    };
+    let (status, v) = nameless
+        .send(
+            "POST",
+            &format!("/logs/{log}/replicache/push"),
+            Some(push_body("g1", "c1", 1, 1)),
+        )
+        .await?;
+    assert_group_forbidden(status, &v);
     Ok(())
 }

@@ -920,3 +920,43 @@ async fn a_mutation_over_the_entry_limit_is_rejected_not_written() -> anyhow::Re
     assert_eq!((s, v["applied"].clone()), (StatusCode::OK, json!(1)), "{v}");
     Ok(())
 }
+
+/// Group ownership on the emulator's Clients table: of many concurrent first claims exactly one
+/// subject wins and every claimant learns which; the claim shares the group's item with its
+/// client list and neither disturbs the other.
+#[tokio::test]
+async fn concurrent_first_claims_of_a_group_agree_on_one_owner() -> anyhow::Result<()> {
+    use sheetlog_core::ports::{GroupOwners, LogStore};
+    let stack = TestStack::new("sync-owner").await?;
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    let store = Arc::new(stack.log_store());
+    let claims = (0..8).map(|i| {
+        let store = store.clone();
+        async move {
+            let mut units = sheetlog_core::RequestUnits::default();
+            store
+                .claim_group(id, "g1", &format!("user-{i}"), &mut units)
+                .await
+        }
+    });
+    let owners = futures::future::try_join_all(claims).await?;
+    let first = owners[0].clone();
+    assert!(owners.iter().all(|o| *o == first), "{owners:?}");
+    assert!(first.starts_with("user-"), "{first}");
+    // The group's clients join the same item after the claim; the owner stays.
+    log.push_run(id, "g1", "c1", &muts(1..=1), None, RunSource::Push)
+        .await?;
+    let mut units = sheetlog_core::RequestUnits::default();
+    assert_eq!(
+        store.group_clients(id, "g1", &mut units).await?,
+        vec!["c1".to_owned()]
+    );
+    assert_eq!(
+        store
+            .claim_group(id, "g1", "someone-else", &mut units)
+            .await?,
+        first
+    );
+    Ok(())
+}

@@ -90,6 +90,8 @@ pub mod client_attr {
     pub const START: &str = "f";
     /// A group item's client ids (string set).
     pub const CLIENTS: &str = "c";
+    /// A group item's owner: the subject that first pushed or pulled the group.
+    pub const OWNER: &str = "o";
 }
 
 pub fn client_range_to_item(log: LogId, r: &ClientRange) -> Item {
