@@ -6,10 +6,13 @@
 //!   API's errors as [`api::CliError`] with exit codes
 //! - `commands.rs` — what the commands do: cell assignments, appends, the upload flow with
 //!   progress, paging through the log
+//! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
+//!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `sigv4.rs` — SigV4 signing for an API with IAM authorization
 //!
 //! The binary (`main.rs`) parses the arguments and also runs the local stack (`sheetlog dev`).
 
 pub mod api;
 pub mod commands;
+pub mod local_auth;
 pub mod sigv4;

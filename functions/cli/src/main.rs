@@ -111,6 +111,27 @@ enum Command {
     },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
     Dev(DevArgs),
+    /// Mint a token from the local stack's issuer (`./scripts/dev --auth jwt`): prints a JWT for
+    /// `--token`/`SHEETLOG_TOKEN` or the web page's `#token=`.
+    DevToken(DevTokenArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DevTokenArgs {
+    /// A grant for the access claim, repeatable: LOG_ID, LOG_ID:read, LOG_ID:write, *, *:read,
+    /// create.
+    #[arg(long = "grant", value_name = "GRANT")]
+    grants: Vec<String>,
+    /// The token's subject (`sub`): who the user is. Sync client groups belong to it.
+    #[arg(long, default_value = "local-user")]
+    sub: String,
+    /// Seconds until the token expires.
+    #[arg(long, default_value_t = 3600)]
+    ttl: u64,
+    /// The issuer's key file (default: the one `sheetlog dev --auth jwt` saved for the port in
+    /// --api).
+    #[arg(long)]
+    key_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -173,6 +194,14 @@ struct DevArgs {
     /// answers).
     #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "direct")]
     sync_writes: String,
+    /// How requests are authorized: `none` (every request may use every log) or `jwt` (a local
+    /// token issuer and API Gateway's JWT authorizer in front of the API, with per-log access
+    /// from the token's access claim; mint tokens with `sheetlog dev-token`).
+    #[arg(long, env = "SHEETLOG_AUTH", default_value = "none", value_parser = ["none", "jwt"])]
+    auth: String,
+    /// With `--auth jwt`: the claim that lists a token's grants (`jwtAccessClaim`).
+    #[arg(long, default_value = sheetlog_api::access::DEFAULT_ACCESS_CLAIM)]
+    access_claim: String,
 }
 
 #[tokio::main]
@@ -186,6 +215,7 @@ async fn main() -> std::process::ExitCode {
                 .await
                 .map_err(|e| CliError::Other(format!("{e:#}")))
         }
+        Command::DevToken(args) => dev_token(&cli.api, args),
         command => run(cli.api, cli.token, cli.iam, json, command).await,
     };
     match result {
@@ -365,8 +395,37 @@ async fn run(
         Command::Cat { log, from } => commands::read_log(&api, &log, from, |e| out(&e.to_string()))
             .await
             .map(|_| ()),
-        Command::Dev(_) => Err(CliError::Other("dev runs on its own".into())),
+        Command::Dev(_) | Command::DevToken(_) => {
+            Err(CliError::Other("dev and dev-token run on their own".into()))
+        }
     }
+}
+
+/// `sheetlog dev-token`: signs a token with the local issuer's key.
+fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
+    let path = match args.key_file {
+        Some(p) => p,
+        None => {
+            let url = reqwest::Url::parse(api)
+                .map_err(|e| CliError::Input(format!("--api {api:?} is not a URL: {e}")))?;
+            let port = url.port_or_known_default().unwrap_or(80);
+            sheetlog::local_auth::key_path(port)
+        }
+    };
+    if args.grants.is_empty() {
+        return Err(CliError::Input(
+            "give at least one --grant (LOG_ID, LOG_ID:read, *, *:read or create)".into(),
+        ));
+    }
+    if args.sub.trim().is_empty() {
+        return Err(CliError::Input("--sub must not be empty".into()));
+    }
+    let key = sheetlog::local_auth::IssuerKey::load(&path)
+        .map_err(|e| CliError::Input(format!("{e:#}")))?;
+    let token = key
+        .mint(&args.sub, &args.grants.join(" "), args.ttl)
+        .map_err(|e| CliError::Other(format!("{e:#}")))?;
+    out(&token)
 }
 
 async fn dev(args: DevArgs) -> anyhow::Result<()> {
@@ -380,9 +439,11 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         );
     }
     let sync_writes: SyncWrites = args.sync_writes.parse()?;
+    let jwt = args.auth == "jwt";
     let mut cfg = ApiConfig {
         snapshot_interval: args.snapshot_interval,
         segment_max_entries: args.segment_max_entries,
+        access_claim: jwt.then(|| args.access_claim.clone()),
         ..ApiConfig::default()
     };
     cfg.validate()?;
@@ -459,6 +520,30 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
+    let app = if jwt {
+        use sheetlog::local_auth::{ISSUER_PATH, IssuerKey, JwtAuthorizer, key_path};
+        let issuer = format!("http://{addr}{ISSUER_PATH}");
+        let key = IssuerKey::generate(&issuer, &args.access_claim)?;
+        let path = key_path(args.port);
+        key.save(&path)?;
+        let authorizer = Arc::new(JwtAuthorizer::new(&issuer, vec![key.audience.clone()]));
+        println!(
+            "JWT authorization: issuer {issuer}, audience {}, access claim {}; key in {}\n\
+             mint a token:  sheetlog --api http://{addr} dev-token --grant '*' --sub me\n\
+             then use it:   SHEETLOG_TOKEN=<token> sheetlog --api http://{addr} logs create\n\
+             in a browser:  http://{addr}/#token=<token>",
+            key.audience,
+            args.access_claim,
+            path.display()
+        );
+        app.layer(axum::middleware::from_fn_with_state(
+            authorizer,
+            sheetlog::local_auth::authorize,
+        ))
+        .merge(sheetlog::local_auth::issuer_routes(Arc::new(key)))
+    } else {
+        app
+    };
     println!(
         "sheetlog API listening on http://{addr}  (stream router, snapshot worker and sync writer running; pushes {}; Ctrl-C stops)\n\
          open http://{addr}/ in a browser for the spreadsheet",

@@ -1,0 +1,317 @@
+//! Black-box tests of access control with real tokens: the `sheetlog dev --auth jwt` process
+//! (the local issuer and API Gateway's JWT authorizer in front of the API) on the emulator,
+//! tokens minted by `sheetlog dev-token`, requests over HTTP with `Authorization: Bearer`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog::local_auth::IssuerKey;
+use sheetlog_tests::Emulator;
+
+/// A `sheetlog dev --auth jwt` process on a free port, killed on drop.
+struct DevStack {
+    child: Child,
+    base: String,
+    key_dir: tempfile::TempDir,
+    _emulator: Emulator,
+}
+
+impl Drop for DevStack {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl DevStack {
+    async fn start(label: &str) -> anyhow::Result<Self> {
+        let emulator = Emulator::start()?;
+        let port = free_port()?;
+        let key_dir = tempfile::tempdir()?;
+        let prefix = format!(
+            "{label}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
+            .args(["dev", "--auth", "jwt", "--port", &port.to_string()])
+            .args(["--prefix", &prefix])
+            .env("AWS_ENDPOINT_URL", emulator.endpoint())
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("AWS_REGION", "us-east-1")
+            .env("SHEETLOG_DEV_AUTH_DIR", key_dir.path())
+            .env_remove("AWS_PROFILE")
+            .env_remove("SHEETLOG_SYNC_WRITES")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut stack = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            key_dir,
+            _emulator: emulator,
+        };
+        // Up once the authorizer answers: 401 for a request without a token.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = stack.child.try_wait()? {
+                anyhow::bail!("sheetlog dev exited: {status}");
+            }
+            if let Ok(r) = reqwest::get(format!("{}/health", stack.base)).await
+                && r.status() == StatusCode::UNAUTHORIZED
+            {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "sheetlog dev did not start");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(stack)
+    }
+
+    /// A token from `sheetlog dev-token` for `sub` with these grants.
+    async fn token(&self, sub: &str, grants: &[&str]) -> anyhow::Result<String> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sheetlog"));
+        cmd.args(["--api", &self.base, "dev-token", "--sub", sub])
+            .env("SHEETLOG_DEV_AUTH_DIR", self.key_dir.path());
+        for g in grants {
+            cmd.args(["--grant", g]);
+        }
+        let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+        anyhow::ensure!(
+            out.status.success(),
+            "dev-token: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+    }
+
+    async fn send(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let mut req = reqwest::Client::new().request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    async fn create_log(&self, token: &str) -> anyhow::Result<String> {
+        let (status, v) = self.send(Some(token), "POST", "/logs", None).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "{status}: {v}");
+        v["logId"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("no logId in {v}"))
+    }
+}
+
+fn assert_forbidden(status: StatusCode, v: &Value, what: &str) {
+    assert_eq!(status, StatusCode::FORBIDDEN, "{what}: {v}");
+    assert_eq!(v["error"]["code"], "forbidden", "{what}: {v}");
+}
+
+fn push_body(group: &str, client: &str, id: u64, cells: Value) -> Value {
+    json!({"pushVersion": 1, "clientGroupID": group, "profileID": "p", "schemaVersion": "",
+           "mutations": [{"clientID": client, "id": id, "name": "set", "timestamp": 1,
+                          "args": {"cells": cells}}]})
+}
+
+/// What API Gateway's JWT authorizer refuses, the local one refuses: no token, a tampered
+/// token, a token from another key, the wrong audience. The web page needs none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_authorizer_refuses_what_api_gateway_refuses() -> anyhow::Result<()> {
+    let dev = DevStack::start("auth-refuse").await?;
+    let good = dev.token("alice", &["*"]).await?;
+    assert_eq!(
+        dev.send(Some(&good), "GET", "/health", None).await?.0,
+        StatusCode::OK
+    );
+    let (status, v) = dev.send(None, "GET", "/logs/x", None).await?;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(v, json!({"message": "Unauthorized"}));
+    // A changed payload no longer matches the signature.
+    let mut parts: Vec<String> = good.split('.').map(str::to_owned).collect();
+    parts[1] = parts[1].replacen('e', "f", 1);
+    let tampered = parts.join(".");
+    assert_eq!(
+        dev.send(Some(&tampered), "POST", "/logs", None).await?.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // The same issuer URL and claims, signed with a key the issuer's JWKS does not list.
+    let real = IssuerKey::load(&dev.key_dir.path().join("issuer-key.json"))?;
+    let forged = IssuerKey::generate(&real.issuer, &real.access_claim)?;
+    let forged = forged.mint("alice", "*", 600)?;
+    assert_eq!(
+        dev.send(Some(&forged), "POST", "/logs", None).await?.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // Another audience.
+    let mut other = real.clone();
+    other.audience = "another-app".into();
+    let other = other.mint("alice", "*", 600)?;
+    assert_eq!(
+        dev.send(Some(&other), "POST", "/logs", None).await?.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // The web page's routes carry no authorizer.
+    assert_eq!(dev.send(None, "GET", "/", None).await?.0, StatusCode::OK);
+    Ok(())
+}
+
+/// A token for sheet A alone: every route of sheet B (from the OpenAPI document), a replay of B
+/// into A whether or not B exists, and a fork of B all answer 403; a push as another user's
+/// client group is 403; a 4.8 MB mutation is rejected and leaves the sheet as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_for_one_sheet_reaches_no_other() -> anyhow::Result<()> {
+    let dev = DevStack::start("auth-sweep").await?;
+    let admin = dev.token("admin", &["*"]).await?;
+    let a = dev.create_log(&admin).await?;
+    let b = dev.create_log(&admin).await?;
+    let (status, _) = dev
+        .send(
+            Some(&admin),
+            "POST",
+            &format!("/logs/{b}/entries"),
+            Some(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "secret"}]}})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CREATED);
+    let alice = dev.token("alice", &[&a, "create"]).await?;
+
+    // Every route of B in the OpenAPI document.
+    let (_, doc) = dev.send(Some(&admin), "GET", "/openapi.json", None).await?;
+    let paths = doc["paths"]
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("no paths in {doc}"))?;
+    let mut checked = 0;
+    for (path, item) in paths {
+        if !path.starts_with("/logs/{logId}") {
+            continue;
+        }
+        let concrete = path
+            .replace("{logId}", &b)
+            .replace("{uploadId}", "1")
+            .replace("{clientId}", "c1")
+            .replace("{id}", "1");
+        for method in ["get", "post", "put", "patch", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let (status, v) = dev
+                .send(
+                    Some(&alice),
+                    &method.to_uppercase(),
+                    &concrete,
+                    Some(json!({})),
+                )
+                .await?;
+            assert_forbidden(status, &v, &format!("{method} {path}"));
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 12,
+        "only {checked} routes of a log in the document"
+    );
+
+    // Replay of B (and of a log that does not exist) into A, and a fork of B.
+    for source in [b.clone(), uuid::Uuid::new_v4().to_string()] {
+        let (status, v) = dev
+            .send(
+                Some(&alice),
+                "POST",
+                &format!("/logs/{a}/replay"),
+                Some(json!({"source": source, "from": 0, "to": 10})),
+            )
+            .await?;
+        assert_forbidden(status, &v, "replay");
+    }
+    let (status, v) = dev
+        .send(
+            Some(&alice),
+            "POST",
+            "/logs",
+            Some(json!({"from": {"logId": b, "seq": 1}})),
+        )
+        .await?;
+    assert_forbidden(status, &v, "fork");
+
+    // Another user with write access to A cannot push as Alice's client group.
+    let push = format!("/logs/{a}/replicache/push");
+    let cells = json!([{"ref": "B1", "value": 1}]);
+    let (status, v) = dev
+        .send(
+            Some(&alice),
+            "POST",
+            &push,
+            Some(push_body("g-alice", "c-alice", 1, cells)),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let bob = dev.token("bob", &[&a]).await?;
+    let cells = json!([{"ref": "B1", "value": 2}]);
+    let (status, v) = dev
+        .send(
+            Some(&bob),
+            "POST",
+            &push,
+            Some(push_body("g-alice", "c-alice", 2, cells)),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "client-group-forbidden", "{v}");
+
+    // A 4.8 MB mutation: rejected with the entry-size reason, and no cell of it lands.
+    let (_, before) = dev
+        .send(
+            Some(&alice),
+            "GET",
+            &format!("/logs/{a}/cells?range=A1:A1000"),
+            None,
+        )
+        .await?;
+    let big: Vec<Value> = (1..=1000)
+        .map(|r| json!({"ref": format!("A{r}"), "value": "x".repeat(4_800)}))
+        .collect();
+    let (status, v) = dev
+        .send(
+            Some(&alice),
+            "POST",
+            &push,
+            Some(push_body("g-alice", "c-alice", 2, Value::Array(big))),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["applied"], 0, "{v}");
+    let reason = v["rejected"][0]["error"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("entry-too-large"), "{v}");
+    let (_, after) = dev
+        .send(
+            Some(&alice),
+            "GET",
+            &format!("/logs/{a}/cells?range=A1:A1000"),
+            None,
+        )
+        .await?;
+    assert_eq!(before["values"], after["values"], "the sheet changed");
+    Ok(())
+}
