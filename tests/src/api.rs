@@ -209,24 +209,15 @@ async fn jwt_authorizer_context(
         return Ok(req);
     };
     let bad = |e: String| (http::StatusCode::BAD_REQUEST, e);
-    let claims: serde_json::Value =
+    let claims: std::collections::HashMap<String, String> =
         serde_json::from_slice(raw.as_bytes()).map_err(|e| bad(e.to_string()))?;
-    let context: lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequestContext =
-        serde_json::from_value(serde_json::json!({
-            "routeKey": "$default",
-            "stage": "$default",
-            "http": {
-                "method": req.method().as_str(),
-                "path": req.uri().path(),
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "sheetlog-tests",
-            },
-            "authorizer": {"jwt": {"claims": claims, "scopes": null}},
-        }))
-        .map_err(|e| bad(e.to_string()))?;
-    req.extensions_mut()
-        .insert(lambda_http::request::RequestContext::ApiGatewayV2(context));
+    let context = sheetlog_pipeline::authorizer::jwt_request_context(
+        req.method().as_str(),
+        req.uri().path(),
+        &claims,
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    req.extensions_mut().insert(context);
     Ok(req)
 }
 

@@ -365,22 +365,13 @@ pub async fn authorize(
             return unauthorized();
         }
     };
-    let context: Result<lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequestContext, _> =
-        serde_json::from_value(json!({
-            "routeKey": "$default",
-            "stage": "$default",
-            "http": {
-                "method": req.method().as_str(),
-                "path": req.uri().path(),
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-            },
-            "authorizer": {"jwt": {"claims": claims, "scopes": null}},
-        }));
-    match context {
+    match sheetlog_pipeline::authorizer::jwt_request_context(
+        req.method().as_str(),
+        req.uri().path(),
+        &claims,
+    ) {
         Ok(context) => {
-            req.extensions_mut()
-                .insert(lambda_http::request::RequestContext::ApiGatewayV2(context));
+            req.extensions_mut().insert(context);
             next.run(req).await
         }
         Err(e) => {

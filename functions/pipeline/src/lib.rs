@@ -6,6 +6,7 @@
 //! The handlers are exactly the ones deployed to Lambda.
 //!
 //! Layout:
+//! - [`authorizer`] — the request context API Gateway's JWT authorizer passes, built locally
 //! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
 //! - [`stream`] — [`StreamDriver`]: DescribeStream / GetShardIterator / GetRecords → router
 //! - [`provision`] — tables, bucket and queues created as the CDK stack defines them
@@ -16,6 +17,7 @@
 //!
 //! Nothing here is deployed: it is the local stand-in for what Lambda and CloudFormation do.
 
+pub mod authorizer;
 pub mod filter;
 pub mod local_stack;
 pub mod provision;
