@@ -38,6 +38,16 @@ impl TestApi {
 
     /// In-process API with the given settings (ignored for an external deployment).
     pub async fn start_with(label: &str, cfg: ApiConfig) -> anyhow::Result<Self> {
+        Self::start_with_log(label, LogConfig::default(), cfg).await
+    }
+
+    /// In-process API with the given event-log and API settings (ignored for an external
+    /// deployment).
+    pub async fn start_with_log(
+        label: &str,
+        log_cfg: LogConfig,
+        cfg: ApiConfig,
+    ) -> anyhow::Result<Self> {
         if let Ok(url) = std::env::var(API_URL_VAR)
             && !url.is_empty()
         {
@@ -49,7 +59,7 @@ impl TestApi {
         }
         let stack = TestStack::new(label).await?;
         let sdk = stack.emulator.sdk_config().await;
-        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+        let state = AppState::from_sdk(&sdk, &stack.resources, log_cfg, cfg)?;
         let (base, server) = serve(sheetlog_api::router(Arc::new(state))).await?;
         Ok(Self {
             base,

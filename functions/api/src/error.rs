@@ -99,6 +99,16 @@ pub enum ApiError {
         "the range's values are at least {size} bytes, over the {limit}-byte response limit of AWS Lambda; read a smaller range"
     )]
     RangeTooLarge { size: usize, limit: usize },
+    /// Reading the sheet as of a sequence would hold more entry bytes than the read budget
+    /// (`SHEETLOG_READ_BUDGET_BYTES`): the entries after the nearest completed snapshot.
+    #[error(
+        "the sheet as of sequence {at} is the snapshot at sequence {snapshot_seq} plus the entries after it, whose bodies pass the {budget}-byte read budget; read as of a sequence nearer a completed snapshot (GET /logs/{{logId}}/segments lists them), or retry once the snapshot being built completes"
+    )]
+    HistoryTooLarge {
+        at: u64,
+        snapshot_seq: u64,
+        budget: usize,
+    },
     /// A handler built an answer AWS Lambda could not return: a bug, reported locally the way
     /// the deployed API would fail it (there, API Gateway answers 502).
     #[error(
@@ -131,7 +141,9 @@ impl ApiError {
             | ClientGroupMismatch { .. } => StatusCode::BAD_REQUEST,
             ClientNotFound { .. } | MutationNotFound { .. } => StatusCode::NOT_FOUND,
             MutationGap { .. } => StatusCode::CONFLICT,
-            ViewTooLarge { .. } | RangeTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ViewTooLarge { .. } | RangeTooLarge { .. } | HistoryTooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -180,6 +192,7 @@ impl ApiError {
             ClientGroupMismatch { .. } => "client-group-mismatch",
             ViewTooLarge { .. } => "view-too-large",
             RangeTooLarge { .. } => "range-too-large",
+            HistoryTooLarge { .. } => "history-too-large",
             ResponseTooLarge { .. } => "response-too-large",
             Forbidden { .. } => "forbidden",
             GroupForbidden(_) => "client-group-forbidden",
@@ -213,6 +226,14 @@ impl ApiError {
                 m.insert("size".into(), json!(size));
                 m.insert("limit".into(), json!(limit));
             }
+            ApiError::HistoryTooLarge {
+                snapshot_seq,
+                budget,
+                ..
+            } => {
+                m.insert("snapshotSeq".into(), json!(snapshot_seq));
+                m.insert("limit".into(), json!(budget));
+            }
             ApiError::UploadTooLarge { size, limit } => {
                 m.insert("size".into(), json!(size));
                 m.insert("limit".into(), json!(limit));
@@ -245,6 +266,15 @@ impl ApiError {
             InputError::Log(e) => Self::from_log(log, e),
             // A read that has not caught up with the log yet: retry shortly.
             InputError::ShortRead { .. } => ApiError::Busy,
+            InputError::TooLarge {
+                at,
+                snapshot_seq,
+                budget,
+            } => ApiError::HistoryTooLarge {
+                at,
+                snapshot_seq,
+                budget,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }

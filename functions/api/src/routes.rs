@@ -221,7 +221,9 @@ pub async fn health() -> Json<Health> {
 #[utoipa::path(post, path = "/logs",
     request_body(content = Option<CreateLogRequest>, description = "empty, `{}`, or `{\"from\": {\"logId\", \"seq\"}}` to fork"),
     responses((status = 201, body = CreatedLog), (status = 400, body = ErrorResponse),
-        (status = 404, body = ErrorResponse), (status = 416, body = ErrorResponse)))]
+        (status = 404, body = ErrorResponse),
+        (status = 413, body = ErrorResponse, description = "`history-too-large`: the fork's source as of `seq` needs more entry bytes than the read budget"),
+        (status = 416, body = ErrorResponse)))]
 pub async fn create_log(
     State(state): State<SharedState>,
     caller: Option<axum::Extension<crate::access::Caller>>,
@@ -789,6 +791,7 @@ pub async fn list_segments(
         ("at" = Option<u64>, Query, description = "the state of every entry before this sequence (default: the whole log)")),
     responses((status = 200, body = CellsResponse), (status = 400, body = ErrorResponse),
         (status = 404, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 413, body = ErrorResponse, description = "`range-too-large`, or `history-too-large`: the entries after the nearest completed snapshot pass the read budget"),
         (status = 416, body = ErrorResponse)))]
 pub async fn read_cells(
     State(state): State<SharedState>,
@@ -812,6 +815,7 @@ pub async fn read_cells(
         ("at" = Option<u64>, Query, description = "the state of every entry before this sequence (default: the whole log)")),
     responses((status = 200, body = ExtentResponse), (status = 400, body = ErrorResponse),
         (status = 404, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 413, body = ErrorResponse, description = "`history-too-large`: the entries after the nearest completed snapshot pass the read budget"),
         (status = 416, body = ErrorResponse)))]
 pub async fn read_extent(
     State(state): State<SharedState>,

@@ -372,7 +372,7 @@ struct PullRequest {
         (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse, description = "under JWT authorization: no read grant on this log, or the client group belongs to another user (`client-group-forbidden`)"),
         (status = 404, body = ErrorResponse),
-        (status = 413, body = ErrorResponse, description = "the client view exceeds the 6 MB response limit"),
+        (status = 413, body = ErrorResponse, description = "the client view exceeds the 6 MB response limit (`view-too-large`), or the entries since the last completed snapshot pass the read budget (`history-too-large`)"),
         (status = 503, body = ErrorResponse)))]
 pub async fn pull(
     State(state): State<SharedState>,

@@ -38,6 +38,17 @@ pub enum InputError {
     },
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// A read as of sequence `at` would hold more than the read budget: the bodies of the
+    /// entries from the nearest completed snapshot (at `snapshot_seq`) up to `at` pass `budget`
+    /// bytes (`SHEETLOG_READ_BUDGET_BYTES`) before reaching `at`.
+    #[error(
+        "the sheet as of sequence {at} is built from the snapshot at sequence {snapshot_seq} and the entries after it, whose bodies pass the read budget of {budget} bytes; read as of a sequence nearer a completed snapshot, or retry once a newer snapshot is built"
+    )]
+    TooLarge {
+        at: u64,
+        snapshot_seq: u64,
+        budget: usize,
+    },
 }
 
 /// Everything a build of the snapshot at `target` needs.
@@ -223,6 +234,22 @@ pub fn log_entries(entries: &[Entry]) -> Result<Vec<LogEntry>, InputError> {
         .collect()
 }
 
+/// As [`log_entries`], consuming the entries: each raw body is dropped once decoded, so the two
+/// forms of a range are never held whole at once.
+pub fn into_log_entries(entries: Vec<Entry>) -> Result<Vec<LogEntry>, InputError> {
+    entries
+        .into_iter()
+        .map(|e| {
+            Ok(LogEntry {
+                seq: e.seq,
+                entry: EntryBody::decode(e.kind.0, e.version, &e.body)
+                    .map_err(|source| InputError::Decode { seq: e.seq, source })?,
+                payload: e.payload,
+            })
+        })
+        .collect()
+}
+
 /// The manifest of a completed Snapshot entry, or `None` for the log's first entry (the empty
 /// sheet has no manifest). Checks that the manifest is the one for that entry.
 pub async fn base_manifest(
@@ -290,6 +317,9 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
         }
         .into());
     };
+    // The scan for an older completed snapshot only needs each entry's kind and root: it reads
+    // positions a page at a time, without bodies, and keeps only the newest match.
+    let page_size = log.config().page_size;
     let mut base = None;
     for seg in segments[..=start].iter().rev() {
         if let Some(l) = seg.last_snapshot
@@ -300,25 +330,34 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
         }
         // The segment's newest completed snapshot is after `at` (or there is none yet): look for
         // an older completed one in the segment, before `at`.
-        let upto = at.saturating_sub(seg.base_seq).saturating_add(1);
-        let page = log
-            .read_from(
-                id,
-                SegmentHint {
-                    segment: seg.num,
-                    base_seq: seg.base_seq,
-                },
-                0,
-                usize::try_from(upto).unwrap_or(usize::MAX),
-            )
-            .await?;
-        if let Some(e) = page.entries.iter().rev().find(|e| {
-            e.segment == seg.num
-                && e.seq <= at
-                && e.kind == EntryType::SNAPSHOT
-                && (e.snapshot_root.is_some() || e.seq == 0)
-        }) {
-            base = Some((seg.clone(), e.num));
+        let mut found = None;
+        let mut num = 0u64;
+        while seg.base_seq + num <= at {
+            let upto = at - (seg.base_seq + num) + 1;
+            let limit = usize::try_from(upto).unwrap_or(usize::MAX).min(page_size);
+            let hint = SegmentHint {
+                segment: seg.num,
+                base_seq: seg.base_seq,
+            };
+            let page = log.scan_from(id, hint, num, limit).await?;
+            let mut left_segment = false;
+            for m in &page.marks {
+                if m.segment != seg.num || m.seq > at {
+                    left_segment = true;
+                    break;
+                }
+                if m.kind == EntryType::SNAPSHOT && (m.snapshot_root.is_some() || m.seq == 0) {
+                    found = Some(m.num);
+                }
+            }
+            let Some(last) = page.marks.last() else { break };
+            if left_segment || page.complete || last.segment != seg.num {
+                break;
+            }
+            num = last.num + 1;
+        }
+        if let Some(n) = found {
+            base = Some((seg.clone(), n));
             break;
         }
     }
@@ -330,44 +369,55 @@ pub async fn as_of<S: LogStore, P: PayloadStore>(
         .into());
     };
     let from = seg.seq_of(num);
-    let start = SegmentHint {
+    // The entries from the snapshot (included) up to `at` (excluded), or the snapshot alone when
+    // it is at `at`; read a page at a time, their bodies held within the read budget.
+    let want = at - from;
+    let need = want.max(1);
+    let budget = log.config().read_budget_bytes;
+    let too_large = || InputError::TooLarge {
+        at,
+        snapshot_seq: from,
+        budget,
+    };
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut held = 0usize;
+    let mut hint = SegmentHint {
         segment: seg.num,
         base_seq: seg.base_seq,
     };
-    // One more than needed, to tell "ends at `at`" from "ends before `at`".
-    let want = at - from;
-    let page = log
-        .read_from(
-            id,
-            start,
-            num,
-            usize::try_from(want + 1).unwrap_or(usize::MAX),
-        )
-        .await?;
-    let mut entries = page.entries;
+    let mut next = num;
     // `at` is at or before the end (read strongly above), so every entry up to it exists. A page
     // that stops short was an eventually consistent read that had not caught up: go on from
     // where it stopped, where an empty page is confirmed by a strong read.
-    while (entries.len() as u64) < want {
-        let Some(last) = entries.last() else { break };
-        let hint = SegmentHint {
-            segment: last.segment,
-            base_seq: last.seq - last.num,
-        };
-        let more = log
-            .read_from(
-                id,
-                hint,
-                last.num + 1,
-                usize::try_from(want + 1 - entries.len() as u64).unwrap_or(usize::MAX),
-            )
+    while (entries.len() as u64) < need {
+        if held >= budget {
+            return Err(too_large());
+        }
+        let left = need - entries.len() as u64;
+        let limit = usize::try_from(left).unwrap_or(usize::MAX).min(page_size);
+        let (page, cut) = log
+            .read_from_within(id, hint, next, limit, budget - held)
             .await?;
-        if more.entries.is_empty() {
+        if page.entries.is_empty() {
             break;
         }
-        entries.extend(more.entries);
+        held = page
+            .entries
+            .iter()
+            .fold(held, |h, e| h.saturating_add(e.body.len()));
+        if let Some(last) = page.entries.last() {
+            hint = SegmentHint {
+                segment: last.segment,
+                base_seq: last.seq - last.num,
+            };
+            next = last.num + 1;
+        }
+        entries.extend(page.entries);
+        if cut && (entries.len() as u64) < need {
+            return Err(too_large());
+        }
     }
-    if (entries.len() as u64) < want {
+    if (entries.len() as u64) < need {
         let next_seq = from + entries.len() as u64;
         return Err(LogError::OutOfRange { from: at, next_seq }.into());
     }
@@ -397,10 +447,11 @@ pub async fn sheet_as_of<S: LogStore, P: PayloadStore>(
     id: LogId,
     at: u64,
 ) -> Result<SheetAsOf, InputError> {
-    let input = as_of(log, id, at).await?;
+    let AsOf { base, entries } = as_of(log, id, at).await?;
+    let base = base_manifest(blobs, id, &base).await?;
     Ok(SheetAsOf {
-        base: base_manifest(blobs, id, &input.base).await?,
-        entries: log_entries(&input.entries)?,
+        base,
+        entries: into_log_entries(entries)?,
     })
 }
 
@@ -460,6 +511,110 @@ mod tests {
             );
         }
         assert!(as_of(&log, id, 1).await.is_ok());
+    }
+
+    /// Appends `n` `set` entries of one cell holding a string of `size` bytes.
+    async fn append_sets<S: LogStore, P: PayloadStore>(
+        log: &EventLog<S, P>,
+        id: LogId,
+        n: u64,
+        size: usize,
+    ) {
+        for _ in 0..n {
+            let ev = crate::sheet::Event::from_parts(
+                "set",
+                serde_json::json!({"cells": [{"ref": "A1", "value": "x".repeat(size)}]}),
+            )
+            .expect("event");
+            let (code, version, body) = ev.encode();
+            log.append(
+                id,
+                crate::domain::NewEntry::new(EntryType(code), version, Bytes::from(body)),
+                crate::log::AppendOptions::default(),
+            )
+            .await
+            .expect("append");
+        }
+    }
+
+    /// A read as of a sequence holds the entries from the nearest completed snapshot up to it;
+    /// it used to hold them all whatever their size. Now it stops at the read budget with a
+    /// typed error, and a read whose entries fit still works.
+    #[tokio::test]
+    async fn a_read_as_of_a_sequence_stops_at_the_read_budget() {
+        let cfg = LogConfig {
+            read_budget_bytes: 10_000,
+            ..LogConfig::default()
+        };
+        let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).expect("config");
+        let id = log.create().await.expect("create").log;
+        // 40 entries of about 1 KB after the only snapshot (the empty sheet at 0).
+        append_sets(&log, id, 40, 1_000).await;
+        let ok = as_of(&log, id, 5).await.expect("5 entries fit");
+        assert_eq!(ok.entries.len(), 5);
+        for at in [20, 40, 41] {
+            match as_of(&log, id, at).await {
+                Err(InputError::TooLarge {
+                    at: a,
+                    snapshot_seq: 0,
+                    budget: 10_000,
+                }) => assert_eq!(a, at),
+                other => panic!("as of {at}: {other:?}"),
+            }
+        }
+    }
+
+    /// The search for an older completed snapshot pages through the segment (here pages of 4):
+    /// a completed Snapshot entry in a later page than the first is found, and the read from it
+    /// fits the budget where a read from the segment's start would not.
+    #[tokio::test]
+    async fn the_search_for_an_older_snapshot_pages_through_the_segment() {
+        let cfg = LogConfig {
+            read_budget_bytes: 10_000,
+            page_size: 4,
+            ..LogConfig::default()
+        };
+        let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).expect("config");
+        let id = log.create().await.expect("create").log;
+        append_sets(&log, id, 20, 1_000).await;
+        let mid = log
+            .append(
+                id,
+                crate::domain::NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new()),
+                crate::log::AppendOptions::default(),
+            )
+            .await
+            .expect("snapshot entry")
+            .seq;
+        append_sets(&log, id, 20, 1_000).await;
+        let last = log
+            .append(
+                id,
+                crate::domain::NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new()),
+                crate::log::AppendOptions::default(),
+            )
+            .await
+            .expect("snapshot entry")
+            .seq;
+        // Both complete; the segment's Last Snapshot is the newer, past the sequences read below.
+        log.complete_snapshot(id, 0, mid, "root-mid")
+            .await
+            .expect("complete");
+        log.complete_snapshot(id, 0, last, "root-last")
+            .await
+            .expect("complete");
+        let a = as_of(&log, id, mid + 5)
+            .await
+            .expect("as of after the middle snapshot");
+        assert_eq!(a.base.seq, mid);
+        assert_eq!(a.entries.len(), 5);
+        assert!(matches!(
+            as_of(&log, id, mid - 1).await,
+            Err(InputError::TooLarge {
+                snapshot_seq: 0,
+                ..
+            })
+        ));
     }
 
     /// Eventually consistent queries that miss the newest entries (as DynamoDB's may, for a

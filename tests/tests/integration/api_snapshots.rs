@@ -599,3 +599,45 @@ async fn history_reads_the_same_after_old_segments_are_archived() -> anyhow::Res
     );
     Ok(())
 }
+
+/// A read as of a sequence whose entries after the nearest completed snapshot pass the read
+/// budget answers `413 history-too-large` (with the snapshot and the budget) instead of holding
+/// them; one whose entries fit is answered as before.
+#[tokio::test]
+async fn a_history_read_past_the_read_budget_is_413() -> anyhow::Result<()> {
+    let log_cfg = sheetlog_core::config::LogConfig {
+        read_budget_bytes: 20_000,
+        ..sheetlog_core::config::LogConfig::default()
+    };
+    let api = TestApi::start_with_log("history-budget", log_cfg, ApiConfig::default()).await?;
+    if api.stack.is_none() {
+        return Ok(()); // a deployment's budget is its own
+    }
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    // 20 entries of about 2 KB after the log's first snapshot (no worker runs here).
+    for i in 1..=20 {
+        let entry = json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": "x".repeat(2000)}]}});
+        let r = c
+            .post(api.url(&format!("/logs/{log}/entries")))
+            .json(&entry)
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    let fits = get(&c, &api.url(&format!("/logs/{log}/cells?range=A1:A3&at=4"))).await?;
+    assert_eq!(fits["values"][2][0], json!("x".repeat(2000)));
+    for path in [
+        format!("/logs/{log}/cells?range=A1:A3&at=20"),
+        format!("/logs/{log}/cells?range=A1:A3"),
+        format!("/logs/{log}/extent?at=15"),
+    ] {
+        let r = c.get(api.url(&path)).send().await?;
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        let v: Value = r.json().await?;
+        assert_eq!(v["error"]["code"], "history-too-large", "{path}: {v}");
+        assert_eq!(v["error"]["snapshotSeq"], 0, "{path}: {v}");
+        assert_eq!(v["error"]["limit"], 20_000, "{path}: {v}");
+    }
+    Ok(())
+}

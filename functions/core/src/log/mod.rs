@@ -182,6 +182,25 @@ pub struct EntriesPage {
     pub units: RequestUnits,
 }
 
+/// Where an entry is and what kind it is, without its body ([`EventLog::scan_from`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryMark {
+    pub seq: u64,
+    pub segment: u64,
+    pub num: u64,
+    pub kind: EntryType,
+    /// Snapshot entries: the root manifest key once the snapshot is complete.
+    pub snapshot_root: Option<String>,
+}
+
+/// A page of [`EntryMark`]s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanPage {
+    pub marks: Vec<EntryMark>,
+    /// True when the page reached the end of the log as it was read.
+    pub complete: bool,
+}
+
 /// The newest entry of the log and the segment it is in.
 #[derive(Debug, Clone)]
 struct Head {
@@ -830,7 +849,11 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     /// segment the caller has located, so the snapshot worker can read behind a log that has
     /// moved on.
     ///
+    /// It holds every body of the range: the caller bounds it by `limit` (the snapshot worker
+    /// reads one snapshot interval). Readers that serve requests use [`read_from_within`].
+    ///
     /// [`read_since`]: Self::read_since
+    /// [`read_from_within`]: Self::read_from_within
     pub async fn read_from(
         &self,
         log: LogId,
@@ -838,18 +861,70 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         num: u64,
         limit: usize,
     ) -> Result<EntriesPage, LogError> {
+        self.read_from_within(log, start, num, limit, usize::MAX)
+            .await
+            .map(|(page, _)| page)
+    }
+
+    /// As [`read_from`](Self::read_from), stopping once the bodies held reach `budget` bytes
+    /// (always keeping the first entry), as [`read_since`](Self::read_since) stops at the read
+    /// budget. The second value is true when it stopped for the budget: the page then says it is
+    /// not complete, and `next_seq` is where to go on from.
+    pub async fn read_from_within(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        num: u64,
+        limit: usize,
+        budget: usize,
+    ) -> Result<(EntriesPage, bool), LogError> {
         let mut units = RequestUnits::default();
         let chain = self
             .read_chain(log, start, num, limit.max(1), &mut units)
             .await?;
-        let complete = chain.complete;
-        let entries = self.resolve(log, chain.records).await?;
+        let (entries, cut) = self.resolve_within(log, chain.records, budget).await?;
+        let complete = chain.complete && !cut;
         let next_seq = entries.last().map_or(start.base_seq + num, |e| e.seq + 1);
-        Ok(EntriesPage {
-            entries,
-            next_seq,
-            complete,
-            units,
+        Ok((
+            EntriesPage {
+                entries,
+                next_seq,
+                complete,
+                units,
+            },
+            cut,
+        ))
+    }
+
+    /// Up to `limit` entries from entry `num` of the segment `start` names (following End
+    /// Segment entries, as [`read_from`](Self::read_from)), without their bodies: what a search
+    /// for a Snapshot entry needs. Offloaded bodies are not fetched and inline ones are dropped
+    /// at once, so a scan of a whole segment in pages holds one page of positions at a time.
+    pub async fn scan_from(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        num: u64,
+        limit: usize,
+    ) -> Result<ScanPage, LogError> {
+        let mut units = RequestUnits::default();
+        let chain = self
+            .read_chain(log, start, num, limit.max(1), &mut units)
+            .await?;
+        let marks: Vec<EntryMark> = chain
+            .records
+            .into_iter()
+            .map(|(seq, rec)| EntryMark {
+                seq,
+                segment: rec.segment,
+                num: rec.num,
+                kind: rec.kind,
+                snapshot_root: rec.snapshot_root,
+            })
+            .collect();
+        Ok(ScanPage {
+            marks,
+            complete: chain.complete,
         })
     }
 
@@ -1195,19 +1270,9 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         ))
     }
 
-    /// Turns records into entries, fetching offloaded bodies from S3 (a few at a time).
-    async fn resolve(
-        &self,
-        log: LogId,
-        records: Vec<(u64, EntryRecord)>,
-    ) -> Result<Vec<Entry>, LogError> {
-        self.resolve_within(log, records, usize::MAX)
-            .await
-            .map(|(entries, _)| entries)
-    }
-
-    /// As [`resolve`](Self::resolve), stopping once the bodies held reach `budget` bytes (always
-    /// keeping the first entry): the entries, in order, and whether it stopped early. At most
+    /// Turns records into entries, fetching offloaded bodies from S3 (a few at a time), stopping
+    /// once the bodies held reach `budget` bytes (always keeping the first entry; `usize::MAX`
+    /// for no limit): the entries, in order, and whether it stopped early. At most
     /// [`RESOLVE_CONCURRENCY`] offloaded bodies are fetched past the budget, then dropped.
     async fn resolve_within(
         &self,
