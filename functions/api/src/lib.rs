@@ -52,6 +52,7 @@ pub use state::{AppState, SharedState};
         routes::commit_upload,
         routes::read_entries,
         routes::load_log,
+        routes::delete_log,
         routes::list_segments,
         routes::read_cells,
         routes::read_extent,
@@ -73,10 +74,20 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         if !path.starts_with("/logs") {
             continue;
         }
-        for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+        let of_a_log = path.starts_with("/logs/{logId}");
+        for op in [&mut item.get, &mut item.post, &mut item.delete]
+            .into_iter()
+            .flatten()
+        {
             let Some(RefOr::T(bad)) = op.responses.responses.get("400").cloned() else {
                 continue;
             };
+            if of_a_log && !op.responses.responses.contains_key("410") {
+                let gone = ResponseBuilder::from(bad.clone())
+                    .description("the log was deleted (`log-deleted`), or another code for data that is gone")
+                    .build();
+                op.responses.responses.insert("410".into(), RefOr::T(gone));
+            }
             let forbidden = ResponseBuilder::from(bad)
                 .description(
                     "with JWT authorization: the token's access claim does not grant this \
@@ -86,6 +97,10 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             op.responses
                 .responses
                 .insert("403".into(), RefOr::T(forbidden));
+        }
+        // A DELETE of a deleted log succeeds again rather than answering 410.
+        if let Some(delete) = &mut item.delete {
+            delete.responses.responses.remove("410");
         }
     }
     doc
@@ -208,7 +223,10 @@ pub fn router(state: SharedState) -> Router {
         .route("/health", get(routes::health))
         .route("/openapi.json", get(openapi_json))
         .route("/logs", post(routes::create_log))
-        .route("/logs/{log_id}", get(routes::load_log))
+        .route(
+            "/logs/{log_id}",
+            get(routes::load_log).delete(routes::delete_log),
+        )
         .route(
             "/logs/{log_id}/entries",
             post(routes::append_entry).get(routes::read_entries),

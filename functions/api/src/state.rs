@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sheetlog_core::LogId;
-use sheetlog_core::aws::{DynamoLogStore, S3Bucket, SqsPushQueue, s3_client};
+use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket, SqsPushQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::log::{EventLog, SegmentHint};
-use sheetlog_core::ports::{LogStore, PayloadStore, PushQueue};
+use sheetlog_core::ports::{LogPurge, LogStore, PayloadStore, PushQueue};
 
 use crate::config::{ApiConfig, SyncWrites};
 
@@ -29,6 +29,8 @@ pub struct AppState {
     pub cfg: ApiConfig,
     /// The sync FIFO queue, when pushes are queued (`docs/sync.md`, "Queued pushes").
     pub push_queue: Option<Arc<dyn PushQueue>>,
+    /// Log metadata (creator, deletion tombstone) and deleting a log's items.
+    pub purge: Arc<dyn LogPurge>,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
     /// The origin presigned URLs point at (the bucket's, or the emulator's), found once.
     upload_origin: tokio::sync::OnceCell<Option<String>>,
@@ -37,8 +39,9 @@ pub struct AppState {
 pub type SharedState = Arc<AppState>;
 
 impl AppState {
-    pub fn new(log: ApiLog, bucket: S3Bucket, cfg: ApiConfig) -> Self {
+    pub fn new(log: ApiLog, bucket: S3Bucket, cfg: ApiConfig, purge: Arc<dyn LogPurge>) -> Self {
         Self {
+            purge,
             bucket,
             log,
             cfg,
@@ -95,6 +98,13 @@ impl AppState {
         ) -> (Arc<dyn LogStore>, Arc<dyn PayloadStore>),
     ) -> anyhow::Result<Self> {
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+        let purge = DynamoPurge::new(
+            dynamo.clone(),
+            &resources.entry_table,
+            &resources.segment_table,
+            resources.require_pending_table()?,
+            resources.require_clients_table()?,
+        );
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table)
             .with_dedupe_table(resources.require_dedupe_table()?)
             .with_clients_table(resources.require_clients_table()?);
@@ -111,7 +121,7 @@ impl AppState {
             }
             (SyncWrites::Direct, _) => None,
         };
-        let state = Self::new(log, bucket, cfg);
+        let state = Self::new(log, bucket, cfg, Arc::new(purge));
         Ok(match queue {
             Some(q) => state.with_push_queue(Arc::new(q)),
             None => state,
