@@ -162,8 +162,8 @@ impl DynamoPurge {
     }
 
     /// Up to `limit` keys of the log's client range and group items: a Scan of the whole Clients
-    /// table filtered on the key's first 16 bytes (the table has no index by log). Skips the
-    /// metadata item.
+    /// table, keeping keys whose first 16 bytes are the log (the table has no index by log).
+    /// Skips the metadata item.
     async fn client_keys(&self, log: LogId, limit: usize) -> Result<Vec<Item>, StoreError> {
         let meta = meta_key(log);
         let mut keys = Vec::new();
@@ -173,20 +173,21 @@ impl DynamoPurge {
                 .client
                 .scan()
                 .table_name(&self.clients_table)
-                .filter_expression("begins_with(#k, :l)")
                 .projection_expression("#k, #m")
                 .expression_attribute_names("#k", client_attr::KEY)
                 .expression_attribute_names("#m", client_attr::FIRST)
-                .expression_attribute_values(":l", bin(log.as_bytes().to_vec()))
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(|e| ddb_error("Scan", e))?;
             for item in out.items.unwrap_or_default() {
-                let is_meta = matches!(item.get(client_attr::KEY),
-                    Some(AttributeValue::B(b)) if b.as_ref() == meta.as_slice());
-                if !is_meta {
+                // Filtered here rather than with a filter expression: a Scan is charged for every
+                // item it reads either way.
+                let ours = matches!(item.get(client_attr::KEY),
+                    Some(AttributeValue::B(b)) if b.as_ref().starts_with(log.as_bytes())
+                        && b.as_ref() != meta.as_slice());
+                if ours {
                     keys.push(item);
                 }
             }
