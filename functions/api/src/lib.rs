@@ -329,6 +329,34 @@ mod tests {
         assert_eq!(json_of(resp).await["error"]["size"], 82);
     }
 
+    #[test]
+    fn the_document_lists_every_status_of_a_delete_and_410_on_every_log_route() {
+        let doc = serde_json::to_value(openapi()).unwrap_or_default();
+        let delete = &doc["paths"]["/logs/{logId}"]["delete"]["responses"];
+        for status in ["200", "202", "400", "403", "404", "503"] {
+            assert!(delete.get(status).is_some(), "DELETE lacks {status}");
+        }
+        assert!(
+            delete.get("410").is_none(),
+            "deleting again is 200, not 410"
+        );
+        let paths = doc["paths"].as_object().cloned().unwrap_or_default();
+        let mut checked = 0;
+        for (path, item) in &paths {
+            if !path.starts_with("/logs/{logId}") {
+                continue;
+            }
+            for method in ["get", "post"] {
+                if let Some(op) = item.get(method) {
+                    assert!(op["responses"].get("410").is_some(), "{method} {path}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 10, "{checked}");
+        assert!(paths["/logs"]["post"]["responses"].get("410").is_some());
+    }
+
     #[tokio::test]
     async fn a_panicking_handler_answers_a_json_500_with_a_request_id() {
         let app: Router = Router::new()

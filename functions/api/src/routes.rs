@@ -221,7 +221,9 @@ pub async fn health() -> Json<Health> {
 #[utoipa::path(post, path = "/logs",
     request_body(content = Option<CreateLogRequest>, description = "empty, `{}`, or `{\"from\": {\"logId\", \"seq\"}}` to fork"),
     responses((status = 201, body = CreatedLog), (status = 400, body = ErrorResponse),
-        (status = 404, body = ErrorResponse), (status = 416, body = ErrorResponse)))]
+        (status = 404, body = ErrorResponse),
+        (status = 410, description = "the fork's source was deleted (`log-deleted`)", body = ErrorResponse),
+        (status = 416, body = ErrorResponse)))]
 pub async fn create_log(
     State(state): State<SharedState>,
     caller: Option<axum::Extension<crate::access::Caller>>,
