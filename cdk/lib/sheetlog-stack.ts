@@ -315,15 +315,25 @@ export class SheetlogStack extends Stack {
     })
       // The API only creates Entry and Segment items (appends, new logs and segments, all
       // conditional puts); the snapshot worker is what updates them.
-      .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
-      .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
+      // BatchWriteItem (deletes only), Scan: DELETE /logs/{logId} removes a log's items
+      // (docs/storage.md, "Deleting a log").
+      .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem', 'BatchWriteItem'])
+      .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem', 'BatchWriteItem'])
+      .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, ['Query', 'BatchWriteItem'])
       // An idempotent append records its key with an UpdateItem inside the append's transaction.
       .bindTable(ENV.dedupeTable, this.dedupeTable, ['GetItem', 'UpdateItem'])
-      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem'])
+      .bindTable(ENV.clientsTable, this.clientsTable, [
+        'GetItem',
+        'Query',
+        'PutItem',
+        'UpdateItem',
+        'Scan',
+        'BatchWriteItem',
+      ])
       .bindBucket(ENV.bucket, this.bucket, [
-        { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },
+        { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag', 'delete'] },
         // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
-        { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
+        { prefix: PREFIXES.snapshots, access: ['read', 'write', 'delete'] },
         // A push too large for an SQS message is written here (auto-delete tagged) and queued by key.
         { prefix: PREFIXES.pushes, access: ['write', 'tag'] },
       ])

@@ -38,7 +38,7 @@ export const BINARY_TAG = 'sheetlog:binary';
 export type DynamoAction = 'GetItem' | 'Query' | 'Scan' | 'PutItem' | 'UpdateItem' | 'DeleteItem' | 'BatchWriteItem';
 
 /** What a function may do with the objects under one key prefix of a bucket. */
-export type ObjectAccess = 'read' | 'write' | 'tag' | 'untag';
+export type ObjectAccess = 'read' | 'write' | 'tag' | 'untag' | 'delete';
 
 const OBJECT_ACTIONS: Record<ObjectAccess, string[]> = {
   // GetObject also authorises HeadObject, and (with PutObject on the target) CopyObject's source.
@@ -49,6 +49,9 @@ const OBJECT_ACTIONS: Record<ObjectAccess, string[]> = {
   tag: ['s3:PutObjectTagging'],
   // Removing one tag and keeping the others: read the tag set, then write back the rest or delete it.
   untag: ['s3:GetObjectTagging', 's3:PutObjectTagging', 's3:DeleteObjectTagging'],
+  // Deleting a log (DeleteObjects needs DeleteObject on each key); listing its keys needs the
+  // bucket's ListBucket, granted with it below.
+  delete: ['s3:DeleteObject'],
 };
 
 export interface PrefixGrant {
@@ -186,7 +189,7 @@ export class SheetlogFunction extends Construct {
         reason: `Object keys under ${prefix} are chosen at run time (UUIDs, content hashes); the wildcard stops at the prefix.`,
       });
     }
-    if (grants.some((g) => g.access.includes('read') || g.access.includes('untag'))) {
+    if (grants.some((g) => g.access.includes('read') || g.access.includes('untag') || g.access.includes('delete'))) {
       // Without ListBucket, S3 answers a GET, HEAD or tagging call on a missing key with 403
       // instead of 404, and "not there yet" (a chunk to upload, an upload not finished, a payload
       // already expired) becomes indistinguishable from "not allowed", which is retried until the

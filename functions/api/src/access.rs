@@ -38,6 +38,9 @@ pub enum Need {
     Read,
     Write,
     Create,
+    /// Deleting a log: a write grant on it and being its creator, or the `*` write grant. The
+    /// middleware checks the write grant; the handler, which reads the creator, the rest.
+    Delete,
 }
 
 impl Need {
@@ -46,6 +49,7 @@ impl Need {
             Need::Read => "read",
             Need::Write => "write",
             Need::Create => "create",
+            Need::Delete => "delete",
         }
     }
 }
@@ -112,7 +116,7 @@ impl Grants {
         let level = match need {
             Need::Create => return self.create || self.every_log == Some(Level::Write),
             Need::Read => Level::Read,
-            Need::Write => Level::Write,
+            Need::Write | Need::Delete => Level::Write,
         };
         let on_log = log.and_then(|id| self.logs.get(&id).copied());
         self.every_log.max(on_log).is_some_and(|l| l >= level)
@@ -142,6 +146,31 @@ impl Caller {
         Self {
             access: Access::Unrestricted,
             subject: None,
+        }
+    }
+
+    /// Whether the caller may delete a log created by `creator`: any caller without a token
+    /// (IAM authorization, the local stack), a token with the `*` write grant, or the creator
+    /// itself (its proven subject; it also holds a write grant, checked before the handler).
+    pub fn may_delete(&self, creator: Option<&str>) -> bool {
+        match &self.access {
+            Access::Unrestricted => true,
+            Access::Token { grants, .. } => {
+                grants.every_log == Some(Level::Write)
+                    || (self.subject.is_some() && self.subject.as_deref() == creator)
+            }
+        }
+    }
+
+    /// The error for a caller that may not delete a log.
+    pub fn delete_forbidden(&self) -> ApiError {
+        let claim = match &self.access {
+            Access::Token { claim, .. } => claim.clone(),
+            Access::Unrestricted => String::new(),
+        };
+        ApiError::Forbidden {
+            need: Need::Delete.name(),
+            claim,
         }
     }
 
@@ -210,6 +239,7 @@ fn route_need(method: &Method, path: &str) -> Option<Need> {
         // these routes without an authorizer).
         (_, "/" | "/sheets/{log_id}" | "/app/{*path}") => None,
         (&Method::POST, "/logs") => Some(Need::Create),
+        (&Method::DELETE, "/logs/{log_id}") => Some(Need::Delete),
         // A pull only reads, although it is a POST (Replicache's protocol).
         (&Method::POST, "/logs/{log_id}/replicache/pull") => Some(Need::Read),
         (&Method::POST, _) => Some(Need::Write),
@@ -241,6 +271,13 @@ pub async fn enforce(
         };
         if let Err(e) = checked {
             return e.into_response();
+        }
+        // A deleted log answers 410 on every route but its DELETE (which finishes the purge).
+        if let (Some(id), false) = (parsed, need == Need::Delete) {
+            let id = sheetlog_core::LogId::from_uuid(id);
+            if let Err(e) = sheetlog_core::log::purge::check_live(&*state.purge, id).await {
+                return ApiError::from_log(&id.to_string(), e).into_response();
+            }
         }
     }
     req.extensions_mut().insert(caller);
@@ -352,5 +389,34 @@ mod tests {
             route_need(&Method::POST, "/logs/{log_id}/replicache/push"),
             Some(Need::Write)
         );
+        assert_eq!(
+            route_need(&Method::DELETE, "/logs/{log_id}"),
+            Some(Need::Delete)
+        );
+    }
+
+    fn token(grants: &str, subject: Option<&str>) -> Caller {
+        Caller {
+            access: Access::Token {
+                claim: DEFAULT_ACCESS_CLAIM.into(),
+                grants: Grants::parse(grants),
+            },
+            subject: subject.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_creator_or_a_wildcard_writer_may_delete() {
+        assert!(Caller::unrestricted().may_delete(None));
+        assert!(token("*", None).may_delete(Some("alice")));
+        assert!(!token("*:read", Some("bob")).may_delete(Some("alice")));
+        assert!(token(A, Some("alice")).may_delete(Some("alice")));
+        assert!(!token(A, Some("bob")).may_delete(Some("alice")));
+        // A log created without a proven subject has no creator to match.
+        assert!(!token(A, None).may_delete(None));
+        assert!(!token(A, Some("bob")).may_delete(None));
+        // Deleting needs the write level on the log before the creator is even looked at.
+        assert!(Grants::parse(A).allows(Need::Delete, id(A)));
+        assert!(!Grants::parse(&format!("{A}:read")).allows(Need::Delete, id(A)));
     }
 }

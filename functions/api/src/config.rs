@@ -50,6 +50,9 @@ pub struct ApiConfig {
     pub sync_writes: SyncWrites,
     /// The sync FIFO queue (`SHEETLOG_SYNC_QUEUE_URL`), required for queued writes.
     pub sync_queue_url: Option<String>,
+    /// How long one `DELETE /logs/{logId}` keeps deleting before it answers `202` (more is left;
+    /// the client repeats the request). Below the API function's 25 s timeout.
+    pub delete_budget: Duration,
 }
 
 impl Default for ApiConfig {
@@ -64,6 +67,7 @@ impl Default for ApiConfig {
             access_claim: None,
             sync_writes: SyncWrites::Direct,
             sync_queue_url: None,
+            delete_budget: Duration::from_secs(15),
         }
     }
 }

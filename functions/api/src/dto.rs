@@ -13,6 +13,21 @@ pub struct CreatedLog {
     pub seq: u64,
 }
 
+/// `DELETE /logs/{logId}`: how far the delete got.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedLog {
+    /// Every item and object of the log is gone (`200`); `false` (`202`): repeat the request.
+    pub done: bool,
+    /// Items deleted by this request.
+    pub items: u64,
+    /// Objects deleted by this request.
+    pub objects: u64,
+    /// The log's snapshot objects were kept because a fork shares their chunks; repeating the
+    /// delete after the forks are deleted removes them.
+    pub kept_for_forks: bool,
+}
+
 /// `POST /logs`: empty, or a fork of another log as of a sequence.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -19,6 +19,8 @@ pub enum ApiError {
     InvalidLogId(String),
     #[error("log {0} does not exist")]
     LogNotFound(String),
+    #[error("log {0} was deleted")]
+    LogDeleted(String),
     #[error(
         "upload {0} has no file here: it was never created for this log, its file was not PUT to the upload URL yet, or it expired"
     )]
@@ -153,7 +155,9 @@ impl ApiError {
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
-            Truncated { .. } | ReplayUnavailable { .. } | HistoryDeleted => StatusCode::GONE,
+            Truncated { .. } | ReplayUnavailable { .. } | HistoryDeleted | LogDeleted(_) => {
+                StatusCode::GONE
+            }
             OutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Busy | Throttled { .. } | TimedOut { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -168,6 +172,7 @@ impl ApiError {
             InvalidQuery(_) => "invalid-query",
             InvalidLogId(_) => "invalid-log-id",
             LogNotFound(_) => "log-not-found",
+            LogDeleted(_) => "log-deleted",
             UploadNotFound(_) => "upload-not-found",
             RouteNotFound { .. } => "not-found",
             MethodNotAllowed { .. } => "method-not-allowed",
@@ -283,6 +288,7 @@ impl ApiError {
     pub fn from_log(log: &str, e: LogError) -> Self {
         match e {
             LogError::LogNotFound(_) => ApiError::LogNotFound(log.to_owned()),
+            LogError::LogDeleted(_) => ApiError::LogDeleted(log.to_owned()),
             LogError::Conflict { expected, next_seq } => ApiError::Conflict { expected, next_seq },
             LogError::Contention { .. } => ApiError::Busy,
             LogError::ReloadRequired {

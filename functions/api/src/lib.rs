@@ -52,6 +52,7 @@ pub use state::{AppState, SharedState};
         routes::commit_upload,
         routes::read_entries,
         routes::load_log,
+        routes::delete_log,
         routes::list_segments,
         routes::read_cells,
         routes::read_extent,
@@ -73,10 +74,20 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         if !path.starts_with("/logs") {
             continue;
         }
-        for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+        let of_a_log = path.starts_with("/logs/{logId}");
+        for op in [&mut item.get, &mut item.post, &mut item.delete]
+            .into_iter()
+            .flatten()
+        {
             let Some(RefOr::T(bad)) = op.responses.responses.get("400").cloned() else {
                 continue;
             };
+            if of_a_log && !op.responses.responses.contains_key("410") {
+                let gone = ResponseBuilder::from(bad.clone())
+                    .description("the log was deleted (`log-deleted`), or another code for data that is gone")
+                    .build();
+                op.responses.responses.insert("410".into(), RefOr::T(gone));
+            }
             let forbidden = ResponseBuilder::from(bad)
                 .description(
                     "with JWT authorization: the token's access claim does not grant this \
@@ -86,6 +97,10 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             op.responses
                 .responses
                 .insert("403".into(), RefOr::T(forbidden));
+        }
+        // A DELETE of a deleted log succeeds again rather than answering 410.
+        if let Some(delete) = &mut item.delete {
+            delete.responses.responses.remove("410");
         }
     }
     doc
@@ -208,7 +223,10 @@ pub fn router(state: SharedState) -> Router {
         .route("/health", get(routes::health))
         .route("/openapi.json", get(openapi_json))
         .route("/logs", post(routes::create_log))
-        .route("/logs/{log_id}", get(routes::load_log))
+        .route(
+            "/logs/{log_id}",
+            get(routes::load_log).delete(routes::delete_log),
+        )
         .route(
             "/logs/{log_id}/entries",
             post(routes::append_entry).get(routes::read_entries),
@@ -309,6 +327,34 @@ mod tests {
             .unwrap();
         assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(json_of(resp).await["error"]["size"], 82);
+    }
+
+    #[test]
+    fn the_document_lists_every_status_of_a_delete_and_410_on_every_log_route() {
+        let doc = serde_json::to_value(openapi()).unwrap_or_default();
+        let delete = &doc["paths"]["/logs/{logId}"]["delete"]["responses"];
+        for status in ["200", "202", "400", "403", "404", "503"] {
+            assert!(delete.get(status).is_some(), "DELETE lacks {status}");
+        }
+        assert!(
+            delete.get("410").is_none(),
+            "deleting again is 200, not 410"
+        );
+        let paths = doc["paths"].as_object().cloned().unwrap_or_default();
+        let mut checked = 0;
+        for (path, item) in &paths {
+            if !path.starts_with("/logs/{logId}") {
+                continue;
+            }
+            for method in ["get", "post"] {
+                if let Some(op) = item.get(method) {
+                    assert!(op["responses"].get("410").is_some(), "{method} {path}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 10, "{checked}");
+        assert!(paths["/logs"]["post"]["responses"].get("410").is_some());
     }
 
     #[tokio::test]

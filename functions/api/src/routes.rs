@@ -223,6 +223,7 @@ pub async fn health() -> Json<Health> {
     responses((status = 201, body = CreatedLog), (status = 400, body = ErrorResponse),
         (status = 404, body = ErrorResponse),
         (status = 413, body = ErrorResponse, description = "`history-too-large`: the fork's source as of `seq` needs more entry bytes than the read budget"),
+        (status = 410, description = "the fork's source was deleted (`log-deleted`)", body = ErrorResponse),
         (status = 416, body = ErrorResponse)))]
 pub async fn create_log(
     State(state): State<SharedState>,
@@ -235,10 +236,20 @@ pub async fn create_log(
     } else {
         parse_json(&bytes)?
     };
+    let id = LogId::new_random();
+    // The creator may delete the log later (`DELETE /logs/{logId}`): recorded before the log
+    // exists, so no log is ever without it. A failed create leaves only this small item.
+    if let Some(subject) = caller.as_ref().and_then(|c| c.0.subject.as_deref()) {
+        state
+            .purge
+            .record_creator(id, subject)
+            .await
+            .map_err(ApiError::from_store)?;
+    }
     let created = match req.from {
         None => state
             .log
-            .create()
+            .create_with_id(id)
             .await
             .map_err(|e| ApiError::from_log("", e))?,
         Some(from) => {
@@ -248,7 +259,7 @@ pub async fn create_log(
             {
                 caller.require(crate::access::Need::Read, Some(source))?;
             }
-            fork(&state, &from).await?
+            fork(&state, &from, id).await?
         }
     };
     info!(log = %created.log, "log created");
@@ -263,8 +274,15 @@ pub async fn create_log(
 
 /// Builds the fork's first snapshot, then creates the log on it. A failure between the two
 /// leaves only unreferenced objects under the new log's prefix.
-async fn fork(state: &SharedState, from: &ForkFrom) -> ApiResult<sheetlog_core::log::Created> {
+async fn fork(
+    state: &SharedState,
+    from: &ForkFrom,
+    id: LogId,
+) -> ApiResult<sheetlog_core::log::Created> {
     let source = parse_log_id(&from.log_id)?;
+    sheetlog_core::log::purge::check_live(&*state.purge, source)
+        .await
+        .map_err(|e| ApiError::from_log(&from.log_id, e))?;
     let (next_seq, _) = state
         .log
         .next_seq(source)
@@ -276,7 +294,6 @@ async fn fork(state: &SharedState, from: &ForkFrom) -> ApiResult<sheetlog_core::
             next_seq,
         });
     }
-    let id = LogId::new_random();
     let built = sheetlog_core::snapshot_input::fork_snapshot(
         &state.log,
         &state.bucket,
@@ -288,6 +305,22 @@ async fn fork(state: &SharedState, from: &ForkFrom) -> ApiResult<sheetlog_core::
     )
     .await
     .map_err(|e| ApiError::from_input(&from.log_id, e))?;
+    // Every log whose chunks the fork's snapshot shares keeps them while the fork lives
+    // (`docs/storage.md`, "Deleting a log"): marked before the fork exists.
+    let sources: std::collections::BTreeSet<uuid::Uuid> = built
+        .manifest
+        .chunks
+        .iter()
+        .filter_map(|c| c.log)
+        .filter(|l| l != id.as_uuid())
+        .collect();
+    for s in sources {
+        for marker in sheetlog_core::log::purge::fork_markers(LogId::from_uuid(s), id) {
+            sheetlog_core::ports::ObjectPurge::put_marker(&state.bucket, &marker)
+                .await
+                .map_err(ApiError::from_store)?;
+        }
+    }
     let created = state
         .log
         .create_fork(id, built.manifest_key)
@@ -691,6 +724,59 @@ pub async fn read_entries(
         next_seq: cut.unwrap_or(page.next_seq),
         complete: page.complete && cut.is_none(),
     }))
+}
+
+/// Delete a log: its entries, segments, sync clients, pending snapshots, payloads, uploads and
+/// snapshot objects. A tombstone is written first, so from then on every route of the log
+/// answers `410 log-deleted`; the rest is deleted in pages for up to `delete_budget` (15 s).
+/// `202` with `done: false` means more is left: repeat the request (a delete cut off by a
+/// timeout is finished the same way). Deleting a deleted log again answers `200`.
+/// Under JWT authorization: the log's creator (with a write grant on it) or the `*` grant.
+#[utoipa::path(delete, path = "/logs/{logId}",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    responses((status = 200, description = "the log and all its data are deleted", body = DeletedLog),
+        (status = 202, description = "the tombstone is written and part of the data deleted; repeat the request", body = DeletedLog),
+        (status = 400, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+pub async fn delete_log(
+    State(state): State<SharedState>,
+    caller: Option<axum::Extension<crate::access::Caller>>,
+    Path(log_id): Path<String>,
+) -> ApiResult<(StatusCode, Json<DeletedLog>)> {
+    let log = parse_log_id(&log_id)?;
+    let caller = caller.map(|c| c.0);
+    if let Some(caller) = &caller {
+        let meta = state
+            .purge
+            .log_meta(log)
+            .await
+            .map_err(ApiError::from_store)?;
+        if !caller.may_delete(meta.as_ref().and_then(|m| m.creator.as_deref())) {
+            return Err(caller.delete_forbidden());
+        }
+    }
+    let deadline = std::time::Instant::now() + state.cfg.delete_budget;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let report =
+        sheetlog_core::log::purge::delete_log(&*state.purge, &state.bucket, log, now, deadline)
+            .await
+            .map_err(|e| ApiError::from_log(&log_id, e))?;
+    info!(log = %log, done = report.done, items = report.items, objects = report.objects,
+        kept_for_forks = report.kept_for_forks, "log delete");
+    let status = if report.done {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((
+        status,
+        Json(DeletedLog {
+            done: report.done,
+            items: report.items,
+            objects: report.objects,
+            kept_for_forks: report.kept_for_forks,
+        }),
+    ))
 }
 
 /// Load a log: its newest completed snapshot and every entry after it.

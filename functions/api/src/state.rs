@@ -5,11 +5,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sheetlog_core::LogId;
-use sheetlog_core::aws::{DynamoLogStore, S3Bucket, SqsPushQueue, s3_client};
+use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket, SqsPushQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::RequestUnits;
 use sheetlog_core::log::{EventLog, SegmentHint};
-use sheetlog_core::ports::{GroupOwners, LogStore, PayloadStore, PushQueue};
+use sheetlog_core::ports::{GroupOwners, LogPurge, LogStore, PayloadStore, PushQueue};
 
 use crate::config::{ApiConfig, SyncWrites};
 
@@ -32,6 +32,8 @@ pub struct AppState {
     pub push_queue: Option<Arc<dyn PushQueue>>,
     /// Who owns each sync client group (`sync.rs`).
     groups: Arc<dyn GroupOwners>,
+    /// Log metadata (creator, deletion tombstone) and deleting a log's items.
+    pub purge: Arc<dyn LogPurge>,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
     /// Group owners seen by this process: ownership never changes, so a hit needs no read.
     owners: Mutex<HashMap<(LogId, String), String>>,
@@ -47,8 +49,10 @@ impl AppState {
         bucket: S3Bucket,
         groups: Arc<dyn GroupOwners>,
         cfg: ApiConfig,
+        purge: Arc<dyn LogPurge>,
     ) -> Self {
         Self {
+            purge,
             bucket,
             log,
             cfg,
@@ -107,6 +111,13 @@ impl AppState {
         ) -> (Arc<dyn LogStore>, Arc<dyn PayloadStore>),
     ) -> anyhow::Result<Self> {
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+        let purge = DynamoPurge::new(
+            dynamo.clone(),
+            &resources.entry_table,
+            &resources.segment_table,
+            resources.require_pending_table()?,
+            resources.require_clients_table()?,
+        );
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table)
             .with_dedupe_table(resources.require_dedupe_table()?)
             .with_clients_table(resources.require_clients_table()?);
@@ -125,7 +136,7 @@ impl AppState {
             }
             (SyncWrites::Direct, _) => None,
         };
-        let state = Self::new(log, bucket, groups, cfg);
+        let state = Self::new(log, bucket, groups, cfg, Arc::new(purge));
         Ok(match queue {
             Some(q) => state.with_push_queue(Arc::new(q)),
             None => state,

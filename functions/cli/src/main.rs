@@ -140,6 +140,8 @@ enum LogsCommand {
     Create,
     /// A log's state: its newest snapshot and next sequence.
     Show { log: String },
+    /// Delete a log and all its data, for good (repeats `DELETE /logs/{logId}` until done).
+    Delete { log: String },
 }
 
 #[derive(Debug, clap::Args)]
@@ -287,6 +289,29 @@ async fn run(
                     "log {log}: next sequence {}, newest snapshot at {} ({})",
                     v["nextSeq"], v["snapshot"]["seq"], v["snapshot"]["status"]
                 ))
+            }
+        }
+        Command::Logs {
+            command: LogsCommand::Delete { log },
+        } => {
+            // Each request deletes for up to 15 s and says whether more is left (202).
+            let path = format!("logs/{log}");
+            let mut v = Value::Null;
+            for _ in 0..10_000 {
+                v = api.send(reqwest::Method::DELETE, &path, None, None).await?;
+                if v["done"] == true {
+                    break;
+                }
+            }
+            if v["done"] != true {
+                return Err(CliError::Other(format!(
+                    "log {log}: the delete is not finished; run it again"
+                )));
+            }
+            if json {
+                out(&v.to_string())
+            } else {
+                out(&format!("log {log} deleted"))
             }
         }
         Command::Set {

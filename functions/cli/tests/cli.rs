@@ -330,6 +330,22 @@ async fn imports_a_csv_through_the_upload_flow() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn deletes_a_log() {
+    let (_api, base, log) = api_and_log("cli-delete").await.unwrap();
+    ok(&base, &["set", &log, "A1=1"]).await.unwrap();
+    let done: Value = serde_json::from_str(
+        &ok(&base, &["--json", "logs", "delete", &log])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(done["done"], true, "{done}");
+    let o = run(&base, &["cat", &log]).await.unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("log-deleted"), "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn errors_carry_the_apis_code_and_exit_status() {
     let (_api, base, log) = api_and_log("cli-errors").await.unwrap();
 

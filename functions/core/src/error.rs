@@ -72,6 +72,9 @@ impl StoreError {
 pub enum LogError {
     #[error("log {0} does not exist")]
     LogNotFound(LogId),
+    /// The log was deleted (`DELETE /logs/{logId}`): its tombstone remains.
+    #[error("log {0} was deleted")]
+    LogDeleted(LogId),
     /// The caller's expected sequence is stale (or ahead of the log).
     #[error("expected to append at sequence {expected}, but the log's next sequence is {next_seq}")]
     Conflict { expected: u64, next_seq: u64 },

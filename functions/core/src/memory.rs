@@ -57,6 +57,8 @@ struct Tables {
     groups: BTreeMap<(LogId, String), BTreeSet<String>>,
     /// Client group owners: (log, group) → subject.
     owners: BTreeMap<(LogId, String), String>,
+    /// Log metadata items (creator, tombstone).
+    meta: BTreeMap<LogId, crate::ports::LogMeta>,
 }
 
 /// The Entry and Segment tables in memory.
@@ -538,6 +540,93 @@ impl LogStore for MemLogStore {
     }
 }
 
+/// The Pending Snapshots table is a separate store here ([`MemPendingStore`]); this purge covers
+/// the tables `MemLogStore` holds.
+#[async_trait]
+impl crate::ports::LogPurge for MemLogStore {
+    async fn log_meta(&self, log: LogId) -> Result<Option<crate::ports::LogMeta>, StoreError> {
+        Ok(lock(&self.tables)?.meta.get(&log).cloned())
+    }
+
+    async fn record_creator(&self, log: LogId, subject: &str) -> Result<(), StoreError> {
+        let mut t = lock(&self.tables)?;
+        let meta = t.meta.entry(log).or_default();
+        if meta.creator.is_none() {
+            meta.creator = Some(subject.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError> {
+        let mut t = lock(&self.tables)?;
+        let meta = t.meta.entry(log).or_default();
+        meta.deleted.get_or_insert(now);
+        Ok(())
+    }
+
+    async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> {
+        Ok(lock(&self.tables)?
+            .segments
+            .range((log, 0)..=(log, u64::MAX))
+            .next()
+            .is_some())
+    }
+
+    async fn purge_items(&self, log: LogId, max: usize) -> Result<usize, StoreError> {
+        let max = max.max(1);
+        let mut t = lock(&self.tables)?;
+        let entries: Vec<_> = t
+            .entries
+            .range((log, 0, 0)..=(log, u64::MAX, u64::MAX))
+            .map(|(k, _)| *k)
+            .take(max)
+            .collect();
+        let mut deleted = entries.len();
+        for k in entries {
+            t.entries.remove(&k);
+        }
+        let ranges: Vec<_> = t
+            .ranges
+            .keys()
+            .filter(|k| k.0 == log)
+            .take(max - deleted)
+            .cloned()
+            .collect();
+        deleted += ranges.len();
+        for k in ranges {
+            t.ranges.remove(&k);
+        }
+        let groups: Vec<_> = t
+            .groups
+            .keys()
+            .filter(|k| k.0 == log)
+            .take(max - deleted)
+            .cloned()
+            .collect();
+        deleted += groups.len();
+        for k in groups {
+            t.groups.remove(&k);
+        }
+        if t.entries
+            .range((log, 0, 0)..=(log, u64::MAX, u64::MAX))
+            .next()
+            .is_none()
+        {
+            let segments: Vec<_> = t
+                .segments
+                .range((log, 0)..=(log, u64::MAX))
+                .map(|(k, _)| *k)
+                .take(max - deleted)
+                .collect();
+            deleted += segments.len();
+            for k in segments {
+                t.segments.remove(&k);
+            }
+        }
+        Ok(deleted)
+    }
+}
+
 /// Payload objects in memory, with their auto-delete mark.
 #[derive(Debug, Default)]
 pub struct MemPayloadStore {
@@ -552,6 +641,32 @@ impl MemPayloadStore {
     /// Whether the object is still marked discardable; `None` when it does not exist.
     pub fn is_discardable(&self, key: &str) -> Option<bool> {
         self.objects.lock().ok()?.get(key).map(|(_, d)| *d)
+    }
+}
+
+#[async_trait]
+impl crate::ports::ObjectPurge for MemPayloadStore {
+    async fn list_keys(&self, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
+        Ok(lock(&self.objects)?
+            .range(prefix.to_owned()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(prefix))
+            .take(max)
+            .cloned()
+            .collect())
+    }
+
+    async fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError> {
+        let mut objects = lock(&self.objects)?;
+        for k in keys {
+            objects.remove(k);
+        }
+        Ok(())
+    }
+
+    async fn put_marker(&self, key: &str) -> Result<(), StoreError> {
+        lock(&self.objects)?.insert(key.to_owned(), (Bytes::new(), false));
+        Ok(())
     }
 }
 

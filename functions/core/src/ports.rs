@@ -536,3 +536,46 @@ impl<T: PayloadStore + ?Sized> PayloadStore for std::sync::Arc<T> {
         (**self).get(key).await
     }
 }
+
+/// A log's metadata item (the Clients table, key log ‖ `l`): who created it and whether it was
+/// deleted (`docs/storage.md`, "Deleting a log").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogMeta {
+    /// The proven subject of the caller that created the log (JWT `sub`, IAM ARN), if any.
+    pub creator: Option<String>,
+    /// When the log was deleted (Unix seconds): the tombstone. Never removed once set.
+    pub deleted: Option<i64>,
+}
+
+/// Deleting a log's items: the metadata item with its tombstone, and paged removal of every
+/// Entry, Segment, Pending Snapshots and Clients item of the log. A narrow port of its own so the
+/// many [`LogStore`] implementations need not know about it. Calls are not counted in request
+/// units (a delete reports how many items it removed instead).
+#[async_trait]
+pub trait LogPurge: Send + Sync + std::fmt::Debug {
+    /// The log's metadata item, read strongly; `None` when it has none (a log created without a
+    /// proven subject, or one that does not exist).
+    async fn log_meta(&self, log: LogId) -> Result<Option<LogMeta>, StoreError>;
+    /// Records the creator of a log about to be created (the first write wins).
+    async fn record_creator(&self, log: LogId, subject: &str) -> Result<(), StoreError>;
+    /// Writes the tombstone; a log already marked keeps its first deletion time.
+    async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError>;
+    /// Whether the log has any segment (whether it exists, for a log with no tombstone).
+    async fn has_segments(&self, log: LogId) -> Result<bool, StoreError>;
+    /// Deletes up to about `max` of the log's items, never its metadata item: entries first
+    /// (segment by segment), then pending snapshots, client items and last the Segment items, so
+    /// a purge cut off at any point can be resumed by calling again. Returns how many items it
+    /// deleted; 0 means none is left.
+    async fn purge_items(&self, log: LogId, max: usize) -> Result<usize, StoreError>;
+}
+
+/// Listing and deleting objects, for a log's delete.
+#[async_trait]
+pub trait ObjectPurge: Send + Sync + std::fmt::Debug {
+    /// Up to `max` keys that start with `prefix`, in key order.
+    async fn list_keys(&self, prefix: &str, max: usize) -> Result<Vec<String>, StoreError>;
+    /// Deletes the objects (missing ones count as deleted).
+    async fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError>;
+    /// Writes an empty, untagged marker object.
+    async fn put_marker(&self, key: &str) -> Result<(), StoreError>;
+}

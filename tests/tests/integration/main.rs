@@ -13,6 +13,7 @@ mod dedupe;
 mod event_log;
 mod lambda_runtime;
 mod local_stack_matches_template;
+mod log_delete;
 mod memory;
 mod pipeline;
 mod snapshot_s3;

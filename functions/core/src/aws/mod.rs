@@ -7,18 +7,21 @@
 //! - `s3.rs`     — [`S3Bucket`], the one S3 adapter: payloads, snapshot blobs, import files, the
 //!   auto-delete tag, presigned URLs; [`s3_client`], the S3 client every function builds
 //! - `pending.rs` — [`DynamoPendingStore`], the Pending Snapshots table with its increment-guarded writes
+//! - `purge.rs`   — [`DynamoPurge`], deleting a log's items; listing and deleting its objects
 //! - `queues.rs` — [`SqsJobQueue`], the snapshot job queue
 //! - `stream_filter.json` — the Entry-stream event filter shared with the CDK stack
 
 pub mod dynamo;
 pub mod items;
 pub mod pending;
+pub mod purge;
 pub mod queues;
 pub mod s3;
 
 pub use dynamo::DynamoLogStore;
 pub use items::item_size;
 pub use pending::DynamoPendingStore;
+pub use purge::DynamoPurge;
 pub use queues::{SqsJobQueue, SqsPushQueue};
 pub use s3::{S3Bucket, Untagged, s3_client};
 

@@ -22,6 +22,8 @@ use super::LogId;
 const CLIENT_TAG: u8 = b'c';
 /// Tag byte after the log id in a client group's partition key.
 const GROUP_TAG: u8 = b'g';
+/// The tag of a log's metadata item: `l`.
+const META_TAG: u8 = b'l';
 
 /// One run of a client's mutations: the range item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,11 @@ pub fn client_key(log: LogId, client: &str) -> Vec<u8> {
 /// Partition key of a client group's item.
 pub fn group_key(log: LogId, group: &str) -> Vec<u8> {
     tagged(log, GROUP_TAG, group)
+}
+
+/// Partition key of a log's metadata item (its creator and its deletion tombstone; sort key 0).
+pub fn meta_key(log: LogId) -> Vec<u8> {
+    tagged(log, META_TAG, "")
 }
 
 fn tagged(log: LogId, tag: u8, id: &str) -> Vec<u8> {

@@ -9,6 +9,7 @@
 #[cfg(feature = "engine")]
 #[cfg(feature = "archive")]
 pub mod archive;
+pub mod purge;
 // Client mutations are sheet events, so sync needs the engine; the stream router does without.
 #[cfg(feature = "engine")]
 mod batch;

@@ -1,0 +1,385 @@
+//! [`LogPurge`] over DynamoDB and [`ObjectPurge`] over S3: deleting a log (`docs/storage.md`,
+//! "Deleting a log").
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use bytes::Bytes;
+use tracing::instrument;
+
+use super::items::{Item, bin, client_attr, entry_attr, num, opt_num, opt_str, segment_attr};
+use super::s3::S3Bucket;
+use crate::domain::clients::meta_key;
+use crate::domain::{LogId, segment_id};
+use crate::error::StoreError;
+use crate::ports::{LogMeta, LogPurge, ObjectPurge};
+
+const SERVICE: &str = "DynamoDB";
+
+/// Metadata item attributes (in the Clients table, beside `k` and `m`).
+pub mod meta_attr {
+    /// The creator's subject.
+    pub const CREATOR: &str = "o";
+    /// The tombstone: when the log was deleted (Unix seconds).
+    pub const DELETED: &str = "d";
+}
+
+/// Pending Snapshots key attributes.
+const PENDING_LOG: &str = "l";
+const PENDING_KEY: &str = "n";
+
+fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    if matches!(
+        e.code(),
+        Some(
+            "ProvisionedThroughputExceededException"
+                | "ThrottlingException"
+                | "RequestLimitExceeded"
+        )
+    ) {
+        return StoreError::Throttled {
+            service: SERVICE,
+            operation,
+        };
+    }
+    StoreError::service(SERVICE, operation, e)
+}
+
+/// The tables a log's items live in.
+#[derive(Debug, Clone)]
+pub struct DynamoPurge {
+    client: Client,
+    entry_table: String,
+    segment_table: String,
+    pending_table: String,
+    clients_table: String,
+}
+
+impl DynamoPurge {
+    pub fn new(
+        client: Client,
+        entry_table: impl Into<String>,
+        segment_table: impl Into<String>,
+        pending_table: impl Into<String>,
+        clients_table: impl Into<String>,
+    ) -> Self {
+        Self {
+            client,
+            entry_table: entry_table.into(),
+            segment_table: segment_table.into(),
+            pending_table: pending_table.into(),
+            clients_table: clients_table.into(),
+        }
+    }
+
+    fn meta_item_key(log: LogId) -> Item {
+        Item::from([
+            (client_attr::KEY.to_owned(), bin(meta_key(log))),
+            (client_attr::FIRST.to_owned(), num(0)),
+        ])
+    }
+
+    /// The keys of up to `limit` items of one partition, in order.
+    async fn query_keys(
+        &self,
+        table: &str,
+        (pk_name, sk_name): (&str, &str),
+        pk: Vec<u8>,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut keys = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(table)
+                .key_condition_expression("#p = :p")
+                .projection_expression("#p, #s")
+                .expression_attribute_names("#p", pk_name)
+                .expression_attribute_names("#s", sk_name)
+                .expression_attribute_values(":p", bin(pk.clone()))
+                .consistent_read(true)
+                .limit(i32::try_from(limit - keys.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ddb_error("Query", e))?;
+            keys.extend(out.items.unwrap_or_default());
+            start = out.last_evaluated_key;
+            if start.is_none() || keys.len() >= limit {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// Deletes items by key, 25 per BatchWriteItem, retrying unprocessed ones with backoff.
+    async fn delete_keys(&self, table: &str, keys: Vec<Item>) -> Result<(), StoreError> {
+        for chunk in keys.chunks(25) {
+            let mut requests = chunk
+                .iter()
+                .map(|k| {
+                    DeleteRequest::builder()
+                        .set_key(Some(k.clone()))
+                        .build()
+                        .map(|d| WriteRequest::builder().delete_request(d).build())
+                        .map_err(|e| StoreError::service(SERVICE, "BatchWriteItem", e))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut backoff = std::time::Duration::from_millis(50);
+            let mut tries = 0;
+            while !requests.is_empty() {
+                tries += 1;
+                if tries > 10 {
+                    return Err(StoreError::Throttled {
+                        service: SERVICE,
+                        operation: "BatchWriteItem",
+                    });
+                }
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(table, std::mem::take(&mut requests))
+                    .send()
+                    .await
+                    .map_err(|e| ddb_error("BatchWriteItem", e))?;
+                requests = out
+                    .unprocessed_items
+                    .and_then(|mut m| m.remove(table))
+                    .unwrap_or_default();
+                if !requests.is_empty() {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` keys of the log's client range and group items: a Scan of the whole Clients
+    /// table, keeping keys whose first 16 bytes are the log (the table has no index by log).
+    /// Skips the metadata item.
+    async fn client_keys(&self, log: LogId, limit: usize) -> Result<Vec<Item>, StoreError> {
+        let meta = meta_key(log);
+        let mut keys = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.clients_table)
+                .projection_expression("#k, #m")
+                .expression_attribute_names("#k", client_attr::KEY)
+                .expression_attribute_names("#m", client_attr::FIRST)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ddb_error("Scan", e))?;
+            for item in out.items.unwrap_or_default() {
+                // Filtered here rather than with a filter expression: a Scan is charged for every
+                // item it reads either way.
+                let ours = matches!(item.get(client_attr::KEY),
+                    Some(AttributeValue::B(b)) if b.as_ref().starts_with(log.as_bytes())
+                        && b.as_ref() != meta.as_slice());
+                if ours {
+                    keys.push(item);
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() || keys.len() >= limit {
+                return Ok(keys);
+            }
+        }
+    }
+
+    async fn segment_nums(&self, log: LogId, limit: usize) -> Result<Vec<Item>, StoreError> {
+        self.query_keys(
+            &self.segment_table,
+            (segment_attr::LOG_ID, segment_attr::NUM),
+            log.as_bytes().to_vec(),
+            limit,
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl LogPurge for DynamoPurge {
+    #[instrument(skip(self), fields(log = %log))]
+    async fn log_meta(&self, log: LogId) -> Result<Option<LogMeta>, StoreError> {
+        const WHAT: &str = "log metadata item";
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.clients_table)
+            .set_key(Some(Self::meta_item_key(log)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb_error("GetItem", e))?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        Ok(Some(LogMeta {
+            creator: opt_str(&item, meta_attr::CREATOR, WHAT)?,
+            deleted: opt_num(&item, meta_attr::DELETED, WHAT)?,
+        }))
+    }
+
+    #[instrument(skip(self, subject), fields(log = %log))]
+    async fn record_creator(&self, log: LogId, subject: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.clients_table)
+            .set_key(Some(Self::meta_item_key(log)))
+            .update_expression("SET #o = if_not_exists(#o, :o)")
+            .expression_attribute_names("#o", meta_attr::CREATOR)
+            .expression_attribute_values(":o", AttributeValue::S(subject.to_owned()))
+            .send()
+            .await
+            .map_err(|e| ddb_error("UpdateItem", e))?;
+        Ok(())
+    }
+
+    #[instrument(skip(self), fields(log = %log))]
+    async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.clients_table)
+            .set_key(Some(Self::meta_item_key(log)))
+            .update_expression("SET #d = if_not_exists(#d, :d)")
+            .expression_attribute_names("#d", meta_attr::DELETED)
+            .expression_attribute_values(":d", num(now))
+            .send()
+            .await
+            .map_err(|e| ddb_error("UpdateItem", e))?;
+        Ok(())
+    }
+
+    async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> {
+        Ok(!self.segment_nums(log, 1).await?.is_empty())
+    }
+
+    #[instrument(skip(self), fields(log = %log))]
+    async fn purge_items(&self, log: LogId, max: usize) -> Result<usize, StoreError> {
+        let max = max.max(1);
+        let mut deleted = 0;
+        let segments = self.segment_nums(log, usize::MAX).await?;
+        // Entries first, segment by segment: the Segment items are how the next call finds them.
+        for segment in &segments {
+            let n: u64 = opt_num(segment, segment_attr::NUM, "Segment item")?
+                .ok_or_else(|| StoreError::corrupt("Segment item", "attribute n is missing"))?;
+            let keys = self
+                .query_keys(
+                    &self.entry_table,
+                    (entry_attr::SEGMENT_ID, entry_attr::NUM),
+                    segment_id(log, n),
+                    max - deleted,
+                )
+                .await?;
+            deleted += keys.len();
+            self.delete_keys(&self.entry_table, keys).await?;
+            if deleted >= max {
+                return Ok(deleted);
+            }
+        }
+        let pending = self
+            .query_keys(
+                &self.pending_table,
+                (PENDING_LOG, PENDING_KEY),
+                log.as_bytes().to_vec(),
+                max - deleted,
+            )
+            .await?;
+        deleted += pending.len();
+        self.delete_keys(&self.pending_table, pending).await?;
+        if deleted >= max {
+            return Ok(deleted);
+        }
+        let clients = self.client_keys(log, max - deleted).await?;
+        deleted += clients.len();
+        self.delete_keys(&self.clients_table, clients).await?;
+        if deleted >= max {
+            return Ok(deleted);
+        }
+        let segments: Vec<Item> = segments.into_iter().take(max - deleted).collect();
+        deleted += segments.len();
+        self.delete_keys(&self.segment_table, segments).await?;
+        Ok(deleted)
+    }
+}
+
+#[async_trait]
+impl ObjectPurge for S3Bucket {
+    async fn list_keys(&self, prefix: &str, max: usize) -> Result<Vec<String>, StoreError> {
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .client()
+                .list_objects_v2()
+                .bucket(self.bucket())
+                .prefix(prefix)
+                .max_keys(i32::try_from((max - keys.len()).min(1000)).unwrap_or(1000))
+                .set_continuation_token(token)
+                .send()
+                .await
+                .map_err(|e| StoreError::service("S3", "ListObjectsV2", e))?;
+            keys.extend(
+                out.contents
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|o| o.key),
+            );
+            token = out.next_continuation_token;
+            if token.is_none() || keys.len() >= max {
+                return Ok(keys);
+            }
+        }
+    }
+
+    async fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError> {
+        use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+        for chunk in keys.chunks(1000) {
+            let objects = chunk
+                .iter()
+                .map(|k| ObjectIdentifier::builder().key(k).build())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::service("S3", "DeleteObjects", e))?;
+            let delete = Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .map_err(|e| StoreError::service("S3", "DeleteObjects", e))?;
+            let out = self
+                .client()
+                .delete_objects()
+                .bucket(self.bucket())
+                .delete(delete)
+                .send()
+                .await
+                .map_err(|e| StoreError::service("S3", "DeleteObjects", e))?;
+            if let Some(err) = out.errors.unwrap_or_default().into_iter().next() {
+                return Err(StoreError::corrupt(
+                    "S3 DeleteObjects",
+                    format!(
+                        "{} not deleted: {}",
+                        err.key.unwrap_or_default(),
+                        err.message.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn put_marker(&self, key: &str) -> Result<(), StoreError> {
+        self.put_object(key, Bytes::new(), false).await
+    }
+}

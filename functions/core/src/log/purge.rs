@@ -1,0 +1,311 @@
+//! Deleting a log (`DELETE /logs/{logId}`; `docs/storage.md`, "Deleting a log"): a tombstone
+//! first, then every item and object of the log in pages, within a time budget. Each step is safe
+//! to repeat and to be cut off after, so a delete that ran out of time (or whose Lambda timed out)
+//! is finished by calling it again.
+
+use std::time::Instant;
+
+use uuid::Uuid;
+
+use crate::domain::LogId;
+use crate::error::{LogError, StoreError};
+use crate::ports::{LogPurge, ObjectPurge};
+
+/// Items deleted per page (four BatchWriteItem calls).
+pub const ITEM_PAGE: usize = 100;
+/// Objects listed and deleted per page (one DeleteObjects call).
+pub const OBJECT_PAGE: usize = 1000;
+
+/// Prefix of a log's payload objects (entry bodies, uploads, committed files, archives).
+pub fn payload_prefix(log: LogId) -> String {
+    format!("payloads/{log}/")
+}
+
+/// Prefix of a log's snapshot objects (manifests, chunks, checkpoints, fork markers).
+pub fn snapshot_prefix(log: LogId) -> String {
+    format!("snapshots/{log}/")
+}
+
+/// The two markers a fork writes for each log whose snapshot chunks its first snapshot shares:
+/// `snapshots/<source>/forks/<fork>` (the source's chunks are in use) and
+/// `snapshots/<fork>/sources/<source>` (so deleting the fork removes the first one).
+pub fn fork_markers(source: LogId, fork: LogId) -> [String; 2] {
+    [
+        format!("snapshots/{source}/forks/{fork}"),
+        format!("snapshots/{fork}/sources/{source}"),
+    ]
+}
+
+/// What a call did, and whether the log is now fully deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Nothing of the log is left (except the tombstone, and snapshot objects kept for forks).
+    pub done: bool,
+    /// Items deleted by this call.
+    pub items: u64,
+    /// Objects deleted by this call.
+    pub objects: u64,
+    /// The log's snapshot objects are kept because a fork shares its chunks.
+    pub kept_for_forks: bool,
+}
+
+/// Whether the log was deleted: [`LogError::LogDeleted`] when it was.
+pub async fn check_live(tables: &dyn LogPurge, log: LogId) -> Result<(), LogError> {
+    match tables.log_meta(log).await? {
+        Some(meta) if meta.deleted.is_some() => Err(LogError::LogDeleted(log)),
+        _ => Ok(()),
+    }
+}
+
+/// Starts (or continues) deleting `log`: writes the tombstone unless it is there, then deletes
+/// pages of items and objects until none is left or `deadline` passes (at least one page each
+/// call, so every call makes progress). A log with neither a tombstone nor a segment does not
+/// exist: [`LogError::LogNotFound`], and nothing is written.
+pub async fn delete_log(
+    tables: &dyn LogPurge,
+    objects: &dyn ObjectPurge,
+    log: LogId,
+    now: i64,
+    deadline: Instant,
+) -> Result<PurgeReport, LogError> {
+    let meta = tables.log_meta(log).await?;
+    if meta.as_ref().and_then(|m| m.deleted).is_none() {
+        if !tables.has_segments(log).await? {
+            return Err(LogError::LogNotFound(log));
+        }
+        tables.mark_deleted(log, now).await?;
+    }
+    Ok(purge(tables, objects, log, deadline).await?)
+}
+
+async fn purge(
+    tables: &dyn LogPurge,
+    objects: &dyn ObjectPurge,
+    log: LogId,
+    deadline: Instant,
+) -> Result<PurgeReport, StoreError> {
+    let mut report = PurgeReport::default();
+    let out_of_time = || Instant::now() >= deadline;
+    loop {
+        let n = tables.purge_items(log, ITEM_PAGE).await?;
+        report.items += n as u64;
+        if n == 0 {
+            break;
+        }
+        if out_of_time() {
+            return Ok(report);
+        }
+    }
+    // This log's own fork markers on its sources: the sources' chunks are no longer in use by it.
+    let sources_prefix = format!("{}sources/", snapshot_prefix(log));
+    loop {
+        let markers = objects.list_keys(&sources_prefix, OBJECT_PAGE).await?;
+        if markers.is_empty() {
+            break;
+        }
+        let mut both = Vec::with_capacity(markers.len() * 2);
+        for marker in markers {
+            if let Some(source) = marker
+                .strip_prefix(&sources_prefix)
+                .and_then(|s| Uuid::parse_str(s).ok())
+            {
+                let [on_source, _] = fork_markers(LogId::from_uuid(source), log);
+                both.push(on_source);
+            }
+            both.push(marker);
+        }
+        objects.delete_keys(&both).await?;
+        report.objects += both.len() as u64;
+        if out_of_time() {
+            return Ok(report);
+        }
+    }
+    let forks_prefix = format!("{}forks/", snapshot_prefix(log));
+    report.kept_for_forks = !objects.list_keys(&forks_prefix, 1).await?.is_empty();
+    let mut prefixes = vec![payload_prefix(log)];
+    if !report.kept_for_forks {
+        prefixes.push(snapshot_prefix(log));
+    }
+    for prefix in prefixes {
+        loop {
+            let keys = objects.list_keys(&prefix, OBJECT_PAGE).await?;
+            if keys.is_empty() {
+                break;
+            }
+            objects.delete_keys(&keys).await?;
+            report.objects += keys.len() as u64;
+            if out_of_time() {
+                return Ok(report);
+            }
+        }
+    }
+    report.done = true;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::domain::{EntryType, NewEntry};
+    use crate::log::{AppendOptions, EventLog};
+    use crate::memory::{MemLogStore, MemPayloadStore};
+    use crate::ports::PayloadStore;
+
+    async fn log_with_entries(
+        log: &EventLog<Arc<MemLogStore>, Arc<MemPayloadStore>>,
+        n: usize,
+    ) -> LogId {
+        let id = log.create().await.expect("create").log;
+        for _ in 0..n {
+            log.append(
+                id,
+                NewEntry::new(EntryType(16), 1, Bytes::from_static(b"x")),
+                AppendOptions::default(),
+            )
+            .await
+            .expect("append");
+        }
+        id
+    }
+
+    /// A delete given no time does one page per call, and repeated calls finish it; the
+    /// tombstone answers from the first call on, and another log is untouched.
+    #[tokio::test]
+    async fn a_delete_cut_short_is_finished_by_calling_again() {
+        let store = Arc::new(MemLogStore::new());
+        let objects = Arc::new(MemPayloadStore::new());
+        let log =
+            EventLog::new(store.clone(), objects.clone(), LogConfig::default()).expect("config");
+        let doomed = log_with_entries(&log, 250).await;
+        let kept = log_with_entries(&log, 3).await;
+        for id in [doomed, kept] {
+            objects
+                .put_discardable(&format!("payloads/{id}/a"), Bytes::from_static(b"p"))
+                .await
+                .expect("put");
+        }
+        let mut calls = 0;
+        let mut items = 0;
+        loop {
+            calls += 1;
+            let report = delete_log(&*store, &*objects, doomed, 1, Instant::now())
+                .await
+                .expect("delete");
+            assert!(matches!(
+                check_live(&*store, doomed).await,
+                Err(LogError::LogDeleted(_))
+            ));
+            items += report.items;
+            if report.done {
+                break;
+            }
+            assert!(calls < 10, "the delete makes no progress");
+        }
+        assert!(
+            calls >= 3,
+            "251 entries in pages of {ITEM_PAGE}: {calls} calls"
+        );
+        // 251 entries and one segment item.
+        assert_eq!(items, 252);
+        assert!(store.entries(doomed).expect("entries").is_empty());
+        assert!(!store.has_segments(doomed).await.expect("segments"));
+        assert_eq!(
+            objects
+                .list_keys(&payload_prefix(doomed), 10)
+                .await
+                .expect("list"),
+            Vec::<String>::new()
+        );
+        // Done is done: again answers done, and nothing else was touched.
+        let again = delete_log(&*store, &*objects, doomed, 2, Instant::now())
+            .await
+            .expect("again");
+        assert!(again.done && again.items == 0);
+        assert_eq!(store.entries(kept).expect("entries").len(), 4);
+        assert_eq!(
+            objects
+                .list_keys(&payload_prefix(kept), 10)
+                .await
+                .expect("list")
+                .len(),
+            1
+        );
+        assert!(check_live(&*store, kept).await.is_ok());
+        let missing = LogId::new_random();
+        assert!(matches!(
+            delete_log(&*store, &*objects, missing, 1, Instant::now()).await,
+            Err(LogError::LogNotFound(_))
+        ));
+        assert!(check_live(&*store, missing).await.is_ok());
+    }
+
+    /// A source's snapshot objects stay while a fork that shares them lives, and go once the
+    /// fork is deleted and the source's delete is repeated.
+    #[tokio::test]
+    async fn a_sources_snapshots_stay_while_a_fork_shares_them() {
+        let store = Arc::new(MemLogStore::new());
+        let objects = Arc::new(MemPayloadStore::new());
+        let log =
+            EventLog::new(store.clone(), objects.clone(), LogConfig::default()).expect("config");
+        let source = log_with_entries(&log, 1).await;
+        let fork = log_with_entries(&log, 1).await;
+        let chunk = format!("snapshots/{source}/chunks/abc");
+        objects.put_marker(&chunk).await.expect("chunk");
+        for marker in fork_markers(source, fork) {
+            objects.put_marker(&marker).await.expect("marker");
+        }
+        let first = delete_log(
+            &*store,
+            &*objects,
+            source,
+            1,
+            Instant::now() + std::time::Duration::from_secs(60),
+        )
+        .await
+        .expect("delete source");
+        assert!(first.done && first.kept_for_forks);
+        assert!(
+            objects.get(&chunk).await.is_ok(),
+            "the fork's chunk was deleted"
+        );
+        let fork_done = delete_log(
+            &*store,
+            &*objects,
+            fork,
+            1,
+            Instant::now() + std::time::Duration::from_secs(60),
+        )
+        .await
+        .expect("delete fork");
+        assert!(fork_done.done && !fork_done.kept_for_forks);
+        assert_eq!(
+            objects
+                .list_keys(&snapshot_prefix(fork), 10)
+                .await
+                .expect("list"),
+            Vec::<String>::new()
+        );
+        let again = delete_log(
+            &*store,
+            &*objects,
+            source,
+            1,
+            Instant::now() + std::time::Duration::from_secs(60),
+        )
+        .await
+        .expect("delete source again");
+        assert!(again.done && !again.kept_for_forks);
+        assert_eq!(
+            objects
+                .list_keys(&snapshot_prefix(source), 10)
+                .await
+                .expect("list"),
+            Vec::<String>::new()
+        );
+    }
+}

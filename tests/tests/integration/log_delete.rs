@@ -1,0 +1,445 @@
+//! `DELETE /logs/{logId}` (`docs/api.md`, "Deleting a log"; `docs/storage.md`, "Deleting a
+//! log"): every item and object of the log is gone, counted on the emulator, another log is
+//! untouched, and every route of the deleted log answers `410 log-deleted`.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_api::ApiConfig;
+use sheetlog_tests::api::{ApiClient, JWT_CLAIMS_HEADER, TestApi, json_str, upload_file};
+use sheetlog_tests::stack::TestStack;
+
+async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
+    let r = c.post(api.url("/logs")).send().await?;
+    anyhow::ensure!(
+        r.status() == StatusCode::CREATED,
+        "POST /logs: {}",
+        r.status()
+    );
+    Ok(json_str(&r.json::<Value>().await?, "/logId").to_owned())
+}
+
+async fn append(c: &ApiClient, api: &TestApi, log: &str, body: Value) -> anyhow::Result<()> {
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&body)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status() == StatusCode::CREATED,
+        "append: {}",
+        r.text().await?
+    );
+    Ok(())
+}
+
+fn set(reference: &str, value: Value) -> Value {
+    json!({"type": "set", "body": {"cells": [{"ref": reference, "value": value}]}})
+}
+
+async fn wait_for<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await? {
+        anyhow::ensure!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Everything a sheet can own: entries with a snapshot, a committed import, an offloaded body,
+/// an idempotent append and a sync client (pushed through the queue and applied).
+async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<()> {
+    let csv = "a,1\nb,2\n";
+    let u = upload_file(c, api, log, json!({"type": "import"}), csv.as_bytes()).await?;
+    let id = json_str(&u, "/uploadId");
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
+        .send()
+        .await?;
+    anyhow::ensure!(r.status() == StatusCode::CREATED, "commit: {}", r.status());
+    for i in 1..=6 {
+        append(c, api, log, set(&format!("B{i}"), json!(i))).await?;
+    }
+    // Over the 16 KB inline threshold: the body lives in S3.
+    append(c, api, log, set("C1", json!("x".repeat(20_000)))).await?;
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .header("Idempotency-Key", format!("key-{log}"))
+        .json(&set("D1", json!(1)))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status() == StatusCode::CREATED,
+        "keyed append: {}",
+        r.status()
+    );
+    let push = json!({"pushVersion": 1, "clientGroupID": "g1", "profileID": "p",
+        "schemaVersion": "", "mutations": [{"clientID": "c1", "id": 1, "name": "set",
+        "timestamp": 1, "args": {"cells": [{"ref": "E1", "value": 5}]}}]});
+    let r = c
+        .post(api.url(&format!("/logs/{log}/replicache/push")))
+        .json(&push)
+        .send()
+        .await?;
+    anyhow::ensure!(r.status() == StatusCode::OK, "push: {}", r.text().await?);
+    wait_for("the push to be applied", || async {
+        let r = c
+            .get(api.url(&format!("/logs/{log}/clients/c1")))
+            .send()
+            .await?;
+        Ok(r.status() == StatusCode::OK)
+    })
+    .await?;
+    // Every Snapshot entry complete, so the worker is done with the log.
+    wait_for("every snapshot to complete", || async {
+        let r = c
+            .get(api.url(&format!("/logs/{log}/entries?from=0&limit=1000")))
+            .send()
+            .await?;
+        let v: Value = r.json().await?;
+        let entries = v["entries"].as_array().cloned().unwrap_or_default();
+        let snapshots: Vec<&Value> = entries.iter().filter(|e| e["type"] == "snapshot").collect();
+        Ok(snapshots.len() >= 2 && snapshots.iter().all(|e| e["snapshotStatus"] == "complete"))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Items and objects of one log, counted on the emulator by scanning every table and listing the
+/// bucket.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Holdings {
+    entries: usize,
+    segments: usize,
+    pending: usize,
+    /// Client range and group items (not the metadata item).
+    clients: usize,
+    /// The metadata item (creator, tombstone).
+    meta: usize,
+    payloads: usize,
+    snapshots: usize,
+}
+
+fn starts_with_log(v: Option<&AttributeValue>, log: &[u8]) -> bool {
+    matches!(v, Some(AttributeValue::B(b)) if b.as_ref().starts_with(log))
+}
+
+async fn scan_all(
+    stack: &TestStack,
+    table: &str,
+) -> anyhow::Result<Vec<std::collections::HashMap<String, AttributeValue>>> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let out = stack
+            .dynamo
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await?;
+        items.extend(out.items.unwrap_or_default());
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
+async fn count_objects(stack: &TestStack, prefix: &str) -> anyhow::Result<usize> {
+    let out = stack
+        .s3
+        .list_objects_v2()
+        .bucket(&stack.resources.bucket)
+        .prefix(prefix)
+        .send()
+        .await?;
+    Ok(out.contents.unwrap_or_default().len())
+}
+
+async fn holdings(stack: &TestStack, log: &str) -> anyhow::Result<Holdings> {
+    let id = uuid::Uuid::parse_str(log)?;
+    let bytes = id.as_bytes();
+    let r = &stack.resources;
+    let count = |items: Vec<std::collections::HashMap<String, AttributeValue>>, key: &str| {
+        items
+            .iter()
+            .filter(|i| starts_with_log(i.get(key), bytes))
+            .count()
+    };
+    let mut meta_key = bytes.to_vec();
+    meta_key.push(b'l');
+    let clients = scan_all(stack, r.clients_table.as_deref().unwrap_or_default()).await?;
+    let meta = clients
+        .iter()
+        .filter(|i| matches!(i.get("k"), Some(AttributeValue::B(b)) if b.as_ref() == meta_key))
+        .count();
+    Ok(Holdings {
+        entries: count(scan_all(stack, &r.entry_table).await?, "s"),
+        segments: count(scan_all(stack, &r.segment_table).await?, "l"),
+        pending: count(
+            scan_all(stack, r.pending_table.as_deref().unwrap_or_default()).await?,
+            "l",
+        ),
+        clients: count(clients, "k") - meta,
+        meta,
+        payloads: count_objects(stack, &format!("payloads/{log}/")).await?,
+        snapshots: count_objects(stack, &format!("snapshots/{log}/")).await?,
+    })
+}
+
+/// Sends DELETE until it answers done; returns how many requests it took.
+async fn delete_until_done(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<usize> {
+    for calls in 1..=100 {
+        let r = c.delete(api.url(&format!("/logs/{log}"))).send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        match status {
+            StatusCode::OK => {
+                anyhow::ensure!(v["done"] == true, "{v}");
+                return Ok(calls);
+            }
+            StatusCode::ACCEPTED => anyhow::ensure!(v["done"] == false, "{v}"),
+            other => anyhow::bail!("DELETE: {other} {v}"),
+        }
+    }
+    anyhow::bail!("the delete never finished")
+}
+
+/// Every route of a deleted log, as (method, path, body).
+fn routes_of(log: &str) -> Vec<(&'static str, String, Option<Value>)> {
+    let pull = json!({"pullVersion": 1, "clientGroupID": "g1", "cookie": null,
+        "profileID": "p", "schemaVersion": ""});
+    let push = json!({"pushVersion": 1, "clientGroupID": "g1", "profileID": "p",
+        "schemaVersion": "", "mutations": []});
+    vec![
+        ("GET", format!("/logs/{log}"), None),
+        ("GET", format!("/logs/{log}/entries?from=0"), None),
+        (
+            "POST",
+            format!("/logs/{log}/entries"),
+            Some(set("A1", json!(1))),
+        ),
+        (
+            "POST",
+            format!("/logs/{log}/uploads"),
+            Some(json!({"type": "import", "size": 3})),
+        ),
+        ("POST", format!("/logs/{log}/uploads/u1/commit"), None),
+        ("GET", format!("/logs/{log}/segments"), None),
+        ("GET", format!("/logs/{log}/cells?range=A1:B2"), None),
+        ("GET", format!("/logs/{log}/extent"), None),
+        ("POST", format!("/logs/{log}/replicache/push"), Some(push)),
+        ("POST", format!("/logs/{log}/replicache/pull"), Some(pull)),
+        ("GET", format!("/logs/{log}/clients/c1"), None),
+        ("GET", format!("/logs/{log}/clients/c1/mutations/1"), None),
+        (
+            "POST",
+            format!("/logs/{log}/replay"),
+            Some(json!({"source": log, "from": 0})),
+        ),
+        (
+            "POST",
+            "/logs".to_owned(),
+            Some(json!({"from": {"logId": log, "seq": 0}})),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        snapshot_interval: 4,
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_pipeline("log-delete", cfg).await? else {
+        return Ok(()); // the counts need the emulator
+    };
+    let stack = api
+        .stack
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("no stack"))?;
+    let c = api.client().await?;
+    let doomed = create_log(&c, &api).await?;
+    let kept = create_log(&c, &api).await?;
+    fill(&c, &api, &doomed).await?;
+    fill(&c, &api, &kept).await?;
+
+    let before = holdings(stack, &doomed).await?;
+    // Everything the sheet owns is there to be deleted.
+    assert!(before.entries >= 10, "{before:?}");
+    assert!(before.segments >= 1 && before.clients >= 2, "{before:?}");
+    assert!(before.payloads >= 2 && before.snapshots >= 1, "{before:?}");
+    let kept_before = holdings(stack, &kept).await?;
+
+    delete_until_done(&c, &api, &doomed).await?;
+    let after = holdings(stack, &doomed).await?;
+    assert_eq!(
+        after,
+        Holdings {
+            meta: 1, // the tombstone
+            ..Holdings::default()
+        }
+    );
+    assert_eq!(
+        holdings(stack, &kept).await?,
+        kept_before,
+        "the other log changed"
+    );
+
+    for (method, path, body) in routes_of(&doomed) {
+        let mut req = c.request(
+            reqwest::Method::from_bytes(method.as_bytes())?,
+            api.url(&path),
+        );
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let r = req.send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        assert_eq!(status, StatusCode::GONE, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "log-deleted", "{method} {path}: {v}");
+    }
+    // Nothing those requests did wrote anything, and deleting again is the same success.
+    assert_eq!(delete_until_done(&c, &api, &doomed).await?, 1);
+    assert_eq!(
+        holdings(stack, &doomed).await?,
+        Holdings {
+            meta: 1,
+            ..Holdings::default()
+        }
+    );
+    // The kept log still works.
+    append(&c, &api, &kept, set("Z9", json!(1))).await?;
+    // A log that never existed is 404, and gets no tombstone.
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let r = c
+        .delete(api.url(&format!("/logs/{unknown}")))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(holdings(stack, &unknown).await?, Holdings::default());
+    Ok(())
+}
+
+/// A delete that runs out of time answers 202 with the tombstone written; repeating it finishes.
+#[tokio::test]
+async fn a_delete_cut_short_answers_202_and_repeating_it_finishes() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        delete_budget: Duration::ZERO,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with("log-delete-resume", cfg).await?;
+    let Some(stack) = api.stack.as_ref() else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    for i in 0..230 {
+        append(&c, &api, &log, set("A1", json!(i))).await?;
+    }
+    let r = c.delete(api.url(&format!("/logs/{log}"))).send().await?;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let v: Value = r.json().await?;
+    assert_eq!(v["done"], false, "{v}");
+    assert_eq!(v["items"], 100, "{v}");
+    // Cut off here: the log is already gone for every reader and writer.
+    let r = c.get(api.url(&format!("/logs/{log}"))).send().await?;
+    assert_eq!(r.status(), StatusCode::GONE);
+    assert!(
+        holdings(stack, &log).await?.entries > 0,
+        "nothing left to resume"
+    );
+    let calls = delete_until_done(&c, &api, &log).await?;
+    assert!(calls >= 2, "{calls}");
+    assert_eq!(
+        holdings(stack, &log).await?,
+        Holdings {
+            meta: 1,
+            ..Holdings::default()
+        }
+    );
+    Ok(())
+}
+
+/// Under JWT authorization, the log's creator or the `*` grant may delete it; a writer who did
+/// not create it, or a reader, gets 403 and the log stays.
+#[tokio::test]
+async fn only_the_creator_or_a_wildcard_grant_may_delete() -> anyhow::Result<()> {
+    const CLAIM: &str = "sheetlog_logs";
+    let cfg = ApiConfig {
+        access_claim: Some(CLAIM.into()),
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_jwt_claims("log-delete-access", cfg).await? else {
+        return Ok(());
+    };
+    let http = reqwest::Client::new();
+    let send = |method: reqwest::Method, path: String, sub: &str, grants: &str| {
+        http.request(method, api.url(&path))
+            .header(
+                JWT_CLAIMS_HEADER,
+                json!({"sub": sub, CLAIM: grants}).to_string(),
+            )
+            .send()
+    };
+    let create = |sub: &'static str| {
+        let send = &send;
+        async move {
+            let r = send(reqwest::Method::POST, "/logs".into(), sub, "create").await?;
+            anyhow::ensure!(r.status() == StatusCode::CREATED, "{}", r.status());
+            Ok::<_, anyhow::Error>(json_str(&r.json::<Value>().await?, "/logId").to_owned())
+        }
+    };
+    let delete = |log: &str, sub: &str, grants: &str| {
+        send(reqwest::Method::DELETE, format!("/logs/{log}"), sub, grants)
+    };
+
+    let alices = create("alice").await?;
+    // Bob may write Alice's log but did not create it; a reader may not either.
+    for (sub, grants) in [
+        ("bob", alices.clone()),
+        ("bob", format!("{alices}:read")),
+        ("alice", format!("{alices}:read")),
+        ("bob", "*:read".to_owned()),
+    ] {
+        let r = delete(&alices, sub, &grants).await?;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{sub} {grants}");
+        let v: Value = r.json().await?;
+        assert_eq!(v["error"]["code"], "forbidden", "{v}");
+        let r = send(
+            reqwest::Method::GET,
+            format!("/logs/{alices}"),
+            "alice",
+            &alices,
+        )
+        .await?;
+        assert_eq!(r.status(), StatusCode::OK, "a refused delete deleted");
+    }
+    // Alice, with her write grant, may.
+    let r = delete(&alices, "alice", &alices).await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = send(
+        reqwest::Method::GET,
+        format!("/logs/{alices}"),
+        "alice",
+        &alices,
+    )
+    .await?;
+    assert_eq!(r.status(), StatusCode::GONE);
+
+    // A service token with `*` may delete anyone's log.
+    let bobs = create("bob").await?;
+    let r = delete(&bobs, "service", "*").await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = send(reqwest::Method::GET, format!("/logs/{bobs}"), "bob", &bobs).await?;
+    assert_eq!(r.status(), StatusCode::GONE);
+    Ok(())
+}
