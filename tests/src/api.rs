@@ -125,6 +125,47 @@ impl TestApi {
         }))
     }
 
+    /// In-process API whose log store is wrapped in the tests' switchable fault wrapper
+    /// ([`crate::faults::FaultyStore`]: a put that always loses, a failing create…).
+    /// `None` against an external deployment.
+    pub async fn start_with_switches(
+        label: &str,
+        cfg: ApiConfig,
+        faults: std::sync::Arc<crate::faults::Faults>,
+    ) -> anyhow::Result<Option<Self>> {
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let state = AppState::from_sdk_wrapped(
+            &sdk,
+            &stack.resources,
+            LogConfig::default(),
+            cfg,
+            move |store, payloads| {
+                (
+                    Arc::new(crate::faults::FaultyStore {
+                        inner: store,
+                        faults,
+                    }),
+                    payloads,
+                )
+            },
+        )?;
+        let (base, server) = serve(sheetlog_api::router(Arc::new(state))).await?;
+        Ok(Some(Self {
+            base,
+            stack: Some(stack),
+            tasks: vec![server],
+        }))
+    }
+
+    /// The emulator stack behind an in-process API (`None` against an external deployment).
+    pub fn stack(&self) -> Option<&TestStack> {
+        self.stack.as_ref()
+    }
+
     /// A client for this API (signing requests when the deployment needs it).
     pub async fn client(&self) -> anyhow::Result<ApiClient> {
         let builder = reqwest_middleware::ClientBuilder::new(reqwest::Client::new());

@@ -21,6 +21,8 @@ pub struct Faults {
     pub lose_next_put_response: AtomicBool,
     /// Puts that reached the inner store.
     pub puts: AtomicU32,
+    /// Creating a log fails, as a throttled transaction does, and writes nothing.
+    pub fail_create_log: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -38,6 +40,12 @@ impl<S: LogStore> LogStore for FaultyStore<S> {
         first: &EntryRecord,
         units: &mut RequestUnits,
     ) -> Result<TxOutcome, StoreError> {
+        if self.faults.fail_create_log.load(Ordering::SeqCst) {
+            return Err(StoreError::Throttled {
+                service: "DynamoDB",
+                operation: "TransactWriteItems",
+            });
+        }
         self.inner.create_log(log, segment, first, units).await
     }
     async fn newest_segments(

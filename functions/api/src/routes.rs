@@ -18,7 +18,7 @@ use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
 use sheetlog_core::log::IdempotencyKey;
 use sheetlog_core::sheet::event::{EntryBody, Import, ImportFormat};
 use sheetlog_core::sheet::{Event, import};
-use tracing::info;
+use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::dto::*;
@@ -294,41 +294,67 @@ async fn fork(
             next_seq,
         });
     }
-    let built = sheetlog_core::snapshot_input::fork_snapshot(
-        &state.log,
-        &state.bucket,
-        &state.bucket,
-        sheetlog_core::snapshot::BuildConfig::default(),
-        source,
-        from.seq,
-        id,
-    )
-    .await
-    .map_err(|e| ApiError::from_input(&from.log_id, e))?;
-    // Every log whose chunks the fork's snapshot shares keeps them while the fork lives
-    // (`docs/storage.md`, "Deleting a log"): marked before the fork exists.
-    let sources: std::collections::BTreeSet<uuid::Uuid> = built
-        .manifest
-        .chunks
-        .iter()
-        .filter_map(|c| c.log)
-        .filter(|l| l != id.as_uuid())
-        .collect();
-    for s in sources {
-        for marker in sheetlog_core::log::purge::fork_markers(LogId::from_uuid(s), id) {
-            sheetlog_core::ports::ObjectPurge::put_marker(&state.bucket, &marker)
-                .await
-                .map_err(ApiError::from_store)?;
+    // From here on the fork writes objects under its own prefix (and markers with its sources);
+    // if it fails before its log exists, nothing refers to them, so they are removed.
+    let mut sources: Vec<LogId> = Vec::new();
+    let made = async {
+        let built = sheetlog_core::snapshot_input::fork_snapshot(
+            &state.log,
+            &state.bucket,
+            &state.bucket,
+            sheetlog_core::snapshot::BuildConfig::default(),
+            source,
+            from.seq,
+            id,
+        )
+        .await
+        .map_err(|e| ApiError::from_input(&from.log_id, e))?;
+        // Every log whose chunks the fork's snapshot shares keeps them while the fork lives
+        // (`docs/storage.md`, "Deleting a log"): marked before the fork exists.
+        let shared: std::collections::BTreeSet<uuid::Uuid> = built
+            .manifest
+            .chunks
+            .iter()
+            .filter_map(|c| c.log)
+            .filter(|l| l != id.as_uuid())
+            .collect();
+        for s in shared {
+            let s = LogId::from_uuid(s);
+            sources.push(s);
+            for marker in sheetlog_core::log::purge::fork_markers(s, id) {
+                sheetlog_core::ports::ObjectPurge::put_marker(&state.bucket, &marker)
+                    .await
+                    .map_err(ApiError::from_store)?;
+            }
+        }
+        let created = state
+            .log
+            .create_fork(id, built.manifest_key)
+            .await
+            .map_err(|e| ApiError::from_log("", e))?;
+        info!(log = %id, source = %source, seq = from.seq, chunks = built.manifest.chunks.len(),
+            written = built.stats.chunks_written, "log forked");
+        Ok(created)
+    }
+    .await;
+    if made.is_err() {
+        // A fork whose log was created after all (a lost response) keeps its objects; so does
+        // one whose existence cannot be read now (they then stay unreferenced, never lost).
+        let missing = matches!(
+            state.log.next_seq(id).await,
+            Err(sheetlog_core::LogError::LogNotFound(_))
+        );
+        if missing {
+            match sheetlog_core::log::purge::discard_failed_fork(&state.bucket, id, &sources).await
+            {
+                Ok(n) => info!(log = %id, objects = n, "failed fork's objects removed"),
+                Err(e) => {
+                    warn!(log = %id, error = %e, "removing a failed fork's objects failed; they stay unreferenced")
+                }
+            }
         }
     }
-    let created = state
-        .log
-        .create_fork(id, built.manifest_key)
-        .await
-        .map_err(|e| ApiError::from_log("", e))?;
-    info!(log = %id, source = %source, seq = from.seq, chunks = built.manifest.chunks.len(),
-        written = built.stats.chunks_written, "log forked");
-    Ok(created)
+    made
 }
 
 /// Append an entry. Bodies above the inline threshold are stored in S3 by the server. With an

@@ -443,3 +443,50 @@ async fn only_the_creator_or_a_wildcard_grant_may_delete() -> anyhow::Result<()>
     assert_eq!(r.status(), StatusCode::GONE);
     Ok(())
 }
+
+/// A fork that fails after writing its first snapshot (here: creating its log is throttled past
+/// the SDK's retries) leaves no objects behind; the same fork that succeeds keeps them.
+#[tokio::test]
+async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
+    let switches = std::sync::Arc::new(sheetlog_tests::faults::Faults::default());
+    let Some(api) =
+        TestApi::start_with_switches("fork-fail", ApiConfig::default(), switches.clone()).await?
+    else {
+        return Ok(());
+    };
+    let Some(stack) = api.stack() else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let source = create_log(&c, &api).await?;
+    for i in 1..=5 {
+        append(
+            &c,
+            &api,
+            &source,
+            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}}),
+        )
+        .await?;
+    }
+    assert_eq!(count_objects(stack, "snapshots/").await?, 0);
+    let fork = json!({"from": {"logId": source, "seq": 6}});
+    switches
+        .fail_create_log
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = c.post(api.url("/logs")).json(&fork).send().await?;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        count_objects(stack, "snapshots/").await?,
+        0,
+        "the failed fork left objects"
+    );
+    switches
+        .fail_create_log
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let r = c.post(api.url("/logs")).json(&fork).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let v: Value = r.json().await?;
+    let forked = json_str(&v, "/logId");
+    assert!(count_objects(stack, &format!("snapshots/{forked}/")).await? > 0);
+    Ok(())
+}

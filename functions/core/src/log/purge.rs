@@ -36,6 +36,35 @@ pub fn fork_markers(source: LogId, fork: LogId) -> [String; 2] {
     ]
 }
 
+/// Removes what a fork that failed before its log was created wrote: every object under the
+/// fork's snapshot prefix (manifest, chunks, its `sources/` markers) and the `forks/` marker it
+/// left with each source in `sources`. Returns how many objects were deleted. The fork's id was
+/// fresh and no log holds it, so nothing else can be using them.
+pub async fn discard_failed_fork(
+    objects: &dyn ObjectPurge,
+    fork: LogId,
+    sources: &[LogId],
+) -> Result<u64, StoreError> {
+    let mut deleted = 0u64;
+    let markers: Vec<String> = sources
+        .iter()
+        .map(|s| fork_markers(*s, fork)[0].clone())
+        .collect();
+    if !markers.is_empty() {
+        objects.delete_keys(&markers).await?;
+        deleted += markers.len() as u64;
+    }
+    let prefix = snapshot_prefix(fork);
+    loop {
+        let keys = objects.list_keys(&prefix, OBJECT_PAGE).await?;
+        if keys.is_empty() {
+            return Ok(deleted);
+        }
+        objects.delete_keys(&keys).await?;
+        deleted += keys.len() as u64;
+    }
+}
+
 /// What a call did, and whether the log is now fully deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PurgeReport {
