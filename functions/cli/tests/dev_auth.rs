@@ -313,5 +313,22 @@ async fn a_token_for_one_sheet_reaches_no_other() -> anyhow::Result<()> {
         )
         .await?;
     assert_eq!(before["values"], after["values"], "the sheet changed");
+
+    // Deleting: a writer who did not create the sheet may not; the creator (here a `*` token)
+    // may, and the sheet then answers 410 on every route.
+    let (status, v) = dev
+        .send(Some(&bob), "DELETE", &format!("/logs/{a}"), None)
+        .await?;
+    assert_forbidden(status, &v, "delete by a plain writer");
+    let (status, v) = dev
+        .send(Some(&admin), "DELETE", &format!("/logs/{b}"), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["done"], true, "{v}");
+    let (status, v) = dev
+        .send(Some(&admin), "GET", &format!("/logs/{b}/entries"), None)
+        .await?;
+    assert_eq!(status, StatusCode::GONE, "{v}");
+    assert_eq!(v["error"]["code"], "log-deleted", "{v}");
     Ok(())
 }
