@@ -298,6 +298,8 @@ describe('functions', () => {
       SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
       SHEETLOG_DEDUPE_TABLE: { Ref: LOGICAL_IDS.dedupeTable },
       SHEETLOG_CLIENTS_TABLE: { Ref: LOGICAL_IDS.clientsTable },
+      // Deleting a log removes its Pending Snapshots items too.
+      SHEETLOG_PENDING_TABLE: { Ref: LOGICAL_IDS.pendingSnapshotsTable },
       SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
       SHEETLOG_INLINE_BODY_MAX_BYTES: '16384',
       SHEETLOG_SNAPSHOT_INTERVAL: '100',
