@@ -56,6 +56,12 @@ pub struct AppendRequest {
     /// Fail with 409 unless the entry would get exactly this sequence.
     #[serde(default)]
     pub expected_seq: Option<u64>,
+    /// The log's next sequence when the caller read the sheet it edited (a pull cookie, or
+    /// `nextSeq` of a read). The edit is moved through everything appended since, so its cells
+    /// follow their rows and columns (docs/sync.md, "Edits made against an older view"); 409
+    /// `edit-rejected` when nothing of it is left. Not together with `expectedSeq`.
+    #[serde(default)]
+    pub base_seq: Option<u64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -66,6 +72,10 @@ pub struct AppendResponse {
     pub entry: u64,
     /// The log's next free sequence after everything this request wrote.
     pub next_seq: u64,
+    /// With `baseSeq`: the entry as written, `{"type", "body"}`, when rebasing changed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub applied_as: Option<Value>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -13,6 +13,9 @@ pub enum ApiError {
     InvalidJson(String),
     #[error("{0}")]
     InvalidEntry(String),
+    /// An edit sent with `baseSeq` has nothing left to apply on the current sheet.
+    #[error("the edit no longer applies: {0}")]
+    EditRejected(String),
     #[error("{0}")]
     InvalidQuery(String),
     #[error("{0:?} is not a valid log id (expected a UUID)")]
@@ -150,7 +153,9 @@ impl ApiError {
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Forbidden { .. } | GroupForbidden(_) => StatusCode::FORBIDDEN,
-            Conflict { .. } | UploadChanged { .. } | KeyReused { .. } => StatusCode::CONFLICT,
+            Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
+                StatusCode::CONFLICT
+            }
             InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
@@ -169,6 +174,7 @@ impl ApiError {
         match self {
             InvalidJson(_) => "invalid-json",
             InvalidEntry(_) => "invalid-entry",
+            EditRejected(_) => "edit-rejected",
             InvalidQuery(_) => "invalid-query",
             InvalidLogId(_) => "invalid-log-id",
             LogNotFound(_) => "log-not-found",
@@ -302,6 +308,7 @@ impl ApiError {
             LogError::HistoryDeleted { .. } => ApiError::HistoryDeleted,
             LogError::BodyTooLarge { size, limit } => ApiError::EntryTooLarge { size, limit },
             LogError::InvalidEntry(m) => ApiError::InvalidEntry(m),
+            LogError::EditRejected(m) => ApiError::EditRejected(m),
             LogError::KeyReused { seq } => ApiError::KeyReused { seq },
             LogError::MutationGap {
                 client,

@@ -371,7 +371,8 @@ async fn fork(
             description = "`true` when an earlier request with this key made the entry"))),
         (status = 400, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse), (status = 410, body = ErrorResponse),
-        (status = 413, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+        (status = 413, body = ErrorResponse), (status = 416, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
 pub async fn append_entry(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -401,9 +402,21 @@ pub async fn append_entry(
         });
     }
     let entry = NewEntry::new(EntryType(code), version, encoded);
-    let out =
-        trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq, key.as_ref())
-            .await?;
+    if req.expected_seq.is_some() && req.base_seq.is_some() {
+        return Err(ApiError::InvalidEntry(
+            "give expectedSeq (refuse on any change) or baseSeq (rebase), not both".into(),
+        ));
+    }
+    let out = trigger::append_and_trigger(
+        &state,
+        log,
+        &log_id,
+        entry,
+        req.expected_seq,
+        req.base_seq,
+        key.as_ref(),
+    )
+    .await?;
     Ok(created(out))
 }
 
@@ -669,9 +682,16 @@ pub async fn commit_upload(
     // Two commits racing to here still append once: the upload id's key and the entry are
     // written in one transaction, and the key stands for the upload, not for the copy.
     let once = IdempotencyKey::upload(&upload_id);
-    let out =
-        trigger::append_and_trigger(&state, log, &log_id, entry, req.expected_seq, Some(&once))
-            .await?;
+    let out = trigger::append_and_trigger(
+        &state,
+        log,
+        &log_id,
+        entry,
+        req.expected_seq,
+        None,
+        Some(&once),
+    )
+    .await?;
     info!(log = %log, upload = %upload_id, file = %file, seq = out.body.seq,
         replayed = out.replayed, rows = ?summary, "upload committed");
     Ok(created(out))

@@ -25,15 +25,25 @@ pub async fn append_and_trigger(
     log_id: &str,
     entry: NewEntry,
     expected_seq: Option<u64>,
+    base_seq: Option<u64>,
     key: Option<&IdempotencyKey>,
 ) -> Result<AppendResult, ApiError> {
     let opts = AppendOptions {
         expected_seq,
         segment_hint: state.hint(log),
     };
-    let outcome = match key {
-        Some(key) => state.log.append_once(log, entry, opts, key).await,
-        None => state
+    let mut applied_as = None;
+    let outcome = match (base_seq, key) {
+        (Some(base), key) => state
+            .log
+            .append_rebased(log, entry, base, opts, key)
+            .await
+            .map(|r| {
+                applied_as = r.applied_as;
+                r.outcome
+            }),
+        (None, Some(key)) => state.log.append_once(log, entry, opts, key).await,
+        (None, None) => state
             .log
             .append(log, entry, opts)
             .await
@@ -52,6 +62,7 @@ pub async fn append_and_trigger(
             segment: a.segment,
             entry: a.entry,
             next_seq,
+            applied_as: applied_as.and_then(|e| serde_json::to_value(e).ok()),
         },
         replayed: false,
     })
@@ -88,6 +99,7 @@ pub async fn replay(
             segment: e.segment,
             entry: e.num,
             next_seq,
+            applied_as: None,
         },
         replayed: true,
     })

@@ -46,17 +46,27 @@ pub fn parse_assignment(arg: &str) -> Result<Value, CliError> {
     Ok(json!({"ref": cell.to_string(), "value": value}))
 }
 
+/// What an append is made against: refuse unless the log is exactly at a sequence, or rebase from
+/// the sequence the edit was read at.
+#[derive(Debug, Clone, Copy)]
+pub enum Based {
+    Expected(u64),
+    Base(u64),
+}
+
 /// Appends one entry (with a fresh idempotency key, so the retries of [`Api::send`] append once).
 pub async fn append(
     api: &Api,
     log: &str,
     kind: &str,
     body: Value,
-    expected_seq: Option<u64>,
+    at: Option<Based>,
 ) -> Result<Value, CliError> {
     let mut req = json!({"type": kind, "body": body});
-    if let Some(seq) = expected_seq {
-        req["expectedSeq"] = json!(seq);
+    match at {
+        Some(Based::Expected(seq)) => req["expectedSeq"] = json!(seq),
+        Some(Based::Base(seq)) => req["baseSeq"] = json!(seq),
+        None => {}
     }
     let key = uuid::Uuid::new_v4().to_string();
     api.send(

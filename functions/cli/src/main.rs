@@ -70,8 +70,13 @@ enum Command {
         #[arg(required = true, value_name = "REF=VALUE")]
         cells: Vec<String>,
         /// Append only if the log's next sequence is this one (else exit 6, conflict).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "base_seq")]
         expected_seq: Option<u64>,
+        /// The log's next sequence when you read the sheet these references come from (the
+        /// `next` an earlier command printed, or the API's `nextSeq`): the cells follow rows and
+        /// columns inserted or deleted since; exit 6 if their rows or columns were deleted.
+        #[arg(long)]
+        base_seq: Option<u64>,
     },
     /// Insert empty rows before row AT.
     InsertRows(RowsArgs),
@@ -263,7 +268,13 @@ async fn run(
             out(&format!(
                 "appended at sequence {} (next {})",
                 v["seq"], v["nextSeq"]
-            ))
+            ))?;
+            match v.get("appliedAs") {
+                Some(moved) => out(&format!(
+                    "rows or columns moved since --base-seq; written as {moved}"
+                )),
+                None => Ok(()),
+            }
         }
     };
     match command {
@@ -318,15 +329,18 @@ async fn run(
             log,
             cells,
             expected_seq,
+            base_seq,
         } => {
             let cells = cells
                 .iter()
                 .map(|c| commands::parse_assignment(c))
                 .collect::<Result<Vec<_>, _>>()?;
-            appended(
-                commands::append(&api, &log, "set", json!({ "cells": cells }), expected_seq)
-                    .await?,
-            )
+            let at = match (expected_seq, base_seq) {
+                (Some(seq), _) => Some(commands::Based::Expected(seq)),
+                (None, Some(seq)) => Some(commands::Based::Base(seq)),
+                (None, None) => None,
+            };
+            appended(commands::append(&api, &log, "set", json!({ "cells": cells }), at).await?)
         }
         Command::InsertRows(a) | Command::DeleteRows(a) if a.at == 0 || a.count == 0 => Err(
             CliError::Input("--at and --count start at 1 (row 1 is the first row)".into()),

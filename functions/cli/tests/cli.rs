@@ -330,6 +330,58 @@ async fn imports_a_csv_through_the_upload_flow() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn set_with_base_seq_follows_rows_inserted_since() {
+    let (api, base, log) = api_and_log("cli-base-seq").await.unwrap();
+    let printed = ok(&base, &["set", &log, "A1=r1", "A2=r2", "A3=r3"])
+        .await
+        .unwrap();
+    // "appended at sequence 1 (next 2)": the next sequence is what this reader saw.
+    let seen = printed
+        .trim()
+        .rsplit("next ")
+        .next()
+        .and_then(|s| s.trim_end_matches(')').parse::<u64>().ok())
+        .expect("the next sequence is printed");
+    ok(&base, &["insert-rows", &log, "--at", "1"])
+        .await
+        .unwrap();
+    let seen = seen.to_string();
+    let said = ok(&base, &["set", &log, "B2=beside r2", "--base-seq", &seen])
+        .await
+        .unwrap();
+    assert!(said.contains("written as"), "{said}");
+    assert_eq!(
+        cells(&api, &log, "A3:B3").await.unwrap(),
+        json!([["r2", "beside r2"]])
+    );
+    // Its row deleted since: exit 6 with the API's reason.
+    ok(&base, &["delete-rows", &log, "--at", "3"])
+        .await
+        .unwrap();
+    let o = run(&base, &["set", &log, "B2=again", "--base-seq", &seen])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("edit-rejected"), "{}", stderr(&o));
+    // Both ways of saying what the edit was made against: a usage error.
+    let o = run(
+        &base,
+        &[
+            "set",
+            &log,
+            "B1=x",
+            "--base-seq",
+            "1",
+            "--expected-seq",
+            "1",
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn deletes_a_log() {
     let (_api, base, log) = api_and_log("cli-delete").await.unwrap();
     ok(&base, &["set", &log, "A1=1"]).await.unwrap();

@@ -102,6 +102,11 @@ pub enum LogError {
     BodyTooLarge { size: usize, limit: usize },
     #[error("invalid entry: {0}")]
     InvalidEntry(String),
+    /// An edit made against an older view has nothing left to apply on the current sheet (its
+    /// cells' rows or columns were deleted, or an import replaced the sheet); the reason is for a
+    /// person.
+    #[error("the edit no longer applies: {0}")]
+    EditRejected(String),
     /// The idempotency key was used before, by a request with a different body.
     #[error(
         "this idempotency key was already used for a different request (appended at sequence {seq}); use a new key for a new request"

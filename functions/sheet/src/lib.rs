@@ -15,6 +15,7 @@
 //! - `value.rs` also holds [`Row`], shared by the model and the importers.
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
 //! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
+//! - `rebase.rs` — moving an edit made against an older view onto the current sheet.
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events.
 //! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
 //! - `sample.rs` — deterministic realistic sample data for tests and benchmarks (feature
@@ -30,6 +31,7 @@ pub mod import;
 pub mod limits;
 pub mod model;
 pub mod mutations;
+pub mod rebase;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod snapshot;

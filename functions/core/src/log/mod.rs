@@ -15,6 +15,12 @@ pub mod purge;
 mod batch;
 #[cfg(feature = "engine")]
 mod clients;
+// Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
+#[cfg(feature = "engine")]
+mod rebase;
+#[cfg(not(feature = "engine"))]
+#[path = "rebase_none.rs"]
+mod rebase;
 mod retry;
 mod trigger;
 
@@ -22,6 +28,8 @@ mod trigger;
 pub use batch::{BatchOutcome, ClientPush, ClientResult};
 #[cfg(feature = "engine")]
 pub use clients::{PushedMutation, Rejected, RunOutcome, RunSource, oversize_reason};
+#[cfg(feature = "engine")]
+pub use rebase::RebasedAppend;
 pub use trigger::{SnapshotTrigger, Triggered};
 
 use bytes::Bytes;
@@ -322,7 +330,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         entry: NewEntry,
         opts: AppendOptions,
     ) -> Result<Appended, LogError> {
-        match self.append_inner(log, entry, opts, None).await? {
+        match self.append_inner(log, entry, opts, None, None).await? {
             AppendOnce::Appended(a) => Ok(a),
             AppendOnce::Duplicate { .. } => Err(corrupt(log, "a duplicate without a key".into())),
         }
@@ -339,7 +347,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         opts: AppendOptions,
         key: &IdempotencyKey,
     ) -> Result<AppendOnce, LogError> {
-        self.append_inner(log, entry, opts, Some(key)).await
+        self.append_inner(log, entry, opts, Some(key), None).await
     }
 
     /// Whether `key` already appended `entry` to `log` within the key window: a strong read of
@@ -424,6 +432,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         entry: NewEntry,
         opts: AppendOptions,
         key: Option<&IdempotencyKey>,
+        mut rebasing: Option<&mut rebase::Rebasing>,
     ) -> Result<AppendOnce, LogError> {
         if entry.kind == EntryType::END_SEGMENT {
             return Err(LogError::InvalidEntry(
@@ -432,7 +441,9 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         }
         let mut units = RequestUnits::default();
         let dedupe = key.map(|k| self.dedupe_record(log, &entry, k));
-        let (body, external) = self.place_body(log, &entry).await?;
+        let (mut body, mut external) = self.place_body(log, &entry).await?;
+        // What `body` holds, when rebasing may replace it between attempts.
+        let mut placed = entry.body.clone();
         let created = self.clock.now();
         let attempt_id: u64 = rand::random();
         let mut hint = opts.segment_hint;
@@ -467,6 +478,31 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     return duplicate(rec, hit.seq, hit.fingerprint, units);
                 }
                 return Err(LogError::Conflict { expected, next_seq });
+            }
+            if let Some(r) = rebasing.as_deref_mut() {
+                match r.catch_up(self, log, next_seq, &mut units).await? {
+                    rebase::CaughtUp::Yes => {
+                        let now = r.entry();
+                        if now.body != placed {
+                            (body, external) = self.place_body(log, &now).await?;
+                            placed = now.body;
+                        }
+                    }
+                    rebase::CaughtUp::NotVisible => {
+                        if consistency == Consistency::Strong && r.base() > next_seq {
+                            return Err(LogError::OutOfRange {
+                                from: r.base(),
+                                next_seq,
+                            });
+                        }
+                        // The head and the entries disagree (an eventually consistent read, or
+                        // an entry written between the two): read both again, strongly.
+                        consistency = Consistency::Strong;
+                        hint = Some(head.at);
+                        backoff.sleep().await;
+                        continue;
+                    }
+                }
             }
             let record = EntryRecord {
                 segment: head.at.segment,
@@ -1393,5 +1429,7 @@ mod batch_tests;
 mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
+#[cfg(test)]
+mod rebase_tests;
 #[cfg(test)]
 mod tests;

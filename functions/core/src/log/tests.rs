@@ -33,9 +33,9 @@ fn always_stale() -> Arc<Faults> {
 /// Lets `n` callers of `put_entry` through together, so they all read the head before any of
 /// them writes.
 #[derive(Debug)]
-struct RacingPuts<S> {
-    inner: S,
-    gate: Barrier,
+pub(super) struct RacingPuts<S> {
+    pub(super) inner: S,
+    pub(super) gate: Barrier,
 }
 
 #[async_trait]

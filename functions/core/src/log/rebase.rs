@@ -1,0 +1,163 @@
+//! Appending an edit made against an older view (`baseSeq`): the entries committed since the
+//! view's base are read, and the edit is moved through them with the sheet model's rules
+//! ([`crate::sheet::rebase`], `docs/sync.md` "Edits made against an older view") before it is
+//! written. A lost race reads only the entries that arrived since, and rebases again from the
+//! edit as sent.
+
+use super::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
+use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
+use crate::error::LogError;
+use crate::ports::{LogStore, PayloadStore};
+use crate::sheet::event::{EntryBody, Event};
+use crate::sheet::rebase::{Outcome, Step, rebase};
+
+/// Entries read per page while catching up with the head.
+const PAGE: u64 = 1000;
+
+/// What [`EventLog::append_rebased`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RebasedAppend {
+    pub outcome: AppendOnce,
+    /// The event written, when rebasing changed it (`None`: written as sent, or a duplicate).
+    pub applied_as: Option<Event>,
+}
+
+/// The state of one rebasing append across its attempts.
+pub(super) struct Rebasing {
+    sent: Event,
+    base: u64,
+    /// Structural events committed in `base..read_to`, in log order. Cell edits move nothing and
+    /// are not kept.
+    moves: Vec<Event>,
+    read_to: u64,
+    /// The event the last attempt would write.
+    pub(super) current: Event,
+}
+
+/// Whether the entries up to the head were all read.
+pub(super) enum CaughtUp {
+    Yes,
+    /// The head read is ahead of what an entries query shows yet (or behind the base): read again.
+    NotVisible,
+}
+
+impl Rebasing {
+    pub(super) fn new(entry: &NewEntry, base: u64) -> Result<Rebasing, LogError> {
+        let sent = Event::decode(entry.kind.0, entry.version, &entry.body)
+            .map_err(|e| LogError::InvalidEntry(format!("baseSeq needs a sheet event: {e}")))?;
+        Ok(Rebasing {
+            current: sent.clone(),
+            sent,
+            base,
+            moves: Vec::new(),
+            read_to: base,
+        })
+    }
+
+    pub(super) fn base(&self) -> u64 {
+        self.base
+    }
+
+    pub(super) fn changed(&self) -> Option<&Event> {
+        (self.current != self.sent).then_some(&self.current)
+    }
+
+    /// Reads what was committed in `read_to..next_seq` and rebases the edit through everything
+    /// since its base. Errors when the base is no longer retained (the caller must reload) or
+    /// when nothing of the edit is left to apply.
+    pub(super) async fn catch_up<S: LogStore, P: PayloadStore>(
+        &mut self,
+        log: &EventLog<S, P>,
+        id: LogId,
+        next_seq: u64,
+        units: &mut RequestUnits,
+    ) -> Result<CaughtUp, LogError> {
+        if self.base > next_seq {
+            return Ok(CaughtUp::NotVisible);
+        }
+        while self.read_to < next_seq {
+            let want = (next_seq - self.read_to).min(PAGE) as usize;
+            let page = match log.read_since(id, self.read_to, want).await {
+                Ok(p) => p,
+                Err(LogError::OutOfRange { .. }) => return Ok(CaughtUp::NotVisible),
+                Err(e) => return Err(e),
+            };
+            *units += page.units;
+            let before = self.read_to;
+            for e in page.entries {
+                if e.seq != self.read_to || e.seq >= next_seq {
+                    break;
+                }
+                let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+                    LogError::CorruptLog {
+                        log: id,
+                        detail: format!("entry {} does not decode: {err}", e.seq),
+                    }
+                })?;
+                self.moves.extend(
+                    body.events()
+                        .filter(|ev| !matches!(ev, Event::Set(_)))
+                        .cloned(),
+                );
+                self.read_to += 1;
+            }
+            if self.read_to == before {
+                return Ok(CaughtUp::NotVisible);
+            }
+        }
+        let steps: Vec<Step<'_>> = self.moves.iter().map(Step::Other).collect();
+        self.current = match rebase(&self.sent, &steps) {
+            Outcome::Apply(mut events) if events.len() == 1 => events.remove(0),
+            Outcome::Apply(_) => {
+                return Err(LogError::EditRejected(
+                    "rows or columns were inserted inside the range this delete removes since \
+                     baseSeq; read the sheet again and delete the ranges you mean"
+                        .into(),
+                ));
+            }
+            Outcome::Reject(reason) => return Err(LogError::EditRejected(reason)),
+        };
+        Ok(CaughtUp::Yes)
+    }
+
+    /// The entry for the current event.
+    pub(super) fn entry(&self) -> NewEntry {
+        let (code, version, body) = self.current.encode();
+        NewEntry::new(EntryType(code), version, body)
+    }
+}
+
+impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+    /// Appends an edit made against the sheet as of `base_seq`, moved through every entry
+    /// committed since so it applies to the rows and columns its author meant
+    /// ([`crate::sheet::rebase`]). [`LogError::EditRejected`] when nothing of it is left (its
+    /// cells' rows were deleted, an import replaced the sheet), [`LogError::ReloadRequired`] when
+    /// `base_seq` is older than the retained segments, [`LogError::OutOfRange`] when it is past
+    /// the end. With a key, a retry appends once, like [`EventLog::append_once`].
+    pub async fn append_rebased(
+        &self,
+        log: LogId,
+        entry: NewEntry,
+        base_seq: u64,
+        opts: AppendOptions,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<RebasedAppend, LogError> {
+        if opts.expected_seq.is_some() {
+            return Err(LogError::InvalidEntry(
+                "give expectedSeq (refuse on any change) or baseSeq (rebase), not both".into(),
+            ));
+        }
+        let mut rebasing = Rebasing::new(&entry, base_seq)?;
+        let outcome = self
+            .append_inner(log, entry, opts, key, Some(&mut rebasing))
+            .await?;
+        let applied_as = match outcome {
+            AppendOnce::Appended(_) => rebasing.changed().cloned(),
+            AppendOnce::Duplicate { .. } => None,
+        };
+        Ok(RebasedAppend {
+            outcome,
+            applied_as,
+        })
+    }
+}

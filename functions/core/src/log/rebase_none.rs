@@ -1,0 +1,36 @@
+//! Without the sheet model (`engine` feature) there is no rebasing append; these uninhabited
+//! stand-ins let the append loop compile unchanged.
+
+use super::EventLog;
+use crate::domain::{LogId, NewEntry, RequestUnits};
+use crate::error::LogError;
+use crate::ports::{LogStore, PayloadStore};
+
+pub(super) enum Rebasing {}
+
+// Matched by the append loop, never built here: `Rebasing` has no values.
+#[allow(dead_code)]
+pub(super) enum CaughtUp {
+    Yes,
+    NotVisible,
+}
+
+impl Rebasing {
+    pub(super) fn base(&self) -> u64 {
+        match *self {}
+    }
+
+    pub(super) fn entry(&self) -> NewEntry {
+        match *self {}
+    }
+
+    pub(super) async fn catch_up<S: LogStore, P: PayloadStore>(
+        &mut self,
+        _log: &EventLog<S, P>,
+        _id: LogId,
+        _next_seq: u64,
+        _units: &mut RequestUnits,
+    ) -> Result<CaughtUp, LogError> {
+        match *self {}
+    }
+}

@@ -1,0 +1,220 @@
+//! Appends with `baseSeq` over the in-memory store: the edit is moved through what was committed
+//! after its base, also when it loses the race for its sequence number.
+#![cfg(feature = "engine")]
+
+use tokio::sync::Barrier;
+
+use super::tests::RacingPuts;
+use super::*;
+use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::sheet::event::{
+    CellEdit, DeleteRows, EntryBody, Event, InsertRows, RowNumber, SetCells,
+};
+use crate::sheet::{CellRef, Sheet, Value};
+
+fn entry(e: &Event) -> NewEntry {
+    let (code, version, body) = e.encode();
+    NewEntry::new(EntryType(code), version, body)
+}
+
+fn set(a1: &str, text: &str) -> Event {
+    Event::Set(SetCells {
+        cells: vec![CellEdit {
+            at: a1.parse().expect("a1"),
+            value: Value::Text(text.into()),
+            format: None,
+        }],
+    })
+}
+
+fn insert_rows(row_number: u32, count: u32) -> Event {
+    Event::InsertRows(InsertRows {
+        at: RowNumber(row_number - 1),
+        count,
+        values: vec![],
+    })
+}
+
+/// The sheet the log's entries make.
+async fn sheet<S: LogStore>(log: &EventLog<S, MemPayloadStore>, id: LogId) -> Sheet {
+    let page = log.read_since(id, 0, 100).await.expect("read");
+    let mut sheet = Sheet::new();
+    for e in page.entries {
+        let body = EntryBody::decode(e.kind.0, e.version, &e.body).expect("decode");
+        for ev in body.events() {
+            sheet.apply(ev, None).expect("apply");
+        }
+    }
+    sheet
+}
+
+fn text(s: &Sheet, a1: &str) -> Option<String> {
+    let at: CellRef = a1.parse().expect("a1");
+    s.get(at).map(|c| match &c.value {
+        Value::Text(t) => t.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+async fn log_with_rows() -> (EventLog<MemLogStore, MemPayloadStore>, LogId, u64) {
+    let log = EventLog::new(
+        MemLogStore::new(),
+        MemPayloadStore::new(),
+        LogConfig::default(),
+    )
+    .expect("log");
+    let id = log.create().await.expect("create").log;
+    let rows = Event::Set(SetCells {
+        cells: (0..6)
+            .map(|r| CellEdit {
+                at: CellRef { row: r, col: 0 },
+                value: Value::Text(format!("r{}", r + 1)),
+                format: None,
+            })
+            .collect(),
+    });
+    let a = log
+        .append(id, entry(&rows), AppendOptions::default())
+        .await
+        .expect("rows");
+    (log, id, a.next_seq)
+}
+
+#[tokio::test]
+async fn an_edit_follows_its_row_through_an_insert_it_had_not_seen() {
+    let (log, id, base) = log_with_rows().await;
+    log.append(id, entry(&insert_rows(2, 1)), AppendOptions::default())
+        .await
+        .expect("insert");
+    let out = log
+        .append_rebased(
+            id,
+            entry(&set("B5", "note for r5")),
+            base,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect("rebased");
+    assert_eq!(out.applied_as, Some(set("B6", "note for r5")));
+    let s = sheet(&log, id).await;
+    assert_eq!(text(&s, "A6").as_deref(), Some("r5"));
+    assert_eq!(text(&s, "B6").as_deref(), Some("note for r5"));
+    assert_eq!(text(&s, "B5"), None);
+}
+
+#[tokio::test]
+async fn an_edit_with_nothing_moved_is_written_as_sent() {
+    let (log, id, base) = log_with_rows().await;
+    log.append(id, entry(&set("C1", "x")), AppendOptions::default())
+        .await
+        .expect("set");
+    let out = log
+        .append_rebased(
+            id,
+            entry(&set("B5", "y")),
+            base,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect("rebased");
+    assert_eq!(out.applied_as, None);
+    assert_eq!(text(&sheet(&log, id).await, "B5").as_deref(), Some("y"));
+}
+
+#[tokio::test]
+async fn an_edit_whose_row_was_deleted_is_rejected_and_nothing_is_written() {
+    let (log, id, base) = log_with_rows().await;
+    let del = Event::DeleteRows(DeleteRows {
+        at: RowNumber(3),
+        count: 2,
+    });
+    let before = log
+        .append(id, entry(&del), AppendOptions::default())
+        .await
+        .expect("delete")
+        .next_seq;
+    let err = log
+        .append_rebased(
+            id,
+            entry(&set("B5", "lost")),
+            base,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect_err("rejected");
+    assert!(
+        matches!(&err, LogError::EditRejected(why) if why.contains("B5: its row was deleted")),
+        "{err}"
+    );
+    assert_eq!(log.next_seq(id).await.expect("next").0, before);
+}
+
+#[tokio::test]
+async fn a_base_past_the_end_or_with_expected_seq_is_refused() {
+    let (log, id, base) = log_with_rows().await;
+    let err = log
+        .append_rebased(
+            id,
+            entry(&set("A1", "x")),
+            base + 5,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect_err("ahead");
+    assert!(matches!(err, LogError::OutOfRange { .. }), "{err}");
+    let opts = AppendOptions {
+        expected_seq: Some(base),
+        ..AppendOptions::default()
+    };
+    let err = log
+        .append_rebased(id, entry(&set("A1", "x")), base, opts, None)
+        .await
+        .expect_err("both");
+    assert!(matches!(err, LogError::InvalidEntry(_)), "{err}");
+}
+
+/// The rebasing append reads the head, then loses the race for that number to an insert it had
+/// not seen: its retry must move the edit through the winner's entry too.
+#[tokio::test]
+async fn an_edit_that_loses_the_race_is_moved_through_the_winners_entry() {
+    let store = RacingPuts {
+        inner: MemLogStore::new(),
+        gate: Barrier::new(2),
+    };
+    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).expect("log");
+    let id = log.create().await.expect("create").log;
+    let base = 1;
+    // Both put entry 1 together; the insert, arriving last at the gate, writes first.
+    let (rebased, insert) = tokio::join!(
+        log.append_rebased(
+            id,
+            entry(&set("B5", "note")),
+            base,
+            AppendOptions::default(),
+            None
+        ),
+        log.append(id, entry(&insert_rows(2, 1)), AppendOptions::default()),
+    );
+    assert_eq!(insert.expect("insert").seq, 1);
+    let rebased = rebased.expect("rebased");
+    let AppendOnce::Appended(a) = &rebased.outcome else {
+        panic!("appended: {rebased:?}");
+    };
+    assert_eq!((a.seq, a.attempts), (2, 2));
+    assert_eq!(rebased.applied_as, Some(set("B6", "note")));
+    let page = log.read_since(id, 0, 10).await.expect("read");
+    let mut s = Sheet::new();
+    for e in page.entries {
+        for ev in EntryBody::decode(e.kind.0, e.version, &e.body)
+            .expect("decode")
+            .events()
+        {
+            s.apply(ev, None).expect("apply");
+        }
+    }
+    assert_eq!(text(&s, "B6").as_deref(), Some("note"));
+}
