@@ -16,6 +16,7 @@ mod local_stack_matches_template;
 mod log_delete;
 mod memory;
 mod pipeline;
+mod rebuild;
 mod snapshot_s3;
 mod sync;
 mod sync_queue;
