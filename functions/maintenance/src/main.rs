@@ -12,8 +12,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_maintenance::{
-    Mode, Policy, RebuildOptions, Rebuilder, ReprocessOptions, Reprocessor, Retention, RunOptions,
-    parse_since,
+    Mode, Policy, RebuildOptions, RebuildTables, Rebuilder, ReprocessOptions, Reprocessor,
+    Retention, RunOptions, parse_since,
 };
 
 #[derive(Debug, Parser)]
@@ -53,6 +53,9 @@ struct RebuildArgs {
     dry_run: bool,
     #[command(flatten)]
     stack: StackArgs,
+    /// The Clients table: it holds the logs' metadata items, whose tombstones mark deleted logs.
+    #[arg(long, env = "SHEETLOG_CLIENTS_TABLE")]
+    clients_table: String,
 }
 
 fn parse_log(raw: &str) -> Result<sheetlog_core::domain::LogId, String> {
@@ -122,22 +125,27 @@ async fn main() -> anyhow::Result<()> {
 
 async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let tables = RebuildTables {
+        entry_table: args.stack.entry_table.clone(),
+        segment_table: args.stack.segment_table.clone(),
+        clients_table: args.clients_table.clone(),
+    };
     let tool = Rebuilder::new(
         aws_sdk_dynamodb::Client::new(&sdk),
-        &args.stack.entry_table,
-        &args.stack.segment_table,
+        &tables,
         S3Bucket::new(s3_client(&sdk), &args.stack.bucket),
     )?;
     let opts = RebuildOptions {
         log: args.log,
         dry_run: args.dry_run,
+        build: sheetlog_core::snapshot::BuildConfig::default(),
     };
     let verb = if args.dry_run { "would write" } else { "wrote" };
     let report = tool
         .run(opts, &mut |log, r| {
             eprintln!(
-                "log {log}: {} logs, {} snapshots rebuilt; {verb} {} objects, {} already present, {} roots fixed, {} fork bases missing",
-                r.logs, r.snapshots_rebuilt, r.objects_written, r.objects_present, r.roots_fixed, r.fork_bases_missing
+                "log {log}: {} logs ({} deleted, skipped), {} snapshots rebuilt; {verb} {} objects, {} already present, {} roots fixed, {} fork bases missing",
+                r.logs, r.logs_deleted, r.snapshots_rebuilt, r.objects_written, r.objects_present, r.roots_fixed, r.fork_bases_missing
             );
         })
         .await
