@@ -55,6 +55,15 @@ export interface SheetlogConfig {
   readonly inlineBodyMaxBytes: number;
   /** Uploaded or offloaded objects still tagged for auto-delete expire after this many days. */
   readonly autoDeleteDays: number;
+  /**
+   * A deleted (or expired) bucket object is kept as a noncurrent version this many days, so a
+   * mistaken delete can be undone (docs/operations.md, "Backups and restore"); then it goes.
+   */
+  readonly noncurrentVersionDays: number;
+  /** Adds an AWS Backup plan: a daily backup of every table, kept `backupRetentionDays`. */
+  readonly backupPlan: boolean;
+  /** How long the backup plan keeps each daily backup. */
+  readonly backupRetentionDays: number;
   /** Lifetime of presigned upload/download URLs (`SHEETLOG_UPLOAD_URL_TTL_SECS`). */
   readonly uploadUrlTtlSecs: number;
   /** Largest file an upload URL is signed for and a commit accepts (`SHEETLOG_MAX_UPLOAD_BYTES`). */
@@ -123,6 +132,9 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   dedupeKeysPerMonth: 1_000_000,
   inlineBodyMaxBytes: 16_384,
   autoDeleteDays: 3,
+  noncurrentVersionDays: 30,
+  backupPlan: false,
+  backupRetentionDays: 365,
   uploadUrlTtlSecs: 900,
   maxUploadBytes: 268_435_456,
   pendingTimeoutSecs: 120,
@@ -151,6 +163,9 @@ export const CONFIG_CONTEXT_KEYS = [
   'dedupeKeysPerMonth',
   'inlineBodyMaxBytes',
   'autoDeleteDays',
+  'noncurrentVersionDays',
+  'backupPlan',
+  'backupRetentionDays',
   'uploadUrlTtlSecs',
   'maxUploadBytes',
   'pendingTimeoutSecs',
@@ -247,6 +262,10 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
       undefined,
       'the stream router retries a failed batch for up to 23 hours before the auto-delete tag of a committed payload is removed, so a shorter expiry could delete committed data during an outage',
     ),
+    noncurrentVersionDays: p.integer('noncurrentVersionDays', DEFAULT_CONFIG.noncurrentVersionDays, 1, 3_650),
+    backupPlan: p.boolean('backupPlan', DEFAULT_CONFIG.backupPlan),
+    // AWS Backup needs a retention of at least a day; past point-in-time recovery's 35 is the point.
+    backupRetentionDays: p.integer('backupRetentionDays', DEFAULT_CONFIG.backupRetentionDays, 1, 36_500),
     // URLs are presigned with the function's temporary role credentials, which outlive an hour
     // only sometimes; a longer TTL would promise more than S3 will honour.
     uploadUrlTtlSecs: p.integer('uploadUrlTtlSecs', DEFAULT_CONFIG.uploadUrlTtlSecs, 60, 3_600),

@@ -39,6 +39,10 @@ export interface LocalLifecycleRule {
   readonly tags: Record<string, string>;
   readonly expirationDays: number | null;
   readonly abortIncompleteMultipartUploadDays: number | null;
+  /** Noncurrent versions expire after this many days (versioned buckets). */
+  readonly noncurrentVersionDays: number | null;
+  /** Delete markers with no version left behind them are removed. */
+  readonly expiredObjectDeleteMarker: boolean;
 }
 
 export interface LocalCorsRule {
@@ -52,6 +56,7 @@ export interface LocalCorsRule {
 export interface LocalBucket {
   readonly logicalId: string;
   readonly env: string | null;
+  readonly versioned: boolean;
   readonly lifecycleRules: LocalLifecycleRule[];
   readonly cors: LocalCorsRule[];
 }
@@ -176,6 +181,7 @@ export function describeLocalResources(template: Json): LocalResources {
     return {
       logicalId: id,
       env: envOf.get(id) ?? null,
+      versioned: p.VersioningConfiguration?.Status === 'Enabled',
       lifecycleRules: (p.LifecycleConfiguration?.Rules ?? []).map(
         (r: Json): LocalLifecycleRule => ({
           id: r.Id ?? null,
@@ -184,6 +190,8 @@ export function describeLocalResources(template: Json): LocalResources {
           tags: Object.fromEntries((r.TagFilters ?? []).map((f: Json) => [f.Key, f.Value])),
           expirationDays: r.ExpirationInDays ?? null,
           abortIncompleteMultipartUploadDays: r.AbortIncompleteMultipartUpload?.DaysAfterInitiation ?? null,
+          noncurrentVersionDays: r.NoncurrentVersionExpiration?.NoncurrentDays ?? null,
+          expiredObjectDeleteMarker: r.ExpiredObjectDeleteMarker === true,
         }),
       ),
       // An origin that is not a string is the deployed API's own (the web page's origin, known

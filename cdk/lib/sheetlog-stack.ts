@@ -29,6 +29,8 @@ import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import type { SheetlogConfig } from './config';
+import { Backups } from './constructs/backups';
+import { SheetlogDashboard } from './constructs/dashboard';
 import { type FunctionCrate, SheetlogFunction } from './constructs/sheetlog-function';
 import { SheetlogTable } from './constructs/sheetlog-table';
 import { FUNCTIONS_DIR } from './paths';
@@ -159,6 +161,8 @@ export class SheetlogStack extends Stack {
   /** The scheduled retention run, when `retentionMode` is `archive` or `delete`. */
   readonly archiver?: SheetlogFunction;
   readonly httpApi: apigw.HttpApi;
+  readonly backups: Backups;
+  readonly dashboard: cloudwatch.Dashboard;
   readonly alarmTopic: sns.Topic;
 
   constructor(scope: Construct, id: string, props: SheetlogStackProps) {
@@ -212,9 +216,10 @@ export class SheetlogStack extends Stack {
       encryption: s3.BucketEncryption.S3_MANAGED,
       enforceSSL: true,
       minimumTLSVersion: 1.2,
-      // Objects are immutable (payloads by UUID, snapshot chunks by content hash): versions would
-      // only keep expired uploads alive.
-      versioned: false,
+      // Objects are never overwritten (payloads by UUID, snapshot chunks by content hash), but they
+      // can be deleted by mistake: versions keep a deleted object restorable for
+      // noncurrentVersionDays (constructs/backups.ts expires them, and expired uploads with them).
+      versioned: true,
       lifecycleRules: [
         {
           // The discardable write: an upload whose entry never commits keeps its tag and expires.
@@ -230,7 +235,8 @@ export class SheetlogStack extends Stack {
       ],
       // Browsers PUT payloads to, and GET snapshots from, URLs the API presigns; the URL's
       // signature is the authorization, the origin list only limits which pages may use it. No
-      // origins configured: no CORS rule, and no page on another origin can use the URLs.
+      // origins configured: only the rule for the API's own origin (the web page, added below),
+      // so no page on another origin can use the URLs.
       cors:
         config.corsAllowedOrigins.length === 0
           ? undefined
@@ -572,6 +578,36 @@ export class SheetlogStack extends Stack {
     });
     if (config.alarmEmail) this.alarmTopic.addSubscription(new EmailSubscription(config.alarmEmail));
     this.addAlarms();
+    this.backups = new Backups(this, 'Backups', {
+      bucket: this.bucket,
+      tables: [this.entryTable, this.segmentTable, this.pendingSnapshotsTable, this.dedupeTable, this.clientsTable],
+      noncurrentVersionDays: config.noncurrentVersionDays,
+      backupPlan: config.backupPlan,
+      backupRetentionDays: config.backupRetentionDays,
+      ephemeral: config.ephemeral,
+    });
+    this.dashboard = new SheetlogDashboard(this, 'Dashboard', {
+      dashboardName: config.stackName,
+      httpApi: this.httpApi,
+      entryTable: this.entryTable,
+      tables: [
+        ['Entry', this.entryTable],
+        ['Segment', this.segmentTable],
+        ['PendingSnapshots', this.pendingSnapshotsTable],
+        ['Dedupe', this.dedupeTable],
+        ['Clients', this.clientsTable],
+      ],
+      snapshotQueue: this.snapshotQueue,
+      syncQueue: this.syncQueue,
+      snapshotWorker: this.snapshotWorker.function,
+      functions: [
+        ['Api', this.api.function],
+        ['StreamRouter', this.streamRouter.function],
+        ['SnapshotWorker', this.snapshotWorker.function],
+        ['SyncWriter', this.syncWriter.function],
+        ...(this.archiver ? ([['Archiver', this.archiver.function]] as [string, lambda.IFunction][]) : []),
+      ],
+    }).dashboard;
 
     // ---- Outputs ------------------------------------------------------------------------------
     const outputs: Record<string, [string, string]> = {

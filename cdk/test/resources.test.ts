@@ -86,6 +86,8 @@ describe('local resources description', () => {
         tags: { 'sheetlog-auto-delete': 'true' },
         expirationDays: 3,
         abortIncompleteMultipartUploadDays: null,
+        noncurrentVersionDays: null,
+        expiredObjectDeleteMarker: false,
       },
       {
         id: 'abort-incomplete-multipart-uploads',
@@ -94,8 +96,21 @@ describe('local resources description', () => {
         tags: {},
         expirationDays: null,
         abortIncompleteMultipartUploadDays: 1,
+        noncurrentVersionDays: null,
+        expiredObjectDeleteMarker: false,
+      },
+      {
+        id: 'expire-noncurrent-versions',
+        enabled: true,
+        prefix: null,
+        tags: {},
+        expirationDays: null,
+        abortIncompleteMultipartUploadDays: null,
+        noncurrentVersionDays: 30,
+        expiredObjectDeleteMarker: true,
       },
     ]);
+    assert.equal(bucket.versioned, true);
     assert.deepEqual(bucket.cors[0].allowedMethods, ['PUT', 'GET', 'HEAD']);
   });
 

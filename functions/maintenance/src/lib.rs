@@ -3,13 +3,16 @@
 //! Layout:
 //! - [`reprocess`] — re-start side effects that never happened for entries written since a date
 //! - [`archive`]   — segment retention: archive old segments to S3, or delete them
+//! - [`rebuild`]   — rebuild every snapshot's objects from the log
 //! - `main.rs`     — the `sheetlog-maintenance` command line
 
 pub mod archive;
 pub mod logs;
+pub mod rebuild;
 pub mod reprocess;
 
 pub use archive::{Mode, Policy, Retention, RetentionError, RetentionReport, RunOptions};
+pub use rebuild::{RebuildError, RebuildOptions, RebuildReport, RebuildTables, Rebuilder};
 pub use reprocess::{ReprocessError, ReprocessOptions, ReprocessReport, Reprocessor};
 
 /// Parses an RFC 3339 date-time (`2026-11-20T00:00:00Z`) to Unix epoch seconds.

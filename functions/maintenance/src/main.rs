@@ -4,6 +4,7 @@
 //! ```text
 //! sheetlog-maintenance reprocess --since 2026-11-20T00:00:00Z [--dry-run]
 //! sheetlog-maintenance archive [--mode archive|delete] [--keep-segments 3] [--after-days 90] [--dry-run]
+//! sheetlog-maintenance rebuild-snapshots [--log ID] [--dry-run]
 //! ```
 //! Progress goes to stderr, the final report (JSON) to stdout.
 
@@ -11,7 +12,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_maintenance::{
-    Mode, Policy, ReprocessOptions, Reprocessor, Retention, RunOptions, parse_since,
+    Mode, Policy, RebuildOptions, RebuildTables, Rebuilder, ReprocessOptions, Reprocessor,
+    Retention, RunOptions, parse_since,
 };
 
 #[derive(Debug, Parser)]
@@ -35,6 +37,30 @@ enum Command {
     /// archive), or delete them. Only history behind a completed snapshot, never the two newest
     /// segments. Safe to run again, and to interrupt.
     Archive(ArchiveArgs),
+    /// Build every completed snapshot again from the log (one log, or all) and write whatever
+    /// chunk or manifest object is missing. Builds are deterministic, so nothing present is
+    /// changed. Safe to run again, and to interrupt.
+    RebuildSnapshots(RebuildArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RebuildArgs {
+    /// Only this log (its UUID).
+    #[arg(long, value_parser = parse_log)]
+    log: Option<sheetlog_core::domain::LogId>,
+    /// Report what would be written, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+    /// The Clients table: it holds the logs' metadata items, whose tombstones mark deleted logs.
+    #[arg(long, env = "SHEETLOG_CLIENTS_TABLE")]
+    clients_table: String,
+}
+
+fn parse_log(raw: &str) -> Result<sheetlog_core::domain::LogId, String> {
+    raw.parse::<sheetlog_core::domain::LogId>()
+        .map_err(|e| format!("{raw:?} is not a log id (a UUID): {e}"))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -93,7 +119,39 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Reprocess(args) => reprocess(args).await,
         Command::Archive(args) => archive(args).await,
+        Command::RebuildSnapshots(args) => rebuild(args).await,
     }
+}
+
+async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let tables = RebuildTables {
+        entry_table: args.stack.entry_table.clone(),
+        segment_table: args.stack.segment_table.clone(),
+        clients_table: args.clients_table.clone(),
+    };
+    let tool = Rebuilder::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &tables,
+        S3Bucket::new(s3_client(&sdk), &args.stack.bucket),
+    )?;
+    let opts = RebuildOptions {
+        log: args.log,
+        dry_run: args.dry_run,
+        build: sheetlog_core::snapshot::BuildConfig::default(),
+    };
+    let verb = if args.dry_run { "would write" } else { "wrote" };
+    let report = tool
+        .run(opts, &mut |log, r| {
+            eprintln!(
+                "log {log}: {} logs ({} deleted, skipped), {} snapshots rebuilt; {verb} {} objects, {} already present, {} roots fixed, {} fork bases missing",
+                r.logs, r.logs_deleted, r.snapshots_rebuilt, r.objects_written, r.objects_present, r.roots_fixed, r.fork_bases_missing
+            );
+        })
+        .await
+        .context("rebuilding snapshots")?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
 }
 
 async fn archive(args: ArchiveArgs) -> anyhow::Result<()> {

@@ -83,6 +83,10 @@ pub const CLIENTS_TABLE: TableSpec = TableSpec {
 /// Days after which the lifecycle rule expires objects still tagged for auto-delete.
 pub const DEFAULT_AUTO_DELETE_DAYS: i32 = 3;
 
+/// Days a deleted object is kept as a noncurrent version (the CDK stack's
+/// `noncurrentVersionDays` default; the bucket is versioned).
+pub const DEFAULT_NONCURRENT_VERSION_DAYS: i32 = 30;
+
 /// The bucket's CORS rule, as the CDK stack's with `corsAllowedOrigins=*` (`LOCAL_STACK_CONTEXT`
 /// in `cdk/lib/resources.ts`; a deployment has none unless configured): browsers PUT payloads
 /// to, and GET snapshots from, URLs the API presigns (the signature is the authorization), and
@@ -144,6 +148,17 @@ pub async fn create_bucket(
         .send()
         .await
         .map_err(|e| StoreError::service("S3", "CreateBucket", e))?;
+    client
+        .put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| StoreError::service("S3", "PutBucketVersioning", e))?;
     let tag = Tag::builder()
         .key(AUTO_DELETE_TAG_KEY)
         .value(AUTO_DELETE_TAG_VALUE)
@@ -168,6 +183,22 @@ pub async fn create_bucket(
             .abort_incomplete_multipart_upload(
                 AbortIncompleteMultipartUpload::builder()
                     .days_after_initiation(1)
+                    .build(),
+            )
+            .build()
+            .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?,
+        LifecycleRule::builder()
+            .id("expire-noncurrent-versions")
+            .status(ExpirationStatus::Enabled)
+            .filter(LifecycleRuleFilter::builder().prefix("").build())
+            .noncurrent_version_expiration(
+                aws_sdk_s3::types::NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(DEFAULT_NONCURRENT_VERSION_DAYS)
+                    .build(),
+            )
+            .expiration(
+                LifecycleExpiration::builder()
+                    .expired_object_delete_marker(true)
                     .build(),
             )
             .build()

@@ -74,6 +74,7 @@ struct Key {
 struct Bucket {
     logical_id: String,
     env: Option<String>,
+    versioned: bool,
     lifecycle_rules: Vec<LifecycleRule>,
     cors: Vec<CorsRule>,
 }
@@ -87,6 +88,8 @@ struct LifecycleRule {
     tags: BTreeMap<String, String>,
     expiration_days: Option<i64>,
     abort_incomplete_multipart_upload_days: Option<i64>,
+    noncurrent_version_days: Option<i64>,
+    expired_object_delete_marker: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -477,6 +480,14 @@ async fn observe_bucket(s3: &aws_sdk_s3::Client, b: &Bucket, name: &str) -> anyh
                     .abort_incomplete_multipart_upload()
                     .and_then(|a| a.days_after_initiation())
                     .map(i64::from),
+                noncurrent_version_days: r
+                    .noncurrent_version_expiration()
+                    .and_then(|n| n.noncurrent_days())
+                    .map(i64::from),
+                expired_object_delete_marker: r
+                    .expiration()
+                    .and_then(|e| e.expired_object_delete_marker())
+                    .unwrap_or(false),
             }
         })
         .collect();
@@ -502,9 +513,32 @@ async fn observe_bucket(s3: &aws_sdk_s3::Client, b: &Bucket, name: &str) -> anyh
             max_age_seconds: r.max_age_seconds().map(i64::from),
         })
         .collect();
+    // moto answers GetBucketVersioning with a body the SDK cannot parse; a versioned bucket shows
+    // instead as two versions of an object written twice.
+    let probe = "versioning-probe";
+    for body in ["1", "2"] {
+        s3.put_object()
+            .bucket(name)
+            .key(probe)
+            .body(body.as_bytes().to_vec().into())
+            .send()
+            .await
+            .with_context(|| format!("PutObject {name}/{probe}"))?;
+    }
+    let versioned = s3
+        .list_object_versions()
+        .bucket(name)
+        .prefix(probe)
+        .send()
+        .await
+        .with_context(|| format!("ListObjectVersions {name}"))?
+        .versions()
+        .len()
+        == 2;
     Ok(Bucket {
         logical_id: b.logical_id.clone(),
         env: b.env.clone(),
+        versioned,
         lifecycle_rules,
         cors,
     })

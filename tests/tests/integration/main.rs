@@ -17,6 +17,7 @@ mod log_delete;
 mod memory;
 mod pipeline;
 mod rebase;
+mod rebuild;
 mod snapshot_s3;
 mod sync;
 mod sync_queue;

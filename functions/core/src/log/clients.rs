@@ -284,7 +284,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     }
 
     /// The client's newest range (its last applied mutation), or `None` for a client this log
-    /// has not heard from. A strong read: 0.5 RRU.
+    /// has not heard from. A strong Query of one item: 1 RRU (a strong read of up to 4 KB).
     pub async fn last_mutation(
         &self,
         log: LogId,

@@ -1,0 +1,417 @@
+//! Rebuilding snapshots from the log (`sheetlog-maintenance rebuild-snapshots`): the log is the
+//! truth and every snapshot object is derived from it, so a lost chunk, manifest or whole
+//! `snapshots/` prefix is brought back by building each completed snapshot again, in log order,
+//! with the snapshot worker's own builder ([`SnapshotBuilder`], the same chunking settings). A
+//! build is deterministic (`docs/design.md`, invariant 4): the same entries give the same bytes
+//! under the same keys, so the rebuilt manifest key is the root already on the Snapshot entry.
+//!
+//! Per log, entries are read from sequence 0 with the reader every other reader uses (it follows
+//! segments, archived ones included). Each Snapshot entry with a root is rebuilt from the
+//! previous one; an object already in the bucket is left alone (counted as present), a missing
+//! one is written. A root that differs from the rebuilt manifest key (which only a change of
+//! builder could cause) is replaced on a segment still in DynamoDB, and reported for an archived
+//! one. The walk stops at the first Snapshot entry without a root: later ones cannot be complete
+//! (snapshots complete in order) and `reprocess` is the tool for unfinished ones.
+//!
+//! Forks: a fork's entry 0 carries the root of a snapshot built from its source at fork time,
+//! and the log does not say which source or sequence. While that manifest and the chunks it
+//! stores under the fork's own prefix are present, the fork is rebuilt: first each log whose
+//! chunks the manifest shares (so a run over every log may take a source before its turn), then
+//! the two fork markers per source (`log::purge::fork_markers`, which keep a deleted source's
+//! chunks alive for the fork), then the fork's later snapshots on it. When the fork's own first
+//! snapshot is gone, the log is reported in `forkBasesMissing` and left alone: restore those
+//! objects from a noncurrent version of the bucket (`docs/operations.md`).
+//!
+//! Deleted logs (a tombstone on the metadata item, `DELETE /logs/{logId}`) are skipped and
+//! counted in `logsDeleted`: their objects are being removed on purpose.
+//!
+//! Idempotent and resumable: a run writes only what is missing, so running it again (after an
+//! interruption, or to check) writes nothing more; `--log` limits a run to one log. A log's
+//! entries are read whole (an operator's tool; the bodies of one log fit in memory).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::Serialize;
+use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket};
+use sheetlog_core::domain::{EntryType, LogId, RequestUnits};
+use sheetlog_core::error::{LogError, StoreError};
+use sheetlog_core::log::{EventLog, SegmentHint};
+use sheetlog_core::ports::{LogPurge, LogStore};
+use sheetlog_core::snapshot::{
+    BlobError, BlobStore, BuildConfig, Manifest, SnapshotBuilder, SnapshotError,
+};
+use sheetlog_core::snapshot_input::{InputError, base_manifest, log_entries};
+use tracing::{error, info, warn};
+
+use crate::logs::LogIds;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RebuildError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error("invalid settings: {0}")]
+    Config(#[from] sheetlog_core::config::ConfigError),
+    #[error("scanning the Segment table failed: {0}")]
+    Scan(String),
+    #[error("log {log}: read {got} entries from sequence 0, expected {expected}")]
+    ShortRead { log: LogId, got: u64, expected: u64 },
+}
+
+/// What a run found and did (totals over the logs done so far).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RebuildReport {
+    /// Logs visited (deleted ones included).
+    pub logs: u64,
+    /// Logs skipped because they were deleted (tombstoned).
+    pub logs_deleted: u64,
+    pub entries_read: u64,
+    /// Snapshots built again (each completed Snapshot entry after entry 0).
+    pub snapshots_rebuilt: u64,
+    /// Chunk, manifest and fork-marker objects written (or, in a dry run, that would have been).
+    pub objects_written: u64,
+    /// Objects the build wrote that were already in the bucket (manifests and fork markers; the
+    /// builder itself skips chunks that are there, which are not counted).
+    pub objects_present: u64,
+    /// Snapshot entries whose root differed from the rebuilt manifest key and was replaced.
+    pub roots_fixed: u64,
+    /// Roots that differ on an archived segment (not changed: the archive is read-only).
+    pub roots_differing_archived: u64,
+    /// Forks whose first snapshot (its manifest, or a chunk of it that no source rebuilt) is
+    /// gone; their later snapshots were left alone.
+    pub fork_bases_missing: u64,
+    /// Snapshot entries not yet complete, where a log's walk stopped.
+    pub snapshots_incomplete: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RebuildOptions {
+    /// Only this log (every log of the Segment table when `None`); the logs a fork of it shares
+    /// chunks with are rebuilt too.
+    pub log: Option<LogId>,
+    /// Report what would be written without writing it.
+    pub dry_run: bool,
+    /// The chunking the snapshot worker builds with (its default unless configured otherwise):
+    /// the same settings give the same bytes.
+    pub build: BuildConfig,
+}
+
+/// The tables and bucket a run works on.
+#[derive(Debug, Clone)]
+pub struct RebuildTables {
+    pub entry_table: String,
+    pub segment_table: String,
+    /// Holds the logs' metadata items (tombstones of deleted logs).
+    pub clients_table: String,
+}
+
+/// The log and bucket a run works on.
+#[derive(Debug)]
+pub struct Rebuilder {
+    dynamo: aws_sdk_dynamodb::Client,
+    segment_table: String,
+    log: EventLog<DynamoLogStore, S3Bucket>,
+    meta: DynamoPurge,
+    bucket: S3Bucket,
+}
+
+/// Entries read from sequence 0 in one go: an operator's tool, far past any real log's length
+/// between archive runs.
+const READ_LIMIT: usize = 10_000_000;
+
+/// Logs already done in this run (rebuilt, skipped or being rebuilt).
+type Done = HashSet<LogId>;
+
+impl Rebuilder {
+    pub fn new(
+        dynamo: aws_sdk_dynamodb::Client,
+        tables: &RebuildTables,
+        bucket: S3Bucket,
+    ) -> Result<Self, RebuildError> {
+        let store = DynamoLogStore::new(dynamo.clone(), &tables.entry_table, &tables.segment_table);
+        let log = EventLog::new(
+            store,
+            bucket.clone(),
+            sheetlog_core::config::LogConfig::default(),
+        )?;
+        // Only `log_meta` is used, which reads the Clients table.
+        let meta = DynamoPurge::new(
+            dynamo.clone(),
+            &tables.entry_table,
+            &tables.segment_table,
+            "",
+            &tables.clients_table,
+        );
+        Ok(Self {
+            dynamo,
+            segment_table: tables.segment_table.clone(),
+            log,
+            meta,
+            bucket,
+        })
+    }
+
+    /// Runs over one log or every log; `progress` is called after each log with the totals.
+    pub async fn run(
+        &self,
+        opts: RebuildOptions,
+        progress: &mut (dyn FnMut(LogId, &RebuildReport) + Send),
+    ) -> Result<RebuildReport, RebuildError> {
+        let mut report = RebuildReport::default();
+        let mut done = Done::new();
+        if let Some(log) = opts.log {
+            self.rebuild_log(log, opts, &mut report, &mut done, progress)
+                .await?;
+            return Ok(report);
+        }
+        let mut logs = LogIds::new(self.dynamo.clone(), &self.segment_table);
+        while let Some(page) = logs.next_page().await.map_err(RebuildError::Scan)? {
+            for log in page {
+                if !done.contains(&log) {
+                    self.rebuild_log(log, opts, &mut report, &mut done, progress)
+                        .await?;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// One log, oldest snapshot first (after the logs its first snapshot shares chunks with).
+    pub async fn rebuild_log(
+        &self,
+        log: LogId,
+        opts: RebuildOptions,
+        report: &mut RebuildReport,
+        done: &mut Done,
+        progress: &mut (dyn FnMut(LogId, &RebuildReport) + Send),
+    ) -> Result<(), RebuildError> {
+        if !done.insert(log) {
+            return Ok(());
+        }
+        self.rebuild_one(log, opts, report, done, progress).await?;
+        report.logs += 1;
+        progress(log, report);
+        Ok(())
+    }
+
+    async fn rebuild_one(
+        &self,
+        log: LogId,
+        opts: RebuildOptions,
+        report: &mut RebuildReport,
+        done: &mut Done,
+        progress: &mut (dyn FnMut(LogId, &RebuildReport) + Send),
+    ) -> Result<(), RebuildError> {
+        if self
+            .meta
+            .log_meta(log)
+            .await?
+            .is_some_and(|m| m.deleted.is_some())
+        {
+            info!(log = %log, "deleted log; skipped");
+            report.logs_deleted += 1;
+            return Ok(());
+        }
+        let (next_seq, _) = self.log.next_seq(log).await?;
+        let start = SegmentHint {
+            segment: 0,
+            base_seq: 0,
+        };
+        let mut entries = self.log.read_from(log, start, 0, READ_LIMIT).await?.entries;
+        report.entries_read += entries.len() as u64;
+        if entries.len() as u64 != next_seq || entries.first().is_none_or(|e| e.seq != 0) {
+            return Err(RebuildError::ShortRead {
+                log,
+                got: entries.len() as u64,
+                expected: next_seq,
+            });
+        }
+        let (segments, _) = self.log.segments(log).await?;
+        let archived = |segment: u64| {
+            segments
+                .iter()
+                .any(|s| s.num == segment && s.archive.is_some())
+        };
+        let dry_run = opts.dry_run;
+        let blobs = Counting::new(&self.bucket, dry_run);
+        if let Some(root) = entries[0].snapshot_root.clone() {
+            // A fork: its sources first, then check its first snapshot is whole.
+            let Some(manifest) = self.fork_base(log, &root).await? else {
+                error!(log = %log, root, "the fork's first snapshot is gone; the log does not name its source");
+                report.fork_bases_missing += 1;
+                return Ok(());
+            };
+            let sources: BTreeSet<LogId> = manifest
+                .chunks
+                .iter()
+                .filter_map(|c| c.log)
+                .map(LogId::from_uuid)
+                .filter(|s| *s != log)
+                .collect();
+            for source in &sources {
+                Box::pin(self.rebuild_log(*source, opts, report, done, progress)).await?;
+            }
+            for chunk in &manifest.chunks {
+                let key = chunk.key(*log.as_uuid());
+                if !blobs.exists(&key).await? {
+                    error!(log = %log, root, chunk = key, "a chunk of the fork's first snapshot is gone");
+                    report.fork_bases_missing += 1;
+                    return Ok(());
+                }
+            }
+            for source in sources {
+                for marker in sheetlog_core::log::purge::fork_markers(source, log) {
+                    blobs.put(&marker, Bytes::new()).await?;
+                }
+            }
+        }
+        let uuid = *log.as_uuid();
+        let mut base = 0usize;
+        for i in 1..entries.len() {
+            if entries[i].kind != EntryType::SNAPSHOT {
+                continue;
+            }
+            let Some(root) = entries[i].snapshot_root.clone() else {
+                report.snapshots_incomplete += 1;
+                break;
+            };
+            let manifest = base_manifest(&blobs, log, &entries[base]).await?;
+            let input = log_entries(&entries[base..i])?;
+            let built = SnapshotBuilder::new(
+                &blobs,
+                &self.bucket,
+                opts.build,
+                uuid,
+                entries[i].seq,
+                manifest,
+                input,
+            )?
+            .run(|_| {})
+            .await?;
+            report.snapshots_rebuilt += 1;
+            if built.manifest_key != root {
+                let (segment, num) = (entries[i].segment, entries[i].num);
+                if archived(segment) {
+                    warn!(log = %log, segment, entry = num, root, rebuilt = %built.manifest_key,
+                        "root differs on an archived segment; left alone");
+                    report.roots_differing_archived += 1;
+                } else {
+                    warn!(log = %log, segment, entry = num, root, rebuilt = %built.manifest_key,
+                        "root differs from the rebuilt manifest; replaced");
+                    report.roots_fixed += 1;
+                    if !dry_run {
+                        let mut units = RequestUnits::default();
+                        self.log
+                            .store()
+                            .set_snapshot_root(log, segment, num, &built.manifest_key, &mut units)
+                            .await?;
+                    }
+                }
+                entries[i].snapshot_root = Some(built.manifest_key);
+            }
+            base = i;
+        }
+        let (written, present) = blobs.counts();
+        report.objects_written += written;
+        report.objects_present += present;
+        Ok(())
+    }
+
+    /// A fork's first manifest, `None` when it is gone.
+    async fn fork_base(&self, log: LogId, root: &str) -> Result<Option<Manifest>, RebuildError> {
+        let Some(bytes) = self.bucket.get(root).await? else {
+            return Ok(None);
+        };
+        let manifest = Manifest::from_bytes(root, &bytes)?;
+        if manifest.log_id != *log.as_uuid() {
+            return Err(SnapshotError::BadManifest {
+                key: root.to_owned(),
+                reason: format!("manifest is for log {}, expected {log}", manifest.log_id),
+            }
+            .into());
+        }
+        Ok(Some(manifest))
+    }
+}
+
+/// The bucket as the builder sees it during a rebuild: a put of an object already there writes
+/// nothing (counted as present); a dry run keeps what it would write in memory so later builds
+/// of the same run can read it.
+#[derive(Debug)]
+struct Counting<'a> {
+    inner: &'a S3Bucket,
+    dry_run: bool,
+    held: Mutex<HashMap<String, Bytes>>,
+    written: Mutex<(u64, u64)>,
+}
+
+impl<'a> Counting<'a> {
+    fn new(inner: &'a S3Bucket, dry_run: bool) -> Self {
+        Self {
+            inner,
+            dry_run,
+            held: Mutex::new(HashMap::new()),
+            written: Mutex::new((0, 0)),
+        }
+    }
+
+    fn held(&self, key: &str) -> Option<Bytes> {
+        self.held.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    fn count(&self, written: bool) {
+        if let Ok(mut c) = self.written.lock() {
+            if written {
+                c.0 += 1;
+            } else {
+                c.1 += 1;
+            }
+        }
+    }
+
+    /// (written, already present)
+    fn counts(&self) -> (u64, u64) {
+        self.written.lock().map(|c| *c).unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl BlobStore for Counting<'_> {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+        if self.held(key).is_some() || self.inner.exists(key).await? {
+            self.count(false);
+            return Ok(());
+        }
+        if self.dry_run {
+            if let Ok(mut m) = self.held.lock() {
+                m.insert(key.to_owned(), bytes);
+            }
+        } else {
+            self.inner.put(key, bytes).await?;
+        }
+        self.count(true);
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+        match self.held(key) {
+            Some(b) => Ok(Some(b)),
+            None => self.inner.get(key).await,
+        }
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
+        Ok(self.held(key).is_some() || self.inner.exists(key).await?)
+    }
+}

@@ -1,0 +1,470 @@
+//! The restore drill for snapshots (`sheetlog-maintenance rebuild-snapshots`): a log with an
+//! import, history over several segments (two archived to S3) and large bodies, a fork of it with
+//! history of its own and its fork markers, and a deleted log; every object under `snapshots/`
+//! is recorded with every version's read, then deleted (but the fork's own first snapshot, which
+//! the log cannot rebuild); the rebuild brings back the same bytes under the same keys and every
+//! version reads exactly as before.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, ensure};
+use bytes::Bytes;
+use serde_json::json;
+use sheetlog_core::aws::DynamoPurge;
+use sheetlog_core::domain::{LogId, SnapshotJob};
+use sheetlog_core::log::AppendOptions;
+use sheetlog_core::log::purge::fork_markers;
+use sheetlog_core::ports::{LogPurge, ObjectPurge, PayloadStore};
+use sheetlog_core::snapshot::materialize;
+use sheetlog_core::snapshot_input::{fork_snapshot, sheet_as_of};
+use sheetlog_maintenance::{
+    Mode, Policy, RebuildOptions, RebuildReport, RebuildTables, Rebuilder, Retention, RunOptions,
+};
+use sheetlog_sheet::sample::write_sample_csv;
+use sheetlog_snapshot_worker::{Outcome, Worker};
+use sheetlog_tests::pipeline::{
+    PipelineStack, TEST_BUILD, drive, event, snapshot_entry, test_worker_config,
+};
+use sheetlog_tests::stack::AwsLog;
+
+async fn build(worker: &Worker, job: SnapshotJob) -> anyhow::Result<()> {
+    match drive(worker, job).await?.last() {
+        Some(Outcome::Completed { .. } | Outcome::AlreadyComplete) => Ok(()),
+        other => bail!("snapshot {job:?}: {other:?}"),
+    }
+}
+
+/// `edits` edits then a built snapshot; with `big`, one edit large enough to live in S3.
+async fn edits(
+    px: &PipelineStack,
+    worker: &Worker,
+    log: LogId,
+    from: u32,
+    edits: u32,
+    big: bool,
+) -> anyhow::Result<()> {
+    for i in from..from + edits {
+        let e = event(json!({"type": "set", "body": {"cells": [
+            {"ref": format!("A{}", i % 40 + 1), "value": format!("edit {i}")},
+            {"ref": format!("B{}", i % 40 + 1), "value": i}
+        ]}}))?;
+        px.log.append(log, e, AppendOptions::default()).await?;
+    }
+    if big {
+        let cells: Vec<_> = (1..=700)
+            .map(|r| json!({"ref": format!("C{r}"), "value": format!("a long value for row {r}")}))
+            .collect();
+        let e = event(json!({"type": "set", "body": {"cells": cells}}))?;
+        px.log.append(log, e, AppendOptions::default()).await?;
+    }
+    let a = px
+        .log
+        .append(log, snapshot_entry(), AppendOptions::default())
+        .await?;
+    build(worker, SnapshotJob::new(log, a.segment, a.entry)).await
+}
+
+/// Every object under `snapshots/<log>/` with its bytes (checkpoints are scratch, not state).
+async fn objects(px: &PipelineStack, log: LogId) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for key in px.snapshot_objects(log).await? {
+        if key.contains("/checkpoints/") {
+            continue;
+        }
+        let bytes = px.blobs.get_object(&key).await?.unwrap_or_default();
+        out.insert(key, bytes.to_vec());
+    }
+    Ok(out)
+}
+
+/// The sheet as of every sequence of the log, read the way `cells?at=` reads it: the newest
+/// snapshot at or before it (its chunks, every row) and the entries after it.
+async fn reads(px: &PipelineStack, log: LogId) -> anyhow::Result<Vec<String>> {
+    reads_from(&px.log, px, log).await
+}
+
+async fn reads_from(
+    events: &AwsLog,
+    px: &PipelineStack,
+    log: LogId,
+) -> anyhow::Result<Vec<String>> {
+    let (next, _) = events.next_seq(log).await?;
+    let mut out = Vec::new();
+    for at in 0..=next {
+        let s = sheet_as_of(events, &px.blobs, log, at).await?;
+        let rows = match &s.base {
+            Some(m) => format!("{:?}", materialize(&px.blobs, m).await?),
+            None => String::new(),
+        };
+        out.push(format!("{at}: {rows} {:?}", s.entries));
+    }
+    Ok(out)
+}
+
+async fn delete(px: &PipelineStack, keys: impl Iterator<Item = &String>) -> anyhow::Result<()> {
+    for key in keys {
+        px.stack
+            .s3
+            .delete_object()
+            .bucket(&px.stack.resources.bucket)
+            .key(key)
+            .send()
+            .await?;
+    }
+    Ok(())
+}
+
+/// A run over `log` (or every log) with the chunk size the test worker builds with.
+fn opts(log: Option<LogId>, dry_run: bool) -> RebuildOptions {
+    RebuildOptions {
+        log,
+        dry_run,
+        build: TEST_BUILD,
+    }
+}
+
+fn rebuilder(px: &PipelineStack) -> anyhow::Result<Rebuilder> {
+    let r = &px.stack.resources;
+    let tables = RebuildTables {
+        entry_table: r.entry_table.clone(),
+        segment_table: r.segment_table.clone(),
+        clients_table: r.require_clients_table()?.to_owned(),
+    };
+    Ok(Rebuilder::new(
+        px.stack.dynamo.clone(),
+        &tables,
+        px.stack.bucket(),
+    )?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Result<()> {
+    let px = PipelineStack::new("rebuild").await?;
+    let worker = px.worker(test_worker_config())?;
+
+    // An import, then four segments of history, each with two snapshots; the oldest two are
+    // archived to S3.
+    let log = px.log.create().await?.log;
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 60)?;
+    let key = format!("payloads/{log}/uploads/import-1");
+    px.payloads()
+        .put_discardable(&key, Bytes::from(csv))
+        .await?;
+    let import = event(json!({"type": "import", "body": {"format": "csv"}}))?.with_payload(&key);
+    px.log.append(log, import, AppendOptions::default()).await?;
+    let mut n = 0;
+    for s in 0..4 {
+        edits(&px, &worker, log, n, 6, s == 0).await?;
+        edits(&px, &worker, log, n + 6, 6, false).await?;
+        n += 12;
+        if s < 3 {
+            let started = px.log.start_segment(log).await?;
+            build(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+        }
+    }
+    let archived = Retention::new(
+        px.stack.dynamo.clone(),
+        &px.stack.resources.entry_table,
+        &px.stack.resources.segment_table,
+        px.stack.bucket(),
+        Policy {
+            mode: Mode::Archive,
+            keep_segments: 2,
+            after_days: None,
+        },
+    )
+    .run(
+        RunOptions {
+            now: sheetlog_core::domain::now_secs(),
+            dry_run: false,
+            deadline: None,
+        },
+        &mut |_, _| {},
+    )
+    .await?;
+    ensure!(archived.segments_archived == 2, "{archived:?}");
+
+    // A fork from the middle of the log, with history of its own.
+    let fork = LogId::new_random();
+    let built = fork_snapshot(&px.log, &px.blobs, &px.blobs, TEST_BUILD, log, 40, fork).await?;
+    // The markers the API writes with each log whose chunks the fork shares.
+    let sources: std::collections::BTreeSet<_> =
+        built.manifest.chunks.iter().filter_map(|c| c.log).collect();
+    ensure!(
+        sources.len() == 1,
+        "the fork shares the source's chunks: {sources:?}"
+    );
+    for marker in fork_markers(log, fork) {
+        px.blobs.put_marker(&marker).await?;
+    }
+    px.log.create_fork(fork, built.manifest_key.clone()).await?;
+    edits(&px, &worker, fork, 1000, 10, false).await?;
+    // The fork's own first snapshot: its manifest and the chunks under its prefix.
+    let fork_base: Vec<String> = std::iter::once(built.manifest_key.clone())
+        .chain(
+            built
+                .manifest
+                .chunks
+                .iter()
+                .filter(|c| c.log.is_none())
+                .map(|c| c.key(*fork.as_uuid())),
+        )
+        .collect();
+
+    // A deleted log: its tombstone makes the rebuild skip it.
+    let gone = px.log.create().await?.log;
+    edits(&px, &worker, gone, 0, 3, false).await?;
+    let r = &px.stack.resources;
+    let purge = DynamoPurge::new(
+        px.stack.dynamo.clone(),
+        &r.entry_table,
+        &r.segment_table,
+        r.require_pending_table()?,
+        r.require_clients_table()?,
+    );
+    // The tombstone, written first by `DELETE /logs/{logId}`: what a rebuild racing a delete
+    // sees (its items and objects are about to go).
+    purge
+        .mark_deleted(gone, sheetlog_core::domain::now_secs())
+        .await?;
+
+    let before = (
+        objects(&px, log).await?,
+        objects(&px, fork).await?,
+        reads(&px, log).await?,
+        reads(&px, fork).await?,
+    );
+    ensure!(
+        before.0.len() > 10 && before.1.len() > 2,
+        "{:?}",
+        before.0.keys()
+    );
+
+    // A dry run writes nothing and reports everything present.
+    let tool = rebuilder(&px)?;
+    let dry = tool.run(opts(Some(log), true), &mut |_, _| {}).await?;
+    ensure!(
+        dry.objects_written == 0 && dry.objects_present > 0 && dry.snapshots_rebuilt == 11,
+        "{dry:?}"
+    );
+
+    // Lose every snapshot object (but the fork's own first snapshot, which the log cannot
+    // rebuild: it does not name the fork's source or sequence).
+    delete(&px, before.0.keys()).await?;
+    delete(&px, before.1.keys().filter(|k| !fork_base.contains(k))).await?;
+    ensure!(px.snapshot_objects(log).await?.is_empty());
+    ensure!(
+        before.1.keys().any(|k| k.contains("/sources/")),
+        "{:?}",
+        before.1.keys()
+    );
+
+    let mut progress = Vec::new();
+    let report = tool
+        .run(opts(None, false), &mut |l, _| progress.push(l))
+        .await?;
+    ensure!(
+        progress.len() == 3 && progress.contains(&fork) && progress.contains(&gone),
+        "{progress:?}"
+    );
+    // The source comes back before the fork that shares its chunks.
+    let (at_log, at_fork) = (
+        progress.iter().position(|l| *l == log),
+        progress.iter().position(|l| *l == fork),
+    );
+    ensure!(at_log < at_fork, "{progress:?}");
+    ensure!(
+        report.objects_written > 10
+            && report.roots_fixed == 0
+            && report.logs_deleted == 1
+            && report.fork_bases_missing == 0,
+        "{report:?}"
+    );
+    let after = (
+        objects(&px, log).await?,
+        objects(&px, fork).await?,
+        reads(&px, log).await?,
+        reads(&px, fork).await?,
+    );
+    ensure!(
+        after.0 == before.0,
+        "the log's snapshot objects differ after the rebuild"
+    );
+    ensure!(
+        after.1 == before.1,
+        "the fork's snapshot objects differ after the rebuild"
+    );
+    ensure!(
+        after.2 == before.2,
+        "a version of the log reads differently"
+    );
+    ensure!(
+        after.3 == before.3,
+        "a version of the fork reads differently"
+    );
+
+    // Idempotent: a second run builds the same snapshots and writes nothing.
+    let again = tool.run(opts(None, false), &mut |_, _| {}).await?;
+    ensure!(
+        again.objects_written == 0
+            && again.snapshots_rebuilt == report.snapshots_rebuilt
+            && again.objects_present > 0,
+        "{again:?} after {report:?}"
+    );
+
+    // The source's marker for the fork is recreated (it keeps a deleted source's chunks alive).
+    ensure!(
+        px.blobs
+            .get_object(&fork_markers(log, fork)[0])
+            .await?
+            .is_some()
+    );
+
+    // A fork whose first snapshot is gone is reported, not guessed at.
+    delete(&px, std::iter::once(&built.manifest_key)).await?;
+    let lost = tool.run(opts(Some(fork), false), &mut |_, _| {}).await?;
+    ensure!(
+        lost == RebuildReport {
+            logs: 1,
+            entries_read: lost.entries_read,
+            fork_bases_missing: 1,
+            ..RebuildReport::default()
+        },
+        "{lost:?}"
+    );
+    Ok(())
+}
+
+/// The stand-in for a point-in-time restore (the emulator has none): every item of `table` copied
+/// into a new table with the same keys, as `restore-table-to-point-in-time` gives a new table.
+async fn restore_table(px: &PipelineStack, table: &str) -> anyhow::Result<String> {
+    let ddb = &px.stack.dynamo;
+    let restored = format!("{table}-restored");
+    let described = ddb.describe_table().table_name(table).send().await?;
+    let Some(t) = described.table else {
+        bail!("{table}: no description");
+    };
+    ddb.create_table()
+        .table_name(&restored)
+        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+        .set_key_schema(t.key_schema)
+        .set_attribute_definitions(t.attribute_definitions)
+        .send()
+        .await?;
+    let mut start = None;
+    loop {
+        let page = ddb
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await?;
+        for item in page.items() {
+            ddb.put_item()
+                .table_name(&restored)
+                .set_item(Some(item.clone()))
+                .send()
+                .await?;
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(restored);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_table_restored_from_a_backup_reads_the_same() -> anyhow::Result<()> {
+    let px = PipelineStack::new("restore").await?;
+    let worker = px.worker(test_worker_config())?;
+
+    // Three segments with snapshots, the oldest archived; a fork.
+    let log = px.log.create().await?.log;
+    for s in 0..3 {
+        edits(&px, &worker, log, s * 10, 10, s == 0).await?;
+        if s < 2 {
+            let started = px.log.start_segment(log).await?;
+            build(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+        }
+    }
+    let r = &px.stack.resources;
+    Retention::new(
+        px.stack.dynamo.clone(),
+        &r.entry_table,
+        &r.segment_table,
+        px.stack.bucket(),
+        Policy {
+            mode: Mode::Archive,
+            keep_segments: 2,
+            after_days: None,
+        },
+    )
+    .run(
+        RunOptions {
+            now: sheetlog_core::domain::now_secs(),
+            dry_run: false,
+            deadline: None,
+        },
+        &mut |_, _| {},
+    )
+    .await?;
+    let fork = LogId::new_random();
+    let built = fork_snapshot(&px.log, &px.blobs, &px.blobs, TEST_BUILD, log, 15, fork).await?;
+    for marker in fork_markers(log, fork) {
+        px.blobs.put_marker(&marker).await?;
+    }
+    px.log.create_fork(fork, built.manifest_key).await?;
+    edits(&px, &worker, fork, 500, 5, false).await?;
+    let before = (reads(&px, log).await?, reads(&px, fork).await?);
+
+    // Restore every table, then read through the restored ones only.
+    let mut restored = Vec::new();
+    for table in [
+        r.entry_table.as_str(),
+        r.segment_table.as_str(),
+        r.require_pending_table()?,
+        r.require_clients_table()?,
+    ] {
+        restored.push(restore_table(&px, table).await?);
+    }
+    if let Some(dedupe) = &r.dedupe_table {
+        restore_table(&px, dedupe).await?;
+    }
+    let store = sheetlog_core::aws::DynamoLogStore::new(
+        px.stack.dynamo.clone(),
+        &restored[0],
+        &restored[1],
+    );
+    let events: AwsLog =
+        sheetlog_core::log::EventLog::new(store, px.stack.bucket(), Default::default())?;
+    let after = (
+        reads_from(&events, &px, log).await?,
+        reads_from(&events, &px, fork).await?,
+    );
+    ensure!(
+        after.0 == before.0,
+        "a version of the log reads differently from the restored tables"
+    );
+    ensure!(
+        after.1 == before.1,
+        "a version of the fork reads differently from the restored tables"
+    );
+
+    // The restored tables name every snapshot object the bucket holds: a rebuild over them writes
+    // nothing.
+    let tables = RebuildTables {
+        entry_table: restored[0].clone(),
+        segment_table: restored[1].clone(),
+        clients_table: restored[3].clone(),
+    };
+    let report = Rebuilder::new(px.stack.dynamo.clone(), &tables, px.stack.bucket())?
+        .run(opts(None, false), &mut |_, _| {})
+        .await?;
+    ensure!(
+        report.logs == 2 && report.objects_written == 0 && report.objects_present > 0,
+        "{report:?}"
+    );
+    Ok(())
+}
