@@ -2,6 +2,9 @@
 //! WebSocket client (subprotocols, connection_init/ack, ka, subscribe, data, unsubscribe) and the
 //! functions' own signed HTTP publisher.
 
+// The helpers below are test code too (clippy's allowance covers only `#[test]` functions).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
