@@ -10,11 +10,13 @@
  * - functions are built by the house construct `SheetlogFunction`; each environment variable is
  *   bound together with its permission.
  */
+
 import { CfnOutput, Duration, RemovalPolicy, Size, Stack, type StackProps, Tags, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer, HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import * as appsync from 'aws-cdk-lib/aws-appsync';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -85,7 +87,46 @@ export const ENV = {
   pendingTimeoutSecs: 'SHEETLOG_PENDING_TIMEOUT_SECS',
   syncQueueUrl: 'SHEETLOG_SYNC_QUEUE_URL',
   syncWrites: 'SHEETLOG_SYNC_WRITES',
+  eventsHttpUrl: 'SHEETLOG_EVENTS_HTTP_URL',
+  eventsRealtimeUrl: 'SHEETLOG_EVENTS_REALTIME_URL',
+  eventsNamespace: 'SHEETLOG_EVENTS_NAMESPACE',
 } as const;
+
+/** The Event API's channel namespace: one channel per sheet, `/sheets/<logId>` (docs/sync.md, "Pokes"). */
+export const POKE_NAMESPACE = 'sheets';
+
+/**
+ * The namespace's onSubscribe handler (APPSYNC_JS) under JWT authorization: a subscriber may join
+ * `/sheets/<logId>` only if its token's access claim grants at least read on that sheet, as the
+ * HTTP API requires to pull it (functions/api/src/access.rs: `*`, `*:read`, `<logId>`,
+ * `<logId>:read`, `<logId>:write`; a JSON array or a space- or comma-separated string).
+ */
+export function onSubscribeCode(accessClaim: string): string {
+  return `import { util } from '@aws-appsync/utils';
+
+export function onSubscribe(ctx) {
+  const segments = ctx.info.channel.segments;
+  const log = segments.length === 2 ? segments[1].toLowerCase() : '';
+  const claims = (ctx.identity && ctx.identity.claims) || {};
+  const raw = claims[${JSON.stringify(accessClaim)}];
+  const text = Array.isArray(raw) ? raw.join(' ') : typeof raw === 'string' ? raw : '';
+  const items = text.replace(/^[|]$/g, '').split(/[s,]+/).map((g) => g.replace(/"/g, ''));
+  const granted = items.some((g) => {
+    const parts = g.split(':');
+    const target = parts[0].toLowerCase();
+    const level = parts.length > 1 ? parts[parts.length - 1] : 'write';
+    return (target === '*' || (log !== '' && target === log)) && (level === 'read' || level === 'write');
+  });
+  if (!granted) {
+    util.unauthorized();
+  }
+}
+
+export function onPublish(ctx) {
+  return ctx.events;
+}
+`;
+}
 
 /** Objects written before their entry commits carry this tag; the lifecycle rule expires them. */
 export const AUTO_DELETE_TAG = { key: 'sheetlog-auto-delete', value: 'true' } as const;
@@ -163,6 +204,8 @@ export class SheetlogStack extends Stack {
   readonly httpApi: apigw.HttpApi;
   readonly backups: Backups;
   readonly dashboard: cloudwatch.Dashboard;
+  /** Pokes: AppSync Events, one channel per sheet; the API and the sync writer publish. */
+  readonly eventApi: appsync.EventApi;
   readonly alarmTopic: sns.Topic;
 
   constructor(scope: Construct, id: string, props: SheetlogStackProps) {
@@ -419,6 +462,53 @@ export class SheetlogStack extends Stack {
       .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
       .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries);
 
+    // ---- Pokes (docs/sync.md, "Pokes") --------------------------------------------------------
+    // After each commit the API and the sync writer publish the sheet's next sequence on
+    // `/sheets/<logId>`; open pages subscribe over AppSync's WebSocket and pull on a poke.
+    // Publishers are IAM-authorized (a SigV4-signed POST /event). Subscribers use the stack's
+    // authorization: with JWT the same tokens as the HTTP API (OIDC, the same issuer and client
+    // ids) and the onSubscribe handler's check of the access claim; with IAM, IAM.
+    const iamAuth = appsync.AppSyncAuthorizationType.IAM;
+    const subscribeAuth = config.jwt ? appsync.AppSyncAuthorizationType.OIDC : iamAuth;
+    const escapeRegex = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    this.eventApi = new appsync.EventApi(this, 'EventApi', {
+      apiName: `${config.stackName}-pokes`,
+      authorizationConfig: {
+        authProviders: [
+          { authorizationType: iamAuth },
+          ...(config.jwt
+            ? [
+                {
+                  authorizationType: appsync.AppSyncAuthorizationType.OIDC,
+                  openIdConnectConfig: {
+                    oidcProvider: config.jwt.issuer,
+                    // A regular expression: any of the HTTP API's audiences.
+                    clientId: `^(${config.jwt.audience.map(escapeRegex).join('|')})$`,
+                  },
+                },
+              ]
+            : []),
+        ],
+        connectionAuthModeTypes: [subscribeAuth],
+        defaultPublishAuthModeTypes: [iamAuth],
+        defaultSubscribeAuthModeTypes: [subscribeAuth],
+      },
+    });
+    const pokeNamespace = this.eventApi.addChannelNamespace('SheetsNamespace', {
+      channelNamespaceName: POKE_NAMESPACE,
+      authorizationConfig: { publishAuthModeTypes: [iamAuth], subscribeAuthModeTypes: [subscribeAuth] },
+      code: config.jwt ? appsync.Code.fromInline(onSubscribeCode(config.jwt.accessClaim)) : undefined,
+    });
+    for (const publisher of [this.api, this.syncWriter]) {
+      // appsync:EventPublish on this namespace only.
+      pokeNamespace.grantPublish(publisher.function);
+      publisher
+        .bindSetting(ENV.eventsHttpUrl, `https://${this.eventApi.httpDns}/event`)
+        .bindSetting(ENV.eventsNamespace, POKE_NAMESPACE);
+    }
+    // The page subscribes here (the API writes it into the page).
+    this.api.bindSetting(ENV.eventsRealtimeUrl, `wss://${this.eventApi.realtimeDns}/event/realtime`);
+
     // ---- Event sources ------------------------------------------------------------------------
     this.streamRouter.function.addEventSource(
       new DynamoEventSource(this.entryTable, {
@@ -627,6 +717,11 @@ export class SheetlogStack extends Stack {
       ],
       SyncQueueUrl: [this.syncQueue.queueUrl, 'Replicache pushes waiting for the sync writer (FIFO)'],
       SyncDeadLetterQueueUrl: [this.syncDeadLetterQueue.queueUrl, 'Pushes the sync writer could not apply'],
+      EventsHttpUrl: [`https://${this.eventApi.httpDns}/event`, 'Event API publish endpoint (pokes; IAM only)'],
+      EventsRealtimeUrl: [
+        `wss://${this.eventApi.realtimeDns}/event/realtime`,
+        `Event API WebSocket endpoint: subscribe to /${POKE_NAMESPACE}/<logId> for pokes`,
+      ],
       AlarmTopicArn: [this.alarmTopic.topicArn, 'Subscribe here to receive alarm notifications'],
     };
     for (const [name, [value, description]] of Object.entries(outputs)) {
@@ -733,6 +828,24 @@ export class SheetlogStack extends Stack {
       workerMetric('SnapshotJobsParked', 'Sum'),
       1,
     );
+    // Pokes that could not be published (the writes stand; pages catch up by their slow pull).
+    for (const [id, fn] of [
+      ['ApiPokePublishErrorsAlarm', this.api],
+      ['SyncWriterPokePublishErrorsAlarm', this.syncWriter],
+    ] as const) {
+      alarm(
+        id,
+        'Pokes are failing to publish to the Event API: pages update only by their fallback pull; see docs/operations.md',
+        new cloudwatch.Metric({
+          namespace: 'Sheetlog',
+          metricName: 'PokePublishErrors',
+          dimensionsMap: { FunctionName: fn.function.functionName },
+          period: fiveMinutes,
+          statistic: 'Sum',
+        }),
+        10,
+      );
+    }
     alarm(
       'SnapshotJobWaitAlarm',
       'A snapshot job has waited over an hour behind an earlier snapshot; see docs/operations.md',

@@ -291,7 +291,25 @@ describe('functions', () => {
   });
 
   test('each function gets exactly the environment it needs, with the documented defaults', () => {
-    const env = (binary: string) => functionByBinary(json, binary)[1].Properties.Environment.Variables;
+    // The publishers' Event API settings are checked on their own (their values are references).
+    const pokes = ['SHEETLOG_EVENTS_HTTP_URL', 'SHEETLOG_EVENTS_REALTIME_URL', 'SHEETLOG_EVENTS_NAMESPACE'];
+    const env = (binary: string) => {
+      const all = { ...functionByBinary(json, binary)[1].Properties.Environment.Variables } as Json;
+      for (const k of pokes) delete all[k];
+      return all;
+    };
+    const pokeEnv = (binary: string) => functionByBinary(json, binary)[1].Properties.Environment.Variables as Json;
+    for (const binary of [API, WRITER]) {
+      assert.equal(pokeEnv(binary).SHEETLOG_EVENTS_NAMESPACE, 'sheets');
+      const http = JSON.stringify(pokeEnv(binary).SHEETLOG_EVENTS_HTTP_URL);
+      assert.match(http, /https:\/\/.*Dns\.Http.*\/event"/);
+    }
+    assert.match(
+      JSON.stringify(pokeEnv(API).SHEETLOG_EVENTS_REALTIME_URL),
+      /wss:\/\/.*Dns\.Realtime.*\/event\/realtime"/,
+    );
+    assert.equal(pokeEnv(WRITER).SHEETLOG_EVENTS_REALTIME_URL, undefined);
+    for (const binary of [ROUTER, WORKER]) assert.equal(pokeEnv(binary).SHEETLOG_EVENTS_HTTP_URL, undefined);
     assert.deepEqual(env(API), {
       RUST_LOG: 'info',
       SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
@@ -690,7 +708,8 @@ describe('alarms', () => {
   test('every alarm notifies the alarm topic, and missing data is not an alarm', () => {
     // DLQ depths, iterator age, errors + throttles per function, API 5xx, queue ages, the
     // worker's own two, table throttles.
-    assert.equal(alarms.length, 3 + 1 + 8 + 1 + 2 + 2 + 5);
+    // … and a poke-publish alarm per publisher (API, sync writer).
+    assert.equal(alarms.length, 3 + 1 + 8 + 1 + 2 + 2 + 5 + 2);
     for (const alarm of alarms) {
       assert.deepEqual(alarm.AlarmActions, [{ Ref: topicId }]);
       assert.deepEqual(alarm.OKActions, [{ Ref: topicId }]);
@@ -702,6 +721,45 @@ describe('alarms', () => {
     const { template } = synth({ alarmEmail: 'ops@example.com' });
     template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
     synth().template.resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+});
+
+describe('pokes (AppSync Events)', () => {
+  const nsOf = (j: Json) =>
+    Object.values(j.Resources as Record<string, Json>).filter((r) => r.Type === 'AWS::AppSync::ChannelNamespace');
+  const apiOf = (j: Json) =>
+    Object.values(j.Resources as Record<string, Json>).filter((r) => r.Type === 'AWS::AppSync::Api');
+
+  test('IAM stacks: one Event API, publish and subscribe with IAM, no handler code', () => {
+    const { json } = synth();
+    const [api] = apiOf(json);
+    assert.equal(apiOf(json).length, 1);
+    const cfg = api.Properties.EventConfig as Json;
+    assert.deepEqual(cfg.AuthProviders, [{ AuthType: 'AWS_IAM' }]);
+    assert.deepEqual(cfg.DefaultPublishAuthModes, [{ AuthType: 'AWS_IAM' }]);
+    assert.deepEqual(cfg.DefaultSubscribeAuthModes, [{ AuthType: 'AWS_IAM' }]);
+    const [ns] = nsOf(json);
+    assert.equal(ns.Properties.Name, 'sheets');
+    assert.deepEqual(ns.Properties.PublishAuthModes, [{ AuthType: 'AWS_IAM' }]);
+    assert.equal(ns.Properties.CodeHandlers, undefined);
+  });
+
+  test('JWT stacks: subscribers use the API’s issuer and audiences, and onSubscribe checks the access claim', () => {
+    const { json } = synth({ jwtIssuer: 'https://issuer.example.com', jwtAudience: 'web,cli.v2' });
+    const cfg = apiOf(json)[0].Properties.EventConfig as Json;
+    assert.deepEqual(cfg.DefaultPublishAuthModes, [{ AuthType: 'AWS_IAM' }]);
+    assert.deepEqual(cfg.DefaultSubscribeAuthModes, [{ AuthType: 'OPENID_CONNECT' }]);
+    assert.deepEqual(cfg.ConnectionAuthModes, [{ AuthType: 'OPENID_CONNECT' }]);
+    const oidc = (cfg.AuthProviders as Json[]).find((p) => p.AuthType === 'OPENID_CONNECT');
+    assert.equal(oidc?.OpenIDConnectConfig.Issuer, 'https://issuer.example.com');
+    assert.equal(oidc?.OpenIDConnectConfig.ClientId, '^(web|cli\\.v2)$');
+    const [ns] = nsOf(json);
+    assert.deepEqual(ns.Properties.PublishAuthModes, [{ AuthType: 'AWS_IAM' }]);
+    assert.deepEqual(ns.Properties.SubscribeAuthModes, [{ AuthType: 'OPENID_CONNECT' }]);
+    const code = String(ns.Properties.CodeHandlers);
+    assert.match(code, /export function onSubscribe/);
+    assert.match(code, /claims\["sheetlog_logs"\]/);
+    assert.match(code, /util\.unauthorized\(\)/);
   });
 });
 
@@ -717,6 +775,8 @@ describe('outputs', () => {
       'ClientsTableName',
       'DedupeTableName',
       'EntryTableName',
+      'EventsHttpUrl',
+      'EventsRealtimeUrl',
       'PendingSnapshotsTableName',
       'SegmentTableName',
       'SnapshotDeadLetterQueueUrl',

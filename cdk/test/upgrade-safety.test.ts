@@ -40,10 +40,19 @@ const PINNED: Record<string, string[]> = {
   'AWS::ApiGatewayV2::Api': ['ProtocolType'],
   'AWS::ApiGatewayV2::Stage': ['StageName'],
   'AWS::SNS::Topic': ['TopicName', 'FifoTopic'],
+  // The Event API: a replacement changes the endpoints every open page and publisher uses.
+  'AWS::AppSync::Api': [],
+  'AWS::AppSync::ChannelNamespace': ['ApiId', 'Name'],
 };
 
 /** Addressable, not stateful: pinned, but they hold no data to retain. */
-const ADDRESSABLE = new Set(['AWS::ApiGatewayV2::Api', 'AWS::ApiGatewayV2::Stage', 'AWS::SNS::Topic']);
+const ADDRESSABLE = new Set([
+  'AWS::ApiGatewayV2::Api',
+  'AWS::ApiGatewayV2::Stage',
+  'AWS::SNS::Topic',
+  'AWS::AppSync::Api',
+  'AWS::AppSync::ChannelNamespace',
+]);
 
 function statefulIdentity(template: Json): Json {
   const identity: Json = {};

@@ -37,6 +37,7 @@ import {
   toBase,
   type Value,
 } from './model';
+import { eventsConfig, type LinkState, PokeLink } from './pokes';
 import { remember } from './sheets';
 import { el, type Messages } from './ui';
 
@@ -47,6 +48,18 @@ const MAX_BLOCKS = 400;
 /** A scroll settles for this long before the blocks it needs are read. */
 const SETTLE_MS = 80;
 const MAX_TEXT = 32_767;
+/** Without an Event API (or with `sheetlog.pokes` = `off`), the page polls this often. */
+const POLL_MS = 1000;
+/** With pokes, the page pulls this often only while its channel is down. */
+const FALLBACK_PULL_MS = 30_000;
+
+const LINK_TEXT = { live: 'live', reconnecting: 'reconnecting…', offline: 'updates offline', polling: 'polling' };
+
+/** A number from local storage (a test or a curious user can set it), else `fallback`. */
+function stored(key: string, fallback: number): number {
+  const v = Number(localStorage.getItem(key));
+  return Number.isFinite(v) && v > 0 ? v : fallback;
+}
 const FORMATS: [string, string][] = [
   ['', 'General'],
   ['0', '0'],
@@ -100,6 +113,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
   const progress = el('progress', { className: 'progress', hidden: true, max: 1 });
   const progressText = el('span', { className: 'progress-text' });
   const status = el('span', { className: 'status', role: 'status' });
+  const link = el('span', { className: 'link', title: 'How this page hears of other people’s edits' });
   const banner = el('div', { className: 'banner', hidden: true });
   const gridHost = el('div', { className: 'grid-host' });
   const historyList = el('ol', { className: 'history-list' });
@@ -131,6 +145,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
       progress,
       progressText,
       status,
+      link,
     ),
     banner,
     el('main', { className: 'sheet' }, gridHost, historyPanel),
@@ -292,11 +307,41 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     pullURL: `${api}/replicache/pull?view=none`,
     auth: authHeader(),
     mutators,
-    pullInterval: 1000,
+    pullInterval: POLL_MS,
     pushDelay: 10,
     logLevel: 'error',
   });
   rep.getAuth = async () => authHeader();
+
+  // Pokes: pull when the sheet's channel says something was committed; poll slowly only while
+  // the channel is down, and every second where the stack has no Event API.
+  const events = localStorage.getItem('sheetlog.pokes') === 'off' ? undefined : eventsConfig();
+  const fallbackMs = stored('sheetlog.fallbackPullMs', FALLBACK_PULL_MS);
+  const showLink = (s: LinkState | 'polling') => {
+    link.className = `link ${s}`;
+    link.textContent = LINK_TEXT[s];
+    grid.el.dataset.link = s;
+  };
+  let pokes: PokeLink | undefined;
+  if (events) {
+    rep.pullInterval = fallbackMs;
+    pokes = new PokeLink({
+      config: events,
+      logId,
+      auth: authHeader,
+      onPoke: () => void rep.pull({ now: true }).catch(() => {}),
+      onState: (s) => {
+        rep.pullInterval = s === 'live' ? null : fallbackMs;
+        showLink(s);
+      },
+    });
+    showLink('reconnecting');
+    pokes.start();
+    (window as unknown as { sheetlogPokes?: PokeLink }).sheetlogPokes = pokes;
+  } else {
+    rep.pullInterval = stored('sheetlog.pullMs', POLL_MS);
+    showLink('polling');
+  }
   // Push by hand to see what the server rejected (Replicache drops that part of the answer).
   rep.pusher = async (req, requestID) => {
     try {

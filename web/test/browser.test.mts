@@ -41,9 +41,16 @@ async function newLog(): Promise<string> {
 let browser: Browser;
 const contexts: BrowserContext[] = [];
 
+/** Local storage a page starts with (`sheetlog.pokes`, `sheetlog.fallbackPullMs`, …). */
+let storage: Record<string, string> = {};
+
 async function open(path: string): Promise<Page> {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 720 }, acceptDownloads: true });
   contexts.push(ctx);
+  if (Object.keys(storage).length)
+    await ctx.addInitScript((s) => {
+      for (const [k, v] of Object.entries(s)) localStorage.setItem(k, v);
+    }, storage);
   const page = await ctx.newPage();
   page.on('pageerror', (e) => console.error(`page error: ${e.message}`));
   if (process.env.SHEETLOG_WEB_DEBUG) page.on('console', (m) => console.error(`console: ${m.text()}`));
@@ -223,9 +230,34 @@ describe('the web spreadsheet in Chromium', () => {
     await shot(b, 'back-online');
   });
 
+  test('with pokes, a page shows another page’s edit at once, and catches up after a drop', async () => {
+    const logId = await newLog();
+    // A fallback pull of a minute: only a poke can bring the edit within two seconds.
+    storage = { 'sheetlog.fallbackPullMs': '60000' };
+    const a = await openSheet(logId);
+    const b = await openSheet(logId);
+    storage = {};
+    await a.waitForSelector('.grid[data-link="live"]', WAIT);
+    await b.waitForSelector('.grid[data-link="live"]', WAIT);
+    assert.match(await b.locator('.link').innerText(), /live/);
+    await synced(b, logId);
+    await edit(a, 'F1', 'poked');
+    await waitCell(b, 'F1', 'poked', { timeout: 2000 });
+    // B's connection drops: it says so, reconnects with backoff and pulls what it missed.
+    await b.evaluate(() => (window as unknown as { sheetlogPokes: { drop(): void } }).sheetlogPokes.drop());
+    await b.waitForSelector('.grid[data-link="reconnecting"]', WAIT);
+    await edit(a, 'F2', 'while down');
+    await b.waitForSelector('.grid[data-link="live"]', WAIT);
+    await waitCell(b, 'F2', 'while down', WAIT);
+    await shot(b, 'poked');
+  });
+
   test('a page says it is offline even while a pull from before the drop hangs', async () => {
     const logId = await newLog();
+    // This case is about Replicache's own pulls, so the page polls (no pokes).
+    storage = { 'sheetlog.pokes': 'off' };
     const a = await openSheet(logId);
+    storage = {};
     // A pull in flight when the connection drops may hang instead of failing, and Replicache
     // reports nothing until it ends. Hold the next pull to make that happen every time.
     const held: Route[] = [];

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use sheetlog_core::config::{ConfigError, env_parse};
+use sheetlog_core::poke::PokeConfig;
 
 /// How a Replicache push is written (`SHEETLOG_SYNC_WRITES`, `docs/sync.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +54,9 @@ pub struct ApiConfig {
     /// How long one `DELETE /logs/{logId}` keeps deleting before it answers `202` (more is left;
     /// the client repeats the request). Below the API function's 25 s timeout.
     pub delete_budget: Duration,
+    /// Pokes on AppSync Events after each commit (`SHEETLOG_EVENTS_*`; `docs/sync.md`, "Pokes").
+    /// `None`: no pokes, and the web page polls.
+    pub pokes: Option<PokeConfig>,
 }
 
 impl Default for ApiConfig {
@@ -68,6 +72,7 @@ impl Default for ApiConfig {
             sync_writes: SyncWrites::Direct,
             sync_queue_url: None,
             delete_budget: Duration::from_secs(15),
+            pokes: None,
         }
     }
 }
@@ -98,6 +103,7 @@ impl ApiConfig {
         if let Ok(v) = std::env::var("SHEETLOG_SYNC_QUEUE_URL") {
             c.sync_queue_url = Some(v).filter(|v| !v.trim().is_empty());
         }
+        c.pokes = PokeConfig::from_env()?;
         c.validate()?;
         Ok(c)
     }
@@ -130,6 +136,9 @@ impl ApiConfig {
                 "SHEETLOG_SYNC_WRITES=queued needs SHEETLOG_SYNC_QUEUE_URL (the sync FIFO queue)"
                     .into(),
             ));
+        }
+        if let Some(p) = &self.pokes {
+            p.validate()?;
         }
         if let Some(claim) = &self.access_claim
             && !claim

@@ -9,6 +9,7 @@ use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket, SqsPushQueue, s3
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::RequestUnits;
 use sheetlog_core::log::{EventLog, SegmentHint};
+use sheetlog_core::poke::Poker;
 use sheetlog_core::ports::{GroupOwners, LogPurge, LogStore, PayloadStore, PushQueue};
 
 use crate::config::{ApiConfig, SyncWrites};
@@ -34,6 +35,8 @@ pub struct AppState {
     groups: Arc<dyn GroupOwners>,
     /// Log metadata (creator, deletion tombstone) and deleting a log's items.
     pub purge: Arc<dyn LogPurge>,
+    /// Announces commits on the sheet's AppSync Events channel, when pokes are configured.
+    pub poker: Option<Arc<Poker>>,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
     /// Group owners seen by this process: ownership never changes, so a hit needs no read.
     owners: Mutex<HashMap<(LogId, String), String>>,
@@ -57,6 +60,7 @@ impl AppState {
             log,
             cfg,
             push_queue: None,
+            poker: None,
             groups,
             hints: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
@@ -86,6 +90,19 @@ impl AppState {
     pub fn with_push_queue(mut self, queue: Arc<dyn PushQueue>) -> Self {
         self.push_queue = Some(queue);
         self
+    }
+
+    /// Pokes the sheet's channel after every commit through `poker`.
+    pub fn with_poker(mut self, poker: Arc<Poker>) -> Self {
+        self.poker = Some(poker);
+        self
+    }
+
+    /// Announces a commit: `log`'s next sequence is now `next_seq` (coalesced; never fails).
+    pub async fn poke(&self, log: LogId, next_seq: u64) {
+        if let Some(p) = &self.poker {
+            p.poke(log, next_seq).await;
+        }
     }
 
     /// Builds the state from SDK configuration and resource names.
@@ -136,7 +153,12 @@ impl AppState {
             }
             (SyncWrites::Direct, _) => None,
         };
-        let state = Self::new(log, bucket, groups, cfg, Arc::new(purge));
+        let poker = match &cfg.pokes {
+            Some(p) => Some(Arc::new(Poker::from_sdk(sdk, p)?)),
+            None => None,
+        };
+        let mut state = Self::new(log, bucket, groups, cfg, Arc::new(purge));
+        state.poker = poker;
         Ok(match queue {
             Some(q) => state.with_push_queue(Arc::new(q)),
             None => state,

@@ -105,18 +105,21 @@ pub async fn replay(
     })
 }
 
-/// Remembers the segment hint and runs the snapshot trigger after an append; returns the log's
-/// next sequence after whatever the trigger wrote.
+/// Remembers the segment hint, runs the snapshot trigger after an append and pokes the sheet's
+/// channel; returns the log's next sequence after whatever the trigger wrote.
 pub async fn after_append(state: &SharedState, log: LogId, a: &Appended) -> u64 {
     state.remember_hint(log, a.hint);
-    match maybe_snapshot(state, log, a).await {
+    let next = match maybe_snapshot(state, log, a).await {
         Ok(next) => next,
         Err(e) => {
             // The append itself succeeded; a failed trigger is retried by the next append.
             warn!(log = %log, error = %e, "snapshot trigger failed");
             a.next_seq
         }
-    }
+    };
+    // Awaited, not spawned: Lambda freezes the process once the response is out.
+    state.poke(log, next).await;
+    next
 }
 
 /// Returns the log's next sequence after whatever the trigger wrote.

@@ -73,20 +73,66 @@ fn file(path: &str) -> Option<Response> {
 /// The page's Content-Security-Policy. `upload_origin` is the bucket's origin (scheme, host and
 /// port of a presigned URL), the one place besides this origin the page talks to.
 pub fn content_security_policy(upload_origin: Option<&str>) -> String {
-    let connect = match upload_origin {
-        Some(o) => format!("'self' {o}"),
-        None => "'self'".into(),
-    };
+    content_security_policy_with(upload_origin, None)
+}
+
+/// As [`content_security_policy`], also allowing the Event API's WebSocket origin (pokes).
+pub fn content_security_policy_with(upload_origin: Option<&str>, events: Option<&str>) -> String {
+    let mut connect = "'self'".to_owned();
+    for o in [upload_origin, events].into_iter().flatten() {
+        connect.push(' ');
+        connect.push_str(o);
+    }
     format!(
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
          connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
 }
 
+/// `scheme://authority` of the Event API's real-time URL, for the page's `connect-src`.
+fn events_origin(state: &SharedState) -> Option<String> {
+    let url = state.cfg.pokes.as_ref()?.realtime_url.as_deref()?;
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-._:[]".contains(c);
+    (matches!(scheme, "ws" | "wss") && !authority.is_empty() && authority.chars().all(ok))
+        .then(|| format!("{scheme}://{authority}"))
+}
+
+/// The `<meta name="sheetlog-events">` the page reads its Event API from (`web/src/pokes.ts`):
+/// the real-time URL, the HTTP domain its authorization names as `host`, and the namespace.
+/// Empty without pokes (the page then polls).
+pub fn events_meta(state: &SharedState) -> String {
+    let Some(p) = state.cfg.pokes.as_ref() else {
+        return String::new();
+    };
+    let (Some(realtime), Some(_)) = (p.realtime_url.as_deref(), events_origin(state)) else {
+        return String::new();
+    };
+    let host = p
+        .http_url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .unwrap_or_default();
+    let config = serde_json::json!({
+        "realtimeUrl": realtime,
+        "httpHost": host,
+        "namespace": p.namespace,
+    })
+    .to_string();
+    // An attribute value: escape what HTML would read as markup.
+    let escaped = config
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    format!("<meta name=\"sheetlog-events\" content=\"{escaped}\">\n")
+}
+
 /// Adds the security headers every web response carries.
-fn secure(mut resp: Response, upload_origin: Option<&str>) -> Response {
+fn secure(mut resp: Response, upload_origin: Option<&str>, events: Option<&str>) -> Response {
     let h = resp.headers_mut();
-    if let Ok(csp) = HeaderValue::from_str(&content_security_policy(upload_origin)) {
+    if let Ok(csp) = HeaderValue::from_str(&content_security_policy_with(upload_origin, events)) {
         h.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     h.insert(
@@ -103,14 +149,35 @@ fn secure(mut resp: Response, upload_origin: Option<&str>) -> Response {
 
 /// The page itself, for `/` and `/sheets/{logId}`.
 pub async fn page(State(state): State<SharedState>) -> Response {
-    let resp = file("index.html").unwrap_or_else(|| {
-        (
+    let resp = match file("index.html") {
+        Some(resp) => with_events_meta(resp, &events_meta(&state)).await,
+        None => (
             [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
             NOT_BUILT,
         )
-            .into_response()
-    });
-    secure(resp, state.upload_origin().await.as_deref())
+            .into_response(),
+    };
+    let events = events_origin(&state);
+    secure(
+        resp,
+        state.upload_origin().await.as_deref(),
+        events.as_deref(),
+    )
+}
+
+/// The page with the Event API's meta tag before `</head>` (its ETag changes with it).
+async fn with_events_meta(resp: Response, meta: &str) -> Response {
+    if meta.is_empty() {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 16 * 1024 * 1024).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let html = String::from_utf8_lossy(&bytes).replacen("</head>", &format!("{meta}</head>"), 1);
+    parts.headers.remove(header::ETAG);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(html))
 }
 
 /// `/sheets/{logId}`: the same page; it reads the id from its own address.
@@ -127,7 +194,12 @@ pub async fn asset(State(state): State<SharedState>, Path(path): Path<String>) -
         }
         .into_response()
     });
-    secure(resp, state.upload_origin().await.as_deref())
+    let events = events_origin(&state);
+    secure(
+        resp,
+        state.upload_origin().await.as_deref(),
+        events.as_deref(),
+    )
 }
 
 #[cfg(test)]
@@ -145,5 +217,15 @@ mod tests {
         assert!(csp.contains("script-src 'self';"));
         assert!(!csp.contains("unsafe"));
         assert!(content_security_policy(None).contains("connect-src 'self';"));
+        let with_events = content_security_policy_with(
+            Some("https://b"),
+            Some("wss://x.appsync-realtime-api.eu-west-1.amazonaws.com"),
+        );
+        assert!(
+            with_events.contains(
+                "connect-src 'self' https://b wss://x.appsync-realtime-api.eu-west-1.amazonaws.com;"
+            ),
+            "{with_events}"
+        );
     }
 }

@@ -381,6 +381,54 @@ pub async fn authorize(
     }
 }
 
+/// Who may subscribe to a sheet's poke channel on the local Event API with `--auth jwt`: a
+/// token the issuer signed whose access claim grants at least read on the channel's sheet,
+/// as the HTTP API requires to pull it (`sheetlog_api::access`). The token comes as the
+/// `Authorization` field of the connection's `header-…` subprotocol (or the subscribe
+/// message's `authorization`), as AppSync Events takes it.
+#[derive(Debug)]
+pub struct ChannelAccess {
+    pub authorizer: Arc<JwtAuthorizer>,
+    pub claim: String,
+    pub namespace: String,
+}
+
+impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
+    fn authorize(
+        &self,
+        auth: &serde_json::Map<String, Value>,
+        channel: &str,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        let token = auth
+            .get("Authorization")
+            .or_else(|| auth.get("authorization"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let log = channel
+            .strip_prefix(&format!("/{}/", self.namespace))
+            .and_then(|id| uuid::Uuid::parse_str(id).ok());
+        let authorizer = self.authorizer.clone();
+        let claim = self.claim.clone();
+        Box::pin(async move {
+            let Some(log) = log else {
+                return Err("not a sheet's channel".to_owned());
+            };
+            let claims = authorizer
+                .verify(token.as_deref())
+                .await
+                .map_err(|e| format!("token refused: {e}"))?;
+            let grants = sheetlog_api::access::Grants::parse(
+                claims.get(&claim).map(String::as_str).unwrap_or(""),
+            );
+            if grants.allows(sheetlog_api::access::Need::Read, Some(log)) {
+                Ok(())
+            } else {
+                Err(format!("the token grants no read access to sheet {log}"))
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

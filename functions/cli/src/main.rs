@@ -23,6 +23,8 @@ use std::time::Duration;
 
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
+use sheetlog_core::poke::{PokeConfig, Poker};
+use sheetlog_pipeline::events::LocalEvents;
 use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, create_local_stack};
 use tracing::info;
 
@@ -504,6 +506,15 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     };
     cfg.sync_writes = sync_writes;
     cfg.sync_queue_url = Some(stack.sync_queues.queue.clone());
+    // Pokes go to the local Event API this process serves on the same port (`events.rs` of
+    // sheetlog-pipeline): the functions publish to it as they do to AppSync Events.
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
+    let pokes = PokeConfig {
+        realtime_url: Some(format!("ws://{addr}/event/realtime")),
+        ..PokeConfig::new(format!("http://{addr}/event"))
+    };
+    cfg.pokes = Some(pokes.clone());
+    let poker = Arc::new(Poker::from_sdk(&sdk, &pokes)?);
     let wrap = |faults: Option<Arc<Faults>>| {
         move |store: Arc<dyn sheetlog_core::ports::LogStore>,
               payloads: Arc<dyn sheetlog_core::ports::PayloadStore>|
@@ -532,14 +543,16 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
             ..Default::default()
         },
         wrap(faults.clone()),
-    )?;
+    )?
+    .with_poker(poker.clone());
     let state = AppState::from_sdk_wrapped(
         &sdk,
         &stack.resources,
         LogConfig::from_env()?,
         cfg,
         wrap(faults.clone()),
-    )?;
+    )?
+    .with_poker(poker);
     let app = sheetlog_api::router(Arc::new(state));
     let pipeline_cfg = LocalPipelineConfig {
         worker_time_budget: Duration::from_secs_f64(args.worker_time_budget),
@@ -555,7 +568,6 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let _ = stop_rx.changed().await;
     }));
 
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
@@ -575,16 +587,23 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
             args.access_claim,
             path.display()
         );
+        let events = LocalEvents::new(Arc::new(sheetlog::local_auth::ChannelAccess {
+            authorizer: authorizer.clone(),
+            claim: args.access_claim.clone(),
+            namespace: pokes.namespace.clone(),
+        }));
         app.layer(axum::middleware::from_fn_with_state(
             authorizer,
             sheetlog::local_auth::authorize,
         ))
         .merge(sheetlog::local_auth::issuer_routes(Arc::new(key)))
+        .merge(events.router())
     } else {
-        app
+        app.merge(LocalEvents::default().router())
     };
     println!(
         "sheetlog API listening on http://{addr}  (stream router, snapshot worker and sync writer running; pushes {}; Ctrl-C stops)\n\
+         pokes: publish http://{addr}/event, subscribe ws://{addr}/event/realtime (the AppSync Events subset in docs/operations.md)\n\
          open http://{addr}/ in a browser for the spreadsheet",
         args.sync_writes
     );

@@ -12,6 +12,7 @@
 //! - [`faults`] — a seeded fault-injecting adapter modelling AWS's failure modes (feature `faults`)
 //! - [`sheet`], [`snapshot`] — re-exports of `sheetlog-sheet` (feature `engine`)
 //! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since (feature `engine`)
+//! - [`poke`]   — pokes: a sheet's next sequence published on AppSync Events after a commit
 //! - [`sync_queue`] — the queued push message (the sync FIFO queue)
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
@@ -28,6 +29,7 @@ pub mod faults;
 pub mod log;
 #[cfg(any(test, feature = "memory"))]
 pub mod memory;
+pub mod poke;
 pub mod ports;
 #[cfg(feature = "engine")]
 pub mod snapshot_input;

@@ -7,6 +7,7 @@
 //!
 //! Layout:
 //! - [`authorizer`] — the request context API Gateway's JWT authorizer passes, built locally
+//! - [`events`] — [`LocalEvents`](events::LocalEvents): the AppSync Events subset pokes use (publish, WebSocket)
 //! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
 //! - [`stream`] — [`StreamDriver`]: DescribeStream / GetShardIterator / GetRecords → router
 //! - [`provision`] — tables, bucket and queues created as the CDK stack defines them
@@ -18,6 +19,7 @@
 //! Nothing here is deployed: it is the local stand-in for what Lambda and CloudFormation do.
 
 pub mod authorizer;
+pub mod events;
 pub mod filter;
 pub mod local_stack;
 pub mod provision;

@@ -23,6 +23,7 @@ use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::{BatchOutcome, ClientResult, EventLog, SegmentHint};
+use sheetlog_core::poke::Poker;
 use sheetlog_core::ports::{LogStore, PayloadStore};
 use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
 use tracing::{error, info, warn};
@@ -67,6 +68,8 @@ pub struct Handler {
     payloads: Arc<dyn PayloadStore>,
     cfg: WriterConfig,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
+    /// Announces each batch's commit on the sheet's AppSync Events channel, when configured.
+    poker: Option<Arc<Poker>>,
 }
 
 /// A message of one log, read or not.
@@ -83,7 +86,14 @@ impl Handler {
             payloads,
             cfg,
             hints: Mutex::new(HashMap::new()),
+            poker: None,
         }
+    }
+
+    /// Pokes the sheet's channel after each group commit through `poker`.
+    pub fn with_poker(mut self, poker: Arc<Poker>) -> Self {
+        self.poker = Some(poker);
+        self
     }
 
     /// Builds the handler from SDK configuration and resource names (no Dedupe or Pending
@@ -279,6 +289,7 @@ impl Handler {
             }
         };
         self.report(log, &clients, &done);
+        self.poke(log, &done).await;
         for a in &done.appended {
             self.remember_hint(log, a.hint);
             match self.log.snapshot_if_due(log, a, self.cfg.trigger).await {
@@ -314,6 +325,17 @@ impl Handler {
             wru = done.units.write,
             "pushes written"
         );
+    }
+
+    /// One poke per group commit that appended anything: the sheet's next sequence after it
+    /// (a Snapshot entry the trigger adds changes no cell, so it needs no announcing). Never
+    /// fails: a failed publish is logged and counted by the [`Poker`].
+    async fn poke(&self, log: LogId, done: &BatchOutcome) {
+        if let (Some(poker), Some(next)) =
+            (&self.poker, done.appended.iter().map(|a| a.next_seq).max())
+        {
+            poker.poke(log, next).await;
+        }
     }
 
     fn hint(&self, log: LogId) -> Option<SegmentHint> {

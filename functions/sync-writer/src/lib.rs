@@ -17,3 +17,5 @@ pub use handler::{Handler, MessageOutcome, MessageResult, WriterLog};
 
 #[cfg(test)]
 mod handler_tests;
+#[cfg(test)]
+mod poke_tests;

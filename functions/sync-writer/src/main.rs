@@ -9,6 +9,7 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sheetlog_core::config::{LogConfig, Resources};
+use sheetlog_core::poke::{PokeConfig, Poker};
 use sheetlog_sync_writer::{Handler, WriterConfig};
 
 #[tokio::main]
@@ -17,12 +18,11 @@ async fn main() -> Result<(), Error> {
     let resources = Resources::from_env()?;
     let cfg = WriterConfig::from_env()?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let handler = Arc::new(Handler::from_sdk(
-        &sdk,
-        &resources,
-        LogConfig::from_env()?,
-        cfg,
-    )?);
+    let mut handler = Handler::from_sdk(&sdk, &resources, LogConfig::from_env()?, cfg)?;
+    if let Some(pokes) = PokeConfig::from_env()? {
+        handler = handler.with_poker(Arc::new(Poker::from_sdk(&sdk, &pokes)?));
+    }
+    let handler = Arc::new(handler);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let handler = handler.clone();
         async move { Ok::<_, Error>(handler.handle(event.payload).await) }
