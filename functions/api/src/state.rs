@@ -40,6 +40,9 @@ pub struct AppState {
     hints: Mutex<HashMap<LogId, SegmentHint>>,
     /// Group owners seen by this process: ownership never changes, so a hit needs no read.
     owners: Mutex<HashMap<(LogId, String), String>>,
+    /// The group of each sync client this process has seen applied in a log: a client never
+    /// changes group, so a queued push from a known client needs no read of the Clients table.
+    client_groups: Mutex<HashMap<(LogId, String), String>>,
     /// The origin presigned URLs point at (the bucket's, or the emulator's), found once.
     upload_origin: tokio::sync::OnceCell<Option<String>>,
 }
@@ -64,6 +67,7 @@ impl AppState {
             groups,
             hints: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
+            client_groups: Mutex::new(HashMap::new()),
             upload_origin: tokio::sync::OnceCell::new(),
         }
     }
@@ -192,6 +196,23 @@ impl AppState {
             o.insert((log, group.to_owned()), owner.clone());
         }
         Ok(owner)
+    }
+
+    /// The group of a client this process has seen applied in the log (it never changes).
+    pub fn known_client_group(&self, log: LogId, client: &str) -> Option<String> {
+        self.client_groups
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&(log, client.to_owned())).cloned())
+    }
+
+    pub fn remember_client_group(&self, log: LogId, client: &str, group: &str) {
+        if let Ok(mut c) = self.client_groups.lock() {
+            if c.len() >= MAX_HINTS {
+                c.clear();
+            }
+            c.insert((log, client.to_owned()), group.to_owned());
+        }
     }
 
     pub fn hint(&self, log: LogId) -> Option<SegmentHint> {

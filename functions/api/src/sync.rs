@@ -253,7 +253,12 @@ async fn enqueue(
 ) -> ApiResult<Response> {
     let from_log = |e| ApiError::from_log(log_id, e);
     // A missing log is a 404 now rather than a push the writer drops.
-    state.log.next_seq(log).await.map_err(from_log)?;
+    let (_, at) = state
+        .log
+        .next_seq_from(log, state.hint(log))
+        .await
+        .map_err(from_log)?;
+    state.remember_hint(log, at);
     let push = QueuedPush {
         v: MESSAGE_VERSION,
         log,
@@ -273,16 +278,25 @@ async fn enqueue(
         if first <= 1 {
             continue;
         }
-        match state
-            .log
-            .last_mutation(log, client)
-            .await
-            .map_err(from_log)?
-        {
-            Some(r) if r.group != push.group => {
+        let known = match state.known_client_group(log, client) {
+            Some(group) => Some(group),
+            None => {
+                let newest = state
+                    .log
+                    .last_mutation(log, client)
+                    .await
+                    .map_err(from_log)?;
+                if let Some(r) = &newest {
+                    state.remember_client_group(log, client, &r.group);
+                }
+                newest.map(|r| r.group)
+            }
+        };
+        match known {
+            Some(group) if group != push.group => {
                 return Err(from_log(LogError::ClientGroupMismatch {
                     client: client.to_owned(),
-                    group: r.group,
+                    group,
                     claimed: push.group.clone(),
                 }));
             }
@@ -415,7 +429,12 @@ pub async fn pull(
         })?),
     };
     let from_log = |e| ApiError::from_log(&log_id, e);
-    let (next_seq, _) = state.log.next_seq(log).await.map_err(from_log)?;
+    let (next_seq, at) = state
+        .log
+        .next_seq_from(log, state.hint(log))
+        .await
+        .map_err(from_log)?;
+    state.remember_hint(log, at);
     if cookie.is_some_and(|c| c > next_seq) {
         // The client has seen entries this log does not have: the server lost state.
         warn!(log = %log, ?cookie, next_seq, "pull with a cookie past the end of the log");

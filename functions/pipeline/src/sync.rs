@@ -5,13 +5,13 @@
 //! time, so each log's pushes are applied in the order they were sent.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use sheetlog_sync_writer::{Handler, MessageResult};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// SQS's largest batch, and the stack's event-source batch size.
 pub const SYNC_BATCH_SIZE: usize = 10;
@@ -113,14 +113,25 @@ impl SyncDriver {
     /// One invocation: receive a batch (waiting up to `wait`), handle it, delete what was
     /// handled. Returns the results (empty when nothing arrived).
     pub async fn poll_once(&self, wait: Duration) -> anyhow::Result<Vec<MessageResult>> {
+        let t0 = Instant::now();
         let messages = self.receive(wait).await?;
         if messages.is_empty() {
             return Ok(Vec::new());
         }
+        let t1 = Instant::now();
         let mut event = SqsEvent::default();
         event.records = messages.clone();
         let results = self.handler.handle_detailed(event).await;
+        let t2 = Instant::now();
         self.delete(&messages, &results).await?;
+        let t3 = Instant::now();
+        debug!(
+            messages = messages.len(),
+            receive_ms = (t1 - t0).as_millis() as u64,
+            handle_ms = (t2 - t1).as_millis() as u64,
+            delete_ms = (t3 - t2).as_millis() as u64,
+            "sync batch"
+        );
         Ok(results)
     }
 

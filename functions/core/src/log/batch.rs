@@ -103,16 +103,26 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         let mut appended = Vec::new();
         let mut failures = 0u32;
         loop {
-            for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
-                if slot.done.is_none() && slot.newest.is_none() {
-                    let newest = self
-                        .store
-                        .client_ranges(log, &push.client, None, 1, &mut units)
-                        .await?
-                        .into_iter()
-                        .next();
-                    slot.newest = Some(newest);
-                }
+            // Every client to (re)read, in parallel: one round trip for the batch rather than
+            // one per client.
+            let stale: Vec<usize> = slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.done.is_none() && s.newest.is_none())
+                .map(|(i, _)| i)
+                .collect();
+            let reads = futures::future::join_all(stale.iter().map(|&i| async move {
+                let mut u = RequestUnits::default();
+                let r = self
+                    .store
+                    .client_ranges(log, &pushes[i].client, None, 1, &mut u)
+                    .await;
+                (r, u)
+            }))
+            .await;
+            for (&i, (read, u)) in stale.iter().zip(reads) {
+                units += u;
+                slots[i].newest = Some(read?.into_iter().next());
             }
             // The runs of this round, within one entry's limits; a client that does not fit
             // waits for the next round.

@@ -974,6 +974,21 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         Ok((head.next_seq(), units))
     }
 
+    /// As [`next_seq`](Self::next_seq), starting from a segment hint (one read instead of two
+    /// when the hint is current; a stale hint is followed or dropped as appends do). Also the
+    /// hint for the next call.
+    pub async fn next_seq_from(
+        &self,
+        log: LogId,
+        hint: Option<SegmentHint>,
+    ) -> Result<(u64, SegmentHint), LogError> {
+        let mut units = RequestUnits::default();
+        let head = self
+            .head(log, hint, Consistency::Strong, &mut units)
+            .await?;
+        Ok((head.next_seq(), head.at))
+    }
+
     /// Every segment of the log, oldest first.
     pub async fn segments(
         &self,
