@@ -369,8 +369,9 @@ export class SheetlogStack extends Stack {
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem', 'BatchWriteItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem', 'BatchWriteItem'])
       .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, ['Query', 'BatchWriteItem'])
-      // An idempotent append records its key with an UpdateItem inside the append's transaction.
-      .bindTable(ENV.dedupeTable, this.dedupeTable, ['GetItem', 'UpdateItem'])
+      // An idempotent append records its key with an UpdateItem inside the append's transaction;
+      // deleting a log removes its keys (UpdateItem) and items left empty (DeleteItem).
+      .bindTable(ENV.dedupeTable, this.dedupeTable, ['GetItem', 'UpdateItem', 'DeleteItem'])
       .bindTable(ENV.clientsTable, this.clientsTable, [
         'GetItem',
         'Query',

@@ -81,8 +81,12 @@ describe('execution roles hold exactly the actions in the allow-list next to the
         assert.ok(!actions.includes('s3:DeleteObject'), `${crate.binaryName} holds s3:DeleteObject`);
       }
     }
-    const api = Object.values(grants(json, CRATES.api.binaryName)).flat();
-    // The API deletes items in batches only (a log's delete), never one by one.
-    assert.ok(!api.includes('dynamodb:DeleteItem'), 'the API holds dynamodb:DeleteItem');
+    // The API deletes items in batches only (a log's delete), never one by one, except a Dedupe
+    // item a log's delete left empty: that needs a condition, which a batch cannot carry.
+    for (const [resource, actions] of Object.entries(grants(json, CRATES.api.binaryName))) {
+      if (resource !== 'DedupeTable') {
+        assert.ok(!actions.includes('dynamodb:DeleteItem'), `the API holds dynamodb:DeleteItem on ${resource}`);
+      }
+    }
   });
 });

@@ -138,7 +138,8 @@ impl AppState {
             &resources.segment_table,
             resources.require_pending_table()?,
             resources.require_clients_table()?,
-        );
+        )
+        .with_dedupe_table(resources.require_dedupe_table()?);
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table)
             .with_dedupe_table(resources.require_dedupe_table()?)
             .with_clients_table(resources.require_clients_table()?);

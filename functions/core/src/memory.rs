@@ -19,7 +19,7 @@ use crate::aws::items::{
 };
 use crate::domain::clients::ClientRange;
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
-use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
+use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord, DedupeRef};
 use crate::domain::{
     EntryRecord, EntryType, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits,
     SegmentRecord,
@@ -51,6 +51,8 @@ struct Tables {
     entries: BTreeMap<(LogId, u64, u64), EntryRecord>,
     /// Dedupe items: prefix → month column → set elements.
     dedupe: BTreeMap<Vec<u8>, BTreeMap<String, BTreeSet<Vec<u8>>>>,
+    /// The Entry items' `k` attribute: where an entry's idempotency key sits in `dedupe`.
+    entry_keys: BTreeMap<(LogId, u64, u64), DedupeRef>,
     /// Client range items by (log, client, first id).
     ranges: BTreeMap<(LogId, String, u64), ClientRange>,
     /// Client group items: (log, group) → clients.
@@ -90,6 +92,7 @@ impl MemLogStore {
         let mut t = lock(&self.tables)?;
         for n in nums {
             t.entries.remove(&(log, segment, *n));
+            t.entry_keys.remove(&(log, segment, *n));
         }
         Ok(())
     }
@@ -427,7 +430,12 @@ impl LogStore for MemLogStore {
         let set = after.entry(cols.current.clone()).or_default();
         set.insert(bare_el);
         set.insert(value_el);
-        let entry_size = Self::entry_cost(log, entry).max(
+        // The `k` attribute the DynamoDB adapter adds to the item: name and value.
+        let entry_ref = key.entry_ref();
+        let ref_bytes = entry_ref
+            .as_ref()
+            .map_or(0, |r| 1 + r.encode().len() as u64);
+        let entry_size = (Self::entry_cost(log, entry) + ref_bytes).max(
             taken
                 .as_ref()
                 .map(|old| Self::entry_cost(log, old))
@@ -447,6 +455,9 @@ impl LogStore for MemLogStore {
         }
         t.entries
             .insert((log, entry.segment, entry.num), entry.clone());
+        if let Some(r) = entry_ref {
+            t.entry_keys.insert((log, entry.segment, entry.num), r);
+        }
         t.dedupe.insert(prefix.clone(), after);
         Ok(OnceOutcome::Written)
     }
@@ -583,6 +594,24 @@ impl crate::ports::LogPurge for MemLogStore {
             .collect();
         let mut deleted = entries.len();
         for k in entries {
+            // The entry's idempotency key first, as the DynamoDB purge does.
+            if let Some(r) = t.entry_keys.remove(&k) {
+                let base = t.segments.get(&(k.0, k.1)).map_or(0, |s| s.base_seq);
+                let column = r.column();
+                if let Some(cols) = t.dedupe.get_mut(&r.prefix) {
+                    if let Some(set) = cols.get_mut(&column) {
+                        for e in r.elements(base + k.2) {
+                            set.remove(&e);
+                        }
+                        if set.is_empty() {
+                            cols.remove(&column);
+                        }
+                    }
+                    if cols.is_empty() {
+                        t.dedupe.remove(&r.prefix);
+                    }
+                }
+            }
             t.entries.remove(&k);
         }
         let ranges: Vec<_> = t

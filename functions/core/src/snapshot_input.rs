@@ -51,7 +51,9 @@ pub enum InputError {
     },
 }
 
-/// Everything a build of the snapshot at `target` needs.
+/// Everything a build of the snapshot at `target` needs. The entries between the two are not
+/// held: [`InputPages`] reads them a page at a time, so a build holds one page of bodies at once
+/// (`docs/operations.md`, "Memory per request").
 #[derive(Debug, Clone, PartialEq)]
 pub struct SnapshotInput {
     /// The Snapshot entry being built; its sequence is the snapshot's.
@@ -59,8 +61,85 @@ pub struct SnapshotInput {
     /// The previous completed Snapshot entry. Its root names its manifest, except for the log's
     /// very first entry (the empty sheet), which has none.
     pub base: Entry,
-    /// Entries from `base` (included) up to `target` (excluded), in order and gapless.
-    pub entries: Vec<Entry>,
+}
+
+/// Reads the entries of a snapshot's input, from its base (included) up to its target
+/// (excluded), in order and gapless, a page at a time: at most `page_size` entries per page,
+/// ending once their bodies reach the read budget (`SHEETLOG_READ_BUDGET_BYTES`; offloaded
+/// bodies still in flight then complete the page). Every page holds at least one entry, so a
+/// build always moves on, whatever the entries' sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputPages {
+    hint: SegmentHint,
+    num: u64,
+    next_seq: u64,
+    end_seq: u64,
+}
+
+impl InputPages {
+    pub fn new(input: &SnapshotInput) -> Self {
+        Self {
+            hint: SegmentHint {
+                segment: input.base.segment,
+                base_seq: input.base.seq - input.base.num,
+            },
+            num: input.base.num,
+            next_seq: input.base.seq,
+            end_seq: input.target.seq,
+        }
+    }
+
+    /// The sequence of the first entry not read yet: where the next page starts.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Whether every entry has been read.
+    pub fn is_done(&self) -> bool {
+        self.next_seq >= self.end_seq
+    }
+
+    /// The next page, or `None` once every entry has been read.
+    pub async fn next_page<S: LogStore, P: PayloadStore>(
+        &mut self,
+        log: &EventLog<S, P>,
+        id: LogId,
+    ) -> Result<Option<Vec<Entry>>, InputError> {
+        if self.is_done() {
+            return Ok(None);
+        }
+        let left = self.end_seq - self.next_seq;
+        let limit = usize::try_from(left)
+            .unwrap_or(usize::MAX)
+            .min(log.config().page_size);
+        let budget = log.config().read_budget_bytes;
+        let (page, _) = log
+            .read_from_within(id, self.hint, self.num, limit, budget)
+            .await?;
+        let short = || InputError::ShortRead {
+            from: self.next_seq,
+            expected: limit as u64,
+            got: page.entries.len() as u64,
+        };
+        let gapless = page
+            .entries
+            .iter()
+            .zip(self.next_seq..)
+            .all(|(e, seq)| e.seq == seq);
+        let Some(last) = page.entries.last() else {
+            return Err(short());
+        };
+        if !gapless || last.seq >= self.end_seq {
+            return Err(short());
+        }
+        self.hint = SegmentHint {
+            segment: last.segment,
+            base_seq: last.seq - last.num,
+        };
+        self.num = last.num + 1;
+        self.next_seq = last.seq + 1;
+        Ok(Some(page.entries))
+    }
 }
 
 /// Where the snapshot of one Snapshot entry stands.
@@ -138,59 +217,91 @@ pub async fn locate<S: LogStore, P: PayloadStore>(
     let from = base_seg.seq_of(base_num);
     let target_seq = seg.seq_of(entry);
     let expected = target_seq - from + 1;
-    let start = SegmentHint {
+    // The positions from the base to the target, a page at a time and without bodies (offloaded
+    // ones are never fetched): gapless, starting at a Snapshot entry, with no other Snapshot entry
+    // before the target. The entries themselves are read later, a page at a time ([`InputPages`]).
+    let mut hint = SegmentHint {
         segment: base_seg.num,
         base_seq: base_seg.base_seq,
     };
-    let limit = usize::try_from(expected).unwrap_or(usize::MAX);
-    let page = log.read_from(id, start, base_num, limit).await?;
-    let got = page.entries.len() as u64;
-    let mut entries = page.entries;
-    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-        return Err(InputError::ShortRead {
+    let mut num = base_num;
+    let mut next = from;
+    while next <= target_seq {
+        let left = target_seq - next + 1;
+        let limit = usize::try_from(left)
+            .unwrap_or(usize::MAX)
+            .min(log.config().page_size);
+        let page = log.scan_from(id, hint, num, limit).await?;
+        let short = InputError::ShortRead {
             from,
             expected,
-            got,
-        });
-    };
-    if got != expected || first.seq != from || last.seq != target_seq {
-        return Err(InputError::ShortRead {
-            from,
-            expected,
-            got,
-        });
-    }
-    if first.kind != EntryType::SNAPSHOT {
-        return Err(LogError::CorruptLog {
-            log: id,
-            detail: format!(
-                "Last Snapshot {base_num} of segment {} is not a Snapshot entry",
-                base_seg.num
-            ),
+            got: next - from,
+        };
+        let Some(last) = page.marks.last() else {
+            return Err(short);
+        };
+        for m in &page.marks {
+            if m.seq != next || m.seq > target_seq {
+                return Err(short);
+            }
+            if m.seq == from && m.kind != EntryType::SNAPSHOT {
+                return Err(LogError::CorruptLog {
+                    log: id,
+                    detail: format!(
+                        "Last Snapshot {base_num} of segment {} is not a Snapshot entry",
+                        base_seg.num
+                    ),
+                }
+                .into());
+            }
+            if m.seq != from && m.seq != target_seq && m.kind == EntryType::SNAPSHOT {
+                return Ok(Located::EarlierUnprocessed {
+                    segment: m.segment,
+                    entry: m.num,
+                    seq: m.seq,
+                });
+            }
+            next += 1;
         }
-        .into());
+        hint = SegmentHint {
+            segment: last.segment,
+            base_seq: last.seq - last.num,
+        };
+        num = last.num + 1;
     }
-    if let Some(earlier) = entries[1..entries.len() - 1]
-        .iter()
-        .find(|e| e.kind == EntryType::SNAPSHOT)
-    {
-        return Ok(Located::EarlierUnprocessed {
-            segment: earlier.segment,
-            entry: earlier.num,
-            seq: earlier.seq,
-        });
-    }
-    let target = entries.pop().ok_or(InputError::ShortRead {
+    // The two Snapshot entries themselves (bodies empty).
+    let one = |hint: SegmentHint, num: u64, seq: u64| async move {
+        log.read_from(id, hint, num, 1)
+            .await?
+            .entries
+            .into_iter()
+            .next()
+            .filter(|e| e.seq == seq)
+            .ok_or(InputError::ShortRead {
+                from: seq,
+                expected: 1,
+                got: 0,
+            })
+    };
+    let base = one(
+        SegmentHint {
+            segment: base_seg.num,
+            base_seq: base_seg.base_seq,
+        },
+        base_num,
         from,
-        expected,
-        got,
-    })?;
-    let base = entries[0].clone();
-    Ok(Located::Ready(Box::new(SnapshotInput {
-        target,
-        base,
-        entries,
-    })))
+    )
+    .await?;
+    let target = one(
+        SegmentHint {
+            segment: seg.num,
+            base_seq: seg.base_seq,
+        },
+        entry,
+        target_seq,
+    )
+    .await?;
+    Ok(Located::Ready(Box::new(SnapshotInput { target, base })))
 }
 
 /// The previous completed snapshot's position: this segment's Last Snapshot when it is before

@@ -46,7 +46,7 @@ use sheetlog_core::snapshot::{
     BlobStore, Checkpoint, ImportSource, Progress, SnapshotBuilder, SnapshotError,
 };
 use sheetlog_core::snapshot_input::{
-    InputError, Located, Target, base_manifest, locate, log_entries, target,
+    InputError, InputPages, Located, Target, base_manifest, into_log_entries, locate, target,
 };
 use tracing::{debug, info, warn};
 
@@ -398,10 +398,43 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
             return self.complete(job, key, &root, increment).await;
         }
 
-        let base = base_manifest(self.blobs.as_ref(), job.log_id, &input.base).await?;
-        let entries = log_entries(&input.entries)?;
+        let mut base = base_manifest(self.blobs.as_ref(), job.log_id, &input.base).await?;
         let log_uuid = *job.log_id.as_uuid();
         let seq = input.target.seq;
+        // The entries are folded in a page at a time, so the build holds one page of them
+        // (`docs/operations.md`, "Memory per request"): every page but the last is built into an
+        // intermediate snapshot at the sequence after it (its manifest and chunks are written
+        // like any other; nothing refers to them but the next page's build), which is the base
+        // for the next page. A build of small entries is one page, as before. Checkpoints are
+        // kept only for the last page's build: a resumed job folds the earlier pages again,
+        // which gives the same chunks (already stored, so not written again) and the same base.
+        let mut pages = InputPages::new(&input);
+        let mut entries = Vec::new();
+        while let Some(page) = pages.next_page(self.log.as_ref(), job.log_id).await? {
+            entries = into_log_entries(page)?;
+            if pages.is_done() {
+                break;
+            }
+            let at = pages.next_seq();
+            let mut fold = SnapshotBuilder::new(
+                self.blobs.as_ref(),
+                self.imports.as_ref(),
+                self.cfg.build,
+                log_uuid,
+                at,
+                base.take(),
+                std::mem::take(&mut entries),
+            )?;
+            let folded = loop {
+                match self.step_alive(&mut fold, key, increment).await? {
+                    None => return Ok(Outcome::Duplicate),
+                    Some(Progress::Checkpoint(_)) => {}
+                    Some(Progress::Done(r)) => break r,
+                }
+            };
+            debug!(log = %job.log_id, at, chunks_written = folded.stats.chunks_written, "folded a page of entries");
+            base = Some(folded.manifest);
+        }
         let checkpoint = self.load_checkpoint(&key, held.state.as_deref()).await?;
         let mut builder = match &checkpoint {
             Some(c) => match SnapshotBuilder::resume(

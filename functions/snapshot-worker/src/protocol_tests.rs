@@ -109,12 +109,12 @@ impl Fixture {
     }
 
     async fn with_config(cfg: WorkerConfig) -> Self {
-        let log = EventLog::new(
-            MemLogStore::new(),
-            MemPayloadStore::new(),
-            LogConfig::default(),
-        )
-        .expect("default config is valid");
+        Self::with_configs(cfg, LogConfig::default()).await
+    }
+
+    async fn with_configs(cfg: WorkerConfig, log_cfg: LogConfig) -> Self {
+        let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), log_cfg)
+            .expect("config is valid");
         let id = log.create().await.expect("create log").log;
         let pending = Arc::new(MemPendingStore::new());
         let blobs = Arc::new(Recording::default());
@@ -221,6 +221,50 @@ async fn a_job_builds_the_snapshot_records_it_and_clears_the_pending_item() {
     assert!(f.pending.list(f.log).await.expect("list").is_empty());
     // The same job again is a late duplicate.
     assert_eq!(f.run(&job).await.expect("rerun"), Outcome::AlreadyComplete);
+}
+
+/// A read budget smaller than the entries since the last snapshot: the worker folds them in a
+/// page at a time (here 200 bytes, a couple of entries a page) through intermediate snapshots,
+/// and the snapshot is the one a single-page build makes, chunk for chunk. A build handed off
+/// in its last page resumes from its checkpoint after folding the earlier pages again.
+#[tokio::test]
+async fn a_range_past_the_read_budget_is_folded_in_page_by_page() {
+    let small = LogConfig {
+        read_budget_bytes: 200,
+        ..LogConfig::default()
+    };
+    let f = Fixture::with_configs(config(), small.clone()).await;
+    let job = f.second_snapshot(40).await;
+    let Outcome::Completed { root } = f.run(&job).await.expect("run") else {
+        panic!("the paged build completes")
+    };
+    let paged = f.manifest(&root).await;
+    let whole = Fixture::new().await;
+    let same = whole.second_snapshot(40).await;
+    let Outcome::Completed { root: whole_root } = whole.run(&same).await.expect("run") else {
+        panic!("the single-page build completes")
+    };
+    let expected = whole.manifest(&whole_root).await;
+    assert_eq!(paged.seq, job.entry);
+    assert_eq!(paged.chunks, expected.chunks, "the paged build differs");
+    // The replay reads through the default budget: the small one would cut it short.
+    let got = materialize(f.blobs.as_ref(), &paged).await.expect("read");
+    assert_eq!(got, whole.replay(same.entry).await);
+    // Intermediate manifests were written on the way (one per page but the last).
+    let (_, puts) = f.blobs.take();
+    let manifests = puts.iter().filter(|k| k.contains("manifest")).count();
+    assert!(manifests > 2, "{manifests} manifests: {puts:?}");
+
+    // Out of time in the last page: hand off, then resume.
+    let g = Fixture::with_configs(config(), small).await;
+    let job = g.second_snapshot(40).await;
+    let out = g.worker.run(&job, Instant::now()).await.expect("run");
+    assert!(matches!(out, Outcome::HandedOff { .. }), "{out:?}");
+    let Outcome::Completed { root } = g.run(&job).await.expect("resume") else {
+        panic!("the resumed build completes")
+    };
+    let resumed = g.manifest(&root).await;
+    assert_eq!(resumed.chunks, expected.chunks, "the resumed build differs");
 }
 
 #[tokio::test]

@@ -5,8 +5,9 @@
 //! `read-peak <prefix> <log-id> <op> [<arg>]`, with the emulator in `SHEETLOG_EMULATOR_URL` and the
 //! log's settings in the usual `SHEETLOG_*` variables (`LogConfig::from_env`). `op` is one of
 //! `load`, `entries <from>` (one page as `GET /logs/{logId}/entries` reads it), `pull <from>` (an
-//! incremental Replicache pull's read) and `history <at>` (the entries of a read as of `at`,
-//! decoded as the read path takes them). Prints one JSON line: the peak RSS before the read (the
+//! incremental Replicache pull's read), `history <at>` (the entries of a read as of `at`,
+//! decoded as the read path takes them) and `snapshot <segment> <entry>` (the snapshot worker
+//! builds the snapshot of that Snapshot entry, its pending item in memory). Prints one JSON line: the peak RSS before the read (the
 //! baseline: the runtime and SDK clients, after one request) and after it, in KiB, and what the
 //! read held.
 
@@ -43,7 +44,9 @@ fn arg_u64(args: &[String], i: usize, what: &str) -> anyhow::Result<u64> {
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(prefix), Some(log_id), Some(op)) = (args.get(1), args.get(2), args.get(3)) else {
-        bail!("usage: read-peak <prefix> <log-id> load|entries <from>|pull <from>|history <at>");
+        bail!(
+            "usage: read-peak <prefix> <log-id> load|entries <from>|pull <from>|history <at>|snapshot <segment> <entry>"
+        );
     };
     let id: LogId = log_id.parse().context("log id")?;
     let cfg = LogConfig::from_env()?;
@@ -55,7 +58,45 @@ async fn main() -> anyhow::Result<()> {
         &resources.segment_table,
     );
     let bucket = sheetlog_core::aws::S3Bucket::new(emulator.s3().await, &resources.bucket);
-    let log: AwsLog = sheetlog_core::log::EventLog::new(store, bucket, cfg)?;
+    let log: AwsLog = sheetlog_core::log::EventLog::new(store, bucket.clone(), cfg)?;
+    if op == "snapshot" {
+        let job = sheetlog_core::domain::SnapshotJob::new(
+            id,
+            arg_u64(&args, 4, "segment")?,
+            arg_u64(&args, 5, "entry")?,
+        );
+        let bucket = std::sync::Arc::new(bucket);
+        let worker = sheetlog_snapshot_worker::Worker::new(
+            log,
+            std::sync::Arc::new(sheetlog_core::memory::MemPendingStore::new()),
+            bucket.clone(),
+            bucket,
+            sheetlog_snapshot_worker::WorkerConfig::default(),
+        );
+        worker.log().next_seq(id).await?;
+        let baseline = peak_rss_kib()?;
+        let outcome = worker
+            .run(
+                &job,
+                std::time::Instant::now() + std::time::Duration::from_secs(3600),
+            )
+            .await?;
+        let peak = peak_rss_kib()?;
+        let sheetlog_snapshot_worker::Outcome::Completed { root } = outcome else {
+            bail!("the snapshot was not built: {outcome:?}");
+        };
+        println!(
+            "{}",
+            serde_json::json!({
+                "op": op,
+                "baselineKib": baseline,
+                "peakKib": peak,
+                "outcome": "ok",
+                "root": root,
+            })
+        );
+        return Ok(());
+    }
     // One request first, so the baseline includes the runtime, the clients and a connection.
     log.next_seq(id).await?;
     let baseline = peak_rss_kib()?;

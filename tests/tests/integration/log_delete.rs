@@ -8,6 +8,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::domain::LogId;
+use sheetlog_core::domain::dedupe::{DedupeKey, KeyKind};
 use sheetlog_tests::api::{ApiClient, JWT_CLAIMS_HEADER, TestApi, json_str, upload_file};
 use sheetlog_tests::stack::TestStack;
 
@@ -52,9 +55,44 @@ where
     Ok(())
 }
 
-/// Everything a sheet can own: entries with a snapshot, a committed import, an offloaded body,
-/// an idempotent append and a sync client (pushed through the queue and applied).
-async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<()> {
+/// Where an idempotency key of `log` sits in the Dedupe table, as the API (default settings)
+/// records it.
+fn dedupe_key(log: &str, kind: KeyKind, key: &str) -> anyhow::Result<DedupeKey> {
+    let id = LogId::from_uuid(uuid::Uuid::parse_str(log)?);
+    Ok(DedupeKey::new(
+        LogConfig::default().dedupe_prefix_bits,
+        id,
+        kind,
+        key,
+    ))
+}
+
+/// `POST /entries` with an `Idempotency-Key`; returns where the key sits.
+async fn append_keyed(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    key: &str,
+    body: Value,
+) -> anyhow::Result<DedupeKey> {
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .header("Idempotency-Key", key)
+        .json(&body)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status() == StatusCode::CREATED,
+        "keyed append: {}",
+        r.text().await?
+    );
+    dedupe_key(log, KeyKind::Request, key)
+}
+
+/// Everything a sheet can own: entries with a snapshot, a committed import (its upload id is an
+/// idempotency key), an offloaded body, idempotent appends and a sync client (pushed through
+/// the queue and applied). Returns the idempotency keys the log recorded.
+async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<Vec<DedupeKey>> {
     let csv = "a,1\nb,2\n";
     let u = upload_file(c, api, log, json!({"type": "import"}), csv.as_bytes()).await?;
     let id = json_str(&u, "/uploadId");
@@ -63,22 +101,16 @@ async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<()> {
         .send()
         .await?;
     anyhow::ensure!(r.status() == StatusCode::CREATED, "commit: {}", r.status());
+    let mut keys = vec![dedupe_key(log, KeyKind::Upload, id)?];
     for i in 1..=6 {
         append(c, api, log, set(&format!("B{i}"), json!(i))).await?;
     }
     // Over the 16 KB inline threshold: the body lives in S3.
     append(c, api, log, set("C1", json!("x".repeat(20_000)))).await?;
-    let r = c
-        .post(api.url(&format!("/logs/{log}/entries")))
-        .header("Idempotency-Key", format!("key-{log}"))
-        .json(&set("D1", json!(1)))
-        .send()
-        .await?;
-    anyhow::ensure!(
-        r.status() == StatusCode::CREATED,
-        "keyed append: {}",
-        r.status()
-    );
+    for i in 1..=3 {
+        let key = format!("key-{i}-{log}");
+        keys.push(append_keyed(c, api, log, &key, set(&format!("D{i}"), json!(i))).await?);
+    }
     let push = json!({"pushVersion": 1, "clientGroupID": "g1", "profileID": "p",
         "schemaVersion": "", "mutations": [{"clientID": "c1", "id": 1, "name": "set",
         "timestamp": 1, "args": {"cells": [{"ref": "E1", "value": 5}]}}]});
@@ -96,7 +128,13 @@ async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<()> {
         Ok(r.status() == StatusCode::OK)
     })
     .await?;
-    // Every Snapshot entry complete, so the worker is done with the log.
+    snapshots_complete(c, api, log).await?;
+    Ok(keys)
+}
+
+/// Waits until the log has Snapshot entries besides its first and every one is complete, so the
+/// worker is done with the log.
+async fn snapshots_complete(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<()> {
     wait_for("every snapshot to complete", || async {
         let r = c
             .get(api.url(&format!("/logs/{log}/entries?from=0&limit=1000")))
@@ -107,8 +145,7 @@ async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<()> {
         let snapshots: Vec<&Value> = entries.iter().filter(|e| e["type"] == "snapshot").collect();
         Ok(snapshots.len() >= 2 && snapshots.iter().all(|e| e["snapshotStatus"] == "complete"))
     })
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Items and objects of one log, counted on the emulator by scanning every table and listing the
@@ -124,6 +161,8 @@ struct Holdings {
     meta: usize,
     payloads: usize,
     snapshots: usize,
+    /// Dedupe elements of the log's idempotency keys (two per key).
+    dedupe: usize,
 }
 
 fn starts_with_log(v: Option<&AttributeValue>, log: &[u8]) -> bool {
@@ -163,7 +202,58 @@ async fn count_objects(stack: &TestStack, prefix: &str) -> anyhow::Result<usize>
     Ok(out.contents.unwrap_or_default().len())
 }
 
-async fn holdings(stack: &TestStack, log: &str) -> anyhow::Result<Holdings> {
+/// The Dedupe table's items as prefix → every element of every month column.
+async fn dedupe_items(stack: &TestStack) -> anyhow::Result<Vec<(Vec<u8>, Vec<Vec<u8>>)>> {
+    let table = stack.resources.dedupe_table.as_deref().unwrap_or_default();
+    Ok(scan_all(stack, table)
+        .await?
+        .into_iter()
+        .map(|item| {
+            let prefix = match item.get("p") {
+                Some(AttributeValue::B(b)) => b.as_ref().to_vec(),
+                _ => Vec::new(),
+            };
+            let elements = item
+                .values()
+                .filter_map(|v| match v {
+                    AttributeValue::Bs(set) => Some(set.iter().map(|b| b.as_ref().to_vec())),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            (prefix, elements)
+        })
+        .collect())
+}
+
+/// Elements of the given keys in the Dedupe table: in the key's item, starting with its suffix.
+async fn dedupe_elements(stack: &TestStack, keys: &[DedupeKey]) -> anyhow::Result<usize> {
+    let items = dedupe_items(stack).await?;
+    Ok(keys
+        .iter()
+        .map(|k| {
+            items
+                .iter()
+                .filter(|(p, _)| *p == k.prefix)
+                .flat_map(|(_, els)| els)
+                .filter(|e| e.starts_with(&k.suffix))
+                .count()
+        })
+        .sum())
+}
+
+/// A key of `log` that lands in the same Dedupe item as `other` (found by trying names).
+fn key_sharing_an_item(log: &str, other: &DedupeKey) -> anyhow::Result<String> {
+    for i in 0..50_000_000u64 {
+        let key = format!("share-{i}");
+        if dedupe_key(log, KeyKind::Request, &key)?.prefix == other.prefix {
+            return Ok(key);
+        }
+    }
+    anyhow::bail!("no key shares the item")
+}
+
+async fn holdings(stack: &TestStack, log: &str, keys: &[DedupeKey]) -> anyhow::Result<Holdings> {
     let id = uuid::Uuid::parse_str(log)?;
     let bytes = id.as_bytes();
     let r = &stack.resources;
@@ -191,6 +281,7 @@ async fn holdings(stack: &TestStack, log: &str) -> anyhow::Result<Holdings> {
         meta,
         payloads: count_objects(stack, &format!("payloads/{log}/")).await?,
         snapshots: count_objects(stack, &format!("snapshots/{log}/")).await?,
+        dedupe: dedupe_elements(stack, keys).await?,
     })
 }
 
@@ -268,18 +359,30 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
     let c = api.client().await?;
     let doomed = create_log(&c, &api).await?;
     let kept = create_log(&c, &api).await?;
-    fill(&c, &api, &doomed).await?;
-    fill(&c, &api, &kept).await?;
+    let doomed_keys = fill(&c, &api, &doomed).await?;
+    let mut kept_keys = fill(&c, &api, &kept).await?;
+    // The kept log also has a key in the Dedupe item of each of the doomed log's keys: a Dedupe
+    // item holds keys of many logs, and only the doomed log's may go.
+    for (i, k) in doomed_keys.iter().enumerate() {
+        let key = key_sharing_an_item(&kept, k)?;
+        kept_keys.push(
+            append_keyed(&c, &api, &kept, &key, set(&format!("F{}", i + 1), json!(i))).await?,
+        );
+    }
+    snapshots_complete(&c, &api, &kept).await?;
+    let shared: Vec<Vec<u8>> = doomed_keys.iter().map(|k| k.prefix.clone()).collect();
 
-    let before = holdings(stack, &doomed).await?;
+    let before = holdings(stack, &doomed, &doomed_keys).await?;
     // Everything the sheet owns is there to be deleted.
     assert!(before.entries >= 10, "{before:?}");
     assert!(before.segments >= 1 && before.clients >= 2, "{before:?}");
     assert!(before.payloads >= 2 && before.snapshots >= 1, "{before:?}");
-    let kept_before = holdings(stack, &kept).await?;
+    assert_eq!(before.dedupe, 2 * doomed_keys.len(), "{before:?}");
+    let kept_before = holdings(stack, &kept, &kept_keys).await?;
+    assert_eq!(kept_before.dedupe, 2 * kept_keys.len(), "{kept_before:?}");
 
     delete_until_done(&c, &api, &doomed).await?;
-    let after = holdings(stack, &doomed).await?;
+    let after = holdings(stack, &doomed, &doomed_keys).await?;
     assert_eq!(
         after,
         Holdings {
@@ -288,10 +391,19 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
         }
     );
     assert_eq!(
-        holdings(stack, &kept).await?,
+        holdings(stack, &kept, &kept_keys).await?,
         kept_before,
         "the other log changed"
     );
+    // The shared Dedupe items are still there, holding only the kept log's elements.
+    let items = dedupe_items(stack).await?;
+    for prefix in &shared {
+        let (_, elements) = items
+            .iter()
+            .find(|(p, _)| p == prefix)
+            .ok_or_else(|| anyhow::anyhow!("a shared Dedupe item was deleted"))?;
+        assert!(!elements.is_empty());
+    }
 
     for (method, path, body) in routes_of(&doomed) {
         let mut req = c.request(
@@ -310,7 +422,7 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
     // Nothing those requests did wrote anything, and deleting again is the same success.
     assert_eq!(delete_until_done(&c, &api, &doomed).await?, 1);
     assert_eq!(
-        holdings(stack, &doomed).await?,
+        holdings(stack, &doomed, &doomed_keys).await?,
         Holdings {
             meta: 1,
             ..Holdings::default()
@@ -325,7 +437,7 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    assert_eq!(holdings(stack, &unknown).await?, Holdings::default());
+    assert_eq!(holdings(stack, &unknown, &[]).await?, Holdings::default());
     Ok(())
 }
 
@@ -342,9 +454,16 @@ async fn a_delete_cut_short_answers_202_and_repeating_it_finishes() -> anyhow::R
     };
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
+    // Every other append carries an idempotency key.
+    let mut keys = Vec::new();
     for i in 0..230 {
-        append(&c, &api, &log, set("A1", json!(i))).await?;
+        if i % 2 == 0 {
+            keys.push(append_keyed(&c, &api, &log, &format!("k{i}"), set("A1", json!(i))).await?);
+        } else {
+            append(&c, &api, &log, set("A1", json!(i))).await?;
+        }
     }
+    assert_eq!(dedupe_elements(stack, &keys).await?, 2 * keys.len());
     let r = c.delete(api.url(&format!("/logs/{log}"))).send().await?;
     assert_eq!(r.status(), StatusCode::ACCEPTED);
     let v: Value = r.json().await?;
@@ -353,14 +472,23 @@ async fn a_delete_cut_short_answers_202_and_repeating_it_finishes() -> anyhow::R
     // Cut off here: the log is already gone for every reader and writer.
     let r = c.get(api.url(&format!("/logs/{log}"))).send().await?;
     assert_eq!(r.status(), StatusCode::GONE);
-    assert!(
-        holdings(stack, &log).await?.entries > 0,
-        "nothing left to resume"
-    );
+    let cut = holdings(stack, &log, &keys).await?;
+    assert!(cut.entries > 0, "nothing left to resume");
+    // The first page's keys went with its entries (seq 0 is the log's first snapshot, then keyed
+    // appends at odd seqs 1, 3, ... 99); the rest wait for their entries.
+    assert_eq!(cut.dedupe, 2 * (keys.len() - 50), "{cut:?}");
     let calls = delete_until_done(&c, &api, &log).await?;
     assert!(calls >= 2, "{calls}");
+    // Items that held only this log's keys are gone, not left holding just their prefix.
+    let prefixes: Vec<&Vec<u8>> = keys.iter().map(|k| &k.prefix).collect();
+    let left: Vec<_> = dedupe_items(stack)
+        .await?
+        .into_iter()
+        .filter(|(p, _)| prefixes.contains(&p))
+        .collect();
+    assert_eq!(left, Vec::new(), "Dedupe items left");
     assert_eq!(
-        holdings(stack, &log).await?,
+        holdings(stack, &log, &keys).await?,
         Holdings {
             meta: 1,
             ..Holdings::default()

@@ -1,7 +1,8 @@
 //! Memory per request (`docs/operations.md`, "Memory per request"): about 1,000 entries near the
 //! entry limit on the emulator, then each read (a load, an entries page, an incremental pull's
-//! read, a read as of a past sequence) in a fresh child process (`src/bin/read-peak.rs`), whose
-//! peak RSS must stay within the documented bound for the configured settings over its baseline.
+//! read, a read as of a past sequence, the snapshot worker's build over 1,000 such entries) in a
+//! fresh child process (`src/bin/read-peak.rs`), whose peak RSS must stay within the documented
+//! bound for the configured settings over its baseline.
 //!
 //! The settings are scaled down to keep the data CI-friendly (moto holds it all in memory):
 //! entries of up to 128 KiB, a read budget of 8 MiB, 4 KiB inline bodies. A read that held every
@@ -29,13 +30,25 @@ fn bound_bytes() -> usize {
     BUDGET + sheetlog_core::log::RESOLVE_CONCURRENCY * MAX_ENTRY + PAGE * INLINE_MAX
 }
 
+/// The documented bound on what the snapshot worker holds: one page of entries as a read holds
+/// it, the same page decoded, and the builder's chunks (the base chunk being rewritten and the
+/// chunk being assembled, each at most four times the 256 KiB target, raw and compressed).
+fn worker_bound_bytes() -> usize {
+    2 * bound_bytes() + 4 * 4 * 256 * 1024
+}
+
 /// A `set` of four cells of 32,000 characters (the text limit is 32,767): about 128 KB, near
 /// the 128 KiB entry limit.
 fn big_set(i: u64) -> NewEntry {
+    big_set_in(i, i + 1)
+}
+
+/// As [`big_set`], in row `row`.
+fn big_set_in(i: u64, row: u64) -> NewEntry {
     let cells: Vec<serde_json::Value> = (0..4)
         .map(|c| {
             serde_json::json!({
-                "ref": format!("{}{}", ["A", "B", "C", "D"][c], i + 1),
+                "ref": format!("{}{}", ["A", "B", "C", "D"][c], row),
                 "value": format!("{i:08}").repeat(4000),
             })
         })
@@ -74,6 +87,15 @@ fn read_in_child(
     op: &str,
     arg: Option<u64>,
 ) -> anyhow::Result<serde_json::Value> {
+    read_in_child_with(stack, id, op, arg.as_slice())
+}
+
+fn read_in_child_with(
+    stack: &TestStack,
+    id: LogId,
+    op: &str,
+    args: &[u64],
+) -> anyhow::Result<serde_json::Value> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_read-peak"));
     cmd.arg(stack.resources.entry_table.trim_end_matches("-entry"))
         .arg(id.to_string())
@@ -82,7 +104,7 @@ fn read_in_child(
         .env("SHEETLOG_MAX_ENTRY_BYTES", MAX_ENTRY.to_string())
         .env("SHEETLOG_READ_BUDGET_BYTES", BUDGET.to_string())
         .env("SHEETLOG_INLINE_BODY_MAX_BYTES", INLINE_MAX.to_string());
-    if let Some(a) = arg {
+    for a in args {
         cmd.arg(a.to_string());
     }
     let out = cmd.output()?;
@@ -155,6 +177,70 @@ async fn reads_of_large_entries_stay_within_the_memory_bound() -> anyhow::Result
             );
         }
     }
+
+    // The snapshot worker: a snapshot over 1,000 such entries since the log's first (the empty
+    // sheet), all rewriting one row, so the sheet itself stays small and what the worker holds
+    // is the entries. Built by the worker itself in a child, its pending item in memory.
+    let sheet = log.create().await?.log;
+    for i in 0..1000 {
+        log.append(sheet, big_set_in(i, 1), AppendOptions::default())
+            .await?;
+    }
+    let target = log
+        .append(
+            sheet,
+            NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new()),
+            AppendOptions::default(),
+        )
+        .await?;
+    let r = read_in_child_with(&stack, sheet, "snapshot", &[target.segment, target.entry])?;
+    let baseline = r["baselineKib"].as_u64().unwrap_or(u64::MAX);
+    let peak = r["peakKib"].as_u64().unwrap_or(u64::MAX);
+    let grew = peak.saturating_sub(baseline);
+    let worker_kib = (worker_bound_bytes() / 1024) as u64;
+    println!(
+        "snapshot worker over 1000 entries: peak RSS {peak} KiB, baseline {baseline} KiB, grew {grew} KiB (bound {worker_kib} KiB); {}",
+        r["outcome"]
+    );
+    if r["outcome"] != "ok" {
+        failures.push(format!("snapshot: {r}"));
+    }
+    if grew > worker_kib {
+        failures.push(format!(
+            "snapshot: grew {grew} KiB, over the {worker_kib} KiB bound"
+        ));
+    }
+    // The snapshot is right: the row holds the last entry's values.
+    let root = r["root"].as_str().unwrap_or_default();
+    let bytes = stack
+        .s3
+        .get_object()
+        .bucket(&stack.resources.bucket)
+        .key(root)
+        .send()
+        .await?
+        .body
+        .collect()
+        .await?
+        .into_bytes();
+    let manifest = sheetlog_core::snapshot::Manifest::from_bytes(root, &bytes)?;
+    assert_eq!(manifest.seq, target.seq);
+    let bucket = sheetlog_core::aws::S3Bucket::new(stack.s3.clone(), &stack.resources.bucket);
+    let (values, _) = sheetlog_core::snapshot::read_range(
+        &bucket,
+        &bucket,
+        *sheet.as_uuid(),
+        Some(&manifest),
+        &[],
+        "A1:D1".parse()?,
+    )
+    .await?;
+    let last = sheetlog_core::sheet::Value::Text(format!("{:08}", 999).repeat(4000));
+    assert_eq!(
+        values,
+        vec![vec![last; 4]],
+        "the snapshot holds the last entry's row"
+    );
     assert!(failures.is_empty(), "{failures:#?}");
     Ok(())
 }

@@ -791,7 +791,10 @@ impl LogStore for DynamoLogStore {
         units: &mut RequestUnits,
     ) -> Result<OnceOutcome, StoreError> {
         let dedupe_table = self.dedupe_table()?;
-        let item = entry_to_item(log, entry);
+        let mut item = entry_to_item(log, entry);
+        if let Some(r) = key.entry_ref() {
+            item.insert(entry_attr::DEDUPE.into(), bin(r.encode()));
+        }
         let entry_size = item_size(&item);
         let put = Put::builder()
             .table_name(&self.entry_table)

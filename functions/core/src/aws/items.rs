@@ -27,6 +27,9 @@ pub mod entry_attr {
     pub const ROOT: &str = "r";
     /// The append call's identity: 8 bytes, big-endian.
     pub const ATTEMPT: &str = "w";
+    /// Entries appended with an idempotency key: where the key sits in the Dedupe table
+    /// (`crate::domain::dedupe::DedupeRef`), so deleting the log can remove it.
+    pub const DEDUPE: &str = "k";
 }
 
 /// Segment table attribute names.

@@ -1,17 +1,26 @@
 //! [`LogPurge`] over DynamoDB and [`ObjectPurge`] over S3: deleting a log (`docs/storage.md`,
 //! "Deleting a log").
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, WriteRequest};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, ReturnValue, WriteRequest};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use tracing::instrument;
 
-use super::items::{Item, bin, client_attr, entry_attr, num, opt_num, opt_str, segment_attr};
+use super::items::{
+    Item, bin, client_attr, dedupe_attr, entry_attr, num, opt_num, opt_str, segment_attr,
+};
 use super::s3::S3Bucket;
 use crate::domain::clients::meta_key;
+use crate::domain::dedupe::{DedupeRef, column_name, month_index};
 use crate::domain::{LogId, segment_id};
 use crate::error::StoreError;
 use crate::ports::{LogMeta, LogPurge, ObjectPurge};
@@ -50,6 +59,9 @@ where
     StoreError::service(SERVICE, operation, e)
 }
 
+/// Dedupe items updated at once while a page of entries is purged.
+const DEDUPE_CONCURRENCY: usize = 8;
+
 /// The tables a log's items live in.
 #[derive(Debug, Clone)]
 pub struct DynamoPurge {
@@ -58,6 +70,8 @@ pub struct DynamoPurge {
     segment_table: String,
     pending_table: String,
     clients_table: String,
+    /// The Dedupe table, where entries appended with an idempotency key recorded it.
+    dedupe_table: Option<String>,
 }
 
 impl DynamoPurge {
@@ -74,7 +88,15 @@ impl DynamoPurge {
             segment_table: segment_table.into(),
             pending_table: pending_table.into(),
             clients_table: clients_table.into(),
+            dedupe_table: None,
         }
+    }
+
+    /// The Dedupe table: a purge removes the idempotency keys the log's entries recorded there.
+    /// Without it, purging an entry that recorded one is an error.
+    pub fn with_dedupe_table(mut self, table: impl Into<String>) -> Self {
+        self.dedupe_table = Some(table.into());
+        self
     }
 
     fn meta_item_key(log: LogId) -> Item {
@@ -84,25 +106,33 @@ impl DynamoPurge {
         ])
     }
 
-    /// The keys of up to `limit` items of one partition, in order.
+    /// The keys of up to `limit` items of one partition, in order, with the attribute `extra`
+    /// when given (take it out before using the item as a key).
     async fn query_keys(
         &self,
         table: &str,
         (pk_name, sk_name): (&str, &str),
         pk: Vec<u8>,
         limit: usize,
+        extra: Option<&str>,
     ) -> Result<Vec<Item>, StoreError> {
         let mut keys = Vec::new();
         let mut start = None;
         loop {
-            let out = self
+            let mut q = self
                 .client
                 .query()
                 .table_name(table)
                 .key_condition_expression("#p = :p")
-                .projection_expression("#p, #s")
                 .expression_attribute_names("#p", pk_name)
-                .expression_attribute_names("#s", sk_name)
+                .expression_attribute_names("#s", sk_name);
+            q = match extra {
+                Some(name) => q
+                    .projection_expression("#p, #s, #x")
+                    .expression_attribute_names("#x", name),
+                None => q.projection_expression("#p, #s"),
+            };
+            let out = q
                 .expression_attribute_values(":p", bin(pk.clone()))
                 .consistent_read(true)
                 .limit(i32::try_from(limit - keys.len()).unwrap_or(i32::MAX))
@@ -198,14 +228,128 @@ impl DynamoPurge {
         }
     }
 
-    async fn segment_nums(&self, log: LogId, limit: usize) -> Result<Vec<Item>, StoreError> {
+    /// Segment keys, with each segment's base sequence (`q`) when `with_base`.
+    async fn segment_nums(
+        &self,
+        log: LogId,
+        limit: usize,
+        with_base: bool,
+    ) -> Result<Vec<Item>, StoreError> {
         self.query_keys(
             &self.segment_table,
             (segment_attr::LOG_ID, segment_attr::NUM),
             log.as_bytes().to_vec(),
             limit,
+            with_base.then_some(segment_attr::BASE_SEQ),
         )
         .await
+    }
+
+    /// Removes the idempotency keys that the given Entry items (keys with their `k` attribute,
+    /// numbers of a segment whose entry 0 is at `base_seq`) recorded in the Dedupe table: one
+    /// `DELETE` of their two elements from the month column, per Dedupe item and column. Removing
+    /// elements that are gone is a no-op, so a purge that stopped after this and before deleting
+    /// the entries repeats it harmlessly. An item left with no month column (only this log's keys
+    /// were in it) is deleted too, unless a key was added to it meanwhile.
+    async fn remove_dedupe_keys(&self, entries: &[Item], base_seq: u64) -> Result<(), StoreError> {
+        let mut groups: BTreeMap<(Vec<u8>, String), Vec<Vec<u8>>> = BTreeMap::new();
+        for item in entries {
+            let Some(value) = item.get(entry_attr::DEDUPE) else {
+                continue;
+            };
+            let r = match value {
+                AttributeValue::B(b) => DedupeRef::decode(b.as_ref()),
+                _ => None,
+            }
+            .ok_or_else(|| StoreError::corrupt("Entry item", "attribute k is not a Dedupe ref"))?;
+            let n: u64 = opt_num(item, entry_attr::NUM, "Entry item")?
+                .ok_or_else(|| StoreError::corrupt("Entry item", "attribute n is missing"))?;
+            groups
+                .entry((r.prefix.clone(), r.column()))
+                .or_default()
+                .extend(r.elements(base_seq + n));
+        }
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let table = self.dedupe_table.as_deref().ok_or_else(|| {
+            StoreError::corrupt(
+                "configuration",
+                "the log's entries recorded idempotency keys but no Dedupe table is configured",
+            )
+        })?;
+        futures::stream::iter(groups)
+            .map(|((prefix, column), elements)| {
+                self.remove_elements(table, prefix, column, elements)
+            })
+            .buffer_unordered(DEDUPE_CONCURRENCY)
+            .try_collect::<()>()
+            .await
+    }
+
+    async fn remove_elements(
+        &self,
+        table: &str,
+        prefix: Vec<u8>,
+        column: String,
+        elements: Vec<Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(dedupe_attr::PREFIX, bin(prefix.clone()))
+            .update_expression("DELETE #c :e")
+            .condition_expression("attribute_exists(#p)")
+            .expression_attribute_names("#c", &column)
+            .expression_attribute_names("#p", dedupe_attr::PREFIX)
+            .expression_attribute_values(
+                ":e",
+                AttributeValue::Bs(elements.into_iter().map(Blob::new).collect()),
+            )
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        let left = match result {
+            Ok(out) => out.attributes.unwrap_or_default(),
+            // No such item: the keys aged out with it, or an earlier call removed it.
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(ddb_error("UpdateItem", e)),
+        };
+        if left.keys().any(|k| k != dedupe_attr::PREFIX) {
+            return Ok(());
+        }
+        // Only the prefix is left. Delete the item unless an append has just added a key to it
+        // (appends write the current month's column; a month either side covers clock skew).
+        let month = month_index(time::OffsetDateTime::now_utc().unix_timestamp());
+        let columns: Vec<String> = [month.saturating_sub(1), month, month + 1]
+            .into_iter()
+            .map(column_name)
+            .collect();
+        let mut delete = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .key(dedupe_attr::PREFIX, bin(prefix))
+            .condition_expression(
+                "attribute_not_exists(#m0) AND attribute_not_exists(#m1) AND attribute_not_exists(#m2)",
+            );
+        for (i, c) in columns.iter().enumerate() {
+            delete = delete.expression_attribute_names(format!("#m{i}"), c);
+        }
+        match delete.send().await {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(ddb_error("DeleteItem", e)),
+        }
     }
 }
 
@@ -263,26 +407,36 @@ impl LogPurge for DynamoPurge {
     }
 
     async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> {
-        Ok(!self.segment_nums(log, 1).await?.is_empty())
+        Ok(!self.segment_nums(log, 1, false).await?.is_empty())
     }
 
     #[instrument(skip(self), fields(log = %log))]
     async fn purge_items(&self, log: LogId, max: usize) -> Result<usize, StoreError> {
         let max = max.max(1);
         let mut deleted = 0;
-        let segments = self.segment_nums(log, usize::MAX).await?;
+        let mut segments = self.segment_nums(log, usize::MAX, true).await?;
         // Entries first, segment by segment: the Segment items are how the next call finds them.
-        for segment in &segments {
+        for segment in &mut segments {
             let n: u64 = opt_num(segment, segment_attr::NUM, "Segment item")?
                 .ok_or_else(|| StoreError::corrupt("Segment item", "attribute n is missing"))?;
-            let keys = self
+            let base_seq: u64 = opt_num(segment, segment_attr::BASE_SEQ, "Segment item")?
+                .ok_or_else(|| StoreError::corrupt("Segment item", "attribute q is missing"))?;
+            segment.remove(segment_attr::BASE_SEQ);
+            let mut keys = self
                 .query_keys(
                     &self.entry_table,
                     (entry_attr::SEGMENT_ID, entry_attr::NUM),
                     segment_id(log, n),
                     max - deleted,
+                    Some(entry_attr::DEDUPE),
                 )
                 .await?;
+            // The idempotency keys before the entries that say where they are, so a purge cut
+            // off in between finds them again.
+            self.remove_dedupe_keys(&keys, base_seq).await?;
+            for k in &mut keys {
+                k.remove(entry_attr::DEDUPE);
+            }
             deleted += keys.len();
             self.delete_keys(&self.entry_table, keys).await?;
             if deleted >= max {
@@ -295,6 +449,7 @@ impl LogPurge for DynamoPurge {
                 (PENDING_LOG, PENDING_KEY),
                 log.as_bytes().to_vec(),
                 max - deleted,
+                None,
             )
             .await?;
         deleted += pending.len();

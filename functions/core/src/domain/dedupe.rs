@@ -136,6 +136,8 @@ pub fn find_value<'a>(
 /// Which month columns one write checks, adds to and removes, at a moment in time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MonthColumns {
+    /// The month the key is added to (months since January 1970, UTC).
+    pub month: u32,
     /// The column the key is added to (this month).
     pub current: String,
     /// Columns the key must be absent from: this month, the previous one, and during the grace
@@ -172,6 +174,7 @@ impl MonthColumns {
             .map(column_name)
             .collect();
         Self {
+            month,
             current: column_name(month),
             checked,
             removed,
@@ -193,6 +196,76 @@ impl DedupeRecord {
         [
             self.key.suffix.to_vec(),
             encode_value(&self.key.suffix, self.fingerprint, seq),
+        ]
+    }
+
+    /// What the entry this key is recorded with keeps, so that deleting the log can find the
+    /// key again. `None` past year 7431, when a month index no longer fits in two bytes.
+    pub fn entry_ref(&self) -> Option<DedupeRef> {
+        Some(DedupeRef {
+            prefix: self.key.prefix.clone(),
+            suffix: self.key.suffix,
+            fingerprint: self.fingerprint,
+            month: u16::try_from(self.columns.month).ok()?,
+        })
+    }
+}
+
+/// Where an entry's idempotency key sits in the Dedupe table: the item (its prefix), the month
+/// column, and what the two elements are built from (with the entry's own seq). Stored on the
+/// entry (attribute `k`, [`DedupeRef::encode`]) because a Dedupe item mixes the keys of many
+/// logs and nothing else records which ones a log used; deleting the log reads it back and
+/// removes the elements before the entry (`docs/storage.md`, "Deleting a log").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupeRef {
+    pub prefix: Vec<u8>,
+    pub suffix: [u8; SUFFIX_BYTES],
+    pub fingerprint: [u8; FINGERPRINT_BYTES],
+    /// Months since January 1970 (UTC): the column the key was added to.
+    pub month: u16,
+}
+
+/// Bytes of an encoded [`DedupeRef`] before the prefix.
+const REF_FIXED_BYTES: usize = SUFFIX_BYTES + FINGERPRINT_BYTES + 2;
+
+impl DedupeRef {
+    /// suffix (8 bytes) ‖ fingerprint (4) ‖ month (2, big-endian) ‖ prefix (1–8): 17 bytes at
+    /// the default prefix of 17 bits.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(REF_FIXED_BYTES + self.prefix.len());
+        v.extend_from_slice(&self.suffix);
+        v.extend_from_slice(&self.fingerprint);
+        v.extend_from_slice(&self.month.to_be_bytes());
+        v.extend_from_slice(&self.prefix);
+        v
+    }
+
+    /// The inverse of [`encode`](Self::encode); `None` for bytes that are not one.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() <= REF_FIXED_BYTES || bytes.len() > REF_FIXED_BYTES + 8 {
+            return None;
+        }
+        let (suffix, rest) = bytes.split_at(SUFFIX_BYTES);
+        let (fingerprint, rest) = rest.split_at(FINGERPRINT_BYTES);
+        let (month, prefix) = rest.split_at(2);
+        Some(Self {
+            prefix: prefix.to_vec(),
+            suffix: suffix.try_into().ok()?,
+            fingerprint: fingerprint.try_into().ok()?,
+            month: u16::from_be_bytes(month.try_into().ok()?),
+        })
+    }
+
+    /// The month column holding the key.
+    pub fn column(&self) -> String {
+        column_name(u32::from(self.month))
+    }
+
+    /// The two elements the key added for the entry at `seq` (as [`DedupeRecord::elements`]).
+    pub fn elements(&self, seq: u64) -> [Vec<u8>; 2] {
+        [
+            self.suffix.to_vec(),
+            encode_value(&self.suffix, self.fingerprint, seq),
         ]
     }
 }
@@ -275,6 +348,26 @@ mod tests {
         );
         assert_ne!(a, DedupeKey::new(12, log, KeyKind::Upload, "k"));
         assert_eq!(a, DedupeKey::new(12, log, KeyKind::Request, "k"));
+    }
+
+    #[test]
+    fn an_entrys_ref_round_trips_and_names_the_same_elements() {
+        let log = LogId::new_random();
+        for bits in [1, 17, 64] {
+            let rec = DedupeRecord {
+                key: DedupeKey::new(bits, log, KeyKind::Upload, "u1"),
+                fingerprint: [9, 8, 7, 6],
+                columns: MonthColumns::at(secs(2026, 11, 25)),
+            };
+            let r = rec.entry_ref().expect("a month of 2026 fits");
+            assert_eq!(r.column(), rec.columns.current);
+            assert_eq!(r.elements(300), rec.elements(300));
+            let bytes = r.encode();
+            assert_eq!(bytes.len(), 14 + usize::from(bits).div_ceil(8));
+            assert_eq!(DedupeRef::decode(&bytes), Some(r));
+        }
+        assert_eq!(DedupeRef::decode(&[0; 14]), None);
+        assert_eq!(DedupeRef::decode(&[0; 23]), None);
     }
 
     #[test]

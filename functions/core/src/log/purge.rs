@@ -273,6 +273,99 @@ mod tests {
         assert!(check_live(&*store, missing).await.is_ok());
     }
 
+    /// Elements of a Dedupe item that belong to the given keys (bare suffixes and values).
+    fn elements_of(store: &MemLogStore, keys: &[crate::domain::dedupe::DedupeKey]) -> usize {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        keys.iter()
+            .map(|k| {
+                let item = store
+                    .dedupe_item(&k.prefix)
+                    .expect("item")
+                    .unwrap_or_default();
+                item.values()
+                    .filter_map(|v| match v {
+                        AttributeValue::Bs(set) => Some(set),
+                        _ => None,
+                    })
+                    .flatten()
+                    .filter(|e| e.as_ref().starts_with(&k.suffix))
+                    .count()
+            })
+            .sum()
+    }
+
+    /// A delete removes the idempotency keys the log's entries recorded, page by page with the
+    /// entries, and leaves other logs' keys in the same Dedupe items; a delete cut short between
+    /// pages finishes on the next call.
+    #[tokio::test]
+    async fn a_delete_removes_the_logs_idempotency_keys_and_keeps_the_others() {
+        use crate::domain::dedupe::{DedupeKey, KeyKind};
+        use crate::log::IdempotencyKey;
+        let store = Arc::new(MemLogStore::new());
+        let objects = Arc::new(MemPayloadStore::new());
+        // One bit of prefix: two Dedupe items, so both logs' keys share them.
+        let cfg = LogConfig {
+            dedupe_prefix_bits: 1,
+            ..LogConfig::default()
+        };
+        let log = EventLog::new(store.clone(), objects.clone(), cfg).expect("config");
+        let doomed = log.create().await.expect("create").log;
+        let kept = log.create().await.expect("create").log;
+        let mut keys = std::collections::HashMap::new();
+        for (id, n) in [(doomed, 150), (kept, 20)] {
+            for i in 0..n {
+                let key = format!("k{i}");
+                log.append_once(
+                    id,
+                    NewEntry::new(EntryType(16), 1, Bytes::from(format!("x{i}"))),
+                    AppendOptions::default(),
+                    &IdempotencyKey::request(&key),
+                )
+                .await
+                .expect("append");
+                keys.entry(id).or_insert_with(Vec::new).push(DedupeKey::new(
+                    1,
+                    id,
+                    KeyKind::Request,
+                    &key,
+                ));
+            }
+        }
+        assert_eq!(elements_of(&store, &keys[&doomed]), 300);
+        assert_eq!(elements_of(&store, &keys[&kept]), 40);
+        // The first call, given no time, deletes one page of entries and their keys only.
+        let first = delete_log(&*store, &*objects, doomed, 1, Instant::now())
+            .await
+            .expect("delete");
+        assert!(!first.done);
+        let left = elements_of(&store, &keys[&doomed]);
+        assert_eq!(left, 2 * (151 - ITEM_PAGE), "keys left after one page");
+        loop {
+            let r = delete_log(&*store, &*objects, doomed, 1, Instant::now())
+                .await
+                .expect("delete");
+            if r.done {
+                break;
+            }
+        }
+        assert_eq!(elements_of(&store, &keys[&doomed]), 0);
+        assert_eq!(elements_of(&store, &keys[&kept]), 40);
+        // The kept log's keys still answer duplicates.
+        let again = log
+            .append_once(
+                kept,
+                NewEntry::new(EntryType(16), 1, Bytes::from("x3")),
+                AppendOptions::default(),
+                &IdempotencyKey::request("k3"),
+            )
+            .await
+            .expect("append");
+        assert!(
+            matches!(again, crate::log::AppendOnce::Duplicate { .. }),
+            "{again:?}"
+        );
+    }
+
     /// A source's snapshot objects stay while a fork that shares them lives, and go once the
     /// fork is deleted and the source's delete is repeated.
     #[tokio::test]
