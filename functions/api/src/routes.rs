@@ -402,11 +402,6 @@ pub async fn append_entry(
         });
     }
     let entry = NewEntry::new(EntryType(code), version, encoded);
-    if req.expected_seq.is_some() && req.base_seq.is_some() {
-        return Err(ApiError::InvalidEntry(
-            "give expectedSeq (refuse on any change) or baseSeq (rebase), not both".into(),
-        ));
-    }
     let out = trigger::append_and_trigger(
         &state,
         log,
