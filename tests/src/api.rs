@@ -282,6 +282,22 @@ impl Drop for TestApi {
 
 /// The string at a JSON pointer (`/logId`, `/error/message`). A missing or mistyped field fails
 /// the test with the pointer and the whole response, rather than becoming `""`.
+/// `POST /logs/{log}/entries` with a JSON body: the status and the JSON answer.
+pub async fn post_entry(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    entry: serde_json::Value,
+) -> anyhow::Result<(reqwest::StatusCode, serde_json::Value)> {
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&entry)
+        .send()
+        .await?;
+    let status = r.status();
+    Ok((status, r.json().await?))
+}
+
 pub fn json_str<'a>(v: &'a serde_json::Value, pointer: &str) -> &'a str {
     v.pointer(pointer)
         .and_then(serde_json::Value::as_str)

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::LogId;
 use sheetlog_tests::api::ApiClient as Client;
-use sheetlog_tests::api::{TestApi, json_array, json_str, upload_file};
+use sheetlog_tests::api::{TestApi, json_array, json_str, post_entry as append, upload_file};
 
 async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
     let r = c.post(api.url("/logs")).send().await?;
@@ -18,21 +18,6 @@ async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
     let v: Value = r.json().await?;
     assert_eq!(v["seq"], 0);
     Ok(json_str(&v, "/logId").to_owned())
-}
-
-async fn append(
-    c: &Client,
-    api: &TestApi,
-    log: &str,
-    entry: Value,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let r = c
-        .post(api.url(&format!("/logs/{log}/entries")))
-        .json(&entry)
-        .send()
-        .await?;
-    let status = r.status();
-    Ok((status, r.json().await?))
 }
 
 async fn next_seq(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<u64> {

@@ -5,22 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_tests::api::ApiClient as Client;
-use sheetlog_tests::api::{TestApi, json_str};
-
-async fn post(
-    c: &Client,
-    api: &TestApi,
-    log: &str,
-    entry: Value,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let r = c
-        .post(api.url(&format!("/logs/{log}/entries")))
-        .json(&entry)
-        .send()
-        .await?;
-    let status = r.status();
-    Ok((status, r.json().await?))
-}
+use sheetlog_tests::api::{TestApi, json_str, post_entry as post};
 
 async fn cells(c: &Client, api: &TestApi, log: &str, range: &str) -> anyhow::Result<Value> {
     Ok(c.get(api.url(&format!("/logs/{log}/cells?range={range}")))
