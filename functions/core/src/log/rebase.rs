@@ -8,7 +8,7 @@ use super::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
 use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
 use crate::ports::{LogStore, PayloadStore};
-use crate::sheet::event::{EntryBody, Event};
+use crate::sheet::event::{EntryBody, Event, InsertRows};
 use crate::sheet::rebase::{Outcome, Step, rebase};
 
 /// Entries read per page while catching up with the head.
@@ -94,11 +94,16 @@ impl Rebasing {
                         detail: format!("entry {} does not decode: {err}", e.seq),
                     }
                 })?;
-                self.moves.extend(
-                    body.events()
-                        .filter(|ev| !matches!(ev, Event::Set(_)))
-                        .cloned(),
-                );
+                // Only positions move references: keep structural events without the values an
+                // insert carries, so what is held is bounded by their number, not their size.
+                self.moves.extend(body.events().filter_map(|ev| match ev {
+                    Event::Set(_) => None,
+                    Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
+                        values: Vec::new(),
+                        ..e.clone()
+                    })),
+                    other => Some(other.clone()),
+                }));
                 self.read_to += 1;
             }
             if self.read_to == before {
