@@ -4,8 +4,9 @@
 
 use tokio::sync::Barrier;
 
-use super::tests::RacingPuts;
+use super::tests::{RacingPuts, always_stale};
 use super::*;
+use crate::faults::FaultyLogStore;
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::sheet::event::{
     CellEdit, DeleteRows, EntryBody, Event, InsertRows, RowNumber, SetCells,
@@ -217,4 +218,32 @@ async fn an_edit_that_loses_the_race_is_moved_through_the_winners_entry() {
         }
     }
     assert_eq!(text(&s, "B6").as_deref(), Some("note"));
+}
+
+/// Eventually consistent reads that miss the newest writes (DynamoDB's, modelled by the fault
+/// adapter): the rebase must not run on a head or a page that lacks the insert it has to follow.
+#[tokio::test]
+async fn stale_reads_do_not_hide_an_entry_the_edit_must_follow() {
+    let store = FaultyLogStore::new(MemLogStore::new(), always_stale());
+    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).expect("log");
+    let id = log.create().await.expect("create").log;
+    let base = 1;
+    log.append(id, entry(&insert_rows(2, 1)), AppendOptions::default())
+        .await
+        .expect("insert");
+    let out = log
+        .append_rebased(
+            id,
+            entry(&set("B5", "note")),
+            base,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect("rebased");
+    assert_eq!(out.applied_as, Some(set("B6", "note")));
+    let AppendOnce::Appended(a) = &out.outcome else {
+        panic!("appended: {out:?}");
+    };
+    assert_eq!(a.seq, 2);
 }

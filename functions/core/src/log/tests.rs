@@ -23,7 +23,7 @@ fn cell(body: &'static [u8]) -> NewEntry {
 
 /// Every eventually consistent read is stale for a minute after a write: reads see only what
 /// was written before the window, as long as a strong read is not asked for.
-fn always_stale() -> Arc<Faults> {
+pub(super) fn always_stale() -> Arc<Faults> {
     let mut p = FaultProfile::named("none").expect("profile");
     p.stale_read = 1.0;
     p.stale_for = Duration::from_secs(60);
