@@ -547,7 +547,7 @@ impl EntryBody {
         match type_code {
             TYPE_SNAPSHOT => Ok(EntryBody::Snapshot),
             TYPE_END_SEGMENT => Ok(EntryBody::EndSegment),
-            crate::mutations::TYPE_MUTATIONS if version == crate::mutations::BATCH_VERSION => {
+            crate::mutations::TYPE_MUTATIONS if crate::mutations::is_batch_version(version) => {
                 crate::mutations::MutationBatch::decode(version, body).map(EntryBody::Batch)
             }
             crate::mutations::TYPE_MUTATIONS => {

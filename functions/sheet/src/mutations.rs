@@ -17,6 +17,13 @@
 //! commit (the sync writer, `docs/sync.md`). Its body is the number of runs, then each run as a
 //! length-prefixed version-1 body, in the order they apply. A batch of one run is always written
 //! as version 1, so a single-client entry reads the same whoever wrote it.
+//!
+//! Version 3 is a run that also records mutations *as sent* ([`Mutations::sent`]): the
+//! row and column changes that rebasing moved or rejected (`docs/sync.md`, "Edits made against an
+//! older view"). It is the version-1 body followed by the number of such mutations and each as
+//! `id - first`, type code, body version and length-prefixed body. Version 4 is a batch whose runs
+//! are each preceded by their own body version (1 or 3). Runs with nothing in `sent` are written
+//! exactly as before.
 
 use super::codec::{CodecError, Reader, Writer};
 use super::event::{DecodeError, Event, ValidationError};
@@ -29,6 +36,15 @@ pub const MAX_ID_BYTES: usize = 128;
 pub const MAX_MUTATIONS_PER_ENTRY: u64 = 1000;
 /// Body version of a batch of runs.
 pub const BATCH_VERSION: u16 = 2;
+/// Body version of a run that records mutations as sent.
+pub const RUN_SENT_VERSION: u16 = 3;
+/// Body version of a batch holding at least one run that records mutations as sent.
+pub const BATCH_SENT_VERSION: u16 = 4;
+
+/// Whether a `mutations` body of this version is a batch of runs.
+pub fn is_batch_version(version: u16) -> bool {
+    version == BATCH_VERSION || version == BATCH_SENT_VERSION
+}
 /// Most runs (clients) one batch entry holds: each run takes one item of the entry's DynamoDB
 /// transaction, or two for a client's first run, within the transaction's 100 items.
 pub const MAX_RUNS_PER_ENTRY: usize = 32;
@@ -43,6 +59,12 @@ pub struct Mutations {
     pub last: u64,
     /// The mutations that applied, in id order, each with its event.
     pub applied: Vec<Mutation>,
+    /// Row and column changes of this run as the client sent them, where that differs from what
+    /// applied: rebasing moved them (their applied form is in `applied`) or rejected them. A later
+    /// mutation of the same client, made before the client learnt of this run, refers to rows and
+    /// columns as the client saw them, that is, as sent. Positions only: an `insert-rows` keeps no
+    /// values. Id order; empty for most runs.
+    pub sent: Vec<Mutation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,7 +147,35 @@ impl Mutations {
             })?;
             prev = Some(m.id);
         }
+        let mut prev = None;
+        for (i, m) in self.sent.iter().enumerate() {
+            if m.id < self.first || m.id > self.last || prev.is_some_and(|p| m.id <= p) {
+                return Err(err(
+                    &format!("sent[{i}].id"),
+                    format!(
+                        "{} is out of order or outside {}..={}",
+                        m.id, self.first, self.last
+                    ),
+                ));
+            }
+            if matches!(m.event, Event::Set(_) | Event::Import(_)) {
+                return Err(err(
+                    &format!("sent[{i}]"),
+                    "only row and column changes are recorded as sent".into(),
+                ));
+            }
+            prev = Some(m.id);
+        }
         Ok(())
+    }
+
+    /// The event mutation `id` was sent as, when this run recorded it: a row or column change
+    /// that rebasing moved or rejected.
+    pub fn sent_as(&self, id: u64) -> Option<&Event> {
+        self.sent
+            .binary_search_by_key(&id, |m| m.id)
+            .ok()
+            .map(|i| &self.sent[i].event)
     }
 
     /// The binary form: `(type code, body version, body bytes)`.
@@ -143,11 +193,22 @@ impl Mutations {
             w.varint(u64::from(version));
             w.bytes(&body);
         }
-        (TYPE_MUTATIONS, super::event::BODY_VERSION, w.buf)
+        if self.sent.is_empty() {
+            return (TYPE_MUTATIONS, super::event::BODY_VERSION, w.buf);
+        }
+        w.varint(self.sent.len() as u64);
+        for m in &self.sent {
+            let (code, version, body) = m.event.encode();
+            w.varint(m.id - self.first);
+            w.varint(u64::from(code));
+            w.varint(u64::from(version));
+            w.bytes(&body);
+        }
+        (TYPE_MUTATIONS, RUN_SENT_VERSION, w.buf)
     }
 
     pub fn decode(version: u16, body: &[u8]) -> Result<Mutations, DecodeError> {
-        if version != super::event::BODY_VERSION {
+        if version != super::event::BODY_VERSION && version != RUN_SENT_VERSION {
             return Err(DecodeError::UnsupportedVersion {
                 type_name: TYPE_NAME,
                 version,
@@ -171,32 +232,47 @@ impl Mutations {
         let last = first
             .checked_add(span)
             .ok_or_else(|| codec(CodecError::Invalid("mutation id overflows".into())))?;
-        let n = r.varint().map_err(codec)?;
-        if n > span + 1 {
-            return Err(codec(CodecError::Invalid(format!(
-                "{n} applied mutations in a range of {}",
-                span + 1
-            ))));
-        }
-        // Each applied mutation takes at least four bytes, so a lying count cannot over-allocate.
-        let mut applied = Vec::with_capacity((n as usize).min(r.remaining() / 4));
-        for _ in 0..n {
-            let offset = r.varint().map_err(codec)?;
-            if offset > span {
+        let mut list = |what: &str| -> Result<Vec<Mutation>, DecodeError> {
+            let n = r.varint().map_err(codec)?;
+            if n > span + 1 {
                 return Err(codec(CodecError::Invalid(format!(
-                    "mutation offset {offset} is past the range"
+                    "{n} {what} mutations in a range of {}",
+                    span + 1
                 ))));
             }
-            let code = r.varint_u32(u32::from(u16::MAX), "type").map_err(codec)? as u16;
-            let ver = r
-                .varint_u32(u32::from(u16::MAX), "version")
-                .map_err(codec)? as u16;
-            let bytes = r.bytes(usize::MAX >> 1, "event body").map_err(codec)?;
-            applied.push(Mutation {
-                id: first + offset,
-                event: Event::decode(code, ver, bytes)?,
-            });
-        }
+            // Each mutation takes at least four bytes, so a lying count cannot over-allocate.
+            let mut out = Vec::with_capacity((n as usize).min(r.remaining() / 4));
+            for _ in 0..n {
+                let offset = r.varint().map_err(codec)?;
+                if offset > span {
+                    return Err(codec(CodecError::Invalid(format!(
+                        "mutation offset {offset} is past the range"
+                    ))));
+                }
+                let code = r.varint_u32(u32::from(u16::MAX), "type").map_err(codec)? as u16;
+                let ver = r
+                    .varint_u32(u32::from(u16::MAX), "version")
+                    .map_err(codec)? as u16;
+                let bytes = r.bytes(usize::MAX >> 1, "event body").map_err(codec)?;
+                out.push(Mutation {
+                    id: first + offset,
+                    event: Event::decode(code, ver, bytes)?,
+                });
+            }
+            Ok(out)
+        };
+        let applied = list("applied")?;
+        let sent = if version == RUN_SENT_VERSION {
+            let sent = list("sent")?;
+            if sent.is_empty() {
+                return Err(codec(CodecError::Invalid(
+                    "a version-3 run records no mutation as sent".into(),
+                )));
+            }
+            sent
+        } else {
+            Vec::new()
+        };
         r.finish().map_err(codec)?;
         let m = Mutations {
             group,
@@ -204,6 +280,7 @@ impl Mutations {
             first,
             last,
             applied,
+            sent,
         };
         m.validate().map_err(|source| DecodeError::Invalid {
             type_name: TYPE_NAME,
@@ -248,21 +325,32 @@ impl MutationBatch {
         Ok(())
     }
 
-    /// The binary form: one run as version 1 (readable by every build), more as version 2.
+    /// The binary form: one run as a run (version 1 or 3), more as version 2, or as version 4
+    /// when a run records mutations as sent.
     pub fn encode(&self) -> (u16, u16, Vec<u8>) {
         if let [one] = &self.runs[..] {
             return one.encode();
         }
+        let tagged = self.runs.iter().any(|r| !r.sent.is_empty());
         let mut w = Writer::new();
         w.varint(self.runs.len() as u64);
         for run in &self.runs {
-            w.bytes(&run.encode().2);
+            let (_, version, body) = run.encode();
+            if tagged {
+                w.varint(u64::from(version));
+            }
+            w.bytes(&body);
         }
-        (TYPE_MUTATIONS, BATCH_VERSION, w.buf)
+        let version = if tagged {
+            BATCH_SENT_VERSION
+        } else {
+            BATCH_VERSION
+        };
+        (TYPE_MUTATIONS, version, w.buf)
     }
 
     pub fn decode(version: u16, body: &[u8]) -> Result<MutationBatch, DecodeError> {
-        if version != BATCH_VERSION {
+        if !is_batch_version(version) {
             return Err(DecodeError::UnsupportedVersion {
                 type_name: TYPE_NAME,
                 version,
@@ -279,8 +367,19 @@ impl MutationBatch {
         }
         let mut runs = Vec::with_capacity(n as usize);
         for _ in 0..n {
+            let run_version = if version == BATCH_SENT_VERSION {
+                r.varint_u32(u32::from(u16::MAX), "run version")
+                    .map_err(codec)? as u16
+            } else {
+                super::event::BODY_VERSION
+            };
+            if run_version != super::event::BODY_VERSION && run_version != RUN_SENT_VERSION {
+                return Err(codec(CodecError::Invalid(format!(
+                    "a run of body version {run_version} in a batch"
+                ))));
+            }
             let bytes = r.bytes(usize::MAX >> 1, "run").map_err(codec)?;
-            runs.push(Mutations::decode(super::event::BODY_VERSION, bytes)?);
+            runs.push(Mutations::decode(run_version, bytes)?);
         }
         r.finish().map_err(codec)?;
         let b = MutationBatch { runs };
@@ -294,7 +393,7 @@ impl MutationBatch {
 
 /// Decodes a `mutations` entry of either version into its runs.
 pub fn decode_runs(version: u16, body: &[u8]) -> Result<Vec<Mutations>, DecodeError> {
-    if version == BATCH_VERSION {
+    if is_batch_version(version) {
         MutationBatch::decode(version, body).map(|b| b.runs)
     } else {
         Mutations::decode(version, body).map(|m| vec![m])
@@ -335,7 +434,95 @@ mod tests {
                     }),
                 },
             ],
+            sent: vec![],
         }
+    }
+
+    /// A run whose delete was moved by rebasing and whose insert was rejected.
+    fn with_sent() -> Mutations {
+        Mutations {
+            sent: vec![
+                Mutation {
+                    id: 9,
+                    event: Event::DeleteRows(DeleteRows {
+                        at: RowNumber(3),
+                        count: 2,
+                    }),
+                },
+                Mutation {
+                    id: 10,
+                    event: Event::InsertRows(crate::InsertRows {
+                        at: RowNumber(9),
+                        count: 1,
+                        values: vec![],
+                    }),
+                },
+            ],
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn a_run_with_mutations_as_sent_round_trips_as_version_3() {
+        let m = with_sent();
+        m.validate().unwrap();
+        assert_eq!(m.rejected(), vec![8, 10]);
+        assert!(matches!(m.sent_as(10), Some(Event::InsertRows(_))));
+        assert_eq!(m.sent_as(7), None);
+        let (code, version, body) = m.encode();
+        assert_eq!((code, version), (TYPE_MUTATIONS, RUN_SENT_VERSION));
+        match EntryBody::decode(code, version, &body).unwrap() {
+            EntryBody::Mutations(back) => assert_eq!(back, m),
+            other => panic!("{other:?}"),
+        }
+        for cut in 0..body.len() {
+            assert!(
+                Mutations::decode(version, &body[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        // A version-1 reading of a version-3 body finds trailing bytes, and a version-3 body
+        // that records nothing as sent is refused.
+        assert!(Mutations::decode(1, &body).is_err());
+        assert!(Mutations::decode(RUN_SENT_VERSION, &sample().encode().2).is_err());
+        // Only row and column changes, in id order, inside the range.
+        let mut bad = with_sent();
+        bad.sent.swap(0, 1);
+        assert!(bad.validate().is_err());
+        let mut bad = with_sent();
+        bad.sent[0].event = set(2.0);
+        assert!(bad.validate().is_err());
+        let mut bad = with_sent();
+        bad.sent[1].id = 11;
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn a_batch_with_a_run_as_sent_is_version_4_and_keeps_each_runs_version() {
+        let mut plain = sample();
+        plain.client = "c-2".into();
+        let batch = MutationBatch {
+            runs: vec![with_sent(), plain.clone()],
+        };
+        let (code, version, body) = batch.encode();
+        assert_eq!((code, version), (TYPE_MUTATIONS, BATCH_SENT_VERSION));
+        match EntryBody::decode(code, version, &body).unwrap() {
+            EntryBody::Batch(back) => assert_eq!(back, batch),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decode_runs(version, &body).unwrap(), batch.runs);
+        for cut in 0..body.len() {
+            assert!(
+                MutationBatch::decode(version, &body[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        // Without a run as sent, a batch is written as before.
+        let (_, version, _) = MutationBatch {
+            runs: vec![sample(), plain],
+        }
+        .encode();
+        assert_eq!(version, BATCH_VERSION);
     }
 
     #[test]

@@ -170,6 +170,7 @@ fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry> {
                             first: 1,
                             last: id.max(2) - 1,
                             applied,
+                            sent: Vec::new(),
                         }),
                         payload: None,
                     }
