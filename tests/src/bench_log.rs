@@ -107,6 +107,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
                 serde_json::json!({"cells": [{"ref": "B7", "value": 42}]}),
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?),
+            base: None,
         })
     };
     let applied = |out: RunOutcome| match out {

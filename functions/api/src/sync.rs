@@ -34,7 +34,7 @@ use sheetlog_core::sheet::mutations::{Mutations, check_id};
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
 use sheetlog_core::snapshot::ReadBudget;
 use sheetlog_core::sync_queue::{
-    MAX_MESSAGE_BYTES, MESSAGE_VERSION, QueuedMutation, QueuedPush, StoredPush, mutation_event,
+    MAX_MESSAGE_BYTES, MESSAGE_VERSION, QueuedMutation, QueuedPush, StoredPush,
 };
 use tracing::{info, warn};
 
@@ -194,8 +194,7 @@ pub async fn push(
     // The push's mutations in runs of one client each, in the order sent.
     let mut runs: Vec<(String, Vec<PushedMutation>)> = Vec::new();
     for m in req.mutations {
-        let event = mutation_event(&m.name, m.args);
-        let pushed = PushedMutation { id: m.id, event };
+        let pushed = PushedMutation::from_args(m.id, &m.name, m.args);
         match runs.last_mut() {
             Some((client, ms)) if *client == m.client_id => ms.push(pushed),
             _ => runs.push((m.client_id, vec![pushed])),
@@ -795,10 +794,12 @@ pub async fn replay(
                         Some(a) => PushedMutation {
                             id,
                             event: Ok(a.event.clone()),
+                            base: None,
                         },
                         None => PushedMutation {
                             id,
                             event: Err(format!("rejected in log {source} at sequence {}", e.seq)),
+                            base: None,
                         },
                     })
                     .collect();

@@ -156,22 +156,12 @@ impl QueuedPush {
 }
 
 #[cfg(feature = "engine")]
-pub use engine::{client_pushes, mutation_event};
+pub use engine::client_pushes;
 
 #[cfg(feature = "engine")]
 mod engine {
     use super::QueuedPush;
     use crate::log::{ClientPush, PushedMutation};
-    use crate::sheet::Event;
-
-    /// The event a pushed mutation stands for, or why its name or args are refused (it is then
-    /// recorded as rejected).
-    pub fn mutation_event(name: &str, args: serde_json::Value) -> Result<Event, String> {
-        if name == "import" {
-            return Err("import is not a mutator: files go through the upload flow".into());
-        }
-        Event::from_parts(name, args).map_err(|e| e.to_string())
-    }
 
     /// The pushes of one log's messages, in order, as one push per client: a client's mutations
     /// from every message, by id, the first copy of an id winning (Replicache re-pushes the same
@@ -203,10 +193,8 @@ mod engine {
                 if c.mutations.iter().any(|x| x.id == m.id) {
                     continue;
                 }
-                c.mutations.push(PushedMutation {
-                    id: m.id,
-                    event: mutation_event(&m.name, m.args.clone()),
-                });
+                c.mutations
+                    .push(PushedMutation::from_args(m.id, &m.name, m.args.clone()));
             }
         }
         for c in &mut out {

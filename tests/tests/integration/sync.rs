@@ -25,6 +25,7 @@ fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
     ids.map(|id| PushedMutation {
         id,
         event: Ok(set("A1", id as i64)),
+        base: None,
     })
     .collect()
 }

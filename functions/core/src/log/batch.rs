@@ -13,11 +13,12 @@
 //! runs go on. Store failures and running out of attempts fail the whole call; nothing partial is
 //! lost, since a retry skips what was applied.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::{debug, warn};
 
 use super::clients::MAX_RUN_BODY_BYTES;
+use super::push_rebase::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
@@ -26,6 +27,7 @@ use crate::log::PushedMutation;
 use crate::ports::{
     ClientPutOutcome, Consistency, LogStore, MAX_RANGES_PER_TRANSACTION, PayloadStore, RangePut,
 };
+use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_RUNS_PER_ENTRY, MutationBatch, Mutations};
 
 /// One client's mutations (ids ascending) in a batch of pushes.
@@ -102,6 +104,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             .collect();
         let mut appended = Vec::new();
         let mut failures = 0u32;
+        let mut rebasing = PushRebase::new(pushes.iter().flat_map(|p| p.mutations.iter()));
         loop {
             // Every client to (re)read, in parallel: one round trip for the batch rather than
             // one per client.
@@ -124,16 +127,38 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 units += u;
                 slots[i].newest = Some(read?.into_iter().next());
             }
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            if let Some(r) = rebasing.as_mut() {
+                let strong = consistency == Consistency::Strong;
+                if let Caught::NotVisible =
+                    r.catch_up(self, log, next_seq, strong, &mut units).await?
+                {
+                    consistency = Consistency::Strong;
+                    hint = Some(head.at);
+                    backoff.sleep().await;
+                    failures += 1;
+                    if failures >= self.cfg.max_attempts {
+                        return Err(LogError::Contention {
+                            log,
+                            attempts: self.cfg.max_attempts,
+                        });
+                    }
+                    continue;
+                }
+            }
             // The runs of this round, within one entry's limits; a client that does not fit
-            // waits for the next round.
+            // waits for the next round. Each run's mutations are rebased through the runs
+            // before it in the entry (`before`).
             let mut runs: Vec<(usize, Mutations, bool)> = Vec::new();
+            let mut before: Vec<Event> = Vec::new();
             let mut bytes = 0usize;
             for (i, (push, slot)) in pushes.iter().zip(slots.iter_mut()).enumerate() {
                 if slot.done.is_some() {
                     continue;
                 }
                 let newest = slot.newest.as_ref().and_then(Option::as_ref);
-                let run = match self.next_run(push, newest) {
+                let run = match self.next_run(push, newest, rebasing.as_ref(), &before) {
                     Ok(Some(run)) => run,
                     Ok(None) => {
                         slot.done = Some(match newest {
@@ -158,6 +183,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     continue;
                 }
                 bytes += size;
+                before.extend(run.applied.iter().filter_map(|m| positions(&m.event)));
                 runs.push((i, run, newest.is_none()));
             }
             if runs.is_empty() {
@@ -169,8 +195,6 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             let (code, version, body) = batch.encode();
             let entry = NewEntry::new(EntryType(code), version, body);
             let (body, external) = self.place_body(log, &entry).await?;
-            let head = self.head(log, hint, consistency, &mut units).await?;
-            let next_seq = head.next_seq();
             let record = EntryRecord {
                 segment: head.at.segment,
                 num: head.next_num(),
@@ -290,6 +314,8 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         &self,
         push: &ClientPush,
         newest: Option<&ClientRange>,
+        rebasing: Option<&PushRebase>,
+        before: &[Event],
     ) -> Result<Option<Mutations>, LogError> {
         if let Some(n) = newest
             && n.group != push.group
@@ -318,7 +344,20 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                 },
             });
         }
-        let (run, rejected) = self.build_run(&push.group, &push.client, last, &pending)?;
+        let (run, rejected) = match rebasing {
+            None => self.build_run(&push.group, &push.client, last, &pending, &BTreeMap::new())?,
+            Some(r) => {
+                let rebased = r.apply(&push.client, &pending, before);
+                let moved: Vec<&PushedMutation> = rebased.iter().map(|r| &r.mutation).collect();
+                self.build_run(
+                    &push.group,
+                    &push.client,
+                    last,
+                    &moved,
+                    &sent_forms(&rebased),
+                )?
+            }
+        };
         // A queued push has no answer to carry the reasons: the client sees the rejected
         // mutations as applied with no effect, as a direct push's caller does; the log says why.
         for r in &rejected {

@@ -26,6 +26,7 @@ fn push(client: &str, ids: std::ops::RangeInclusive<u64>) -> ClientPush {
             .map(|id| PushedMutation {
                 id,
                 event: Ok(set(id as f64)),
+                base: None,
             })
             .collect(),
     }

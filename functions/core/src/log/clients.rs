@@ -6,8 +6,11 @@
 //! client's newest range is always read strongly before a run is built, so a retry, a
 //! reconnect days later, or a second request racing the first never applies a mutation twice.
 
+use std::collections::BTreeMap;
+
 use tracing::debug;
 
+use super::push_rebase::{Caught, PushRebase, sent_forms};
 use super::{Appended, EventLog, SegmentHint, corrupt, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
@@ -21,6 +24,44 @@ use crate::sheet::mutations::{MAX_MUTATIONS_PER_ENTRY, Mutation, Mutations};
 pub struct PushedMutation {
     pub id: u64,
     pub event: Result<Event, String>,
+    /// The log's next sequence number in the view the mutation was made against (its arguments'
+    /// `baseSeq`): it is rebased through what was committed since. `None`: applied as sent.
+    pub base: Option<u64>,
+}
+
+impl PushedMutation {
+    /// A mutation applied as sent, with no base.
+    pub fn new(id: u64, event: Result<Event, String>) -> Self {
+        Self {
+            id,
+            event,
+            base: None,
+        }
+    }
+
+    /// A mutation from a mutator's name and arguments as a client sent them: an optional
+    /// `baseSeq` (a non-negative integer) is taken out of the arguments, the rest is the event's.
+    /// Arguments that do not make an event give the reason instead.
+    pub fn from_args(id: u64, name: &str, mut args: serde_json::Value) -> Self {
+        let base = match args.as_object_mut().and_then(|o| o.remove("baseSeq")) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                format!("baseSeq must be a non-negative integer (the pull cookie), got {v}")
+            }),
+        };
+        let event = match base {
+            Err(ref reason) => Err(reason.clone()),
+            Ok(_) if name == "import" => {
+                Err("import is not a mutator: files go through the upload flow".into())
+            }
+            Ok(_) => Event::from_parts(name, args).map_err(|e| e.to_string()),
+        };
+        Self {
+            id,
+            event,
+            base: base.ok().flatten(),
+        }
+    }
 }
 
 /// A mutation a run recorded as rejected (processed, with no effect), and why.
@@ -106,6 +147,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         let mut consistency = Consistency::Eventual;
         let mut backoff = retry::Backoff::new(&self.cfg);
         let attempt_id: u64 = rand::random();
+        let mut rebasing = PushRebase::new(mutations);
         for attempt in 1..=self.cfg.max_attempts {
             let newest = self
                 .store
@@ -143,7 +185,30 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     },
                 });
             }
-            let (run, rejected) = self.build_run(group, client, first.id - 1, &pending)?;
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            let rebased = match rebasing.as_mut() {
+                None => None,
+                Some(r) => {
+                    let strong = consistency == Consistency::Strong;
+                    match r.catch_up(self, log, next_seq, strong, &mut units).await? {
+                        Caught::Yes => Some(r.apply(client, &pending, &[])),
+                        Caught::NotVisible => {
+                            consistency = Consistency::Strong;
+                            hint = Some(head.at);
+                            backoff.sleep().await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let (run, rejected) = match &rebased {
+                None => self.build_run(group, client, first.id - 1, &pending, &BTreeMap::new())?,
+                Some(rebased) => {
+                    let moved: Vec<&PushedMutation> = rebased.iter().map(|r| &r.mutation).collect();
+                    self.build_run(group, client, first.id - 1, &moved, &sent_forms(rebased))?
+                }
+            };
             let (code, version, body) = run.encode();
             if body.len() > self.cfg.max_body_bytes {
                 // `build_run` sizes runs by upper bounds, so this cannot happen; refuse rather
@@ -155,8 +220,6 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             }
             let entry = NewEntry::new(EntryType(code), version, body);
             let (body, external) = self.place_body(log, &entry).await?;
-            let head = self.head(log, hint, consistency, &mut units).await?;
-            let next_seq = head.next_seq();
             let record = EntryRecord {
                 segment: head.at.segment,
                 num: head.next_num(),
@@ -237,6 +300,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         client: &str,
         last: u64,
         pending: &[&PushedMutation],
+        sent: &BTreeMap<u64, Event>,
     ) -> Result<(Mutations, Vec<Rejected>), LogError> {
         let limit = self.cfg.max_body_bytes;
         let header = run_header_bytes(group, client);
@@ -248,10 +312,20 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             first: last + 1,
             last,
             applied: Vec::new(),
+            sent: Vec::new(),
         };
         let mut bytes = 0usize;
         for m in pending {
             if m.id != run.last + 1 || run.last + 1 - run.first >= MAX_MUTATIONS_PER_ENTRY {
+                break;
+            }
+            // A row or column change as sent, kept beside what applied (`Mutations::sent`):
+            // positions only, so a few dozen bytes.
+            let as_sent = sent
+                .get(&m.id)
+                .map(|e| (e.encode().2.len() + PER_MUTATION_OVERHEAD, e));
+            let sent_cost = as_sent.map_or(0, |(cost, _)| cost);
+            if as_sent.is_some() && m.id != run.first && bytes + sent_cost > budget {
                 break;
             }
             match &m.event {
@@ -260,7 +334,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                     if let Some(reason) = oversize_reason(size, header, limit) {
                         rejected.push(Rejected { id: m.id, reason });
                     } else {
-                        let cost = size + PER_MUTATION_OVERHEAD;
+                        let cost = size + PER_MUTATION_OVERHEAD + sent_cost;
                         if !run.applied.is_empty() && bytes + cost > budget {
                             break;
                         }
@@ -271,10 +345,19 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                         });
                     }
                 }
-                Err(reason) => rejected.push(Rejected {
+                Err(reason) => {
+                    bytes += sent_cost;
+                    rejected.push(Rejected {
+                        id: m.id,
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            if let Some((_, e)) = as_sent {
+                run.sent.push(Mutation {
                     id: m.id,
-                    reason: reason.clone(),
-                }),
+                    event: e.clone(),
+                });
             }
             run.last = m.id;
         }

@@ -22,6 +22,7 @@ fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
     ids.map(|id| PushedMutation {
         id,
         event: Ok(set(id as f64)),
+        base: None,
     })
     .collect()
 }
@@ -194,6 +195,7 @@ async fn a_rejected_mutation_advances_the_client_and_changes_nothing() {
     let only_bad = vec![PushedMutation {
         id: 4,
         event: Err("bad".into()),
+        base: None,
     }];
     let out = log
         .push_run(id, "g", "c", &only_bad, None, RunSource::Push)
@@ -381,14 +383,17 @@ async fn a_mutation_over_the_entry_limit_is_rejected_and_the_client_moves_on() {
         PushedMutation {
             id: 1,
             event: Ok(set(1.0)),
+            base: None,
         },
         PushedMutation {
             id: 2,
             event: Ok(huge),
+            base: None,
         },
         PushedMutation {
             id: 3,
             event: Ok(set(3.0)),
+            base: None,
         },
     ];
     let out = log
@@ -418,6 +423,7 @@ async fn a_mutation_over_the_entry_limit_is_rejected_and_the_client_moves_on() {
             &[PushedMutation {
                 id: 7,
                 event: Ok(big_set(44_000)),
+                base: None,
             }],
             None,
             RunSource::Replay,
@@ -451,6 +457,7 @@ async fn a_run_is_split_so_no_entry_exceeds_a_low_entry_limit() {
         .map(|id| PushedMutation {
             id,
             event: Ok(big_set(150)),
+            base: None,
         })
         .collect();
     let seqs = push_all(&log, id, "g", "c", &m).await.unwrap();

@@ -15,6 +15,8 @@ pub mod purge;
 mod batch;
 #[cfg(feature = "engine")]
 mod clients;
+#[cfg(feature = "engine")]
+mod push_rebase;
 // Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
 #[cfg(feature = "engine")]
 mod rebase;
@@ -28,6 +30,8 @@ mod trigger;
 pub use batch::{BatchOutcome, ClientPush, ClientResult};
 #[cfg(feature = "engine")]
 pub use clients::{PushedMutation, Rejected, RunOutcome, RunSource, oversize_reason};
+#[cfg(feature = "engine")]
+pub use push_rebase::MAX_REBASE_ENTRIES;
 #[cfg(feature = "engine")]
 pub use rebase::RebasedAppend;
 pub use trigger::{SnapshotTrigger, Triggered};
@@ -1444,6 +1448,8 @@ mod batch_tests;
 mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
+#[cfg(test)]
+mod push_rebase_tests;
 #[cfg(test)]
 mod rebase_tests;
 #[cfg(test)]

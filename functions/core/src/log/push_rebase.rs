@@ -1,0 +1,316 @@
+//! Rebasing pushed mutations (`docs/sync.md`, "Edits made against an older view"): a mutation
+//! whose arguments carry `baseSeq` was made against the sheet as of that sequence plus its
+//! client's own unconfirmed mutations. Before a run is built, the entries committed since the
+//! push's oldest base are read once (positions only), and each such mutation is moved through
+//! them with the sheet model's rules ([`crate::sheet::rebase`]):
+//!
+//! - another client's or a direct append's row and column changes are [`Step::Other`];
+//! - the same client's earlier mutations are [`Step::Own`]: the client's view held them as it
+//!   sent them (recorded in the run as [`Mutations::sent`](crate::sheet::mutations::Mutations)
+//!   when rebasing changed them) and the log holds them as applied;
+//! - the runs written before this one in the same batch entry, then the client's own earlier
+//!   mutations of this call, follow in the order they apply.
+//!
+//! A lost race reads only what arrived since and rebases again from the mutations as sent.
+
+use std::collections::BTreeMap;
+
+use super::EventLog;
+use super::clients::PushedMutation;
+use crate::domain::{LogId, RequestUnits};
+use crate::error::LogError;
+use crate::ports::{LogStore, PayloadStore};
+use crate::sheet::event::{EntryBody, Event, InsertRows};
+use crate::sheet::rebase::{Outcome, Step, rebase};
+
+/// Entries read per page while catching up with the head.
+const PAGE: u64 = 1000;
+
+/// The most entries a push reads to rebase its mutations: the pull's own limit for reading since
+/// a cookie (past it a client is reset, so a view older than that is not one a client edits).
+pub const MAX_REBASE_ENTRIES: u64 = 5_000;
+
+/// The positions an event moves, without the values an insert carries; `None` for cell edits,
+/// which move nothing.
+pub(super) fn positions(event: &Event) -> Option<Event> {
+    match event {
+        Event::Set(_) => None,
+        Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
+            values: Vec::new(),
+            ..e.clone()
+        })),
+        other => Some(other.clone()),
+    }
+}
+
+/// One mutation or event committed after the push's oldest base that moved rows or columns.
+#[derive(Debug)]
+struct Past {
+    seq: u64,
+    /// The client and mutation id, when it was a client's mutation.
+    from: Option<(String, u64)>,
+    /// As its author saw it (for a mutation: as sent).
+    seen: Vec<Event>,
+    /// As the log applied it (empty: rejected).
+    applied: Vec<Event>,
+}
+
+/// A mutation after rebasing: its event moved (or why it cannot apply), and the form it was
+/// sent in when rebasing changed a row or column change or rejected it.
+#[derive(Debug, Clone)]
+pub(super) struct Rebased {
+    pub mutation: PushedMutation,
+    pub sent: Option<Event>,
+}
+
+/// Whether the entries up to the head were all read.
+pub(super) enum Caught {
+    Yes,
+    /// The head read is ahead of what an entries query shows yet, or a base is past it: read the
+    /// head again, strongly.
+    NotVisible,
+}
+
+/// The state of rebasing one push (or a batch of pushes) across attempts.
+#[derive(Debug)]
+pub(super) struct PushRebase {
+    /// The newest base of the mutations.
+    newest: u64,
+    /// Entries from the oldest base up to this were read (or are too old to read).
+    read_to: u64,
+    /// Bases below this are too old to rebase (further back than [`MAX_REBASE_ENTRIES`], or
+    /// no longer retained).
+    floor: u64,
+    /// The log's next sequence number at the last catch-up.
+    head: u64,
+    past: Vec<Past>,
+}
+
+impl PushRebase {
+    /// `None` when no mutation carries a base: nothing to rebase, the push applies as sent.
+    pub(super) fn new<'a>(
+        mutations: impl IntoIterator<Item = &'a PushedMutation>,
+    ) -> Option<PushRebase> {
+        let bases: Vec<u64> = mutations.into_iter().filter_map(|m| m.base).collect();
+        let from = bases.iter().copied().min()?;
+        Some(PushRebase {
+            newest: bases.iter().copied().max().unwrap_or(from),
+            read_to: from,
+            floor: from,
+            head: from,
+            past: Vec::new(),
+        })
+    }
+
+    /// Reads what was committed in `read_to..next_seq`, positions only. With a strong head read
+    /// (`strong`), a base past the head is the client's mistake and its mutation is rejected;
+    /// with an eventual one it may be the read lagging.
+    pub(super) async fn catch_up<S: LogStore, P: PayloadStore>(
+        &mut self,
+        log: &EventLog<S, P>,
+        id: LogId,
+        next_seq: u64,
+        strong: bool,
+        units: &mut RequestUnits,
+    ) -> Result<Caught, LogError> {
+        if self.newest > next_seq && !strong {
+            return Ok(Caught::NotVisible);
+        }
+        self.head = next_seq;
+        // A view further back than a pull reads since a cookie is not one a client edits: its
+        // mutations are rejected rather than reading an unbounded history.
+        let lowest = next_seq.saturating_sub(MAX_REBASE_ENTRIES);
+        if self.read_to < lowest {
+            self.floor = self.floor.max(lowest);
+            self.read_to = lowest;
+            self.past.clear();
+        }
+        while self.read_to < next_seq {
+            let want = (next_seq - self.read_to).min(PAGE) as usize;
+            let page = match log.read_since(id, self.read_to, want).await {
+                Ok(p) => p,
+                Err(LogError::OutOfRange { .. }) => return Ok(Caught::NotVisible),
+                Err(LogError::ReloadRequired { first_retained, .. }) => {
+                    // The oldest bases are no longer retained: reject them, read the rest.
+                    self.floor = self.floor.max(first_retained.min(next_seq));
+                    if first_retained <= self.read_to {
+                        return Err(LogError::ReloadRequired {
+                            from: self.read_to,
+                            first_retained,
+                        });
+                    }
+                    self.read_to = first_retained.min(next_seq);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            *units += page.units;
+            let before = self.read_to;
+            for e in page.entries {
+                if e.seq != self.read_to || e.seq >= next_seq {
+                    break;
+                }
+                let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+                    LogError::CorruptLog {
+                        log: id,
+                        detail: format!("entry {} does not decode: {err}", e.seq),
+                    }
+                })?;
+                self.record(e.seq, &body);
+                self.read_to += 1;
+            }
+            if self.read_to == before {
+                return Ok(Caught::NotVisible);
+            }
+        }
+        Ok(Caught::Yes)
+    }
+
+    fn record(&mut self, seq: u64, body: &EntryBody) {
+        match body {
+            EntryBody::Event(e) => {
+                if let Some(p) = positions(e) {
+                    self.past.push(Past {
+                        seq,
+                        from: None,
+                        seen: vec![p.clone()],
+                        applied: vec![p],
+                    });
+                }
+            }
+            EntryBody::Mutations(_) | EntryBody::Batch(_) => {
+                for run in body.runs() {
+                    let mut applied = run.applied.iter().peekable();
+                    for id in run.first..=run.last {
+                        let mut done = Vec::new();
+                        while let Some(m) = applied.next_if(|m| m.id == id) {
+                            done.extend(positions(&m.event));
+                        }
+                        let seen = match run.sent_as(id) {
+                            Some(sent) => positions(sent).into_iter().collect(),
+                            None => done.clone(),
+                        };
+                        if seen.is_empty() && done.is_empty() {
+                            continue;
+                        }
+                        self.past.push(Past {
+                            seq,
+                            from: Some((run.client.clone(), id)),
+                            seen,
+                            applied: done,
+                        });
+                    }
+                }
+            }
+            EntryBody::Snapshot | EntryBody::EndSegment => {}
+        }
+    }
+
+    /// One client's mutations (ids ascending, the first one after its last applied), rebased.
+    /// `before`: the row and column changes that apply before this client's run and after every
+    /// committed entry (the earlier runs of the same batch entry).
+    pub(super) fn apply(
+        &self,
+        client: &str,
+        pending: &[&PushedMutation],
+        before: &[Event],
+    ) -> Vec<Rebased> {
+        let mut out: Vec<Rebased> = Vec::with_capacity(pending.len());
+        // The client's earlier mutations of this call: (as sent, as applied), positions only.
+        let mut own: Vec<(Vec<Event>, Vec<Event>)> = Vec::new();
+        for m in pending {
+            let (rebased, sent) = match (&m.event, m.base) {
+                (Ok(event), Some(base)) => self.one(client, m.id, event, base, before, &own),
+                _ => (m.event.clone(), None),
+            };
+            let seen = match &m.event {
+                Ok(e) => positions(e).into_iter().collect(),
+                Err(_) => Vec::new(),
+            };
+            let applied = match &rebased {
+                Ok(e) => positions(e).into_iter().collect(),
+                Err(_) => Vec::new(),
+            };
+            own.push((seen, applied));
+            out.push(Rebased {
+                mutation: PushedMutation {
+                    id: m.id,
+                    event: rebased,
+                    base: m.base,
+                },
+                sent,
+            });
+        }
+        out
+    }
+
+    fn one(
+        &self,
+        client: &str,
+        id: u64,
+        event: &Event,
+        base: u64,
+        before: &[Event],
+        own: &[(Vec<Event>, Vec<Event>)],
+    ) -> (Result<Event, String>, Option<Event>) {
+        if base > self.head {
+            return (
+                Err(format!(
+                    "baseSeq {base} is past the log's end ({}): it is not a view of this log",
+                    self.head
+                )),
+                None,
+            );
+        }
+        if base < self.floor {
+            return (
+                Err(format!(
+                    "made against a view of the sheet more than {MAX_REBASE_ENTRIES} entries old \
+                     (baseSeq {base}, the log is at {}); pull and edit again",
+                    self.head
+                )),
+                positions(event),
+            );
+        }
+        let mut steps: Vec<Step<'_>> = Vec::new();
+        for p in self.past.iter().filter(|p| p.seq >= base) {
+            match &p.from {
+                Some((c, m)) if c == client && *m < id => steps.push(Step::Own {
+                    seen: &p.seen,
+                    applied: &p.applied,
+                }),
+                _ => steps.extend(p.applied.iter().map(Step::Other)),
+            }
+        }
+        steps.extend(before.iter().map(Step::Other));
+        steps.extend(
+            own.iter()
+                .map(|(seen, applied)| Step::Own { seen, applied }),
+        );
+        let structural = positions(event);
+        match rebase(event, &steps) {
+            Outcome::Apply(mut events) if events.len() == 1 => {
+                let now = events.remove(0);
+                let sent = structural.filter(|_| now != *event);
+                (Ok(now), sent)
+            }
+            Outcome::Apply(_) => (
+                Err(
+                    "rows or columns were inserted inside the range this delete removes by an \
+                     edit made at the same time; the rows around them are kept: delete them again"
+                        .into(),
+                ),
+                structural,
+            ),
+            Outcome::Reject(reason) => (Err(reason), structural),
+        }
+    }
+}
+
+/// The sent forms of a run's mutations, by id, for [`EventLog::build_run`].
+pub(super) fn sent_forms(rebased: &[Rebased]) -> BTreeMap<u64, Event> {
+    rebased
+        .iter()
+        .filter_map(|r| r.sent.clone().map(|e| (r.mutation.id, e)))
+        .collect()
+}
