@@ -57,13 +57,60 @@ async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs
   }
 }
 
+/** "B12" → [row 11, col 1]; "B" → col 1. */
+function parseA1(ref: string): [number, number] {
+  const m = /^([A-Z]+)(\d+)$/.exec(ref);
+  if (!m) throw new Error(`not a cell: ${ref}`);
+  return [Number(m[2]) - 1, colIndex(m[1])];
+}
+function colIndex(letters: string): number {
+  let col = 0;
+  for (const ch of letters) col = col * 26 + (ch.charCodeAt(0) - 64);
+  return col - 1;
+}
+function a1(row: number, col: number): string {
+  let s = '';
+  for (let n = col + 1; n > 0; n = Math.floor((n - 1) / 26)) s = String.fromCharCode(65 + ((n - 1) % 26)) + s;
+  return `${s}${row + 1}`;
+}
+
+/** Moves the client's cells for a row or column insert or delete, as the server will. */
+async function reshape(tx: WriteTransaction, axis: 0 | 1, op: 'insert' | 'delete', at: number, count: number) {
+  const moved: [string, ReadonlyJSONValue][] = [];
+  for await (const [key, v] of tx.scan({ prefix: 'cell/' }).entries()) {
+    const pos = parseA1(key.slice(5));
+    const x = pos[axis];
+    let y: number | null = x;
+    if (op === 'insert' && x >= at) y = x + count;
+    if (op === 'delete' && x >= at) y = x < at + count ? null : x - count;
+    if (y === x) continue;
+    await tx.del(key);
+    if (y === null) continue;
+    pos[axis] = y;
+    moved.push([`cell/${a1(pos[0], pos[1])}`, v]);
+  }
+  for (const [k, v] of moved) await tx.set(k, v);
+}
+
+type RowArgs = { at: number; count: number; baseSeq?: number };
+type ColumnArgs = { at: string; count: number; baseSeq?: number };
+
 /** Client-side mutators: the optimistic effect of each entry type this test uses. */
 const mutators = {
-  async set(tx: WriteTransaction, args: CellArgs) {
+  async set(tx: WriteTransaction, args: CellArgs & { baseSeq?: number }) {
     for (const c of args.cells) {
       if (c.value === null) await tx.del(`cell/${c.ref}`);
       else await tx.set(`cell/${c.ref}`, c.format ? { value: c.value, format: c.format } : { value: c.value });
     }
+  },
+  async 'insert-rows'(tx: WriteTransaction, args: RowArgs) {
+    await reshape(tx, 0, 'insert', args.at - 1, args.count);
+  },
+  async 'delete-rows'(tx: WriteTransaction, args: RowArgs) {
+    await reshape(tx, 0, 'delete', args.at - 1, args.count);
+  },
+  async 'insert-columns'(tx: WriteTransaction, args: ColumnArgs) {
+    await reshape(tx, 1, 'insert', colIndex(args.at), args.count);
   },
 };
 
@@ -195,6 +242,97 @@ describe('the replicache client against sheetlog', () => {
     assert.deepEqual(
       values,
       range(10).map((i) => [i * 10]),
+    );
+  });
+
+  /** The client's view: the pull cookie its mutations are made against (`baseSeq`). */
+  async function baseSeq(rep: Replicache<typeof mutators>): Promise<number> {
+    const seq = await rep.query((tx) => tx.get('meta/seq'));
+    assert.equal(typeof seq, 'number', 'the client has pulled');
+    return seq as number;
+  }
+
+  /**
+   * Column A holds r1..r6 and both clients have it; then B goes offline, both edit what they see,
+   * and B comes back. Returns the server's column A:D, rows 1-8, once both clients are synced
+   * and agree with it.
+   */
+  async function concurrently(
+    editA: (a: Replicache<typeof mutators>, base: number) => Promise<void>,
+    editB: (b: Replicache<typeof mutators>, base: number) => Promise<void>,
+  ): Promise<{ logId: string; server: unknown[][]; b: Replicache<typeof mutators> }> {
+    const logId = await newLog();
+    await api('POST', `/logs/${logId}/entries`, {
+      type: 'set',
+      body: { cells: range(6).map((i) => ({ ref: `A${i}`, value: `r${i}` })) },
+    });
+    const a = client(logId);
+    const b = client(logId);
+    await synced(a, logId);
+    await synced(b, logId);
+    offline.add(b.clientID);
+    await editB(b, await baseSeq(b));
+    await editA(a, await baseSeq(a));
+    await synced(a, logId);
+    offline.delete(b.clientID);
+    await synced(b, logId);
+    await synced(a, logId);
+    const server = (await api('GET', `/logs/${logId}/cells?range=A1:D8`)).values as unknown[][];
+    const view = (c: Record<string, unknown>) =>
+      range(8).map((r) =>
+        ['A', 'B', 'C', 'D'].map((col) => (c[`cell/${col}${r}`] as { value?: unknown } | undefined)?.value ?? null),
+      );
+    const cellsOf = (rows: unknown[][]) =>
+      range(8).map((r) => [...(rows[r - 1] ?? []), null, null, null, null].slice(0, 4));
+    assert.deepEqual(view(await cells(a)), cellsOf(server), 'client A shows the server state');
+    assert.deepEqual(view(await cells(b)), cellsOf(server), 'client B shows the server state');
+    return { logId, server: cellsOf(server), b };
+  }
+
+  test('an edit made offline follows its row through a row inserted meanwhile', async () => {
+    const { server } = await concurrently(
+      (a, base) => a.mutate['insert-rows']({ at: 2, count: 1, baseSeq: base }),
+      (b, base) => b.mutate.set({ cells: [{ ref: 'B5', value: 'note' }], baseSeq: base }),
+    );
+    assert.deepEqual(server[5], ['r5', 'note', null, null], 'the note sits next to r5, now row 6');
+    assert.deepEqual(server[4][1], null);
+  });
+
+  test('an edit made offline follows its column through a column inserted meanwhile', async () => {
+    const { server } = await concurrently(
+      (a, base) => a.mutate['insert-columns']({ at: 'B', count: 1, baseSeq: base }),
+      (b, base) => b.mutate.set({ cells: [{ ref: 'B3', value: 'x' }], baseSeq: base }),
+    );
+    assert.deepEqual(server[2], ['r3', null, 'x', null]);
+  });
+
+  test('a row deleted meanwhile takes an edit to it away and moves the edits below', async () => {
+    const { logId, server, b } = await concurrently(
+      (a, base) => a.mutate['delete-rows']({ at: 3, count: 1, baseSeq: base }),
+      async (b, base) => {
+        await b.mutate.set({ cells: [{ ref: 'B3', value: 'gone' }], baseSeq: base });
+        await b.mutate.set({ cells: [{ ref: 'B5', value: 'next to r5' }], baseSeq: base });
+      },
+    );
+    assert.deepEqual(server.slice(0, 5), [
+      ['r1', null, null, null],
+      ['r2', null, null, null],
+      ['r4', null, null, null],
+      ['r5', 'next to r5', null, null],
+      ['r6', null, null, null],
+    ]);
+    const m = await api('GET', `/logs/${logId}/clients/${b.clientID}/mutations/1`);
+    assert.equal(m.status, 'rejected');
+  });
+
+  test('overlapping row deletes delete each row once', async () => {
+    const { server } = await concurrently(
+      (a, base) => a.mutate['delete-rows']({ at: 2, count: 2, baseSeq: base }),
+      (b, base) => b.mutate['delete-rows']({ at: 3, count: 2, baseSeq: base }),
+    );
+    assert.deepEqual(
+      server.map((row) => row[0]),
+      ['r1', 'r5', 'r6', null, null, null, null, null],
     );
   });
 

@@ -73,6 +73,10 @@ pub struct LogBench {
     pub push_100_mutations_rru: f64,
     /// A client's first push also joins its group (a third item).
     pub push_first_mutation_wru: f64,
+    /// A push of one `set` with a `baseSeq` ten row inserts old: the push also reads the ten
+    /// entries it is rebased through (docs/sync.md, "Edits made against an older view").
+    pub rebased_push_wru: f64,
+    pub rebased_push_rru: f64,
     /// The Entry item of a one-cell `set` carried in a `mutations` entry (client and mutation ids
     /// included, 20-character ids as Replicache makes them).
     pub mutations_entry_item_bytes: u64,
@@ -86,6 +90,7 @@ struct SyncCosts {
     first_wru: f64,
     one: RequestUnits,
     hundred: RequestUnits,
+    rebased: RequestUnits,
     entry_bytes: u64,
     range_bytes: u64,
 }
@@ -148,10 +153,37 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
         log.push_run(id, group, client, &batch, Some(one.hint), RunSource::Push)
             .await?,
     )?;
+    // Ten rows inserted by someone else after the client's view: its next edit is rebased.
+    let base = hundred.next_seq;
+    let mut hint = hundred.hint;
+    for _ in 0..10 {
+        let (code, version, body) =
+            Event::from_parts("insert-rows", serde_json::json!({"at": 2, "count": 1}))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .encode();
+        let a = log
+            .append(
+                id,
+                NewEntry::new(EntryType(code), version, body),
+                AppendOptions {
+                    segment_hint: Some(hint),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        hint = a.hint;
+    }
+    let mut stale = set(103)?;
+    stale.base = Some(base);
+    let (_, rebased) = applied(
+        log.push_run(id, group, client, &[stale], Some(hint), RunSource::Push)
+            .await?,
+    )?;
     Ok(SyncCosts {
         first_wru: first.units.write,
         one: one.units,
         hundred: hundred.units,
+        rebased: rebased.units,
         entry_bytes,
         range_bytes,
     })
@@ -381,6 +413,12 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         None,
         "as one mutation: the 100 share one entry and one range item",
     ));
+    ops.push(op(
+        "rebased push",
+        sync.rebased,
+        None,
+        "push 1 mutation + a read of the 10 row inserts since its baseSeq",
+    ));
 
     eprintln!("archiving a segment of 2,000 one-cell entries…");
     let archive =
@@ -391,6 +429,8 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         push_100_mutations_wru: sync.hundred.write,
         push_100_mutations_rru: sync.hundred.read,
         push_first_mutation_wru: sync.first_wru,
+        rebased_push_wru: sync.rebased.write,
+        rebased_push_rru: sync.rebased.read,
         mutations_entry_item_bytes: sync.entry_bytes,
         client_range_item_bytes: sync.range_bytes,
         archive,
@@ -482,13 +522,15 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         );
     }
     println!(
-        "sync push: 1 mutation {} WRU + {} RRU (a client's first: {} WRU), 100 mutations in one push {} WRU + {} RRU; \
-         mutations entry {} B, range item {} B",
+        "sync push: 1 mutation {} WRU + {} RRU (a client's first: {} WRU), 100 mutations in one push {} WRU + {} RRU, \
+         1 mutation rebased through 10 row inserts {} WRU + {} RRU; mutations entry {} B, range item {} B",
         b.push_one_mutation_wru,
         b.push_one_mutation_rru,
         b.push_first_mutation_wru,
         b.push_100_mutations_wru,
         b.push_100_mutations_rru,
+        b.rebased_push_wru,
+        b.rebased_push_rru,
         b.mutations_entry_item_bytes,
         b.client_range_item_bytes
     );

@@ -126,14 +126,22 @@ export function toBase(row: number, col: number, ops: readonly ShapeOp[]): { row
   return { row: r, col: c };
 }
 
-export interface SetArgs {
+/**
+ * Every mutation carries `baseSeq`: the sequence of the view its author edited (`meta/seq` of the
+ * view shown). The server moves the edit through what others committed since, so it lands on the
+ * row and column the person meant (docs/sync.md, "Edits made against an older view").
+ */
+export interface Based {
+  baseSeq?: number;
+}
+export interface SetArgs extends Based {
   cells: { ref: string; value: Value; format?: string }[];
 }
-export interface RowArgs {
+export interface RowArgs extends Based {
   at: number;
   count: number;
 }
-export interface ColumnArgs {
+export interface ColumnArgs extends Based {
   at: string;
   count: number;
 }

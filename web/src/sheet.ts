@@ -250,6 +250,8 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     }
   }
 
+  /** What an edit is made against: the sequence of the view shown (see `Based` in model.ts). */
+  const based = () => (shown ? { baseSeq: shown.seq } : {});
   let act: (f: () => Promise<unknown>) => void = () => {};
   let settle: ReturnType<typeof setTimeout> | undefined;
   const source = {
@@ -268,11 +270,14 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
       }
       const fmt = current(row, col)?.format;
       act(() =>
-        rep.mutate.set({ cells: [{ ref: refOf(row, col), value: parseInput(text), ...(fmt ? { format: fmt } : {}) }] }),
+        rep.mutate.set({
+          cells: [{ ref: refOf(row, col), value: parseInput(text), ...(fmt ? { format: fmt } : {}) }],
+          ...based(),
+        }),
       );
     },
     clear(row: number, col: number) {
-      act(() => rep.mutate.set({ cells: [{ ref: refOf(row, col), value: null }] }));
+      act(() => rep.mutate.set({ cells: [{ ref: refOf(row, col), value: null }], ...based() }));
     },
     selected(row: number, col: number) {
       nameBox.value = refOf(row, col);
@@ -439,15 +444,26 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     f();
     grid.el.focus();
   };
-  insRow.onclick = guard(() => act(() => rep.mutate['insert-rows']({ at: grid.selection.row + 1, count: 1 })));
-  delRow.onclick = guard(() => act(() => rep.mutate['delete-rows']({ at: grid.selection.row + 1, count: 1 })));
-  insCol.onclick = guard(() => act(() => rep.mutate['insert-columns']({ at: colName(grid.selection.col), count: 1 })));
-  delCol.onclick = guard(() => act(() => rep.mutate['delete-columns']({ at: colName(grid.selection.col), count: 1 })));
+  insRow.onclick = guard(() =>
+    act(() => rep.mutate['insert-rows']({ at: grid.selection.row + 1, count: 1, ...based() })),
+  );
+  delRow.onclick = guard(() =>
+    act(() => rep.mutate['delete-rows']({ at: grid.selection.row + 1, count: 1, ...based() })),
+  );
+  insCol.onclick = guard(() =>
+    act(() => rep.mutate['insert-columns']({ at: colName(grid.selection.col), count: 1, ...based() })),
+  );
+  delCol.onclick = guard(() =>
+    act(() => rep.mutate['delete-columns']({ at: colName(grid.selection.col), count: 1, ...based() })),
+  );
   format.onchange = guard(() => {
     const { row, col } = grid.selection;
     const value = current(row, col)?.value ?? null;
     act(() =>
-      rep.mutate.set({ cells: [{ ref: refOf(row, col), value, ...(format.value ? { format: format.value } : {}) }] }),
+      rep.mutate.set({
+        cells: [{ ref: refOf(row, col), value, ...(format.value ? { format: format.value } : {}) }],
+        ...based(),
+      }),
     );
   });
   nameBox.onkeydown = (e) => {
