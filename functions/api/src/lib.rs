@@ -7,6 +7,8 @@
 //! - `trigger.rs` — append plus the snapshot / new-segment trigger that runs after it
 //! - `sync.rs`    — Replicache push/pull and the client queries (`docs/sync.md`)
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
+//! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
+//! - `entry_json.rs` — the JSON form of stored entry bodies (events, `mutations` entries)
 //! - `dto.rs`     — request and response shapes with their OpenAPI schemas
 //! - `error.rs`   — [`ApiError`]: status, code and message of every failure
 //! - `state.rs`   — shared state: event log, bucket, config, segment-hint cache
@@ -17,7 +19,9 @@ pub mod access;
 pub mod cells;
 pub mod config;
 pub mod dto;
+pub mod entry_json;
 pub mod error;
+pub mod request;
 pub mod routes;
 pub mod state;
 pub mod sync;

@@ -9,25 +9,26 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 use sheetlog_core::StoreError;
 use sheetlog_core::aws::s3::{Copied, UploadSpec};
 use sheetlog_core::domain::keys::{file_key, upload_key};
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
 use sheetlog_core::log::IdempotencyKey;
-use sheetlog_core::sheet::event::{EntryBody, Import, ImportFormat};
+use sheetlog_core::sheet::entry::EntryBody;
+use sheetlog_core::sheet::event::{Import, ImportFormat};
 use sheetlog_core::sheet::{Event, import};
 use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::dto::*;
+use crate::entry_json::{batch_json, event_body, mutations_json};
 use crate::error::ApiError;
+pub use crate::request::{ApiResult, parse_log_id};
+use crate::request::{body_bytes, parse_json, reject_unknown_params};
 use crate::state::SharedState;
 use crate::trigger::AppendResult;
 use crate::{cells, trigger};
-
-pub type ApiResult<T> = Result<T, ApiError>;
 
 const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
@@ -74,35 +75,6 @@ fn created(result: AppendResult) -> Response {
     resp
 }
 
-pub fn parse_log_id(raw: &str) -> ApiResult<LogId> {
-    raw.parse::<LogId>()
-        .map_err(|_| ApiError::InvalidLogId(raw.to_owned()))
-}
-
-/// The request body, mapping axum's rejections (too large, unreadable) to our JSON errors.
-pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
-    body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::RequestTooLarge { limit }
-        } else {
-            ApiError::InvalidJson(format!("could not read the request body: {e}"))
-        }
-    })
-}
-
-/// Parses a JSON body: malformed JSON is `invalid-json`, well-formed JSON of the wrong shape
-/// (unknown or missing fields, wrong types) is `invalid-entry`.
-pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        let msg = e.to_string();
-        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
-        match e.classify() {
-            serde_json::error::Category::Data => ApiError::InvalidEntry(msg),
-            _ => ApiError::InvalidJson(format!("the request body is not valid JSON: {msg}")),
-        }
-    })
-}
-
 fn rfc3339(epoch_secs: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(epoch_secs)
         .ok()
@@ -129,13 +101,6 @@ fn type_name(kind: EntryType) -> &'static str {
     }
 }
 
-/// An event's `body` in the API's JSON form (what a client sent as `body`, or as a mutation's
-/// `args`).
-pub(crate) fn event_body(event: &Event) -> ApiResult<Value> {
-    let mut v = serde_json::to_value(event).map_err(|err| ApiError::Internal(err.to_string()))?;
-    Ok(v.get_mut("body").map(Value::take).unwrap_or(Value::Null))
-}
-
 /// The JSON form of a stored entry, exactly as a client wrote it.
 pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     let decoded = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
@@ -146,8 +111,8 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     })?;
     let body = match decoded {
         EntryBody::Event(event) => event_body(&event)?,
-        EntryBody::Mutations(m) => crate::sync::mutations_json(&m)?,
-        EntryBody::Batch(b) => crate::sync::batch_json(&b.runs)?,
+        EntryBody::Mutations(m) => mutations_json(&m)?,
+        EntryBody::Batch(b) => batch_json(&b.runs)?,
         EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
     let payload_url = match &e.payload {
@@ -712,16 +677,6 @@ fn query_u64(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> 
         Some(raw) => raw.trim().parse::<u64>().map(Some).map_err(|_| {
             ApiError::InvalidQuery(format!("{name}={raw:?} is not a non-negative integer"))
         }),
-    }
-}
-
-pub(crate) fn reject_unknown_params(q: &HashMap<String, String>, known: &[&str]) -> ApiResult<()> {
-    match q.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::InvalidQuery(format!(
-            "unknown query parameter {k:?} (expected {})",
-            known.join(", ")
-        ))),
-        None => Ok(()),
     }
 }
 

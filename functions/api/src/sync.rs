@@ -30,7 +30,7 @@ use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::clients::ClientRange;
 use sheetlog_core::log::{PushedMutation, Rejected, RunOutcome, RunSource};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
-use sheetlog_core::sheet::mutations::{Mutations, check_id};
+use sheetlog_core::sheet::mutations::check_id;
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
 use sheetlog_core::snapshot::ReadBudget;
 use sheetlog_core::sync_queue::{
@@ -42,9 +42,7 @@ use crate::access::{Access, Caller};
 use crate::cells::{Bounded, rows_at};
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::routes::{
-    ApiResult, body_bytes, event_body, parse_json, parse_log_id, reject_unknown_params,
-};
+use crate::request::{ApiResult, body_bytes, parse_json, parse_log_id, reject_unknown_params};
 use crate::state::SharedState;
 
 /// The push and pull protocol version spoken here.
@@ -833,34 +831,4 @@ pub async fn replay(
         "entriesAppended": appended,
         "nextSeq": next_seq,
     })))
-}
-
-/// The JSON body of a batch `mutations` entry (body version 2) in `GET /logs/{logId}/entries`:
-/// `{"runs": [...]}`, each run as a single-client entry reads.
-pub fn batch_json(runs: &[Mutations]) -> ApiResult<Value> {
-    let runs = runs
-        .iter()
-        .map(mutations_json)
-        .collect::<ApiResult<Vec<_>>>()?;
-    Ok(json!({ "runs": runs }))
-}
-
-/// The JSON body of a `mutations` entry in `GET /logs/{logId}/entries`.
-pub fn mutations_json(m: &Mutations) -> ApiResult<Value> {
-    let mut applied = Vec::with_capacity(m.applied.len());
-    for mu in &m.applied {
-        applied.push(json!({
-            "id": mu.id,
-            "name": mu.event.type_name(),
-            "args": event_body(&mu.event)?,
-        }));
-    }
-    Ok(json!({
-        "clientGroupID": m.group,
-        "clientID": m.client,
-        "firstMutationID": m.first,
-        "lastMutationID": m.last,
-        "mutations": applied,
-        "rejected": m.rejected(),
-    }))
 }

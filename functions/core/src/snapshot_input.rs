@@ -18,7 +18,8 @@ use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits, SegmentR
 use crate::error::LogError;
 use crate::log::{EventLog, SegmentHint};
 use crate::ports::{Consistency, LogStore, PayloadStore};
-use crate::sheet::event::{DecodeError, EntryBody};
+use crate::sheet::entry::EntryBody;
+use crate::sheet::event::DecodeError;
 use crate::snapshot::{BlobStore, LogEntry, Manifest, SnapshotError};
 
 /// Why the input of a snapshot could not be read.

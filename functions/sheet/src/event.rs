@@ -118,18 +118,6 @@ pub enum ImportFormat {
     Xlsx,
 }
 
-/// An entry the log can hold: its own markers or a spreadsheet event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EntryBody {
-    Snapshot,
-    EndSegment,
-    Event(Event),
-    /// A sync client's run of mutations (`crate::mutations`).
-    Mutations(crate::mutations::Mutations),
-    /// Several clients' runs written by one group commit (`mutations` body version 2).
-    Batch(crate::mutations::MutationBatch),
-}
-
 /// An event that breaks a rule; `path` names the field (`cells[2].ref`), empty for the entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ValidationError {
@@ -537,55 +525,6 @@ impl<'de> Deserialize<'de> for ColumnName {
         parse_column(&s)
             .map(ColumnName)
             .map_err(serde::de::Error::custom)
-    }
-}
-
-impl EntryBody {
-    /// Decodes any stored entry: the log's markers (whose bodies belong to the log core and are not
-    /// looked at here) or a spreadsheet event.
-    pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<EntryBody, DecodeError> {
-        match type_code {
-            TYPE_SNAPSHOT => Ok(EntryBody::Snapshot),
-            TYPE_END_SEGMENT => Ok(EntryBody::EndSegment),
-            crate::mutations::TYPE_MUTATIONS if crate::mutations::is_batch_version(version) => {
-                crate::mutations::MutationBatch::decode(version, body).map(EntryBody::Batch)
-            }
-            crate::mutations::TYPE_MUTATIONS => {
-                crate::mutations::Mutations::decode(version, body).map(EntryBody::Mutations)
-            }
-            _ => Event::decode(type_code, version, body).map(EntryBody::Event),
-        }
-    }
-
-    /// The spreadsheet events the entry applies, in order: none for the log's markers, one for
-    /// an event, the applied mutations' events for a `mutations` entry.
-    pub fn events(&self) -> impl Iterator<Item = &Event> {
-        let (one, runs) = match self {
-            EntryBody::Snapshot | EntryBody::EndSegment => (None, &[][..]),
-            EntryBody::Event(e) => (Some(e), &[][..]),
-            EntryBody::Mutations(m) => (None, std::slice::from_ref(m)),
-            EntryBody::Batch(b) => (None, &b.runs[..]),
-        };
-        one.into_iter()
-            .chain(runs.iter().flat_map(|r| r.applied.iter().map(|m| &m.event)))
-    }
-
-    /// The client runs of a `mutations` entry of either version (none for other entries).
-    pub fn runs(&self) -> &[crate::mutations::Mutations] {
-        match self {
-            EntryBody::Mutations(m) => std::slice::from_ref(m),
-            EntryBody::Batch(b) => &b.runs,
-            _ => &[],
-        }
-    }
-
-    pub fn type_code(&self) -> u16 {
-        match self {
-            EntryBody::Snapshot => TYPE_SNAPSHOT,
-            EntryBody::EndSegment => TYPE_END_SEGMENT,
-            EntryBody::Event(e) => e.type_code(),
-            EntryBody::Mutations(_) | EntryBody::Batch(_) => crate::mutations::TYPE_MUTATIONS,
-        }
     }
 }
 

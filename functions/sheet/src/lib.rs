@@ -15,6 +15,7 @@
 //! - `value.rs` also holds [`Row`], shared by the model and the importers.
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
 //! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
+//! - `entry.rs` — [`EntryBody`]: any stored entry decoded (markers, an event, client runs).
 //! - `rebase.rs` — moving an edit made against an older view onto the current sheet.
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events.
 //! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
@@ -26,6 +27,7 @@
 
 pub mod a1;
 pub mod codec;
+pub mod entry;
 pub mod event;
 pub mod import;
 pub mod limits;
@@ -38,9 +40,10 @@ pub mod snapshot;
 pub mod value;
 
 pub use a1::{CellRef, Range, RefError};
+pub use entry::EntryBody;
 pub use event::{
-    CellEdit, ColumnName, DecodeError, DeleteColumns, DeleteRows, EntryBody, Event, Import,
-    ImportFormat, InsertColumns, InsertRows, RowNumber, SetCells, ValidationError,
+    CellEdit, ColumnName, DecodeError, DeleteColumns, DeleteRows, Event, Import, ImportFormat,
+    InsertColumns, InsertRows, RowNumber, SetCells, ValidationError,
 };
 pub use model::{ApplyError, Sheet};
 pub use value::{Cell, ErrorCode, Row, Value};

@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //! - `items.rs`  — Entry/Segment item <-> record mapping, attribute names, DynamoDB item size
-//! - `dynamo.rs` — [`DynamoLogStore`], the `LogStore` over DynamoDB (conditional puts, transactions, paging)
+//! - `dynamo/`   — [`DynamoLogStore`], the log ports over DynamoDB (conditional puts, transactions,
+//!   paging), one file per concern
 //! - `s3.rs`     — [`S3Bucket`], the one S3 adapter: payloads, snapshot blobs, import files, the
 //!   auto-delete tag, presigned URLs; [`s3_client`], the S3 client every function builds
 //! - `pending.rs` — [`DynamoPendingStore`], the Pending Snapshots table with its increment-guarded writes

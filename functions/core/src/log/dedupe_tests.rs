@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::*;
 use crate::aws::items::Item;
+use crate::domain::NewEntry;
 use crate::domain::dedupe::{DedupeKey, column_name, month_index};
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};

@@ -20,7 +20,8 @@ use super::clients::PushedMutation;
 use crate::domain::{LogId, RequestUnits};
 use crate::error::LogError;
 use crate::ports::{LogStore, PayloadStore};
-use crate::sheet::event::{EntryBody, Event, InsertRows};
+use crate::sheet::entry::EntryBody;
+use crate::sheet::event::{Event, InsertRows};
 use crate::sheet::rebase::{Outcome, Step, rebase};
 
 /// Entries read per page while catching up with the head.

@@ -8,7 +8,8 @@ use super::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
 use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
 use crate::ports::{LogStore, PayloadStore};
-use crate::sheet::event::{EntryBody, Event, InsertRows};
+use crate::sheet::entry::EntryBody;
+use crate::sheet::event::{Event, InsertRows};
 use crate::sheet::rebase::{Outcome, Step, rebase};
 
 /// Entries read per page while catching up with the head.

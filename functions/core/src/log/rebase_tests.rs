@@ -6,11 +6,11 @@ use tokio::sync::Barrier;
 
 use super::tests::{RacingPuts, always_stale};
 use super::*;
+use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
 use crate::memory::{MemLogStore, MemPayloadStore};
-use crate::sheet::event::{
-    CellEdit, DeleteRows, EntryBody, Event, InsertRows, RowNumber, SetCells,
-};
+use crate::sheet::entry::EntryBody;
+use crate::sheet::event::{CellEdit, DeleteRows, Event, InsertRows, RowNumber, SetCells};
 use crate::sheet::{CellRef, Sheet, Value};
 
 fn entry(e: &Event) -> NewEntry {

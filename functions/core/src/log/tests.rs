@@ -11,9 +11,12 @@ use tokio::sync::Barrier;
 use super::*;
 use crate::domain::clients::ClientRange;
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
+use crate::domain::{NewEntry, SegmentRecord};
+use crate::error::StoreError;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::{ClientPutOutcome, EntryPage, OnceOutcome, RangePut};
+use crate::ports::{Consistency, PutOutcome, TxOutcome};
 
 const SET: EntryType = EntryType(16);
 

@@ -34,7 +34,8 @@ use super::format::{
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
 use crate::Row;
-use crate::event::{EntryBody, Event, ImportFormat};
+use crate::entry::EntryBody;
+use crate::event::{Event, ImportFormat};
 use crate::import::{self, ImportPos, Mode};
 
 /// Default chunk target: 256 KiB of raw (uncompressed) chunk bytes, about 60–80 KB stored.

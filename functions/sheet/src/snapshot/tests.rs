@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use uuid::Uuid;
 
 use super::*;
+use crate::entry::EntryBody;
 use crate::event::*;
 use crate::mutations::{Mutation, Mutations};
 use crate::sample::{SAMPLE_COLS, write_sample_csv};

@@ -1,0 +1,46 @@
+//! The API's JSON form of stored entry bodies: an event's `body`, and `mutations` entries (one
+//! client's run, or a group commit's runs) as `GET /logs/{logId}/entries` shows them.
+
+use serde_json::{Value, json};
+use sheetlog_core::sheet::Event;
+use sheetlog_core::sheet::mutations::Mutations;
+
+use crate::error::ApiError;
+use crate::request::ApiResult;
+
+/// An event's `body` in the API's JSON form (what a client sent as `body`, or as a mutation's
+/// `args`).
+pub(crate) fn event_body(event: &Event) -> ApiResult<Value> {
+    let mut v = serde_json::to_value(event).map_err(|err| ApiError::Internal(err.to_string()))?;
+    Ok(v.get_mut("body").map(Value::take).unwrap_or(Value::Null))
+}
+
+/// The JSON body of a batch `mutations` entry (body version 2) in `GET /logs/{logId}/entries`:
+/// `{"runs": [...]}`, each run as a single-client entry reads.
+pub fn batch_json(runs: &[Mutations]) -> ApiResult<Value> {
+    let runs = runs
+        .iter()
+        .map(mutations_json)
+        .collect::<ApiResult<Vec<_>>>()?;
+    Ok(json!({ "runs": runs }))
+}
+
+/// The JSON body of a `mutations` entry in `GET /logs/{logId}/entries`.
+pub fn mutations_json(m: &Mutations) -> ApiResult<Value> {
+    let mut applied = Vec::with_capacity(m.applied.len());
+    for mu in &m.applied {
+        applied.push(json!({
+            "id": mu.id,
+            "name": mu.event.type_name(),
+            "args": event_body(&mu.event)?,
+        }));
+    }
+    Ok(json!({
+        "clientGroupID": m.group,
+        "clientID": m.client,
+        "firstMutationID": m.first,
+        "lastMutationID": m.last,
+        "mutations": applied,
+        "rejected": m.rejected(),
+    }))
+}

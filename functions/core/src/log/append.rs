@@ -1,0 +1,459 @@
+//! Appending (`docs/design.md`, "Append"): find the head of the log, then put at the next number
+//! on condition that it is free, with idempotency keys (the Dedupe table) and rebasing; and the
+//! head lookups that appends and `next_seq` share.
+
+use bytes::Bytes;
+use tracing::debug;
+
+use super::{
+    AppendOnce, AppendOptions, Appended, EventLog, IdempotencyKey, SegmentHint, corrupt, rebase,
+    retry,
+};
+use crate::domain::dedupe::{DedupeKey, DedupeRecord, KeyKind, MonthColumns, fingerprint};
+use crate::domain::keys;
+use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
+use crate::error::LogError;
+use crate::ports::{Consistency, LogStore, OnceOutcome, PayloadStore, PutOutcome};
+
+impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+    /// Appends an entry (`docs/design.md`, "Append"): find the newest entry, then put at the next number
+    /// on condition that it is free, retrying with backoff when another writer wins.
+    pub async fn append(
+        &self,
+        log: LogId,
+        entry: NewEntry,
+        opts: AppendOptions,
+    ) -> Result<Appended, LogError> {
+        match self.append_inner(log, entry, opts, None, None).await? {
+            AppendOnce::Appended(a) => Ok(a),
+            AppendOnce::Duplicate { .. } => Err(corrupt(log, "a duplicate without a key".into())),
+        }
+    }
+
+    /// Appends an entry at most once per idempotency key (`docs/design.md`, "Idempotency keys"):
+    /// the entry and the key are written in one transaction, so a retry of the same request,
+    /// within the key window, appends nothing and answers the first request's seq. The same key
+    /// with a different entry is [`LogError::KeyReused`].
+    pub async fn append_once(
+        &self,
+        log: LogId,
+        entry: NewEntry,
+        opts: AppendOptions,
+        key: &IdempotencyKey,
+    ) -> Result<AppendOnce, LogError> {
+        self.append_inner(log, entry, opts, Some(key), None).await
+    }
+
+    /// Whether `key` already appended `entry` to `log` within the key window: a strong read of
+    /// one Dedupe item (1 RRU under 4 KB), no write. `Some(Duplicate)` for the same request,
+    /// [`LogError::KeyReused`] for a different one, `None` if the key is unknown. Callers use it
+    /// to skip expensive work before [`EventLog::append_once`], which makes the real decision.
+    pub async fn find_duplicate(
+        &self,
+        log: LogId,
+        entry: &NewEntry,
+        key: &IdempotencyKey,
+    ) -> Result<Option<AppendOnce>, LogError> {
+        self.find_record(self.dedupe_record(log, entry, key)).await
+    }
+
+    /// Whether upload `upload_id` was committed to `log` within the key window, and at which
+    /// seq. An upload key stands for the upload, not for the entry its commit built (see
+    /// [`Self::dedupe_record`]), so this needs nothing but the id: a retried commit finds its
+    /// entry even after the uploaded object has expired.
+    pub async fn find_upload(
+        &self,
+        log: LogId,
+        upload_id: &str,
+    ) -> Result<Option<AppendOnce>, LogError> {
+        let key = IdempotencyKey::upload(upload_id);
+        self.find_record(self.key_record(log, &key, upload_fingerprint(upload_id)))
+            .await
+    }
+
+    pub(super) async fn find_record(
+        &self,
+        rec: DedupeRecord,
+    ) -> Result<Option<AppendOnce>, LogError> {
+        let mut units = RequestUnits::default();
+        match self
+            .store
+            .find_key(
+                &rec.key,
+                &rec.columns.checked,
+                Consistency::Strong,
+                &mut units,
+            )
+            .await?
+        {
+            Some(hit) => duplicate(&rec, hit.seq, hit.fingerprint, units).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The Dedupe record of a key for an entry, as of now. A request key's fingerprint covers the
+    /// whole entry, so the same key with another request is caught. An upload key's covers only
+    /// the upload id: the upload *is* the request, and each commit attempt copies the file to a
+    /// fresh key of its own (so two racing commits build entries that differ in their payload
+    /// key and are still one commit).
+    pub(super) fn dedupe_record(
+        &self,
+        log: LogId,
+        entry: &NewEntry,
+        key: &IdempotencyKey,
+    ) -> DedupeRecord {
+        let fp = match key.kind {
+            KeyKind::Upload => upload_fingerprint(&key.key),
+            KeyKind::Request => {
+                let version = entry.version.to_be_bytes();
+                let kind = entry.kind.0.to_be_bytes();
+                let payload = entry.payload.as_deref().unwrap_or("").as_bytes();
+                fingerprint(&[&kind, &version, &entry.body, payload])
+            }
+        };
+        self.key_record(log, key, fp)
+    }
+
+    /// The Dedupe record of `key` with a fingerprint, as of now.
+    pub(super) fn key_record(
+        &self,
+        log: LogId,
+        key: &IdempotencyKey,
+        fingerprint: [u8; crate::domain::dedupe::FINGERPRINT_BYTES],
+    ) -> DedupeRecord {
+        DedupeRecord {
+            key: DedupeKey::new(self.cfg.dedupe_prefix_bits, log, key.kind, &key.key),
+            fingerprint,
+            columns: MonthColumns::at(self.clock.now()),
+        }
+    }
+
+    pub(super) async fn append_inner(
+        &self,
+        log: LogId,
+        entry: NewEntry,
+        opts: AppendOptions,
+        key: Option<&IdempotencyKey>,
+        mut rebasing: Option<&mut rebase::Rebasing>,
+    ) -> Result<AppendOnce, LogError> {
+        if entry.kind == EntryType::END_SEGMENT {
+            return Err(LogError::InvalidEntry(
+                "End Segment entries are written only by start_segment".into(),
+            ));
+        }
+        let mut units = RequestUnits::default();
+        let dedupe = key.map(|k| self.dedupe_record(log, &entry, k));
+        let (mut body, mut external) = self.place_body(log, &entry).await?;
+        // What `body` holds, when rebasing may replace it between attempts.
+        let mut placed = entry.body.clone();
+        let created = self.clock.now();
+        let attempt_id: u64 = rand::random();
+        let mut hint = opts.segment_hint;
+        let mut consistency = Consistency::Eventual;
+        let mut backoff = retry::Backoff::new(&self.cfg);
+
+        for attempt in 1..=self.cfg.max_attempts {
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            if let Some(expected) = opts.expected_seq
+                && expected != next_seq
+            {
+                if consistency == Consistency::Eventual {
+                    // An eventually consistent read may lag; confirm before reporting.
+                    consistency = Consistency::Strong;
+                    hint = Some(head.at);
+                    continue;
+                }
+                // A retry of a request that did append: its expected seq is now behind, and the
+                // key says where the first one landed.
+                if let Some(rec) = &dedupe
+                    && let Some(hit) = self
+                        .store
+                        .find_key(
+                            &rec.key,
+                            &rec.columns.checked,
+                            Consistency::Strong,
+                            &mut units,
+                        )
+                        .await?
+                {
+                    return duplicate(rec, hit.seq, hit.fingerprint, units);
+                }
+                return Err(LogError::Conflict { expected, next_seq });
+            }
+            if let Some(r) = rebasing.as_deref_mut() {
+                match r.catch_up(self, log, next_seq, &mut units).await? {
+                    rebase::CaughtUp::Yes => {
+                        let now = r.entry();
+                        if now.body != placed {
+                            (body, external) = self.place_body(log, &now).await?;
+                            placed = now.body;
+                        }
+                    }
+                    rebase::CaughtUp::NotVisible => {
+                        if consistency == Consistency::Strong && r.base() > next_seq {
+                            return Err(LogError::OutOfRange {
+                                from: r.base(),
+                                next_seq,
+                            });
+                        }
+                        // The head and the entries disagree (an eventually consistent read, or
+                        // an entry written between the two): read both again, strongly.
+                        consistency = Consistency::Strong;
+                        hint = Some(head.at);
+                        backoff.sleep().await;
+                        continue;
+                    }
+                }
+            }
+            let record = EntryRecord {
+                segment: head.at.segment,
+                num: head.next_num(),
+                created,
+                kind: entry.kind,
+                version: entry.version,
+                body: body.clone(),
+                external: external.clone(),
+                snapshot_root: None,
+                attempt: Some(attempt_id),
+            };
+            let outcome = match &dedupe {
+                None => self.store.put_entry(log, &record, &mut units).await?,
+                Some(rec) => {
+                    match self
+                        .store
+                        .put_entry_once(log, &record, next_seq, rec, &mut units)
+                        .await?
+                    {
+                        OnceOutcome::Written => PutOutcome::Written,
+                        OnceOutcome::Taken(w) => PutOutcome::Taken(w),
+                        // Our own write, seen again by a retry after a lost response.
+                        OnceOutcome::Duplicate(hit, Some(w))
+                            if w.attempt == Some(attempt_id) && hit.seq == next_seq =>
+                        {
+                            PutOutcome::Written
+                        }
+                        OnceOutcome::Duplicate(hit, _) => {
+                            return duplicate(rec, hit.seq, hit.fingerprint, units);
+                        }
+                        OnceOutcome::Interrupted => {
+                            consistency = Consistency::Strong;
+                            hint = Some(head.at);
+                            backoff.sleep().await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let outcome = match outcome {
+                // The SDK retries a PutItem whose response was lost; the retry then fails its
+                // condition against our own item. Recognise it, by this call's identity (never
+                // by equal contents: another caller may append the same body in the same
+                // second), rather than append twice.
+                PutOutcome::Taken(Some(w)) if w.attempt == Some(attempt_id) => PutOutcome::Written,
+                other => other,
+            };
+            match outcome {
+                PutOutcome::Written => {
+                    debug!(log = %log, seq = next_seq, attempt, "appended");
+                    return Ok(AppendOnce::Appended(Appended {
+                        seq: next_seq,
+                        segment: head.at.segment,
+                        entry: record.num,
+                        next_seq: next_seq + 1,
+                        hint: head.at,
+                        attempts: attempt,
+                        units,
+                    }));
+                }
+                PutOutcome::Taken(winner) => {
+                    if let Some(expected) = opts.expected_seq {
+                        let now = self
+                            .head(log, Some(head.at), Consistency::Strong, &mut units)
+                            .await?;
+                        return Err(LogError::Conflict {
+                            expected,
+                            next_seq: now.next_seq(),
+                        });
+                    }
+                    // Back to the head query after the backoff. The winner returned with the
+                    // failed condition is not necessarily the newest entry by the time we retry
+                    // (continuing from it makes a writer that backed off for long crawl forward
+                    // one number per attempt), but when it is an End Segment entry it tells us
+                    // exactly where the next segment starts.
+                    hint = Some(match winner {
+                        Some(w) if w.is_end_segment() => SegmentHint {
+                            segment: head.at.segment + 1,
+                            base_seq: head.at.base_seq + w.num + 1,
+                        },
+                        _ => head.at,
+                    });
+                    // The number we lost exists; an eventually consistent read may still not
+                    // show it, and a writer that keeps reading a stale head keeps losing. Read
+                    // the head strongly from now on (1 read unit instead of 0.5, only when
+                    // contended).
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                }
+            }
+        }
+        Err(LogError::Contention {
+            log,
+            attempts: self.cfg.max_attempts,
+        })
+    }
+
+    /// Decides where the body goes: inline, or to S3 first (discardable until this append commits).
+    pub(super) async fn place_body(
+        &self,
+        log: LogId,
+        entry: &NewEntry,
+    ) -> Result<(Option<Bytes>, Option<String>), LogError> {
+        let size = entry.body.len();
+        if size > self.cfg.max_body_bytes {
+            return Err(LogError::BodyTooLarge {
+                size,
+                limit: self.cfg.max_body_bytes,
+            });
+        }
+        if let Some(payload) = &entry.payload {
+            if size > self.cfg.inline_body_max_bytes {
+                return Err(LogError::BodyTooLarge {
+                    size,
+                    limit: self.cfg.inline_body_max_bytes,
+                });
+            }
+            return Ok((Some(entry.body.clone()), Some(payload.clone())));
+        }
+        if size > self.cfg.inline_body_max_bytes {
+            let key = keys::body_key(log);
+            self.payloads
+                .put_discardable(&key, entry.body.clone())
+                .await?;
+            return Ok((None, Some(key)));
+        }
+        Ok((Some(entry.body.clone()), None))
+    }
+
+    /// The log's next free sequence, read consistently.
+    pub async fn next_seq(&self, log: LogId) -> Result<(u64, RequestUnits), LogError> {
+        let mut units = RequestUnits::default();
+        let head = self
+            .head(log, None, Consistency::Strong, &mut units)
+            .await?;
+        Ok((head.next_seq(), units))
+    }
+
+    /// As [`next_seq`](Self::next_seq), starting from a segment hint (one read instead of two
+    /// when the hint is current; a stale hint is followed or dropped as appends do). Also the
+    /// hint for the next call.
+    pub async fn next_seq_from(
+        &self,
+        log: LogId,
+        hint: Option<SegmentHint>,
+    ) -> Result<(u64, SegmentHint), LogError> {
+        let mut units = RequestUnits::default();
+        let head = self
+            .head(log, hint, Consistency::Strong, &mut units)
+            .await?;
+        Ok((head.next_seq(), head.at))
+    }
+
+    /// Finds the newest entry, starting from a hint or the newest segment, following End Segment
+    /// entries into the next segment (a stale hint or an eventually consistent segment read).
+    pub(super) async fn head(
+        &self,
+        log: LogId,
+        hint: Option<SegmentHint>,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Head, LogError> {
+        let mut at = match hint {
+            Some(h) => h,
+            None => self.current_segment(log, consistency, units).await?,
+        };
+        let mut consistency = consistency;
+        let mut from_hint = hint.is_some();
+        loop {
+            match self
+                .store
+                .newest_entry(log, at.segment, consistency, units)
+                .await?
+            {
+                Some(e) if e.is_end_segment() => {
+                    at = SegmentHint {
+                        segment: at.segment + 1,
+                        base_seq: at.base_seq + e.num + 1,
+                    };
+                }
+                Some(newest) => return Ok(Head { at, newest }),
+                None if from_hint => {
+                    // A hint for a segment that does not exist: fall back to the Segment table.
+                    from_hint = false;
+                    at = self.current_segment(log, consistency, units).await?;
+                }
+                None if consistency == Consistency::Eventual => {
+                    // Segment and entry 0 commit together, but separate eventually consistent
+                    // reads can disagree for a moment.
+                    consistency = Consistency::Strong;
+                }
+                None => {
+                    return Err(corrupt(
+                        log,
+                        format!("segment {} has no entries", at.segment),
+                    ));
+                }
+            }
+        }
+    }
+
+    pub(super) async fn current_segment(
+        &self,
+        log: LogId,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<SegmentHint, LogError> {
+        let newest = self
+            .store
+            .newest_segments(log, 1, consistency, units)
+            .await?;
+        let s = newest.first().ok_or(LogError::LogNotFound(log))?;
+        Ok(SegmentHint {
+            segment: s.num,
+            base_seq: s.base_seq,
+        })
+    }
+}
+
+/// The newest entry of the log and the segment it is in.
+#[derive(Debug, Clone)]
+pub(super) struct Head {
+    pub(super) at: SegmentHint,
+    pub(super) newest: EntryRecord,
+}
+
+impl Head {
+    pub(super) fn next_num(&self) -> u64 {
+        self.newest.num + 1
+    }
+    pub(super) fn next_seq(&self) -> u64 {
+        self.at.base_seq + self.next_num()
+    }
+}
+
+/// A key seen before: the first request's seq when the request is the same, else a reuse error.
+fn duplicate(
+    rec: &DedupeRecord,
+    seq: u64,
+    fp: [u8; crate::domain::dedupe::FINGERPRINT_BYTES],
+    units: RequestUnits,
+) -> Result<AppendOnce, LogError> {
+    if fp != rec.fingerprint {
+        return Err(LogError::KeyReused { seq });
+    }
+    Ok(AppendOnce::Duplicate { seq, units })
+}
+
+fn upload_fingerprint(upload_id: &str) -> [u8; crate::domain::dedupe::FINGERPRINT_BYTES] {
+    fingerprint(&[b"upload", upload_id.as_bytes()])
+}

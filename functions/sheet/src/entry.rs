@@ -1,0 +1,64 @@
+//! What a log entry holds, decoded: the log's own markers, a spreadsheet event, or sync clients'
+//! runs of mutations. The one place that knows every entry type of the sheet's log.
+
+use crate::event::{DecodeError, Event, TYPE_END_SEGMENT, TYPE_SNAPSHOT};
+use crate::mutations::{MutationBatch, Mutations, TYPE_MUTATIONS, is_batch_version};
+
+/// An entry the log can hold: its own markers or a spreadsheet event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryBody {
+    Snapshot,
+    EndSegment,
+    Event(Event),
+    /// A sync client's run of mutations (`crate::mutations`).
+    Mutations(Mutations),
+    /// Several clients' runs written by one group commit (`mutations` body version 2).
+    Batch(MutationBatch),
+}
+
+impl EntryBody {
+    /// Decodes any stored entry: the log's markers (whose bodies belong to the log core and are not
+    /// looked at here) or a spreadsheet event.
+    pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<EntryBody, DecodeError> {
+        match type_code {
+            TYPE_SNAPSHOT => Ok(EntryBody::Snapshot),
+            TYPE_END_SEGMENT => Ok(EntryBody::EndSegment),
+            TYPE_MUTATIONS if is_batch_version(version) => {
+                MutationBatch::decode(version, body).map(EntryBody::Batch)
+            }
+            TYPE_MUTATIONS => Mutations::decode(version, body).map(EntryBody::Mutations),
+            _ => Event::decode(type_code, version, body).map(EntryBody::Event),
+        }
+    }
+
+    /// The spreadsheet events the entry applies, in order: none for the log's markers, one for
+    /// an event, the applied mutations' events for a `mutations` entry.
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        let (one, runs) = match self {
+            EntryBody::Snapshot | EntryBody::EndSegment => (None, &[][..]),
+            EntryBody::Event(e) => (Some(e), &[][..]),
+            EntryBody::Mutations(m) => (None, std::slice::from_ref(m)),
+            EntryBody::Batch(b) => (None, &b.runs[..]),
+        };
+        one.into_iter()
+            .chain(runs.iter().flat_map(|r| r.applied.iter().map(|m| &m.event)))
+    }
+
+    /// The client runs of a `mutations` entry of either version (none for other entries).
+    pub fn runs(&self) -> &[Mutations] {
+        match self {
+            EntryBody::Mutations(m) => std::slice::from_ref(m),
+            EntryBody::Batch(b) => &b.runs,
+            _ => &[],
+        }
+    }
+
+    pub fn type_code(&self) -> u16 {
+        match self {
+            EntryBody::Snapshot => TYPE_SNAPSHOT,
+            EntryBody::EndSegment => TYPE_END_SEGMENT,
+            EntryBody::Event(e) => e.type_code(),
+            EntryBody::Mutations(_) | EntryBody::Batch(_) => TYPE_MUTATIONS,
+        }
+    }
+}
