@@ -486,6 +486,7 @@ async fn view(
     // the group's clients they advanced.
     let mut touched: Option<BTreeSet<CellRef>> = None;
     let mut last_ids = BTreeMap::new();
+    let mut moves = Vec::new();
     if let Some(c) = cookie.filter(|c| next_seq - c <= MAX_INCREMENTAL_ENTRIES) {
         match state.log.read_since(log, c, (next_seq - c) as usize).await {
             // An eventually consistent read may not show the newest entries yet: a patch from it
@@ -514,8 +515,13 @@ async fn view(
                             _ => reset = true,
                         }
                     }
+                    if !with_cells {
+                        moves.extend(move_puts(e.seq, &body));
+                    }
                 }
-                if !reset {
+                // Without cells there is nothing to reset: the store holds no cells, and the
+                // row and column changes travel as `move/` keys instead.
+                if !reset || !with_cells {
                     touched = Some(cells);
                 }
             }
@@ -585,8 +591,67 @@ async fn view(
             patch.push(json!({"op": "del", "key": format!("cell/{at}")}));
         }
     }
+    if touched.is_some() {
+        patch.extend(moves);
+    }
     patch.push(json!({"op": "put", "key": "meta/seq", "value": next_seq}));
     Ok(View { patch, last_ids })
+}
+
+/// The row and column changes of one entry as `move/<seq>/<n>` puts, for a `view=none` client
+/// to rebase its pending cell edits the way the server will (`docs/web.md`): each holds the
+/// change as applied and, for a client's mutation, its `client` and `id` and, when rebasing
+/// changed it, `seen` (as sent). A mutation that only set cells moves nothing and is left out.
+fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut put = |value: Value| {
+        let key = format!("move/{seq:012}/{:05}", out.len());
+        out.push(json!({"op": "put", "key": key, "value": value}));
+    };
+    match body {
+        EntryBody::Event(e) => {
+            if let Some(m) = shape_json(e) {
+                put(json!({"seq": seq, "applied": [m]}));
+            }
+        }
+        EntryBody::Mutations(_) | EntryBody::Batch(_) => {
+            for run in body.runs() {
+                let mut applied = run.applied.iter().peekable();
+                for id in run.first..=run.last {
+                    let mut done = Vec::new();
+                    while let Some(m) = applied.next_if(|m| m.id == id) {
+                        done.extend(shape_json(&m.event));
+                    }
+                    let sent = run.sent_as(id).and_then(shape_json);
+                    if done.is_empty() && sent.is_none() {
+                        continue;
+                    }
+                    let mut v =
+                        json!({"seq": seq, "client": run.client, "id": id, "applied": done});
+                    if let Some(sent) = sent {
+                        v["seen"] = json!([sent]);
+                    }
+                    put(v);
+                }
+            }
+        }
+        EntryBody::Snapshot | EntryBody::EndSegment => {}
+    }
+    out
+}
+
+/// A row or column change as the web client's overlay holds it (`ShapeOp` in `web/src/model.ts`,
+/// 0-based `at`); an import is `{"op": "replace"}`.
+fn shape_json(event: &Event) -> Option<Value> {
+    let (axis, op, at, count) = match event {
+        Event::Set(_) => return None,
+        Event::Import(_) => return Some(json!({"op": "replace"})),
+        Event::InsertRows(e) => ("rows", "insert", e.at.0, e.count),
+        Event::DeleteRows(e) => ("rows", "delete", e.at.0, e.count),
+        Event::InsertColumns(e) => ("columns", "insert", e.at.0, e.count),
+        Event::DeleteColumns(e) => ("columns", "delete", e.at.0, e.count),
+    };
+    Some(json!({"axis": axis, "op": op, "at": at, "count": count}))
 }
 
 fn bounding_range(cells: &BTreeSet<CellRef>) -> Range {

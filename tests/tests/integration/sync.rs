@@ -613,7 +613,8 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
         v["patch"],
         json!([{"op": "put", "key": "meta/seq", "value": 3}])
     );
-    // A full reset (rows moved) also carries no cells, and lists the group's clients.
+    // Rows moved: no reset (there are no cells to move), the change itself as a `move/` key,
+    // for the client to rebase its pending edits with.
     let r = c
         .post(api.url(&format!("/logs/{log}/entries")))
         .json(&json!({"type": "insert-rows", "body": {"at": 1, "count": 1}}))
@@ -625,7 +626,25 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
     assert_eq!(v["lastMutationIDChanges"], json!({"c1": 2}));
     assert_eq!(
         v["patch"],
-        json!([{"op": "clear"}, {"op": "put", "key": "meta/seq", "value": 4}])
+        json!([
+            {"op": "put", "key": "move/000000000003/00000",
+             "value": {"seq": 3, "applied": [{"axis": "rows", "op": "insert", "at": 0, "count": 1}]}},
+            {"op": "put", "key": "meta/seq", "value": 4}
+        ])
+    );
+    // A client's row change names the client and the mutation.
+    let body = push_body(
+        "g",
+        json!([{"clientID": "c1", "id": 3, "name": "delete-columns", "args": {"at": "B", "count": 2}}]),
+    );
+    let (s, v) = post(&c, &push, &body).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = post(&c, &none, &pull_body("g", json!(4))).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        v["patch"][0],
+        json!({"op": "put", "key": "move/000000000004/00000", "value": {"seq": 4, "client": "c1", "id": 3,
+            "applied": [{"axis": "columns", "op": "delete", "at": 1, "count": 2}]}})
     );
 
     let bad = api.url(&format!("/logs/{log}/replicache/pull?view=some"));
