@@ -10,6 +10,7 @@
  */
 import { format as numfmt } from 'numfmt';
 import type { ReadonlyJSONValue, WriteTransaction } from 'replicache';
+import { rebasePoint, rebaseShape, type Shape, type Step } from './rebase';
 
 /** Excel's limits, as the server enforces them (docs/sheet-model.md). */
 export const MAX_ROWS = 1_048_576;
@@ -148,9 +149,70 @@ export interface ColumnArgs extends Based {
 
 const SHAPE_PREFIX = 'shape/';
 const CELL_PREFIX = 'cell/';
+/** Row and column changes others committed, as the pull brings them (`move/<seq>/<n>`). */
+export const MOVE_PREFIX = 'move/';
 
-/** Moves or drops the overlay's cells for a shape change, and records it. */
-async function reshape(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
+/** A committed row or column change, as a `view=none` pull puts it (functions/api/src/sync.rs). */
+export interface Move {
+  seq: number;
+  /** The client and mutation id, when a client's mutation made it. */
+  client?: string;
+  id?: number;
+  /** As applied (empty: rejected). */
+  applied: Shape[];
+  /** As sent, when rebasing changed it. */
+  seen?: Shape[];
+}
+
+/** A pending row or column change of this client: as sent, and as it applies on the current state. */
+interface ShapeRecord {
+  sent: ShapeOp;
+  applied: ShapeOp[];
+}
+
+type Tx = Pick<WriteTransaction, 'clientID' | 'get' | 'scan'>;
+
+/**
+ * What a pending mutation made against `baseSeq` must be moved through, the way the server will
+ * (functions/core/src/log/push_rebase.rs): the changes committed at `baseSeq` and after (this
+ * client's own as its view held them), then this client's earlier pending changes.
+ */
+async function history(tx: Tx, baseSeq: number | undefined): Promise<Step[]> {
+  const steps: Step[] = [];
+  if (baseSeq !== undefined) {
+    for await (const [, v] of tx.scan({ prefix: MOVE_PREFIX }).entries()) {
+      const m = v as unknown as Move;
+      if (m.seq < baseSeq) continue;
+      if (m.client !== undefined && m.client === tx.clientID)
+        steps.push({ own: { seen: m.seen ?? m.applied, applied: m.applied } });
+      else for (const a of m.applied) steps.push({ other: a });
+    }
+  }
+  for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) {
+    const r = shapeRecord(v);
+    steps.push({ own: { seen: [r.sent], applied: r.applied } });
+  }
+  return steps;
+}
+
+/** Records written before shapes were rebased held the shape itself. */
+function shapeRecord(v: ReadonlyJSONValue): ShapeRecord {
+  const r = v as unknown as ShapeRecord | ShapeOp;
+  return 'sent' in r ? r : { sent: r, applied: [r] };
+}
+
+/** Rebases a pending shape change, moves the overlay's cells for what applies, and records it. */
+async function reshape(tx: WriteTransaction, sent: ShapeOp, baseSeq: number | undefined): Promise<void> {
+  const applied = rebaseShape(sent, await history(tx, baseSeq)).map((a) => ({ ...sent, at: a.at, count: a.count }));
+  for (const a of applied) await move(tx, a);
+  const n = ((await tx.get('meta/shapes')) as number | undefined) ?? 0;
+  await tx.set('meta/shapes', n + 1);
+  const record: ShapeRecord = { sent: { ...sent }, applied };
+  await tx.set(`${SHAPE_PREFIX}${String(n).padStart(12, '0')}`, record as unknown as ReadonlyJSONValue);
+}
+
+/** Moves or drops the overlay's cells for a shape change. */
+async function move(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
   const moved: [string, ReadonlyJSONValue][] = [];
   for await (const [key, v] of tx.scan({ prefix: CELL_PREFIX }).entries()) {
     const at = parseRef(key.slice(CELL_PREFIX.length));
@@ -166,9 +228,6 @@ async function reshape(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
     moved.push([CELL_PREFIX + (shape.axis === 'rows' ? refOf(y, at.col) : refOf(at.row, y)), v]);
   }
   for (const [k, v] of moved) await tx.set(k, v);
-  const n = ((await tx.get('meta/shapes')) as number | undefined) ?? 0;
-  await tx.set('meta/shapes', n + 1);
-  await tx.set(`${SHAPE_PREFIX}${String(n).padStart(12, '0')}`, { ...shape });
 }
 
 /**
@@ -177,25 +236,30 @@ async function reshape(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
  */
 export const mutators = {
   async set(tx: WriteTransaction, args: SetArgs) {
-    // A cleared cell stays in the overlay as null: the server's state under it may have a value.
+    // Each cell follows its row and column through what others committed since the view it was
+    // typed in; a cell whose row or column is gone is not shown (the server will reject it).
+    const steps = await history(tx, args.baseSeq);
     for (const c of args.cells) {
-      await tx.set(
-        CELL_PREFIX + c.ref.toUpperCase(),
-        c.format ? { value: c.value, format: c.format } : { value: c.value },
-      );
+      const at = parseRef(c.ref);
+      if (!at) continue;
+      const row = rebasePoint('rows', at.row, steps);
+      const col = rebasePoint('columns', at.col, steps);
+      if (row === null || col === null) continue;
+      // A cleared cell stays in the overlay as null: the server's state under it may have a value.
+      await tx.set(CELL_PREFIX + refOf(row, col), c.format ? { value: c.value, format: c.format } : { value: c.value });
     }
   },
   async 'insert-rows'(tx: WriteTransaction, args: RowArgs) {
-    await reshape(tx, { axis: 'rows', op: 'insert', at: args.at - 1, count: args.count });
+    await reshape(tx, { axis: 'rows', op: 'insert', at: args.at - 1, count: args.count }, args.baseSeq);
   },
   async 'delete-rows'(tx: WriteTransaction, args: RowArgs) {
-    await reshape(tx, { axis: 'rows', op: 'delete', at: args.at - 1, count: args.count });
+    await reshape(tx, { axis: 'rows', op: 'delete', at: args.at - 1, count: args.count }, args.baseSeq);
   },
   async 'insert-columns'(tx: WriteTransaction, args: ColumnArgs) {
-    await reshape(tx, { axis: 'columns', op: 'insert', at: parseCol(args.at), count: args.count });
+    await reshape(tx, { axis: 'columns', op: 'insert', at: parseCol(args.at), count: args.count }, args.baseSeq);
   },
   async 'delete-columns'(tx: WriteTransaction, args: ColumnArgs) {
-    await reshape(tx, { axis: 'columns', op: 'delete', at: parseCol(args.at), count: args.count });
+    await reshape(tx, { axis: 'columns', op: 'delete', at: parseCol(args.at), count: args.count }, args.baseSeq);
   },
 };
 export type Mutators = typeof mutators;
@@ -231,7 +295,7 @@ export async function readLocal(tx: {
   for await (const [k, v] of tx.scan({ prefix: CELL_PREFIX }).entries())
     cells.push([k.slice(CELL_PREFIX.length), v as unknown as Cell]);
   const shapes: ShapeOp[] = [];
-  for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) shapes.push(v as unknown as ShapeOp);
+  for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) shapes.push(...shapeRecord(v).applied);
   return { seq, cells, shapes };
 }
 

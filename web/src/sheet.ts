@@ -7,7 +7,7 @@
  * once the blocks in view have been read at it, so values never flicker back. In history, the
  * view is pinned at an older sequence with no overlay, read-only.
  */
-import { Replicache } from 'replicache';
+import { getDefaultPuller, Replicache } from 'replicache';
 import {
   ApiError,
   authHeader,
@@ -28,6 +28,7 @@ import {
   fromJson,
   type LocalJson,
   type LocalView,
+  MOVE_PREFIX,
   type Mutators,
   mutators,
   parseInput,
@@ -317,6 +318,25 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     logLevel: 'error',
   });
   rep.getAuth = async () => authHeader();
+  // The pull brings others' row and column changes as `move/<seq>/<n>` keys, which the mutators
+  // rebase pending edits through (model.ts). A change older than every pending edit's base and
+  // the view shown can move nothing any more: the pull deletes it, so the keys stay few.
+  const pullHttp = getDefaultPuller(rep);
+  rep.puller = async (req, requestID) => {
+    const res = await pullHttp(req, requestID);
+    const r = res.response;
+    if (r && 'patch' in r && typeof r.cookie === 'number') {
+      let floor = Math.min(r.cookie, shown?.seq ?? r.cookie);
+      for (const m of await rep.experimentalPendingMutations()) {
+        const base = (m.args as { baseSeq?: unknown } | undefined)?.baseSeq;
+        if (typeof base === 'number') floor = Math.min(floor, base);
+      }
+      const keys = await rep.query(async (tx) => tx.scan({ prefix: MOVE_PREFIX }).keys().toArray());
+      const stale = keys.filter((k) => Number(k.slice(MOVE_PREFIX.length).split('/')[0]) < floor);
+      if (stale.length) r.patch.push(...stale.map((key) => ({ op: 'del' as const, key })));
+    }
+    return res;
+  };
 
   // Pokes: pull when the sheet's channel says something was committed; poll slowly only while
   // the channel is down, and every second where the stack has no Event API.

@@ -230,6 +230,52 @@ describe('the web spreadsheet in Chromium', () => {
     await shot(b, 'back-online');
   });
 
+  test('an edit made offline follows its row when another page inserts a row above it', async () => {
+    const logId = await newLog();
+    await api('POST', `/logs/${logId}/entries`, {
+      type: 'set',
+      body: { cells: [1, 2, 3, 4, 5, 6].map((r) => ({ ref: `A${r}`, value: `r${r}` })) },
+    });
+    const a = await openSheet(logId);
+    const b = await openSheet(logId);
+    await synced(a, logId);
+    await synced(b, logId);
+    await b.context().setOffline(true);
+    await edit(b, 'B5', 'note for r5');
+    await waitCell(b, 'B5', 'note for r5');
+    await a.click('[data-ref="A2"]');
+    await a.click('button:has-text("+ Row")');
+    const seq = await synced(a, logId);
+    await waitCell(a, 'A6', 'r5');
+    // B comes back, but its push is held: what B shows now is its overlay over the new rows,
+    // before the server has its edit. The pending edit must already sit next to r5.
+    const held: Route[] = [];
+    await b.route('**/replicache/push*', (route) => {
+      held.push(route);
+    });
+    await b.context().setOffline(false);
+    await b.waitForFunction(
+      (s) => Number(document.querySelector<HTMLElement>('.grid')?.dataset.syncedSeq) >= s,
+      seq,
+      WAIT,
+    );
+    await waitCell(b, 'A6', 'r5');
+    await waitCell(b, 'B6', 'note for r5');
+    assert.equal(await cellText(b, 'B5'), '', 'not next to r4');
+    assert.equal(await b.locator('.grid').getAttribute('data-pending'), '1');
+    await shot(b, 'rebased-pending');
+    await b.unroute('**/replicache/push*');
+    for (const r of held) await r.continue().catch(() => {});
+    await synced(b, logId);
+    for (const p of [a, b]) {
+      await synced(p, logId);
+      await waitCell(p, 'B6', 'note for r5');
+      assert.equal(await cellText(p, 'A6'), 'r5');
+      assert.equal(await cellText(p, 'B5'), '');
+    }
+    await shot(a, 'rebased-a');
+  });
+
   test('with pokes, a page shows another page’s edit at once, and catches up after a drop', async () => {
     const logId = await newLog();
     // A fallback pull of a minute: only a poke can bring the edit within two seconds.

@@ -11,6 +11,7 @@ import {
   csvField,
   csvValue,
   display,
+  type Move,
   mutators,
   parseInput,
   parseRef,
@@ -19,6 +20,7 @@ import {
   type ShapeOp,
   toBase,
 } from '../src/model.ts';
+import { rebasePoint, rebaseShape, type Step } from '../src/rebase.ts';
 
 /** Enough of a Replicache transaction for the mutators: an ordered key-value store. */
 function store() {
@@ -148,5 +150,79 @@ describe('the overlay of pending edits', () => {
     // The server's C3 is drawn at C4 (down 2, left 1, right 1, up 1); its B column is gone.
     assert.deepEqual(toBase(3, 2, local.shapes), { row: 2, col: 2 });
     assert.deepEqual(toBase(3, 1, local.shapes), { row: 2, col: 0 });
+  });
+});
+
+describe('pending edits follow what others committed (the server rebase rules)', () => {
+  const insertRow = (seq: number, at: number, count = 1, client?: string, id?: number): Move => ({
+    seq,
+    applied: [{ axis: 'rows', op: 'insert', at, count }],
+    ...(client ? { client, id } : {}),
+  });
+  const cellsOf = (m: Map<string, unknown>) =>
+    Object.fromEntries([...m].filter(([k]) => k.startsWith('cell/')).map(([k, v]) => [k.slice(5), v]));
+
+  test("a pending set moves down with its row when someone else's insert arrives after its base", async () => {
+    const { m, tx } = store();
+    m.set('move/000000000004/00000', insertRow(4, 1));
+    await mutators.set(tx, { cells: [{ ref: 'B5', value: 'note' }], baseSeq: 4 });
+    assert.deepEqual(cellsOf(m), { B6: { value: 'note' } });
+  });
+
+  test('changes before the base, and this client own confirmed ones, move nothing', async () => {
+    const { m, tx } = store();
+    (tx as unknown as { clientID: string }).clientID = 'me';
+    m.set('move/000000000002/00000', insertRow(2, 0));
+    m.set('move/000000000005/00000', insertRow(5, 0, 1, 'me', 1));
+    await mutators.set(tx, { cells: [{ ref: 'B5', value: 'x' }], baseSeq: 3 });
+    assert.deepEqual(cellsOf(m), { B5: { value: 'x' } });
+  });
+
+  test('a cell whose row was deleted meanwhile leaves the overlay; one without a base is as sent', async () => {
+    const { m, tx } = store();
+    m.set('move/000000000004/00000', { seq: 4, applied: [{ axis: 'rows', op: 'delete', at: 1, count: 3 }] });
+    await mutators.set(tx, {
+      cells: [
+        { ref: 'B3', value: 'gone' },
+        { ref: 'B10', value: 'kept' },
+      ],
+      baseSeq: 4,
+    });
+    assert.deepEqual(cellsOf(m), { B7: { value: 'kept' } });
+    await mutators.set(tx, { cells: [{ ref: 'C3', value: 'old client' }] });
+    assert.deepEqual(cellsOf(m), { B7: { value: 'kept' }, C3: { value: 'old client' } });
+  });
+
+  test('a pending delete splits around rows inserted inside it, as on the server', () => {
+    const steps: Step[] = [{ other: { axis: 'rows', op: 'insert', at: 3, count: 2 } }];
+    assert.deepEqual(rebaseShape({ axis: 'rows', op: 'delete', at: 1, count: 4 }, steps), [
+      { axis: 'rows', op: 'delete', at: 5, count: 2 },
+      { axis: 'rows', op: 'delete', at: 1, count: 2 },
+    ]);
+    // docs/sync.md's table: an insert at a deleted row lands where the range started.
+    assert.deepEqual(
+      rebaseShape({ axis: 'rows', op: 'insert', at: 3, count: 1 }, [
+        { other: { axis: 'rows', op: 'delete', at: 1, count: 4 } },
+      ]),
+      [{ axis: 'rows', op: 'insert', at: 1, count: 1 }],
+    );
+    // A reference into rows this client's own insert created follows that insert.
+    const own: Step = {
+      own: {
+        seen: [{ axis: 'rows', op: 'insert', at: 2, count: 1 }],
+        applied: [{ axis: 'rows', op: 'insert', at: 4, count: 1 }],
+      },
+    };
+    assert.equal(rebasePoint('rows', 2, [own]), 4);
+    assert.equal(rebasePoint('rows', 9, [{ other: { op: 'replace' } }]), null);
+  });
+
+  test('a pending insert and a later pending set both follow an insert from elsewhere', async () => {
+    const { m, tx } = store();
+    m.set('move/000000000004/00000', insertRow(4, 0, 2));
+    await mutators['insert-rows'](tx, { at: 3, count: 1, baseSeq: 4 });
+    // Typed into the new row 3 of the author's view: it is row 5 now, with the insert.
+    await mutators.set(tx, { cells: [{ ref: 'A3', value: 'in new row' }], baseSeq: 4 });
+    assert.deepEqual(cellsOf(m), { A5: { value: 'in new row' } });
   });
 });
