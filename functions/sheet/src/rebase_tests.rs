@@ -587,6 +587,39 @@ impl World {
         v
     }
 
+    /// Client `c`'s view as a client replays it (the web page's mutators): each pending edit is
+    /// rebased through the log since its own base, then through the client's earlier pending
+    /// edits, each as it stood when this one was made and as it was just replayed, the way the
+    /// server will treat them once they are committed ahead of it.
+    fn replayed_view(&mut self, c: usize) -> Model {
+        let base = self.bases[c];
+        let mut v = self.snaps[base].clone();
+        let pending: Vec<usize> = (0..self.muts.len())
+            .filter(|&m| {
+                self.muts[m].client == c && self.muts[m].committed.is_none_or(|at| at >= base)
+            })
+            .collect();
+        let mut done: Vec<(usize, Vec<Event>)> = Vec::new();
+        for m in pending {
+            let mu = self.muts[m].clone();
+            let mut steps = self.history(c, mu.base, base);
+            for (earlier, applied) in &done {
+                let seen = self.seen(*earlier, mu.base);
+                steps.push(OwnedStep::Own(seen, applied.clone()));
+            }
+            let events = match rebase(&mu.sent, &borrow(&steps)) {
+                Outcome::Apply(e) => e,
+                Outcome::Reject(_) => vec![],
+            };
+            for e in &events {
+                let mut fresh = 0;
+                v.apply(e, &mu.new, &mut fresh);
+            }
+            done.push((m, events));
+        }
+        v
+    }
+
     fn next_value(&mut self) -> f64 {
         self.value += 1.0;
         self.value
@@ -878,11 +911,23 @@ proptest! {
         for a in &actions {
             w.act(a);
         }
-        // Everyone pushes what is left; every replica then pulls the server's sheet.
+        // Everyone pulls, then pushes what is left. What a client shows after its pull (the
+        // server's sheet with its pending edits replayed by the same rules) is what the server
+        // holds once it has applied them: nothing moves when the server answers.
         for c in 0..3 {
+            w.act(&Action::Pull(c));
+            let shown = w.replayed_view(c).render();
             while w.muts.iter().any(|m| m.client == c && m.committed.is_none()) {
                 w.act(&Action::Push(c));
             }
+            prop_assert_eq!(&w.server.render(), &shown, "client {} saw its edits elsewhere", c);
+        }
+        // Every replica converges to the server's sheet: each pulls the end of the log, with
+        // nothing pending, and holds the real sheet's cells.
+        let server = render_sheet(&w.sheet);
+        for c in 0..3 {
+            w.act(&Action::Pull(c));
+            prop_assert_eq!(&w.view(c).render(), &server, "replica {} converged", c);
         }
     }
 }
