@@ -31,6 +31,15 @@ const PAGE: u64 = 1000;
 /// a cookie (past it a client is reset, so a view older than that is not one a client edits).
 pub const MAX_REBASE_ENTRIES: u64 = 5_000;
 
+/// Why an edit made against `base` is not rebased onto a log at `head`: the view is further back
+/// than [`MAX_REBASE_ENTRIES`] (or no longer retained).
+pub(super) fn too_old(base: u64, head: u64) -> String {
+    format!(
+        "made against a view of the sheet more than {MAX_REBASE_ENTRIES} entries old \
+         (baseSeq {base}, the log is at {head}); pull and edit again"
+    )
+}
+
 /// The positions an event moves, without the values an insert carries; `None` for cell edits,
 /// which move nothing.
 pub(super) fn positions(event: &Event) -> Option<Event> {
@@ -264,14 +273,7 @@ impl PushRebase {
             );
         }
         if base < self.floor {
-            return (
-                Err(format!(
-                    "made against a view of the sheet more than {MAX_REBASE_ENTRIES} entries old \
-                     (baseSeq {base}, the log is at {}); pull and edit again",
-                    self.head
-                )),
-                positions(event),
-            );
+            return (Err(too_old(base, self.head)), positions(event));
         }
         let mut steps: Vec<Step<'_>> = Vec::new();
         for p in self.past.iter().filter(|p| p.seq >= base) {

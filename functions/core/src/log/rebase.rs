@@ -4,6 +4,7 @@
 //! written. A lost race reads only the entries that arrived since, and rebases again from the
 //! edit as sent.
 
+use super::push_rebase::{MAX_REBASE_ENTRIES, too_old};
 use super::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
 use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
@@ -75,6 +76,11 @@ impl Rebasing {
     ) -> Result<CaughtUp, LogError> {
         if self.base > next_seq {
             return Ok(CaughtUp::NotVisible);
+        }
+        // The push path's bound: a view further back than a pull reads since its cookie is not
+        // one a client edits, and the history read stays bounded.
+        if next_seq - self.base > MAX_REBASE_ENTRIES {
+            return Err(LogError::EditRejected(too_old(self.base, next_seq)));
         }
         while self.read_to < next_seq {
             let want = (next_seq - self.read_to).min(PAGE) as usize;

@@ -4,6 +4,7 @@
 
 use tokio::sync::Barrier;
 
+use super::push_rebase::MAX_REBASE_ENTRIES;
 use super::tests::{RacingPuts, always_stale};
 use super::*;
 use crate::domain::NewEntry;
@@ -176,6 +177,53 @@ async fn a_base_past_the_end_or_with_expected_seq_is_refused() {
         .await
         .expect_err("both");
     assert!(matches!(err, LogError::InvalidEntry(_)), "{err}");
+}
+
+/// The push path's bound applies to plain appends too: a base more than 5,000 entries behind the
+/// head is refused with the push's reason, and nothing is written.
+#[tokio::test]
+async fn a_base_further_back_than_the_reset_limit_is_refused() {
+    let (log, id, base) = log_with_rows().await;
+    let mut head = base;
+    for i in 0..=MAX_REBASE_ENTRIES {
+        head = log
+            .append(
+                id,
+                entry(&set("C1", &i.to_string())),
+                AppendOptions::default(),
+            )
+            .await
+            .expect("set")
+            .next_seq;
+    }
+    assert_eq!(head - base, MAX_REBASE_ENTRIES + 1);
+    let err = log
+        .append_rebased(
+            id,
+            entry(&set("B5", "x")),
+            base,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect_err("too old");
+    assert!(
+        matches!(&err, LogError::EditRejected(why) if why.contains("more than 5000 entries old") && why.contains("pull and edit again")),
+        "{err}"
+    );
+    assert_eq!(log.next_seq(id).await.expect("next").0, head);
+    // One entry younger is within the bound and rebases.
+    let out = log
+        .append_rebased(
+            id,
+            entry(&set("B5", "y")),
+            base + 1,
+            AppendOptions::default(),
+            None,
+        )
+        .await
+        .expect("within the bound");
+    assert!(matches!(out.outcome, AppendOnce::Appended(_)), "{out:?}");
 }
 
 /// The rebasing append reads the head, then loses the race for that number to an insert it had
