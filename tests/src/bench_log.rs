@@ -113,6 +113,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?),
             base: None,
+            then: Vec::new(),
         })
     };
     let applied = |out: RunOutcome| match out {

@@ -854,15 +854,20 @@ pub async fn replay(
                 let mut events = m.applied.iter().peekable();
                 let mutations: Vec<PushedMutation> = (m.first..=m.last)
                     .map(|id| match events.next_if(|a| a.id == id) {
+                        // A split delete recorded several events under its id: all replay.
                         Some(a) => PushedMutation {
                             id,
                             event: Ok(a.event.clone()),
                             base: None,
+                            then: std::iter::from_fn(|| events.next_if(|b| b.id == id))
+                                .map(|b| b.event.clone())
+                                .collect(),
                         },
                         None => PushedMutation {
                             id,
                             event: Err(format!("rejected in log {source} at sequence {}", e.seq)),
                             base: None,
+                            then: Vec::new(),
                         },
                     })
                     .collect();

@@ -10,8 +10,10 @@
 //! rejected mutation was processed.
 //!
 //! Binary body (version 1): group id and client id as length-prefixed strings, `first`,
-//! `last - first`, the number of applied mutations, then for each `id - first`, the event's type
-//! code, body version and length-prefixed body.
+//! `last - first`, the number of applied events, then for each `id - first`, the event's type
+//! code, body version and length-prefixed body. Ids ascend; one id appears more than once when
+//! its mutation applied as several events, in order: a delete that rebasing split around rows
+//! inserted inside its range (`docs/sync.md`). Readers that go by id take every event of it.
 //!
 //! Version 2 is a *batch* ([`MutationBatch`]): the runs of several clients written by one group
 //! commit (the sync writer, `docs/sync.md`). Its body is the number of runs, then each run as a
@@ -92,12 +94,12 @@ impl Mutations {
         let mut applied = self.applied.iter().map(|m| m.id).peekable();
         (self.first..=self.last)
             .filter(|id| {
-                if applied.peek() == Some(id) {
-                    applied.next();
-                    false
-                } else {
-                    true
+                // A mutation may have applied as several events (a split delete).
+                let mut any = false;
+                while applied.next_if_eq(id).is_some() {
+                    any = true;
                 }
+                !any
             })
             .collect()
     }
@@ -126,7 +128,9 @@ impl Mutations {
         }
         let mut prev = None;
         for (i, m) in self.applied.iter().enumerate() {
-            if m.id < self.first || m.id > self.last || prev.is_some_and(|p| m.id <= p) {
+            // Equal ids are one mutation applied as several events, in order (a delete that
+            // rebasing split around rows inserted inside its range).
+            if m.id < self.first || m.id > self.last || prev.is_some_and(|p| m.id < p) {
                 return Err(err(
                     &format!("mutations[{i}].id"),
                     format!(

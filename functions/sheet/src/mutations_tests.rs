@@ -212,3 +212,32 @@ fn a_run_with_every_mutation_rejected_is_valid() {
     let (_, v, body) = m.encode();
     assert_eq!(Mutations::decode(v, &body).unwrap(), m);
 }
+
+/// A delete split by rebasing is one mutation applied as two events under one id: it round-trips,
+/// counts as applied, and ids still may not go backwards.
+#[test]
+fn a_mutation_applied_as_several_events_round_trips_and_counts_once() {
+    let del = |at: u32, count: u32| {
+        Event::DeleteRows(DeleteRows {
+            at: RowNumber(at),
+            count,
+        })
+    };
+    let mut run = sample();
+    run.applied.insert(
+        2,
+        Mutation {
+            id: 9,
+            event: del(0, 1),
+        },
+    );
+    run.validate().expect("valid");
+    assert_eq!(run.rejected(), vec![8, 10]);
+    let (_, version, body) = run.encode();
+    assert_eq!(Mutations::decode(version, &body).expect("decode"), run);
+    run.applied.push(Mutation {
+        id: 7,
+        event: del(0, 1),
+    });
+    assert!(run.validate().is_err(), "ids go backwards");
+}

@@ -26,6 +26,7 @@ fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
         id,
         event: Ok(set("A1", id as i64)),
         base: None,
+        then: Vec::new(),
     })
     .collect()
 }

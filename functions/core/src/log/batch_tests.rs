@@ -28,6 +28,7 @@ fn push(client: &str, ids: std::ops::RangeInclusive<u64>) -> ClientPush {
                 id,
                 event: Ok(set(id as f64)),
                 base: None,
+                then: Vec::new(),
             })
             .collect(),
     }

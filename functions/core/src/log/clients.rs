@@ -27,6 +27,9 @@ pub struct PushedMutation {
     /// The log's next sequence number in the view the mutation was made against (its arguments'
     /// `baseSeq`): it is rebased through what was committed since. `None`: applied as sent.
     pub base: Option<u64>,
+    /// Further events the mutation applies as, after `event`: a delete that rebasing split
+    /// around rows others inserted inside its range (`docs/sync.md`). Usually empty.
+    pub then: Vec<Event>,
 }
 
 impl PushedMutation {
@@ -36,6 +39,7 @@ impl PushedMutation {
             id,
             event,
             base: None,
+            then: Vec::new(),
         }
     }
 
@@ -60,6 +64,7 @@ impl PushedMutation {
             id,
             event,
             base: base.ok().flatten(),
+            then: Vec::new(),
         }
     }
 }
@@ -330,19 +335,21 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             }
             match &m.event {
                 Ok(event) => {
-                    let size = event.encode().2.len();
+                    let events = || std::iter::once(event).chain(&m.then);
+                    let size: usize = events().map(|e| e.encode().2.len()).sum();
+                    let overhead = PER_MUTATION_OVERHEAD * (1 + m.then.len());
                     if let Some(reason) = oversize_reason(size, header, limit) {
                         rejected.push(Rejected { id: m.id, reason });
                     } else {
-                        let cost = size + PER_MUTATION_OVERHEAD + sent_cost;
+                        let cost = size + overhead + sent_cost;
                         if !run.applied.is_empty() && bytes + cost > budget {
                             break;
                         }
                         bytes += cost;
-                        run.applied.push(Mutation {
+                        run.applied.extend(events().map(|e| Mutation {
                             id: m.id,
-                            event: event.clone(),
-                        });
+                            event: e.clone(),
+                        }));
                     }
                 }
                 Err(reason) => {

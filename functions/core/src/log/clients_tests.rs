@@ -23,6 +23,7 @@ fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
         id,
         event: Ok(set(id as f64)),
         base: None,
+        then: Vec::new(),
     })
     .collect()
 }
@@ -196,6 +197,7 @@ async fn a_rejected_mutation_advances_the_client_and_changes_nothing() {
         id: 4,
         event: Err("bad".into()),
         base: None,
+        then: Vec::new(),
     }];
     let out = log
         .push_run(id, "g", "c", &only_bad, None, RunSource::Push)
@@ -384,16 +386,19 @@ async fn a_mutation_over_the_entry_limit_is_rejected_and_the_client_moves_on() {
             id: 1,
             event: Ok(set(1.0)),
             base: None,
+            then: Vec::new(),
         },
         PushedMutation {
             id: 2,
             event: Ok(huge),
             base: None,
+            then: Vec::new(),
         },
         PushedMutation {
             id: 3,
             event: Ok(set(3.0)),
             base: None,
+            then: Vec::new(),
         },
     ];
     let out = log
@@ -424,6 +429,7 @@ async fn a_mutation_over_the_entry_limit_is_rejected_and_the_client_moves_on() {
                 id: 7,
                 event: Ok(big_set(44_000)),
                 base: None,
+                then: Vec::new(),
             }],
             None,
             RunSource::Replay,
@@ -458,6 +464,7 @@ async fn a_run_is_split_so_no_entry_exceeds_a_low_entry_limit() {
             id,
             event: Ok(big_set(150)),
             base: None,
+            then: Vec::new(),
         })
         .collect();
     let seqs = push_all(&log, id, "g", "c", &m).await.unwrap();

@@ -231,22 +231,37 @@ impl PushRebase {
         for m in pending {
             let (rebased, sent) = match (&m.event, m.base) {
                 (Ok(event), Some(base)) => self.one(client, m.id, event, base, before, &own),
-                _ => (m.event.clone(), None),
+                _ => (
+                    m.event
+                        .clone()
+                        .map(|e| std::iter::once(e).chain(m.then.clone()).collect()),
+                    None,
+                ),
             };
             let seen = match &m.event {
                 Ok(e) => positions(e).into_iter().collect(),
                 Err(_) => Vec::new(),
             };
-            let applied = match &rebased {
-                Ok(e) => positions(e).into_iter().collect(),
+            let applied: Vec<Event> = match &rebased {
+                Ok(events) => events.iter().filter_map(positions).collect(),
                 Err(_) => Vec::new(),
             };
             own.push((seen, applied));
+            // A split delete applies as several events under its one id.
+            let (event, then) = match rebased {
+                Ok(mut events) if !events.is_empty() => {
+                    let first = events.remove(0);
+                    (Ok(first), events)
+                }
+                Ok(_) => (Err("nothing left to apply".to_owned()), Vec::new()),
+                Err(why) => (Err(why), Vec::new()),
+            };
             out.push(Rebased {
                 mutation: PushedMutation {
                     id: m.id,
-                    event: rebased,
+                    event,
                     base: m.base,
+                    then,
                 },
                 sent,
             });
@@ -262,7 +277,7 @@ impl PushRebase {
         base: u64,
         before: &[Event],
         own: &[(Vec<Event>, Vec<Event>)],
-    ) -> (Result<Event, String>, Option<Event>) {
+    ) -> (Result<Vec<Event>, String>, Option<Event>) {
         if base > self.head {
             return (
                 Err(format!(
@@ -292,19 +307,10 @@ impl PushRebase {
         );
         let structural = positions(event);
         match rebase(event, &steps) {
-            Outcome::Apply(mut events) if events.len() == 1 => {
-                let now = events.remove(0);
-                let sent = structural.filter(|_| now != *event);
-                (Ok(now), sent)
+            Outcome::Apply(events) => {
+                let sent = structural.filter(|_| events.as_slice() != std::slice::from_ref(event));
+                (Ok(events), sent)
             }
-            Outcome::Apply(_) => (
-                Err(
-                    "rows or columns were inserted inside the range this delete removes by an \
-                     edit made at the same time; the rows around them are kept: delete them again"
-                        .into(),
-                ),
-                structural,
-            ),
             Outcome::Reject(reason) => (Err(reason), structural),
         }
     }

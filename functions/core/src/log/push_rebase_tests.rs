@@ -42,6 +42,7 @@ fn based(id: u64, event: Event, base: u64) -> PushedMutation {
         id,
         event: Ok(event),
         base: Some(base),
+        then: Vec::new(),
     }
 }
 
@@ -248,17 +249,39 @@ async fn an_edit_whose_row_was_deleted_is_rejected_with_a_reason() {
     assert_eq!(last.last, 2);
 }
 
+/// "An insert inside a deleted range survives": b deletes rows 2..4 of r1..r6 while a inserts a
+/// row above r3. The delete applies as two deletes under its one mutation id, around a's row,
+/// and b's next edit, made in its view where r5 is row 2, still lands next to r5.
 #[tokio::test]
-async fn a_delete_split_by_a_concurrent_insert_is_rejected_and_recorded_as_sent() {
+async fn a_delete_split_by_a_concurrent_insert_applies_around_the_inserted_row() {
     let log = mem_log();
     let (id, base) = log_with_rows(&log).await;
     push(&log, id, "a", &[based(1, insert_rows(3, 1), base)]).await;
-    let rejected = push(&log, id, "b", &[based(1, delete_rows(2, 3), base)]).await;
-    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    push(&log, id, "a", &[based(2, set("A3", "new"), base + 1)]).await;
+    let rejected = push(
+        &log,
+        id,
+        "b",
+        &[
+            based(1, delete_rows(2, 3), base),
+            based(2, set("B2", "next to r5"), base),
+        ],
+    )
+    .await;
+    assert!(rejected.is_empty(), "{rejected:?}");
     let recorded = runs(&log, id).await;
     let b_run = recorded.iter().find(|r| r.client == "b").expect("b's run");
+    let ids: Vec<u64> = b_run.applied.iter().map(|m| m.id).collect();
+    assert_eq!(ids, vec![1, 1, 2], "one mutation, two deletes");
+    assert_eq!(b_run.applied[0].event, delete_rows(4, 2));
+    assert_eq!(b_run.applied[1].event, delete_rows(2, 1));
     assert_eq!(b_run.sent_as(1), Some(&delete_rows(2, 3)));
-    assert!(b_run.applied.is_empty());
+    assert!(b_run.rejected().is_empty());
+    let s = sheet(&log, id).await;
+    for (a1, want) in [("A1", "r1"), ("A2", "new"), ("A3", "r5"), ("A4", "r6")] {
+        assert_eq!(text(&s, a1).as_deref(), Some(want), "{a1}");
+    }
+    assert_eq!(text(&s, "B3").as_deref(), Some("next to r5"));
 }
 
 #[tokio::test]
