@@ -278,3 +278,85 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
     assert!(driver.receive(Duration::ZERO).await?.is_empty());
     Ok(())
 }
+
+/// The A/B example through the queue and the sync writer: a inserts a row at 2, b (which
+/// had not pulled that) sets B5 with the `baseSeq` of its view. The writer rebases b's set
+/// through a's insert, whether the two pushes share a batch entry or not: the note lands in B6,
+/// next to r5.
+#[tokio::test]
+async fn a_queued_push_with_base_seq_is_rebased_through_a_row_insert() -> anyhow::Result<()> {
+    let Some(api) = TestApi::start_with_pipeline("sync-queue-rebase", ApiConfig::default()).await?
+    else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let rows: Vec<Value> = (1..=6)
+        .map(|i| json!({"ref": format!("A{i}"), "value": format!("r{i}")}))
+        .collect();
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": rows}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let base = r.json::<Value>().await?["nextSeq"]
+        .as_u64()
+        .unwrap_or_default();
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    for (group, m) in [
+        (
+            "ga",
+            json!({"clientID": "a", "id": 1, "name": "insert-rows",
+                   "args": {"at": 2, "count": 1, "baseSeq": base}}),
+        ),
+        (
+            "gb",
+            json!({"clientID": "b", "id": 1, "name": "set",
+                   "args": {"cells": [{"ref": "B5", "value": "note for r5"}], "baseSeq": base}}),
+        ),
+    ] {
+        let r = c
+            .post(&push)
+            .json(&push_body(group, json!([m])))
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.json::<Value>().await?["queued"], 1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for client in ["a", "b"] {
+        loop {
+            let r = c
+                .get(api.url(&format!("/logs/{log}/clients/{client}")))
+                .send()
+                .await?;
+            if r.status() == StatusCode::OK && r.json::<Value>().await?["lastMutationId"] == 1 {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "client {client} did not land");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A5:B6")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        v["values"],
+        json!([["r4", null], ["r5", "note for r5"]]),
+        "the note follows r5"
+    );
+    let status: Value = c
+        .get(api.url(&format!("/logs/{log}/clients/b/mutations/1")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(status["status"], "applied", "{status}");
+    Ok(())
+}
