@@ -336,6 +336,22 @@ describe('the replicache client against sheetlog', () => {
     );
   });
 
+  test('a row inserted inside a range deleted meanwhile survives, the rest is deleted once', async () => {
+    const { logId, server, b } = await concurrently(
+      async (a, base) => {
+        await a.mutate['insert-rows']({ at: 3, count: 1, baseSeq: base });
+        await a.mutate.set({ cells: [{ ref: 'A3', value: 'new' }], baseSeq: base });
+      },
+      (b, base) => b.mutate['delete-rows']({ at: 2, count: 3, baseSeq: base }),
+    );
+    assert.deepEqual(
+      server.map((row) => row[0]),
+      ['r1', 'new', 'r5', 'r6', null, null, null, null],
+    );
+    const m = await api('GET', `/logs/${logId}/clients/${b.clientID}/mutations/1`);
+    assert.equal(m.status, 'applied');
+  });
+
   test('a mutation the server rejects does not block later ones', async () => {
     const logId = await newLog();
     const rep = client(logId);
