@@ -426,12 +426,24 @@ pub async fn pull(
         })?),
     };
     let from_log = |e| ApiError::from_log(&log_id, e);
-    let (next_seq, at) = state
+    // The head check is eventually consistent (0.5 RRU with a hint): most pulls find nothing
+    // new, and a stale head only makes this pull answer an older cookie, never a cookie past
+    // what it serves (docs/sync.md, "What an unchanged pull costs").
+    let (mut next_seq, at, _) = state
         .log
-        .next_seq_from(log, state.hint(log))
+        .peek_next_seq(log, state.hint(log))
         .await
         .map_err(from_log)?;
     state.remember_hint(log, at);
+    if cookie.is_some_and(|c| c > next_seq) {
+        // An eventually consistent read can lag the one that gave out this cookie: ask strongly
+        // before telling the client its state is lost.
+        (next_seq, _) = state
+            .log
+            .next_seq_from(log, Some(at))
+            .await
+            .map_err(from_log)?;
+    }
     if cookie.is_some_and(|c| c > next_seq) {
         // The client has seen entries this log does not have: the server lost state.
         warn!(log = %log, ?cookie, next_seq, "pull with a cookie past the end of the log");
