@@ -118,7 +118,11 @@ async fn check_group_owner(
     let owner = match state.known_group_owner(log, group) {
         Some(owner) => owner,
         None => {
-            // A missing log is its 404, not a group claimed in a log that does not exist.
+            // A missing log is its 404, not a group claimed in a log that does not exist; nor
+            // in a deleted one (a pull skips the router's check of that).
+            sheetlog_core::log::purge::check_live(&*state.purge, log)
+                .await
+                .map_err(|e| ApiError::from_log(log_id, e))?;
             state
                 .log
                 .next_seq(log)
@@ -441,6 +445,14 @@ pub async fn pull(
         (next_seq, _) = state
             .log
             .next_seq_from(log, Some(at))
+            .await
+            .map_err(from_log)?;
+    }
+    if cookie != Some(next_seq) {
+        // Not skipped for a deleted log by the router, so that an unchanged pull costs only its
+        // head check: an answer that carries nothing new tells nothing of a deleted log, and
+        // once the purge is done the head check finds no log (404).
+        sheetlog_core::log::purge::check_live(&*state.purge, log)
             .await
             .map_err(from_log)?;
     }
