@@ -433,11 +433,17 @@ pub async fn pull(
     // The head check is eventually consistent (0.5 RRU with a hint): most pulls find nothing
     // new, and a stale head only makes this pull answer an older cookie, never a cookie past
     // what it serves (docs/sync.md, "What an unchanged pull costs").
-    let (mut next_seq, at, _) = state
-        .log
-        .peek_next_seq(log, state.hint(log))
-        .await
-        .map_err(from_log)?;
+    let (mut next_seq, at, _) = match state.log.peek_next_seq(log, state.hint(log)).await {
+        Ok(head) => head,
+        Err(e @ LogError::LogNotFound(_)) => {
+            // A deleted log's items may be gone already: its tombstone makes that a 410.
+            sheetlog_core::log::purge::check_live(&*state.purge, log)
+                .await
+                .map_err(from_log)?;
+            return Err(from_log(e));
+        }
+        Err(e) => return Err(from_log(e)),
+    };
     state.remember_hint(log, at);
     if cookie.is_some_and(|c| c > next_seq) {
         // An eventually consistent read can lag the one that gave out this cookie: ask strongly
@@ -451,7 +457,7 @@ pub async fn pull(
     if cookie != Some(next_seq) {
         // Not skipped for a deleted log by the router, so that an unchanged pull costs only its
         // head check: an answer that carries nothing new tells nothing of a deleted log, and
-        // once the purge is done the head check finds no log (404).
+        // once the purge is done the head check finds no log (then the tombstone is read).
         sheetlog_core::log::purge::check_live(&*state.purge, log)
             .await
             .map_err(from_log)?;
