@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 
 use crate::aws::items::{
     client_range_to_item, dedupe_hit, dedupe_item, entry_to_item, group_item, item_size,
@@ -20,13 +19,11 @@ use crate::aws::items::{
 use crate::domain::clients::ClientRange;
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord, DedupeRef};
-use crate::domain::{
-    EntryRecord, EntryType, Guarded, LogId, PendingKey, RequestUnits, SegmentRecord,
-};
+use crate::domain::{EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, GroupOwners, LogStore, OnceOutcome, PendingSnapshots,
-    PutOutcome, RangePut, TxOutcome, check_range_count,
+    ClientPutOutcome, Consistency, EntryPage, GroupOwners, LogStore, OnceOutcome, PutOutcome,
+    RangePut, TxOutcome, check_range_count,
 };
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {

@@ -1,9 +1,13 @@
 //! The in-memory stores keep the conditions the adapters rely on.
 
+use bytes::Bytes;
+
 use super::*;
 use crate::config::LogConfig;
 use crate::domain::NewEntry;
+use crate::domain::{Guarded, PendingKey};
 use crate::log::{AppendOptions, EventLog};
+use crate::ports::PendingSnapshots;
 
 fn log() -> EventLog<MemLogStore, MemPayloadStore> {
     EventLog::new(
