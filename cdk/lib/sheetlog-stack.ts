@@ -100,6 +100,8 @@ export const POKE_NAMESPACE = 'sheets';
  * `/sheets/<logId>` only if its token's access claim grants at least read on that sheet, as the
  * HTTP API requires to pull it (functions/api/src/access.rs: `*`, `*:read`, `<logId>`,
  * `<logId>:read`, `<logId>:write`; a JSON array or a space- or comma-separated string).
+ * The code is a template literal: a regex backslash must be written `\\` here to reach the handler
+ * (cdk/test/stack.test.ts runs the synthesized handler on each claim form).
  */
 export function onSubscribeCode(accessClaim: string): string {
   return `import { util } from '@aws-appsync/utils';
@@ -110,7 +112,12 @@ export function onSubscribe(ctx) {
   const claims = (ctx.identity && ctx.identity.claims) || {};
   const raw = claims[${JSON.stringify(accessClaim)}];
   const text = Array.isArray(raw) ? raw.join(' ') : typeof raw === 'string' ? raw : '';
-  const items = text.replace(/^[|]$/g, '').split(/[s,]+/).map((g) => g.replace(/"/g, ''));
+  const items = text
+    .trim()
+    .replace(/^\\[|\\]$/g, '')
+    .split(/[\\s,]+/)
+    .map((g) => g.replace(/"/g, ''))
+    .filter((g) => g !== '');
   const granted = items.some((g) => {
     const parts = g.split(':');
     const target = parts[0].toLowerCase();

@@ -252,7 +252,7 @@ describe('local resources description', () => {
     );
   });
 
-  test('a deployment without configured origins has no CORS rule; the local stack allows any origin', () => {
+  test('without configured origins the only bucket CORS rule is for the deployed API origin, which the local description leaves out; the local stack allows any origin', () => {
     assert.deepEqual(describeLocalResourcesOfStack(synth().stack).buckets[0].cors, []);
     assert.deepEqual(local.buckets[0].cors[0].allowedOrigins, ['*']);
   });

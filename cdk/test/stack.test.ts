@@ -761,6 +761,65 @@ describe('pokes (AppSync Events)', () => {
     assert.match(code, /claims\["sheetlog_logs"\]/);
     assert.match(code, /util\.unauthorized\(\)/);
   });
+
+  /**
+   * Runs the deployed onSubscribe handler itself (the `CodeHandlers` string from the template) with
+   * a stand-in for `@aws-appsync/utils`, so a regex mangled by the template literal shows up as a
+   * wrong answer rather than as a string that merely looks right.
+   */
+  const subscribeCheck = (code: string) => {
+    const body = code
+      .replace(/^import .*$/m, '')
+      .replace(/^export function/gm, 'function')
+      .concat('\nreturn onSubscribe;');
+    const denied = new Error('unauthorized');
+    const util = {
+      unauthorized: () => {
+        throw denied;
+      },
+    };
+    const onSubscribe = new Function('util', body)(util) as (ctx: Json) => void;
+    return (claim: unknown, channel: string): boolean => {
+      const segments = channel.split('/').filter((s) => s !== '');
+      try {
+        onSubscribe({ info: { channel: { path: channel, segments } }, identity: { claims: { sheetlog_logs: claim } } });
+        return true;
+      } catch (e) {
+        if (e === denied) return false;
+        throw e;
+      }
+    };
+  };
+
+  test('JWT stacks: the onSubscribe handler admits readers of the sheet and no one else', () => {
+    const { json } = synth({ jwtIssuer: 'https://issuer.example.com', jwtAudience: 'web' });
+    const allows = subscribeCheck(String(nsOf(json)[0].Properties.CodeHandlers));
+    const x = '0b6f3c1e-4a53-4d8e-9a41-6c1d2f0e7a10';
+    const y = '5d2a9e7b-1c84-4f3a-b6e0-93a7c2d1f845';
+    const chX = `/sheets/${x}`;
+    const chY = `/sheets/${y}`;
+    const cases: [string, unknown, string, boolean][] = [
+      ['a JSON array claim', [`${x}:read`, 'create'], chX, true],
+      ['a JSON array claim, other sheet', [`${x}:read`, 'create'], chY, false],
+      ['an array as a string (API Gateway form)', `["${x}:write","create"]`, chX, true],
+      ['an array as a string, other sheet', `["${x}:write","create"]`, chY, false],
+      ['a bracketed list', `[create ${x}]`, chX, true],
+      ['a space-separated list', `create ${y}:read ${x}:write`, chX, true],
+      ['a space-separated list, second grant', `create ${y}:read ${x}:write`, chY, true],
+      ['a comma-separated list', `${y}:read, ${x}`, chX, true],
+      ['a single grant', x, chX, true],
+      ['a single grant, other sheet', x, chY, false],
+      ['a wildcard', '*:read', chY, true],
+      ['a bare wildcard', '*', chX, true],
+      ['an unknown level', `${x}:admin`, chX, false],
+      ['create only', 'create', chX, false],
+      ['no claim', undefined, chX, false],
+      ['a grant for the sheet, a deeper channel', x, `${chX}/more`, false],
+    ];
+    for (const [name, claim, channel, expected] of cases) {
+      assert.equal(allows(claim, channel), expected, `${name}: ${JSON.stringify(claim)} on ${channel}`);
+    }
+  });
 });
 
 describe('outputs', () => {

@@ -239,7 +239,7 @@ impl TestApi {
 }
 
 /// Serves `app` on a loopback port; returns its base URL and the server task.
-async fn serve(app: axum::Router) -> anyhow::Result<(String, JoinHandle<()>)> {
+pub async fn serve(app: axum::Router) -> anyhow::Result<(String, JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let server = tokio::spawn(async move {

@@ -26,8 +26,26 @@ pub struct OpCost {
     pub note: &'static str,
 }
 
+/// The sync routes through the HTTP API, units counted on the wire (measured by the bench
+/// binary, `functions/bench/src/api_costs.rs`, which fills this in).
+#[derive(Debug, Default, Serialize)]
+pub struct ApiSyncCosts {
+    /// A Replicache push of one mutation by a client that pushed before, to a warm API process
+    /// (it holds the log's segment hint).
+    pub api_push_one_mutation_rru: f64,
+    pub api_push_one_mutation_wru: f64,
+    /// The same push to a fresh API process (a cold Lambda: no segment hint).
+    pub api_push_one_mutation_cold_rru: f64,
+    pub api_push_one_mutation_cold_wru: f64,
+    /// A pull whose cookie is current, warm and cold.
+    pub idle_pull_rru: f64,
+    pub idle_pull_cold_rru: f64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct LogBench {
+    #[serde(flatten)]
+    pub api: ApiSyncCosts,
     /// An archived segment of one-cell entries: S3 bytes per entry, and a reader's requests.
     #[serde(flatten)]
     pub archive: crate::bench_archive::ArchiveBench,
@@ -425,6 +443,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     let archive =
         crate::bench_archive::run(&stack, set_cell_type, set_cell_body.clone(), 2_000).await?;
     Ok(LogBench {
+        api: ApiSyncCosts::default(),
         push_one_mutation_wru: sync.one.write,
         push_one_mutation_rru: sync.one.read,
         push_100_mutations_wru: sync.hundred.write,
@@ -534,6 +553,16 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         b.rebased_push_rru,
         b.mutations_entry_item_bytes,
         b.client_range_item_bytes
+    );
+    println!(
+        "through the HTTP API: push of 1 mutation {} WRU + {} RRU warm, {} WRU + {} RRU cold; \
+         unchanged pull {} RRU warm, {} RRU cold",
+        b.api.api_push_one_mutation_wru,
+        b.api.api_push_one_mutation_rru,
+        b.api.api_push_one_mutation_cold_wru,
+        b.api.api_push_one_mutation_cold_rru,
+        b.api.idle_pull_rru,
+        b.api.idle_pull_cold_rru
     );
     let a = &b.archive;
     println!(

@@ -348,13 +348,25 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     grid.el.dataset.link = s;
   };
   let pokes: PokeLink | undefined;
+  // A pull's head check is eventually consistent (docs/sync.md, "What an unchanged pull costs"):
+  // right after a commit it may not show the poked sequence yet, so pull again a little later.
+  const pullFor = (seq: number | undefined, tries = 0): void => {
+    void rep
+      .pull({ now: true })
+      .catch(() => {})
+      .then(() => {
+        if (seq !== undefined && (live?.seq ?? 0) < seq && tries < 3) {
+          window.setTimeout(() => pullFor(seq, tries + 1), 250 * 2 ** tries);
+        }
+      });
+  };
   if (events) {
     rep.pullInterval = fallbackMs;
     pokes = new PokeLink({
       config: events,
       logId,
       auth: authHeader,
-      onPoke: () => void rep.pull({ now: true }).catch(() => {}),
+      onPoke: (seq) => pullFor(seq),
       onState: (s) => {
         rep.pullInterval = s === 'live' ? null : fallbackMs;
         showLink(s);

@@ -4,6 +4,7 @@
 //!
 //! Layout:
 //! - `routes.rs`  — the handlers (validation first, then one linchpin write)
+//! - `uploads.rs` — large entries: presigned upload URLs and the commit that appends them
 //! - `trigger.rs` — append plus the snapshot / new-segment trigger that runs after it
 //! - `sync.rs`    — Replicache push/pull and the client queries (`docs/sync.md`)
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
@@ -26,6 +27,7 @@ pub mod routes;
 pub mod state;
 pub mod sync;
 pub mod trigger;
+pub mod uploads;
 pub mod web;
 
 use axum::Router;
@@ -52,8 +54,8 @@ pub use state::{AppState, SharedState};
         routes::health,
         routes::create_log,
         routes::append_entry,
-        routes::create_upload,
-        routes::commit_upload,
+        uploads::create_upload,
+        uploads::commit_upload,
         routes::read_entries,
         routes::load_log,
         routes::delete_log,
@@ -235,10 +237,10 @@ pub fn router(state: SharedState) -> Router {
             "/logs/{log_id}/entries",
             post(routes::append_entry).get(routes::read_entries),
         )
-        .route("/logs/{log_id}/uploads", post(routes::create_upload))
+        .route("/logs/{log_id}/uploads", post(uploads::create_upload))
         .route(
             "/logs/{log_id}/uploads/{upload_id}/commit",
-            post(routes::commit_upload),
+            post(uploads::commit_upload),
         )
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))

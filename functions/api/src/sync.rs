@@ -118,7 +118,11 @@ async fn check_group_owner(
     let owner = match state.known_group_owner(log, group) {
         Some(owner) => owner,
         None => {
-            // A missing log is its 404, not a group claimed in a log that does not exist.
+            // A missing log is its 404, not a group claimed in a log that does not exist; nor
+            // in a deleted one (a pull skips the router's check of that).
+            sheetlog_core::log::purge::check_live(&*state.purge, log)
+                .await
+                .map_err(|e| ApiError::from_log(log_id, e))?;
             state
                 .log
                 .next_seq(log)
@@ -426,12 +430,38 @@ pub async fn pull(
         })?),
     };
     let from_log = |e| ApiError::from_log(&log_id, e);
-    let (next_seq, at) = state
-        .log
-        .next_seq_from(log, state.hint(log))
-        .await
-        .map_err(from_log)?;
+    // The head check is eventually consistent (0.5 RRU with a hint): most pulls find nothing
+    // new, and a stale head only makes this pull answer an older cookie, never a cookie past
+    // what it serves (docs/sync.md, "What an unchanged pull costs").
+    let (mut next_seq, at, _) = match state.log.peek_next_seq(log, state.hint(log)).await {
+        Ok(head) => head,
+        Err(e @ LogError::LogNotFound(_)) => {
+            // A deleted log's items may be gone already: its tombstone makes that a 410.
+            sheetlog_core::log::purge::check_live(&*state.purge, log)
+                .await
+                .map_err(from_log)?;
+            return Err(from_log(e));
+        }
+        Err(e) => return Err(from_log(e)),
+    };
     state.remember_hint(log, at);
+    if cookie.is_some_and(|c| c > next_seq) {
+        // An eventually consistent read can lag the one that gave out this cookie: ask strongly
+        // before telling the client its state is lost.
+        (next_seq, _) = state
+            .log
+            .next_seq_from(log, Some(at))
+            .await
+            .map_err(from_log)?;
+    }
+    if cookie != Some(next_seq) {
+        // Not skipped for a deleted log by the router, so that an unchanged pull costs only its
+        // head check: an answer that carries nothing new tells nothing of a deleted log, and
+        // once the purge is done the head check finds no log (then the tombstone is read).
+        sheetlog_core::log::purge::check_live(&*state.purge, log)
+            .await
+            .map_err(from_log)?;
+    }
     if cookie.is_some_and(|c| c > next_seq) {
         // The client has seen entries this log does not have: the server lost state.
         warn!(log = %log, ?cookie, next_seq, "pull with a cookie past the end of the log");

@@ -151,9 +151,10 @@ fn secure(mut resp: Response, upload_origin: Option<&str>, events: Option<&str>)
 pub async fn page(State(state): State<SharedState>) -> Response {
     let resp = match file("index.html") {
         Some(resp) => with_events_meta(resp, &events_meta(&state)).await,
+        // The meta tag still tells other clients (`sheetlog watch`) where the pokes are.
         None => (
             [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            NOT_BUILT,
+            NOT_BUILT.replacen("<title>", &format!("{}<title>", events_meta(&state)), 1),
         )
             .into_response(),
     };

@@ -18,13 +18,16 @@
 //!   import end to end, snapshot bytes against edits; sizes are flags.
 //! - `hot.rs` — `hot`: many simulated Replicache clients pushing to one sheet through the local
 //!   stack's API, in each write mode (`syncWrites`); every mutation checked in the read-back log.
-//! - `wire.rs` — a proxy in front of the emulator that counts DynamoDB write units on the wire.
+//! - `wire.rs` — a proxy in front of the emulator that counts DynamoDB request units on the wire.
+//! - `api_costs.rs` — part of `log`: a push of one mutation and an unchanged pull through the
+//!   HTTP API, units counted on the wire.
 //! - `chart.rs` — log-log SVG charts (plotters) for the README, also used by `examples/peers.rs`.
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
 //!
 //! Benchmarks print numbers; they never assert on timings.
 
+mod api_costs;
 mod chart;
 mod hot;
 mod import;
@@ -222,9 +225,11 @@ fn log_bench(json: bool) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(sheetlog_tests::bench_log::run(
+    let mut result = rt.block_on(sheetlog_tests::bench_log::run(
         EntryType(code),
         Bytes::from(body),
     ))?;
+    eprintln!("a push and an unchanged pull through the HTTP API…");
+    result.api = rt.block_on(api_costs::run())?;
     sheetlog_tests::bench_log::print(&result, json)
 }

@@ -1,9 +1,13 @@
-//! Counting DynamoDB write units on the wire: a loopback HTTP proxy in front of the emulator that
-//! forwards every request unchanged and, for each DynamoDB write it sees pass (PutItem,
+//! Counting DynamoDB request units on the wire: a loopback HTTP proxy in front of the emulator
+//! that forwards every request unchanged and, for each DynamoDB write it sees pass (PutItem,
 //! UpdateItem, DeleteItem, TransactWriteItems, BatchWriteItem), adds the write units AWS bills for
 //! it, from the item bytes actually sent (`sheetlog_core::aws::items::item_size`, AWS's sizing
 //! rules). Every request is counted, whatever its answer: a conditional write that fails is billed
-//! on AWS too, and so is every retry.
+//! on AWS too, and so is every retry. Reads (GetItem, Query, Scan, BatchGetItem,
+//! TransactGetItems) are counted from the items in the answer and the request's consistency; a
+//! projected read is counted at the bytes returned, which AWS bills at the whole item (every
+//! projected read in the API is of an item far under 4 KB, so the minimum unit applies either way).
+//! With `SHEETLOG_WIRE_TRACE` set, each read is printed to stderr with its table and units.
 //!
 //! Give the proxy's SDK configuration ([`WireCounter::sdk_config`]) to the code under measurement
 //! only; everything else talks to the emulator directly and is not counted.
@@ -41,6 +45,8 @@ pub struct WireCounts {
     pub write_units: AtomicU64,
     /// Items put into the Entry table (each attempt, won or lost).
     pub entry_puts: AtomicU64,
+    /// Read units, in half units (an eventually consistent read of up to 4 KB is one).
+    pub read_half_units: AtomicU64,
 }
 
 impl WireCounts {
@@ -49,6 +55,9 @@ impl WireCounts {
     }
     pub fn entry_puts(&self) -> u64 {
         self.entry_puts.load(Ordering::Relaxed)
+    }
+    pub fn read_units(&self) -> f64 {
+        self.read_half_units.load(Ordering::Relaxed) as f64 / 2.0
     }
 }
 
@@ -127,14 +136,16 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     let body = axum::body::to_bytes(body, 256 * 1024 * 1024)
         .await
         .context("request body")?;
-    if let Some(op) = parts
+    let op = parts
         .headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .and_then(|t| t.strip_prefix("DynamoDB_20120810."))
-    {
+        .map(str::to_owned);
+    if let Some(op) = &op {
         count_dynamo(p, op, &body);
     }
+    let request = body.clone();
     let path = parts
         .uri
         .path_and_query()
@@ -152,6 +163,26 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     let status = resp.status();
     let headers = resp.headers().clone();
     let bytes = resp.bytes().await.context("upstream body")?;
+    if let Some(op) = &op
+        && status.is_success()
+        && let (Ok(req), Ok(answer)) = (
+            serde_json::from_slice::<Value>(&request),
+            serde_json::from_slice::<Value>(&bytes),
+        )
+        && let Some(half) = read_request_half_units(op, &req, &answer)
+    {
+        p.counts.read_half_units.fetch_add(half, Ordering::Relaxed);
+        if std::env::var_os("SHEETLOG_WIRE_TRACE").is_some() {
+            eprintln!(
+                "wire: {op} {} consistent={} {} RRU",
+                req.get("TableName").and_then(Value::as_str).unwrap_or("-"),
+                req.get("ConsistentRead")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                half as f64 / 2.0
+            );
+        }
+    }
     let mut r = Response::new(Body::from(bytes));
     *r.status_mut() = status;
     for (name, value) in &headers {
@@ -220,6 +251,56 @@ pub fn write_request_units(op: &str, v: &Value, entry_table: &str) -> Option<(u6
                 }
             }
             Some((total, puts))
+        }
+        _ => None,
+    }
+}
+
+/// The read units of one DynamoDB read request from its answer, in half units, or `None` when
+/// `op` is not a read. A read unit covers 4 KB: a Query or Scan adds its items' sizes before
+/// rounding up, a batch or transactional get rounds each item; eventual consistency halves,
+/// a transaction doubles; a read that finds nothing still costs the minimum.
+pub fn read_request_half_units(op: &str, req: &Value, answer: &Value) -> Option<u64> {
+    const UNIT: u64 = 4096;
+    let strong = |v: &Value| v.get("ConsistentRead").and_then(Value::as_bool) == Some(true);
+    let half = |bytes: u64, strong: bool| bytes.div_ceil(UNIT).max(1) * if strong { 2 } else { 1 };
+    let sum = |items: Option<&Value>| -> u64 {
+        items
+            .and_then(Value::as_array)
+            .map_or(0, |a| a.iter().map(json_item_size).sum())
+    };
+    match op {
+        "GetItem" => Some(half(
+            answer.get("Item").map_or(0, json_item_size),
+            strong(req),
+        )),
+        "Query" | "Scan" => Some(half(sum(answer.get("Items")), strong(req))),
+        "BatchGetItem" => {
+            let mut total = 0;
+            for (table, items) in answer.get("Responses")?.as_object()? {
+                let consistent = req
+                    .pointer(&format!("/RequestItems/{table}"))
+                    .is_some_and(strong);
+                for item in items.as_array()? {
+                    total += half(json_item_size(item), consistent);
+                }
+            }
+            Some(total)
+        }
+        "TransactGetItems" => {
+            let responses = answer.get("Responses").and_then(Value::as_array);
+            let n = req.get("TransactItems").and_then(Value::as_array)?.len();
+            Some(
+                (0..n)
+                    .map(|i| {
+                        let item = responses
+                            .and_then(|r| r.get(i))
+                            .and_then(|r| r.get("Item"))
+                            .map_or(0, json_item_size);
+                        half(item, true) * 2
+                    })
+                    .sum(),
+            )
         }
         _ => None,
     }
@@ -310,5 +391,24 @@ mod tests {
             write_request_units("Query", &json!({"TableName": "t-entry"}), "t-entry"),
             None
         );
+    }
+
+    #[test]
+    fn a_read_is_billed_per_4_kb_half_when_eventually_consistent() {
+        let small = json!({"Items": [{"s": {"B": "AAAA"}}]});
+        let eventual = json!({"TableName": "t-entry", "Limit": 1});
+        let strong = json!({"TableName": "t-entry", "ConsistentRead": true});
+        assert_eq!(read_request_half_units("Query", &eventual, &small), Some(1));
+        assert_eq!(read_request_half_units("Query", &strong, &small), Some(2));
+        // Nothing found still costs the minimum.
+        assert_eq!(
+            read_request_half_units("GetItem", &strong, &json!({})),
+            Some(2)
+        );
+        // 5 KB over two items of a Query: two units, halved.
+        let big = "x".repeat(2500);
+        let two = json!({"Items": [{"b": {"S": big}}, {"b": {"S": big}}]});
+        assert_eq!(read_request_half_units("Query", &eventual, &two), Some(2));
+        assert_eq!(read_request_half_units("PutItem", &eventual, &small), None);
     }
 }

@@ -9,6 +9,8 @@
 //! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `sigv4.rs` — SigV4 signing for an API with IAM authorization
+//! - `watch.rs` — `sheetlog watch`: the sheet's pokes over the AppSync Events real-time
+//!   protocol, entries read on each poke, polling while there is no channel
 //!
 //! The binary (`main.rs`) parses the arguments and also runs the local stack (`sheetlog dev`).
 
@@ -16,3 +18,4 @@ pub mod api;
 pub mod commands;
 pub mod local_auth;
 pub mod sigv4;
+pub mod watch;

@@ -116,6 +116,20 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         from: u64,
     },
+    /// Print the log's entries as they land, one line each (`--json`: one object per line), from
+    /// its head now; subscribes to the sheet's pokes and polls while there are none. Ctrl-C ends.
+    Watch {
+        log: String,
+        /// Start at this sequence instead of the head (entries since then are printed first).
+        #[arg(long)]
+        from: Option<u64>,
+        /// Seconds between reads of the log while no poke channel is up.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        poll_secs: u64,
+        /// Ignore the Event API and poll.
+        #[arg(long)]
+        poll_only: bool,
+    },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
     Dev(DevArgs),
     /// Mint a token from the local stack's issuer (`./scripts/dev --auth jwt`): prints a JWT for
@@ -261,7 +275,7 @@ async fn run(
             }
         }
     };
-    let api = Api::new(&api_url, auth).await?;
+    let api = Api::new(&api_url, auth.clone()).await?;
     // What an append printed: its sequence, or the answer as JSON.
     let appended = |v: Value| {
         if json {
@@ -415,30 +429,49 @@ async fn run(
             }
             Ok(())
         }
-        Command::History { log, from } => commands::read_log(&api, &log, from, |e| {
-            if json {
-                out(
-                    &json!({"seq": e["seq"], "created": e["created"], "type": e["type"],
-                        "summary": commands::describe(e)})
-                    .to_string(),
-                )
-            } else {
-                out(&format!(
-                    "{:>8}  {}  {}",
-                    e["seq"],
-                    e["created"].as_str().unwrap_or(""),
-                    commands::describe(e)
-                ))
-            }
-        })
-        .await
-        .map(|_| ()),
+        Command::History { log, from } => {
+            commands::read_log(&api, &log, from, |e| history_line(e, json))
+                .await
+                .map(|_| ())
+        }
+        Command::Watch {
+            log,
+            from,
+            poll_secs,
+            poll_only,
+        } => {
+            let opts = sheetlog::watch::WatchOptions {
+                log,
+                from,
+                poll: Duration::from_secs(poll_secs),
+                poll_only,
+            };
+            sheetlog::watch::watch(&api, &auth, opts, |e| history_line(e, json)).await
+        }
         Command::Cat { log, from } => commands::read_log(&api, &log, from, |e| out(&e.to_string()))
             .await
             .map(|_| ()),
         Command::Dev(_) | Command::DevToken(_) => {
             Err(CliError::Other("dev and dev-token run on their own".into()))
         }
+    }
+}
+
+/// One entry as `history` and `watch` print it: sequence, time, what it did (or JSON).
+fn history_line(e: &Value, json: bool) -> Result<(), CliError> {
+    if json {
+        out(
+            &json!({"seq": e["seq"], "created": e["created"], "type": e["type"],
+                        "summary": commands::describe(e)})
+            .to_string(),
+        )
+    } else {
+        out(&format!(
+            "{:>8}  {}  {}",
+            e["seq"],
+            e["created"].as_str().unwrap_or(""),
+            commands::describe(e)
+        ))
     }
 }
 

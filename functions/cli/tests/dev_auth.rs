@@ -332,3 +332,75 @@ async fn a_token_for_one_sheet_reaches_no_other() -> anyhow::Result<()> {
     assert_eq!(v["error"]["code"], "log-deleted", "{v}");
     Ok(())
 }
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next message of the local Event API that is not a keep-alive, within 5 s.
+async fn next_event_message(ws: &mut Ws) -> anyhow::Result<Value> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .map_err(|_| anyhow::anyhow!("no message within 5 s"))?
+            .ok_or_else(|| anyhow::anyhow!("the connection closed"))??;
+        if let Message::Text(t) = m {
+            let v: Value = serde_json::from_str(t.as_str())?;
+            if v["type"] != "ka" {
+                return Ok(v);
+            }
+        }
+    }
+}
+
+/// A subscription to the dev stack's Event API as the web page makes it: the token in the
+/// connection's `header-…` subprotocol and in the subscribe message's authorization. The
+/// answer: `subscribe_success` or `subscribe_error`.
+async fn subscribe_as(dev: &DevStack, token: &str, channel: &str) -> anyhow::Result<Value> {
+    use base64::Engine;
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let host = dev.base.trim_start_matches("http://").to_owned();
+    let auth = json!({"host": host, "Authorization": format!("Bearer {token}")});
+    let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(auth.to_string());
+    let mut req = format!("ws://{host}/event/realtime").into_client_request()?;
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        format!("aws-appsync-event-ws, header-{header}").parse()?,
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
+    ws.send(Message::Text(
+        json!({"type": "connection_init"}).to_string().into(),
+    ))
+    .await?;
+    let ack = next_event_message(&mut ws).await?;
+    anyhow::ensure!(ack["type"] == "connection_ack", "{ack}");
+    let subscribe = json!({"type": "subscribe", "id": "s1", "channel": channel,
+                           "authorization": auth});
+    ws.send(Message::Text(subscribe.to_string().into())).await?;
+    next_event_message(&mut ws).await
+}
+
+/// The local Event API runs the deployed onSubscribe rule (`ChannelAccess`): a token that
+/// grants sheet X joins X's poke channel and is refused Y's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_for_one_sheet_cannot_subscribe_to_another_sheets_pokes() -> anyhow::Result<()> {
+    let dev = DevStack::start("auth-pokes").await?;
+    let admin = dev.token("admin", &["*"]).await?;
+    let x = dev.create_log(&admin).await?;
+    let y = dev.create_log(&admin).await?;
+    let reader = dev.token("reader", &[&format!("{x}:read")]).await?;
+
+    let ok = subscribe_as(&dev, &reader, &format!("/sheets/{x}")).await?;
+    assert_eq!(ok, json!({"type": "subscribe_success", "id": "s1"}));
+    let refused = subscribe_as(&dev, &reader, &format!("/sheets/{y}")).await?;
+    assert_eq!(refused["type"], "subscribe_error", "{refused}");
+    assert_eq!(refused["id"], "s1", "{refused}");
+    // A token that is not the issuer's is refused even the channel it names.
+    let real = IssuerKey::load(&dev.key_dir.path().join("issuer-key.json"))?;
+    let forged = IssuerKey::generate(&real.issuer, &real.access_claim)?.mint("eve", &x, 600)?;
+    let refused = subscribe_as(&dev, &forged, &format!("/sheets/{x}")).await?;
+    assert_eq!(refused["type"], "subscribe_error", "{refused}");
+    Ok(())
+}

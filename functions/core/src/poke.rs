@@ -464,12 +464,73 @@ mod tests {
         assert_eq!(poker.poke(log, 5).await, Poked::Coalesced);
     }
 
+    /// Log lines written while capturing, shared with the test.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut b) = self.0.lock() {
+                b.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        /// The `metric` events logged so far, as `(name, value, unit)`. Outside Lambda,
+        /// [`crate::telemetry::metric`] logs each value as a debug event with these fields
+        /// (in Lambda the same call prints an EMF line, tested in `telemetry`).
+        fn metrics(&self) -> Vec<(String, f64, String)> {
+            let text = self
+                .0
+                .lock()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| v["fields"]["message"] == "metric")
+                .map(|v| {
+                    let f = &v["fields"];
+                    (
+                        f["metric"].as_str().unwrap_or_default().to_owned(),
+                        f["value"].as_f64().unwrap_or_default(),
+                        f["unit"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        }
+    }
+
+    /// Captures this thread's log events (a `#[tokio::test]` runs on one thread) until dropped.
+    fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || writer.clone())
+            .finish();
+        (out, tracing::subscriber::set_default(subscriber))
+    }
+
     #[tokio::test]
-    async fn a_failed_publish_is_reported_not_raised() {
+    async fn a_failed_publish_is_reported_not_raised_and_counted() {
+        let (logs, _guard) = capture();
         let (rec, poker) = poker(100);
-        rec.fail.store(true, std::sync::atomic::Ordering::SeqCst);
         let log = LogId::new_random();
+        assert_eq!(poker.poke(log, 2).await, Poked::Sent { seq: 2, ok: true });
+        assert_eq!(logs.metrics(), vec![], "a published poke counts no error");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        rec.fail.store(true, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(poker.poke(log, 3).await, Poked::Sent { seq: 3, ok: false });
+        assert_eq!(
+            logs.metrics(),
+            vec![(PUBLISH_ERRORS_METRIC.to_owned(), 1.0, "Count".to_owned())]
+        );
     }
 
     #[derive(Debug)]
@@ -487,9 +548,14 @@ mod tests {
     async fn a_hanging_publish_is_given_up_after_the_timeout() {
         let mut cfg = PokeConfig::new("http://x/event");
         cfg.timeout = Duration::from_millis(20);
+        let (logs, _guard) = capture();
         let poker = Poker::new(Arc::new(Hangs), &cfg);
         let log = LogId::new_random();
         assert_eq!(poker.poke(log, 1).await, Poked::Sent { seq: 1, ok: false });
+        assert_eq!(
+            logs.metrics(),
+            vec![(PUBLISH_ERRORS_METRIC.to_owned(), 1.0, "Count".to_owned())]
+        );
     }
 
     #[test]

@@ -712,3 +712,37 @@ async fn a_put_retried_after_a_lost_response_is_not_appended_twice() -> anyhow::
     assert_eq!(all.entries.len(), 2, "snapshot entry plus exactly one copy");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_pulls_head_check_with_a_hint_costs_half_a_read_and_never_leads_the_log()
+-> anyhow::Result<()> {
+    let stack = TestStack::new("peek").await?;
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    let a = log
+        .append(id, body("one"), AppendOptions::default())
+        .await?;
+    let (cold, hint, units) = log.peek_next_seq(id, None).await?;
+    assert_eq!(units.read, 1.0, "without a hint: two eventual queries");
+    assert!(cold <= a.seq + 1, "{cold} leads the log ({})", a.seq + 1);
+    let (warm, _, units) = log.peek_next_seq(id, Some(hint)).await?;
+    assert_eq!(units.read, 0.5, "with a hint: one eventual query");
+    assert!(warm <= a.seq + 1);
+    // Past a segment boundary the stale hint is followed, still without a strong read.
+    let started = log.start_segment(id).await?;
+    let b = log
+        .append(
+            id,
+            body("two"),
+            AppendOptions {
+                expected_seq: None,
+                segment_hint: Some(started.hint),
+            },
+        )
+        .await?;
+    let (next, at, _) = log.peek_next_seq(id, Some(hint)).await?;
+    assert!(next <= b.seq + 1);
+    assert_eq!(log.next_seq(id).await?.0, b.seq + 1);
+    assert!(at.segment >= hint.segment);
+    Ok(())
+}

@@ -16,6 +16,7 @@ mod local_stack_matches_template;
 mod log_delete;
 mod memory;
 mod pipeline;
+mod pokes;
 mod rebase;
 mod rebuild;
 mod snapshot_s3;

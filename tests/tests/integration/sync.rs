@@ -1,6 +1,6 @@
 //! Sync clients on the emulator: `mutations` entries and their range items in one transaction,
 //! read back raw over the wire; Replicache push and pull through the API; the client queries.
-//! The real Replicache client runs against the same routes in `clients/replicache-test`.
+//! The real Replicache client runs against the same routes in `clients/replicache` (`./scripts/test-sync-client`).
 
 use std::sync::Arc;
 

@@ -359,6 +359,27 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
         Ok((head.next_seq(), head.at))
     }
 
+    /// The log's next sequence as an eventually consistent read shows it, for a pull's head check:
+    /// one eventually consistent Query of the hinted segment's newest entry, 0.5 RRU for an entry
+    /// item up to 4 KB (two, 1 RRU, without a hint). Also the hint for the next call.
+    ///
+    /// The answer may lag the log (never lead it): every sequence below it is committed, so a
+    /// reader that serves entries up to it serves only committed ones, but a newer entry may not
+    /// show yet. A caller that must not miss one (an append's condition, a push's range check)
+    /// reads strongly instead; docs/sync.md ("What an unchanged pull costs") has why a pull may
+    /// use this one.
+    pub async fn peek_next_seq(
+        &self,
+        log: LogId,
+        hint: Option<SegmentHint>,
+    ) -> Result<(u64, SegmentHint, RequestUnits), LogError> {
+        let mut units = RequestUnits::default();
+        let head = self
+            .head(log, hint, Consistency::Eventual, &mut units)
+            .await?;
+        Ok((head.next_seq(), head.at, units))
+    }
+
     /// Finds the newest entry, starting from a hint or the newest segment, following End Segment
     /// entries into the next segment (a stale hint or an eventually consistent segment read).
     pub(super) async fn head(

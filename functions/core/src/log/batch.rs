@@ -30,6 +30,11 @@ use crate::ports::{
 use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_RUNS_PER_ENTRY, MutationBatch, Mutations};
 
+/// The most a batch body spends on its run count (a varint of at most [`MAX_RUNS_PER_ENTRY`]).
+const BATCH_FRAME_BYTES: usize = 2;
+/// The most a batch body spends framing one run: its version and its length, as varints.
+const BATCH_RUN_FRAME_BYTES: usize = 3 + 5;
+
 /// One client's mutations (ids ascending) in a batch of pushes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientPush {
@@ -152,7 +157,8 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             // before it in the entry (`before`).
             let mut runs: Vec<(usize, Mutations, bool)> = Vec::new();
             let mut before: Vec<Event> = Vec::new();
-            let mut bytes = 0usize;
+            let mut bytes = BATCH_FRAME_BYTES;
+            let budget = MAX_RUN_BODY_BYTES.min(self.cfg.max_body_bytes);
             for (i, (push, slot)) in pushes.iter().zip(slots.iter_mut()).enumerate() {
                 if slot.done.is_some() {
                     continue;
@@ -175,9 +181,11 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
                         continue;
                     }
                 };
-                let size = run.encode().2.len();
+                // Each run alone is within the entry-size rule (`build_run`); together they must
+                // be too, framing included, or `place_body` would refuse the whole entry.
+                let size = run.encode().2.len() + BATCH_RUN_FRAME_BYTES;
                 if !runs.is_empty()
-                    && (bytes + size > MAX_RUN_BODY_BYTES
+                    && (bytes + size > budget
                         || runs.len() >= MAX_RUNS_PER_ENTRY.min(MAX_RANGES_PER_TRANSACTION))
                 {
                     continue;

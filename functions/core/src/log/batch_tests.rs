@@ -290,3 +290,55 @@ async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
         assert_eq!(ids, (1..=10).collect::<Vec<_>>(), "client {client}");
     }
 }
+
+/// A `set` of `cells` cells of 100 bytes each (about 110 bytes a cell encoded).
+fn wide_set(cells: usize) -> Event {
+    let cells: Vec<_> = (0..cells)
+        .map(|i| serde_json::json!({"ref": format!("A{}", i + 1), "value": "x".repeat(100)}))
+        .collect();
+    Event::from_parts("set", serde_json::json!({ "cells": cells })).unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_under_a_low_entry_limit_splits_so_no_entry_exceeds_it() {
+    let limit = 40 * 1024;
+    let cfg = LogConfig {
+        max_body_bytes: limit,
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).unwrap();
+    let id = log.create().await.unwrap().log;
+    // Six clients with one mutation of about 16 KB each: every run fits the limit alone, two
+    // fit together, three do not.
+    let pushes: Vec<ClientPush> = (0..6)
+        .map(|c| ClientPush {
+            group: format!("g-{c}"),
+            client: format!("c{c}"),
+            mutations: vec![PushedMutation {
+                id: 1,
+                event: Ok(wide_set(150)),
+                base: None,
+            }],
+        })
+        .collect();
+    let out = log.push_batch(id, &pushes, None).await.unwrap();
+    assert!(
+        out.clients
+            .iter()
+            .all(|c| matches!(c, ClientResult::Done { last: 1, .. })),
+        "{:?}",
+        out.clients
+    );
+    assert!(out.appended.len() >= 3, "{} entries", out.appended.len());
+    let page = log.read_since(id, 0, 100).await.unwrap();
+    for e in &page.entries {
+        assert!(
+            e.body.len() <= limit,
+            "entry {} is {} bytes",
+            e.seq,
+            e.body.len()
+        );
+    }
+    let (seen, _) = applied(&log, id).await;
+    assert_eq!(seen.len(), 6);
+}

@@ -1,0 +1,165 @@
+//! The sync routes' DynamoDB request units through the HTTP API, for `./scripts/bench log`: a
+//! Replicache push of one mutation and an unchanged pull, sent to the real router on a loopback
+//! port over a fresh emulator stack, with every DynamoDB request the API makes counted on the
+//! wire (`wire.rs`). Unlike the `push_one_mutation_*` keys (the core's `push_run` alone), these
+//! include everything the route reads around it.
+
+use std::sync::Arc;
+
+use anyhow::{Context, ensure};
+use serde_json::{Value, json};
+use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_core::config::LogConfig;
+use sheetlog_pipeline::create_local_stack;
+use sheetlog_tests::Emulator;
+use sheetlog_tests::bench_log::ApiSyncCosts;
+use sheetlog_tests::emulator::unique_prefix;
+use tokio::task::JoinHandle;
+
+use crate::wire::WireCounter;
+
+/// One API process: its router served on a loopback port. A new one has no segment hints.
+struct Api {
+    base: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(
+    sdk: &aws_config::SdkConfig,
+    local: &sheetlog_pipeline::LocalStack,
+) -> anyhow::Result<Api> {
+    let state = AppState::from_sdk(
+        sdk,
+        &local.resources,
+        LogConfig::default(),
+        ApiConfig::default(),
+    )?;
+    let app = sheetlog_api::router(Arc::new(state));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(Api { base, task })
+}
+
+struct Client {
+    http: reqwest::Client,
+    group: &'static str,
+    id: &'static str,
+}
+
+impl Client {
+    async fn post(&self, url: String, body: Value) -> anyhow::Result<Value> {
+        let v: Value = self
+            .http
+            .post(&url)
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        ensure!(v.get("error").is_none(), "{url} answered {v}");
+        Ok(v)
+    }
+
+    async fn push(&self, api: &Api, log: &str, id: u64) -> anyhow::Result<()> {
+        let mutation = json!({"id": id, "clientID": self.id, "name": "set",
+            "args": {"cells": [{"ref": "B7", "value": 42}]}, "timestamp": id as f64});
+        self.post(
+            format!("{}/logs/{log}/replicache/push", api.base),
+            json!({"pushVersion": 1, "clientGroupID": self.group, "mutations": [mutation],
+                "profileID": "bench-log", "schemaVersion": ""}),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Pulls from `cookie`; the new cookie.
+    async fn pull(&self, api: &Api, log: &str, cookie: Value) -> anyhow::Result<Value> {
+        let v = self
+            .post(
+                format!("{}/logs/{log}/replicache/pull", api.base),
+                json!({"pullVersion": 1, "clientGroupID": self.group, "cookie": cookie,
+                    "profileID": "bench-log", "schemaVersion": ""}),
+            )
+            .await?;
+        v.get("cookie")
+            .cloned()
+            .context("a pull answered no cookie")
+    }
+}
+
+/// Measures the sync routes' units (each on a stack of its own).
+pub async fn run() -> anyhow::Result<ApiSyncCosts> {
+    let emulator = Emulator::start()?;
+    let sdk = emulator.sdk_config().await;
+    let local = create_local_stack(&sdk, &unique_prefix("bench-api")).await?;
+    let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
+    let counted = wire.sdk_config(&sdk);
+    let api = serve(&counted, &local).await?;
+    // Replicache's ids are 18 to 20 characters.
+    let client = Client {
+        http: reqwest::Client::new(),
+        group: "9r0v4e2kqbdv6s5m1h3c",
+        id: "b8t2n6x0f4z7c1q9w3e5",
+    };
+    let created: Value = client
+        .http
+        .post(format!("{}/logs", api.base))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let log = created
+        .get("logId")
+        .and_then(Value::as_str)
+        .context("POST /logs answered no logId")?
+        .to_owned();
+    let units = || (wire.counts.read_units(), wire.counts.write_units() as f64);
+    let since = |(r0, w0): (f64, f64)| {
+        let (r, w) = units();
+        (r - r0, w - w0)
+    };
+
+    // The client's first push (it joins its group), and a pull to catch up: this API process
+    // now holds the log's segment hint, as a warm Lambda does.
+    client.push(&api, &log, 1).await?;
+    let cookie = client.pull(&api, &log, Value::Null).await?;
+    let before = units();
+    client.push(&api, &log, 2).await?;
+    let (push_rru, push_wru) = since(before);
+
+    let cookie = client.pull(&api, &log, cookie).await?;
+    let before = units();
+    let idle = client.pull(&api, &log, cookie.clone()).await?;
+    let (idle_rru, _) = since(before);
+    ensure!(idle == cookie, "an unchanged pull moved the cookie");
+
+    // A fresh API process (a cold Lambda): no hint yet.
+    let cold = serve(&counted, &local).await?;
+    let before = units();
+    client.pull(&cold, &log, cookie).await?;
+    let (idle_cold_rru, _) = since(before);
+    let before = units();
+    client
+        .push(&serve(&counted, &local).await?, &log, 3)
+        .await?;
+    let (push_cold_rru, push_cold_wru) = since(before);
+    Ok(ApiSyncCosts {
+        api_push_one_mutation_rru: push_rru,
+        api_push_one_mutation_wru: push_wru,
+        api_push_one_mutation_cold_rru: push_cold_rru,
+        api_push_one_mutation_cold_wru: push_cold_wru,
+        idle_pull_rru: idle_rru,
+        idle_pull_cold_rru: idle_cold_rru,
+    })
+}

@@ -1,0 +1,254 @@
+"""Docs that cannot drift: checks README.md and docs/*.md against the tree.
+
+Run by ./scripts/check-docs (part of ./scripts/test). It fails when
+- a figure names a bench JSON key (`key` = 1.5 in prose, or a table row whose cell lists the
+  keys) and disagrees with the committed bench output docs/bench/<bench>.json;
+- a sentence states a push's or a pull's cost in request units without naming the bench key it
+  comes from (a key of a bench whose output is not committed names its source but is not compared);
+- a doc names a repository path (a link, or a backticked path under a top-level folder) that does
+  not exist;
+- a doc names a DynamoDB table the stack does not have, or counts "the N tables" wrongly;
+- a doc names a CDK setting (`-c key=…`, or a row of docs/deploy.md's configuration table) that
+  cdk/lib/config.ts does not read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+NUMBER_WORDS = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+}
+TOP_DIRS = ("functions", "cdk", "docs", "scripts", "tests", "web", "clients")
+# Words before "table" that are not table names.
+NOT_TABLES = {
+    "The", "A", "An", "Each", "Every", "This", "That", "One", "Any", "Its", "Which", "DynamoDB",
+    "Another", "No", "Global", "Markdown", "Same", "New", "Restored", "Source", "Target",
+}
+KEY = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"
+NUM = r"-?\d[\d,]*(?:\.\d+)?"
+UNIT = r"(?:RRU|WRU|read units?|write units?)"
+
+
+@dataclass
+class Facts:
+    """What the docs are checked against."""
+
+    bench: dict[str, float]
+    tables: set[str]
+    settings: set[str]
+    exists: object  # callable: str -> bool (a repository path)
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def agrees(doc: str, value: float) -> bool:
+    """A documented figure agrees when it is the JSON value at the figure's precision."""
+    decimals = len(doc.split(".")[1]) if "." in doc else 0
+    return abs(round(value, decimals) - number(doc)) < 1e-9 or abs(value - number(doc)) < 1e-9
+
+
+def blocks(text: str) -> list[tuple[int, str]]:
+    """The prose of a Markdown file as (first line, text): each paragraph or list item joined
+    into one line (docs are hard-wrapped), each table row on its own; code blocks left out."""
+    out: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 0
+    in_code = False
+
+    def flush() -> None:
+        if current:
+            out.append((start, " ".join(current)))
+            current.clear()
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            flush()
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        if not stripped or stripped.startswith("#"):
+            flush()
+            if stripped:
+                out.append((lineno, stripped))
+            continue
+        if stripped.startswith("|"):
+            flush()
+            out.append((lineno, stripped))
+            continue
+        if re.match(r"^([-*+]|\d+\.) ", stripped):
+            flush()
+        if not current:
+            start = lineno
+        current.append(stripped)
+    flush()
+    return out
+
+
+def check_text(name: str, text: str, facts: Facts) -> list[str]:
+    errors: list[str] = []
+    for lineno, line in blocks(text):
+        where = f"{name}:{lineno}"
+        errors += check_figures(where, line, facts)
+        errors += check_tables(where, line, facts)
+        errors += check_settings(where, line, facts)
+        errors += check_paths(where, name, line, facts)
+    return errors
+
+
+def check_figures(where: str, line: str, facts: Facts) -> list[str]:
+    errors = []
+    for key, doc in re.findall(rf"`({KEY})` = ({NUM})", line):
+        if key in facts.bench and not agrees(doc, facts.bench[key]):
+            errors.append(f"{where}: `{key}` = {doc}, but the bench output says {facts.bench[key]}")
+    if line.startswith("|"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        keys = [k for c in cells for k in re.findall(rf"`({KEY})`", c) if k in facts.bench]
+        key_cells = [c for c in cells if re.fullmatch(rf"(?:`{KEY}`[,; ]*)+", c)]
+        if keys and key_cells:
+            text = " ".join(c for c in cells if c not in key_cells)
+            for key in keys:
+                unit = {"rru": "RRU", "wru": "WRU", "bytes": "bytes"}.get(key.rsplit("_", 1)[-1])
+                pattern = rf"({NUM}) {unit}" if unit else rf"({NUM})"
+                found = re.findall(pattern, text)
+                if not any(agrees(f, facts.bench[key]) for f in found):
+                    errors.append(
+                        f"{where}: the row names `{key}` ({facts.bench[key]}) but states {found or 'no figure'}"
+                    )
+    # A push's or pull's cost with no bench key in the same sentence.
+    for sentence in [line] if line.startswith("|") else re.split(r"(?<=[.;])\s+", line):
+        if re.search(r"\b(push|pull)", sentence, re.I) and re.search(rf"{NUM} ?{UNIT}", sentence):
+            # Any key counts as named; only those in committed output can be compared.
+            named = re.findall(rf"`({KEY})`", sentence)
+            if not named:
+                errors.append(f"{where}: a push or pull cost without a bench key: {sentence.strip()[:100]}")
+    return errors
+
+
+def check_tables(where: str, line: str, facts: Facts) -> list[str]:
+    errors = []
+    for word in re.findall(r"\bthe (\w+) (?:DynamoDB )?tables\b", line, re.I):
+        n = NUMBER_WORDS.get(word.lower())
+        if n is not None and n != len(facts.tables):
+            errors.append(f"{where}: \"the {word} tables\", but the stack has {len(facts.tables)}")
+    for name in re.findall(r"\b((?:[A-Z][a-z]+ )*[A-Z][a-z]+) table\b", line):
+        words = name.split(" ")
+        while words and words[0] in NOT_TABLES:
+            words = words[1:]
+        if not words:
+            continue
+        candidate = " ".join(words)
+        if candidate not in facts.tables:
+            errors.append(f"{where}: the {candidate} table is not one of the stack's ({', '.join(sorted(facts.tables))})")
+    return errors
+
+
+def check_settings(where: str, line: str, facts: Facts) -> list[str]:
+    errors = []
+    for key in re.findall(r"-c ([A-Za-z][A-Za-z0-9]*)=", line):
+        if key != "key" and key not in facts.settings:
+            errors.append(f"{where}: -c {key}= is not a setting (cdk/lib/config.ts)")
+    return errors
+
+
+def check_settings_table(name: str, text: str, facts: Facts) -> list[str]:
+    """docs/deploy.md's configuration table: every key row names a setting, and every setting has a row."""
+    section = text.split("## Configuration", 1)
+    if len(section) < 2:
+        return [f"{name}: no Configuration section"]
+    rows = re.findall(r"^\| `([A-Za-z0-9]+)` \|", section[1].split("\n## ", 1)[0], re.M)
+    errors = [f"{name}: the configuration table lists `{k}`, which cdk/lib/config.ts does not read" for k in rows if k not in facts.settings]
+    errors += [f"{name}: the configuration table has no row for `{k}`" for k in sorted(facts.settings - set(rows))]
+    return errors
+
+
+def check_paths(where: str, doc: str, line: str, facts: Facts) -> list[str]:
+    errors = []
+    base = str(Path(doc).parent)
+    candidates = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", line):
+        if re.match(r"^[a-z]+:|^#|^mailto:", target):
+            continue
+        target = target.split("#", 1)[0]
+        if target:
+            candidates.append(str(Path(base) / target) if base != "." else target)
+    for token in re.findall(r"`([^`\s]+)`", line):
+        if token.split("/", 1)[0] in TOP_DIRS and "/" in token:
+            candidates.append(re.sub(r":\d+(-\d+)?$", "", token.split("#", 1)[0]))
+    for path in candidates:
+        if re.search(r"[<>*{}…$]|\.\.\.", path):
+            continue
+        if not facts.exists(path):
+            errors.append(f"{where}: {path} does not exist")
+    return errors
+
+
+def repo_facts(root: Path) -> Facts:
+    bench: dict[str, float] = {}
+    for f in sorted((root / "docs" / "bench").glob("*.json")):
+        for k, v in json.loads(f.read_text()).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                bench[k] = float(v)
+    stack = (root / "cdk" / "lib" / "sheetlog-stack.ts").read_text()
+    ids = re.search(r"export const LOGICAL_IDS = \{(.*?)\}", stack, re.S)
+    tables = set()
+    for logical in re.findall(r"'(\w+)Table'", ids.group(1) if ids else ""):
+        tables.add(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", logical))
+    config = (root / "cdk" / "lib" / "config.ts").read_text()
+    keys = re.search(r"CONFIG_CONTEXT_KEYS = \[(.*?)\]", config, re.S)
+    settings = set(re.findall(r"'(\w+)'", keys.group(1) if keys else ""))
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    known = set(tracked)
+    for f in tracked:
+        parts = f.split("/")
+        known.update("/".join(parts[:i]) for i in range(1, len(parts)))
+
+    def exists(path: str) -> bool:
+        p = str(Path(path)).rstrip("/")
+        if p in known or (root / p).exists():
+            return True
+        # Build outputs and other ignored paths the docs may name (web/dist, target/…).
+        return any(
+            subprocess.run(["git", "check-ignore", "-q", "--no-index", q], cwd=root).returncode == 0
+            for q in (p, p + "/")
+        )
+
+    return Facts(bench=bench, tables=tables, settings=settings, exists=exists)
+
+
+def main() -> int:
+    root = Path(__file__).resolve().parents[2]
+    facts = repo_facts(root)
+    if not facts.bench:
+        print("docs check: no bench output in docs/bench/", file=sys.stderr)
+        return 1
+    errors: list[str] = []
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        rel = str(doc.relative_to(root))
+        text = doc.read_text()
+        errors += check_text(rel, text, facts)
+        if rel == "docs/deploy.md":
+            errors += check_settings_table(rel, text, facts)
+    for e in errors:
+        print(e, file=sys.stderr)
+    if errors:
+        print(f"docs check: {len(errors)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"docs check: {len(facts.bench)} bench figures, {len(facts.tables)} tables, {len(facts.settings)} settings known; no drift")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
