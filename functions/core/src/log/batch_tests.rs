@@ -291,14 +291,6 @@ async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
     }
 }
 
-/// A `set` of `cells` cells of 100 bytes each (about 110 bytes a cell encoded).
-fn wide_set(cells: usize) -> Event {
-    let cells: Vec<_> = (0..cells)
-        .map(|i| serde_json::json!({"ref": format!("A{}", i + 1), "value": "x".repeat(100)}))
-        .collect();
-    Event::from_parts("set", serde_json::json!({ "cells": cells })).unwrap()
-}
-
 #[tokio::test]
 async fn a_batch_under_a_low_entry_limit_splits_so_no_entry_exceeds_it() {
     let limit = 40 * 1024;
@@ -316,8 +308,9 @@ async fn a_batch_under_a_low_entry_limit_splits_so_no_entry_exceeds_it() {
             client: format!("c{c}"),
             mutations: vec![PushedMutation {
                 id: 1,
-                event: Ok(wide_set(150)),
+                event: Ok(super::clients_tests::big_set(150)),
                 base: None,
+                then: Vec::new(),
             }],
         })
         .collect();

@@ -364,7 +364,7 @@ async fn push_all_replay<S: LogStore, P: PayloadStore>(
 }
 
 /// A `set` of `cells` cells of 100-character strings: about `cells * 110` bytes of body.
-fn big_set(cells: usize) -> Event {
+pub(super) fn big_set(cells: usize) -> Event {
     let cells: Vec<_> = (0..cells)
         .map(|i| serde_json::json!({"ref": format!("A{}", i + 1), "value": "x".repeat(100)}))
         .collect();
