@@ -280,8 +280,22 @@ impl Drop for TestApi {
     }
 }
 
-/// The string at a JSON pointer (`/logId`, `/error/message`). A missing or mistyped field fails
-/// the test with the pointer and the whole response, rather than becoming `""`.
+/// `POST /logs` on the API at `base` (no trailing slash): the new log's id.
+pub async fn create_log(http: &reqwest::Client, base: &str) -> anyhow::Result<String> {
+    let created: serde_json::Value = http
+        .post(format!("{base}/logs"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    created
+        .get("logId")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("POST /logs answered no logId: {created}"))
+}
+
 /// `POST /logs/{log}/entries` with a JSON body: the status and the JSON answer.
 pub async fn post_entry(
     c: &ApiClient,
@@ -298,6 +312,8 @@ pub async fn post_entry(
     Ok((status, r.json().await?))
 }
 
+/// The string at a JSON pointer (`/logId`, `/error/message`). A missing or mistyped field fails
+/// the test with the pointer and the whole response, rather than becoming `""`.
 pub fn json_str<'a>(v: &'a serde_json::Value, pointer: &str) -> &'a str {
     v.pointer(pointer)
         .and_then(serde_json::Value::as_str)

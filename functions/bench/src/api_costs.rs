@@ -111,19 +111,7 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         group: "9r0v4e2kqbdv6s5m1h3c",
         id: "b8t2n6x0f4z7c1q9w3e5",
     };
-    let created: Value = client
-        .http
-        .post(format!("{}/logs", api.base))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let log = created
-        .get("logId")
-        .and_then(Value::as_str)
-        .context("POST /logs answered no logId")?
-        .to_owned();
+    let log = sheetlog_tests::api::create_log(&client.http, &api.base).await?;
     let units = || (wire.counts.read_units(), wire.counts.write_units() as f64);
     let since = |(r0, w0): (f64, f64)| {
         let (r, w) = units();

@@ -503,18 +503,7 @@ pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(1024)
         .build()?;
-    let created: Value = http
-        .post(format!("{}/logs", stack.base))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let log = created
-        .get("logId")
-        .and_then(Value::as_str)
-        .context("POST /logs answered no logId")?
-        .to_owned();
+    let log = sheetlog_tests::api::create_log(&http, &stack.base).await?;
     let writes_before = stack.wire.counts.write_units();
     let entry_puts_before = stack.wire.counts.entry_puts();
     let start = Instant::now();
