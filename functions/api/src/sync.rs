@@ -646,13 +646,9 @@ fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
         }
         EntryBody::Mutations(_) | EntryBody::Batch(_) => {
             for run in body.runs() {
-                let mut applied = run.applied.iter().peekable();
-                for id in run.first..=run.last {
-                    let mut done = Vec::new();
-                    while let Some(m) = applied.next_if(|m| m.id == id) {
-                        done.extend(shape_json(&m.event));
-                    }
-                    let sent = run.sent_as(id).and_then(shape_json);
+                for (id, events, sent) in run.by_id() {
+                    let done: Vec<Value> = events.into_iter().filter_map(shape_json).collect();
+                    let sent = sent.and_then(shape_json);
                     if done.is_empty() && sent.is_none() {
                         continue;
                     }

@@ -182,6 +182,20 @@ impl Mutations {
             .map(|i| &self.sent[i].event)
     }
 
+    /// Every mutation id of the run, ascending, with the events it applied as (none when it was
+    /// rejected; two for a delete that rebasing split) and the event it was sent as, if recorded
+    /// ([`sent_as`](Self::sent_as)).
+    pub fn by_id(&self) -> impl Iterator<Item = (u64, Vec<&Event>, Option<&Event>)> + '_ {
+        let mut applied = self.applied.iter().peekable();
+        (self.first..=self.last).map(move |id| {
+            let mut events = Vec::new();
+            while let Some(m) = applied.next_if(|m| m.id == id) {
+                events.push(&m.event);
+            }
+            (id, events, self.sent_as(id))
+        })
+    }
+
     /// The binary form: `(type code, body version, body bytes)`.
     pub fn encode(&self) -> (u16, u16, Vec<u8>) {
         let mut w = Writer::new();

@@ -190,13 +190,9 @@ impl PushRebase {
             }
             EntryBody::Mutations(_) | EntryBody::Batch(_) => {
                 for run in body.runs() {
-                    let mut applied = run.applied.iter().peekable();
-                    for id in run.first..=run.last {
-                        let mut done = Vec::new();
-                        while let Some(m) = applied.next_if(|m| m.id == id) {
-                            done.extend(positions(&m.event));
-                        }
-                        let seen = match run.sent_as(id) {
+                    for (id, events, sent) in run.by_id() {
+                        let done: Vec<_> = events.into_iter().filter_map(positions).collect();
+                        let seen = match sent {
                             Some(sent) => positions(sent).into_iter().collect(),
                             None => done.clone(),
                         };
