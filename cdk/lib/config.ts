@@ -21,6 +21,26 @@ export type SyncWrites = (typeof SYNC_WRITES)[number];
 export const LAMBDA_PROFILES = ['release', 'lambda-check'] as const;
 export type LambdaProfile = (typeof LAMBDA_PROFILES)[number];
 
+/**
+ * How requests to the HTTP API (and subscriptions to pokes) are authorized (docs/deploy.md,
+ * "Authorization modes"): `iam` SigV4 signatures; `jwt` tokens of an identity provider of your
+ * own, with the logs a token may use in one of its claims; `cognito` tokens of a user pool the
+ * stack creates, with each person's sheets in the catalog table.
+ */
+export const AUTH_MODES = ['iam', 'jwt', 'cognito'] as const;
+export type AuthMode = (typeof AUTH_MODES)[number];
+
+/** Multi-factor authentication of the stack's user pool: TOTP apps only (no SMS to pay for or configure). */
+export const COGNITO_MFA = ['off', 'optional', 'required'] as const;
+export type CognitoMfa = (typeof COGNITO_MFA)[number];
+
+export interface CognitoConfig {
+  /** People may create their own account; off (the default): an administrator invites each person. */
+  readonly selfSignUp: boolean;
+  /** TOTP multi-factor authentication: `optional` (each person may turn it on), `required` or `off`. */
+  readonly mfa: CognitoMfa;
+}
+
 export interface JwtAuthorizerConfig {
   /** Token issuer URL (https), e.g. a Cognito user pool or any OIDC provider. */
   readonly issuer: string;
@@ -74,8 +94,15 @@ export interface SheetlogConfig {
   readonly logRetentionDays: number;
   /** `RUST_LOG` filter for every function. */
   readonly logLevel: string;
-  /** When set, the HTTP API accepts JWTs from this issuer instead of IAM (SigV4) signatures. */
+  /**
+   * The authorization mode. Unset in the settings: `jwt` when `jwtIssuer` is set, else `iam`
+   * (the behaviour before `cognito` existed, so an existing configuration keeps its mode).
+   */
+  readonly authMode: AuthMode;
+  /** Set exactly when `authMode` is `jwt`: the HTTP API accepts JWTs from this issuer. */
   readonly jwt?: JwtAuthorizerConfig;
+  /** Set exactly when `authMode` is `cognito`: the stack's user pool. */
+  readonly cognito?: CognitoConfig;
   /**
    * Origins allowed by the API's CORS preflight and the bucket's CORS rule. Empty (the default):
    * no CORS at all, so no web page on another origin can call the API or use its presigned URLs
@@ -140,7 +167,9 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   pendingTimeoutSecs: 120,
   logRetentionDays: 30,
   logLevel: 'info',
+  authMode: 'iam',
   jwt: undefined,
+  cognito: undefined,
   corsAllowedOrigins: [],
   throttlingRateLimit: 100,
   throttlingBurstLimit: 200,
@@ -171,6 +200,9 @@ export const CONFIG_CONTEXT_KEYS = [
   'pendingTimeoutSecs',
   'logRetentionDays',
   'logLevel',
+  'authMode',
+  'cognitoSelfSignUp',
+  'cognitoMfa',
   'jwtIssuer',
   'jwtAudience',
   'jwtAccessClaim',
@@ -284,7 +316,7 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
       pattern: /^[A-Za-z0-9_:=,.-]+$/,
       hint: 'a RUST_LOG filter such as "info" or "info,sheetlog_core=debug"',
     }),
-    jwt: jwtConfig(get, problems),
+    ...authConfig(get, problems),
     corsAllowedOrigins: p.list('corsAllowedOrigins', DEFAULT_CONFIG.corsAllowedOrigins, {
       pattern: /^(\*|https?:\/\/[^\s/,]+)$/,
       hint: '"*" or origins such as "https://sheets.example.com" (scheme and host, no path)',
@@ -326,6 +358,61 @@ export function parseConfig(lookup: Lookup | Partial<Record<ConfigContextKey, un
 
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+/** The default cognito settings. */
+export const DEFAULT_COGNITO: CognitoConfig = { selfSignUp: false, mfa: 'optional' };
+
+/**
+ * `authMode` and the settings of that mode. Settings of another mode are refused rather than
+ * ignored: `jwtIssuer` left in a file after switching to `cognito` would otherwise suggest a JWT
+ * authorizer that is not there.
+ */
+function authConfig(get: Lookup, problems: string[]): Pick<SheetlogConfig, 'authMode' | 'jwt' | 'cognito'> {
+  const p = new Parser(get, problems);
+  const explicit = p.optionalOneOf('authMode', AUTH_MODES);
+  const jwtKeys = (['jwtIssuer', 'jwtAudience', 'jwtAccessClaim'] as const).filter((k) => isSet(get(k)));
+  const cognitoKeys = (['cognitoSelfSignUp', 'cognitoMfa'] as const).filter((k) => isSet(get(k)));
+  const authMode: AuthMode = explicit ?? (isSet(get('jwtIssuer')) || isSet(get('jwtAudience')) ? 'jwt' : 'iam');
+  if (authMode !== 'jwt' && jwtKeys.length > 0 && explicit !== undefined) {
+    problems.push(
+      `${jwtKeys.join(', ')} ${jwtKeys.length > 1 ? 'are' : 'is'} set but authMode=${authMode}: ` +
+        'the jwt* settings apply to authMode=jwt only; remove them',
+    );
+  }
+  if (authMode !== 'cognito' && cognitoKeys.length > 0) {
+    problems.push(
+      `${cognitoKeys.join(', ')} ${cognitoKeys.length > 1 ? 'are' : 'is'} set but authMode=${authMode}: ` +
+        'the cognito* settings apply to authMode=cognito only',
+    );
+  }
+  if (authMode === 'jwt') {
+    const jwt = jwtConfig(get, problems);
+    if (jwt === undefined && explicit === 'jwt' && !isSet(get('jwtIssuer')) && !isSet(get('jwtAudience'))) {
+      problems.push('authMode=jwt needs jwtIssuer and jwtAudience (your identity provider; docs/deploy.md)');
+    }
+    return { authMode, jwt, cognito: undefined };
+  }
+  if (authMode === 'iam' && explicit === undefined) {
+    // No mode and no issuer: today's IAM stack, but a stray jwtAccessClaim is still an error.
+    jwtConfig(get, problems);
+    return { authMode, jwt: undefined, cognito: undefined };
+  }
+  if (authMode === 'cognito') {
+    return {
+      authMode,
+      jwt: undefined,
+      cognito: {
+        selfSignUp: p.boolean('cognitoSelfSignUp', DEFAULT_COGNITO.selfSignUp),
+        mfa: p.oneOf('cognitoMfa', DEFAULT_COGNITO.mfa, COGNITO_MFA),
+      },
+    };
+  }
+  return { authMode, jwt: undefined, cognito: undefined };
+}
+
+function isSet(raw: unknown): boolean {
+  return raw !== undefined && raw !== null && raw !== '';
 }
 
 function jwtConfig(get: Lookup, problems: string[]): JwtAuthorizerConfig | undefined {
@@ -430,6 +517,15 @@ class Parser {
       return undefined;
     }
     return raw;
+  }
+
+  /** One of `values`, or `undefined` when not set (or not valid: the problem is recorded). */
+  optionalOneOf<T extends string>(key: ConfigContextKey, values: readonly T[]): T | undefined {
+    const raw = this.get(key);
+    if (raw === undefined || raw === null || raw === '') return undefined;
+    if (typeof raw === 'string' && (values as readonly string[]).includes(raw)) return raw as T;
+    this.problems.push(`${key}=${show(raw)}: expected one of ${values.join(', ')}`);
+    return undefined;
   }
 
   oneOf<T extends string>(key: ConfigContextKey, fallback: T, values: readonly T[]): T {

@@ -14,14 +14,16 @@
 import { CfnOutput, Duration, RemovalPolicy, Size, Stack, type StackProps, Tags, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
-import { HttpIamAuthorizer, HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import { HttpIamAuthorizer, HttpJwtAuthorizer, HttpUserPoolAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as appsync from 'aws-cdk-lib/aws-appsync';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as cognito from 'aws-cdk-lib/aws-cognito';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -30,7 +32,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import type { SheetlogConfig } from './config';
+import type { CognitoConfig, SheetlogConfig } from './config';
 import { Backups } from './constructs/backups';
 import { SheetlogDashboard } from './constructs/dashboard';
 import { type FunctionCrate, SheetlogFunction } from './constructs/sheetlog-function';
@@ -66,6 +68,10 @@ export const LOGICAL_IDS = {
   streamRouterFailureQueue: 'StreamRouterFailureQueue',
   syncQueue: 'SyncQueue',
   syncDeadLetterQueue: 'SyncDeadLetterQueue',
+  // authMode=cognito only:
+  catalogTable: 'CatalogTable',
+  userPool: 'UserPool',
+  userPoolClient: 'UserPoolClient',
 } as const;
 
 /** The environment variables the Rust code reads. CDK owns these names. */
@@ -90,7 +96,23 @@ export const ENV = {
   eventsHttpUrl: 'SHEETLOG_EVENTS_HTTP_URL',
   eventsRealtimeUrl: 'SHEETLOG_EVENTS_REALTIME_URL',
   eventsNamespace: 'SHEETLOG_EVENTS_NAMESPACE',
+  authMode: 'SHEETLOG_AUTH_MODE',
+  catalogTable: 'SHEETLOG_CATALOG_TABLE',
+  userPoolId: 'SHEETLOG_USER_POOL_ID',
+  userPoolClientId: 'SHEETLOG_USER_POOL_CLIENT_ID',
 } as const;
+
+/** The catalog's one global secondary index (docs/storage.md, "Catalog"). */
+export const CATALOG_GSI = { indexName: 'gsi1', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' } as const;
+
+/**
+ * The catalog item that makes a person a member of a sheet, as the poke channel's onSubscribe
+ * handler reads it (a GetItem): partition `pk` = `LOG#<logId>`, sort `sk` = `MEMBER#<userId>`
+ * (the token's `sub`), with the member's `role`. The API writes these items (functions/api);
+ * this is the one key shape the stack itself depends on.
+ */
+export const CATALOG_MEMBER_KEY = { pkPrefix: 'LOG#', skPrefix: 'MEMBER#' } as const;
+export const CATALOG_ROLES = ['owner', 'editor', 'viewer'] as const;
 
 /** The Event API's channel namespace: one channel per sheet, `/sheets/<logId>` (docs/sync.md, "Pokes"). */
 export const POKE_NAMESPACE = 'sheets';
@@ -134,6 +156,52 @@ export function onPublish(ctx) {
 }
 `;
 }
+
+/**
+ * The namespace's onSubscribe handler (APPSYNC_JS) under `cognito` authorization: AppSync has
+ * verified the user pool token; the handler reads the person's membership item of the sheet from
+ * the catalog (a GetItem through the namespace's DynamoDB data source) and admits any member,
+ * whatever the role (every role may read, and pokes only say "pull"). Not a member, no such
+ * sheet, or a channel that is not `/sheets/<logId>`: unauthorized. The answer is not cached, so a
+ * removed member cannot subscribe again; a subscription already open stays open until its
+ * connection ends (docs/sync.md, "Pokes": a poke carries no data, pulls are checked by the API).
+ */
+export function onSubscribeCatalogCode(): string {
+  return `import { util } from '@aws-appsync/utils';
+import * as ddb from '@aws-appsync/utils/dynamodb';
+
+export const onSubscribe = {
+  request(ctx) {
+    const segments = ctx.info.channel.segments;
+    const log = segments.length === 2 ? segments[1].toLowerCase() : '';
+    const sub = (ctx.identity && ctx.identity.sub) || '';
+    if (log === '' || sub === '') {
+      util.unauthorized();
+    }
+    return ddb.get({
+      key: { pk: ${JSON.stringify(CATALOG_MEMBER_KEY.pkPrefix)} + log, sk: ${JSON.stringify(CATALOG_MEMBER_KEY.skPrefix)} + sub },
+      consistentRead: true,
+    });
+  },
+  response(ctx) {
+    const roles = ${JSON.stringify(CATALOG_ROLES)};
+    if (ctx.error || !ctx.result || !roles.includes(ctx.result.role)) {
+      util.unauthorized();
+    }
+  },
+};
+
+export function onPublish(ctx) {
+  return ctx.events;
+}
+`;
+}
+
+/** The web page's routes (no authorizer: public files that read no data). */
+export const WEB_ROUTES = ['/', '/sheets/{logId}', '/app/{proxy+}'] as const;
+
+/** The `ApiAuthorization` output per mode: the deployed stack's record of its mode (scripts/lib/auth_guard.py). */
+export const AUTHORIZATION_OUTPUT = { iam: 'IAM', jwt: 'JWT', cognito: 'COGNITO' } as const;
 
 /** Objects written before their entry commits carry this tag; the lifecycle rule expires them. */
 export const AUTO_DELETE_TAG = { key: 'sheetlog-auto-delete', value: 'true' } as const;
@@ -194,6 +262,12 @@ export class SheetlogStack extends Stack {
   readonly pendingSnapshotsTable: dynamodb.Table;
   readonly dedupeTable: dynamodb.Table;
   readonly clientsTable: dynamodb.Table;
+  /** Sheets, names, members and roles (authMode=cognito only; docs/storage.md, "Catalog"). */
+  readonly catalogTable?: dynamodb.Table;
+  /** The people who may sign in (authMode=cognito only). */
+  readonly userPool?: cognito.UserPool;
+  /** The page's and the CLI's app client: public (no secret), SRP or password sign-in. */
+  readonly userPoolClient?: cognito.UserPoolClient;
   readonly bucket: s3.Bucket;
   readonly snapshotQueue: sqs.Queue;
   readonly snapshotDeadLetterQueue: sqs.Queue;
@@ -258,6 +332,23 @@ export class SheetlogStack extends Stack {
       sortKey: { name: 'm', type: dynamodb.AttributeType.NUMBER },
       ephemeral: config.ephemeral,
     });
+
+    // Sheets and their members (authMode=cognito): the API chooses the item shapes within these
+    // keys (docs/storage.md, "Catalog"); the index serves "my sheets, newest first".
+    if (config.cognito) {
+      this.catalogTable = new SheetlogTable(this, LOGICAL_IDS.catalogTable, {
+        partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+        sortKey: { name: 'sk', type: dynamodb.AttributeType.STRING },
+        ephemeral: config.ephemeral,
+      });
+      this.catalogTable.addGlobalSecondaryIndex({
+        indexName: CATALOG_GSI.indexName,
+        partitionKey: { name: CATALOG_GSI.partitionKey, type: dynamodb.AttributeType.STRING },
+        sortKey: { name: CATALOG_GSI.sortKey, type: dynamodb.AttributeType.STRING },
+        projectionType: dynamodb.ProjectionType.ALL,
+      });
+      [this.userPool, this.userPoolClient] = this.addUserPool(config.cognito, config.ephemeral);
+    }
 
     // ---- Bucket -------------------------------------------------------------------------------
     this.bucket = new s3.Bucket(this, LOGICAL_IDS.bucket, {
@@ -404,6 +495,30 @@ export class SheetlogStack extends Stack {
       .bindSetting(ENV.maxUploadBytes, config.maxUploadBytes);
     // Under JWT authorization, which logs a token may use is in one of its claims (docs/api.md).
     if (config.jwt) this.api.bindSetting(ENV.accessClaim, config.jwt.accessClaim);
+    // Under cognito authorization, the catalog says who may use which sheet (contract of issue 31).
+    if (this.catalogTable && this.userPool && this.userPoolClient) {
+      this.api
+        .bindSetting(ENV.authMode, 'cognito')
+        .bindTable(ENV.catalogTable, this.catalogTable, [
+          'GetItem',
+          'BatchGetItem',
+          'Query',
+          'PutItem',
+          'UpdateItem',
+          'DeleteItem',
+          'ConditionCheckItem',
+        ])
+        // Sharing by email looks the person up (ListUsers, filtered by email); by user id, AdminGetUser.
+        .bindUserPool(ENV.userPoolId, this.userPool, ['ListUsers', 'AdminGetUser'])
+        // Served to the page and the CLI (GET /config.json): a public client id, not a secret.
+        .bindSetting(ENV.userPoolClientId, this.userPoolClient.userPoolClientId);
+      Validations.of(this.api.role).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::<${LOGICAL_IDS.catalogTable}.Arn>/index/*]`,
+        reason:
+          "The catalog's indexes (gsi1: a person's sheets, newest first) are queried by the API; the wildcard " +
+          'stops at the index names of this one table.',
+      });
+    }
 
     this.streamRouter = new SheetlogFunction(this, 'StreamRouter', {
       ...common,
@@ -476,8 +591,14 @@ export class SheetlogStack extends Stack {
     // Publishers are IAM-authorized (a SigV4-signed POST /event). Subscribers use the stack's
     // authorization: with JWT the same tokens as the HTTP API (OIDC, the same issuer and client
     // ids) and the onSubscribe handler's check of the access claim; with IAM, IAM.
+    // With cognito, the user pool's tokens (AppSync verifies them, access or id token, for this
+    // app client only) and the onSubscribe handler's catalog lookup.
     const iamAuth = appsync.AppSyncAuthorizationType.IAM;
-    const subscribeAuth = config.jwt ? appsync.AppSyncAuthorizationType.OIDC : iamAuth;
+    const subscribeAuth = config.jwt
+      ? appsync.AppSyncAuthorizationType.OIDC
+      : this.userPool
+        ? appsync.AppSyncAuthorizationType.USER_POOL
+        : iamAuth;
     const escapeRegex = (v: string) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     this.eventApi = new appsync.EventApi(this, 'EventApi', {
       apiName: `${config.stackName}-pokes`,
@@ -496,6 +617,17 @@ export class SheetlogStack extends Stack {
                 },
               ]
             : []),
+          ...(this.userPool && this.userPoolClient
+            ? [
+                {
+                  authorizationType: appsync.AppSyncAuthorizationType.USER_POOL,
+                  cognitoConfig: {
+                    userPool: this.userPool,
+                    appIdClientRegex: `^${this.userPoolClient.userPoolClientId}$`,
+                  },
+                },
+              ]
+            : []),
         ],
         connectionAuthModeTypes: [subscribeAuth],
         defaultPublishAuthModeTypes: [iamAuth],
@@ -505,7 +637,12 @@ export class SheetlogStack extends Stack {
     const pokeNamespace = this.eventApi.addChannelNamespace('SheetsNamespace', {
       channelNamespaceName: POKE_NAMESPACE,
       authorizationConfig: { publishAuthModeTypes: [iamAuth], subscribeAuthModeTypes: [subscribeAuth] },
-      code: config.jwt ? appsync.Code.fromInline(onSubscribeCode(config.jwt.accessClaim)) : undefined,
+      code: config.jwt
+        ? appsync.Code.fromInline(onSubscribeCode(config.jwt.accessClaim))
+        : this.catalogTable
+          ? appsync.Code.fromInline(onSubscribeCatalogCode())
+          : undefined,
+      subscribeHandlerConfig: this.catalogTable ? { dataSource: this.catalogReader(this.catalogTable) } : undefined,
     });
     for (const publisher of [this.api, this.syncWriter]) {
       // appsync:EventPublish on this namespace only.
@@ -580,12 +717,16 @@ export class SheetlogStack extends Stack {
     }
 
     // ---- HTTP API -----------------------------------------------------------------------------
+    // cognito: a JWT authorizer whose issuer is the pool and whose audience is the app client
+    // (Cognito access tokens carry it as `client_id`, which API Gateway checks).
     const authorizer = config.jwt
       ? new HttpJwtAuthorizer('JwtAuthorizer', config.jwt.issuer, { jwtAudience: config.jwt.audience })
-      : new HttpIamAuthorizer();
+      : this.userPool && this.userPoolClient
+        ? new HttpUserPoolAuthorizer('UserPoolAuthorizer', this.userPool, { userPoolClients: [this.userPoolClient] })
+        : new HttpIamAuthorizer();
     this.httpApi = new apigw.HttpApi(this, 'HttpApi', {
       apiName: config.stackName,
-      description: `sheetlog HTTP API (${config.jwt ? 'JWT' : 'IAM'} authorization)`,
+      description: `sheetlog HTTP API (${AUTHORIZATION_OUTPUT[config.authMode]} authorization)`,
       defaultIntegration: new HttpLambdaIntegration('ApiIntegration', this.api.function, {
         payloadFormatVersion: apigw.PayloadFormatVersion.VERSION_2_0,
       }),
@@ -612,7 +753,7 @@ export class SheetlogStack extends Stack {
     const webIntegration = new HttpLambdaIntegration('WebIntegration', this.api.function, {
       payloadFormatVersion: apigw.PayloadFormatVersion.VERSION_2_0,
     });
-    for (const path of ['/', '/sheets/{logId}', '/app/{proxy+}']) {
+    for (const path of WEB_ROUTES) {
       for (const route of this.httpApi.addRoutes({
         path,
         methods: [apigw.HttpMethod.GET],
@@ -625,6 +766,18 @@ export class SheetlogStack extends Stack {
             'The web client page and its script bundle: static public files that read no data. Every data route is authorized.',
         });
       }
+    }
+    // The invitation an administrator's `admin-create-user` sends names the page.
+    if (this.userPool) {
+      (this.userPool.node.defaultChild as cognito.CfnUserPool).addPropertyOverride(
+        'AdminCreateUserConfig.InviteMessageTemplate',
+        {
+          EmailSubject: `Your ${config.stackName} sheets account`,
+          EmailMessage:
+            `You have been invited to the spreadsheets at ${this.httpApi.apiEndpoint}/ . ` +
+            'Sign in with {username} and the temporary password {####}; you will then choose your own password.',
+        },
+      );
     }
     // The page uploads imports straight to S3 with presigned PUTs, from the API's origin.
     this.bucket.addCorsRule({
@@ -678,7 +831,14 @@ export class SheetlogStack extends Stack {
     this.addAlarms();
     this.backups = new Backups(this, 'Backups', {
       bucket: this.bucket,
-      tables: [this.entryTable, this.segmentTable, this.pendingSnapshotsTable, this.dedupeTable, this.clientsTable],
+      tables: [
+        this.entryTable,
+        this.segmentTable,
+        this.pendingSnapshotsTable,
+        this.dedupeTable,
+        this.clientsTable,
+        ...(this.catalogTable ? [this.catalogTable] : []),
+      ],
       noncurrentVersionDays: config.noncurrentVersionDays,
       backupPlan: config.backupPlan,
       backupRetentionDays: config.backupRetentionDays,
@@ -694,6 +854,7 @@ export class SheetlogStack extends Stack {
         ['PendingSnapshots', this.pendingSnapshotsTable],
         ['Dedupe', this.dedupeTable],
         ['Clients', this.clientsTable],
+        ...(this.catalogTable ? ([['Catalog', this.catalogTable]] as [string, dynamodb.ITable][]) : []),
       ],
       snapshotQueue: this.snapshotQueue,
       syncQueue: this.syncQueue,
@@ -710,7 +871,11 @@ export class SheetlogStack extends Stack {
     // ---- Outputs ------------------------------------------------------------------------------
     const outputs: Record<string, [string, string]> = {
       ApiUrl: [stage.url, 'Base URL of the HTTP API'],
-      ApiAuthorization: [config.jwt ? 'JWT' : 'IAM', 'How requests to the API are authorized'],
+      ApiAuthorization: [
+        AUTHORIZATION_OUTPUT[config.authMode],
+        'How requests to the API are authorized (authMode; scripts/deploy keeps it on upgrades)',
+      ],
+      WebUrl: [`${this.httpApi.apiEndpoint}/`, 'The web spreadsheet: open it in a browser'],
       EntryTableName: [this.entryTable.tableName, 'Entry table (the event logs)'],
       SegmentTableName: [this.segmentTable.tableName, 'Segment table'],
       PendingSnapshotsTableName: [this.pendingSnapshotsTable.tableName, 'Pending Snapshots table'],
@@ -732,9 +897,92 @@ export class SheetlogStack extends Stack {
       ],
       AlarmTopicArn: [this.alarmTopic.topicArn, 'Subscribe here to receive alarm notifications'],
     };
+    if (this.catalogTable && this.userPool && this.userPoolClient) {
+      outputs.CatalogTableName = [this.catalogTable.tableName, 'Catalog table (sheets, names, members)'];
+      outputs.UserPoolId = [this.userPool.userPoolId, 'The user pool people sign in with (invite them here)'];
+      outputs.UserPoolClientId = [this.userPoolClient.userPoolClientId, 'The app client of the page and the CLI'];
+    }
     for (const [name, [value, description]] of Object.entries(outputs)) {
       new CfnOutput(this, name, { value, description });
     }
+  }
+
+  /**
+   * The user pool and its app client (authMode=cognito). Sign-in by email; accounts by invitation
+   * unless `cognitoSelfSignUp`; TOTP MFA as `cognitoMfa` says. The client is public (a browser
+   * page and a CLI cannot keep a secret): SRP for the page, USER_PASSWORD_AUTH for the CLI,
+   * refresh tokens for both; no hosted UI, so no OAuth flows and no domain.
+   */
+  private addUserPool(settings: CognitoConfig, ephemeral: boolean): [cognito.UserPool, cognito.UserPoolClient] {
+    const pool = new cognito.UserPool(this, LOGICAL_IDS.userPool, {
+      selfSignUpEnabled: settings.selfSignUp,
+      signInAliases: { email: true },
+      signInCaseSensitive: false,
+      autoVerify: { email: true },
+      keepOriginal: { email: true },
+      standardAttributes: { email: { required: true, mutable: true } },
+      accountRecovery: cognito.AccountRecovery.EMAIL_ONLY,
+      passwordPolicy: {
+        minLength: 12,
+        requireLowercase: true,
+        requireUppercase: true,
+        requireDigits: true,
+        requireSymbols: true,
+        tempPasswordValidity: Duration.days(7),
+      },
+      mfa: { off: cognito.Mfa.OFF, optional: cognito.Mfa.OPTIONAL, required: cognito.Mfa.REQUIRED }[settings.mfa],
+      mfaSecondFactor: settings.mfa === 'off' ? undefined : { otp: true, sms: false },
+      deletionProtection: !ephemeral,
+      removalPolicy: ephemeral ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN,
+    });
+    (pool.node.defaultChild as cognito.CfnUserPool).overrideLogicalId(LOGICAL_IDS.userPool);
+    if (settings.mfa !== 'required') {
+      Validations.of(pool).acknowledge({
+        id: 'AwsSolutions-COG2',
+        reason:
+          "MFA is each person's choice (cognitoMfa=optional, TOTP) unless the deployer sets cognitoMfa=required; " +
+          'requiring it for every colleague is a policy decision of the team, documented in docs/deploy.md.',
+      });
+    }
+    Validations.of(pool).acknowledge({
+      id: 'AwsSolutions-COG8',
+      reason:
+        'The Plus feature plan (threat protection) is billed per monthly active user on top of Essentials; ' +
+        'sign-in is by invitation with a strong password policy and optional TOTP MFA. A deployer who wants ' +
+        'threat protection switches the pool to Plus (docs/deploy.md).',
+    });
+    const client = pool.addClient(LOGICAL_IDS.userPoolClient, {
+      generateSecret: false,
+      authFlows: { userSrp: true, userPassword: true },
+      disableOAuth: true,
+      preventUserExistenceErrors: true,
+      enableTokenRevocation: true,
+      accessTokenValidity: Duration.hours(1),
+      idTokenValidity: Duration.hours(1),
+      refreshTokenValidity: Duration.days(30),
+    });
+    (client.node.defaultChild as cognito.CfnUserPoolClient).overrideLogicalId(LOGICAL_IDS.userPoolClient);
+    return [pool, client];
+  }
+
+  /**
+   * The poke namespace's view of the catalog: an AppSync DynamoDB data source whose role may only
+   * GetItem on the catalog table (the onSubscribe membership check). The role is passed without
+   * policy updates, so the data source's own read grant (Query, Scan, BatchGetItem, ...) is not added.
+   */
+  private catalogReader(table: dynamodb.Table): appsync.AppSyncDynamoDbDataSource {
+    const role = new iam.Role(this, 'CatalogReaderRole', {
+      assumedBy: new iam.ServicePrincipal('appsync.amazonaws.com'),
+      description: 'AppSync poke channel: reads a membership item of the catalog',
+    });
+    role.addToPolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [table.tableArn] }));
+    return new appsync.AppSyncDynamoDbDataSource(this, 'CatalogDataSource', {
+      api: this.eventApi,
+      table,
+      readOnlyAccess: true,
+      description: 'Membership items of the catalog, for onSubscribe',
+      serviceRole: role.withoutPolicyUpdates(),
+    });
   }
 
   private addAlarms(): void {
@@ -869,6 +1117,7 @@ export class SheetlogStack extends Stack {
       ['PendingSnapshotsTable', this.pendingSnapshotsTable],
       ['DedupeTable', this.dedupeTable],
       ['ClientsTable', this.clientsTable],
+      ...(this.catalogTable ? ([['CatalogTable', this.catalogTable]] as const) : []),
     ] as const) {
       alarm(
         `${name}ThrottlesAlarm`,

@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { ConfigError, DEFAULT_CONFIG, parseConfig } from '../lib/config';
+import { AUTH_MODES, ConfigError, DEFAULT_CONFIG, parseConfig } from '../lib/config';
 import { buildApp } from '../lib/sheetlog-app';
 import { CRATES, ENV, LOGICAL_IDS } from '../lib/sheetlog-stack';
 import { functionByBinary, onlyResource, synth } from './support';
@@ -47,7 +47,9 @@ describe('configuration defaults', () => {
       pendingTimeoutSecs: 120,
       logRetentionDays: 30,
       logLevel: 'info',
+      authMode: 'iam',
       jwt: undefined,
+      cognito: undefined,
       corsAllowedOrigins: [],
       throttlingRateLimit: 100,
       throttlingBurstLimit: 200,
@@ -64,10 +66,13 @@ describe('configuration defaults', () => {
 
   test('every default and key is in docs/deploy.md', () => {
     const doc = fs.readFileSync(path.join(REPO_ROOT, 'docs', 'deploy.md'), 'utf8');
-    for (const key of Object.keys(DEFAULT_CONFIG).filter((k) => k !== 'jwt')) {
+    for (const key of Object.keys(DEFAULT_CONFIG).filter((k) => k !== 'jwt' && k !== 'cognito')) {
       assert.match(doc, new RegExp(`\`${key}\``), `docs/deploy.md does not document ${key}`);
     }
-    for (const key of ['jwtIssuer', 'jwtAudience', 'jwtAccessClaim']) assert.match(doc, new RegExp(`\`${key}\``));
+    for (const key of ['jwtIssuer', 'jwtAudience', 'jwtAccessClaim', 'cognitoSelfSignUp', 'cognitoMfa']) {
+      assert.match(doc, new RegExp(`\`${key}\``), `docs/deploy.md does not document ${key}`);
+    }
+    for (const mode of AUTH_MODES) assert.match(doc, new RegExp(`\`authMode=${mode}\``), mode);
   });
 });
 
@@ -146,6 +151,32 @@ describe('configuration values', () => {
   });
 });
 
+describe('authorization mode', () => {
+  test('unset: jwt when an issuer is configured, else iam, as before the setting existed', () => {
+    assert.equal(parseConfig({}).authMode, 'iam');
+    const jwt = parseConfig({ jwtIssuer: 'https://i.example.com', jwtAudience: 'c' });
+    assert.equal(jwt.authMode, 'jwt');
+    assert.deepEqual(jwt.jwt, { issuer: 'https://i.example.com', audience: ['c'], accessClaim: 'sheetlog_logs' });
+    assert.equal(jwt.cognito, undefined);
+  });
+
+  test('explicit modes, and the cognito defaults: invitation only, optional TOTP MFA', () => {
+    assert.equal(parseConfig({ authMode: 'iam' }).authMode, 'iam');
+    assert.equal(
+      parseConfig({ authMode: 'jwt', jwtIssuer: 'https://i.example.com', jwtAudience: 'c' }).jwt?.issuer,
+      'https://i.example.com',
+    );
+    const cognito = parseConfig({ authMode: 'cognito' });
+    assert.equal(cognito.authMode, 'cognito');
+    assert.equal(cognito.jwt, undefined);
+    assert.deepEqual(cognito.cognito, { selfSignUp: false, mfa: 'optional' });
+    assert.deepEqual(parseConfig({ authMode: 'cognito', cognitoSelfSignUp: 'true', cognitoMfa: 'required' }).cognito, {
+      selfSignUp: true,
+      mfa: 'required',
+    });
+  });
+});
+
 describe('invalid configuration', () => {
   test('names the key, the value and the accepted range', () => {
     assert.deepEqual(problemsOf({ snapshotInterval: 'lots' }), [
@@ -192,6 +223,26 @@ describe('invalid configuration', () => {
       /^jwtAccessClaim="a b": expected a claim name/,
     );
     assert.match(problemsOf({ jwtIssuer: 'http://issuer.example.com', jwtAudience: 'client' })[0], /^jwtIssuer="http:/);
+  });
+
+  test('authMode: one of iam, jwt, cognito; each mode refuses the settings of another', () => {
+    assert.deepEqual(problemsOf({ authMode: 'oidc' }), ['authMode="oidc": expected one of iam, jwt, cognito']);
+    assert.match(problemsOf({ authMode: 'jwt' })[0], /^authMode=jwt needs jwtIssuer and jwtAudience/);
+    assert.match(
+      problemsOf({ authMode: 'cognito', jwtIssuer: 'https://i.example.com', jwtAudience: 'c' })[0],
+      /^jwtIssuer, jwtAudience are set but authMode=cognito: the jwt\* settings apply to authMode=jwt only/,
+    );
+    assert.match(problemsOf({ authMode: 'iam', jwtAccessClaim: 'x' })[0], /^jwtAccessClaim is set but authMode=iam/);
+    assert.match(problemsOf({ cognitoMfa: 'required' })[0], /^cognitoMfa is set but authMode=iam/);
+    assert.match(
+      problemsOf({ jwtIssuer: 'https://i.example.com', jwtAudience: 'c', cognitoSelfSignUp: 'true' })[0],
+      /^cognitoSelfSignUp is set but authMode=jwt/,
+    );
+    assert.match(
+      problemsOf({ authMode: 'cognito', cognitoMfa: 'sms' })[0],
+      /^cognitoMfa="sms": expected one of off, optional, required/,
+    );
+    assert.match(problemsOf({ authMode: 'cognito', cognitoSelfSignUp: 'maybe' })[0], /^cognitoSelfSignUp="maybe"/);
   });
 
   test('reports every problem at once', () => {

@@ -24,6 +24,13 @@ const CONFIGURATIONS: Record<string, Record<string, unknown>> = {
     alarmEmail: 'ops@example.com',
     architecture: 'x86_64',
   },
+  'cognito, self sign-up, MFA required': { authMode: 'cognito', cognitoSelfSignUp: 'true', cognitoMfa: 'required' },
+  'cognito defaults, ephemeral': {
+    authMode: 'cognito',
+    ephemeral: 'true',
+    ephemeralConfirm: 'sheetlog-integ-test',
+    stackName: 'sheetlog-integ-test',
+  },
   'ephemeral sandbox': { ephemeral: 'true', ephemeralConfirm: 'sheetlog-integ-test', stackName: 'sheetlog-integ-test' },
 };
 
@@ -79,7 +86,7 @@ describe('cdk-nag AwsSolutions', () => {
   });
 
   test('every acknowledgement gives a reason', () => {
-    const acks = acknowledgements(synth().app);
+    const acks = [...acknowledgements(synth().app), ...acknowledgements(synth({ authMode: 'cognito' }).app)];
     assert.ok(acks.length > 0);
     for (const { path, id, reason } of acks) {
       assert.match(id, /^AwsSolutions-[A-Z0-9]+(\[.+\])?$/, `${path}: ${id} is not an AwsSolutions rule id`);
@@ -90,17 +97,18 @@ describe('cdk-nag AwsSolutions', () => {
     }
   });
 
-  test('no role holds an action on "*" other than those that cannot be scoped', () => {
-    const { json } = synth(CONFIGURATIONS['JWT authorizer, alarm email, x86_64']);
-    for (const [id, policy] of resourcesOfType(json, 'AWS::IAM::Policy')) {
-      for (const s of policy.Properties.PolicyDocument.Statement) {
-        const resources = Array.isArray(s.Resource) ? s.Resource : [s.Resource];
-        if (!resources.includes('*')) continue;
-        const actions: string[] = Array.isArray(s.Action) ? s.Action : [s.Action];
-        for (const action of actions) {
-          assert.ok((UNSCOPED_ACTIONS as readonly string[]).includes(action), `${id} grants ${action} on "*"`);
+  for (const name of ['JWT authorizer, alarm email, x86_64', 'cognito, self sign-up, MFA required'])
+    test(`no role holds an action on "*" other than those that cannot be scoped: ${name}`, () => {
+      const { json } = synth(CONFIGURATIONS[name]);
+      for (const [id, policy] of resourcesOfType(json, 'AWS::IAM::Policy')) {
+        for (const s of policy.Properties.PolicyDocument.Statement) {
+          const resources = Array.isArray(s.Resource) ? s.Resource : [s.Resource];
+          if (!resources.includes('*')) continue;
+          const actions: string[] = Array.isArray(s.Action) ? s.Action : [s.Action];
+          for (const action of actions) {
+            assert.ok((UNSCOPED_ACTIONS as readonly string[]).includes(action), `${id} grants ${action} on "*"`);
+          }
         }
       }
-    }
-  });
+    });
 });

@@ -8,6 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type CfnElement, type Duration, RemovalPolicy, type Size, Stack, Tags, Validations } from 'aws-cdk-lib';
+import type * as cognito from 'aws-cdk-lib/aws-cognito';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -31,11 +32,24 @@ export const BINARY_TAG = 'sheetlog:binary';
 /**
  * DynamoDB actions a function may hold on a table, each named at the bindTable call of the
  * function whose code makes that call (cdk/test/iam.test.ts compares the template with the
- * allow-list next to each crate). Absent on purpose: BatchGetItem and ConditionCheckItem (no code
- * calls them), and Scan except for the retention run, which finds the logs with one.
- * TransactWriteItems needs no action of its own: each item needs the PutItem or UpdateItem it does.
+ * allow-list next to each crate). BatchGetItem and ConditionCheckItem only on the catalog (its
+ * sheet list reads items in batches; a share checks the sharer's role inside its transaction),
+ * Scan only for the retention run, which finds the logs with one. TransactWriteItems needs no
+ * action of its own: each item needs the PutItem, UpdateItem, DeleteItem or ConditionCheckItem it does.
  */
-export type DynamoAction = 'GetItem' | 'Query' | 'Scan' | 'PutItem' | 'UpdateItem' | 'DeleteItem' | 'BatchWriteItem';
+export type DynamoAction =
+  | 'GetItem'
+  | 'BatchGetItem'
+  | 'Query'
+  | 'Scan'
+  | 'PutItem'
+  | 'UpdateItem'
+  | 'DeleteItem'
+  | 'BatchWriteItem'
+  | 'ConditionCheckItem';
+
+/** What a function may ask of a Cognito user pool: look a person up by email or by user id. */
+export type UserPoolAction = 'ListUsers' | 'AdminGetUser';
 
 /** What a function may do with the objects under one key prefix of a bucket. */
 export type ObjectAccess = 'read' | 'write' | 'tag' | 'untag' | 'delete';
@@ -170,6 +184,14 @@ export class SheetlogFunction extends Construct {
     if (actions.length === 0) throw new Error(`bindTable ${name}: no actions`);
     this.setEnv(name, table.tableName);
     table.grant(this.function, ...[...new Set(actions)].sort().map((a) => `dynamodb:${a}`));
+    return this;
+  }
+
+  /** Sets `name` to the user pool's id and grants exactly `actions` on that pool only. */
+  bindUserPool(name: string, pool: cognito.IUserPool, actions: readonly UserPoolAction[]): this {
+    if (actions.length === 0) throw new Error(`bindUserPool ${name}: no actions`);
+    this.setEnv(name, pool.userPoolId);
+    pool.grant(this.function, ...[...new Set(actions)].sort().map((a) => `cognito-idp:${a}`));
     return this;
   }
 
