@@ -843,6 +843,7 @@ describe('outputs', () => {
       'StreamRouterFailureQueueUrl',
       'SyncDeadLetterQueueUrl',
       'SyncQueueUrl',
+      'WebUrl',
     ]);
     assert.deepEqual(outputs.EntryTableName.Value, { Ref: LOGICAL_IDS.entryTable });
     assert.deepEqual(outputs.SegmentTableName.Value, { Ref: LOGICAL_IDS.segmentTable });
