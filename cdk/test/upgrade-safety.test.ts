@@ -13,6 +13,8 @@
  * change set says no stateful resource is replaced ("requires replacement" / "may be replaced").
  * Only then copy the printed JSON into cdk/test/fixtures/stateful-resources.json and say why in the
  * commit message. Adding a resource (say the Dedupe table) also lands here, on purpose.
+ * authMode=cognito's own resources (the user pool, its app client, the catalog table) are in
+ * cdk/test/fixtures/stateful-resources-cognito.json; a cognito stack must match both files together.
  */
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -21,6 +23,8 @@ import { describe, test } from 'node:test';
 import { type Json, synth } from './support';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'stateful-resources.json');
+/** What authMode=cognito adds to the default stack's identity (the pool, its client, the catalog). */
+const COGNITO_FIXTURE = path.join(__dirname, 'fixtures', 'stateful-resources-cognito.json');
 
 /** Per stateful type: the properties whose change replaces the resource, or breaks what depends on it. */
 const PINNED: Record<string, string[]> = {
@@ -43,6 +47,17 @@ const PINNED: Record<string, string[]> = {
   // The Event API: a replacement changes the endpoints every open page and publisher uses.
   'AWS::AppSync::Api': [],
   'AWS::AppSync::ChannelNamespace': ['ApiId', 'Name'],
+  // authMode=cognito. A replaced pool loses every account and password; a replaced client
+  // changes the id every signed-in page and CLI refreshes its tokens with.
+  'AWS::Cognito::UserPool': [
+    'UserPoolName',
+    'UsernameAttributes',
+    'AliasAttributes',
+    'UsernameConfiguration',
+    'Schema',
+    'DeletionProtection',
+  ],
+  'AWS::Cognito::UserPoolClient': ['UserPoolId', 'GenerateSecret'],
 };
 
 /** Addressable, not stateful: pinned, but they hold no data to retain. */
@@ -52,6 +67,7 @@ const ADDRESSABLE = new Set([
   'AWS::SNS::Topic',
   'AWS::AppSync::Api',
   'AWS::AppSync::ChannelNamespace',
+  'AWS::Cognito::UserPoolClient',
 ]);
 
 function statefulIdentity(template: Json): Json {
@@ -71,17 +87,25 @@ function statefulIdentity(template: Json): Json {
   return identity;
 }
 
-function expected(): Json {
-  const fixture = JSON.parse(fs.readFileSync(FIXTURE, 'utf8'));
+function readFixture(file: string): Json {
+  const fixture = JSON.parse(fs.readFileSync(file, 'utf8'));
   delete fixture._comment;
   return fixture;
 }
 
-function assertMatchesFixture(template: Json, what: string): void {
+/** The default stack's identity, plus the cognito resources for a cognito stack. */
+function expected(cognito = false): Json {
+  const base = readFixture(FIXTURE);
+  if (!cognito) return base;
+  const all = { ...base, ...readFixture(COGNITO_FIXTURE) };
+  return Object.fromEntries(Object.entries(all).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+function assertMatchesFixture(template: Json, what: string, cognito = false): void {
   const actual = statefulIdentity(template);
   assert.deepEqual(
     actual,
-    expected(),
+    expected(cognito),
     `${what}: the stateful resources differ from ${path.relative(process.cwd(), FIXTURE)}. ` +
       'An upgrade through a change set would replace a table, the bucket, a queue, the HTTP API or the alarm topic. Read the comment at the top of ' +
       `cdk/test/upgrade-safety.test.ts before changing the fixture. Actual:\n${JSON.stringify(actual, null, 2)}`,
@@ -118,19 +142,43 @@ describe('upgrade safety', () => {
     );
   });
 
+  test('authMode=cognito adds the pool, its client and the catalog, and replaces nothing else', () => {
+    // Switching an existing stack to cognito (or back) keeps every other stateful resource.
+    assertMatchesFixture(synth({ authMode: 'cognito' }).json, 'authMode=cognito', true);
+    const cognitoOnly = readFixture(COGNITO_FIXTURE);
+    assert.deepEqual(Object.keys(cognitoOnly).sort(), ['CatalogTable', 'UserPool', 'UserPoolClient']);
+    for (const id of Object.keys(cognitoOnly)) assert.equal(readFixture(FIXTURE)[id], undefined, id);
+  });
+
+  test('no cognito setting can replace the pool, its client or the catalog', () => {
+    assertMatchesFixture(
+      synth({
+        authMode: 'cognito',
+        cognitoSelfSignUp: 'true',
+        cognitoMfa: 'required',
+        stackName: 'sheetlog-other',
+        corsAllowedOrigins: 'https://a.example',
+        architecture: 'x86_64',
+      }).json,
+      'every cognito knob turned',
+      true,
+    );
+    assertMatchesFixture(synth({ authMode: 'cognito', cognitoMfa: 'off' }).json, 'cognitoMfa=off', true);
+  });
+
   test('stateful logical ids are explicit names, not hashes of a construct path', () => {
-    for (const [id, r] of Object.entries(expected())) {
+    for (const [id, r] of Object.entries(expected(true))) {
       if (!ADDRESSABLE.has(r.Type)) assert.match(id, /^[A-Z][A-Za-z]+$/, id);
     }
   });
 
   test('the HTTP API, its stage and the alarm topic are pinned too', () => {
-    const types = Object.values(expected()).map((r) => r.Type);
+    const types = Object.values(expected(true)).map((r) => r.Type);
     for (const t of ADDRESSABLE) assert.ok(types.includes(t), t);
   });
 
-  test('tables and the bucket survive stack deletion and failed updates', () => {
-    for (const [id, r] of Object.entries(expected())) {
+  test('tables, the bucket and the user pool survive stack deletion and failed updates', () => {
+    for (const [id, r] of Object.entries(expected(true))) {
       if (r.Type === 'AWS::SQS::Queue') continue; // queues hold only re-creatable jobs (docs/deploy.md)
       if (ADDRESSABLE.has(r.Type)) continue;
       assert.equal(r.DeletionPolicy, 'Retain', id);
