@@ -17,7 +17,9 @@
  * cdk/test/fixtures/stateful-resources-cognito.json; a cognito stack must match both files together.
  */
 import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { type Json, synth } from './support';
@@ -184,5 +186,27 @@ describe('upgrade safety', () => {
       assert.equal(r.DeletionPolicy, 'Retain', id);
       assert.equal(r.UpdateReplacePolicy, 'Retain', id);
     }
+  });
+
+  // scripts/deploy asks scripts/lib/auth_guard.py how the stack is deployed; its tests run a
+  // deployed stack on moto's CloudFormation. With the project venv (moto), as ./scripts/test has it.
+  const venvPython = path.resolve(__dirname, '..', '..', '.venv', 'bin', 'python');
+  const hasMoto =
+    fs.existsSync(venvPython) && spawnSync(venvPython, ['-c', 'import moto, boto3'], { stdio: 'ignore' }).status === 0;
+  test("scripts/deploy keeps a deployed stack's authorization mode unless one is set explicitly", {
+    skip: hasMoto ? false : 'the project venv with moto is not installed (./scripts/test installs it)',
+  }, () => {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_')));
+    const run = spawnSync(venvPython, ['-m', 'unittest', 'test_auth_guard'], {
+      cwd: path.resolve(__dirname, '..', '..', 'scripts', 'lib'),
+      encoding: 'utf8',
+      env: {
+        ...env,
+        SHEETLOG_CONFIG: path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sheetlog-guard-')), 'none.json'),
+      },
+    });
+    assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
+    assert.match(run.stderr, /Ran \d+ tests/);
+    assert.doesNotMatch(run.stderr, /skipped/);
   });
 });
