@@ -29,6 +29,19 @@ export interface LocalTable {
   readonly billingMode: string;
   readonly streamViewType: string | null;
   readonly ttlAttribute: string | null;
+  /**
+   * Global secondary indexes, present only on a table that has some (the Catalog table of
+   * `authMode=cognito`), so the description of a stack without any keeps its shape.
+   */
+  readonly globalSecondaryIndexes?: LocalIndex[];
+}
+
+export interface LocalIndex {
+  readonly name: string;
+  readonly partitionKey: KeyAttribute;
+  readonly sortKey: KeyAttribute | null;
+  /** `ALL`, `KEYS_ONLY` or `INCLUDE`. */
+  readonly projection: string;
 }
 
 export interface LocalLifecycleRule {
@@ -159,13 +172,24 @@ export function describeLocalResources(template: Json): LocalResources {
     const types = new Map<string, string>(
       (p.AttributeDefinitions ?? []).map((a: Json) => [a.AttributeName, a.AttributeType]),
     );
-    const key = (keyType: string): KeyAttribute | null => {
-      const k = (p.KeySchema ?? []).find((s: Json) => s.KeyType === keyType);
+    const key = (keyType: string, schema: Json[] = p.KeySchema ?? []): KeyAttribute | null => {
+      const k = schema.find((s: Json) => s.KeyType === keyType);
       return k ? { name: k.AttributeName, type: types.get(k.AttributeName) ?? '?' } : null;
     };
     const partitionKey = key('HASH');
     if (partitionKey === null) throw new Error(`table ${id} has no partition key`);
+    const indexes: LocalIndex[] = (p.GlobalSecondaryIndexes ?? []).map((g: Json) => {
+      const indexKey = key('HASH', g.KeySchema ?? []);
+      if (indexKey === null) throw new Error(`index ${g.IndexName} of table ${id} has no partition key`);
+      return {
+        name: g.IndexName,
+        partitionKey: indexKey,
+        sortKey: key('RANGE', g.KeySchema ?? []),
+        projection: g.Projection?.ProjectionType ?? 'KEYS_ONLY',
+      };
+    });
     return {
+      ...(indexes.length > 0 ? { globalSecondaryIndexes: indexes } : {}),
       logicalId: id,
       env: envOf.get(id) ?? null,
       partitionKey,

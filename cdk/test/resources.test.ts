@@ -202,6 +202,35 @@ describe('local resources description', () => {
     assert.deepEqual(describeLocalResourcesOfStack(stack), local);
   });
 
+  test('describes the Catalog table of a cognito stack with its index; other tables have no index field', () => {
+    const cognito = describeLocalResourcesOfStack(synth({ ...LOCAL_STACK_CONTEXT, authMode: 'cognito' }).stack);
+    const catalog = cognito.tables.find((t) => t.logicalId === 'CatalogTable');
+    assert.deepEqual(catalog, {
+      globalSecondaryIndexes: [
+        {
+          name: 'gsi1',
+          partitionKey: { name: 'gsi1pk', type: 'S' },
+          sortKey: { name: 'gsi1sk', type: 'S' },
+          projection: 'ALL',
+        },
+      ],
+      logicalId: 'CatalogTable',
+      env: 'SHEETLOG_CATALOG_TABLE',
+      partitionKey: { name: 'pk', type: 'S' },
+      sortKey: { name: 'sk', type: 'S' },
+      billingMode: 'PAY_PER_REQUEST',
+      streamViewType: null,
+      ttlAttribute: null,
+    });
+    for (const t of [...local.tables, ...cognito.tables.filter((t) => t.logicalId !== 'CatalogTable')]) {
+      assert.ok(!('globalSecondaryIndexes' in t), t.logicalId);
+    }
+    const api = cognito.functions.find((f) => f.binary === 'sheetlog-api');
+    assert.deepEqual(api?.environment.SHEETLOG_USER_POOL_ID, { ref: 'UserPool' });
+    assert.deepEqual(api?.environment.SHEETLOG_USER_POOL_CLIENT_ID, { ref: 'UserPoolClient' });
+    assert.equal(api?.environment.SHEETLOG_AUTH_MODE, 'cognito');
+  });
+
   test('reads a TTL attribute and a FIFO queue when a template has them', () => {
     const template = {
       Resources: {
