@@ -1,13 +1,16 @@
-"""The data a sheetlog stack retains after `cdk destroy`: its five tables and its bucket.
+"""The data a sheetlog stack retains after `cdk destroy`: its tables, its bucket, and with
+authMode=cognito its user pool (every account).
 
     python stack_data.py names STACK
-        Prints {"tables": [...], "bucket": "..."} from the stack's outputs (EntryTableName,
-        SegmentTableName, PendingSnapshotsTableName, DedupeTableName, ClientsTableName,
-        BucketName). Exits 3 when the stack or an output is missing.
+        Prints {"tables": [...], "bucket": "...", "userPool": "..." or null} from the stack's
+        outputs (EntryTableName, SegmentTableName, PendingSnapshotsTableName, DedupeTableName,
+        ClientsTableName, BucketName; CatalogTableName and UserPoolId when the stack has them).
+        Exits 3 when the stack or a required output is missing.
     python stack_data.py delete NAMES_JSON
-        Deletes each table (turning deletion protection off first) and the bucket with every
-        object version and delete marker, printing each as it goes. A table or bucket already
-        gone is reported and skipped, so running it again finishes an interrupted delete.
+        Deletes each table (turning deletion protection off first), the bucket with every
+        object version and delete marker, and the user pool (deletion protection off first),
+        printing each as it goes. One already gone is reported and skipped, so running it again
+        finishes an interrupted delete.
 
 Credentials, region and endpoint come from the standard AWS chain (AWS_ENDPOINT_URL points it at
 the emulator in tests).
@@ -29,6 +32,8 @@ TABLE_OUTPUTS = [
     "DedupeTableName",
     "ClientsTableName",
 ]
+# authMode=cognito only.
+OPTIONAL_TABLE_OUTPUTS = ["CatalogTableName"]
 
 
 def names(stack: str) -> dict:
@@ -42,7 +47,11 @@ def names(stack: str) -> dict:
     if missing:
         print(f"error: stack {stack} has no output {', '.join(missing)}", file=sys.stderr)
         sys.exit(3)
-    return {"tables": [outputs[k] for k in TABLE_OUTPUTS], "bucket": outputs["BucketName"]}
+    return {
+        "tables": [outputs[k] for k in TABLE_OUTPUTS + OPTIONAL_TABLE_OUTPUTS if k in outputs],
+        "bucket": outputs["BucketName"],
+        "userPool": outputs.get("UserPoolId"),
+    }
 
 
 def delete_table(ddb, name: str) -> None:
@@ -76,11 +85,23 @@ def delete_bucket(s3, name: str) -> None:
             raise
 
 
+def delete_user_pool(idp, pool: str) -> None:
+    try:
+        # UpdateUserPool resets what it is not given; the pool is deleted right after.
+        idp.update_user_pool(UserPoolId=pool, DeletionProtection="INACTIVE")
+        idp.delete_user_pool(UserPoolId=pool)
+        print(f"deleted user pool {pool} (every account in it)")
+    except idp.exceptions.ResourceNotFoundException:
+        print(f"user pool {pool}: already gone")
+
+
 def delete(spec: dict) -> None:
     ddb = boto3.client("dynamodb")
     for table in spec["tables"]:
         delete_table(ddb, table)
     delete_bucket(boto3.client("s3"), spec["bucket"])
+    if spec.get("userPool"):
+        delete_user_pool(boto3.client("cognito-idp"), spec["userPool"])
 
 
 def main() -> None:
