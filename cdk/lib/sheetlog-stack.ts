@@ -499,15 +499,14 @@ export class SheetlogStack extends Stack {
     if (this.catalogTable && this.userPool && this.userPoolClient) {
       this.api
         .bindSetting(ENV.authMode, 'cognito')
-        .bindTable(ENV.catalogTable, this.catalogTable, [
-          'GetItem',
-          'BatchGetItem',
-          'Query',
-          'PutItem',
-          'UpdateItem',
-          'DeleteItem',
-          'ConditionCheckItem',
-        ])
+        // Item reads and writes on the table (TransactWriteItems needs the Put/Update/Delete/
+        // ConditionCheck of its parts); on the index only the listing's Query.
+        .bindTable(
+          ENV.catalogTable,
+          this.catalogTable,
+          ['GetItem', 'BatchGetItem', 'Query', 'PutItem', 'UpdateItem', 'DeleteItem', 'ConditionCheckItem'],
+          ['Query'],
+        )
         // Sharing by email looks the person up (ListUsers, filtered by email); by user id, AdminGetUser.
         .bindUserPool(ENV.userPoolId, this.userPool, ['ListUsers', 'AdminGetUser'])
         // Served to the page and the CLI (GET /config.json): a public client id, not a secret.
@@ -515,7 +514,7 @@ export class SheetlogStack extends Stack {
       Validations.of(this.api.role).acknowledge({
         id: `AwsSolutions-IAM5[Resource::<${LOGICAL_IDS.catalogTable}.Arn>/index/*]`,
         reason:
-          "The catalog's indexes (gsi1: a person's sheets, newest first) are queried by the API; the wildcard " +
+          "Query only, on the catalog's indexes (gsi1: a person's sheets, newest first); the wildcard " +
           'stops at the index names of this one table.',
       });
     }

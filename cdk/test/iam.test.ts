@@ -16,7 +16,10 @@ import { functionByBinary, grantsByResource, type Json, synth } from './support'
 const FUNCTIONS_DIR = path.resolve(__dirname, '..', '..', 'functions');
 
 function allowList(crate: FunctionCrate): Record<string, string[]> {
-  const file = path.join(FUNCTIONS_DIR, crate.dir, 'iam-allow-list.json');
+  return allowListFile(path.join(FUNCTIONS_DIR, crate.dir, 'iam-allow-list.json'));
+}
+
+function allowListFile(file: string): Record<string, string[]> {
   const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, Record<string, string> | string>;
   const out: Record<string, string[]> = {};
   for (const [resource, actions] of Object.entries(parsed)) {
@@ -69,6 +72,32 @@ describe('execution roles hold exactly the actions in the allow-list next to the
       );
     });
   }
+
+  // authMode=cognito adds the catalog and the user pool to the API's role, listed in a second
+  // file next to the first; every other role is the same as in an IAM stack.
+  const cognitoFile = path.join(FUNCTIONS_DIR, CRATES.api.dir, 'iam-allow-list.cognito.json');
+  test(`${CRATES.api.binaryName} in authMode=cognito`, {
+    skip: fs.existsSync(path.join(FUNCTIONS_DIR, CRATES.api.dir, 'Cargo.toml')) ? false : 'not in this tree',
+  }, () => {
+    const actual = grants(synth({ authMode: 'cognito' }).json, CRATES.api.binaryName);
+    const allowed: Record<string, string[]> = { ...allowList(CRATES.api) };
+    for (const [resource, actions] of Object.entries(allowListFile(cognitoFile))) {
+      assert.equal(allowed[resource], undefined, `${resource} is in both allow-lists`);
+      allowed[resource] = actions;
+    }
+    assert.deepEqual(
+      sorted(actual),
+      sorted(allowed),
+      `functions/${CRATES.api.dir}/iam-allow-list.json plus iam-allow-list.cognito.json and a cognito stack's template disagree`,
+    );
+    for (const crate of [CRATES.streamRouter, CRATES.snapshotWorker, CRATES.syncWriter]) {
+      assert.deepEqual(
+        grants(synth({ authMode: 'cognito' }).json, crate.binaryName),
+        grants(json, crate.binaryName),
+        crate.binaryName,
+      );
+    }
+  });
 
   test('no role holds an action no code of ours calls and no service needs', () => {
     for (const crate of [...Object.values(CRATES), ARCHIVER_CRATE]) {

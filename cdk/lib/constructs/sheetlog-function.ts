@@ -180,10 +180,29 @@ export class SheetlogFunction extends Construct {
   }
 
   /** Sets `name` to the table's name and grants exactly `actions` on that table only. */
-  bindTable(name: string, table: dynamodb.ITable, actions: readonly DynamoAction[]): this {
+  bindTable(
+    name: string,
+    table: dynamodb.ITable,
+    actions: readonly DynamoAction[],
+    /**
+     * For a table with indexes: the actions on its indexes (`<table>/index/*`), usually just
+     * `Query`. Without it, a table with indexes would get every action on them too.
+     */
+    indexActions?: readonly DynamoAction[],
+  ): this {
     if (actions.length === 0) throw new Error(`bindTable ${name}: no actions`);
     this.setEnv(name, table.tableName);
-    table.grant(this.function, ...[...new Set(actions)].sort().map((a) => `dynamodb:${a}`));
+    const iamActions = (list: readonly DynamoAction[]) => [...new Set(list)].sort().map((a) => `dynamodb:${a}`);
+    if (indexActions === undefined) {
+      table.grant(this.function, ...iamActions(actions));
+    } else {
+      this.function.addToRolePolicy(
+        new iam.PolicyStatement({ actions: iamActions(actions), resources: [table.tableArn] }),
+      );
+      this.function.addToRolePolicy(
+        new iam.PolicyStatement({ actions: iamActions(indexActions), resources: [`${table.tableArn}/index/*`] }),
+      );
+    }
     return this;
   }
 
