@@ -284,7 +284,14 @@ async fn fork(
         }
         let created = state
             .log
-            .create_fork(id, built.manifest_key)
+            .create_fork(
+                id,
+                built.manifest_key,
+                Some(sheetlog_core::log::ForkOrigin {
+                    source,
+                    at: from.seq,
+                }),
+            )
             .await
             .map_err(|e| ApiError::from_log("", e))?;
         info!(log = %id, source = %source, seq = from.seq, chunks = built.manifest.chunks.len(),

@@ -19,6 +19,7 @@ mod chain;
 mod load;
 pub mod purge;
 mod segments;
+pub use segments::ForkOrigin;
 // Client mutations are sheet events, so sync needs the engine; the stream router does without.
 #[cfg(feature = "engine")]
 mod batch;

@@ -1,12 +1,41 @@
 //! Creating a log, starting a new segment and recording completed snapshots on the Segment
 //! table (`docs/design.md`, "New segment").
 
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use super::{Created, EventLog, SegmentHint, SegmentStarted, corrupt, internal_entry, retry};
-use crate::domain::{EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
+use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
 use crate::error::LogError;
 use crate::ports::{Consistency, LogStore, PayloadStore, TxOutcome};
+
+/// Where a fork came from: the body of its entry 0, `{"source":"<log-uuid>","at":<seq>}`
+/// (`docs/storage.md`, "Entry 0 of a fork"). Entry 0 of any other log has an empty body, and so
+/// does that of a fork made before the origin was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkOrigin {
+    /// The log forked from.
+    pub source: LogId,
+    /// The fork holds the source's state as of this sequence (entries `0..at`).
+    pub at: u64,
+}
+
+impl ForkOrigin {
+    fn to_body(self) -> Bytes {
+        // A struct of a UUID and an integer always serializes.
+        Bytes::from(serde_json::to_vec(&self).unwrap_or_default())
+    }
+
+    /// The origin recorded on a log's entry 0, if it is a fork that records one.
+    pub fn of_first_entry(entry: &Entry) -> Option<Self> {
+        if entry.seq != 0 || entry.kind != EntryType::SNAPSHOT || entry.body.is_empty() {
+            return None;
+        }
+        serde_json::from_slice(&entry.body).ok()
+    }
+}
 
 impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     /// Creates a new log: segment 0 and its entry 0 (the Snapshot of the empty sheet) in one
@@ -16,16 +45,28 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
     }
 
     pub async fn create_with_id(&self, log: LogId) -> Result<Created, LogError> {
-        self.create_inner(log, None).await
+        self.create_inner(log, None, None).await
     }
 
     /// Creates a log whose entry 0 is a completed snapshot already written under `root` (a
-    /// fork: the state of another log at some sequence, `snapshot_input::fork_snapshot`).
-    pub async fn create_fork(&self, log: LogId, root: String) -> Result<Created, LogError> {
-        self.create_inner(log, Some(root)).await
+    /// fork: the state of another log at some sequence, `snapshot_input::fork_snapshot`). With
+    /// an `origin`, entry 0's body records it, so the fork's first snapshot can be built again
+    /// from its source if its objects are lost (`sheetlog-maintenance rebuild-snapshots`).
+    pub async fn create_fork(
+        &self,
+        log: LogId,
+        root: String,
+        origin: Option<ForkOrigin>,
+    ) -> Result<Created, LogError> {
+        self.create_inner(log, Some(root), origin).await
     }
 
-    async fn create_inner(&self, log: LogId, root: Option<String>) -> Result<Created, LogError> {
+    async fn create_inner(
+        &self,
+        log: LogId,
+        root: Option<String>,
+        origin: Option<ForkOrigin>,
+    ) -> Result<Created, LogError> {
         let mut units = RequestUnits::default();
         let created = self.clock.now();
         let segment = SegmentRecord {
@@ -35,10 +76,13 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             last_snapshot: Some(0),
             archive: None,
         };
-        let first = EntryRecord {
+        let mut first = EntryRecord {
             snapshot_root: root,
             ..internal_entry(0, 0, created, EntryType::SNAPSHOT)
         };
+        if let Some(origin) = origin {
+            first.body = Some(origin.to_body());
+        }
         let mut backoff = retry::Backoff::new(&self.cfg);
         for _ in 0..self.cfg.max_attempts {
             match self
@@ -182,5 +226,61 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             return Err(LogError::LogNotFound(log));
         }
         Ok((all, units))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::memory::{MemLogStore, MemPayloadStore};
+
+    async fn first_entry(log: &EventLog<MemLogStore, MemPayloadStore>, id: LogId) -> Entry {
+        let page = log
+            .read_from(
+                id,
+                SegmentHint {
+                    segment: 0,
+                    base_seq: 0,
+                },
+                0,
+                1,
+            )
+            .await
+            .expect("read entry 0");
+        page.entries.into_iter().next().expect("entry 0")
+    }
+
+    /// A fork's entry 0 records where it came from (the rebuild builds a lost first snapshot
+    /// again from it); any other log's entry 0, and a fork made without an origin, have none.
+    #[tokio::test]
+    async fn a_forks_first_entry_records_its_source_and_sequence() {
+        let log = EventLog::new(
+            MemLogStore::new(),
+            MemPayloadStore::new(),
+            LogConfig::default(),
+        )
+        .expect("config");
+        let source = log.create().await.expect("create").log;
+        let origin = ForkOrigin { source, at: 7 };
+        let fork = LogId::new_random();
+        log.create_fork(fork, "snapshots/x/manifest".into(), Some(origin))
+            .await
+            .expect("fork");
+        let first = first_entry(&log, fork).await;
+        assert_eq!(ForkOrigin::of_first_entry(&first), Some(origin));
+        assert_eq!(first.snapshot_root.as_deref(), Some("snapshots/x/manifest"));
+        assert_eq!(
+            ForkOrigin::of_first_entry(&first_entry(&log, source).await),
+            None
+        );
+        let old = LogId::new_random();
+        log.create_fork(old, "snapshots/y/manifest".into(), None)
+            .await
+            .expect("fork without origin");
+        assert_eq!(
+            ForkOrigin::of_first_entry(&first_entry(&log, old).await),
+            None
+        );
     }
 }
