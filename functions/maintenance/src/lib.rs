@@ -12,7 +12,9 @@ pub mod rebuild;
 pub mod reprocess;
 
 pub use archive::{Mode, Policy, Retention, RetentionError, RetentionReport, RunOptions};
-pub use rebuild::{RebuildError, RebuildOptions, RebuildReport, RebuildTables, Rebuilder};
+pub use rebuild::{
+    PAGE_ENTRIES, RebuildError, RebuildOptions, RebuildReport, RebuildTables, Rebuilder,
+};
 pub use reprocess::{ReprocessError, ReprocessOptions, ReprocessReport, Reprocessor};
 
 /// Parses an RFC 3339 date-time (`2026-11-20T00:00:00Z`) to Unix epoch seconds.

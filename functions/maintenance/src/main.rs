@@ -4,7 +4,7 @@
 //! ```text
 //! sheetlog-maintenance reprocess --since 2026-11-20T00:00:00Z [--dry-run]
 //! sheetlog-maintenance archive [--mode archive|delete] [--keep-segments 3] [--after-days 90] [--dry-run]
-//! sheetlog-maintenance rebuild-snapshots [--log ID] [--dry-run]
+//! sheetlog-maintenance rebuild-snapshots [--log ID] [--dry-run] [--verify]
 //! ```
 //! Progress goes to stderr, the final report (JSON) to stdout.
 
@@ -37,9 +37,10 @@ enum Command {
     /// archive), or delete them. Only history behind a completed snapshot, never the two newest
     /// segments. Safe to run again, and to interrupt.
     Archive(ArchiveArgs),
-    /// Build every completed snapshot again from the log (one log, or all) and write whatever
-    /// chunk or manifest object is missing. Builds are deterministic, so nothing present is
-    /// changed. Safe to run again, and to interrupt.
+    /// Build again, from the log, every completed snapshot with an object missing (one log, or
+    /// all) and write what is missing; a fork's lost first snapshot is built from the source its
+    /// entry 0 records. Builds are deterministic, so nothing present is changed. Safe to run
+    /// again, and to interrupt: a rerun passes over snapshots already whole.
     RebuildSnapshots(RebuildArgs),
 }
 
@@ -51,6 +52,10 @@ struct RebuildArgs {
     /// Report what would be written, change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Build every snapshot, even those whose objects are all present, and check the roots on
+    /// the log against the builds (after a change of the builder).
+    #[arg(long)]
+    verify: bool,
     #[command(flatten)]
     stack: StackArgs,
     /// The Clients table: it holds the logs' metadata items, whose tombstones mark deleted logs.
@@ -138,14 +143,15 @@ async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
     let opts = RebuildOptions {
         log: args.log,
         dry_run: args.dry_run,
-        build: sheetlog_core::snapshot::BuildConfig::default(),
+        verify: args.verify,
+        ..RebuildOptions::default()
     };
     let verb = if args.dry_run { "would write" } else { "wrote" };
     let report = tool
         .run(opts, &mut |log, r| {
             eprintln!(
-                "log {log}: {} logs ({} deleted, skipped), {} snapshots rebuilt; {verb} {} objects, {} already present, {} roots fixed, {} fork bases missing",
-                r.logs, r.logs_deleted, r.snapshots_rebuilt, r.objects_written, r.objects_present, r.roots_fixed, r.fork_bases_missing
+                "log {log}: {} logs ({} deleted, skipped), {} entries read, {} snapshots rebuilt, {} intact; {verb} {} objects, {} already present, {} roots fixed, {} fork bases rebuilt, {} missing",
+                r.logs, r.logs_deleted, r.entries_read, r.snapshots_rebuilt, r.snapshots_intact, r.objects_written, r.objects_present, r.roots_fixed, r.fork_bases_rebuilt, r.fork_bases_missing
             );
         })
         .await

@@ -36,14 +36,14 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Serialize;
 use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket};
-use sheetlog_core::domain::{EntryType, LogId, RequestUnits};
+use sheetlog_core::domain::{Entry, EntryType, LogId, RequestUnits};
 use sheetlog_core::error::{LogError, StoreError};
-use sheetlog_core::log::{EventLog, SegmentHint};
+use sheetlog_core::log::{EventLog, ForkOrigin, SegmentHint};
 use sheetlog_core::ports::{LogPurge, LogStore};
 use sheetlog_core::snapshot::{
     BlobError, BlobStore, BuildConfig, Manifest, SnapshotBuilder, SnapshotError,
 };
-use sheetlog_core::snapshot_input::{InputError, base_manifest, log_entries};
+use sheetlog_core::snapshot_input::{InputError, base_manifest, fork_snapshot, log_entries};
 use tracing::{error, info, warn};
 
 use crate::logs::LogIds;
@@ -68,6 +68,98 @@ pub enum RebuildError {
     ShortRead { log: LogId, got: u64, expected: u64 },
 }
 
+/// How a fork's first snapshot stands after [`Rebuilder::fork_first`].
+enum ForkBase {
+    /// Whole, under this root.
+    Whole(String),
+    /// Gone, and it cannot be built again.
+    Missing,
+}
+
+/// A log's entries from sequence 0 in pages of bounded size, following segments (archived ones
+/// included) with the reader every other reader uses, up to the end the run started with.
+struct Pages {
+    log: LogId,
+    hint: SegmentHint,
+    num: u64,
+    /// Entries read so far.
+    read: u64,
+    /// The log's next sequence when the walk began: entries appended since are not its business.
+    end: u64,
+    /// Set at an empty page before the end, or at a Snapshot entry not yet complete.
+    stopped: bool,
+    /// Set at a Snapshot entry not yet complete: the rest is not read, on purpose.
+    incomplete: bool,
+    held: Option<Vec<Entry>>,
+    page: usize,
+}
+
+impl Pages {
+    fn new(log: LogId, end: u64, page: usize) -> Self {
+        Self {
+            log,
+            page,
+            hint: SegmentHint {
+                segment: 0,
+                base_seq: 0,
+            },
+            num: 0,
+            read: 0,
+            end,
+            stopped: false,
+            incomplete: false,
+            held: None,
+        }
+    }
+
+    async fn next(
+        &mut self,
+        log: &EventLog<DynamoLogStore, S3Bucket>,
+        report: &mut RebuildReport,
+    ) -> Result<Option<Vec<Entry>>, RebuildError> {
+        if let Some(held) = self.held.take().filter(|h| !h.is_empty()) {
+            return Ok(Some(held));
+        }
+        if self.stopped || self.read >= self.end {
+            return Ok(None);
+        }
+        let limit = usize::try_from(self.end - self.read).map_or(self.page, |n| n.min(self.page));
+        let (page, _) = log
+            .read_from_within(self.log, self.hint, self.num, limit, PAGE_BYTES)
+            .await?;
+        let Some(last) = page.entries.last() else {
+            self.stopped = true;
+            return Ok(None);
+        };
+        self.hint = SegmentHint {
+            segment: last.segment,
+            base_seq: last.seq - last.num,
+        };
+        self.num = last.num + 1;
+        let n = page.entries.len() as u64;
+        self.read += n;
+        report.entries_read += n;
+        Ok(Some(page.entries))
+    }
+
+    /// Hands `entries` out again at the next call.
+    fn push_back(&mut self, entries: Vec<Entry>) {
+        self.held = Some(entries);
+    }
+
+    /// Ends the walk early (at a Snapshot entry not yet complete).
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.incomplete = true;
+        self.held = None;
+    }
+
+    /// True when the walk found fewer entries than the log had when it began.
+    fn short(&self) -> bool {
+        !self.incomplete && self.read < self.end
+    }
+}
+
 /// What a run found and did (totals over the logs done so far).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -77,8 +169,11 @@ pub struct RebuildReport {
     /// Logs skipped because they were deleted (tombstoned).
     pub logs_deleted: u64,
     pub entries_read: u64,
-    /// Snapshots built again (each completed Snapshot entry after entry 0).
+    /// Snapshots built again (completed Snapshot entries after entry 0 with an object missing,
+    /// or every one with `verify`).
     pub snapshots_rebuilt: u64,
+    /// Snapshots whose manifest and chunks were all present, so not built.
+    pub snapshots_intact: u64,
     /// Chunk, manifest and fork-marker objects written (or, in a dry run, that would have been).
     pub objects_written: u64,
     /// Objects the build wrote that were already in the bucket (manifests and fork markers; the
@@ -89,22 +184,45 @@ pub struct RebuildReport {
     /// Roots that differ on an archived segment (not changed: the archive is read-only).
     pub roots_differing_archived: u64,
     /// Forks whose first snapshot (its manifest, or a chunk of it that no source rebuilt) is
-    /// gone; their later snapshots were left alone.
+    /// gone and cannot be built again (the fork predates recorded origins, or its source is
+    /// gone); their later snapshots were left alone.
     pub fork_bases_missing: u64,
+    /// Forks whose first snapshot was gone and was built again from the source and sequence
+    /// their entry 0 records.
+    pub fork_bases_rebuilt: u64,
     /// Snapshot entries not yet complete, where a log's walk stopped.
     pub snapshots_incomplete: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct RebuildOptions {
     /// Only this log (every log of the Segment table when `None`); the logs a fork of it shares
     /// chunks with are rebuilt too.
     pub log: Option<LogId>,
     /// Report what would be written without writing it.
     pub dry_run: bool,
+    /// Build every snapshot again, even one whose manifest and chunks are all in the bucket
+    /// (which a run otherwise counts as intact and passes over): checks that the builder still
+    /// gives the roots on the log.
+    pub verify: bool,
     /// The chunking the snapshot worker builds with (its default unless configured otherwise):
     /// the same settings give the same bytes.
     pub build: BuildConfig,
+    /// Entries per page of the walk through a log ([`PAGE_ENTRIES`]); memory holds one page and
+    /// one snapshot interval of entries.
+    pub page_entries: usize,
+}
+
+impl Default for RebuildOptions {
+    fn default() -> Self {
+        Self {
+            log: None,
+            dry_run: false,
+            verify: false,
+            build: BuildConfig::default(),
+            page_entries: PAGE_ENTRIES,
+        }
+    }
 }
 
 /// The tables and bucket a run works on.
@@ -126,9 +244,10 @@ pub struct Rebuilder {
     bucket: S3Bucket,
 }
 
-/// Entries read from sequence 0 in one go: an operator's tool, far past any real log's length
-/// between archive runs.
-const READ_LIMIT: usize = 10_000_000;
+/// A page of the walk through a log: at most this many entries (by default) ...
+pub const PAGE_ENTRIES: usize = 1_000;
+/// ... and about this many bytes of bodies (a page always holds at least one entry).
+const PAGE_BYTES: usize = 32 << 20;
 
 /// Logs already done in this run (rebuilt, skipped or being rebuilt).
 type Done = HashSet<LogId>;
@@ -224,19 +343,6 @@ impl Rebuilder {
             return Ok(());
         }
         let (next_seq, _) = self.log.next_seq(log).await?;
-        let start = SegmentHint {
-            segment: 0,
-            base_seq: 0,
-        };
-        let mut entries = self.log.read_from(log, start, 0, READ_LIMIT).await?.entries;
-        report.entries_read += entries.len() as u64;
-        if entries.len() as u64 != next_seq || entries.first().is_none_or(|e| e.seq != 0) {
-            return Err(RebuildError::ShortRead {
-                log,
-                got: entries.len() as u64,
-                expected: next_seq,
-            });
-        }
         let (segments, _) = self.log.segments(log).await?;
         let archived = |segment: u64| {
             segments
@@ -245,13 +351,177 @@ impl Rebuilder {
         };
         let dry_run = opts.dry_run;
         let blobs = Counting::new(&self.bucket, dry_run);
-        if let Some(root) = entries[0].snapshot_root.clone() {
-            // A fork: its sources first, then check its first snapshot is whole.
-            let Some(manifest) = self.fork_base(log, &root).await? else {
-                error!(log = %log, root, "the fork's first snapshot is gone; the log does not name its source");
-                report.fork_bases_missing += 1;
-                return Ok(());
-            };
+        let mut pages = Pages::new(log, next_seq, opts.page_entries.max(1));
+        let Some(first) = pages.next(&self.log, report).await?.map(|mut p| {
+            let first = p.remove(0);
+            pages.push_back(p);
+            first
+        }) else {
+            return Err(RebuildError::ShortRead {
+                log,
+                got: 0,
+                expected: next_seq,
+            });
+        };
+        if first.seq != 0 {
+            return Err(RebuildError::ShortRead {
+                log,
+                got: 0,
+                expected: next_seq,
+            });
+        }
+        let mut first = first;
+        if let Some(root) = first.snapshot_root.clone() {
+            match self
+                .fork_first(log, &first, &root, opts, &blobs, report, done, progress)
+                .await?
+            {
+                ForkBase::Whole(new_root) => {
+                    if new_root != root {
+                        self.replace_root(log, &first, &new_root, dry_run, &archived, report)
+                            .await?;
+                        first.snapshot_root = Some(new_root);
+                    }
+                }
+                ForkBase::Missing => {
+                    report.fork_bases_missing += 1;
+                    return Ok(());
+                }
+            }
+        }
+        let uuid = *log.as_uuid();
+        // The entries from the last completed snapshot (first) up to the next one: what a build
+        // needs, so memory holds one snapshot interval, not the log.
+        let mut window = vec![first];
+        while let Some(page) = pages.next(&self.log, report).await? {
+            for entry in page {
+                if entry.kind != EntryType::SNAPSHOT {
+                    window.push(entry);
+                    continue;
+                }
+                let Some(root) = entry.snapshot_root.clone() else {
+                    report.snapshots_incomplete += 1;
+                    pages.stop();
+                    break;
+                };
+                if !opts.verify && self.intact(&blobs, log, &root).await? {
+                    report.snapshots_intact += 1;
+                    window = vec![entry];
+                    continue;
+                }
+                let manifest = base_manifest(&blobs, log, &window[0]).await?;
+                let input = log_entries(&window)?;
+                let built = SnapshotBuilder::new(
+                    &blobs,
+                    &self.bucket,
+                    opts.build,
+                    uuid,
+                    entry.seq,
+                    manifest,
+                    input,
+                )?
+                .run(|_| {})
+                .await?;
+                report.snapshots_rebuilt += 1;
+                let mut entry = entry;
+                if built.manifest_key != root {
+                    self.replace_root(log, &entry, &built.manifest_key, dry_run, &archived, report)
+                        .await?;
+                    entry.snapshot_root = Some(built.manifest_key);
+                }
+                window = vec![entry];
+            }
+        }
+        if pages.short() {
+            return Err(RebuildError::ShortRead {
+                log,
+                got: pages.read,
+                expected: next_seq,
+            });
+        }
+        let (written, present) = blobs.counts();
+        report.objects_written += written;
+        report.objects_present += present;
+        Ok(())
+    }
+
+    /// Records a rebuilt root that differs from the one on the Snapshot entry (which only a
+    /// change of builder, or a fork built again from a source whose later snapshots completed
+    /// since, can cause): replaced on a segment still in DynamoDB, reported on an archived one.
+    async fn replace_root(
+        &self,
+        log: LogId,
+        entry: &Entry,
+        rebuilt: &str,
+        dry_run: bool,
+        archived: &dyn Fn(u64) -> bool,
+        report: &mut RebuildReport,
+    ) -> Result<(), RebuildError> {
+        let (segment, num) = (entry.segment, entry.num);
+        let root = entry.snapshot_root.as_deref().unwrap_or_default();
+        if archived(segment) {
+            warn!(log = %log, segment, entry = num, root, rebuilt,
+                "root differs on an archived segment; left alone");
+            report.roots_differing_archived += 1;
+            return Ok(());
+        }
+        warn!(log = %log, segment, entry = num, root, rebuilt,
+            "root differs from the rebuilt manifest; replaced");
+        report.roots_fixed += 1;
+        if !dry_run {
+            let mut units = RequestUnits::default();
+            self.log
+                .store()
+                .set_snapshot_root(log, segment, num, rebuilt, &mut units)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// True when the manifest under `root` and every chunk it lists are in the bucket: the
+    /// snapshot needs no build (a rerun after an interruption goes past what is done at the cost
+    /// of one existence check per object).
+    async fn intact(
+        &self,
+        blobs: &Counting<'_>,
+        log: LogId,
+        root: &str,
+    ) -> Result<bool, RebuildError> {
+        let Some(bytes) = blobs.get(root).await? else {
+            return Ok(false);
+        };
+        let Ok(manifest) = Manifest::from_bytes(root, &bytes) else {
+            warn!(log = %log, root, "manifest unreadable; building it again");
+            return Ok(false);
+        };
+        for chunk in &manifest.chunks {
+            if !blobs.exists(&chunk.key(*log.as_uuid())).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// A fork's first snapshot, made whole: its sources rebuilt first, its manifest and chunks
+    /// checked, and when they are gone, built again from the source its entry 0 names. Answers
+    /// the root to use (the entry's own, or the rebuilt one).
+    #[allow(clippy::too_many_arguments)]
+    async fn fork_first(
+        &self,
+        log: LogId,
+        first: &Entry,
+        root: &str,
+        opts: RebuildOptions,
+        blobs: &Counting<'_>,
+        report: &mut RebuildReport,
+        done: &mut Done,
+        progress: &mut (dyn FnMut(LogId, &RebuildReport) + Send),
+    ) -> Result<ForkBase, RebuildError> {
+        let origin = ForkOrigin::of_first_entry(first);
+        if let Some(origin) = origin {
+            Box::pin(self.rebuild_log(origin.source, opts, report, done, progress)).await?;
+        }
+        if let Some(manifest) = self.fork_base(log, root).await? {
             let sources: BTreeSet<LogId> = manifest
                 .chunks
                 .iter()
@@ -262,69 +532,69 @@ impl Rebuilder {
             for source in &sources {
                 Box::pin(self.rebuild_log(*source, opts, report, done, progress)).await?;
             }
+            let mut whole = true;
             for chunk in &manifest.chunks {
                 let key = chunk.key(*log.as_uuid());
                 if !blobs.exists(&key).await? {
-                    error!(log = %log, root, chunk = key, "a chunk of the fork's first snapshot is gone");
-                    report.fork_bases_missing += 1;
-                    return Ok(());
+                    warn!(log = %log, root, chunk = key, "a chunk of the fork's first snapshot is gone");
+                    whole = false;
+                    break;
                 }
             }
-            for source in sources {
-                for marker in sheetlog_core::log::purge::fork_markers(source, log) {
-                    blobs.put(&marker, Bytes::new()).await?;
-                }
+            if whole {
+                self.mark_sources(log, &sources, blobs).await?;
+                return Ok(ForkBase::Whole(root.to_owned()));
             }
         }
-        let uuid = *log.as_uuid();
-        let mut base = 0usize;
-        for i in 1..entries.len() {
-            if entries[i].kind != EntryType::SNAPSHOT {
-                continue;
+        let Some(origin) = origin else {
+            error!(log = %log, root, "the fork's first snapshot is gone and its entry 0 does not name its source (a fork made before origins were recorded)");
+            return Ok(ForkBase::Missing);
+        };
+        // Built again from the source as of the fork's sequence, as `POST /logs` built it.
+        let built = match fork_snapshot(
+            &self.log,
+            blobs,
+            &self.bucket,
+            opts.build,
+            origin.source,
+            origin.at,
+            log,
+        )
+        .await
+        {
+            Ok(built) => built,
+            Err(e) => {
+                error!(log = %log, source = %origin.source, at = origin.at, error = %e,
+                    "the fork's first snapshot is gone and its source cannot give it again");
+                return Ok(ForkBase::Missing);
             }
-            let Some(root) = entries[i].snapshot_root.clone() else {
-                report.snapshots_incomplete += 1;
-                break;
-            };
-            let manifest = base_manifest(&blobs, log, &entries[base]).await?;
-            let input = log_entries(&entries[base..i])?;
-            let built = SnapshotBuilder::new(
-                &blobs,
-                &self.bucket,
-                opts.build,
-                uuid,
-                entries[i].seq,
-                manifest,
-                input,
-            )?
-            .run(|_| {})
-            .await?;
-            report.snapshots_rebuilt += 1;
-            if built.manifest_key != root {
-                let (segment, num) = (entries[i].segment, entries[i].num);
-                if archived(segment) {
-                    warn!(log = %log, segment, entry = num, root, rebuilt = %built.manifest_key,
-                        "root differs on an archived segment; left alone");
-                    report.roots_differing_archived += 1;
-                } else {
-                    warn!(log = %log, segment, entry = num, root, rebuilt = %built.manifest_key,
-                        "root differs from the rebuilt manifest; replaced");
-                    report.roots_fixed += 1;
-                    if !dry_run {
-                        let mut units = RequestUnits::default();
-                        self.log
-                            .store()
-                            .set_snapshot_root(log, segment, num, &built.manifest_key, &mut units)
-                            .await?;
-                    }
-                }
-                entries[i].snapshot_root = Some(built.manifest_key);
+        };
+        report.fork_bases_rebuilt += 1;
+        let sources: BTreeSet<LogId> = built
+            .manifest
+            .chunks
+            .iter()
+            .filter_map(|c| c.log)
+            .map(LogId::from_uuid)
+            .filter(|s| *s != log)
+            .collect();
+        self.mark_sources(log, &sources, blobs).await?;
+        Ok(ForkBase::Whole(built.manifest_key))
+    }
+
+    /// The two markers per source whose chunks the fork's first snapshot shares
+    /// (`log::purge::fork_markers`), which keep a deleted source's chunks alive for the fork.
+    async fn mark_sources(
+        &self,
+        log: LogId,
+        sources: &BTreeSet<LogId>,
+        blobs: &Counting<'_>,
+    ) -> Result<(), RebuildError> {
+        for source in sources {
+            for marker in sheetlog_core::log::purge::fork_markers(*source, log) {
+                blobs.put(&marker, Bytes::new()).await?;
             }
-            base = i;
         }
-        let (written, present) = blobs.counts();
-        report.objects_written += written;
-        report.objects_present += present;
         Ok(())
     }
 

@@ -1,8 +1,8 @@
 //! The restore drill for snapshots (`sheetlog-maintenance rebuild-snapshots`): a log with an
 //! import, history over several segments (two archived to S3) and large bodies, a fork of it with
 //! history of its own and its fork markers, and a deleted log; every object under `snapshots/`
-//! is recorded with every version's read, then deleted (but the fork's own first snapshot, which
-//! the log cannot rebuild); the rebuild brings back the same bytes under the same keys and every
+//! is recorded with every version's read, then deleted (the fork's own first snapshot too, which
+//! comes back from the source its entry 0 records); the rebuild, reading in small pages, brings back the same bytes under the same keys and every
 //! version reads exactly as before: through the core (`sheet_as_of`), and through the API router
 //! as clients read it (a CSV export's extent and cells at every version, and Replicache pulls
 //! from a null cookie and from every cookie).
@@ -14,8 +14,8 @@ use bytes::Bytes;
 use serde_json::json;
 use sheetlog_core::aws::DynamoPurge;
 use sheetlog_core::domain::{LogId, SnapshotJob};
-use sheetlog_core::log::AppendOptions;
 use sheetlog_core::log::purge::fork_markers;
+use sheetlog_core::log::{AppendOptions, ForkOrigin};
 use sheetlog_core::ports::{LogPurge, ObjectPurge, PayloadStore};
 use sheetlog_core::snapshot::materialize;
 use sheetlog_core::snapshot_input::{fork_snapshot, sheet_as_of};
@@ -178,6 +178,9 @@ fn opts(log: Option<LogId>, dry_run: bool) -> RebuildOptions {
         log,
         dry_run,
         build: TEST_BUILD,
+        // Small pages, so the walk pages across segments, archived ones included.
+        page_entries: 5,
+        ..RebuildOptions::default()
     }
 }
 
@@ -256,7 +259,16 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
     for marker in fork_markers(log, fork) {
         px.blobs.put_marker(&marker).await?;
     }
-    px.log.create_fork(fork, built.manifest_key.clone()).await?;
+    px.log
+        .create_fork(
+            fork,
+            built.manifest_key.clone(),
+            Some(ForkOrigin {
+                source: log,
+                at: 40,
+            }),
+        )
+        .await?;
     edits(&px, &worker, fork, 1000, 10, false).await?;
     // The fork's own first snapshot: its manifest and the chunks under its prefix.
     let fork_base: Vec<String> = std::iter::once(built.manifest_key.clone())
@@ -312,18 +324,32 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
         before.0.keys()
     );
 
-    // A dry run writes nothing and reports everything present.
+    // With everything present a run builds nothing (every snapshot is intact); a verifying dry
+    // run builds every snapshot and writes nothing, finding every object present.
     let tool = rebuilder(&px)?;
     let dry = tool.run(opts(Some(log), true), &mut |_, _| {}).await?;
     ensure!(
-        dry.objects_written == 0 && dry.objects_present > 0 && dry.snapshots_rebuilt == 11,
+        dry.objects_written == 0 && dry.snapshots_rebuilt == 0 && dry.snapshots_intact == 11,
+        "{dry:?}"
+    );
+    let verify = RebuildOptions {
+        verify: true,
+        ..opts(Some(log), true)
+    };
+    let dry = tool.run(verify, &mut |_, _| {}).await?;
+    ensure!(
+        dry.objects_written == 0
+            && dry.objects_present > 0
+            && dry.snapshots_rebuilt == 11
+            && dry.roots_fixed == 0,
         "{dry:?}"
     );
 
-    // Lose every snapshot object (but the fork's own first snapshot, which the log cannot
-    // rebuild: it does not name the fork's source or sequence).
+    // Lose every snapshot object, the fork's own first snapshot included.
+    ensure!(fork_base.len() > 1, "{fork_base:?}");
     delete(&px, before.0.keys()).await?;
-    delete(&px, before.1.keys().filter(|k| !fork_base.contains(k))).await?;
+    delete(&px, before.1.keys()).await?;
+    ensure!(px.snapshot_objects(fork).await?.is_empty());
     ensure!(px.snapshot_objects(log).await?.is_empty());
     ensure!(
         before.1.keys().any(|k| k.contains("/sources/")),
@@ -349,6 +375,7 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
         report.objects_written > 10
             && report.roots_fixed == 0
             && report.logs_deleted == 1
+            && report.fork_bases_rebuilt == 1
             && report.fork_bases_missing == 0,
         "{report:?}"
     );
@@ -386,12 +413,14 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
         );
     }
 
-    // Idempotent: a second run builds the same snapshots and writes nothing.
+    // Idempotent and resumable: a second run finds every snapshot whole, builds none and
+    // writes nothing.
     let again = tool.run(opts(None, false), &mut |_, _| {}).await?;
     ensure!(
         again.objects_written == 0
-            && again.snapshots_rebuilt == report.snapshots_rebuilt
-            && again.objects_present > 0,
+            && again.snapshots_rebuilt == 0
+            && again.snapshots_intact == report.snapshots_rebuilt + report.snapshots_intact
+            && again.fork_bases_rebuilt == 0,
         "{again:?} after {report:?}"
     );
 
@@ -403,9 +432,18 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
             .is_some()
     );
 
-    // A fork whose first snapshot is gone is reported, not guessed at.
-    delete(&px, std::iter::once(&built.manifest_key)).await?;
-    let lost = tool.run(opts(Some(fork), false), &mut |_, _| {}).await?;
+    // A fork made before origins were recorded (entry 0 names no source) whose first snapshot
+    // is gone is reported, not guessed at.
+    let old = LogId::new_random();
+    let old_base = fork_snapshot(&px.log, &px.blobs, &px.blobs, TEST_BUILD, log, 30, old).await?;
+    for marker in fork_markers(log, old) {
+        px.blobs.put_marker(&marker).await?;
+    }
+    px.log
+        .create_fork(old, old_base.manifest_key.clone(), None)
+        .await?;
+    delete(&px, std::iter::once(&old_base.manifest_key)).await?;
+    let lost = tool.run(opts(Some(old), false), &mut |_, _| {}).await?;
     ensure!(
         lost == RebuildReport {
             logs: 1,
@@ -497,7 +535,16 @@ async fn a_table_restored_from_a_backup_reads_the_same() -> anyhow::Result<()> {
     for marker in fork_markers(log, fork) {
         px.blobs.put_marker(&marker).await?;
     }
-    px.log.create_fork(fork, built.manifest_key).await?;
+    px.log
+        .create_fork(
+            fork,
+            built.manifest_key,
+            Some(ForkOrigin {
+                source: log,
+                at: 15,
+            }),
+        )
+        .await?;
     edits(&px, &worker, fork, 500, 5, false).await?;
     let before = (reads(&px, log).await?, reads(&px, fork).await?);
 
