@@ -30,7 +30,9 @@ NOT_TABLES = {
     "The", "A", "An", "Each", "Every", "This", "That", "One", "Any", "Its", "Which", "DynamoDB",
     "Another", "No", "Global", "Markdown", "Same", "New", "Restored", "Source", "Target",
 }
-KEY = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"
+# A bench key: snake_case, and for a nested object's figure, its path with dots
+# (`sheetlog_500b.wru_per_append`).
+KEY = r"[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+"
 NUM = r"-?\d[\d,]*(?:\.\d+)?"
 UNIT = r"(?:RRU|WRU|read units?|write units?)"
 
@@ -118,7 +120,8 @@ def check_figures(where: str, line: str, facts: Facts) -> list[str]:
             text = " ".join(c for c in cells if c not in key_cells)
             for key in keys:
                 unit = {"rru": "RRU", "wru": "WRU", "bytes": "bytes"}.get(key.rsplit("_", 1)[-1])
-                pattern = rf"({NUM}) {unit}" if unit else rf"({NUM})"
+                # A table whose columns carry the unit states bare numbers.
+                pattern = rf"({NUM}) {unit}" if unit and unit in text else rf"({NUM})"
                 found = re.findall(pattern, text)
                 if not any(agrees(f, facts.bench[key]) for f in found):
                     errors.append(
@@ -194,10 +197,15 @@ def check_paths(where: str, doc: str, line: str, facts: Facts) -> list[str]:
 
 def repo_facts(root: Path) -> Facts:
     bench: dict[str, float] = {}
+    def add(prefix: str, obj: dict) -> None:
+        for k, v in obj.items():
+            if isinstance(v, dict):
+                add(f"{prefix}{k}.", v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                bench[prefix + k] = float(v)
+
     for f in sorted((root / "docs" / "bench").glob("*.json")):
-        for k, v in json.loads(f.read_text()).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                bench[k] = float(v)
+        add("", json.loads(f.read_text()))
     stack = (root / "cdk" / "lib" / "sheetlog-stack.ts").read_text()
     ids = re.search(r"export const LOGICAL_IDS = \{(.*?)\}", stack, re.S)
     tables = set()

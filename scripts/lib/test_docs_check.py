@@ -7,7 +7,8 @@ from docs_check import Facts, check_settings_table, check_text
 
 FACTS = Facts(
     bench={"api_push_one_mutation_rru": 2.5, "api_push_one_mutation_wru": 4.0, "idle_pull_rru": 0.5,
-           "push_one_mutation_rru": 1.5, "push_one_mutation_wru": 4.0},
+           "push_one_mutation_rru": 1.5, "push_one_mutation_wru": 4.0,
+           "sheetlog_500b.wru_per_append": 1.0, "sheetlog_500b.read_rru": 68.0},
     tables={"Entry", "Segment", "Pending Snapshots", "Dedupe", "Clients"},
     settings={"stackName", "backupPlan"},
     exists=lambda p: p in {"docs/sync.md", "functions/api/src/sync.rs", "functions", "clients/replicache"},
@@ -35,6 +36,12 @@ class OldClaims(unittest.TestCase):
         self.assertTrue(errors(old))
         self.assertTrue(errors("An unchanged pull costs 2 RRU (`idle_pull_rru` = 2)."))
         self.assertFalse(errors("An unchanged pull costs 0.5 RRU (`idle_pull_rru` = 0.5)."))
+
+    def test_a_nested_figure_is_named_by_its_path(self):
+        row = "| 500 B | sheetlog | **1** | 0.5 | 1,000 | {} | `sheetlog_500b.wru_per_append`, `sheetlog_500b.read_rru` |"
+        self.assertFalse(errors(row.format("68")))
+        self.assertTrue(any("read_rru" in e for e in errors(row.format("69"))), errors(row.format("69")))
+        self.assertTrue(errors("A 500 B append writes `sheetlog_500b.wru_per_append` = 2 units."))
 
     def test_a_cost_table_row_must_agree_with_its_keys(self):
         row = "| push of one mutation | 4 WRU + 1.5 RRU | `api_push_one_mutation_wru`, `api_push_one_mutation_rru` |"
