@@ -422,7 +422,7 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
   await openSheet(root, logId, messages, {
     readOnly: !can(role, 'edit'),
     name,
-    actions: [share, el('span', { className: 'role' }, role ?? ''), accountBar(session)],
+    actions: [share, el('span', { className: 'role', title: 'Your role on this sheet' }, role ?? '')],
   });
 }
 
