@@ -133,6 +133,9 @@ function localListPage(mode: AuthMode): void {
 
 // ---- cognito mode ----------------------------------------------------------------------------
 
+/** How often an open sheet checks whether the signed-in person's role on it changed. */
+const ROLE_POLL_MS = 30_000;
+
 /** Names of sheets seen in the list, so a sheet's page can show its name (this tab only). */
 const NAMES = 'sheetlog.names';
 function rememberName(s: SheetInfo): void {
@@ -421,9 +424,30 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
   share.onclick = () => void shareDialog({ catalog, messages, logId, name, me, onLeft: () => location.assign('/') });
   await openSheet(root, logId, messages, {
     readOnly: !can(role, 'edit'),
+    user: me,
     name,
     actions: [share, el('span', { className: 'role', title: 'Your role on this sheet' }, role ?? '')],
   });
+  // A role changed by an owner while the sheet is open: the page opens it again as the new role
+  // allows (a viewer has no pending edits to lose), or goes to the list when access is gone.
+  const every = Number(localStorage.getItem('sheetlog.rolePollMs')) || ROLE_POLL_MS;
+  const timer = setInterval(async () => {
+    if (document.visibilityState !== 'visible') return;
+    let now: typeof role;
+    try {
+      now = await catalog.roleOf(logId, me);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 403)) return; // offline: ask again later
+      now = undefined;
+    }
+    if (now === role) return;
+    clearInterval(timer);
+    if (now === undefined) {
+      messages.error(`You no longer have access to “${name}”.`);
+      setTimeout(() => location.assign('/'), 1500);
+    } else if (can(now, 'edit') !== can(role, 'edit')) location.reload();
+    else role = now;
+  }, every);
 }
 
 // ---- routing ---------------------------------------------------------------------------------

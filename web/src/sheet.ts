@@ -88,6 +88,11 @@ export interface SheetOptions {
   name?: string;
   /** More toolbar controls (the share button, the role). */
   actions?: HTMLElement[];
+  /**
+   * The signed-in person (cognito mode): their pending edits are kept in a store of their own,
+   * so another person signing in on this browser never pushes them.
+   */
+  user?: string;
 }
 
 export async function openSheet(
@@ -331,7 +336,7 @@ export async function openSheet(
 
   // ---- Replicache --------------------------------------------------------------------------
   const rep = new Replicache<Mutators>({
-    name: `sheetlog-${logId}`,
+    name: opts.user ? `sheetlog-${opts.user}-${logId}` : `sheetlog-${logId}`,
     pushURL: `${api}/replicache/push`,
     pullURL: `${api}/replicache/pull?view=none`,
     auth: authHeader(),
