@@ -261,6 +261,7 @@ function accountBar(session: Session): HTMLElement {
   out.onclick = async () => {
     out.disabled = true;
     sessionStorage.removeItem(NAMES);
+    session.onChange = () => {}; // no "you were signed out" form: the page starts afresh below
     await session.signOut();
     location.assign('/');
   };
@@ -420,13 +421,17 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
   }
   const name = nameOf(logId) ?? `sheet ${logId.slice(0, 8)}`;
   document.title = `${name} · sheetlog`;
-  const share = el('button', { type: 'button', className: 'share' }, can(role, 'share') ? 'Share' : 'Members');
+  const share = el(
+    'button',
+    { type: 'button', className: 'share', title: `Members and roles (you are ${role ?? 'not a member'})` },
+    can(role, 'share') ? 'Share' : 'Members',
+  );
   share.onclick = () => void shareDialog({ catalog, messages, logId, name, me, onLeft: () => location.assign('/') });
   await openSheet(root, logId, messages, {
     readOnly: !can(role, 'edit'),
     user: me,
     name,
-    actions: [share, el('span', { className: 'role', title: 'Your role on this sheet' }, role ?? '')],
+    actions: [share],
   });
   // A role changed by an owner while the sheet is open: the page opens it again as the new role
   // allows (a viewer has no pending edits to lose), or goes to the list when access is gone.
