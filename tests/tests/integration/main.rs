@@ -8,6 +8,7 @@ mod api_access;
 mod api_blackbox;
 mod api_snapshots;
 mod archive;
+mod catalog;
 mod chaos;
 mod dedupe;
 mod event_log;
