@@ -6,6 +6,7 @@
 
 mod api_access;
 mod api_blackbox;
+mod api_cognito;
 mod api_snapshots;
 mod archive;
 mod catalog;
