@@ -308,7 +308,7 @@ describe('Cognito sign-in', () => {
   test('where RevokeToken is missing, sign-out signs out everywhere instead', async () => {
     const calls: string[] = [];
     const f: typeof fetch = async (_u, init) => {
-      const a = (init?.headers as Record<string, string>)['x-amz-target'];
+      const a = (init?.headers as Record<string, string>)?.['x-amz-target'] ?? '';
       calls.push(a);
       return a.endsWith('RevokeToken') ? new Response('<html>500</html>', { status: 500 }) : new Response('{}');
     };
