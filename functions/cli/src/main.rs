@@ -575,7 +575,7 @@ async fn login(api: &str, email: &str, json: bool) -> Result<(), CliError> {
             let mut line = String::new();
             std::io::stdin()
                 .read_line(&mut line)
-                .map_err(CliError::io("reading the password from stdin".into()))?;
+                .map_err(CliError::io("reading the password from stdin"))?;
             line.trim_end_matches(['\r', '\n']).to_owned()
         }
     };
