@@ -642,7 +642,11 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         catalog_cache: Duration::from_secs(args.catalog_cache_secs),
         ..ApiConfig::default()
     };
-    cfg.validate()?;
+    // Cognito's settings (catalog table, user pool) exist only once the pool is made below,
+    // which validates the whole configuration again.
+    if !cognito {
+        cfg.validate()?;
+    }
     if !(args.worker_time_budget.is_finite() && args.worker_time_budget >= 0.0) {
         bail!("--worker-time-budget must be a non-negative number of seconds");
     }
