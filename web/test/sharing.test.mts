@@ -318,6 +318,42 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     assert.ok(r.AuthenticationResult);
   });
 
+  test('the list shows 50 sheets and pages on with More', async () => {
+    const email = `dave-${randomUUID().slice(0, 8)}@example.com`;
+    const password = 'Dave-web-test-1';
+    await cognito(
+      'AdminCreateUser',
+      {
+        UserPoolId: config.cognito.userPoolId,
+        Username: email,
+        MessageAction: 'SUPPRESS',
+        UserAttributes: [{ Name: 'email', Value: email }],
+      },
+      true,
+    );
+    PASSWORD[email] = password;
+    await setPassword(email, password);
+    const token = await accessToken(email);
+    const names = Array.from({ length: 51 }, (_, i) => `Sheet ${String(i + 1).padStart(2, '0')}`);
+    for (const name of names) {
+      const r = await api(token, 'POST', '/logs', { name });
+      assert.equal(r.status, 201, await r.text());
+    }
+    const page = await signIn(email);
+    const rows = page.locator('table.sheets tbody tr[data-log-id]');
+    assert.equal(await rows.count(), 50);
+    assert.ok(await page.locator('button.more').isVisible());
+    await page.click('button.more');
+    await page.waitForFunction(
+      () => document.querySelectorAll('table.sheets tr[data-log-id]').length === 51,
+      undefined,
+      WAIT,
+    );
+    const shown = await rows.evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.name ?? ''));
+    assert.deepEqual([...shown].sort(), names);
+    assert.ok(await page.locator('button.more').isHidden());
+  });
+
   test('a reload stays signed in; sign-out ends it', async () => {
     const page = await signIn(ALICE);
     await page.reload();
