@@ -349,6 +349,7 @@ function catalogListPage(session: Session, catalog: Catalog): void {
         logId: s.logId,
         name: s.name,
         me: session.userId() ?? '',
+        myEmail: session.email,
         onLeft: () => tr.remove(),
       }).then(() => refresh());
     const leave = el('button', { type: 'button', className: 'leave' }, 'Leave');
@@ -426,7 +427,16 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
     { type: 'button', className: 'share', title: `Members and roles (you are ${role ?? 'not a member'})` },
     can(role, 'share') ? 'Share' : 'Members',
   );
-  share.onclick = () => void shareDialog({ catalog, messages, logId, name, me, onLeft: () => location.assign('/') });
+  share.onclick = () =>
+    void shareDialog({
+      catalog,
+      messages,
+      logId,
+      name,
+      me,
+      myEmail: session.email,
+      onLeft: () => location.assign('/'),
+    });
   await openSheet(root, logId, messages, {
     readOnly: !can(role, 'edit'),
     user: me,

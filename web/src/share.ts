@@ -14,6 +14,8 @@ export interface ShareContext {
   name: string;
   /** The signed-in person's user id (the access token's `sub`). */
   me: string;
+  /** Their email, shown for them when the members list has none (the creator of a sheet). */
+  myEmail?: string;
   /** After this person left the sheet, or lost its last role they could see. */
   onLeft: () => void;
 }
@@ -74,7 +76,7 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
     dialog.dataset.loaded = 'true';
     list.replaceChildren(
       ...members.map((m) => {
-        const label = m.email ?? m.userId;
+        const label = m.email ?? (m.userId === me && ctx.myEmail ? ctx.myEmail : m.userId);
         const item = el('li', {}, el('span', { className: 'who', title: m.userId }, label));
         item.dataset.userId = m.userId;
         if (m.email) item.dataset.email = m.email;

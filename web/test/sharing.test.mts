@@ -194,6 +194,10 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await alice.waitForSelector('.grid[data-synced-seq]', WAIT);
     assert.equal(await alice.locator('.sheet-name').innerText(), 'Budget');
     await shareAs(alice, BOB, 'viewer');
+    // She is listed by her email, as the owner, and may leave; bob may be removed.
+    const herself = alice.locator('dialog.share li', { hasText: '(you)' });
+    assert.equal(await herself.locator('.who').innerText(), ALICE);
+    assert.equal(await herself.getAttribute('data-role'), 'owner');
     await shot(alice, 'share-dialog');
     await alice.click('dialog.share button.close');
 
