@@ -20,9 +20,51 @@ export function setToken(value: string): void {
   else localStorage.removeItem(TOKEN_KEY);
 }
 
+/**
+ * Where the `Authorization` header comes from. By default the JWT above (or none); in `cognito`
+ * mode, the signed-in session (main.ts sets it): `fresh` refreshes a token that is due before a
+ * call, `unauthorized` gets a new one after a 401 (true: try the call once more).
+ */
+export interface AuthProvider {
+  mode: 'none' | 'iam' | 'jwt' | 'cognito';
+  header(): string;
+  fresh(): Promise<void>;
+  unauthorized(): Promise<boolean>;
+}
+
+const jwtProvider: AuthProvider = {
+  mode: 'jwt',
+  header: () => {
+    const t = token();
+    return t ? `Bearer ${t}` : '';
+  },
+  fresh: async () => {},
+  unauthorized: async () => false,
+};
+let provider: AuthProvider = jwtProvider;
+
+export function setAuthProvider(p: AuthProvider): void {
+  provider = p;
+}
+
+export function authMode(): AuthProvider['mode'] {
+  return provider.mode;
+}
+
 export function authHeader(): string {
-  const t = token();
-  return t ? `Bearer ${t}` : '';
+  return provider.header();
+}
+
+/** The header after a 401 from a call the page does not make through `call` (Replicache's). */
+export async function authAfter401(): Promise<string> {
+  await provider.unauthorized();
+  return provider.header();
+}
+
+/** Before a call the page makes outside `call` (its own push): a token that is due is refreshed. */
+export async function freshAuth(): Promise<string> {
+  await provider.fresh();
+  return provider.header();
 }
 
 export class ApiError extends Error {
@@ -52,15 +94,24 @@ function explain(status: number, body: Record<string, unknown> | undefined): Api
     'invalid-payload': `File rejected: ${said}`,
     'range-too-large': `Too much to read at once: ${said}`,
     'history-deleted': 'That version is older than this stack keeps (its retention policy removed it).',
+    'user-not-found': 'No one with that email can sign in to this stack yet: invite them first (docs/deploy.md).',
   };
+  if (provider.mode === 'cognito') {
+    words.unauthorized = 'Your sign-in has expired: sign in again.';
+    words.forbidden =
+      'You do not have access to this: ask the sheet’s owner to share it with you, or to make you an editor.';
+  }
   let message = words[code] ?? (said || `The API answered ${status}.`);
   if (status === 401 && !words[code]) message = words.unauthorized;
   // API Gateway's own refusal (no error code of ours): its authorizer turned the request away.
   if (status === 403 && typeof e.code !== 'string') {
-    message = token()
-      ? 'The API refused this token: it may have expired, or be for another stack.'
-      : 'This API needs authorization. With JWT, paste a token under “Token” on the sheet list; ' +
-        'an IAM-authorized API cannot be called from a browser (deploy with jwtIssuer for the web page).';
+    message =
+      provider.mode === 'cognito'
+        ? words.forbidden
+        : token()
+          ? 'The API refused this token: it may have expired, or be for another stack.'
+          : 'This API needs authorization. With JWT, paste a token under “Token” on the sheet list; ' +
+            'an IAM-authorized API cannot be called from a browser (deploy with cognito or jwtIssuer for the web page).';
   }
   return new ApiError(message, status, code, e);
 }
@@ -71,16 +122,21 @@ export async function call<T>(
   body?: unknown,
   headers: Record<string, string> = {},
 ): Promise<T> {
-  const h: Record<string, string> = { ...headers };
-  const auth = authHeader();
-  if (auth) h.authorization = auth;
-  if (body !== undefined) h['content-type'] = 'application/json';
-  let resp: Response;
-  try {
-    resp = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
-  } catch {
-    throw new ApiError('You are offline, or the API cannot be reached.', 0, 'offline');
-  }
+  const send = async (): Promise<Response> => {
+    await provider.fresh();
+    const h: Record<string, string> = { ...headers };
+    const auth = authHeader();
+    if (auth) h.authorization = auth;
+    if (body !== undefined) h['content-type'] = 'application/json';
+    try {
+      return await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch {
+      throw new ApiError('You are offline, or the API cannot be reached.', 0, 'offline');
+    }
+  };
+  let resp = await send();
+  if (resp.status === 401 && (await provider.unauthorized())) resp = await send();
+  if (resp.status === 204) return undefined as T;
   const text = await resp.text();
   let parsed: Record<string, unknown> | undefined;
   try {

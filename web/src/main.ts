@@ -1,10 +1,16 @@
 /**
- * The page's entry: `/` lists sheets, `/sheets/<logId>` opens one. Anything thrown reaches the
- * message area in words; the page is never left blank.
+ * The page's entry: `/` lists sheets, `/sheets/<logId>` opens one. It reads `/config.json` first:
+ * in `cognito` mode it signs in (session.ts), lists the server's sheets with names and roles, and
+ * shares them (share.ts); in the other modes the list is this browser's (sheets.ts). Anything
+ * thrown reaches the message area in words; the page is never left blank.
  */
-import { ApiError, call, setToken, token } from './api';
+import { ApiError, call, setAuthProvider, setToken, token } from './api';
+import { CognitoClient, CognitoError } from './cognito';
+import { type AuthMode, loadConfig } from './config';
+import { Session } from './session';
+import { shareDialog } from './share';
 import { openSheet } from './sheet';
-import { forget, known, UUID } from './sheets';
+import { ago, Catalog, can, forget, known, MAX_NAME, type SheetInfo, UUID } from './sheets';
 import { el, Messages } from './ui';
 
 const root = document.getElementById('app') as HTMLElement;
@@ -15,6 +21,8 @@ window.addEventListener('error', (e) => messages.error(`Something went wrong: ${
 window.addEventListener('unhandledrejection', (e) =>
   messages.error(e.reason instanceof ApiError ? e.reason.message : `Something went wrong: ${String(e.reason)}`),
 );
+
+const words = (e: unknown) => (e instanceof ApiError || e instanceof CognitoError ? e.message : String(e));
 
 function tokenForm(): HTMLElement {
   const input = el('input', {
@@ -44,7 +52,8 @@ function tokenForm(): HTMLElement {
   );
 }
 
-function listPage(): void {
+/** The list in modes without a catalog: the sheets this browser made or opened. */
+function localListPage(mode: AuthMode): void {
   document.title = 'sheetlog';
   const openInput = el('input', { placeholder: 'sheet id (a UUID)', ariaLabel: 'sheet id', className: 'open-id' });
   const create = el('button', { type: 'button', className: 'primary new-sheet' }, 'New sheet');
@@ -54,7 +63,7 @@ function listPage(): void {
       const made = await call<{ logId: string }>('POST', '/logs');
       location.assign(`/sheets/${made.logId}`);
     } catch (e) {
-      messages.error(e instanceof ApiError ? e.message : String(e));
+      messages.error(words(e));
       create.disabled = false;
     }
   };
@@ -94,8 +103,24 @@ function listPage(): void {
     );
   };
   draw();
+  const notice =
+    mode === 'iam'
+      ? [
+          el(
+            'p',
+            { className: 'banner' },
+            'This stack authorizes with IAM, which a browser cannot sign: deploy with cognito (or jwt) to use the page.',
+          ),
+        ]
+      : [];
   root.replaceChildren(
-    el('header', { className: 'toolbar' }, el('a', { href: '/', className: 'home' }, 'sheetlog'), tokenForm()),
+    el(
+      'header',
+      { className: 'toolbar' },
+      el('a', { href: '/', className: 'home' }, 'sheetlog'),
+      ...(mode === 'none' ? [] : [tokenForm()]),
+    ),
+    ...notice,
     el(
       'main',
       { className: 'list' },
@@ -106,16 +131,405 @@ function listPage(): void {
   );
 }
 
-const m = /^\/sheets\/([^/]+)\/?$/.exec(location.pathname);
-if (m) {
-  const id = decodeURIComponent(m[1]);
-  document.title = `sheet ${id.slice(0, 8)} · sheetlog`;
-  if (!UUID.test(id)) {
-    listPage();
-    messages.error(`“${id}” is not a sheet id.`);
-  } else {
-    openSheet(root, id, messages).catch((e) => messages.error(e instanceof ApiError ? e.message : String(e)));
-  }
-} else {
-  listPage();
+// ---- cognito mode ----------------------------------------------------------------------------
+
+/** How often an open sheet checks whether the signed-in person's role on it changed. */
+const ROLE_POLL_MS = 30_000;
+
+/** Names of sheets seen in the list, so a sheet's page can show its name (this tab only). */
+const NAMES = 'sheetlog.names';
+function rememberName(s: SheetInfo): void {
+  try {
+    const m = JSON.parse(sessionStorage.getItem(NAMES) ?? '{}') as Record<string, string>;
+    m[s.logId] = s.name;
+    sessionStorage.setItem(NAMES, JSON.stringify(m));
+  } catch {}
 }
+function nameOf(logId: string): string | undefined {
+  try {
+    return (JSON.parse(sessionStorage.getItem(NAMES) ?? '{}') as Record<string, string>)[logId];
+  } catch {
+    return undefined;
+  }
+}
+
+function signInPage(session: Session, done: () => void): void {
+  document.title = 'Sign in · sheetlog';
+  const email = el('input', {
+    type: 'email',
+    name: 'email',
+    autocomplete: 'username',
+    required: true,
+    ariaLabel: 'email',
+    placeholder: 'you@example.com',
+    value: session.email ?? '',
+  });
+  const password = el('input', {
+    type: 'password',
+    name: 'password',
+    autocomplete: 'current-password',
+    required: true,
+    ariaLabel: 'password',
+  });
+  const error = el('p', { className: 'form-error', role: 'alert' });
+  const submit = el('button', { type: 'submit', className: 'primary' }, 'Sign in');
+  const form = el(
+    'form',
+    { className: 'sign-in' },
+    el('h1', {}, 'Sign in'),
+    el('label', {}, 'Email', email),
+    el('label', {}, 'Password', password),
+    submit,
+    error,
+  );
+  const finish = (r: Awaited<ReturnType<Session['signIn']>>) => {
+    if (r.kind === 'signed-in') {
+      done();
+      return;
+    }
+    newPasswordForm(session, r.session, r.username, email.value, done);
+  };
+  form.onsubmit = async (ev) => {
+    ev.preventDefault();
+    submit.disabled = true;
+    error.textContent = '';
+    try {
+      finish(await session.signIn(email.value, password.value));
+    } catch (e) {
+      error.textContent = words(e);
+      submit.disabled = false;
+      password.select();
+    }
+  };
+  root.replaceChildren(
+    el('header', { className: 'toolbar' }, el('a', { href: '/', className: 'home' }, 'sheetlog')),
+    el('main', { className: 'list' }, form),
+  );
+  (email.value ? password : email).focus();
+}
+
+/** NEW_PASSWORD_REQUIRED: an invited person's first sign-in replaces the temporary password. */
+function newPasswordForm(session: Session, challenge: string, username: string, email: string, done: () => void): void {
+  const pw = el('input', {
+    type: 'password',
+    autocomplete: 'new-password',
+    required: true,
+    ariaLabel: 'new password',
+  });
+  const again = el('input', {
+    type: 'password',
+    autocomplete: 'new-password',
+    required: true,
+    ariaLabel: 'repeat new password',
+  });
+  const error = el('p', { className: 'form-error', role: 'alert' });
+  const submit = el('button', { type: 'submit', className: 'primary' }, 'Set password and sign in');
+  const form = el(
+    'form',
+    { className: 'sign-in new-password' },
+    el('h1', {}, 'Choose your password'),
+    el('p', { className: 'hint' }, `Welcome, ${email}. You signed in with a temporary password: choose your own.`),
+    el('label', {}, 'New password', pw),
+    el('label', {}, 'Repeat it', again),
+    submit,
+    error,
+  );
+  form.onsubmit = async (ev) => {
+    ev.preventDefault();
+    if (pw.value !== again.value) {
+      error.textContent = 'The two passwords differ.';
+      return;
+    }
+    submit.disabled = true;
+    error.textContent = '';
+    try {
+      const r = await session.completeNewPassword(challenge, username, email, pw.value);
+      if (r.kind === 'signed-in') done();
+      else error.textContent = 'Cognito asked for yet another new password; try again.';
+    } catch (e) {
+      error.textContent = words(e);
+    } finally {
+      submit.disabled = false;
+    }
+  };
+  root.querySelector('main')?.replaceChildren(form);
+  pw.focus();
+}
+
+function accountBar(session: Session): HTMLElement {
+  const out = el('button', { type: 'button', className: 'sign-out' }, 'Sign out');
+  out.onclick = async () => {
+    out.disabled = true;
+    sessionStorage.removeItem(NAMES);
+    session.onChange = () => {}; // no "you were signed out" form: the page starts afresh below
+    await session.signOut();
+    location.assign('/');
+  };
+  return el('span', { className: 'account' }, el('span', { className: 'who' }, session.email ?? ''), out);
+}
+
+function catalogListPage(session: Session, catalog: Catalog): void {
+  document.title = 'sheetlog';
+  const name = el('input', {
+    placeholder: 'Name of a new sheet',
+    ariaLabel: 'new sheet name',
+    className: 'new-name',
+    maxLength: MAX_NAME,
+  });
+  const create = el('button', { type: 'submit', className: 'primary new-sheet' }, 'New sheet');
+  const createForm = el('form', { className: 'row' }, name, create);
+  createForm.onsubmit = async (ev) => {
+    ev.preventDefault();
+    create.disabled = true;
+    try {
+      const made = await catalog.create(name.value);
+      location.assign(`/sheets/${made.logId}`);
+    } catch (e) {
+      messages.error(words(e));
+      create.disabled = false;
+    }
+  };
+  const rows = el('tbody', {});
+  const more = el('button', { type: 'button', className: 'more', hidden: true }, 'More');
+  const table = el(
+    'table',
+    { className: 'sheets' },
+    el(
+      'thead',
+      {},
+      el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Role'), el('th', {}, 'Last change'), el('th', {})),
+    ),
+    rows,
+  );
+  let cursor: string | null = null;
+
+  function row(s: SheetInfo): HTMLElement {
+    rememberName(s);
+    const link = el('a', { href: `/sheets/${s.logId}`, className: 'name' }, s.name);
+    const nameCell = el('td', {}, link);
+    const actions = el('td', { className: 'actions' });
+    const tr = el(
+      'tr',
+      {},
+      nameCell,
+      el('td', { className: 'role' }, s.role),
+      el('td', { className: 'meta', title: new Date(s.updatedAt).toLocaleString() }, ago(s.updatedAt)),
+      actions,
+    );
+    tr.dataset.logId = s.logId;
+    tr.dataset.name = s.name;
+    tr.dataset.role = s.role;
+    if (can(s.role, 'edit')) {
+      const rename = el('button', { type: 'button', className: 'rename' }, 'Rename');
+      rename.onclick = () => {
+        const input = el('input', { value: s.name, ariaLabel: 'sheet name', maxLength: MAX_NAME });
+        const f = el('form', { className: 'rename-form' }, input, el('button', { type: 'submit' }, 'Save'));
+        f.onsubmit = async (ev) => {
+          ev.preventDefault();
+          try {
+            const updated = await catalog.rename(s.logId, input.value);
+            tr.replaceWith(row({ ...s, ...updated }));
+          } catch (e) {
+            messages.error(words(e));
+          }
+        };
+        input.onkeydown = (e) => {
+          if (e.key === 'Escape') tr.replaceWith(row(s));
+        };
+        nameCell.replaceChildren(f);
+        input.select();
+      };
+      actions.append(rename);
+    }
+    const share = el('button', { type: 'button', className: 'share' }, can(s.role, 'share') ? 'Share' : 'Members');
+    share.onclick = () =>
+      void shareDialog({
+        catalog,
+        messages,
+        logId: s.logId,
+        name: s.name,
+        me: session.userId() ?? '',
+        myEmail: session.email,
+        onLeft: () => tr.remove(),
+      }).then(() => refresh());
+    const leave = el('button', { type: 'button', className: 'leave' }, 'Leave');
+    leave.onclick = async () => {
+      if (leave.dataset.confirm !== 'yes') {
+        leave.dataset.confirm = 'yes';
+        leave.textContent = 'Really leave?';
+        return;
+      }
+      try {
+        await catalog.remove(s.logId, session.userId() ?? '');
+        tr.remove();
+        messages.info(`You left “${s.name}”.`);
+      } catch (e) {
+        messages.error(
+          e instanceof ApiError && e.status === 409
+            ? 'You are this sheet’s only owner: make someone else owner before you leave.'
+            : words(e),
+        );
+      }
+    };
+    actions.append(share, leave);
+    return tr;
+  }
+
+  async function page(reset: boolean): Promise<void> {
+    more.disabled = true;
+    try {
+      const p = await catalog.list(reset ? null : cursor);
+      cursor = p.cursor;
+      if (reset) rows.replaceChildren();
+      rows.append(...p.sheets.map(row));
+      if (!rows.children.length)
+        rows.append(el('tr', {}, el('td', { className: 'empty', colSpan: 4 }, 'No sheets yet: make one.')));
+      more.hidden = !cursor;
+      table.dataset.loaded = 'true';
+    } catch (e) {
+      messages.error(words(e), 'list');
+    } finally {
+      more.disabled = false;
+    }
+  }
+  const refresh = () => page(true);
+  more.onclick = () => void page(false);
+
+  root.replaceChildren(
+    el('header', { className: 'toolbar' }, el('a', { href: '/', className: 'home' }, 'sheetlog'), accountBar(session)),
+    el('main', { className: 'list' }, el('h1', {}, 'Sheets'), createForm, table, more),
+  );
+  void refresh();
+}
+
+async function catalogSheetPage(session: Session, catalog: Catalog, logId: string): Promise<void> {
+  const me = session.userId() ?? '';
+  let role: 'viewer' | 'editor' | 'owner' | undefined;
+  try {
+    role = await catalog.roleOf(logId, me);
+  } catch (e) {
+    messages.error(words(e));
+    root.replaceChildren(
+      el(
+        'header',
+        { className: 'toolbar' },
+        el('a', { href: '/', className: 'home' }, 'sheetlog'),
+        accountBar(session),
+      ),
+      el('p', { className: 'empty' }, 'This sheet cannot be opened.'),
+    );
+    return;
+  }
+  const name = nameOf(logId) ?? `sheet ${logId.slice(0, 8)}`;
+  document.title = `${name} · sheetlog`;
+  const share = el(
+    'button',
+    { type: 'button', className: 'share', title: `Members and roles (you are ${role ?? 'not a member'})` },
+    can(role, 'share') ? 'Share' : 'Members',
+  );
+  share.onclick = () =>
+    void shareDialog({
+      catalog,
+      messages,
+      logId,
+      name,
+      me,
+      myEmail: session.email,
+      onLeft: () => location.assign('/'),
+    });
+  await openSheet(root, logId, messages, {
+    readOnly: !can(role, 'edit'),
+    user: me,
+    name,
+    actions: [share],
+  });
+  // A role changed by an owner while the sheet is open: the page opens it again as the new role
+  // allows (a viewer has no pending edits to lose), or goes to the list when access is gone.
+  const every = Number(localStorage.getItem('sheetlog.rolePollMs')) || ROLE_POLL_MS;
+  const timer = setInterval(async () => {
+    if (document.visibilityState !== 'visible') return;
+    let now: typeof role;
+    try {
+      now = await catalog.roleOf(logId, me);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 403)) return; // offline: ask again later
+      now = undefined;
+    }
+    if (now === role) return;
+    clearInterval(timer);
+    if (now === undefined) {
+      messages.error(`You no longer have access to “${name}”.`);
+      setTimeout(() => location.assign('/'), 1500);
+    } else if (can(now, 'edit') !== can(role, 'edit')) location.reload();
+    else role = now;
+  }, every);
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+
+function sheetFromPath(): string | undefined | null {
+  const m = /^\/sheets\/([^/]+)\/?$/.exec(location.pathname);
+  if (!m) return undefined;
+  const id = decodeURIComponent(m[1]);
+  if (!UUID.test(id)) {
+    messages.error(`“${id}” is not a sheet id.`);
+    return null;
+  }
+  return id;
+}
+
+async function boot(): Promise<void> {
+  let config: Awaited<ReturnType<typeof loadConfig>>;
+  try {
+    config = await loadConfig();
+  } catch (e) {
+    messages.error(words(e));
+    config = { auth: 'jwt', cognito: null };
+  }
+  const id = sheetFromPath();
+  if (config.auth !== 'cognito' || !config.cognito) {
+    setAuthProvider({
+      mode: config.auth,
+      header: () => {
+        const t = token();
+        return t ? `Bearer ${t}` : '';
+      },
+      fresh: async () => {},
+      unauthorized: async () => false,
+    });
+    if (id) {
+      document.title = `sheet ${id.slice(0, 8)} · sheetlog`;
+      await openSheet(root, id, messages);
+    } else localListPage(config.auth);
+    return;
+  }
+  const session = new Session(new CognitoClient(config.cognito), localStorage);
+  setAuthProvider({
+    mode: 'cognito',
+    header: () => {
+      const t = session.accessToken();
+      return t ? `Bearer ${t}` : '';
+    },
+    fresh: () => session.ensureFresh(),
+    unauthorized: () => session.refresh(),
+  });
+  // A computer that slept missed its refresh timer: refresh as soon as the page is seen again.
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') void session.ensureFresh();
+  });
+  const catalog = new Catalog(call);
+  const route = () => {
+    if (id) void catalogSheetPage(session, catalog, id).catch((e) => messages.error(words(e)));
+    else catalogListPage(session, catalog);
+  };
+  session.onChange = (signedIn) => {
+    if (!signedIn) {
+      messages.warn('You were signed out: sign in again.', 'signed-out');
+      signInPage(session, () => location.reload());
+    }
+  };
+  if (await session.restore()) route();
+  else signInPage(session, route);
+}
+
+boot().catch((e) => messages.error(words(e)));

@@ -10,12 +10,15 @@
 import { getDefaultPuller, Replicache } from 'replicache';
 import {
   ApiError,
+  authAfter401,
   authHeader,
+  authMode,
   type CellsAnswer,
   call,
   type EntriesPage,
   type Entry,
   type Extent,
+  freshAuth,
   putWithProgress,
   type Upload,
 } from './api';
@@ -78,9 +81,30 @@ interface Block {
   formats: Record<string, string>;
 }
 
-export async function openSheet(root: HTMLElement, logId: string, messages: Messages): Promise<void> {
-  remember(logId);
+export interface SheetOptions {
+  /** A viewer's sheet: nothing can be edited and nothing is pushed. */
+  readOnly?: boolean;
+  /** The sheet's name (cognito mode), shown instead of its id. */
+  name?: string;
+  /** More toolbar controls (the share button, the role). */
+  actions?: HTMLElement[];
+  /**
+   * The signed-in person (cognito mode): their pending edits are kept in a store of their own,
+   * so another person signing in on this browser never pushes them.
+   */
+  user?: string;
+}
+
+export async function openSheet(
+  root: HTMLElement,
+  logId: string,
+  messages: Messages,
+  opts: SheetOptions = {},
+): Promise<void> {
+  // In cognito mode the server lists the sheets; elsewhere this browser remembers them.
+  if (authMode() !== 'cognito') remember(logId);
   const api = `/logs/${logId}`;
+  const viewOnly = opts.readOnly === true;
 
   // ---- Layout ------------------------------------------------------------------------------
   const nameBox = el('input', {
@@ -132,7 +156,10 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
       'header',
       { className: 'toolbar' },
       el('a', { href: '/', className: 'home', title: 'All sheets' }, 'sheetlog'),
-      el('span', { className: 'sheet-id', title: logId }, logId.slice(0, 8)),
+      opts.name
+        ? el('span', { className: 'sheet-name', title: logId }, opts.name)
+        : el('span', { className: 'sheet-id', title: logId }, logId.slice(0, 8)),
+      ...(viewOnly ? [el('span', { className: 'badge view-only', title: 'Your role is viewer' }, 'View only')] : []),
       nameBox,
       formula,
       format,
@@ -147,6 +174,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
       progressText,
       status,
       link,
+      ...(opts.actions ?? []),
     ),
     banner,
     el('main', { className: 'sheet' }, gridHost, historyPanel),
@@ -308,7 +336,7 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
 
   // ---- Replicache --------------------------------------------------------------------------
   const rep = new Replicache<Mutators>({
-    name: `sheetlog-${logId}`,
+    name: opts.user ? `sheetlog-${opts.user}-${logId}` : `sheetlog-${logId}`,
     pushURL: `${api}/replicache/push`,
     pullURL: `${api}/replicache/pull?view=none`,
     auth: authHeader(),
@@ -317,12 +345,13 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
     pushDelay: 10,
     logLevel: 'error',
   });
-  rep.getAuth = async () => authHeader();
+  rep.getAuth = authAfter401;
   // The pull brings others' row and column changes as `move/<seq>/<n>` keys, which the mutators
   // rebase pending edits through (model.ts). A change older than every pending edit's base and
   // the view shown can move nothing any more: the pull deletes it, so the keys stay few.
   const pullHttp = getDefaultPuller(rep);
   rep.puller = async (req, requestID) => {
+    rep.auth = await freshAuth();
     const res = await pullHttp(req, requestID);
     const r = res.response;
     if (r && 'patch' in r && typeof r.cookie === 'number') {
@@ -381,13 +410,18 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
   }
   // Push by hand to see what the server rejected (Replicache drops that part of the answer).
   rep.pusher = async (req, requestID) => {
+    if (viewOnly) {
+      // Nothing is pushed from a viewer's page (mutations from when it could edit stay pending).
+      return { httpRequestInfo: { httpStatusCode: 403, errorMessage: 'view only' } };
+    }
     try {
+      const auth = await freshAuth();
       const r = await fetch(`${api}/replicache/push`, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
           'x-replicache-requestid': requestID,
-          ...(authHeader() ? { authorization: authHeader() } : {}),
+          ...(auth ? { authorization: auth } : {}),
         },
         body: JSON.stringify(req),
       });
@@ -447,6 +481,10 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
   };
   /** Runs a mutation, counting it as pending from this moment (before Replicache has it). */
   act = (f) => {
+    if (viewOnly) {
+      messages.warn('You can view this sheet but not edit it: ask its owner to make you an editor.', 'view-only');
+      return;
+    }
     starting++;
     updateStatus();
     f().finally(() => {
@@ -469,6 +507,10 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
 
   // ---- Toolbar -------------------------------------------------------------------------------
   const guard = (f: () => void) => () => {
+    if (viewOnly) {
+      messages.warn('You can view this sheet but not edit it: ask its owner to make you an editor.', 'view-only');
+      return;
+    }
     if (historyAt !== undefined) {
       messages.warn('History is read-only: go back to the live sheet to edit.');
       return;
@@ -673,12 +715,19 @@ export async function openSheet(root: HTMLElement, logId: string, messages: Mess
 
   function exitHistory(): void {
     historyAt = undefined;
-    grid.readOnly = false;
-    grid.el.classList.remove('readonly');
+    grid.readOnly = viewOnly;
+    grid.el.classList.toggle('readonly', viewOnly);
     banner.hidden = true;
     if (live) void show(live);
   }
 
+  if (viewOnly) {
+    grid.readOnly = true;
+    grid.el.classList.add('readonly');
+    grid.el.dataset.readOnly = 'true';
+    for (const b of [insRow, delRow, insCol, delCol, format, fileInput]) b.disabled = true;
+    importLabel.hidden = true;
+  }
   grid.el.focus();
   grid.schedule();
 }

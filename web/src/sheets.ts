@@ -1,4 +1,7 @@
-/** The sheets this browser has created or opened, newest first (the API has no list of logs). */
+/**
+ * The sheets this browser has created or opened, newest first: the list in modes without a
+ * catalog (none, iam, jwt). In cognito mode the list is the server's (`Catalog` below).
+ */
 const KEY = 'sheetlog.sheets';
 
 export interface Known {
@@ -25,3 +28,89 @@ export function forget(id: string): void {
 }
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+// ---- The server's catalog (cognito mode): names, roles, members. ----------------------------
+
+export type Role = 'viewer' | 'editor' | 'owner';
+export const ROLES: Role[] = ['viewer', 'editor', 'owner'];
+
+export interface SheetInfo {
+  logId: string;
+  name: string;
+  role: Role;
+  owner: string;
+  createdAt: string;
+  updatedAt: string;
+}
+export interface SheetsPage {
+  sheets: SheetInfo[];
+  cursor: string | null;
+}
+export interface Member {
+  userId: string;
+  email: string | null;
+  role: Role;
+}
+
+/** What a role may do on the page (the API decides; the page only hides what it would refuse). */
+export function can(role: Role | undefined, what: 'edit' | 'share'): boolean {
+  if (what === 'edit') return role === 'editor' || role === 'owner';
+  return role === 'owner';
+}
+
+/** The longest name the page lets you type; the server has the last word. */
+export const MAX_NAME = 200;
+
+/** A name as the page sends it: trimmed, never empty. */
+export function cleanName(name: string): string {
+  const n = name.trim().replace(/\s+/g, ' ');
+  return n ? n.slice(0, MAX_NAME) : 'Untitled';
+}
+
+/** A last-change time as a person reads it: "just now", "5 min ago", "3 h ago", else the date. */
+export function ago(iso: string, now = Date.now()): string {
+  const t = Date.parse(iso);
+  if (!Number.isFinite(t)) return '';
+  const s = Math.round((now - t) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
+  return new Date(t).toLocaleDateString();
+}
+
+type Caller = <T>(method: string, path: string, body?: unknown) => Promise<T>;
+
+/** The catalog's routes (docs/api.md), through the page's `call` (or a test's stand-in). */
+export class Catalog {
+  constructor(private readonly call: Caller) {}
+
+  list(cursor?: string | null, limit = 50): Promise<SheetsPage> {
+    const q = new URLSearchParams({ limit: String(limit) });
+    if (cursor) q.set('cursor', cursor);
+    return this.call<SheetsPage>('GET', `/sheets?${q}`);
+  }
+  create(name: string): Promise<{ logId: string }> {
+    return this.call('POST', '/logs', { name: cleanName(name) });
+  }
+  rename(logId: string, name: string): Promise<SheetInfo> {
+    return this.call('PATCH', `/logs/${logId}`, { name: cleanName(name) });
+  }
+  async members(logId: string): Promise<Member[]> {
+    return (await this.call<{ members: Member[] }>('GET', `/logs/${logId}/members`)).members;
+  }
+  add(logId: string, who: string, role: Role): Promise<Member> {
+    const w = who.trim();
+    const body = w.includes('@') ? { email: w, role } : { userId: w, role };
+    return this.call('POST', `/logs/${logId}/members`, body);
+  }
+  setRole(logId: string, userId: string, role: Role): Promise<Member> {
+    return this.call('PUT', `/logs/${logId}/members/${encodeURIComponent(userId)}`, { role });
+  }
+  remove(logId: string, userId: string): Promise<void> {
+    return this.call('DELETE', `/logs/${logId}/members/${encodeURIComponent(userId)}`);
+  }
+  /** This person's role on a sheet, from its members; undefined when they are not one. */
+  async roleOf(logId: string, userId: string): Promise<Role | undefined> {
+    return (await this.members(logId)).find((m) => m.userId === userId)?.role;
+  }
+}

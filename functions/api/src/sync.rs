@@ -109,7 +109,7 @@ async fn check_group_owner(
     let subject = match (&caller.subject, &caller.access) {
         (Some(s), _) => s,
         (None, Access::Unrestricted) => return Ok(()),
-        (None, Access::Token { .. }) => {
+        (None, Access::Token { .. } | Access::Member) => {
             return Err(ApiError::GroupForbidden(
                 "the token has no sub claim, so it cannot own a sync client group".into(),
             ));
@@ -827,7 +827,13 @@ pub async fn replay(
     // so the caller needs read access to it, checked before anything touches storage so a log
     // the caller may not read answers the same 403 whether or not it exists.
     if let Some(axum::Extension(caller)) = &caller {
-        caller.require(crate::access::Need::Read, Some(*source.as_uuid()))?;
+        crate::access::check(
+            &state,
+            caller,
+            crate::access::Need::Read,
+            Some(*source.as_uuid()),
+        )
+        .await?;
     }
     if source == log {
         return Err(ApiError::InvalidEntry(
