@@ -26,6 +26,8 @@ mod batch;
 mod clients;
 #[cfg(feature = "engine")]
 mod push_rebase;
+#[cfg(feature = "engine")]
+mod pushed;
 // Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
 #[cfg(feature = "engine")]
 mod rebase;
@@ -38,10 +40,12 @@ mod trigger;
 #[cfg(feature = "engine")]
 pub use batch::{BatchOutcome, ClientPush, ClientResult};
 #[cfg(feature = "engine")]
-pub use clients::{PushedMutation, Rejected, RunOutcome, RunSource, oversize_reason};
+pub use clients::{Rejected, RunOutcome, RunSource, oversize_reason};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
 pub use push_rebase::MAX_REBASE_ENTRIES;
+#[cfg(feature = "engine")]
+pub use pushed::PushedMutation;
 #[cfg(feature = "engine")]
 pub use rebase::RebasedAppend;
 pub use trigger::{SnapshotTrigger, Triggered};

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use super::EventLog;
-use super::clients::PushedMutation;
+use super::pushed::PushedMutation;
 use crate::domain::{LogId, RequestUnits};
 use crate::error::LogError;
 use crate::ports::{LogStore, PayloadStore};
