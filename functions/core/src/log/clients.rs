@@ -16,7 +16,9 @@ use super::{Appended, EventLog, SegmentHint, corrupt, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{ClientPutOutcome, Consistency, LogStore, PayloadStore};
+use crate::ports::{
+    ClientPutOutcome, ClientRuns, Consistency, LogEntries, PayloadStore, single_range,
+};
 use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_MUTATIONS_PER_ENTRY, Mutation, Mutations};
 
@@ -82,7 +84,7 @@ pub fn oversize_reason(size: usize, header: usize, limit: usize) -> Option<Strin
     })
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     /// Applies a client's mutations (ids ascending) that it has not applied yet, as one
     /// `mutations` entry: ids at or below the client's last applied one are skipped, the next
     /// ones must follow it without a gap ([`LogError::MutationGap`]; nothing from the gap on is
@@ -199,7 +201,12 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             };
             match self
                 .store
-                .put_client_entry(log, &record, &range, newest.is_none(), &mut units)
+                .put_client_entries(
+                    log,
+                    &record,
+                    &single_range(&range, newest.is_none()),
+                    &mut units,
+                )
                 .await?
             {
                 ClientPutOutcome::Written => {

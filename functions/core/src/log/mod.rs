@@ -1,6 +1,6 @@
 //! The event-log algorithms (`docs/design.md`; layouts in `docs/storage.md`):
 //! create, append with optimistic concurrency, start a new segment, load, and read since a
-//! sequence. Generic over [`LogStore`] and [`PayloadStore`]; knows nothing about spreadsheets.
+//! sequence. Generic over the storage ports ([`crate::ports`]), each block of methods over only those it uses; knows nothing about spreadsheets.
 //!
 //! Layout:
 //! - `mod.rs`      — [`EventLog`], the types its operations return, shared helpers
@@ -58,7 +58,7 @@ use crate::domain::dedupe::KeyKind;
 use crate::domain::keys::now_secs;
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{LogStore, PayloadStore};
+use crate::ports::{LogEntries, PayloadStore};
 
 /// Where a log's newest segment starts. Callers that keep the hint from their last append skip
 /// the Segment query. A stale hint is harmless: the segment it
@@ -233,7 +233,7 @@ pub struct EventLog<S, P> {
     clock: Clock,
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     pub fn new(store: S, payloads: P, cfg: LogConfig) -> Result<Self, crate::config::ConfigError> {
         cfg.validate()?;
         Ok(Self {

@@ -6,9 +6,9 @@ use tracing::info;
 use super::{Created, EventLog, SegmentHint, SegmentStarted, corrupt, internal_entry, retry};
 use crate::domain::{EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
 use crate::error::LogError;
-use crate::ports::{Consistency, LogStore, PayloadStore, TxOutcome};
+use crate::ports::{Consistency, LogEntries, PayloadStore, TxOutcome};
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     /// Creates a new log: segment 0 and its entry 0 (the Snapshot of the empty sheet) in one
     /// transaction. The empty snapshot needs no work, so segment 0 starts with it completed.
     pub async fn create(&self) -> Result<Created, LogError> {
