@@ -93,7 +93,9 @@ impl TestApi {
     }
 
     /// In-process API whose log stores are wrapped in the fault-injecting adapter (stale reads,
-    /// lost responses, throttling…, as AWS has them). `None` against an external deployment.
+    /// lost responses, throttling…, as AWS has them; or failures a test scripts, with
+    /// [`Faults::scripted`](sheetlog_core::faults::Faults::scripted)). `None` against an external
+    /// deployment.
     pub async fn start_with_faults(
         label: &str,
         cfg: ApiConfig,
@@ -114,42 +116,6 @@ impl TestApi {
                 (
                     Arc::new(FaultyLogStore::new(store, faults.clone())),
                     Arc::new(FaultyPayloadStore::new(payloads, faults)),
-                )
-            },
-        )?;
-        let (base, server) = serve(sheetlog_api::router(Arc::new(state))).await?;
-        Ok(Some(Self {
-            base,
-            stack: Some(stack),
-            tasks: vec![server],
-        }))
-    }
-
-    /// In-process API whose log store is wrapped in the tests' switchable fault wrapper
-    /// ([`crate::faults::FaultyStore`]: a put that always loses, a failing create…).
-    /// `None` against an external deployment.
-    pub async fn start_with_switches(
-        label: &str,
-        cfg: ApiConfig,
-        faults: std::sync::Arc<crate::faults::Faults>,
-    ) -> anyhow::Result<Option<Self>> {
-        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
-            return Ok(None);
-        }
-        let stack = TestStack::new(label).await?;
-        let sdk = stack.emulator.sdk_config().await;
-        let state = AppState::from_sdk_wrapped(
-            &sdk,
-            &stack.resources,
-            LogConfig::default(),
-            cfg,
-            move |store, payloads| {
-                (
-                    Arc::new(crate::faults::FaultyStore {
-                        inner: store,
-                        faults,
-                    }),
-                    payloads,
                 )
             },
         )?;

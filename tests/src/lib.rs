@@ -7,7 +7,6 @@
 //! - [`bench_log`] — the `./scripts/bench log` measurements
 //! - [`chaos`]    — the history checker: concurrent writers and readers over the fault adapter
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
-//! - [`faults`]   — a store wrapper that injects lost responses and lost races
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
 //! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
@@ -19,7 +18,6 @@ pub mod bench_dedupe;
 pub mod bench_log;
 pub mod chaos;
 pub mod emulator;
-pub mod faults;
 pub mod lambda_watch;
 pub mod pipeline;
 /// SigV4 signing lives with the CLI, which signs for deployed stacks too.

@@ -84,7 +84,7 @@ pub async fn read(
     };
     // The budget above counts the values' bytes; what Lambda counts is the whole answer escaped
     // into its payload (quotes inside texts double), so check that too.
-    let payload = crate::lambda_payload_len(
+    let payload = crate::lambda_limit::lambda_payload_len(
         &serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?,
     );
     if payload > limit {

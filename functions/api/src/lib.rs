@@ -23,11 +23,13 @@ pub mod config;
 pub mod dto;
 pub mod entry_json;
 pub mod error;
+pub mod lambda_limit;
 pub mod request;
 pub mod routes;
 pub mod sheets;
 pub mod state;
 pub mod sync;
+pub mod sync_clients;
 pub mod trigger;
 pub mod uploads;
 pub mod web;
@@ -44,6 +46,7 @@ use utoipa::OpenApi;
 
 pub use config::{ApiConfig, SyncWrites};
 pub use error::ApiError;
+pub use lambda_limit::lambda_payload_len;
 pub use state::{AppState, SharedState};
 
 #[derive(Debug, OpenApi)]
@@ -66,9 +69,9 @@ pub use state::{AppState, SharedState};
         routes::read_extent,
         sync::push,
         sync::pull,
-        sync::client,
-        sync::mutation,
-        sync::replay,
+        sync_clients::client,
+        sync_clients::mutation,
+        sync_clients::replay,
         sheets::config_json,
         sheets::me,
         sheets::list_sheets,
@@ -187,54 +190,6 @@ async fn json_rejections(resp: Response<Body>) -> Response<Body> {
     out
 }
 
-/// The bytes a response body takes in the Lambda response payload, which is what Lambda's 6 MB
-/// limit counts: `lambda_http` puts a JSON body into the payload as a JSON string, so every `"`
-/// and `\\` in it doubles, a control character becomes an escape (`\\n`, or `\\u00XX`), and
-/// the string gains its two quotes. A page of small quoted strings can be a third larger there
-/// than on the wire.
-pub fn lambda_payload_len(body: &[u8]) -> usize {
-    let escapes: usize = body
-        .iter()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
-            0..=0x1f => 5,
-            _ => 0,
-        })
-        .sum();
-    body.len() + escapes + 2
-}
-
-/// AWS Lambda cannot return more than 6 MB; the emulator and the local server can. Every answer
-/// whose Lambda payload ([`lambda_payload_len`]) is over the limit becomes a JSON 500
-/// `response-too-large` here, so tests and fuzzing on the local stack fail the way the deployed
-/// API would (where API Gateway answers 502), instead of passing.
-async fn lambda_response_limit(
-    axum::extract::State(limit): axum::extract::State<usize>,
-    resp: Response<Body>,
-) -> Response<Body> {
-    use axum::body::HttpBody;
-    let exact = resp.body().size_hint().exact();
-    let (parts, body) = resp.into_parts();
-    let too_large = |size: usize| {
-        tracing::error!(size, limit, "response over the Lambda limit");
-        error::ApiError::ResponseTooLarge { size, limit }.into_response()
-    };
-    match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => {
-            let payload = lambda_payload_len(&bytes);
-            if payload > limit {
-                return too_large(payload);
-            }
-            Response::from_parts(parts, Body::from(bytes))
-        }
-        Err(_) => too_large(
-            exact
-                .and_then(|n| usize::try_from(n).ok())
-                .unwrap_or(limit + 1),
-        ),
-    }
-}
-
 pub fn router(state: SharedState) -> Router {
     let limit = state.cfg.max_request_bytes;
     let response_limit = state.cfg.max_response_bytes;
@@ -275,12 +230,15 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
         .route("/logs/{log_id}/replicache/push", post(sync::push))
-        .route("/logs/{log_id}/replay", post(sync::replay))
+        .route("/logs/{log_id}/replay", post(sync_clients::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull))
-        .route("/logs/{log_id}/clients/{client_id}", get(sync::client))
+        .route(
+            "/logs/{log_id}/clients/{client_id}",
+            get(sync_clients::client),
+        )
         .route(
             "/logs/{log_id}/clients/{client_id}/mutations/{id}",
-            get(sync::mutation),
+            get(sync_clients::mutation),
         )
         // After routing (so an unknown path stays a 404 `not-found`), before any handler.
         .route_layer(axum::middleware::from_fn_with_state(
@@ -292,7 +250,7 @@ pub fn router(state: SharedState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::map_response_with_state(
             response_limit,
-            lambda_response_limit,
+            lambda_limit::lambda_response_limit,
         ))
         .layer(axum::middleware::map_response(json_rejections))
         .layer(CatchPanicLayer::custom(panic_response))
@@ -324,7 +282,7 @@ mod tests {
             .route("/small", get(|| async { "x".repeat(48) }))
             .layer(axum::middleware::map_response_with_state(
                 50usize,
-                lambda_response_limit,
+                lambda_limit::lambda_response_limit,
             ));
         let resp = app
             .clone()
@@ -354,7 +312,7 @@ mod tests {
             .route("/quotes", get(|| async { "\"".repeat(40) }))
             .layer(axum::middleware::map_response_with_state(
                 60usize,
-                lambda_response_limit,
+                lambda_limit::lambda_response_limit,
             ));
         let resp = app
             .oneshot(Request::get("/quotes").body(Body::empty()).unwrap())

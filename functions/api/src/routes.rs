@@ -132,7 +132,7 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
 const RESPONSE_OVERHEAD_BYTES: usize = 1024;
 
 /// The JSON forms of `entries`, as many as fit in `budget` bytes of Lambda response payload
-/// ([`crate::lambda_payload_len`]; always at least one), and the sequence of the first one left
+/// ([`crate::lambda_limit::lambda_payload_len`]; always at least one), and the sequence of the first one left
 /// out. AWS Lambda cannot return more than 6 MB; a page that would is cut short and the client
 /// continues from the returned `nextSeq`.
 async fn entry_dtos(
@@ -146,7 +146,7 @@ async fn entry_dtos(
         let dto = entry_dto(state, e).await?;
         let json = serde_json::to_vec(&dto).map_err(|err| ApiError::Internal(err.to_string()))?;
         // As Lambda counts it (escaped into the payload), with the comma after it.
-        let size = crate::lambda_payload_len(&json) - 2 + 1;
+        let size = crate::lambda_limit::lambda_payload_len(&json) - 2 + 1;
         if !out.is_empty() && used + size > budget {
             return Ok((out, Some(e.seq)));
         }
@@ -559,7 +559,7 @@ pub async fn load_log(
         manifest_url,
         chunks,
     };
-    let snapshot_bytes = crate::lambda_payload_len(
+    let snapshot_bytes = crate::lambda_limit::lambda_payload_len(
         &serde_json::to_vec(&snapshot).map_err(|err| ApiError::Internal(err.to_string()))?,
     );
     let budget = state

@@ -17,10 +17,16 @@
 //! Every decision comes from one seeded generator, so a run is reproducible from its profile and
 //! seed (given the same interleaving). Counters report what was injected, and how many calls
 //! (requests) passed through: with the `none` profile the adapter is a request counter, which the
-//! scale benchmark uses over the emulator and the in-memory stores alike.
+//! scale benchmark uses over the emulator and the in-memory stores alike. Tests can also script a
+//! failure ([`Scripted`]): a put that always loses its race, a lost response on the next put, a
+//! create that fails.
+//!
+//! It is a [`Layer`] (`Arc<Faults>`), so it applies to every port through [`Layered`]: every call
+//! is counted, and may be delayed or throttled, in [`Layer::around`]; the methods below override
+//! only what a port's call does besides (stale reads, lost responses, transaction conflicts).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,13 +35,15 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::domain::clients::ClientRange;
-use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
+use crate::domain::dedupe::DedupeRecord;
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
+use crate::layer::{Call, Layer, Layered};
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PayloadStore, PutOutcome,
-    RangePut, TxOutcome,
+    ClientPutOutcome, ClientRuns, ClientRunsLayer, Consistency, DedupeKeys, DedupeLayer,
+    EntriesLayer, EntryPage, GroupOwnersLayer, LogEntries, LogPurgeLayer, ObjectPurgeLayer,
+    OnceOutcome, PayloadLayer, PayloadStore, PendingLayer, PushQueueLayer, PutOutcome, RangePut,
+    TxOutcome,
 };
 
 /// How often each fault happens (probabilities per call) and for how long reads may be stale.
@@ -55,11 +63,10 @@ pub struct FaultProfile {
 }
 
 impl FaultProfile {
-    /// The named profiles: `none`, `stale`, `lossy`, `throttle`, `conflict`, `hostile` (all of
-    /// them at once).
-    pub fn named(name: &str) -> Option<Self> {
-        let none = Self {
-            name: name.to_owned(),
+    /// No fault at all.
+    pub fn none() -> Self {
+        Self {
+            name: "none".to_owned(),
             stale_read: 0.0,
             stale_for: Duration::from_millis(200),
             lost_response: 0.0,
@@ -67,6 +74,15 @@ impl FaultProfile {
             tx_conflict: 0.0,
             latency_spike: 0.0,
             spike: Duration::from_millis(20),
+        }
+    }
+
+    /// The named profiles: `none`, `stale`, `lossy`, `throttle`, `conflict`, `hostile` (all of
+    /// them at once).
+    pub fn named(name: &str) -> Option<Self> {
+        let none = Self {
+            name: name.to_owned(),
+            ..Self::none()
         };
         Some(match name {
             "none" => none,
@@ -151,12 +167,26 @@ impl FaultCounts {
     }
 }
 
+/// Failures a test asks for, on top of the profile's random ones.
+#[derive(Debug, Default)]
+pub struct Scripted {
+    /// Every conditional put reports that the entry number was taken (by an unknown winner).
+    pub always_taken: AtomicBool,
+    /// The next put is applied, then answered as if the SDK retried it after a lost response.
+    pub lose_next_put_response: AtomicBool,
+    /// Puts that reached the inner store.
+    pub puts: AtomicU32,
+    /// Creating a log fails, as a throttled transaction does, and writes nothing.
+    pub fail_create_log: AtomicBool,
+}
+
 /// The shared fault source: profile, seeded generator, the recent writes stale reads hide, and
 /// counters.
 #[derive(Debug)]
 pub struct Faults {
     pub profile: FaultProfile,
     pub counts: FaultCounts,
+    pub script: Scripted,
     rng: Mutex<StdRng>,
     recent: Mutex<Recent>,
 }
@@ -176,9 +206,15 @@ impl Faults {
         Arc::new(Self {
             profile,
             counts: FaultCounts::default(),
+            script: Scripted::default(),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             recent: Mutex::new(Recent::default()),
         })
+    }
+
+    /// No random fault (the `none` profile): a request counter, with [`Scripted`] failures.
+    pub fn scripted() -> Arc<Self> {
+        Self::new(FaultProfile::none(), 1)
     }
 
     fn roll(&self, p: f64) -> bool {
@@ -243,28 +279,38 @@ impl Faults {
     }
 }
 
-/// [`LogStore`] with faults.
-#[derive(Debug)]
-pub struct FaultyLogStore<S> {
-    inner: S,
-    faults: Arc<Faults>,
-}
+/// The log's ports with faults.
+pub type FaultyLogStore<S> = Layered<S, Arc<Faults>>;
 
-impl<S> FaultyLogStore<S> {
-    pub fn new(inner: S, faults: Arc<Faults>) -> Self {
-        Self { inner, faults }
-    }
-
-    pub fn inner(&self) -> &S {
-        &self.inner
-    }
-}
+/// [`PayloadStore`] with throttling (`SlowDown`), latency spikes and lost responses (a put is
+/// idempotent: its retry writes the same bytes again).
+pub type FaultyPayloadStore<P> = Layered<P, Arc<Faults>>;
 
 const DDB: &str = "DynamoDB";
 
-impl<S: LogStore> FaultyLogStore<S> {
-    /// A transaction: maybe cancelled for a conflict before it applies; maybe applied with its
-    /// response lost (the SDK's retry carries the same idempotency token and reports success).
+impl Faults {
+    /// Counts the write as applied, then maybe loses its response.
+    fn applied_entry(&self, log: LogId, entry: &EntryRecord) -> bool {
+        self.note_entry(log, entry);
+        self.lose_response()
+    }
+
+    /// Maybe cancels a transaction for a conflict before it applies.
+    fn conflict(&self) -> bool {
+        let hit = self.roll(self.profile.tx_conflict);
+        if hit {
+            self.counts.tx_conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        hit
+    }
+
+    fn stale_read_seen(&self) {
+        self.counts.stale_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A transaction that writes a segment: maybe cancelled for a conflict before it applies;
+    /// maybe applied with its response lost (the SDK's retry carries the same idempotency token
+    /// and reports success).
     async fn transaction(
         &self,
         log: LogId,
@@ -272,81 +318,106 @@ impl<S: LogStore> FaultyLogStore<S> {
         segment: &SegmentRecord,
         run: impl std::future::Future<Output = Result<TxOutcome, StoreError>>,
     ) -> Result<TxOutcome, StoreError> {
-        self.faults.before(DDB, "TransactWriteItems").await?;
-        if self.faults.roll(self.faults.profile.tx_conflict) {
-            self.faults
-                .counts
-                .tx_conflicts
-                .fetch_add(1, Ordering::Relaxed);
+        self.before(DDB, "TransactWriteItems").await?;
+        if self.conflict() {
             return Ok(TxOutcome::Interrupted);
         }
         let out = run.await?;
         if out == TxOutcome::Committed {
             for e in entries {
-                self.faults.note_entry(log, e);
+                self.note_entry(log, e);
             }
-            if self.faults.remembers()
-                && let Ok(mut r) = self.faults.recent.lock()
+            if self.remembers()
+                && let Ok(mut r) = self.recent.lock()
             {
                 r.segments.insert((log, segment.num), Instant::now());
             }
-            self.faults.lose_response();
+            self.lose_response();
         }
         Ok(out)
+    }
+
+    /// A stale view of an entry whose snapshot root was set within the window.
+    fn hide_root(&self, log: LogId, mut e: EntryRecord) -> EntryRecord {
+        if e.snapshot_root.is_some()
+            && let Ok(r) = self.recent.lock()
+            && self.is_recent(r.roots.get(&(log, e.segment, e.num)))
+        {
+            self.stale_read_seen();
+            e.snapshot_root = None;
+        }
+        e
+    }
+}
+
+/// Every call: counted, maybe a latency spike, maybe throttled.
+#[async_trait]
+impl Layer for Arc<Faults> {
+    async fn around<T, F>(&self, call: Call, run: F) -> Result<T, StoreError>
+    where
+        T: Send,
+        F: std::future::Future<Output = Result<T, StoreError>> + Send,
+    {
+        self.before(call.service, call.operation).await?;
+        run.await
     }
 }
 
 #[async_trait]
-impl<S: LogStore> LogStore for FaultyLogStore<S> {
-    async fn create_log(
+impl EntriesLayer for Arc<Faults> {
+    async fn create_log<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         segment: &SegmentRecord,
         first: &EntryRecord,
         units: &mut RequestUnits,
     ) -> Result<TxOutcome, StoreError> {
+        if self.script.fail_create_log.load(Ordering::SeqCst) {
+            return Err(StoreError::Throttled {
+                service: DDB,
+                operation: "TransactWriteItems",
+            });
+        }
         self.transaction(
             log,
             &[first],
             segment,
-            self.inner.create_log(log, segment, first, units),
+            inner.create_log(log, segment, first, units),
         )
         .await
     }
 
-    async fn newest_segments(
+    async fn newest_segments<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         limit: u32,
         consistency: Consistency,
         units: &mut RequestUnits,
     ) -> Result<Vec<SegmentRecord>, StoreError> {
-        self.faults.before(DDB, "Query").await?;
-        if !self.faults.stale(consistency) {
-            return self
-                .inner
-                .newest_segments(log, limit, consistency, units)
-                .await;
+        self.before(DDB, "Query").await?;
+        if !self.stale(consistency) {
+            return inner.newest_segments(log, limit, consistency, units).await;
         }
         // The view from before recent writes: no just-created segment (unless it is the only
         // one), no just-advanced last snapshot.
-        let all = self
-            .inner
+        let all = inner
             .newest_segments(log, limit.saturating_add(1), consistency, units)
             .await?;
-        let (out, hid) = {
-            let Ok(recent) = self.faults.recent.lock() else {
+        let (mut out, hid) = {
+            let Ok(recent) = self.recent.lock() else {
                 return Ok(all.into_iter().take(limit as usize).collect());
             };
             let mut out = Vec::new();
             let mut hid = false;
             for (i, mut s) in all.into_iter().enumerate() {
-                if i == 0 && self.faults.is_recent(recent.segments.get(&(log, s.num))) {
+                if i == 0 && self.is_recent(recent.segments.get(&(log, s.num))) {
                     hid = true;
                     continue;
                 }
                 if let Some((at, before)) = recent.last_snapshots.get(&(log, s.num))
-                    && at.elapsed() < self.faults.profile.stale_for
+                    && at.elapsed() < self.profile.stale_for
                 {
                     s.last_snapshot = *before;
                     hid = true;
@@ -355,94 +426,69 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
             }
             (out, hid)
         };
-        let mut out = out;
         if out.is_empty() {
-            return self
-                .inner
-                .newest_segments(log, limit, consistency, units)
-                .await;
+            return inner.newest_segments(log, limit, consistency, units).await;
         }
         if hid {
-            self.faults
-                .counts
-                .stale_reads
-                .fetch_add(1, Ordering::Relaxed);
+            self.stale_read_seen();
         }
         out.truncate(limit as usize);
         Ok(out)
     }
 
-    async fn segment(
+    async fn segment<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         num: u64,
         consistency: Consistency,
         units: &mut RequestUnits,
     ) -> Result<Option<SegmentRecord>, StoreError> {
-        self.faults.before(DDB, "GetItem").await?;
-        let mut seg = self.inner.segment(log, num, consistency, units).await?;
-        if self.faults.stale(consistency)
-            && let (Some(s), Ok(recent)) = (seg.as_mut(), self.faults.recent.lock())
+        self.before(DDB, "GetItem").await?;
+        let mut seg = inner.segment(log, num, consistency, units).await?;
+        if self.stale(consistency)
+            && let (Some(s), Ok(recent)) = (seg.as_mut(), self.recent.lock())
         {
-            if self.faults.is_recent(recent.segments.get(&(log, num))) {
-                self.faults
-                    .counts
-                    .stale_reads
-                    .fetch_add(1, Ordering::Relaxed);
+            if self.is_recent(recent.segments.get(&(log, num))) {
+                self.stale_read_seen();
                 return Ok(None);
             }
             if let Some((at, before)) = recent.last_snapshots.get(&(log, num))
-                && at.elapsed() < self.faults.profile.stale_for
+                && at.elapsed() < self.profile.stale_for
             {
-                self.faults
-                    .counts
-                    .stale_reads
-                    .fetch_add(1, Ordering::Relaxed);
+                self.stale_read_seen();
                 s.last_snapshot = *before;
             }
         }
         Ok(seg)
     }
 
-    async fn all_segments(
+    async fn newest_entry<S: LogEntries + ?Sized>(
         &self,
-        log: LogId,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError> {
-        self.faults.before(DDB, "Query").await?;
-        self.inner.all_segments(log, units).await
-    }
-
-    async fn newest_entry(
-        &self,
+        inner: &S,
         log: LogId,
         segment: u64,
         consistency: Consistency,
         units: &mut RequestUnits,
     ) -> Result<Option<EntryRecord>, StoreError> {
-        self.faults.before(DDB, "Query").await?;
-        let newest = self
-            .inner
-            .newest_entry(log, segment, consistency, units)
-            .await?;
+        self.before(DDB, "Query").await?;
+        let newest = inner.newest_entry(log, segment, consistency, units).await?;
         let Some(mut e) = newest else { return Ok(None) };
-        if !self.faults.stale(consistency) {
+        if !self.stale(consistency) {
             return Ok(Some(e));
         }
         // Walk back past the entries written within the window.
         let mut hid = false;
         loop {
             let recent = self
-                .faults
                 .recent
                 .lock()
-                .map(|r| self.faults.is_recent(r.entries.get(&(log, segment, e.num))))
+                .map(|r| self.is_recent(r.entries.get(&(log, segment, e.num))))
                 .unwrap_or(false);
             if !recent || e.num == 0 {
                 break;
             }
-            let page = self
-                .inner
+            let page = inner
                 .read_entries(log, segment, e.num - 1, 1, consistency, units)
                 .await?;
             match page.entries.into_iter().next() {
@@ -454,133 +500,39 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
             }
         }
         if hid {
-            self.faults
-                .counts
-                .stale_reads
-                .fetch_add(1, Ordering::Relaxed);
+            self.stale_read_seen();
         }
         Ok(Some(self.hide_root(log, e)))
     }
 
-    async fn put_entry(
+    async fn put_entry<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         entry: &EntryRecord,
         units: &mut RequestUnits,
     ) -> Result<PutOutcome, StoreError> {
-        self.faults.before(DDB, "PutItem").await?;
-        let out = self.inner.put_entry(log, entry, units).await?;
-        if out == PutOutcome::Written {
-            self.faults.note_entry(log, entry);
-            if self.faults.lose_response() {
-                // What the SDK's automatic retry sees after the first response went missing.
-                return self.inner.put_entry(log, entry, units).await;
-            }
+        self.before(DDB, "PutItem").await?;
+        if self.script.always_taken.load(Ordering::SeqCst) {
+            return Ok(PutOutcome::Taken(None));
+        }
+        self.script.puts.fetch_add(1, Ordering::SeqCst);
+        let out = inner.put_entry(log, entry, units).await?;
+        let scripted_loss = self
+            .script
+            .lose_next_put_response
+            .swap(false, Ordering::SeqCst);
+        if scripted_loss || (out == PutOutcome::Written && self.applied_entry(log, entry)) {
+            // What the SDK's automatic retry sees after the first response went missing.
+            self.script.puts.fetch_add(1, Ordering::SeqCst);
+            return inner.put_entry(log, entry, units).await;
         }
         Ok(out)
     }
 
-    async fn put_client_entries(
+    async fn start_segment<S: LogEntries + ?Sized>(
         &self,
-        log: LogId,
-        entry: &EntryRecord,
-        ranges: &[RangePut],
-        units: &mut RequestUnits,
-    ) -> Result<ClientPutOutcome, StoreError> {
-        self.faults.before(DDB, "TransactWriteItems").await?;
-        if self.faults.roll(self.faults.profile.tx_conflict) {
-            self.faults
-                .counts
-                .tx_conflicts
-                .fetch_add(1, Ordering::Relaxed);
-            return Ok(ClientPutOutcome::Interrupted);
-        }
-        let out = self
-            .inner
-            .put_client_entries(log, entry, ranges, units)
-            .await?;
-        if out == ClientPutOutcome::Written {
-            self.faults.note_entry(log, entry);
-            if self.faults.lose_response() {
-                // A retry without the first call's idempotency token: both conditions fail
-                // against what the first call wrote.
-                return self
-                    .inner
-                    .put_client_entries(log, entry, ranges, units)
-                    .await;
-            }
-        }
-        Ok(out)
-    }
-
-    async fn client_ranges(
-        &self,
-        log: LogId,
-        client: &str,
-        at_most: Option<u64>,
-        limit: u32,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<ClientRange>, StoreError> {
-        self.faults.before(DDB, "Query").await?;
-        self.inner
-            .client_ranges(log, client, at_most, limit, units)
-            .await
-    }
-
-    async fn group_clients(
-        &self,
-        log: LogId,
-        group: &str,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<String>, StoreError> {
-        self.faults.before(DDB, "GetItem").await?;
-        self.inner.group_clients(log, group, units).await
-    }
-
-    async fn put_entry_once(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        seq: u64,
-        key: &DedupeRecord,
-        units: &mut RequestUnits,
-    ) -> Result<OnceOutcome, StoreError> {
-        self.faults.before(DDB, "TransactWriteItems").await?;
-        if self.faults.roll(self.faults.profile.tx_conflict) {
-            self.faults
-                .counts
-                .tx_conflicts
-                .fetch_add(1, Ordering::Relaxed);
-            return Ok(OnceOutcome::Interrupted);
-        }
-        let out = self
-            .inner
-            .put_entry_once(log, entry, seq, key, units)
-            .await?;
-        if out == OnceOutcome::Written {
-            self.faults.note_entry(log, entry);
-            if self.faults.lose_response() {
-                // A retry that does not carry the first call's idempotency token: both
-                // conditions fail against what the first call wrote.
-                return self.inner.put_entry_once(log, entry, seq, key, units).await;
-            }
-        }
-        Ok(out)
-    }
-
-    async fn find_key(
-        &self,
-        key: &DedupeKey,
-        columns: &[String],
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<DedupeHit>, StoreError> {
-        self.faults.before(DDB, "GetItem").await?;
-        self.inner.find_key(key, columns, consistency, units).await
-    }
-
-    async fn start_segment(
-        &self,
+        inner: &S,
         log: LogId,
         end: &EntryRecord,
         segment: &SegmentRecord,
@@ -591,13 +543,15 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
             log,
             &[end, first],
             segment,
-            self.inner.start_segment(log, end, segment, first, units),
+            inner.start_segment(log, end, segment, first, units),
         )
         .await
     }
 
-    async fn read_entries(
+    #[allow(clippy::too_many_arguments)]
+    async fn read_entries<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         segment: u64,
         from: u64,
@@ -605,25 +559,21 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         consistency: Consistency,
         units: &mut RequestUnits,
     ) -> Result<EntryPage, StoreError> {
-        self.faults.before(DDB, "Query").await?;
-        let mut page = self
-            .inner
+        self.before(DDB, "Query").await?;
+        let mut page = inner
             .read_entries(log, segment, from, limit, consistency, units)
             .await?;
-        if !self.faults.stale(consistency) {
+        if !self.stale(consistency) {
             return Ok(page);
         }
         // An older view: the page ends before the first entry written within the window.
-        let cut = self.faults.recent.lock().ok().and_then(|r| {
+        let cut = self.recent.lock().ok().and_then(|r| {
             page.entries
                 .iter()
-                .position(|e| self.faults.is_recent(r.entries.get(&(log, segment, e.num))))
+                .position(|e| self.is_recent(r.entries.get(&(log, segment, e.num))))
         });
         if let Some(cut) = cut {
-            self.faults
-                .counts
-                .stale_reads
-                .fetch_add(1, Ordering::Relaxed);
+            self.stale_read_seen();
             page.entries.truncate(cut);
             page.more = false;
         }
@@ -635,43 +585,44 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         Ok(page)
     }
 
-    async fn set_snapshot_root(
+    async fn set_snapshot_root<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         segment: u64,
         num: u64,
         root: &str,
         units: &mut RequestUnits,
     ) -> Result<(), StoreError> {
-        self.faults.before(DDB, "UpdateItem").await?;
-        self.inner
+        self.before(DDB, "UpdateItem").await?;
+        inner
             .set_snapshot_root(log, segment, num, root, units)
             .await?;
-        if self.faults.remembers()
-            && let Ok(mut r) = self.faults.recent.lock()
+        if self.remembers()
+            && let Ok(mut r) = self.recent.lock()
         {
             r.roots.insert((log, segment, num), Instant::now());
         }
-        if self.faults.lose_response() {
-            return self
-                .inner
+        if self.lose_response() {
+            return inner
                 .set_snapshot_root(log, segment, num, root, units)
                 .await;
         }
         Ok(())
     }
 
-    async fn advance_last_snapshot(
+    async fn advance_last_snapshot<S: LogEntries + ?Sized>(
         &self,
+        inner: &S,
         log: LogId,
         segment: u64,
         num: u64,
         units: &mut RequestUnits,
     ) -> Result<bool, StoreError> {
-        self.faults.before(DDB, "UpdateItem").await?;
+        self.before(DDB, "UpdateItem").await?;
         // What a stale read would show after the move (bookkeeping: not a request of the log's).
-        let before = if self.faults.remembers() {
-            self.inner
+        let before = if self.remembers() {
+            inner
                 .segment(
                     log,
                     segment,
@@ -683,76 +634,97 @@ impl<S: LogStore> LogStore for FaultyLogStore<S> {
         } else {
             None
         };
-        let moved = self
-            .inner
+        let moved = inner
             .advance_last_snapshot(log, segment, num, units)
             .await?;
         if moved {
-            if self.faults.remembers()
-                && let Ok(mut r) = self.faults.recent.lock()
+            if self.remembers()
+                && let Ok(mut r) = self.recent.lock()
             {
                 r.last_snapshots
                     .insert((log, segment), (Instant::now(), before));
             }
-            if self.faults.lose_response() {
+            if self.lose_response() {
                 // The retry finds it already there.
-                return self
-                    .inner
-                    .advance_last_snapshot(log, segment, num, units)
-                    .await;
+                return inner.advance_last_snapshot(log, segment, num, units).await;
             }
         }
         Ok(moved)
     }
 }
 
-impl<S> FaultyLogStore<S> {
-    /// A stale view of an entry whose snapshot root was set within the window.
-    fn hide_root(&self, log: LogId, mut e: EntryRecord) -> EntryRecord {
-        if e.snapshot_root.is_some()
-            && let Ok(r) = self.faults.recent.lock()
-            && self.faults.is_recent(r.roots.get(&(log, e.segment, e.num)))
-        {
-            self.faults
-                .counts
-                .stale_reads
-                .fetch_add(1, Ordering::Relaxed);
-            e.snapshot_root = None;
+#[async_trait]
+impl ClientRunsLayer for Arc<Faults> {
+    async fn put_client_entries<S: ClientRuns + ?Sized>(
+        &self,
+        inner: &S,
+        log: LogId,
+        entry: &EntryRecord,
+        ranges: &[RangePut],
+        units: &mut RequestUnits,
+    ) -> Result<ClientPutOutcome, StoreError> {
+        self.before(DDB, "TransactWriteItems").await?;
+        if self.conflict() {
+            return Ok(ClientPutOutcome::Interrupted);
         }
-        e
-    }
-}
-
-/// [`PayloadStore`] with throttling (`SlowDown`), latency spikes and lost responses (a put is
-/// idempotent: its retry writes the same bytes again).
-#[derive(Debug)]
-pub struct FaultyPayloadStore<P> {
-    inner: P,
-    faults: Arc<Faults>,
-}
-
-impl<P> FaultyPayloadStore<P> {
-    pub fn new(inner: P, faults: Arc<Faults>) -> Self {
-        Self { inner, faults }
+        let out = inner.put_client_entries(log, entry, ranges, units).await?;
+        if out == ClientPutOutcome::Written && self.applied_entry(log, entry) {
+            // A retry without the first call's idempotency token: both conditions fail
+            // against what the first call wrote.
+            return inner.put_client_entries(log, entry, ranges, units).await;
+        }
+        Ok(out)
     }
 }
 
 #[async_trait]
-impl<P: PayloadStore> PayloadStore for FaultyPayloadStore<P> {
-    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
-        self.faults.before("S3", "PutObject").await?;
-        self.inner.put_discardable(key, bytes.clone()).await?;
-        if self.faults.lose_response() {
-            return self.inner.put_discardable(key, bytes).await;
+impl DedupeLayer for Arc<Faults> {
+    async fn put_entry_once<S: DedupeKeys + ?Sized>(
+        &self,
+        inner: &S,
+        log: LogId,
+        entry: &EntryRecord,
+        seq: u64,
+        key: &DedupeRecord,
+        units: &mut RequestUnits,
+    ) -> Result<OnceOutcome, StoreError> {
+        self.before(DDB, "TransactWriteItems").await?;
+        if self.conflict() {
+            return Ok(OnceOutcome::Interrupted);
+        }
+        let out = inner.put_entry_once(log, entry, seq, key, units).await?;
+        if out == OnceOutcome::Written && self.applied_entry(log, entry) {
+            // A retry that does not carry the first call's idempotency token: both
+            // conditions fail against what the first call wrote.
+            return inner.put_entry_once(log, entry, seq, key, units).await;
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl PayloadLayer for Arc<Faults> {
+    async fn put_discardable<S: PayloadStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<(), StoreError> {
+        self.before("S3", "PutObject").await?;
+        inner.put_discardable(key, bytes.clone()).await?;
+        if self.lose_response() {
+            return inner.put_discardable(key, bytes).await;
         }
         Ok(())
     }
-
-    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
-        self.faults.before("S3", "GetObject").await?;
-        self.inner.get(key).await
-    }
 }
+
+// The other ports: every call counted, maybe delayed or throttled ([`Layer::around`]).
+impl GroupOwnersLayer for Arc<Faults> {}
+impl PushQueueLayer for Arc<Faults> {}
+impl PendingLayer for Arc<Faults> {}
+impl LogPurgeLayer for Arc<Faults> {}
+impl ObjectPurgeLayer for Arc<Faults> {}
 
 /// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore) with throttling
 /// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost

@@ -29,6 +29,7 @@ pub mod domain;
 pub mod error;
 #[cfg(any(test, feature = "faults"))]
 pub mod faults;
+pub mod layer;
 pub mod log;
 #[cfg(any(test, feature = "memory"))]
 pub mod memory;

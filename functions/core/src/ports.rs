@@ -1,10 +1,12 @@
-//! Narrow async traits the log algorithms are written against. The AWS adapters in
-//! [`crate::aws`] implement them over DynamoDB and S3; tests may wrap them to inject faults.
+//! The storage ports: narrow async traits, one per concern, that the log algorithms, the functions
+//! and the worker are written against. The AWS adapters in [`crate::aws`] implement them over
+//! DynamoDB, S3 and SQS, the stores in `crate::memory` in memory. Each is declared with
+//! [`port!`](crate::port), so it works behind an `Arc` and through any layer
+//! ([`crate::layer`]): the fault adapter, request counting, test racers.
 //!
 //! Every method adds the request units it consumed to the `units` accumulator it is given, so an
 //! operation can report its cost even when it fails part way.
 
-use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::domain::clients::ClientRange;
@@ -104,436 +106,260 @@ pub enum Consistency {
     Strong,
 }
 
-/// The Entry and Segment tables.
-#[async_trait]
-pub trait LogStore: Send + Sync + std::fmt::Debug {
-    /// Creates segment 0 and its entry 0 in one transaction; both must not exist.
-    async fn create_log(
-        &self,
-        log: LogId,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError>;
+crate::port! {
+    /// The Entry and Segment tables: a log's segments and their entries.
+    pub trait LogEntries("DynamoDB"): EntriesLayer {
+        /// Creates segment 0 and its entry 0 in one transaction; both must not exist.
+        async fn create_log(
+            &self,
+            log: LogId,
+            segment: &SegmentRecord,
+            first: &EntryRecord,
+            units: &mut RequestUnits,
+        ) -> Result<TxOutcome, StoreError> as TransactWriteItems;
 
-    /// Up to `limit` segments, newest first.
-    async fn newest_segments(
-        &self,
-        log: LogId,
-        limit: u32,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError>;
+        /// Up to `limit` segments, newest first.
+        async fn newest_segments(
+            &self,
+            log: LogId,
+            limit: u32,
+            consistency: Consistency,
+            units: &mut RequestUnits,
+        ) -> Result<Vec<SegmentRecord>, StoreError> as Query;
 
-    /// One segment, if it exists. The default reads every segment; the DynamoDB store overrides it
-    /// with a single GetItem.
-    async fn segment(
-        &self,
-        log: LogId,
-        num: u64,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<SegmentRecord>, StoreError> {
-        let _ = consistency;
-        Ok(self
-            .all_segments(log, units)
-            .await?
-            .into_iter()
-            .find(|s| s.num == num))
-    }
+        /// One segment, if it exists.
+        async fn segment(
+            &self,
+            log: LogId,
+            num: u64,
+            consistency: Consistency,
+            units: &mut RequestUnits,
+        ) -> Result<Option<SegmentRecord>, StoreError> as GetItem;
 
-    /// Every segment of the log in order (paged internally).
-    async fn all_segments(
-        &self,
-        log: LogId,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError>;
+        /// Every segment of the log in order (paged internally).
+        async fn all_segments(
+            &self,
+            log: LogId,
+            units: &mut RequestUnits,
+        ) -> Result<Vec<SegmentRecord>, StoreError> as Query;
 
-    /// The entry with the highest number in a segment.
-    async fn newest_entry(
-        &self,
-        log: LogId,
-        segment: u64,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<EntryRecord>, StoreError>;
+        /// The entry with the highest number in a segment.
+        async fn newest_entry(
+            &self,
+            log: LogId,
+            segment: u64,
+            consistency: Consistency,
+            units: &mut RequestUnits,
+        ) -> Result<Option<EntryRecord>, StoreError> as Query;
 
-    /// Puts an entry on condition that its number is free.
-    async fn put_entry(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<PutOutcome, StoreError>;
+        /// Puts an entry on condition that its number is free.
+        async fn put_entry(
+            &self,
+            log: LogId,
+            entry: &EntryRecord,
+            units: &mut RequestUnits,
+        ) -> Result<PutOutcome, StoreError> as PutItem;
 
-    /// One transaction: the entry, on condition that its number is free, and its idempotency key
-    /// added to the Dedupe table, on condition that the key is in none of the checked month
-    /// columns (aged-out columns are removed in the same write).
-    async fn put_entry_once(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        seq: u64,
-        key: &DedupeRecord,
-        units: &mut RequestUnits,
-    ) -> Result<OnceOutcome, StoreError>;
+        /// One transaction: `end` (End Segment) into the current segment, the new segment item and
+        /// its entry 0 (`first`, a Snapshot); each conditional on not existing.
+        async fn start_segment(
+            &self,
+            log: LogId,
+            end: &EntryRecord,
+            segment: &SegmentRecord,
+            first: &EntryRecord,
+            units: &mut RequestUnits,
+        ) -> Result<TxOutcome, StoreError> as TransactWriteItems;
 
-    /// Looks a key up in the given month columns of the Dedupe table.
-    async fn find_key(
-        &self,
-        key: &DedupeKey,
-        columns: &[String],
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<DedupeHit>, StoreError>;
+        /// Entries of one segment with numbers `>= from`, in order, at most `limit`. Follows
+        /// `LastEvaluatedKey` across DynamoDB's 1 MB pages until `limit` entries or the segment end.
+        async fn read_entries(
+            &self,
+            log: LogId,
+            segment: u64,
+            from: u64,
+            limit: usize,
+            consistency: Consistency,
+            units: &mut RequestUnits,
+        ) -> Result<EntryPage, StoreError> as Query;
 
-    /// One transaction: a `mutations` entry, on condition that its number is free; its client
-    /// range item, on condition that no range of that client starts at `range.first`; and, when
-    /// `join_group`, the client added to its group's item.
-    async fn put_client_entry(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        range: &ClientRange,
-        join_group: bool,
-        units: &mut RequestUnits,
-    ) -> Result<ClientPutOutcome, StoreError> {
-        let put = RangePut {
-            range: range.clone(),
-            join_group,
-        };
-        self.put_client_entries(log, entry, std::slice::from_ref(&put), units)
-            .await
-    }
+        /// Records the snapshot root on a Snapshot entry (idempotent).
+        async fn set_snapshot_root(
+            &self,
+            log: LogId,
+            segment: u64,
+            num: u64,
+            root: &str,
+            units: &mut RequestUnits,
+        ) -> Result<(), StoreError> as UpdateItem;
 
-    /// As [`put_client_entry`](Self::put_client_entry) for an entry that records several
-    /// clients' runs (a group commit): the entry and every range item (one per client, each on
-    /// its own condition) and group membership in one transaction, so the effects and every
-    /// client's last mutation id become visible together. At most
-    /// [`MAX_RANGES_PER_TRANSACTION`] ranges.
-    async fn put_client_entries(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        ranges: &[RangePut],
-        units: &mut RequestUnits,
-    ) -> Result<ClientPutOutcome, StoreError>;
-
-    /// Up to `limit` range items of a client, newest first, starting from the one with the
-    /// highest `first <= at_most` (every range when `None`). Always a strong read.
-    async fn client_ranges(
-        &self,
-        log: LogId,
-        client: &str,
-        at_most: Option<u64>,
-        limit: u32,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<ClientRange>, StoreError>;
-
-    /// The clients of a client group that have pushed to this log. Always a strong read.
-    async fn group_clients(
-        &self,
-        log: LogId,
-        group: &str,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<String>, StoreError>;
-
-    /// One transaction: `end` (End Segment) into the current segment, the new segment item and
-    /// its entry 0 (`first`, a Snapshot); each conditional on not existing.
-    async fn start_segment(
-        &self,
-        log: LogId,
-        end: &EntryRecord,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError>;
-
-    /// Entries of one segment with numbers `>= from`, in order, at most `limit`. Follows
-    /// `LastEvaluatedKey` across DynamoDB's 1 MB pages until `limit` entries or the segment end.
-    async fn read_entries(
-        &self,
-        log: LogId,
-        segment: u64,
-        from: u64,
-        limit: usize,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<EntryPage, StoreError>;
-
-    /// Records the snapshot root on a Snapshot entry (idempotent).
-    async fn set_snapshot_root(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        root: &str,
-        units: &mut RequestUnits,
-    ) -> Result<(), StoreError>;
-
-    /// Moves a segment's Last Snapshot forward to `num`; never backwards. Returns false when it
-    /// was already at or beyond `num`.
-    async fn advance_last_snapshot(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        units: &mut RequestUnits,
-    ) -> Result<bool, StoreError>;
-}
-
-/// Who owns each sync client group (`docs/sync.md`, "Client groups belong to their first
-/// pusher"): the subject that first pushed or pulled the group, kept on the group's item in the
-/// Clients table. Ownership never changes once set.
-#[async_trait]
-pub trait GroupOwners: Send + Sync + std::fmt::Debug {
-    /// The group's owner, after making `subject` its owner if it had none: one strong read when
-    /// the group is owned, plus one conditional write the first time.
-    async fn claim_group(
-        &self,
-        log: LogId,
-        group: &str,
-        subject: &str,
-        units: &mut RequestUnits,
-    ) -> Result<String, StoreError>;
-}
-
-/// The sync FIFO queue's sending side (`docs/sync.md`, "Queued pushes").
-#[async_trait]
-pub trait PushQueue: Send + Sync + std::fmt::Debug {
-    /// Enqueues `body` in message group `group` (the log id) with the deduplication id
-    /// `dedupe_id`; a second send with the same id within five minutes is accepted and dropped.
-    async fn send(&self, group: &str, dedupe_id: &str, body: String) -> Result<(), StoreError>;
-}
-
-/// Object storage for large entry bodies and uploaded payloads.
-#[async_trait]
-pub trait PayloadStore: Send + Sync + std::fmt::Debug {
-    /// Stores an object tagged for auto-delete: it is discardable until the entry that references
-    /// it is committed and the tag removed.
-    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError>;
-    /// Reads an object; [`StoreError::NotFound`] when it does not exist.
-    async fn get(&self, key: &str) -> Result<Bytes, StoreError>;
-}
-
-/// The Pending Snapshots table: one item per snapshot a worker has started and not finished.
-///
-/// Every write but `create` and `delete` is conditional on the increment the caller last saw and
-/// bumps it, so exactly one of several racing invocations wins a claim, checkpoints only move
-/// forward, and an invocation that was taken over finds its next write refused ([`Guarded::Lost`]).
-#[async_trait]
-pub trait PendingSnapshots: Send + Sync {
-    /// The log's first pending snapshot in log order, read consistently: the one that must
-    /// finish before any later snapshot of the log may start.
-    async fn earliest(&self, log: LogId) -> Result<Option<PendingSnapshot>, StoreError>;
-    /// Every pending snapshot of a log, in log order.
-    async fn list(&self, log: LogId) -> Result<Vec<PendingSnapshot>, StoreError>;
-    /// One pending snapshot, read consistently.
-    async fn get(&self, key: PendingKey) -> Result<Option<PendingSnapshot>, StoreError>;
-    /// Starts a pending snapshot, active and held by the caller, if none exists.
-    async fn create(
-        &self,
-        key: PendingKey,
-        now: i64,
-    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
-    /// Takes over an item whose holder released it or went quiet (marks it active, bumps
-    /// retries), if its increment is still `seen.increment`.
-    async fn claim(
-        &self,
-        seen: &PendingSnapshot,
-        now: i64,
-    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
-    /// Records a builder checkpoint (JSON).
-    async fn checkpoint(
-        &self,
-        key: PendingKey,
-        increment: u64,
-        state: &str,
-        now: i64,
-    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
-    /// Refreshes `modified` while a long step runs.
-    async fn heartbeat(
-        &self,
-        key: PendingKey,
-        increment: u64,
-        now: i64,
-    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
-    /// Clears the active flag (a hand-off, or a wait behind an earlier snapshot).
-    async fn release(
-        &self,
-        key: PendingKey,
-        increment: u64,
-        now: i64,
-    ) -> Result<Guarded<PendingSnapshot>, StoreError>;
-    /// Removes the item once the snapshot is complete, if its increment is still `increment`
-    /// (another holder's item is left alone: [`Guarded::Lost`]). An item that is already gone
-    /// counts as removed, so a retried delete succeeds.
-    async fn delete(&self, key: PendingKey, increment: u64) -> Result<Guarded<()>, StoreError>;
-}
-
-/// Stores shared behind an `Arc` (a store picked at start-up, such as one wrapped in faults).
-#[async_trait]
-impl<T: LogStore + ?Sized> LogStore for std::sync::Arc<T> {
-    async fn create_log(
-        &self,
-        log: LogId,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError> {
-        (**self).create_log(log, segment, first, units).await
-    }
-    async fn newest_segments(
-        &self,
-        log: LogId,
-        limit: u32,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError> {
-        (**self)
-            .newest_segments(log, limit, consistency, units)
-            .await
-    }
-    async fn segment(
-        &self,
-        log: LogId,
-        num: u64,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<SegmentRecord>, StoreError> {
-        (**self).segment(log, num, consistency, units).await
-    }
-    async fn all_segments(
-        &self,
-        log: LogId,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError> {
-        (**self).all_segments(log, units).await
-    }
-    async fn newest_entry(
-        &self,
-        log: LogId,
-        segment: u64,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<EntryRecord>, StoreError> {
-        (**self)
-            .newest_entry(log, segment, consistency, units)
-            .await
-    }
-    async fn put_entry(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<PutOutcome, StoreError> {
-        (**self).put_entry(log, entry, units).await
-    }
-    async fn start_segment(
-        &self,
-        log: LogId,
-        end: &EntryRecord,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError> {
-        (**self)
-            .start_segment(log, end, segment, first, units)
-            .await
-    }
-    async fn read_entries(
-        &self,
-        log: LogId,
-        segment: u64,
-        from: u64,
-        limit: usize,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<EntryPage, StoreError> {
-        (**self)
-            .read_entries(log, segment, from, limit, consistency, units)
-            .await
-    }
-    async fn put_client_entries(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        ranges: &[RangePut],
-        units: &mut RequestUnits,
-    ) -> Result<ClientPutOutcome, StoreError> {
-        (**self).put_client_entries(log, entry, ranges, units).await
-    }
-    async fn client_ranges(
-        &self,
-        log: LogId,
-        client: &str,
-        at_most: Option<u64>,
-        limit: u32,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<ClientRange>, StoreError> {
-        (**self)
-            .client_ranges(log, client, at_most, limit, units)
-            .await
-    }
-    async fn group_clients(
-        &self,
-        log: LogId,
-        group: &str,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<String>, StoreError> {
-        (**self).group_clients(log, group, units).await
-    }
-    async fn put_entry_once(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        seq: u64,
-        key: &DedupeRecord,
-        units: &mut RequestUnits,
-    ) -> Result<OnceOutcome, StoreError> {
-        (**self).put_entry_once(log, entry, seq, key, units).await
-    }
-    async fn find_key(
-        &self,
-        key: &DedupeKey,
-        columns: &[String],
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<DedupeHit>, StoreError> {
-        (**self).find_key(key, columns, consistency, units).await
-    }
-    async fn set_snapshot_root(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        root: &str,
-        units: &mut RequestUnits,
-    ) -> Result<(), StoreError> {
-        (**self)
-            .set_snapshot_root(log, segment, num, root, units)
-            .await
-    }
-    async fn advance_last_snapshot(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        units: &mut RequestUnits,
-    ) -> Result<bool, StoreError> {
-        (**self)
-            .advance_last_snapshot(log, segment, num, units)
-            .await
+        /// Moves a segment's Last Snapshot forward to `num`; never backwards. Returns false when it
+        /// was already at or beyond `num`.
+        async fn advance_last_snapshot(
+            &self,
+            log: LogId,
+            segment: u64,
+            num: u64,
+            units: &mut RequestUnits,
+        ) -> Result<bool, StoreError> as UpdateItem;
     }
 }
 
-#[async_trait]
-impl<T: PayloadStore + ?Sized> PayloadStore for std::sync::Arc<T> {
-    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
-        (**self).put_discardable(key, bytes).await
+crate::port! {
+    /// Sync client runs (`docs/sync.md`): `mutations` entries written together with their
+    /// clients' range items in the Clients table, and the queries over those items.
+    pub trait ClientRuns("DynamoDB"): ClientRunsLayer {
+        /// One transaction: a `mutations` entry, on condition that its number is free, and one
+        /// range item per client run it records (each on condition that no range of that client
+        /// starts at `range.first`), with group membership when `join_group`: the effects and
+        /// every client's last mutation id become visible together. At most
+        /// [`MAX_RANGES_PER_TRANSACTION`] ranges.
+        async fn put_client_entries(
+            &self,
+            log: LogId,
+            entry: &EntryRecord,
+            ranges: &[RangePut],
+            units: &mut RequestUnits,
+        ) -> Result<ClientPutOutcome, StoreError> as TransactWriteItems;
+
+        /// Up to `limit` range items of a client, newest first, starting from the one with the
+        /// highest `first <= at_most` (every range when `None`). Always a strong read.
+        async fn client_ranges(
+            &self,
+            log: LogId,
+            client: &str,
+            at_most: Option<u64>,
+            limit: u32,
+            units: &mut RequestUnits,
+        ) -> Result<Vec<ClientRange>, StoreError> as Query;
+
+        /// The clients of a client group that have pushed to this log. Always a strong read.
+        async fn group_clients(
+            &self,
+            log: LogId,
+            group: &str,
+            units: &mut RequestUnits,
+        ) -> Result<Vec<String>, StoreError> as GetItem;
     }
-    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
-        (**self).get(key).await
+}
+
+crate::port! {
+    /// Idempotency keys (the Dedupe table, `docs/storage.md`): an entry written once per key.
+    pub trait DedupeKeys("DynamoDB"): DedupeLayer {
+        /// One transaction: the entry, on condition that its number is free, and its idempotency key
+        /// added to the Dedupe table, on condition that the key is in none of the checked month
+        /// columns (aged-out columns are removed in the same write).
+        async fn put_entry_once(
+            &self,
+            log: LogId,
+            entry: &EntryRecord,
+            seq: u64,
+            key: &DedupeRecord,
+            units: &mut RequestUnits,
+        ) -> Result<OnceOutcome, StoreError> as TransactWriteItems;
+
+        /// Looks a key up in the given month columns of the Dedupe table.
+        async fn find_key(
+            &self,
+            key: &DedupeKey,
+            columns: &[String],
+            consistency: Consistency,
+            units: &mut RequestUnits,
+        ) -> Result<Option<DedupeHit>, StoreError> as GetItem;
+    }
+}
+
+/// Everything the event log's algorithms use of the tables: [`LogEntries`], [`ClientRuns`] and
+/// [`DedupeKeys`]. A name for the three together, implemented by every store that has them.
+pub trait LogStore: LogEntries + ClientRuns + DedupeKeys {}
+
+impl<T: LogEntries + ClientRuns + DedupeKeys + ?Sized> LogStore for T {}
+
+/// One range item for [`ClientRuns::put_client_entries`] from a single client's run.
+pub fn single_range(range: &ClientRange, join_group: bool) -> [RangePut; 1] {
+    [RangePut {
+        range: range.clone(),
+        join_group,
+    }]
+}
+
+crate::port! {
+    /// Who owns each sync client group (`docs/sync.md`, "Client groups belong to their first
+    /// pusher"): the subject that first pushed or pulled the group, kept on the group's item in the
+    /// Clients table. Ownership never changes once set.
+    pub trait GroupOwners("DynamoDB"): GroupOwnersLayer {
+        /// The group's owner, after making `subject` its owner if it had none: one strong read when
+        /// the group is owned, plus one conditional write the first time.
+        async fn claim_group(
+            &self,
+            log: LogId,
+            group: &str,
+            subject: &str,
+            units: &mut RequestUnits,
+        ) -> Result<String, StoreError> as UpdateItem;
+    }
+}
+
+crate::port! {
+    /// The sync FIFO queue's sending side (`docs/sync.md`, "Queued pushes").
+    pub trait PushQueue("SQS"): PushQueueLayer {
+        /// Enqueues `body` in message group `group` (the log id) with the deduplication id
+        /// `dedupe_id`; a second send with the same id within five minutes is accepted and dropped.
+        async fn send(&self, group: &str, dedupe_id: &str, body: String)
+            -> Result<(), StoreError> as SendMessage;
+    }
+}
+
+crate::port! {
+    /// Object storage for large entry bodies and uploaded payloads.
+    pub trait PayloadStore("S3"): PayloadLayer {
+        /// Stores an object tagged for auto-delete: it is discardable until the entry that
+        /// references it is committed and the tag removed.
+        async fn put_discardable(&self, key: &str, bytes: Bytes)
+            -> Result<(), StoreError> as PutObject;
+        /// Reads an object; [`StoreError::NotFound`] when it does not exist.
+        async fn get(&self, key: &str) -> Result<Bytes, StoreError> as GetObject;
+    }
+}
+
+crate::port! {
+    /// The Pending Snapshots table: one item per snapshot a worker has started and not finished.
+    ///
+    /// Every write but `create` and `delete` is conditional on the increment the caller last saw
+    /// and bumps it, so exactly one of several racing invocations wins a claim, checkpoints only
+    /// move forward, and an invocation that was taken over finds its next write refused
+    /// ([`Guarded::Lost`]).
+    pub trait PendingSnapshots("DynamoDB"): PendingLayer {
+        /// The log's first pending snapshot in log order, read consistently: the one that must
+        /// finish before any later snapshot of the log may start.
+        async fn earliest(&self, log: LogId)
+            -> Result<Option<PendingSnapshot>, StoreError> as Query;
+        /// Every pending snapshot of a log, in log order.
+        async fn list(&self, log: LogId) -> Result<Vec<PendingSnapshot>, StoreError> as Query;
+        /// One pending snapshot, read consistently.
+        async fn get(&self, key: PendingKey)
+            -> Result<Option<PendingSnapshot>, StoreError> as GetItem;
+        /// Starts a pending snapshot, active and held by the caller, if none exists.
+        async fn create(&self, key: PendingKey, now: i64)
+            -> Result<Guarded<PendingSnapshot>, StoreError> as PutItem;
+        /// Takes over an item whose holder released it or went quiet (marks it active, bumps
+        /// retries), if its increment is still `seen.increment`.
+        async fn claim(&self, seen: &PendingSnapshot, now: i64)
+            -> Result<Guarded<PendingSnapshot>, StoreError> as UpdateItem;
+        /// Records a builder checkpoint (JSON).
+        async fn checkpoint(&self, key: PendingKey, increment: u64, state: &str, now: i64)
+            -> Result<Guarded<PendingSnapshot>, StoreError> as UpdateItem;
+        /// Refreshes `modified` while a long step runs.
+        async fn heartbeat(&self, key: PendingKey, increment: u64, now: i64)
+            -> Result<Guarded<PendingSnapshot>, StoreError> as UpdateItem;
+        /// Clears the active flag (a hand-off, or a wait behind an earlier snapshot).
+        async fn release(&self, key: PendingKey, increment: u64, now: i64)
+            -> Result<Guarded<PendingSnapshot>, StoreError> as UpdateItem;
+        /// Removes the item once the snapshot is complete, if its increment is still `increment`
+        /// (another holder's item is left alone: [`Guarded::Lost`]). An item that is already gone
+        /// counts as removed, so a retried delete succeeds.
+        async fn delete(&self, key: PendingKey, increment: u64)
+            -> Result<Guarded<()>, StoreError> as DeleteItem;
     }
 }
 
@@ -547,35 +373,39 @@ pub struct LogMeta {
     pub deleted: Option<i64>,
 }
 
-/// Deleting a log's items: the metadata item with its tombstone, and paged removal of every
-/// Entry, Segment, Pending Snapshots and Clients item of the log. A narrow port of its own so the
-/// many [`LogStore`] implementations need not know about it. Calls are not counted in request
-/// units (a delete reports how many items it removed instead).
-#[async_trait]
-pub trait LogPurge: Send + Sync + std::fmt::Debug {
-    /// The log's metadata item, read strongly; `None` when it has none (a log created without a
-    /// proven subject, or one that does not exist).
-    async fn log_meta(&self, log: LogId) -> Result<Option<LogMeta>, StoreError>;
-    /// Records the creator of a log about to be created (the first write wins).
-    async fn record_creator(&self, log: LogId, subject: &str) -> Result<(), StoreError>;
-    /// Writes the tombstone; a log already marked keeps its first deletion time.
-    async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError>;
-    /// Whether the log has any segment (whether it exists, for a log with no tombstone).
-    async fn has_segments(&self, log: LogId) -> Result<bool, StoreError>;
-    /// Deletes up to about `max` of the log's items, never its metadata item: entries first
-    /// (segment by segment), then pending snapshots, client items and last the Segment items, so
-    /// a purge cut off at any point can be resumed by calling again. Returns how many items it
-    /// deleted; 0 means none is left.
-    async fn purge_items(&self, log: LogId, max: usize) -> Result<usize, StoreError>;
+crate::port! {
+    /// Deleting a log's items: the metadata item with its tombstone, and paged removal of every
+    /// Entry, Segment, Pending Snapshots and Clients item of the log. Calls are not counted in
+    /// request units (a delete reports how many items it removed instead).
+    pub trait LogPurge("DynamoDB"): LogPurgeLayer {
+        /// The log's metadata item, read strongly; `None` when it has none (a log created without a
+        /// proven subject, or one that does not exist).
+        async fn log_meta(&self, log: LogId) -> Result<Option<LogMeta>, StoreError> as GetItem;
+        /// Records the creator of a log about to be created (the first write wins).
+        async fn record_creator(&self, log: LogId, subject: &str)
+            -> Result<(), StoreError> as UpdateItem;
+        /// Writes the tombstone; a log already marked keeps its first deletion time.
+        async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError> as UpdateItem;
+        /// Whether the log has any segment (whether it exists, for a log with no tombstone).
+        async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> as Query;
+        /// Deletes up to about `max` of the log's items, never its metadata item: entries first
+        /// (segment by segment), then pending snapshots, client items and last the Segment items,
+        /// so a purge cut off at any point can be resumed by calling again. Returns how many items
+        /// it deleted; 0 means none is left.
+        async fn purge_items(&self, log: LogId, max: usize)
+            -> Result<usize, StoreError> as BatchWriteItem;
+    }
 }
 
-/// Listing and deleting objects, for a log's delete.
-#[async_trait]
-pub trait ObjectPurge: Send + Sync + std::fmt::Debug {
-    /// Up to `max` keys that start with `prefix`, in key order.
-    async fn list_keys(&self, prefix: &str, max: usize) -> Result<Vec<String>, StoreError>;
-    /// Deletes the objects (missing ones count as deleted).
-    async fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError>;
-    /// Writes an empty, untagged marker object.
-    async fn put_marker(&self, key: &str) -> Result<(), StoreError>;
+crate::port! {
+    /// Listing and deleting objects, for a log's delete.
+    pub trait ObjectPurge("S3"): ObjectPurgeLayer {
+        /// Up to `max` keys that start with `prefix`, in key order.
+        async fn list_keys(&self, prefix: &str, max: usize)
+            -> Result<Vec<String>, StoreError> as ListObjectsV2;
+        /// Deletes the objects (missing ones count as deleted).
+        async fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError> as DeleteObjects;
+        /// Writes an empty, untagged marker object.
+        async fn put_marker(&self, key: &str) -> Result<(), StoreError> as PutObject;
+    }
 }

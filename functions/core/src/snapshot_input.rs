@@ -17,7 +17,7 @@ use bytes::Bytes;
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
 use crate::error::LogError;
 use crate::log::{EventLog, SegmentHint};
-use crate::ports::{Consistency, LogStore, PayloadStore};
+use crate::ports::{Consistency, LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::DecodeError;
 use crate::snapshot::{BlobStore, LogEntry, Manifest, SnapshotError};
@@ -101,7 +101,7 @@ impl InputPages {
     }
 
     /// The next page, or `None` once every entry has been read.
-    pub async fn next_page<S: LogStore, P: PayloadStore>(
+    pub async fn next_page<S: LogEntries, P: PayloadStore>(
         &mut self,
         log: &EventLog<S, P>,
         id: LogId,
@@ -171,7 +171,7 @@ pub enum Target {
 
 /// Looks up the Snapshot entry `entry` of segment `segment` and its segment (consistent reads:
 /// a job arrives right after the entry is written).
-pub async fn target<S: LogStore, P: PayloadStore>(
+pub async fn target<S: LogEntries, P: PayloadStore>(
     log: &EventLog<S, P>,
     id: LogId,
     segment: u64,
@@ -203,7 +203,7 @@ pub async fn target<S: LogStore, P: PayloadStore>(
 }
 
 /// Finds the input of the snapshot of entry `entry` in segment `segment`.
-pub async fn locate<S: LogStore, P: PayloadStore>(
+pub async fn locate<S: LogEntries, P: PayloadStore>(
     log: &EventLog<S, P>,
     id: LogId,
     segment: u64,
@@ -307,7 +307,7 @@ pub async fn locate<S: LogStore, P: PayloadStore>(
 
 /// The previous completed snapshot's position: this segment's Last Snapshot when it is before
 /// the entry, else the previous segment's.
-async fn base_position<S: LogStore, P: PayloadStore>(
+async fn base_position<S: LogEntries, P: PayloadStore>(
     log: &EventLog<S, P>,
     id: LogId,
     seg: &SegmentRecord,
@@ -410,7 +410,7 @@ pub struct AsOf {
 /// [`EventLog::load`]). Completed means the segment's Last Snapshot covers it, or (for an older
 /// one in the same segment) its root is set, which completion writes first.
 /// [`LogError::OutOfRange`] when `at` is past the end of the log.
-pub async fn as_of<S: LogStore, P: PayloadStore>(
+pub async fn as_of<S: LogEntries, P: PayloadStore>(
     log: &EventLog<S, P>,
     id: LogId,
     at: u64,
@@ -553,7 +553,7 @@ pub struct SheetAsOf {
 
 /// [`as_of`], then the base snapshot's manifest ([`base_manifest`]) and the entries decoded
 /// ([`log_entries`]): what every read of a past version starts with.
-pub async fn sheet_as_of<S: LogStore, P: PayloadStore>(
+pub async fn sheet_as_of<S: LogEntries, P: PayloadStore>(
     log: &EventLog<S, P>,
     blobs: &dyn BlobStore,
     id: LogId,
@@ -571,7 +571,7 @@ pub async fn sheet_as_of<S: LogStore, P: PayloadStore>(
 /// sequence 0 of `fork` (its manifest under the fork's prefix, the chunks the source's entries
 /// after its snapshot leave alone shared, not copied). Pass the result's `manifest_key` to
 /// [`EventLog::create_fork`].
-pub async fn fork_snapshot<S: LogStore, P: PayloadStore>(
+pub async fn fork_snapshot<S: LogEntries, P: PayloadStore>(
     log: &EventLog<S, P>,
     blobs: &dyn BlobStore,
     imports: &dyn crate::snapshot::ImportSource,
@@ -626,7 +626,7 @@ mod tests {
     }
 
     /// Appends `n` `set` entries of one cell holding a string of `size` bytes.
-    async fn append_sets<S: LogStore, P: PayloadStore>(
+    async fn append_sets<S: crate::ports::LogStore, P: PayloadStore>(
         log: &EventLog<S, P>,
         id: LogId,
         n: u64,

@@ -26,7 +26,7 @@ use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::archive::{self, ArchiveError};
-use sheetlog_core::ports::{Consistency, LogStore};
+use sheetlog_core::ports::{Consistency, LogEntries};
 use tracing::{info, warn};
 
 const DAY: i64 = 24 * 3600;

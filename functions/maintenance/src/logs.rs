@@ -71,7 +71,7 @@ pub async fn segment_entries(
     from: u64,
     consistency: sheetlog_core::ports::Consistency,
 ) -> Result<Vec<sheetlog_core::domain::EntryRecord>, sheetlog_core::error::StoreError> {
-    use sheetlog_core::ports::LogStore;
+    use sheetlog_core::ports::LogEntries;
     let mut units = sheetlog_core::domain::RequestUnits::default();
     let mut out = Vec::new();
     let mut from = from;

@@ -39,7 +39,7 @@ use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket};
 use sheetlog_core::domain::{Entry, EntryType, LogId, RequestUnits};
 use sheetlog_core::error::{LogError, StoreError};
 use sheetlog_core::log::{EventLog, ForkOrigin, SegmentHint};
-use sheetlog_core::ports::{LogPurge, LogStore};
+use sheetlog_core::ports::{LogEntries, LogPurge};
 use sheetlog_core::snapshot::{
     BlobError, BlobStore, BuildConfig, Manifest, SnapshotBuilder, SnapshotError,
 };

@@ -35,7 +35,7 @@ use serde::Serialize;
 use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, S3Bucket, SqsJobQueue, Untagged};
 use sheetlog_core::domain::{EntryType, LogId, RequestUnits, SegmentRecord, SnapshotJob};
 use sheetlog_core::error::StoreError;
-use sheetlog_core::ports::{Consistency, LogStore, PendingSnapshots};
+use sheetlog_core::ports::{Consistency, LogEntries, PendingSnapshots};
 use tracing::warn;
 
 #[derive(Debug, thiserror::Error)]

@@ -9,9 +9,10 @@ use bytes::Bytes;
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::error::StoreError;
+use sheetlog_core::layer::{Layer, Layered};
 use sheetlog_core::log::EventLog;
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore};
-use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::ports::{LogStore, PayloadLayer, PayloadStore};
 use sheetlog_core::sheet::EntryBody;
 use sheetlog_core::sync_queue::{QueuedMutation, QueuedPush, StoredPush};
 
@@ -19,16 +20,19 @@ use crate::{Handler, MessageOutcome, WriterConfig};
 
 const SAMPLE_LOG: &str = "6f1c2a9e-3b7d-4c1e-9a55-0d2f4e8b7c11";
 
-/// A payload store whose reads of keys containing `flaky` fail as a throttled service would.
+/// Reads of payload keys containing `flaky` fail as a throttled service would.
 #[derive(Debug)]
-struct FlakyPayloads(MemPayloadStore);
+struct Flaky;
+
+impl Layer for Flaky {}
 
 #[async_trait]
-impl PayloadStore for FlakyPayloads {
-    async fn put_discardable(&self, key: &str, bytes: Bytes) -> Result<(), StoreError> {
-        self.0.put_discardable(key, bytes).await
-    }
-    async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+impl PayloadLayer for Flaky {
+    async fn get<S: PayloadStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+    ) -> Result<Bytes, StoreError> {
         if key.contains("flaky") {
             return Err(StoreError::service(
                 "S3",
@@ -36,12 +40,12 @@ impl PayloadStore for FlakyPayloads {
                 "service unavailable",
             ));
         }
-        self.0.get(key).await
+        inner.get(key).await
     }
 }
 
 async fn handler() -> (Handler, Arc<dyn PayloadStore>) {
-    let payloads: Arc<dyn PayloadStore> = Arc::new(FlakyPayloads(MemPayloadStore::new()));
+    let payloads: Arc<dyn PayloadStore> = Arc::new(Layered::new(MemPayloadStore::new(), Flaky));
     let store: Arc<dyn LogStore> = Arc::new(MemLogStore::new());
     let log = EventLog::new(store, payloads.clone(), LogConfig::default()).unwrap();
     let cfg = WriterConfig {

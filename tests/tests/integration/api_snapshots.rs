@@ -471,7 +471,7 @@ async fn a_burst_of_snapshots_completes_soon_after_the_last_append() -> anyhow::
     let store = stack.log_store();
     let (snapshots, done) = loop {
         let mut units = Default::default();
-        let page = sheetlog_core::ports::LogStore::read_entries(
+        let page = sheetlog_core::ports::LogEntries::read_entries(
             &store,
             log_id,
             0,

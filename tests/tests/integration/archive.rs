@@ -10,7 +10,7 @@ use sheetlog_core::LogError;
 use sheetlog_core::SegmentHint;
 use sheetlog_core::domain::{Entry, LogId, SegmentRecord, SnapshotJob};
 use sheetlog_core::log::AppendOptions;
-use sheetlog_core::ports::{Consistency, LogStore};
+use sheetlog_core::ports::{Consistency, LogEntries};
 use sheetlog_core::snapshot_input::{InputError, as_of};
 use sheetlog_maintenance::archive::Step;
 use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport, RunOptions};

@@ -14,7 +14,7 @@ use sheetlog_core::domain::{EntryRecord, EntryType, LogId, NewEntry, segment_id}
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::{LogError, StoreError};
 use sheetlog_tests::TestStack;
-use sheetlog_tests::faults::{Faults, FaultyStore};
+use sheetlog_core::faults::{Faults, FaultyLogStore};
 
 const SET: EntryType = EntryType(16);
 
@@ -72,7 +72,7 @@ fn assert_gapless(entries: &[sheetlog_core::Entry], from: u64) {
 /// switches threads every microsecond, so plain moto fails this test at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn the_emulator_lets_exactly_one_of_many_racing_conditional_puts_win() -> anyhow::Result<()> {
-    use sheetlog_core::ports::{LogStore, PutOutcome};
+    use sheetlog_core::ports::{LogEntries, PutOutcome};
     let _slot = sheetlog_tests::heavy_test_slot().await;
     let stack = TestStack::on(sheetlog_tests::Emulator::start_racy()?, "atomic-put").await?;
     let store = Arc::new(stack.log_store());
@@ -669,18 +669,15 @@ async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
 #[tokio::test]
 async fn exhausted_attempts_give_a_contention_error() -> anyhow::Result<()> {
     let stack = TestStack::new("contention").await?;
-    let faults = Arc::new(Faults::default());
-    let store = FaultyStore {
-        inner: stack.log_store(),
-        faults: faults.clone(),
-    };
+    let faults = Faults::scripted();
+    let store = FaultyLogStore::new(stack.log_store(), faults.clone());
     let cfg = LogConfig {
         max_attempts: 4,
         ..LogConfig::default()
     };
     let log = EventLog::new(store, stack.bucket(), cfg)?;
     let id = log.create().await?.log;
-    faults.always_taken.store(true, Ordering::SeqCst);
+    faults.script.always_taken.store(true, Ordering::SeqCst);
     match log.append(id, body("x"), AppendOptions::default()).await {
         Err(LogError::Contention { attempts: 4, .. }) => {}
         other => panic!("expected contention, got {other:?}"),
@@ -691,19 +688,16 @@ async fn exhausted_attempts_give_a_contention_error() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_put_retried_after_a_lost_response_is_not_appended_twice() -> anyhow::Result<()> {
     let stack = TestStack::new("lostresp").await?;
-    let faults = Arc::new(Faults::default());
-    let store = FaultyStore {
-        inner: stack.log_store(),
-        faults: faults.clone(),
-    };
+    let faults = Faults::scripted();
+    let store = FaultyLogStore::new(stack.log_store(), faults.clone());
     let log = EventLog::new(store, stack.bucket(), LogConfig::default())?;
     let id = log.create().await?.log;
-    faults.lose_next_put_response.store(true, Ordering::SeqCst);
+    faults.script.lose_next_put_response.store(true, Ordering::SeqCst);
     let a = log
         .append(id, body("once"), AppendOptions::default())
         .await?;
     assert_eq!(
-        faults.puts.load(Ordering::SeqCst),
+        faults.script.puts.load(Ordering::SeqCst),
         2,
         "the put really was retried"
     );

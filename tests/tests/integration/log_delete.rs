@@ -576,9 +576,9 @@ async fn only_the_creator_or_a_wildcard_grant_may_delete() -> anyhow::Result<()>
 /// the SDK's retries) leaves no objects behind; the same fork that succeeds keeps them.
 #[tokio::test]
 async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
-    let switches = std::sync::Arc::new(sheetlog_tests::faults::Faults::default());
+    let switches = sheetlog_core::faults::Faults::scripted();
     let Some(api) =
-        TestApi::start_with_switches("fork-fail", ApiConfig::default(), switches.clone()).await?
+        TestApi::start_with_faults("fork-fail", ApiConfig::default(), switches.clone()).await?
     else {
         return Ok(());
     };
@@ -599,6 +599,7 @@ async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
     assert_eq!(count_objects(stack, "snapshots/").await?, 0);
     let fork = json!({"from": {"logId": source, "seq": 6}});
     switches
+        .script
         .fail_create_log
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let r = c.post(api.url("/logs")).json(&fork).send().await?;
@@ -609,6 +610,7 @@ async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
         "the failed fork left objects"
     );
     switches
+        .script
         .fail_create_log
         .store(false, std::sync::atomic::Ordering::SeqCst);
     let r = c.post(api.url("/logs")).json(&fork).send().await?;

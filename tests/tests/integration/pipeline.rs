@@ -99,7 +99,7 @@ async fn completion(
     let (seg, _) = px.log.segment(job.log_id, job.segment).await?;
     let seg = seg.context("segment missing")?;
     let mut units = Default::default();
-    let entry = sheetlog_core::ports::LogStore::read_entries(
+    let entry = sheetlog_core::ports::LogEntries::read_entries(
         px.log.store(),
         job.log_id,
         job.segment,
@@ -936,7 +936,7 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     )
     .await?;
     let mut units = Default::default();
-    let offloaded_key = sheetlog_core::ports::LogStore::read_entries(
+    let offloaded_key = sheetlog_core::ports::LogEntries::read_entries(
         px.log.store(),
         log,
         offloaded.job.segment,

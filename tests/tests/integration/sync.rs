@@ -948,7 +948,7 @@ async fn a_mutation_over_the_entry_limit_is_rejected_not_written() -> anyhow::Re
 /// client list and neither disturbs the other.
 #[tokio::test]
 async fn concurrent_first_claims_of_a_group_agree_on_one_owner() -> anyhow::Result<()> {
-    use sheetlog_core::ports::{GroupOwners, LogStore};
+    use sheetlog_core::ports::{ClientRuns, GroupOwners};
     let stack = TestStack::new("sync-owner").await?;
     let log = stack.log()?;
     let id = log.create().await?.log;

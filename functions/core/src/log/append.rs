@@ -13,9 +13,9 @@ use crate::domain::dedupe::{DedupeKey, DedupeRecord, KeyKind, MonthColumns, fing
 use crate::domain::keys;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{Consistency, LogStore, OnceOutcome, PayloadStore, PutOutcome};
+use crate::ports::{Consistency, DedupeKeys, LogEntries, OnceOutcome, PayloadStore, PutOutcome};
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
     /// Appends an entry (`docs/design.md`, "Append"): find the newest entry, then put at the next number
     /// on condition that it is free, retrying with backoff when another writer wins.
     pub async fn append(
@@ -302,7 +302,10 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             attempts: self.cfg.max_attempts,
         })
     }
+}
 
+/// The head lookups and body placement: the Entry and Segment tables only.
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     /// Decides where the body goes: inline, or to S3 first (discardable until this append commits).
     pub(super) async fn place_body(
         &self,

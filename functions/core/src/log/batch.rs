@@ -5,7 +5,7 @@
 //! same skipping of applied ids, gap rule, rejected mutations and per-entry limits), then the runs
 //! of up to [`MAX_RUNS_PER_ENTRY`] clients share one entry (body version 2, one run: version 1),
 //! written in one transaction with every client's range item
-//! ([`LogStore::put_client_entries`]), so the effects and every client's last mutation id become
+//! ([`ClientRuns::put_client_entries`]), so the effects and every client's last mutation id become
 //! visible together and each range item's condition keeps every mutation applied at most once.
 //!
 //! A client whose mutations cannot be applied because of what they are (another group's client,
@@ -25,7 +25,8 @@ use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
 use crate::log::PushedMutation;
 use crate::ports::{
-    ClientPutOutcome, Consistency, LogStore, MAX_RANGES_PER_TRANSACTION, PayloadStore, RangePut,
+    ClientPutOutcome, ClientRuns, Consistency, LogEntries, MAX_RANGES_PER_TRANSACTION,
+    PayloadStore, RangePut,
 };
 use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_RUNS_PER_ENTRY, MutationBatch, Mutations};
@@ -78,7 +79,7 @@ struct Slot {
     done: Option<Result<u64, LogError>>,
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     /// Applies the pushes of many clients (each client at most once) in as few `mutations`
     /// entries as the limits allow: per client exactly what [`push_run`](Self::push_run) would
     /// apply, run after run, until each client is done or refused.

@@ -8,6 +8,7 @@ use super::*;
 use crate::domain::NewEntry;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::ports::LogStore;
 use crate::sheet::EntryBody;
 use crate::sheet::event::Event;
 

@@ -8,9 +8,9 @@ use crate::domain::{EntryRecord, LogId, RequestUnits};
 use crate::error::LogError;
 #[cfg(feature = "archive")]
 use crate::error::StoreError;
-use crate::ports::{Consistency, EntryPage, LogStore, PayloadStore};
+use crate::ports::{Consistency, EntryPage, LogEntries, PayloadStore};
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     /// Reads records in sequence order from `(start.segment, num)`, hopping over End Segment
     /// entries into the following segment, until `limit` records or the end of the log.
     pub(super) async fn read_chain(

@@ -11,63 +11,16 @@ use std::collections::BTreeMap;
 use tracing::debug;
 
 use super::push_rebase::{Caught, PushRebase, sent_forms};
+use super::pushed::PushedMutation;
 use super::{Appended, EventLog, SegmentHint, corrupt, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{ClientPutOutcome, Consistency, LogStore, PayloadStore};
+use crate::ports::{
+    ClientPutOutcome, ClientRuns, Consistency, LogEntries, PayloadStore, single_range,
+};
 use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_MUTATIONS_PER_ENTRY, Mutation, Mutations};
-
-/// One mutation as a client pushed it: its id and its event, or why its arguments were refused.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PushedMutation {
-    pub id: u64,
-    pub event: Result<Event, String>,
-    /// The log's next sequence number in the view the mutation was made against (its arguments'
-    /// `baseSeq`): it is rebased through what was committed since. `None`: applied as sent.
-    pub base: Option<u64>,
-    /// Further events the mutation applies as, after `event`: a delete that rebasing split
-    /// around rows others inserted inside its range (`docs/sync.md`). Usually empty.
-    pub then: Vec<Event>,
-}
-
-impl PushedMutation {
-    /// A mutation applied as sent, with no base.
-    pub fn new(id: u64, event: Result<Event, String>) -> Self {
-        Self {
-            id,
-            event,
-            base: None,
-            then: Vec::new(),
-        }
-    }
-
-    /// A mutation from a mutator's name and arguments as a client sent them: an optional
-    /// `baseSeq` (a non-negative integer) is taken out of the arguments, the rest is the event's.
-    /// Arguments that do not make an event give the reason instead.
-    pub fn from_args(id: u64, name: &str, mut args: serde_json::Value) -> Self {
-        let base = match args.as_object_mut().and_then(|o| o.remove("baseSeq")) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                format!("baseSeq must be a non-negative integer (the pull cookie), got {v}")
-            }),
-        };
-        let event = match base {
-            Err(ref reason) => Err(reason.clone()),
-            Ok(_) if name == "import" => {
-                Err("import is not a mutator: files go through the upload flow".into())
-            }
-            Ok(_) => Event::from_parts(name, args).map_err(|e| e.to_string()),
-        };
-        Self {
-            id,
-            event,
-            base: base.ok().flatten(),
-            then: Vec::new(),
-        }
-    }
-}
 
 /// A mutation a run recorded as rejected (processed, with no effect), and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +84,7 @@ pub fn oversize_reason(size: usize, header: usize, limit: usize) -> Option<Strin
     })
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     /// Applies a client's mutations (ids ascending) that it has not applied yet, as one
     /// `mutations` entry: ids at or below the client's last applied one are skipped, the next
     /// ones must follow it without a gap ([`LogError::MutationGap`]; nothing from the gap on is
@@ -248,7 +201,12 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             };
             match self
                 .store
-                .put_client_entry(log, &record, &range, newest.is_none(), &mut units)
+                .put_client_entries(
+                    log,
+                    &record,
+                    &single_range(&range, newest.is_none()),
+                    &mut units,
+                )
                 .await?
             {
                 ClientPutOutcome::Written => {

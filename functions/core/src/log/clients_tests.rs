@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::*;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::ports::LogStore;
 use crate::sheet::event::Event;
 use crate::sheet::{EntryBody, SetCells};
 

@@ -8,9 +8,9 @@ use futures::StreamExt;
 use super::{EntriesPage, EntryMark, EventLog, Loaded, ScanPage, SegmentHint, corrupt};
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits};
 use crate::error::{LogError, StoreError};
-use crate::ports::{Consistency, LogStore, PayloadStore};
+use crate::ports::{Consistency, LogEntries, PayloadStore};
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     /// Loads a log (`docs/design.md`, "Load and update").
     pub async fn load(&self, log: LogId) -> Result<Loaded, LogError> {
         let mut units = RequestUnits::default();

@@ -1,6 +1,6 @@
 //! The event-log algorithms (`docs/design.md`; layouts in `docs/storage.md`):
 //! create, append with optimistic concurrency, start a new segment, load, and read since a
-//! sequence. Generic over [`LogStore`] and [`PayloadStore`]; knows nothing about spreadsheets.
+//! sequence. Generic over the storage ports ([`crate::ports`]), each block of methods over only those it uses; knows nothing about spreadsheets.
 //!
 //! Layout:
 //! - `mod.rs`      — [`EventLog`], the types its operations return, shared helpers
@@ -27,6 +27,8 @@ mod batch;
 mod clients;
 #[cfg(feature = "engine")]
 mod push_rebase;
+#[cfg(feature = "engine")]
+mod pushed;
 // Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
 #[cfg(feature = "engine")]
 mod rebase;
@@ -39,10 +41,12 @@ mod trigger;
 #[cfg(feature = "engine")]
 pub use batch::{BatchOutcome, ClientPush, ClientResult};
 #[cfg(feature = "engine")]
-pub use clients::{PushedMutation, Rejected, RunOutcome, RunSource, oversize_reason};
+pub use clients::{Rejected, RunOutcome, RunSource, oversize_reason};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
 pub use push_rebase::MAX_REBASE_ENTRIES;
+#[cfg(feature = "engine")]
+pub use pushed::PushedMutation;
 #[cfg(feature = "engine")]
 pub use rebase::RebasedAppend;
 pub use trigger::{SnapshotTrigger, Triggered};
@@ -55,7 +59,7 @@ use crate::domain::dedupe::KeyKind;
 use crate::domain::keys::now_secs;
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{LogStore, PayloadStore};
+use crate::ports::{LogEntries, PayloadStore};
 
 /// Where a log's newest segment starts. Callers that keep the hint from their last append skip
 /// the Segment query. A stale hint is harmless: the segment it
@@ -230,7 +234,7 @@ pub struct EventLog<S, P> {
     clock: Clock,
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     pub fn new(store: S, payloads: P, cfg: LogConfig) -> Result<Self, crate::config::ConfigError> {
         cfg.validate()?;
         Ok(Self {

@@ -16,10 +16,10 @@
 use std::collections::BTreeMap;
 
 use super::EventLog;
-use super::clients::PushedMutation;
+use super::pushed::PushedMutation;
 use crate::domain::{LogId, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{LogStore, PayloadStore};
+use crate::ports::{LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{Event, InsertRows};
 use crate::sheet::rebase::{Outcome, Step, rebase};
@@ -115,7 +115,7 @@ impl PushRebase {
     /// Reads what was committed in `read_to..next_seq`, positions only. With a strong head read
     /// (`strong`), a base past the head is the client's mistake and its mutation is rejected;
     /// with an eventual one it may be the read lagging.
-    pub(super) async fn catch_up<S: LogStore, P: PayloadStore>(
+    pub(super) async fn catch_up<S: LogEntries, P: PayloadStore>(
         &mut self,
         log: &EventLog<S, P>,
         id: LogId,

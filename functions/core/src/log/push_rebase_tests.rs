@@ -8,6 +8,7 @@ use super::*;
 use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
 use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::ports::LogStore;
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{CellEdit, DeleteRows, Event, InsertRows, RowNumber, SetCells};
 use crate::sheet::{CellRef, Sheet, Value};

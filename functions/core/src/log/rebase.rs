@@ -8,7 +8,7 @@ use super::push_rebase::{MAX_REBASE_ENTRIES, too_old};
 use super::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
 use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{LogStore, PayloadStore};
+use crate::ports::{DedupeKeys, LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{Event, InsertRows};
 use crate::sheet::rebase::{Outcome, Step, rebase};
@@ -67,7 +67,7 @@ impl Rebasing {
     /// Reads what was committed in `read_to..next_seq` and rebases the edit through everything
     /// since its base. Errors when the base is no longer retained (the caller must reload) or
     /// when nothing of the edit is left to apply.
-    pub(super) async fn catch_up<S: LogStore, P: PayloadStore>(
+    pub(super) async fn catch_up<S: LogEntries, P: PayloadStore>(
         &mut self,
         log: &EventLog<S, P>,
         id: LogId,
@@ -139,7 +139,7 @@ impl Rebasing {
     }
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
     /// Appends an edit made against the sheet as of `base_seq`, moved through every entry
     /// committed since so it applies to the rows and columns its author meant
     /// ([`crate::sheet::rebase`]). [`LogError::EditRejected`] when nothing of it is left (its

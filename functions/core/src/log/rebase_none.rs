@@ -4,7 +4,7 @@
 use super::EventLog;
 use crate::domain::{LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
-use crate::ports::{LogStore, PayloadStore};
+use crate::ports::{LogEntries, PayloadStore};
 
 pub(super) enum Rebasing {}
 
@@ -24,7 +24,7 @@ impl Rebasing {
         match *self {}
     }
 
-    pub(super) async fn catch_up<S: LogStore, P: PayloadStore>(
+    pub(super) async fn catch_up<S: LogEntries, P: PayloadStore>(
         &mut self,
         _log: &EventLog<S, P>,
         _id: LogId,

@@ -10,6 +10,7 @@ use super::*;
 use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
 use crate::memory::{MemLogStore, MemPayloadStore};
+use crate::ports::LogStore;
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{CellEdit, DeleteRows, Event, InsertRows, RowNumber, SetCells};
 use crate::sheet::{CellRef, Sheet, Value};
@@ -230,10 +231,12 @@ async fn a_base_further_back_than_the_reset_limit_is_refused() {
 /// not seen: its retry must move the edit through the winner's entry too.
 #[tokio::test]
 async fn an_edit_that_loses_the_race_is_moved_through_the_winners_entry() {
-    let store = RacingPuts {
-        inner: MemLogStore::new(),
-        gate: Barrier::new(2),
-    };
+    let store = crate::layer::Layered::new(
+        MemLogStore::new(),
+        RacingPuts {
+            gate: Barrier::new(2),
+        },
+    );
     let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).expect("log");
     let id = log.create().await.expect("create").log;
     let base = 1;

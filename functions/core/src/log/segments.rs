@@ -8,7 +8,7 @@ use tracing::info;
 use super::{Created, EventLog, SegmentHint, SegmentStarted, corrupt, internal_entry, retry};
 use crate::domain::{Entry, EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
 use crate::error::LogError;
-use crate::ports::{Consistency, LogStore, PayloadStore, TxOutcome};
+use crate::ports::{Consistency, LogEntries, PayloadStore, TxOutcome};
 
 /// Where a fork came from: the body of its entry 0, `{"source":"<log-uuid>","at":<seq>}`
 /// (`docs/storage.md`, "Entry 0 of a fork"). Entry 0 of any other log has an empty body, and so
@@ -37,7 +37,7 @@ impl ForkOrigin {
     }
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     /// Creates a new log: segment 0 and its entry 0 (the Snapshot of the empty sheet) in one
     /// transaction. The empty snapshot needs no work, so segment 0 starts with it completed.
     pub async fn create(&self) -> Result<Created, LogError> {

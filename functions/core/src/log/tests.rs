@@ -9,14 +9,12 @@ use bytes::Bytes;
 use tokio::sync::Barrier;
 
 use super::*;
-use crate::domain::clients::ClientRange;
-use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
-use crate::domain::{NewEntry, SegmentRecord};
+use crate::domain::NewEntry;
 use crate::error::StoreError;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
+use crate::layer::{Layer, Layered};
 use crate::memory::{MemLogStore, MemPayloadStore};
-use crate::ports::{ClientPutOutcome, EntryPage, OnceOutcome, RangePut};
-use crate::ports::{Consistency, PutOutcome, TxOutcome};
+use crate::ports::{ClientRunsLayer, DedupeLayer, EntriesLayer, LogEntries, PutOutcome};
 
 const SET: EntryType = EntryType(16);
 
@@ -34,55 +32,21 @@ pub(super) fn always_stale() -> Arc<Faults> {
 }
 
 /// Lets `n` callers of `put_entry` through together, so they all read the head before any of
-/// them writes.
+/// them writes. A layer: every other call goes through unchanged.
 #[derive(Debug)]
-pub(super) struct RacingPuts<S> {
-    pub(super) inner: S,
+pub(super) struct RacingPuts {
     pub(super) gate: Barrier,
 }
 
+impl Layer for RacingPuts {}
+impl ClientRunsLayer for RacingPuts {}
+impl DedupeLayer for RacingPuts {}
+
 #[async_trait]
-impl<S: LogStore> LogStore for RacingPuts<S> {
-    async fn create_log(
+impl EntriesLayer for RacingPuts {
+    async fn put_entry<S: LogEntries + ?Sized>(
         &self,
-        log: LogId,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError> {
-        self.inner.create_log(log, segment, first, units).await
-    }
-    async fn newest_segments(
-        &self,
-        log: LogId,
-        limit: u32,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError> {
-        self.inner
-            .newest_segments(log, limit, consistency, units)
-            .await
-    }
-    async fn all_segments(
-        &self,
-        log: LogId,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<SegmentRecord>, StoreError> {
-        self.inner.all_segments(log, units).await
-    }
-    async fn newest_entry(
-        &self,
-        log: LogId,
-        segment: u64,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<EntryRecord>, StoreError> {
-        self.inner
-            .newest_entry(log, segment, consistency, units)
-            .await
-    }
-    async fn put_entry(
-        &self,
+        inner: &S,
         log: LogId,
         entry: &EntryRecord,
         units: &mut RequestUnits,
@@ -90,105 +54,7 @@ impl<S: LogStore> LogStore for RacingPuts<S> {
         if entry.num == 1 {
             self.gate.wait().await;
         }
-        self.inner.put_entry(log, entry, units).await
-    }
-    async fn put_client_entries(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        ranges: &[RangePut],
-        units: &mut RequestUnits,
-    ) -> Result<ClientPutOutcome, StoreError> {
-        self.inner
-            .put_client_entries(log, entry, ranges, units)
-            .await
-    }
-    async fn client_ranges(
-        &self,
-        log: LogId,
-        client: &str,
-        at_most: Option<u64>,
-        limit: u32,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<ClientRange>, StoreError> {
-        self.inner
-            .client_ranges(log, client, at_most, limit, units)
-            .await
-    }
-    async fn group_clients(
-        &self,
-        log: LogId,
-        group: &str,
-        units: &mut RequestUnits,
-    ) -> Result<Vec<String>, StoreError> {
-        self.inner.group_clients(log, group, units).await
-    }
-    async fn put_entry_once(
-        &self,
-        log: LogId,
-        entry: &EntryRecord,
-        seq: u64,
-        key: &DedupeRecord,
-        units: &mut RequestUnits,
-    ) -> Result<OnceOutcome, StoreError> {
-        self.inner.put_entry_once(log, entry, seq, key, units).await
-    }
-    async fn find_key(
-        &self,
-        key: &DedupeKey,
-        columns: &[String],
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<Option<DedupeHit>, StoreError> {
-        self.inner.find_key(key, columns, consistency, units).await
-    }
-    async fn start_segment(
-        &self,
-        log: LogId,
-        end: &EntryRecord,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError> {
-        self.inner
-            .start_segment(log, end, segment, first, units)
-            .await
-    }
-    async fn read_entries(
-        &self,
-        log: LogId,
-        segment: u64,
-        from: u64,
-        limit: usize,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<EntryPage, StoreError> {
-        self.inner
-            .read_entries(log, segment, from, limit, consistency, units)
-            .await
-    }
-    async fn set_snapshot_root(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        root: &str,
-        units: &mut RequestUnits,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .set_snapshot_root(log, segment, num, root, units)
-            .await
-    }
-    async fn advance_last_snapshot(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        units: &mut RequestUnits,
-    ) -> Result<bool, StoreError> {
-        self.inner
-            .advance_last_snapshot(log, segment, num, units)
-            .await
+        inner.put_entry(log, entry, units).await
     }
 }
 
@@ -196,10 +62,12 @@ impl<S: LogStore> LogStore for RacingPuts<S> {
 /// appending the same body in the same second both got the same sequence and one write was lost.
 #[tokio::test]
 async fn two_writers_of_the_same_body_get_two_entries() {
-    let store = RacingPuts {
-        inner: MemLogStore::new(),
-        gate: Barrier::new(2),
-    };
+    let store = Layered::new(
+        MemLogStore::new(),
+        RacingPuts {
+            gate: Barrier::new(2),
+        },
+    );
     let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
     let id = log.create().await.unwrap().log;
     let (a, b) = tokio::join!(

@@ -13,7 +13,7 @@ use tracing::info;
 use super::{AppendOptions, Appended, EventLog, SegmentHint};
 use crate::domain::{EntryType, LogId, NewEntry};
 use crate::error::LogError;
-use crate::ports::{LogStore, PayloadStore};
+use crate::ports::{DedupeKeys, LogEntries, PayloadStore};
 
 /// How many entries past each interval boundary the check keeps running.
 const CATCH_UP_WINDOW: u64 = 5;
@@ -35,7 +35,7 @@ pub struct Triggered {
     pub hint: Option<SegmentHint>,
 }
 
-impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
+impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
     /// Runs the snapshot trigger after the append `a`.
     pub async fn snapshot_if_due(
         &self,

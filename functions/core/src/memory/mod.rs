@@ -22,8 +22,8 @@ use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord, DedupeRef};
 use crate::domain::{EntryRecord, EntryType, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, GroupOwners, LogStore, OnceOutcome, PutOutcome,
-    RangePut, TxOutcome, check_range_count,
+    ClientPutOutcome, ClientRuns, Consistency, DedupeKeys, EntryPage, GroupOwners, LogEntries,
+    OnceOutcome, PutOutcome, RangePut, TxOutcome, check_range_count,
 };
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
@@ -168,7 +168,7 @@ impl GroupOwners for MemLogStore {
 }
 
 #[async_trait]
-impl LogStore for MemLogStore {
+impl LogEntries for MemLogStore {
     async fn create_log(
         &self,
         log: LogId,
@@ -178,7 +178,6 @@ impl LogStore for MemLogStore {
     ) -> Result<TxOutcome, StoreError> {
         self.transact(log, segment, &[first], units)
     }
-
     async fn newest_segments(
         &self,
         log: LogId,
@@ -198,7 +197,6 @@ impl LogStore for MemLogStore {
         *units += read_cost(bytes, consistency);
         Ok(out)
     }
-
     async fn segment(
         &self,
         log: LogId,
@@ -214,7 +212,6 @@ impl LogStore for MemLogStore {
         *units += read_cost(bytes, consistency);
         Ok(found)
     }
-
     async fn all_segments(
         &self,
         log: LogId,
@@ -229,7 +226,6 @@ impl LogStore for MemLogStore {
         *units += read_cost(bytes, Consistency::Eventual);
         Ok(out)
     }
-
     async fn newest_entry(
         &self,
         log: LogId,
@@ -249,7 +245,6 @@ impl LogStore for MemLogStore {
         *units += read_cost(bytes, consistency);
         Ok(found)
     }
-
     async fn put_entry(
         &self,
         log: LogId,
@@ -273,7 +268,78 @@ impl LogStore for MemLogStore {
             }
         }
     }
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.transact(log, segment, &[end, first], units)
+    }
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError> {
+        let t = lock(&self.tables)?;
+        let mut range = t
+            .entries
+            .range((log, segment, from)..=(log, segment, u64::MAX));
+        let entries: Vec<EntryRecord> =
+            range.by_ref().take(limit).map(|(_, e)| e.clone()).collect();
+        let more = entries.len() == limit && range.next().is_some();
+        let bytes = entries.iter().map(|e| Self::entry_cost(log, e)).sum();
+        *units += read_cost(bytes, consistency);
+        Ok(EntryPage { entries, more })
+    }
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        *units += RequestUnits::writes(1.0);
+        let mut t = lock(&self.tables)?;
+        match t.entries.get_mut(&(log, segment, num)) {
+            Some(e) if e.kind == EntryType::SNAPSHOT => {
+                e.snapshot_root = Some(root.to_owned());
+                Ok(())
+            }
+            _ => Err(StoreError::corrupt(
+                "Entry item",
+                format!("segment {segment} entry {num} is not a Snapshot entry"),
+            )),
+        }
+    }
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        num: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        *units += RequestUnits::writes(1.0);
+        let mut t = lock(&self.tables)?;
+        match t.segments.get_mut(&(log, segment)) {
+            Some(s) if s.last_snapshot.is_none_or(|l| l < num) => {
+                s.last_snapshot = Some(num);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
 
+#[async_trait]
+impl ClientRuns for MemLogStore {
     async fn put_client_entries(
         &self,
         log: LogId,
@@ -351,7 +417,6 @@ impl LogStore for MemLogStore {
         }
         Ok(ClientPutOutcome::Written)
     }
-
     async fn client_ranges(
         &self,
         log: LogId,
@@ -377,7 +442,6 @@ impl LogStore for MemLogStore {
         *units += read_cost(bytes, Consistency::Strong);
         Ok(found)
     }
-
     async fn group_clients(
         &self,
         log: LogId,
@@ -396,7 +460,10 @@ impl LogStore for MemLogStore {
         );
         Ok(clients)
     }
+}
 
+#[async_trait]
+impl DedupeKeys for MemLogStore {
     async fn put_entry_once(
         &self,
         log: LogId,
@@ -457,7 +524,6 @@ impl LogStore for MemLogStore {
         t.dedupe.insert(prefix.clone(), after);
         Ok(OnceOutcome::Written)
     }
-
     async fn find_key(
         &self,
         key: &DedupeKey,
@@ -472,78 +538,6 @@ impl LogStore for MemLogStore {
             .map(|c| dedupe_item(&key.prefix, c));
         *units += read_cost(item.as_ref().map(item_size).unwrap_or(0), consistency);
         Ok(item.and_then(|i| dedupe_hit(&i, &key.suffix, columns)))
-    }
-
-    async fn start_segment(
-        &self,
-        log: LogId,
-        end: &EntryRecord,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError> {
-        self.transact(log, segment, &[end, first], units)
-    }
-
-    async fn read_entries(
-        &self,
-        log: LogId,
-        segment: u64,
-        from: u64,
-        limit: usize,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<EntryPage, StoreError> {
-        let t = lock(&self.tables)?;
-        let mut range = t
-            .entries
-            .range((log, segment, from)..=(log, segment, u64::MAX));
-        let entries: Vec<EntryRecord> =
-            range.by_ref().take(limit).map(|(_, e)| e.clone()).collect();
-        let more = entries.len() == limit && range.next().is_some();
-        let bytes = entries.iter().map(|e| Self::entry_cost(log, e)).sum();
-        *units += read_cost(bytes, consistency);
-        Ok(EntryPage { entries, more })
-    }
-
-    async fn set_snapshot_root(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        root: &str,
-        units: &mut RequestUnits,
-    ) -> Result<(), StoreError> {
-        *units += RequestUnits::writes(1.0);
-        let mut t = lock(&self.tables)?;
-        match t.entries.get_mut(&(log, segment, num)) {
-            Some(e) if e.kind == EntryType::SNAPSHOT => {
-                e.snapshot_root = Some(root.to_owned());
-                Ok(())
-            }
-            _ => Err(StoreError::corrupt(
-                "Entry item",
-                format!("segment {segment} entry {num} is not a Snapshot entry"),
-            )),
-        }
-    }
-
-    async fn advance_last_snapshot(
-        &self,
-        log: LogId,
-        segment: u64,
-        num: u64,
-        units: &mut RequestUnits,
-    ) -> Result<bool, StoreError> {
-        *units += RequestUnits::writes(1.0);
-        let mut t = lock(&self.tables)?;
-        match t.segments.get_mut(&(log, segment)) {
-            Some(s) if s.last_snapshot.is_none_or(|l| l < num) => {
-                s.last_snapshot = Some(num);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! [`LogStore`] over DynamoDB: the Entry, Segment, Clients and Dedupe tables.
+//! [`LogEntries`], [`ClientRuns`] and [`DedupeKeys`] over DynamoDB: the Entry, Segment, Clients and Dedupe tables.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -24,12 +24,12 @@ use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
 use crate::error::StoreError;
 use crate::ports::{
-    ClientPutOutcome, Consistency, EntryPage, LogStore, OnceOutcome, PutOutcome, RangePut,
-    TxOutcome, check_range_count,
+    ClientPutOutcome, ClientRuns, Consistency, DedupeKeys, EntryPage, LogEntries, OnceOutcome,
+    PutOutcome, RangePut, TxOutcome, check_range_count,
 };
 
 #[async_trait]
-impl LogStore for DynamoLogStore {
+impl LogEntries for DynamoLogStore {
     #[instrument(skip(self, segment, first, units), fields(log = %log))]
     async fn create_log(
         &self,
@@ -55,7 +55,6 @@ impl LogStore for DynamoLogStore {
         )
         .await
     }
-
     #[instrument(skip(self, units), fields(log = %log))]
     async fn newest_segments(
         &self,
@@ -82,7 +81,6 @@ impl LogStore for DynamoLogStore {
             .await?;
         items.iter().map(segment_from_item).collect()
     }
-
     #[instrument(skip(self, units), fields(log = %log))]
     async fn segment(
         &self,
@@ -104,7 +102,6 @@ impl LogStore for DynamoLogStore {
         *units += RequestUnits::reads(read_units(bytes, Self::consistency(consistency)));
         out.item.as_ref().map(segment_from_item).transpose()
     }
-
     #[instrument(skip(self, units), fields(log = %log))]
     async fn all_segments(
         &self,
@@ -138,7 +135,6 @@ impl LogStore for DynamoLogStore {
             }
         }
     }
-
     #[instrument(skip(self, units), fields(log = %log))]
     async fn newest_entry(
         &self,
@@ -164,7 +160,6 @@ impl LogStore for DynamoLogStore {
             .await?;
         items.first().map(entry_from_item).transpose()
     }
-
     #[instrument(skip(self, entry, units), fields(log = %log, segment = entry.segment, entry = entry.num))]
     async fn put_entry(
         &self,
@@ -205,7 +200,150 @@ impl LogStore for DynamoLogStore {
             Err(e) => Err(ddb_error("PutItem", e)),
         }
     }
+    #[instrument(skip(self, end, segment, first, units), fields(log = %log, segment = segment.num))]
+    async fn start_segment(
+        &self,
+        log: LogId,
+        end: &EntryRecord,
+        segment: &SegmentRecord,
+        first: &EntryRecord,
+        units: &mut RequestUnits,
+    ) -> Result<TxOutcome, StoreError> {
+        self.transact(
+            vec![
+                (
+                    self.entry_table.clone(),
+                    entry_to_item(log, end),
+                    entry_attr::NUM,
+                ),
+                (
+                    self.segment_table.clone(),
+                    segment_to_item(log, segment),
+                    segment_attr::NUM,
+                ),
+                (
+                    self.entry_table.clone(),
+                    entry_to_item(log, first),
+                    entry_attr::NUM,
+                ),
+            ],
+            units,
+        )
+        .await
+    }
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn read_entries(
+        &self,
+        log: LogId,
+        segment: u64,
+        from: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<EntryPage, StoreError> {
+        let mut entries = Vec::new();
+        let mut start = None;
+        // DynamoDB returns at most 1 MB per Query; keep following LastEvaluatedKey until we have
+        // `limit` entries or the segment ends. Stopping at the first page would silently drop
+        // everything past 1 MB.
+        loop {
+            let remaining = limit.saturating_sub(entries.len());
+            if remaining == 0 {
+                return Ok(EntryPage {
+                    entries,
+                    more: true,
+                });
+            }
+            let (items, next) = self
+                .query_page(
+                    QuerySpec {
+                        table: &self.entry_table,
+                        pk_name: entry_attr::SEGMENT_ID,
+                        pk: segment_id(log, segment),
+                        from: Some(from),
+                        forward: true,
+                        limit: Some(i32::try_from(remaining).unwrap_or(i32::MAX)),
+                        consistency,
+                    },
+                    start,
+                    units,
+                )
+                .await?;
+            for item in &items {
+                entries.push(entry_from_item(item)?);
+            }
+            match next {
+                Some(k) => start = Some(k),
+                None => {
+                    return Ok(EntryPage {
+                        entries,
+                        more: false,
+                    });
+                }
+            }
+        }
+    }
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn set_snapshot_root(
+        &self,
+        log: LogId,
+        segment: u64,
+        n: u64,
+        root: &str,
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.entry_table)
+            .set_key(Some(entry_key(log, segment, n)))
+            .update_expression("SET #r = :r")
+            .condition_expression("attribute_exists(#n) AND #t = :snap")
+            .expression_attribute_names("#r", entry_attr::ROOT)
+            .expression_attribute_names("#n", entry_attr::NUM)
+            .expression_attribute_names("#t", entry_attr::TYPE)
+            .expression_attribute_values(":r", AttributeValue::S(root.to_owned()))
+            .expression_attribute_values(":snap", num(crate::domain::EntryType::SNAPSHOT.0))
+            .send()
+            .await;
+        // An update is billed on the item size; Snapshot entries are far below 1 KB.
+        *units += RequestUnits::writes(1.0);
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(StoreError::corrupt(
+                    "Entry item",
+                    format!("segment {segment} entry {n} is not a Snapshot entry"),
+                ))
+            }
+            Err(e) => Err(ddb_error("UpdateItem", e)),
+        }
+    }
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn advance_last_snapshot(
+        &self,
+        log: LogId,
+        segment: u64,
+        n: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        self.update_segment(
+            log,
+            segment,
+            "SET #s = :v",
+            "attribute_exists(#n) AND (attribute_not_exists(#s) OR #s < :v)",
+            ("#s", segment_attr::LAST_SNAPSHOT),
+            num(n),
+            units,
+        )
+        .await
+    }
+}
 
+#[async_trait]
+impl ClientRuns for DynamoLogStore {
     #[instrument(skip(self, entry, ranges, units), fields(log = %log, ranges = ranges.len()))]
     async fn put_client_entries(
         &self,
@@ -282,7 +420,6 @@ impl LogStore for DynamoLogStore {
         conflict_or_error(&reasons)?;
         Ok(ClientPutOutcome::Interrupted)
     }
-
     #[instrument(skip(self, units), fields(log = %log))]
     async fn client_ranges(
         &self,
@@ -314,7 +451,6 @@ impl LogStore for DynamoLogStore {
         *units += RequestUnits::reads(read_units(bytes, ReadConsistency::Strong));
         items.iter().map(client_range_from_item).collect()
     }
-
     #[instrument(skip(self, units), fields(log = %log))]
     async fn group_clients(
         &self,
@@ -343,7 +479,10 @@ impl LogStore for DynamoLogStore {
             )),
         }
     }
+}
 
+#[async_trait]
+impl DedupeKeys for DynamoLogStore {
     #[instrument(skip(self, entry, key, units), fields(log = %log, seq))]
     async fn put_entry_once(
         &self,
@@ -444,7 +583,6 @@ impl LogStore for DynamoLogStore {
         conflict_or_error(&reasons)?;
         Ok(OnceOutcome::Interrupted)
     }
-
     #[instrument(skip(self, key, units))]
     async fn find_key(
         &self,
@@ -468,149 +606,5 @@ impl LogStore for DynamoLogStore {
             .item
             .as_ref()
             .and_then(|item| dedupe_hit(item, &key.suffix, columns)))
-    }
-
-    #[instrument(skip(self, end, segment, first, units), fields(log = %log, segment = segment.num))]
-    async fn start_segment(
-        &self,
-        log: LogId,
-        end: &EntryRecord,
-        segment: &SegmentRecord,
-        first: &EntryRecord,
-        units: &mut RequestUnits,
-    ) -> Result<TxOutcome, StoreError> {
-        self.transact(
-            vec![
-                (
-                    self.entry_table.clone(),
-                    entry_to_item(log, end),
-                    entry_attr::NUM,
-                ),
-                (
-                    self.segment_table.clone(),
-                    segment_to_item(log, segment),
-                    segment_attr::NUM,
-                ),
-                (
-                    self.entry_table.clone(),
-                    entry_to_item(log, first),
-                    entry_attr::NUM,
-                ),
-            ],
-            units,
-        )
-        .await
-    }
-
-    #[instrument(skip(self, units), fields(log = %log))]
-    async fn read_entries(
-        &self,
-        log: LogId,
-        segment: u64,
-        from: u64,
-        limit: usize,
-        consistency: Consistency,
-        units: &mut RequestUnits,
-    ) -> Result<EntryPage, StoreError> {
-        let mut entries = Vec::new();
-        let mut start = None;
-        // DynamoDB returns at most 1 MB per Query; keep following LastEvaluatedKey until we have
-        // `limit` entries or the segment ends. Stopping at the first page would silently drop
-        // everything past 1 MB.
-        loop {
-            let remaining = limit.saturating_sub(entries.len());
-            if remaining == 0 {
-                return Ok(EntryPage {
-                    entries,
-                    more: true,
-                });
-            }
-            let (items, next) = self
-                .query_page(
-                    QuerySpec {
-                        table: &self.entry_table,
-                        pk_name: entry_attr::SEGMENT_ID,
-                        pk: segment_id(log, segment),
-                        from: Some(from),
-                        forward: true,
-                        limit: Some(i32::try_from(remaining).unwrap_or(i32::MAX)),
-                        consistency,
-                    },
-                    start,
-                    units,
-                )
-                .await?;
-            for item in &items {
-                entries.push(entry_from_item(item)?);
-            }
-            match next {
-                Some(k) => start = Some(k),
-                None => {
-                    return Ok(EntryPage {
-                        entries,
-                        more: false,
-                    });
-                }
-            }
-        }
-    }
-
-    #[instrument(skip(self, units), fields(log = %log))]
-    async fn set_snapshot_root(
-        &self,
-        log: LogId,
-        segment: u64,
-        n: u64,
-        root: &str,
-        units: &mut RequestUnits,
-    ) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.entry_table)
-            .set_key(Some(entry_key(log, segment, n)))
-            .update_expression("SET #r = :r")
-            .condition_expression("attribute_exists(#n) AND #t = :snap")
-            .expression_attribute_names("#r", entry_attr::ROOT)
-            .expression_attribute_names("#n", entry_attr::NUM)
-            .expression_attribute_names("#t", entry_attr::TYPE)
-            .expression_attribute_values(":r", AttributeValue::S(root.to_owned()))
-            .expression_attribute_values(":snap", num(crate::domain::EntryType::SNAPSHOT.0))
-            .send()
-            .await;
-        // An update is billed on the item size; Snapshot entries are far below 1 KB.
-        *units += RequestUnits::writes(1.0);
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Err(StoreError::corrupt(
-                    "Entry item",
-                    format!("segment {segment} entry {n} is not a Snapshot entry"),
-                ))
-            }
-            Err(e) => Err(ddb_error("UpdateItem", e)),
-        }
-    }
-
-    #[instrument(skip(self, units), fields(log = %log))]
-    async fn advance_last_snapshot(
-        &self,
-        log: LogId,
-        segment: u64,
-        n: u64,
-        units: &mut RequestUnits,
-    ) -> Result<bool, StoreError> {
-        self.update_segment(
-            log,
-            segment,
-            "SET #s = :v",
-            "attribute_exists(#n) AND (attribute_not_exists(#s) OR #s < :v)",
-            ("#s", segment_attr::LAST_SNAPSHOT),
-            num(n),
-            units,
-        )
-        .await
     }
 }

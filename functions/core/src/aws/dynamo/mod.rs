@@ -4,7 +4,7 @@
 //! Layout:
 //! - `mod.rs`       — the store, its tables, and what every call shares: error mapping, paged
 //!   queries, transactions
-//! - `log_store.rs` — [`LogStore`](crate::ports::LogStore): entries, segments, client ranges, keys
+//! - `log_store.rs` — the [`LogEntries`](crate::ports::LogEntries), [`ClientRuns`](crate::ports::ClientRuns) and [`DedupeKeys`](crate::ports::DedupeKeys) ports
 //! - `groups.rs`    — [`GroupOwners`](crate::ports::GroupOwners): who owns a client group
 //! - `archive.rs`   — the archiver's writes: a segment's Archive attribute, deleting entry items
 

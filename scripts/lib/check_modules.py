@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Checks the Rust sources' module structure (issue 28; `docs/design.md`, "Layers"):
+
+- no import circle between source files: file A uses something defined in file B (a `use` of
+  `crate::`, `super::`, `self::` or a child module, or such a path inline) and B, directly or
+  through other files, uses something defined in A;
+- no non-test Rust source file over 900 lines.
+
+A path is resolved to the file that defines its item: through the module tree (`mod x;`), and
+through `pub use` re-exports, so a `mod.rs` that only declares and re-exports its children is not
+an edge. Test code is left out: files declared under `#[cfg(test)]`, `tests.rs` and
+`*_tests.rs`, and inline `#[cfg(test)]` blocks.
+
+Usage: check_modules.py [ROOT]   (exits 1 and names each circle and long file)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+MAX_LINES = 900
+
+MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.M)
+USE_STMT = re.compile(r"\buse\s+([^;]+);", re.S)
+PATH_RE = re.compile(r"\b((?:crate|super|self)(?:\s*::\s*\w+)+)")
+
+
+def strip_comments_and_strings(src: str) -> str:
+    """Blanks out comments, string and char literals, keeping line structure."""
+    out = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            i = j
+        elif src.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if src.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif src.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append("\n" * src.count("\n", i, j))
+            i = j
+        elif c == "r" and re.match(r'r#*"', src[i:]) and (i == 0 or not src[i - 1].isalnum()):
+            m = re.match(r'r(#*)"', src[i:])
+            end = '"' + m.group(1)
+            j = src.find(end, i + len(m.group(0)))
+            j = n if j < 0 else j + len(end)
+            out.append('""' + "\n" * src.count("\n", i, j))
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            out.append('""' + "\n" * src.count("\n", i, j))
+            i = j + 1
+        elif c == "'" and re.match(r"'(\\.|[^\\'])'", src[i:]):
+            m = re.match(r"'(\\.|[^\\'])'", src[i:])
+            out.append("' '")
+            i += len(m.group(0))
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def strip_test_blocks(src: str) -> str:
+    """Removes inline `#[cfg(test)]` items (a `mod tests { ... }` block or a single item)."""
+    while True:
+        m = re.search(r"#\[cfg\(test\)\]", src)
+        if not m:
+            return src
+        j = m.end()
+        # The item ends at its first `;` before any `{`, else at the matching `}`.
+        brace = src.find("{", j)
+        semi = src.find(";", j)
+        if semi >= 0 and (brace < 0 or semi < brace):
+            end = semi + 1
+        else:
+            depth, k = 0, brace
+            while k < len(src):
+                if src[k] == "{":
+                    depth += 1
+                elif src[k] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            end = k + 1
+        src = src[: m.start()] + src[end:]
+
+
+def expand_use_tree(tree: str) -> list[list[str]]:
+    """`a::{b, c::{d, e as f}, *}` into [[a, b], [a, c, d], [a, c, e], [a, *]]."""
+    tree = re.sub(r"\s+", "", tree)
+
+    def parse(s: str, prefix: list[str]) -> list[list[str]]:
+        out: list[list[str]] = []
+        # split s at top-level commas
+        parts, depth, cur = [], 0, ""
+        for ch in s:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        if cur:
+            parts.append(cur)
+        for p in parts:
+            brace = p.find("{")
+            if brace >= 0:
+                head = [x for x in p[:brace].split("::") if x]
+                out += parse(p[brace + 1 : p.rfind("}")], prefix + head)
+            else:
+                p = re.sub(r"as\w+$", "", p) if re.search(r"\w+as\w+$", p) else p
+                segs = [x for x in p.split("::") if x]
+                out.append(prefix + segs)
+        return out
+
+    return parse(tree, [])
+
+
+class Module:
+    def __init__(self, path: Path, name: list[str], is_dir_owner: bool):
+        self.path = path
+        self.name = name  # module path from the crate root
+        self.is_dir_owner = is_dir_owner  # lib.rs, main.rs, mod.rs
+        self.children: dict[str, Module] = {}
+        self.test = False
+        self.code = ""
+        self.reexports: dict[str, list[str]] = {}  # name -> absolute path of what it re-exports
+
+
+class Crate:
+    def __init__(self, root: Path):
+        self.root = Module(root, [], True)
+        self.modules: list[Module] = []
+        self._load(self.root, test=False)
+
+    def _load(self, m: Module, test: bool) -> None:
+        m.test = test or m.path.name == "tests.rs" or m.path.name.endswith("_tests.rs")
+        raw = m.path.read_text()
+        code = strip_comments_and_strings(raw)
+        m.full_code = code
+        m.code = strip_test_blocks(code)
+        self.modules.append(m)
+        base = m.path.parent if m.is_dir_owner else m.path.parent / m.path.stem
+        for decl in MOD_DECL.finditer(code):
+            name = decl.group(1)
+            before = code[: decl.start()].rstrip().splitlines()[-3:]
+            child_test = test or any("cfg(test)" in line for line in before)
+            for cand, owner in ((base / f"{name}.rs", False), (base / name / "mod.rs", True)):
+                if cand.exists():
+                    child = Module(cand, m.name + [name], owner)
+                    m.children[name] = child
+                    self._load(child, child_test)
+                    break
+
+    def find(self, name: list[str]) -> Module | None:
+        m = self.root
+        for seg in name:
+            m = m.children.get(seg)
+            if m is None:
+                return None
+        return m
+
+    def absolute(self, m: Module, segs: list[str]) -> list[str] | None:
+        """A use path written in module `m` as an absolute module path, or None (external)."""
+        if not segs:
+            return None
+        if segs[0] == "crate":
+            return segs[1:]
+        if segs[0] in ("self", "super"):
+            base = list(m.name)
+            while segs and segs[0] in ("self", "super"):
+                if segs[0] == "super":
+                    if not base:
+                        return None
+                    base.pop()
+                segs = segs[1:]
+            return base + segs
+        if segs[0] in m.children:
+            return m.name + segs
+        return None
+
+    def resolve(self, path: list[str], seen: set | None = None) -> Module | None:
+        """The file that defines the item at `path` (following `pub use` re-exports)."""
+        seen = seen or set()
+        m = self.root
+        rest = list(path)
+        while rest and rest[0] in m.children:
+            m = m.children[rest.pop(0)]
+        if rest and rest[0] in m.reexports and (m.path, rest[0]) not in seen:
+            seen.add((m.path, rest[0]))
+            target = self.resolve(m.reexports[rest[0]] + rest[1:], seen)
+            if target is not None:
+                return target
+        return m
+
+    def collect_reexports(self) -> None:
+        for m in self.modules:
+            for stmt in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", m.code):
+                for segs in expand_use_tree(stmt.group(1)):
+                    if segs[-1] in ("*", "self"):
+                        continue
+                    absolute = self.absolute(m, segs)
+                    if absolute is not None:
+                        m.reexports[segs[-1]] = absolute
+
+    def edges(self) -> dict[Path, set[Path]]:
+        self.collect_reexports()
+        out: dict[Path, set[Path]] = {}
+        for m in self.modules:
+            if m.test:
+                continue
+            targets: set[Path] = set()
+            code = m.code
+            paths: list[list[str]] = []
+            for stmt in USE_STMT.finditer(code):
+                if re.match(r"\s*pub", code[max(0, stmt.start() - 12) : stmt.start()][-12:].split("\n")[-1]):
+                    # A re-export is structure, resolved through, not a use.
+                    prefix = code[max(0, stmt.start() - 12) : stmt.start()]
+                    if re.search(r"pub(\([^)]*\))?\s*$", prefix):
+                        continue
+                paths += expand_use_tree(stmt.group(1))
+            for p in PATH_RE.finditer(USE_STMT.sub(" ", code)):
+                paths.append(re.sub(r"\s+", "", p.group(1)).split("::"))
+            for child in m.children:
+                for p in re.finditer(rf"(?<![\w:]){child}::(\w+)", USE_STMT.sub(" ", code)):
+                    paths.append([child, p.group(1)])
+            for segs in paths:
+                absolute = self.absolute(m, segs)
+                if absolute is None:
+                    continue
+                target = self.resolve([s for s in absolute if s not in ("*", "self")])
+                if target is not None and target is not m and not target.test:
+                    targets.add(target.path)
+            out[m.path] = targets
+        return out
+
+
+def cycles(edges: dict[Path, set[Path]]) -> list[list[Path]]:
+    """Strongly connected components with more than one file (Tarjan)."""
+    index: dict[Path, int] = {}
+    low: dict[Path, int] = {}
+    stack: list[Path] = []
+    on: set[Path] = set()
+    out: list[list[Path]] = []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v: Path) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def crate_roots(root: Path) -> list[Path]:
+    roots = []
+    for manifest in sorted(root.glob("functions/*/Cargo.toml")) + [root / "tests/Cargo.toml"]:
+        src = manifest.parent / "src"
+        for name in ("lib.rs", "main.rs"):
+            if (src / name).exists():
+                roots.append(src / name)
+        roots += sorted((src / "bin").glob("*.rs")) if (src / "bin").exists() else []
+    return roots
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1] if len(argv) > 1 else ".").resolve()
+    problems = []
+    seen_files: set[Path] = set()
+    for crate_root in crate_roots(root):
+        crate = Crate(crate_root)
+        edges = crate.edges()
+        for comp in cycles(edges):
+            names = [str(p.relative_to(root)) for p in comp]
+            detail = []
+            for p in comp:
+                for q in sorted(edges[p] & set(comp)):
+                    detail.append(f"{p.relative_to(root)} -> {q.relative_to(root)}")
+            problems.append(
+                "import circle between " + ", ".join(names) + "\n    " + "\n    ".join(detail)
+            )
+        for m in crate.modules:
+            if m.test or m.path in seen_files:
+                continue
+            seen_files.add(m.path)
+            lines = m.path.read_text().count("\n")
+            if lines > MAX_LINES:
+                problems.append(
+                    f"{m.path.relative_to(root)}: {lines} lines (non-test files stay within {MAX_LINES})"
+                )
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"check_modules: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"check_modules: no import circles, no non-test source file over {MAX_LINES} lines")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
