@@ -16,6 +16,12 @@
 //! nothing about which ids exist. A caller with a grant for an id that does not exist gets the
 //! usual 404. With IAM authorization (the default) there is no token: IAM policies on the API
 //! decide who may call it at all, and every caller may use every log.
+//!
+//! Under Cognito authorization (`SHEETLOG_AUTH_MODE=cognito`) the caller is the token's `sub`
+//! and what it may do is its role in the catalog ([`check`], `docs/api.md`, "Sign-in and
+//! sharing"): viewer reads, editor writes, owner shares and deletes. A role read from the
+//! catalog is cached per instance for `SHEETLOG_CATALOG_CACHE_SECS` and trusted only to allow,
+//! so a removal takes effect within that time and a new share at once.
 
 use std::collections::HashMap;
 

@@ -115,8 +115,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             }
             let forbidden = ResponseBuilder::from(bad)
                 .description(
-                    "with JWT authorization: the token's access claim does not grant this \
-                     (`forbidden`; the same whether or not the log exists)",
+                    "with JWT authorization: the token's access claim does not grant this; \
+                     with Cognito authorization: the caller is no member of the sheet or its \
+                     role is too small (`forbidden`; the same whether or not the log exists)",
                 )
                 .build();
             op.responses

@@ -634,11 +634,8 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         snapshot_interval: args.snapshot_interval,
         segment_max_entries: args.segment_max_entries,
         access_claim: jwt.then(|| args.access_claim.clone()),
-        auth_mode: match args.auth.as_str() {
-            "jwt" => AuthMode::Jwt,
-            "cognito" => AuthMode::Cognito,
-            _ => AuthMode::None,
-        },
+        // Cognito's settings exist once the pool does (below).
+        auth_mode: if jwt { AuthMode::Jwt } else { AuthMode::None },
         catalog_cache: Duration::from_secs(args.catalog_cache_secs),
         ..ApiConfig::default()
     };
@@ -672,6 +669,7 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
             sheetlog::local_cognito::DEMO_PASSWORD,
         )
         .await?;
+        cfg.auth_mode = AuthMode::Cognito;
         cfg.catalog_table = Some(table);
         cfg.cognito = Some(CognitoConfig {
             region: pool.region.clone(),

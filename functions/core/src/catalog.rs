@@ -238,17 +238,23 @@ pub mod conformance {
         let e = |x: CatalogError| x.to_string();
         let alice = format!("{prefix}alice");
         let bob = format!("{prefix}bob");
-        // Create: the creator is the one owner; a second create of the same sheet fails.
+        // Create: the creator is the one owner; the same create again (a retry) is done, a
+        // create of the same id by someone else fails.
         let s1 = sheet(&alice, 1_000);
         c.create_sheet(&s1, Some("alice@example.com"))
             .await
             .map_err(e)?;
+        c.create_sheet(&s1, None).await.map_err(e)?;
+        let other = Sheet {
+            owner: bob.clone(),
+            ..s1.clone()
+        };
         ensure(
             matches!(
-                c.create_sheet(&s1, None).await,
+                c.create_sheet(&other, None).await,
                 Err(CatalogError::Exists(_))
             ),
-            "a second create of one sheet fails",
+            "a create of another's sheet with the same id fails",
         )?;
         ensure(
             c.role(&alice, s1.log).await.map_err(e)? == Some(Role::Owner),

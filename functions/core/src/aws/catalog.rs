@@ -387,7 +387,12 @@ impl Catalog for DynamoCatalog {
         match cancellation_reasons(result)? {
             None => Ok(()),
             Some(r) if r.iter().any(|r| r.code() == Some("ConditionalCheckFailed")) => {
-                Err(CatalogError::Exists(sheet.log))
+                // The SDK may have retried a transaction whose first attempt committed (its
+                // answer lost): the same sheet by the same owner is that create, done.
+                match self.sheet(sheet.log).await? {
+                    Some(s) if s.owner == sheet.owner && s.created_ms == sheet.created_ms => Ok(()),
+                    _ => Err(CatalogError::Exists(sheet.log)),
+                }
             }
             Some(_) => Err(CatalogError::Contention(sheet.log)),
         }

@@ -43,7 +43,11 @@ impl Catalog for MemCatalog {
         owner_email: Option<&str>,
     ) -> Result<(), CatalogError> {
         let mut st = lock(&self.state)?;
-        if st.sheets.contains_key(&sheet.log) {
+        if let Some(s) = st.sheets.get(&sheet.log) {
+            // The same create again (a retried request) is done already.
+            if s.owner == sheet.owner && s.created_ms == sheet.created_ms {
+                return Ok(());
+            }
             return Err(CatalogError::Exists(sheet.log));
         }
         st.sheets.insert(sheet.log, sheet.clone());
