@@ -11,10 +11,10 @@ use sheetlog_core::aws::items::{entry_key, entry_to_item, item_size, segment_key
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::keys::AUTO_DELETE_TAG_KEY;
 use sheetlog_core::domain::{EntryRecord, EntryType, LogId, NewEntry, segment_id};
+use sheetlog_core::faults::{Faults, FaultyLogStore};
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::{LogError, StoreError};
 use sheetlog_tests::TestStack;
-use sheetlog_core::faults::{Faults, FaultyLogStore};
 
 const SET: EntryType = EntryType(16);
 
@@ -692,7 +692,10 @@ async fn a_put_retried_after_a_lost_response_is_not_appended_twice() -> anyhow::
     let store = FaultyLogStore::new(stack.log_store(), faults.clone());
     let log = EventLog::new(store, stack.bucket(), LogConfig::default())?;
     let id = log.create().await?.log;
-    faults.script.lose_next_put_response.store(true, Ordering::SeqCst);
+    faults
+        .script
+        .lose_next_put_response
+        .store(true, Ordering::SeqCst);
     let a = log
         .append(id, body("once"), AppendOptions::default())
         .await?;
