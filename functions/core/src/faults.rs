@@ -353,10 +353,11 @@ impl Faults {
 /// Every call: counted, maybe a latency spike, maybe throttled.
 #[async_trait]
 impl Layer for Arc<Faults> {
-    async fn around<T, F>(&self, call: Call, run: F) -> Result<T, StoreError>
+    async fn around<T, E, F>(&self, call: Call, run: F) -> Result<T, E>
     where
         T: Send,
-        F: std::future::Future<Output = Result<T, StoreError>> + Send,
+        E: From<StoreError> + Send,
+        F: std::future::Future<Output = Result<T, E>> + Send,
     {
         self.before(call.service, call.operation).await?;
         run.await
