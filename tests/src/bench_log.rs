@@ -40,6 +40,11 @@ pub struct ApiSyncCosts {
     /// A pull whose cookie is current, warm and cold.
     pub idle_pull_rru: f64,
     pub idle_pull_cold_rru: f64,
+    /// Cognito authorization: `GET /sheets`, one page (50) of a person's 1,000 sheets.
+    pub list_sheets_rru: f64,
+    /// Cognito authorization: the catalog access check of one request, when the instance has
+    /// no cached role (a cached one costs nothing).
+    pub access_check_rru: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -563,6 +568,10 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         b.api.api_push_one_mutation_cold_rru,
         b.api.idle_pull_rru,
         b.api.idle_pull_cold_rru
+    );
+    println!(
+        "catalog (Cognito authorization): list one page of 50 of 1,000 sheets {} RRU; access check {} RRU on a cache miss",
+        b.api.list_sheets_rru, b.api.access_check_rru
     );
     let a = &b.archive;
     println!(

@@ -26,8 +26,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
+use sheetlog_core::catalog::Role;
+
 use crate::error::ApiError;
-use crate::state::SharedState;
+use crate::state::{AppState, SharedState};
 
 /// The claim read when none is configured.
 pub const DEFAULT_ACCESS_CLAIM: &str = "sheetlog_logs";
@@ -40,7 +42,13 @@ pub enum Need {
     Create,
     /// Deleting a log: a write grant on it and being its creator, or the `*` write grant. The
     /// middleware checks the write grant; the handler, which reads the creator, the rest.
+    /// Under Cognito authorization: the owner role.
     Delete,
+    /// Changing who may use a sheet (members routes): the owner role under Cognito
+    /// authorization; a write grant under JWT authorization (where these routes have no catalog).
+    Share,
+    /// Any proven identity, no log (`GET /me`, `GET /sheets`).
+    SignedIn,
 }
 
 impl Need {
@@ -50,6 +58,17 @@ impl Need {
             Need::Write => "write",
             Need::Create => "create",
             Need::Delete => "delete",
+            Need::Share => "share",
+            Need::SignedIn => "sign-in",
+        }
+    }
+
+    /// The catalog role a need takes (Cognito authorization).
+    pub fn role(self) -> Role {
+        match self {
+            Need::Read | Need::SignedIn | Need::Create => Role::Viewer,
+            Need::Write => Role::Editor,
+            Need::Delete | Need::Share => Role::Owner,
         }
     }
 }
@@ -115,8 +134,9 @@ impl Grants {
     pub fn allows(&self, need: Need, log: Option<Uuid>) -> bool {
         let level = match need {
             Need::Create => return self.create || self.every_log == Some(Level::Write),
+            Need::SignedIn => return true,
             Need::Read => Level::Read,
-            Need::Write | Need::Delete => Level::Write,
+            Need::Write | Need::Delete | Need::Share => Level::Write,
         };
         let on_log = log.and_then(|id| self.logs.get(&id).copied());
         self.every_log.max(on_log).is_some_and(|l| l >= level)
@@ -127,7 +147,13 @@ impl Grants {
 #[derive(Debug, Clone)]
 pub enum Access {
     Unrestricted,
-    Token { claim: String, grants: Grants },
+    Token {
+        claim: String,
+        grants: Grants,
+    },
+    /// Cognito authorization: what the caller (its `subject`) may do is its role in the
+    /// catalog, read per request ([`check`]).
+    Member,
 }
 
 /// Who sent a request and what it may do.
@@ -154,7 +180,8 @@ impl Caller {
     /// itself (its proven subject; it also holds a write grant, checked before the handler).
     pub fn may_delete(&self, creator: Option<&str>) -> bool {
         match &self.access {
-            Access::Unrestricted => true,
+            // The middleware required the owner role before the handler ran.
+            Access::Unrestricted | Access::Member => true,
             Access::Token { grants, .. } => {
                 grants.every_log == Some(Level::Write)
                     || (self.subject.is_some() && self.subject.as_deref() == creator)
@@ -166,7 +193,7 @@ impl Caller {
     pub fn delete_forbidden(&self) -> ApiError {
         let claim = match &self.access {
             Access::Token { claim, .. } => claim.clone(),
-            Access::Unrestricted => String::new(),
+            Access::Unrestricted | Access::Member => String::new(),
         };
         ApiError::Forbidden {
             need: Need::Delete.name(),
@@ -183,7 +210,36 @@ impl Caller {
                 need: need.name(),
                 claim: claim.clone(),
             }),
+            // Needs the catalog: see [`check`].
+            Access::Member => Err(ApiError::NotMember { need: need.name() }),
         }
+    }
+}
+
+/// Checks one need of `caller` on `log` (or on no log), reading the catalog under Cognito
+/// authorization: a non-member, or a member whose role is too small, gets the same 403 whether
+/// or not the sheet exists.
+pub async fn check(
+    state: &AppState,
+    caller: &Caller,
+    need: Need,
+    log: Option<Uuid>,
+) -> Result<(), ApiError> {
+    if !matches!(caller.access, Access::Member) {
+        return caller.require(need, log);
+    }
+    let Some(subject) = caller.subject.as_deref() else {
+        return Err(ApiError::NotMember { need: need.name() });
+    };
+    let Some(log) = log else {
+        // Creating a sheet, listing mine, who am I: any signed-in user.
+        return Ok(());
+    };
+    let log = sheetlog_core::LogId::from_uuid(log);
+    match state.role(subject, log, need.role()).await {
+        Ok(Some(role)) if role >= need.role() => Ok(()),
+        Ok(_) => Err(ApiError::NotMember { need: need.name() }),
+        Err(e) => Err(ApiError::from_catalog(e)),
     }
 }
 
@@ -203,7 +259,7 @@ fn authorizer(
 
 /// The caller of a request: with an access claim configured, the grants in the JWT claims API
 /// Gateway passed along (none when the request carries no token claims: then nothing is allowed).
-pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
+pub fn caller(claim_name: Option<&str>, cognito: bool, req: &Request<Body>) -> Caller {
     let auth = authorizer(req);
     let jwt = auth.and_then(|a| a.jwt.as_ref());
     let subject = match (jwt, auth.and_then(|a| a.iam.as_ref())) {
@@ -212,6 +268,15 @@ pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
         (None, None) => None,
     }
     .filter(|s| !s.is_empty());
+    if cognito {
+        // Identity is the verified token's `sub`, and only that (an IAM caller is no member).
+        return Caller {
+            access: Access::Member,
+            subject: jwt
+                .and_then(|jwt| jwt.claims.get("sub").cloned())
+                .filter(|s| !s.is_empty()),
+        };
+    }
     let Some(name) = claim_name else {
         return Caller {
             access: Access::Unrestricted,
@@ -231,13 +296,22 @@ pub fn caller(claim_name: Option<&str>, req: &Request<Body>) -> Caller {
     }
 }
 
+/// The members of a sheet, and one member (Cognito authorization).
+pub const MEMBERS_ROUTE: &str = "/logs/{log_id}/members";
+pub const MEMBER_ROUTE: &str = "/logs/{log_id}/members/{user_id}";
+
 /// Replicache's pull route, which checks for a deleted log itself (`sync::pull`).
 pub const PULL_ROUTE: &str = "/logs/{log_id}/replicache/pull";
 
 /// What a matched route needs, and of which log (`None`: the route needs nothing).
 fn route_need(method: &Method, path: &str) -> Option<Need> {
     match (method, path) {
-        (_, "/health" | "/openapi.json") => None,
+        (_, "/health" | "/openapi.json" | "/config.json") => None,
+        (_, "/me" | "/sheets") => Some(Need::SignedIn),
+        (&Method::PATCH, "/logs/{log_id}") => Some(Need::Write),
+        (&Method::POST, MEMBERS_ROUTE) | (&Method::PUT, MEMBER_ROUTE) => Some(Need::Share),
+        // Any member may leave; the handler lets owners remove others.
+        (&Method::DELETE, MEMBER_ROUTE) => Some(Need::Read),
         // The web client's page and bundle: public files, no log data (API Gateway serves
         // these routes without an authorizer).
         (_, "/" | "/sheets/{log_id}" | "/app/{*path}") => None,
@@ -259,7 +333,9 @@ pub async fn enforce(
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let caller = caller(state.cfg.access_claim.as_deref(), &req);
+    let cognito = state.cfg.auth_mode == crate::config::AuthMode::Cognito;
+    let caller = caller(state.cfg.access_claim.as_deref(), cognito, &req);
+    let mut touch = None;
     if let Some(need) = route_need(req.method(), matched.as_str()) {
         let log = params
             .iter()
@@ -269,8 +345,8 @@ pub async fn enforce(
         let parsed = log.as_deref().and_then(|l| Uuid::parse_str(l).ok());
         let checked = match (need, &log, parsed) {
             (_, Some(_), None) => Ok(()),
-            (Need::Create, _, _) => caller.require(need, None),
-            (_, _, id) => caller.require(need, id),
+            (Need::Create | Need::SignedIn, _, _) => check(&state, &caller, need, None).await,
+            (_, _, id) => check(&state, &caller, need, id).await,
         };
         if let Err(e) = checked {
             return e.into_response();
@@ -285,9 +361,19 @@ pub async fn enforce(
                 return ApiError::from_log(&id.to_string(), e).into_response();
             }
         }
+        if need == Need::Write && req.method() == Method::POST {
+            touch = parsed.map(sheetlog_core::LogId::from_uuid);
+        }
     }
     req.extensions_mut().insert(caller);
-    next.run(req).await
+    let resp = next.run(req).await;
+    // A write to the sheet moves its last-changed time in the catalog (rate-limited per sheet).
+    if let Some(log) = touch
+        && resp.status().is_success()
+    {
+        state.touch(log).await;
+    }
+    resp
 }
 
 #[cfg(test)]
@@ -359,12 +445,12 @@ mod tests {
     fn the_subject_is_the_token_sub_or_the_iam_caller_arn() {
         let jwt =
             request_with(serde_json::json!({"jwt": {"claims": {"sub": "u1"}, "scopes": null}}));
-        let c = caller(Some(DEFAULT_ACCESS_CLAIM), &jwt);
+        let c = caller(Some(DEFAULT_ACCESS_CLAIM), false, &jwt);
         assert_eq!(c.subject.as_deref(), Some("u1"));
         assert!(c.require(Need::Read, id(A)).is_err());
         let arn = "arn:aws:sts::123456789012:assumed-role/app/session";
         let iam = request_with(serde_json::json!({"iam": {"userArn": arn}}));
-        let c = caller(None, &iam);
+        let c = caller(None, false, &iam);
         assert_eq!(c.subject.as_deref(), Some(arn));
         assert!(c.require(Need::Write, id(A)).is_ok());
         // A header can never stand in for the authorizer's context.
@@ -372,7 +458,12 @@ mod tests {
         plain
             .headers_mut()
             .insert("x-test-jwt-claims", "{\"sub\":\"u1\"}".parse().unwrap());
-        assert_eq!(caller(None, &plain).subject, None);
+        assert_eq!(caller(None, false, &plain).subject, None);
+        // Under Cognito authorization only a token's `sub` is an identity.
+        let c = caller(None, true, &jwt);
+        assert!(matches!(c.access, Access::Member));
+        assert_eq!(c.subject.as_deref(), Some("u1"));
+        assert_eq!(caller(None, true, &iam).subject, None);
     }
 
     #[test]

@@ -5,6 +5,59 @@ use std::time::Duration;
 use sheetlog_core::config::{ConfigError, env_parse};
 use sheetlog_core::poke::PokeConfig;
 
+/// How requests are authorized (`SHEETLOG_AUTH_MODE`; `docs/api.md`, "Access to logs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthMode {
+    /// Nothing proves who calls (the local stack's default): every caller may use every log.
+    None,
+    /// IAM (SigV4) on the API: IAM policies decide who may call it; every caller may use every
+    /// log. What a deployment without `SHEETLOG_AUTH_MODE` and without an access claim is.
+    #[default]
+    Iam,
+    /// A bring-your-own issuer's JWT; per-log access from the token's access claim.
+    Jwt,
+    /// The stack's Cognito user pool; identity is the token's `sub`, access from the catalog.
+    Cognito,
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::None => "none",
+            AuthMode::Iam => "iam",
+            AuthMode::Jwt => "jwt",
+            AuthMode::Cognito => "cognito",
+        }
+    }
+}
+
+impl std::str::FromStr for AuthMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "none" => Ok(Self::None),
+            "iam" => Ok(Self::Iam),
+            "jwt" => Ok(Self::Jwt),
+            "cognito" => Ok(Self::Cognito),
+            other => Err(ConfigError(format!(
+                "SHEETLOG_AUTH_MODE={other:?}: expected none, iam, jwt or cognito"
+            ))),
+        }
+    }
+}
+
+/// The stack's user pool (Cognito authorization), as the web page and CLI need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CognitoConfig {
+    pub region: String,
+    /// `SHEETLOG_USER_POOL_ID`.
+    pub user_pool_id: String,
+    /// `SHEETLOG_USER_POOL_CLIENT_ID`.
+    pub client_id: String,
+    /// The Cognito endpoint (`SHEETLOG_COGNITO_ENDPOINT`; default the region's).
+    pub endpoint: String,
+}
+
 /// How a Replicache push is written (`SHEETLOG_SYNC_WRITES`, `docs/sync.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncWrites {
@@ -57,6 +110,15 @@ pub struct ApiConfig {
     /// Pokes on AppSync Events after each commit (`SHEETLOG_EVENTS_*`; `docs/sync.md`, "Pokes").
     /// `None`: no pokes, and the web page polls.
     pub pokes: Option<PokeConfig>,
+    /// How requests are authorized (`SHEETLOG_AUTH_MODE`).
+    pub auth_mode: AuthMode,
+    /// The catalog table (`SHEETLOG_CATALOG_TABLE`), required under Cognito authorization.
+    pub catalog_table: Option<String>,
+    /// How long an instance trusts a role it read from the catalog
+    /// (`SHEETLOG_CATALOG_CACHE_SECS`, default 30): the bound on revocation.
+    pub catalog_cache: Duration,
+    /// The user pool, under Cognito authorization.
+    pub cognito: Option<CognitoConfig>,
 }
 
 impl Default for ApiConfig {
@@ -73,6 +135,10 @@ impl Default for ApiConfig {
             sync_queue_url: None,
             delete_budget: Duration::from_secs(15),
             pokes: None,
+            auth_mode: AuthMode::Iam,
+            catalog_table: None,
+            catalog_cache: Duration::from_secs(30),
+            cognito: None,
         }
     }
 }
@@ -104,6 +170,35 @@ impl ApiConfig {
             c.sync_queue_url = Some(v).filter(|v| !v.trim().is_empty());
         }
         c.pokes = PokeConfig::from_env()?;
+        if c.access_claim.is_some() {
+            c.auth_mode = AuthMode::Jwt;
+        }
+        if let Ok(v) = std::env::var("SHEETLOG_AUTH_MODE")
+            && !v.trim().is_empty()
+        {
+            c.auth_mode = v.trim().parse()?;
+        }
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        c.catalog_table = var("SHEETLOG_CATALOG_TABLE");
+        if let Some(v) = env_parse::<u64>("SHEETLOG_CATALOG_CACHE_SECS")? {
+            c.catalog_cache = Duration::from_secs(v);
+        }
+        if c.auth_mode == AuthMode::Cognito {
+            let region = var("AWS_REGION")
+                .or_else(|| var("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| "us-east-1".into());
+            let need = |name: &str| {
+                var(name)
+                    .ok_or_else(|| ConfigError(format!("SHEETLOG_AUTH_MODE=cognito needs {name}")))
+            };
+            c.cognito = Some(CognitoConfig {
+                user_pool_id: need("SHEETLOG_USER_POOL_ID")?,
+                client_id: need("SHEETLOG_USER_POOL_CLIENT_ID")?,
+                endpoint: var("SHEETLOG_COGNITO_ENDPOINT")
+                    .unwrap_or_else(|| sheetlog_core::users::default_endpoint(&region)),
+                region,
+            });
+        }
         c.validate()?;
         Ok(c)
     }
@@ -139,6 +234,18 @@ impl ApiConfig {
         }
         if let Some(p) = &self.pokes {
             p.validate()?;
+        }
+        if self.auth_mode == AuthMode::Cognito
+            && (self.catalog_table.is_none() || self.cognito.is_none())
+        {
+            return Err(ConfigError(
+                "SHEETLOG_AUTH_MODE=cognito needs SHEETLOG_CATALOG_TABLE, SHEETLOG_USER_POOL_ID and SHEETLOG_USER_POOL_CLIENT_ID".into(),
+            ));
+        }
+        if self.catalog_cache > Duration::from_secs(3600) {
+            return Err(ConfigError(
+                "SHEETLOG_CATALOG_CACHE_SECS must be at most 3600 (it bounds how long a removed member keeps access)".into(),
+            ));
         }
         if let Some(claim) = &self.access_claim
             && !claim

@@ -34,6 +34,9 @@ pub struct DeletedLog {
 pub struct CreateLogRequest {
     #[serde(default)]
     pub from: Option<ForkFrom>,
+    /// The sheet's name in the catalog (Cognito authorization; default `Untitled`).
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// The log and sequence a fork starts from: its entry 0 is that log's state before `seq`.

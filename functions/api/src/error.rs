@@ -130,6 +130,21 @@ pub enum ApiError {
     /// another subject may neither push as its clients nor pull its state.
     #[error("{0}")]
     GroupForbidden(String),
+    /// Cognito authorization: the caller is no member of the sheet, or its role is too small.
+    /// Said the same way whether or not the sheet exists.
+    #[error("you may not {need} this sheet: it is not shared with you, or not with that role")]
+    NotMember { need: &'static str },
+    /// A catalog route on a stack without Cognito authorization.
+    #[error(
+        "this API has no catalog of sheets (its authorization mode is {mode}; sign-in and sharing need SHEETLOG_AUTH_MODE=cognito)"
+    )]
+    NoCatalog { mode: &'static str },
+    #[error("no user with email {0:?} in the user pool")]
+    UserNotFound(String),
+    #[error("user {0} is not a member of this sheet")]
+    MemberNotFound(String),
+    #[error("the sheet would have no owner left; make someone else owner first")]
+    LastOwner,
     #[error("internal error")]
     Internal(String),
 }
@@ -152,7 +167,9 @@ impl ApiError {
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Forbidden { .. } | GroupForbidden(_) => StatusCode::FORBIDDEN,
+            Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
+            NoCatalog { .. } | UserNotFound(_) | MemberNotFound(_) => StatusCode::NOT_FOUND,
+            LastOwner => StatusCode::CONFLICT,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
             }
@@ -207,6 +224,11 @@ impl ApiError {
             ResponseTooLarge { .. } => "response-too-large",
             Forbidden { .. } => "forbidden",
             GroupForbidden(_) => "client-group-forbidden",
+            NotMember { .. } => "forbidden",
+            NoCatalog { .. } => "no-catalog",
+            UserNotFound(_) => "user-not-found",
+            MemberNotFound(_) => "member-not-found",
+            LastOwner => "last-owner",
             Internal(_) => "internal",
         }
     }
@@ -255,6 +277,9 @@ impl ApiError {
             } => {
                 m.insert("limit".into(), json!(value));
                 m.insert("limitName".into(), json!(name));
+            }
+            ApiError::NotMember { need } => {
+                m.insert("need".into(), json!(need));
             }
             ApiError::Forbidden { need, claim } => {
                 m.insert("need".into(), json!(need));
@@ -331,6 +356,30 @@ impl ApiError {
                 claimed,
             },
             LogError::Store(e) => Self::from_store(e),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+
+    /// Maps a catalog failure.
+    pub fn from_catalog(e: sheetlog_core::catalog::CatalogError) -> Self {
+        use sheetlog_core::catalog::CatalogError;
+        match e {
+            CatalogError::SheetNotFound(log) => ApiError::LogNotFound(log.to_string()),
+            CatalogError::LastOwner(_) => ApiError::LastOwner,
+            CatalogError::Exists(log) => ApiError::Internal(format!("sheet {log} created twice")),
+            CatalogError::Contention(_) => ApiError::Busy,
+            CatalogError::BadCursor(c) => {
+                ApiError::InvalidQuery(format!("cursor {c:?} is not one this API handed out"))
+            }
+            CatalogError::Store(e) => Self::from_store(e),
+        }
+    }
+
+    /// Maps a user-pool failure.
+    pub fn from_directory(e: sheetlog_core::users::DirectoryError) -> Self {
+        use sheetlog_core::users::DirectoryError;
+        match e {
+            DirectoryError::Throttled(operation) => ApiError::Throttled { operation },
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -14,7 +14,8 @@
 //! - `error.rs`   — [`ApiError`]: status, code and message of every failure
 //! - `state.rs`   — shared state: event log, bucket, config, segment-hint cache
 //! - `config.rs`  — settings from the environment
-//! - `access.rs`  — which logs a JWT caller may read or write (checked on every route)
+//! - `access.rs`  — which logs a caller may read or write (checked on every route)
+//! - `sheets.rs`  — the catalog routes: `/config.json`, `/me`, `/sheets`, rename, members
 
 pub mod access;
 pub mod cells;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod lambda_limit;
 pub mod request;
 pub mod routes;
+pub mod sheets;
 pub mod state;
 pub mod sync;
 pub mod sync_clients;
@@ -37,7 +39,7 @@ use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, Response, StatusCode, Uri, header};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::OpenApi;
@@ -70,6 +72,14 @@ pub use state::{AppState, SharedState};
         sync_clients::client,
         sync_clients::mutation,
         sync_clients::replay,
+        sheets::config_json,
+        sheets::me,
+        sheets::list_sheets,
+        sheets::rename,
+        sheets::members,
+        sheets::add_member,
+        sheets::set_role,
+        sheets::remove_member,
     )
 )]
 pub struct ApiDoc;
@@ -84,9 +94,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
             continue;
         }
         let of_a_log = path.starts_with("/logs/{logId}");
-        for op in [&mut item.get, &mut item.post, &mut item.delete]
-            .into_iter()
-            .flatten()
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+            &mut item.put,
+        ]
+        .into_iter()
+        .flatten()
         {
             let Some(RefOr::T(bad)) = op.responses.responses.get("400").cloned() else {
                 continue;
@@ -183,10 +199,23 @@ pub fn router(state: SharedState) -> Router {
         .route("/app/{*path}", get(web::asset))
         .route("/health", get(routes::health))
         .route("/openapi.json", get(openapi_json))
+        .route("/config.json", get(sheets::config_json))
+        .route("/me", get(sheets::me))
+        .route("/sheets", get(sheets::list_sheets))
         .route("/logs", post(routes::create_log))
         .route(
             "/logs/{log_id}",
-            get(routes::load_log).delete(routes::delete_log),
+            get(routes::load_log)
+                .delete(routes::delete_log)
+                .patch(sheets::rename),
+        )
+        .route(
+            access::MEMBERS_ROUTE,
+            get(sheets::members).post(sheets::add_member),
+        )
+        .route(
+            access::MEMBER_ROUTE,
+            put(sheets::set_role).delete(sheets::remove_member),
         )
         .route(
             "/logs/{log_id}/entries",

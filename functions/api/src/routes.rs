@@ -192,6 +192,10 @@ pub async fn create_log(
         parse_json(&bytes)?
     };
     let id = LogId::new_random();
+    let name = match &req.name {
+        Some(n) => sheetlog_core::catalog::clean_name(n).map_err(ApiError::InvalidEntry)?,
+        None => sheetlog_core::catalog::DEFAULT_NAME.to_owned(),
+    };
     // The creator may delete the log later (`DELETE /logs/{logId}`): recorded before the log
     // exists, so no log is ever without it. A failed create leaves only this small item.
     if let Some(subject) = caller.as_ref().and_then(|c| c.0.subject.as_deref()) {
@@ -212,11 +216,31 @@ pub async fn create_log(
             if let (Some(axum::Extension(caller)), Ok(source)) =
                 (&caller, uuid::Uuid::parse_str(&from.log_id))
             {
-                caller.require(crate::access::Need::Read, Some(source))?;
+                crate::access::check(&state, caller, crate::access::Need::Read, Some(source))
+                    .await?;
             }
             fork(&state, &from, id).await?
         }
     };
+    // Under Cognito authorization the creator becomes the sheet's owner in the catalog. A
+    // failure here leaves a log nobody is a member of (only a retry's new log is reachable).
+    if let (Some(catalog), Some(subject)) = (
+        &state.catalog,
+        caller.as_ref().and_then(|c| c.0.subject.as_deref()),
+    ) {
+        let now = crate::state::now_ms();
+        let sheet = sheetlog_core::catalog::Sheet {
+            log: created.log,
+            name,
+            owner: subject.to_owned(),
+            created_ms: now,
+            updated_ms: now,
+        };
+        catalog
+            .create_sheet(&sheet, None)
+            .await
+            .map_err(ApiError::from_catalog)?;
+    }
     info!(log = %created.log, "log created");
     Ok((
         StatusCode::CREATED,
@@ -456,6 +480,14 @@ pub async fn delete_log(
         sheetlog_core::log::purge::delete_log(&*state.purge, &state.bucket, log, now, deadline)
             .await
             .map_err(|e| ApiError::from_log(&log_id, e))?;
+    if report.done
+        && let Some(catalog) = &state.catalog
+    {
+        catalog
+            .delete_sheet(log)
+            .await
+            .map_err(ApiError::from_catalog)?;
+    }
     info!(log = %log, done = report.done, items = report.items, objects = report.objects,
         kept_for_forks = report.kept_for_forks, "log delete");
     let status = if report.done {

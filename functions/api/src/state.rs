@@ -12,7 +12,18 @@ use sheetlog_core::log::{EventLog, SegmentHint};
 use sheetlog_core::poke::Poker;
 use sheetlog_core::ports::{GroupOwners, LogPurge, LogStore, PayloadStore, PushQueue};
 
-use crate::config::{ApiConfig, SyncWrites};
+use std::time::Instant;
+
+use sheetlog_core::aws::DynamoCatalog;
+use sheetlog_core::catalog::{Catalog, CatalogError, Role, TOUCH_INTERVAL_MS};
+use sheetlog_core::users::{CognitoDirectory, UserDirectory};
+
+use crate::config::{ApiConfig, AuthMode, SyncWrites};
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    i64::try_from((time::OffsetDateTime::now_utc().unix_timestamp_nanos()) / 1_000_000).unwrap_or(0)
+}
 
 /// The API's log: the stores are chosen at start-up (the AWS adapters, or the same wrapped in
 /// the fault-injecting adapter by `sheetlog dev --faults`).
@@ -45,6 +56,14 @@ pub struct AppState {
     client_groups: Mutex<HashMap<(LogId, String), String>>,
     /// The origin presigned URLs point at (the bucket's, or the emulator's), found once.
     upload_origin: tokio::sync::OnceCell<Option<String>>,
+    /// The catalog of sheets and members (Cognito authorization).
+    pub catalog: Option<Arc<dyn Catalog>>,
+    /// The user pool, to share by email (Cognito authorization).
+    pub users: Option<Arc<dyn UserDirectory>>,
+    /// Roles read from the catalog, with when they were read: trusted for `cfg.catalog_cache`.
+    roles: Mutex<HashMap<(String, LogId), (Role, Instant)>>,
+    /// When this instance last stamped each sheet's last-changed time.
+    touched: Mutex<HashMap<LogId, i64>>,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -69,6 +88,93 @@ impl AppState {
             owners: Mutex::new(HashMap::new()),
             client_groups: Mutex::new(HashMap::new()),
             upload_origin: tokio::sync::OnceCell::new(),
+            catalog: None,
+            users: None,
+            roles: Mutex::new(HashMap::new()),
+            touched: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads access from `catalog` and finds people in `users` (Cognito authorization).
+    pub fn with_catalog(
+        mut self,
+        catalog: Arc<dyn Catalog>,
+        users: Option<Arc<dyn UserDirectory>>,
+    ) -> Self {
+        self.catalog = Some(catalog);
+        self.users = users;
+        self
+    }
+
+    /// `user`'s role on `log`: from this instance's cache when read within
+    /// `cfg.catalog_cache` and it allows `at_least`; otherwise from the catalog (one strongly
+    /// consistent GetItem), so a new share or a promotion counts at once and a removal or a
+    /// demotion within the cache time. `None`: not a member (or no catalog).
+    pub async fn role(
+        &self,
+        user: &str,
+        log: LogId,
+        at_least: Role,
+    ) -> Result<Option<Role>, CatalogError> {
+        let Some(catalog) = &self.catalog else {
+            return Ok(None);
+        };
+        let key = (user.to_owned(), log);
+        let ttl = self.cfg.catalog_cache;
+        if let Some((role, at)) = self.roles.lock().ok().and_then(|r| r.get(&key).copied())
+            && at.elapsed() < ttl
+            && role >= at_least
+        {
+            return Ok(Some(role));
+        }
+        let role = catalog.role(user, log).await?;
+        if let Ok(mut r) = self.roles.lock() {
+            if r.len() >= MAX_HINTS {
+                r.clear();
+            }
+            match role {
+                Some(role) if !ttl.is_zero() => {
+                    r.insert(key, (role, Instant::now()));
+                }
+                _ => {
+                    r.remove(&key);
+                }
+            }
+        }
+        Ok(role)
+    }
+
+    /// Forgets what this instance cached about `user` on `log` (after it changed the role).
+    pub fn forget_role(&self, user: &str, log: LogId) {
+        if let Ok(mut r) = self.roles.lock() {
+            r.remove(&(user.to_owned(), log));
+        }
+    }
+
+    /// Stamps the sheet's last-changed time after a write, at most once per
+    /// [`TOUCH_INTERVAL_MS`] per sheet from this instance (one UpdateItem); never fails the
+    /// write that caused it.
+    pub async fn touch(&self, log: LogId) {
+        let Some(catalog) = &self.catalog else {
+            return;
+        };
+        let now = now_ms();
+        {
+            let Ok(mut t) = self.touched.lock() else {
+                return;
+            };
+            if t.get(&log)
+                .is_some_and(|last| now - last < TOUCH_INTERVAL_MS)
+            {
+                return;
+            }
+            if t.len() >= MAX_HINTS {
+                t.clear();
+            }
+            t.insert(log, now);
+        }
+        if let Err(e) = catalog.touch(log, now).await {
+            tracing::warn!(log = %log, error = %e, "stamping the sheet's last change failed");
         }
     }
 
@@ -162,8 +268,22 @@ impl AppState {
             Some(p) => Some(Arc::new(Poker::from_sdk(sdk, p)?)),
             None => None,
         };
+        let catalog = match (&cfg.catalog_table, cfg.auth_mode) {
+            (Some(table), AuthMode::Cognito) => Some(Arc::new(DynamoCatalog::new(
+                aws_sdk_dynamodb::Client::new(sdk),
+                table,
+            ))),
+            _ => None,
+        };
+        let users = cfg.cognito.as_ref().map(|c| {
+            Arc::new(CognitoDirectory::new(sdk, &c.endpoint, &c.user_pool_id))
+                as Arc<dyn UserDirectory>
+        });
         let mut state = Self::new(log, bucket, groups, cfg, Arc::new(purge));
         state.poker = poker;
+        if let Some(catalog) = catalog {
+            state = state.with_catalog(catalog, users);
+        }
         Ok(match queue {
             Some(q) => state.with_push_queue(Arc::new(q)),
             None => state,

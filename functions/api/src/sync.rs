@@ -109,7 +109,7 @@ async fn check_group_owner(
     let subject = match (&caller.subject, &caller.access) {
         (Some(s), _) => s,
         (None, Access::Unrestricted) => return Ok(()),
-        (None, Access::Token { .. }) => {
+        (None, Access::Token { .. } | Access::Member) => {
             return Err(ApiError::GroupForbidden(
                 "the token has no sub claim, so it cannot own a sync client group".into(),
             ));

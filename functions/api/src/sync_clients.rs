@@ -128,7 +128,13 @@ pub async fn replay(
     // so the caller needs read access to it, checked before anything touches storage so a log
     // the caller may not read answers the same 403 whether or not it exists.
     if let Some(axum::Extension(caller)) = &caller {
-        caller.require(crate::access::Need::Read, Some(*source.as_uuid()))?;
+        crate::access::check(
+            &state,
+            caller,
+            crate::access::Need::Read,
+            Some(*source.as_uuid()),
+        )
+        .await?;
     }
     if source == log {
         return Err(ApiError::InvalidEntry(

@@ -89,6 +89,21 @@ pub fn content_security_policy_with(upload_origin: Option<&str>, events: Option<
     )
 }
 
+/// The page's other `connect-src` origins: the Event API's WebSocket (pokes) and, under Cognito
+/// authorization, the user pool's endpoint (the page signs in there).
+fn connect_origins(state: &SharedState) -> Option<String> {
+    let cognito = state
+        .cfg
+        .cognito
+        .as_ref()
+        .and_then(|c| crate::state::origin_of(&c.endpoint));
+    let both: Vec<String> = [events_origin(state), cognito]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!both.is_empty()).then(|| both.join(" "))
+}
+
 /// `scheme://authority` of the Event API's real-time URL, for the page's `connect-src`.
 fn events_origin(state: &SharedState) -> Option<String> {
     let url = state.cfg.pokes.as_ref()?.realtime_url.as_deref()?;
@@ -158,7 +173,7 @@ pub async fn page(State(state): State<SharedState>) -> Response {
         )
             .into_response(),
     };
-    let events = events_origin(&state);
+    let events = connect_origins(&state);
     secure(
         resp,
         state.upload_origin().await.as_deref(),
@@ -195,7 +210,7 @@ pub async fn asset(State(state): State<SharedState>, Path(path): Path<String>) -
         }
         .into_response()
     });
-    let events = events_origin(&state);
+    let events = connect_origins(&state);
     secure(
         resp,
         state.upload_origin().await.as_deref(),

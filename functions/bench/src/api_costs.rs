@@ -142,7 +142,10 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         .push(&serve(&counted, &local).await?, &log, 3)
         .await?;
     let (push_cold_rru, push_cold_wru) = since(before);
+    let (list_sheets_rru, access_check_rru) = catalog_costs(&emulator, &sdk).await?;
     Ok(ApiSyncCosts {
+        list_sheets_rru,
+        access_check_rru,
         api_push_one_mutation_rru: push_rru,
         api_push_one_mutation_wru: push_wru,
         api_push_one_mutation_cold_rru: push_cold_rru,
@@ -150,4 +153,127 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         idle_pull_rru: idle_rru,
         idle_pull_cold_rru: idle_cold_rru,
     })
+}
+
+/// Sheets of the person whose listing is measured.
+const LISTED_SHEETS: i64 = 1_000;
+
+/// The catalog's costs under Cognito authorization, counted on the wire: `GET /sheets` (one
+/// page of 50) for a person with 1,000 sheets, and one request's access check on an instance
+/// without a cached role. The router runs behind a layer that attaches the verified-token
+/// context API Gateway would (`sub` only); the catalog is seeded directly, uncounted.
+async fn catalog_costs(
+    emulator: &Emulator,
+    sdk: &aws_config::SdkConfig,
+) -> anyhow::Result<(f64, f64)> {
+    use sheetlog_core::aws::DynamoCatalog;
+    use sheetlog_core::catalog::{Catalog, Sheet};
+    const USER: &str = "bench-catalog-user";
+    let local = create_local_stack(sdk, &unique_prefix("bench-catalog")).await?;
+    let table = format!("{}-catalog", local.resources.entry_table);
+    let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+    DynamoCatalog::create_table(&dynamo, &table).await?;
+    let seed = Arc::new(DynamoCatalog::new(dynamo, table.clone()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in 0..4_i64 {
+        let seed = seed.clone();
+        tasks.spawn(async move {
+            for i in (chunk..LISTED_SHEETS).step_by(4) {
+                let sheet = Sheet {
+                    log: sheetlog_core::LogId::new_random(),
+                    name: format!("Quarterly budget {i}"),
+                    owner: USER.into(),
+                    created_ms: 1_700_000_000_000 + i * 1000,
+                    updated_ms: 1_700_000_000_000 + i * 1000,
+                };
+                seed.create_sheet(&sheet, Some("bench@example.com")).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+
+    let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
+    let counted = wire.sdk_config(sdk);
+    let cfg = ApiConfig {
+        auth_mode: sheetlog_api::config::AuthMode::Cognito,
+        catalog_table: Some(table),
+        cognito: Some(sheetlog_api::config::CognitoConfig {
+            region: "us-east-1".into(),
+            user_pool_id: "us-east-1_bench".into(),
+            client_id: "bench".into(),
+            endpoint: format!("{}/", emulator.endpoint()),
+        }),
+        ..ApiConfig::default()
+    };
+    let signed_in = |req: axum::extract::Request| async move {
+        let mut req = req;
+        let claims = std::collections::HashMap::from([("sub".to_owned(), USER.to_owned())]);
+        if let Ok(ctx) = sheetlog_pipeline::authorizer::jwt_request_context(
+            req.method().as_str(),
+            req.uri().path(),
+            &claims,
+        ) {
+            req.extensions_mut().insert(ctx);
+        }
+        req
+    };
+    let start = || async {
+        let state = AppState::from_sdk(
+            &counted,
+            &local.resources,
+            LogConfig::default(),
+            cfg.clone(),
+        )?;
+        let app =
+            sheetlog_api::router(Arc::new(state)).layer(axum::middleware::map_request(signed_in));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        anyhow::Ok(Api { base, task })
+    };
+    let http = reqwest::Client::new();
+    let get = |api: &Api, path: &str| {
+        let url = format!("{}{path}", api.base);
+        let http = http.clone();
+        async move {
+            let v: Value = http
+                .get(&url)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            anyhow::Ok(v)
+        }
+    };
+    let api = start().await?;
+    let before = wire.counts.read_units();
+    let page = get(&api, "/sheets").await?;
+    let list = wire.counts.read_units() - before;
+    let sheets = page["sheets"].as_array().map_or(0, Vec::len);
+    ensure!(
+        sheets == 50 && page["cursor"].is_string(),
+        "one full page: {page}"
+    );
+    let log = page["sheets"][0]["logId"]
+        .as_str()
+        .context("a listed sheet without logId")?
+        .to_owned();
+
+    // The same member request on a fresh instance (no cached role) and again (cached): the
+    // difference is the access check.
+    let cold = start().await?;
+    let path = format!("/logs/{log}/members");
+    let before = wire.counts.read_units();
+    get(&cold, &path).await?;
+    let first = wire.counts.read_units() - before;
+    let before = wire.counts.read_units();
+    get(&cold, &path).await?;
+    let cached = wire.counts.read_units() - before;
+    Ok((list, first - cached))
 }

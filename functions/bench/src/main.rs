@@ -57,6 +57,11 @@ enum Command {
         /// Print one JSON object of the figures instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only the request units counted on the wire through the HTTP API (the `api_*`,
+        /// `idle_pull_*`, `list_sheets_rru` and `access_check_rru` keys): deterministic, so a
+        /// debug build gives the same figures in a fraction of the full run's time.
+        #[arg(long)]
+        api_only: bool,
     },
     /// Snapshot engine: build rate and peak memory (1M and 10M cells), incremental write
     /// amplification, CSV import rate for a 100 MB file.
@@ -98,7 +103,7 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Log { json } => log_bench(json),
+        Command::Log { json, api_only } => log_bench(json, api_only),
         Command::Snapshot { json } => snapshot::run(json),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Chaos(args) => chaos(args),
@@ -215,7 +220,15 @@ fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
 }
 
 /// The log benchmark, with a one-cell `set` event (`B3 = 42.5`) in its real stored encoding.
-fn log_bench(json: bool) -> anyhow::Result<()> {
+fn log_bench(json: bool, api_only: bool) -> anyhow::Result<()> {
+    if api_only {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let api = rt.block_on(api_costs::run())?;
+        println!("{}", serde_json::to_string_pretty(&api)?);
+        return Ok(());
+    }
     let event = Event::from_parts(
         "set",
         serde_json::json!({"cells": [{"ref": "B3", "value": 42.5}]}),

@@ -8,6 +8,8 @@
 //!   progress, paging through the log
 //! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
+//! - `local_cognito.rs` — the local stack's user pool on the emulator (`sheetlog dev --auth cognito`)
+//! - `login.rs` — `sheetlog login`/`logout`: Cognito sign-in, the stored refresh token
 //! - `sigv4.rs` — SigV4 signing for an API with IAM authorization
 //! - `watch.rs` — `sheetlog watch`: the sheet's pokes over the AppSync Events real-time
 //!   protocol, entries read on each poke, polling while there is no channel
@@ -17,5 +19,7 @@
 pub mod api;
 pub mod commands;
 pub mod local_auth;
+pub mod local_cognito;
+pub mod login;
 pub mod sigv4;
 pub mod watch;

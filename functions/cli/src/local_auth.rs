@@ -193,6 +193,9 @@ pub fn issuer_routes(key: Arc<IssuerKey>) -> axum::Router {
 pub struct JwtAuthorizer {
     issuer: String,
     audience: Vec<String>,
+    /// Where the keys are, when not found through the issuer's discovery document (the
+    /// emulator's Cognito serves them at its endpoint, not at the issuer's address).
+    jwks_url: Option<String>,
     http: reqwest::Client,
     keys: OnceCell<JwkSet>,
 }
@@ -217,8 +220,17 @@ impl JwtAuthorizer {
         Self {
             issuer: issuer.trim_end_matches('/').to_owned(),
             audience,
+            jwks_url: None,
             http: reqwest::Client::new(),
             keys: OnceCell::new(),
+        }
+    }
+
+    /// An authorizer that takes the keys from `jwks_url` (and still checks `iss` is `issuer`).
+    pub fn with_jwks_url(issuer: &str, audience: Vec<String>, jwks_url: &str) -> Self {
+        Self {
+            jwks_url: Some(jwks_url.to_owned()),
+            ..Self::new(issuer, audience)
         }
     }
 
@@ -229,13 +241,21 @@ impl JwtAuthorizer {
                     let resp = self.http.get(&url).send().await?.error_for_status()?;
                     resp.json::<Value>().await
                 };
-                let discovery = get(format!("{}/.well-known/openid-configuration", self.issuer))
-                    .await
-                    .map_err(|e| Refused::Jwks(e.to_string()))?;
-                let uri = discovery["jwks_uri"]
-                    .as_str()
-                    .ok_or_else(|| Refused::Jwks("the discovery document has no jwks_uri".into()))?
-                    .to_owned();
+                let uri = match &self.jwks_url {
+                    Some(url) => url.clone(),
+                    None => {
+                        let discovery =
+                            get(format!("{}/.well-known/openid-configuration", self.issuer))
+                                .await
+                                .map_err(|e| Refused::Jwks(e.to_string()))?;
+                        discovery["jwks_uri"]
+                            .as_str()
+                            .ok_or_else(|| {
+                                Refused::Jwks("the discovery document has no jwks_uri".into())
+                            })?
+                            .to_owned()
+                    }
+                };
                 let keys = get(uri).await.map_err(|e| Refused::Jwks(e.to_string()))?;
                 serde_json::from_value(keys).map_err(|e| Refused::Jwks(e.to_string()))
             })
@@ -320,6 +340,7 @@ fn claim_string(v: &Value) -> String {
 fn open_route(path: &str) -> bool {
     let one_segment = |rest: &str| !rest.is_empty() && !rest.contains('/');
     path == "/"
+        || path == "/config.json"
         || path.strip_prefix("/sheets/").is_some_and(one_segment)
         || path
             .strip_prefix("/app/")
@@ -429,6 +450,50 @@ impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
     }
 }
 
+/// Who may subscribe to a sheet's poke channel on the local Event API with `--auth cognito`: a
+/// token the pool signed whose `sub` is a member of the sheet in the catalog (any role), as the
+/// HTTP API requires to pull it.
+#[derive(Debug)]
+pub struct MemberChannelAccess {
+    pub authorizer: Arc<JwtAuthorizer>,
+    pub catalog: Arc<dyn sheetlog_core::catalog::Catalog>,
+    pub namespace: String,
+}
+
+impl sheetlog_pipeline::events::SubscribeAuth for MemberChannelAccess {
+    fn authorize(
+        &self,
+        auth: &serde_json::Map<String, Value>,
+        channel: &str,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        let token = auth
+            .get("Authorization")
+            .or_else(|| auth.get("authorization"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let log = channel
+            .strip_prefix(&format!("/{}/", self.namespace))
+            .and_then(|id| id.parse::<sheetlog_core::LogId>().ok());
+        let authorizer = self.authorizer.clone();
+        let catalog = self.catalog.clone();
+        Box::pin(async move {
+            let Some(log) = log else {
+                return Err("not a sheet's channel".to_owned());
+            };
+            let claims = authorizer
+                .verify(token.as_deref())
+                .await
+                .map_err(|e| format!("token refused: {e}"))?;
+            let sub = claims.get("sub").map(String::as_str).unwrap_or("");
+            match catalog.role(sub, log).await {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(format!("sheet {log} is not shared with this user")),
+                Err(e) => Err(format!("the catalog could not be read: {e}")),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,6 +510,7 @@ mod tests {
     fn web_routes_and_the_issuer_need_no_token() {
         assert!(open_route("/") && open_route("/sheets/abc") && open_route("/app/main.js"));
         assert!(open_route("/local-issuer/.well-known/jwks.json"));
+        assert!(open_route("/config.json"));
         for path in [
             "/health",
             "/openapi.json",

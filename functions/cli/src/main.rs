@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use sheetlog::api::{Api, Auth, CliError, execute_api_region};
 use sheetlog::commands::{self, out};
+use sheetlog_api::config::{AuthMode, CognitoConfig};
 use sheetlog_api::{ApiConfig, AppState, SyncWrites};
 use std::time::Duration;
 
@@ -130,6 +131,31 @@ enum Command {
         #[arg(long)]
         poll_only: bool,
     },
+    /// Sign in to a stack with Cognito authorization (email and password; the password from
+    /// SHEETLOG_PASSWORD or the first line of stdin). Keeps a refresh token in
+    /// $XDG_CONFIG_HOME/sheetlog/credentials.json (mode 0600); later commands use it.
+    Login {
+        #[arg(long)]
+        email: String,
+    },
+    /// Forget the sign-in for this API.
+    Logout,
+    /// The sheets shared with you, newest first: id, your role, last change, name.
+    Sheets {
+        /// Sheets per page (1 to 100).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Every page, not just the first.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Share a sheet with a person by the email they sign in with.
+    Share {
+        log: String,
+        email: String,
+        #[arg(long, default_value = "editor", value_parser = ["viewer", "editor", "owner"])]
+        role: String,
+    },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
     Dev(DevArgs),
     /// Mint a token from the local stack's issuer (`./scripts/dev --auth jwt`): prints a JWT for
@@ -217,11 +243,17 @@ struct DevArgs {
     /// answers).
     #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "direct")]
     sync_writes: String,
-    /// How requests are authorized: `none` (every request may use every log) or `jwt` (a local
+    /// How requests are authorized: `none` (every request may use every log), `jwt` (a local
     /// token issuer and API Gateway's JWT authorizer in front of the API, with per-log access
-    /// from the token's access claim; mint tokens with `sheetlog dev-token`).
-    #[arg(long, env = "SHEETLOG_AUTH", default_value = "none", value_parser = ["none", "jwt"])]
+    /// from the token's access claim; mint tokens with `sheetlog dev-token`) or `cognito` (a
+    /// user pool on the emulator with demo users, access from the catalog of sheets; sign in
+    /// with `sheetlog login`).
+    #[arg(long, env = "SHEETLOG_AUTH", default_value = "none", value_parser = ["none", "jwt", "cognito"])]
     auth: String,
+    /// With `--auth cognito`: seconds the API trusts a role it read from the catalog (how long
+    /// a removed member may keep access).
+    #[arg(long, env = "SHEETLOG_CATALOG_CACHE_SECS", default_value_t = 30)]
+    catalog_cache_secs: u64,
     /// With `--auth jwt`: the claim that lists a token's grants (`jwtAccessClaim`).
     #[arg(long, default_value = sheetlog_api::access::DEFAULT_ACCESS_CLAIM)]
     access_claim: String,
@@ -239,6 +271,14 @@ async fn main() -> std::process::ExitCode {
                 .map_err(|e| CliError::Other(format!("{e:#}")))
         }
         Command::DevToken(args) => dev_token(&cli.api, args),
+        Command::Login { email } => login(&cli.api, &email, json).await,
+        Command::Logout => sheetlog::login::logout(&cli.api).and_then(|had| {
+            out(if had {
+                "signed out"
+            } else {
+                "not signed in to this API"
+            })
+        }),
         command => run(cli.api, cli.token, cli.iam, json, command).await,
     };
     match result {
@@ -261,7 +301,11 @@ async fn run(
     json: bool,
     command: Command,
 ) -> Result<(), CliError> {
-    let auth = match (token, iam) {
+    let signed_in = match (&token, iam) {
+        (None, false) => sheetlog::login::access_token(&api_url).await?,
+        _ => None,
+    };
+    let auth = match (token.or(signed_in), iam) {
         (Some(token), _) => Auth::Bearer(token),
         (None, iam) => {
             let region = reqwest::Url::parse(&api_url)
@@ -451,9 +495,54 @@ async fn run(
         Command::Cat { log, from } => commands::read_log(&api, &log, from, |e| out(&e.to_string()))
             .await
             .map(|_| ()),
-        Command::Dev(_) | Command::DevToken(_) => {
-            Err(CliError::Other("dev and dev-token run on their own".into()))
+        Command::Sheets { limit, all } => {
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut path = format!("sheets?limit={limit}");
+                if let Some(c) = &cursor {
+                    path.push_str(&format!("&cursor={c}"));
+                }
+                let v = api.get(&path).await?;
+                for s in v["sheets"].as_array().into_iter().flatten() {
+                    if json {
+                        out(&s.to_string())?;
+                    } else {
+                        out(&format!(
+                            "{}  {:<6}  {}  {}",
+                            s["logId"].as_str().unwrap_or(""),
+                            s["role"].as_str().unwrap_or(""),
+                            s["updatedAt"].as_str().unwrap_or(""),
+                            s["name"].as_str().unwrap_or("")
+                        ))?;
+                    }
+                }
+                cursor = v["cursor"].as_str().map(str::to_owned);
+                if !all || cursor.is_none() {
+                    return Ok(());
+                }
+            }
         }
+        Command::Share { log, email, role } => {
+            let v = api
+                .post(
+                    &format!("logs/{log}/members"),
+                    &json!({"email": email, "role": role}),
+                )
+                .await?;
+            if json {
+                out(&v.to_string())
+            } else {
+                out(&format!(
+                    "shared {log} with {} ({}) as {}",
+                    v["email"].as_str().unwrap_or(&email),
+                    v["userId"].as_str().unwrap_or(""),
+                    v["role"].as_str().unwrap_or(&role)
+                ))
+            }
+        }
+        Command::Dev(_) | Command::DevToken(_) | Command::Login { .. } | Command::Logout => Err(
+            CliError::Other("dev, dev-token, login and logout run on their own".into()),
+        ),
     }
 }
 
@@ -471,6 +560,32 @@ fn history_line(e: &Value, json: bool) -> Result<(), CliError> {
             e["seq"],
             e["created"].as_str().unwrap_or(""),
             commands::describe(e)
+        ))
+    }
+}
+
+/// `sheetlog login`: the password from SHEETLOG_PASSWORD or the first line of stdin.
+async fn login(api: &str, email: &str, json: bool) -> Result<(), CliError> {
+    let password = match std::env::var("SHEETLOG_PASSWORD") {
+        Ok(p) if !p.is_empty() => p,
+        _ => {
+            if !json {
+                eprint!("password for {email}: ");
+            }
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(CliError::io("reading the password from stdin"))?;
+            line.trim_end_matches(['\r', '\n']).to_owned()
+        }
+    };
+    let path = sheetlog::login::login(api, email, &password).await?;
+    if json {
+        out(&json!({"email": email, "credentials": path}).to_string())
+    } else {
+        out(&format!(
+            "signed in as {email}; refresh token kept in {}",
+            path.display()
         ))
     }
 }
@@ -514,10 +629,14 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     }
     let sync_writes: SyncWrites = args.sync_writes.parse()?;
     let jwt = args.auth == "jwt";
+    let cognito = args.auth == "cognito";
     let mut cfg = ApiConfig {
         snapshot_interval: args.snapshot_interval,
         segment_max_entries: args.segment_max_entries,
         access_claim: jwt.then(|| args.access_claim.clone()),
+        // Cognito's settings exist once the pool does (below).
+        auth_mode: if jwt { AuthMode::Jwt } else { AuthMode::None },
+        catalog_cache: Duration::from_secs(args.catalog_cache_secs),
         ..ApiConfig::default()
     };
     cfg.validate()?;
@@ -529,6 +648,36 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let stack = create_local_stack(&sdk, &args.prefix)
         .await
         .context("creating the local resources (is the emulator fresh?)")?;
+    let pool = if cognito {
+        let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+        let table = format!("{}-catalog", args.prefix);
+        sheetlog_core::aws::DynamoCatalog::create_table(
+            &aws_sdk_dynamodb::Client::new(&sdk),
+            &table,
+        )
+        .await
+        .context("creating the catalog table")?;
+        let pool = sheetlog::local_cognito::create_pool(
+            &sdk,
+            &endpoint,
+            &format!("{}-users", args.prefix),
+            &sheetlog::local_cognito::DEMO_USERS,
+            sheetlog::local_cognito::DEMO_PASSWORD,
+        )
+        .await?;
+        cfg.auth_mode = AuthMode::Cognito;
+        cfg.catalog_table = Some(table);
+        cfg.cognito = Some(CognitoConfig {
+            region: pool.region.clone(),
+            user_pool_id: pool.pool_id.clone(),
+            client_id: pool.client_id.clone(),
+            endpoint: pool.endpoint.clone(),
+        });
+        cfg.validate()?;
+        Some(pool)
+    } else {
+        None
+    };
     let faults = match &args.faults {
         Some(spec) => {
             let (profile, seed) = FaultProfile::parse(spec).map_err(anyhow::Error::msg)?;
@@ -604,7 +753,40 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
-    let app = if jwt {
+    let app = if let Some(pool) = &pool {
+        use sheetlog::local_auth::{JwtAuthorizer, MemberChannelAccess};
+        let authorizer = Arc::new(JwtAuthorizer::with_jwks_url(
+            &pool.issuer,
+            vec![pool.client_id.clone()],
+            &pool.jwks_url,
+        ));
+        println!(
+            "Cognito authorization: user pool {} (client {}) on the emulator; roles cached {} s\n\
+             demo users: {} / password {}\n\
+             sign in:     sheetlog --api http://{addr} login --email {}  (password on stdin or SHEETLOG_PASSWORD)\n\
+             in a browser: http://{addr}/",
+            pool.pool_id,
+            pool.client_id,
+            args.catalog_cache_secs,
+            sheetlog::local_cognito::DEMO_USERS.join(", "),
+            sheetlog::local_cognito::DEMO_PASSWORD,
+            sheetlog::local_cognito::DEMO_USERS[0],
+        );
+        let catalog = Arc::new(sheetlog_core::aws::DynamoCatalog::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            format!("{}-catalog", args.prefix),
+        ));
+        let events = LocalEvents::new(Arc::new(MemberChannelAccess {
+            authorizer: authorizer.clone(),
+            catalog,
+            namespace: pokes.namespace.clone(),
+        }));
+        app.layer(axum::middleware::from_fn_with_state(
+            authorizer,
+            sheetlog::local_auth::authorize,
+        ))
+        .merge(events.router())
+    } else if jwt {
         use sheetlog::local_auth::{ISSUER_PATH, IssuerKey, JwtAuthorizer, key_path};
         let issuer = format!("http://{addr}{ISSUER_PATH}");
         let key = IssuerKey::generate(&issuer, &args.access_claim)?;

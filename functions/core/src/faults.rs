@@ -726,6 +726,7 @@ impl PushQueueLayer for Arc<Faults> {}
 impl PendingLayer for Arc<Faults> {}
 impl LogPurgeLayer for Arc<Faults> {}
 impl ObjectPurgeLayer for Arc<Faults> {}
+impl crate::catalog::CatalogLayer for Arc<Faults> {}
 
 /// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore) with throttling
 /// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost

@@ -12,15 +12,18 @@
 //! - [`faults`] — a seeded fault-injecting adapter modelling AWS's failure modes (feature `faults`)
 //! - [`sheet`], [`snapshot`] — re-exports of `sheetlog-sheet` (feature `engine`)
 //! - [`snapshot_input`] — a snapshot's input found in the log: previous snapshot, entries since (feature `engine`)
+//! - [`catalog`] — the catalog of sheets: names, members and roles (Cognito authorization)
 //! - [`poke`]   — pokes: a sheet's next sequence published on AppSync Events after a commit
 //! - [`sync_queue`] — the queued push message (the sync FIFO queue)
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
+//! - [`users`]   — who is in the Cognito user pool (share by email)
 //! - [`telemetry`] — tracing set-up for the binaries
 //!
 //! The algorithms and invariants are written up in `docs/design.md`.
 
 pub mod aws;
+pub mod catalog;
 pub mod config;
 pub mod domain;
 pub mod error;
@@ -36,6 +39,7 @@ pub mod ports;
 pub mod snapshot_input;
 pub mod sync_queue;
 pub mod telemetry;
+pub mod users;
 
 #[cfg(feature = "engine")]
 pub use sheetlog_sheet as sheet;

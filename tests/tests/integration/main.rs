@@ -6,8 +6,10 @@
 
 mod api_access;
 mod api_blackbox;
+mod api_cognito;
 mod api_snapshots;
 mod archive;
+mod catalog;
 mod chaos;
 mod dedupe;
 mod event_log;

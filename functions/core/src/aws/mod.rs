@@ -5,6 +5,7 @@
 //! - `items.rs`  — Entry/Segment item <-> record mapping, attribute names, DynamoDB item size
 //! - `dynamo/`   — [`DynamoLogStore`], the log ports over DynamoDB (conditional puts, transactions,
 //!   paging), one file per concern
+//! - `catalog.rs` — [`DynamoCatalog`], the catalog of sheets and members (issue 31)
 //! - `s3.rs`     — [`S3Bucket`], the one S3 adapter: payloads, snapshot blobs, import files, the
 //!   auto-delete tag, presigned URLs; [`s3_client`], the S3 client every function builds
 //! - `pending.rs` — [`DynamoPendingStore`], the Pending Snapshots table with its increment-guarded writes
@@ -12,6 +13,7 @@
 //! - `queues.rs` — [`SqsJobQueue`], the snapshot job queue
 //! - `stream_filter.json` — the Entry-stream event filter shared with the CDK stack
 
+pub mod catalog;
 pub mod dynamo;
 pub mod items;
 pub mod pending;
@@ -19,6 +21,7 @@ pub mod purge;
 pub mod queues;
 pub mod s3;
 
+pub use catalog::DynamoCatalog;
 pub use dynamo::DynamoLogStore;
 pub use items::item_size;
 pub use pending::DynamoPendingStore;

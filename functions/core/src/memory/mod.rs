@@ -646,12 +646,14 @@ impl crate::ports::LogPurge for MemLogStore {
     }
 }
 
+pub mod catalog;
 mod objects;
 mod pending;
 mod queue;
 #[cfg(test)]
 mod tests;
 
+pub use catalog::MemCatalog;
 pub use objects::MemPayloadStore;
 pub use pending::MemPendingStore;
 pub use queue::{MemPushQueue, QueuedMessage};

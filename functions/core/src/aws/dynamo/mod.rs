@@ -29,7 +29,7 @@ const SERVICE: &str = "DynamoDB";
 
 /// A failed DynamoDB call as a [`StoreError`]: throttling (after the SDK's own retries) becomes
 /// [`StoreError::Throttled`], which callers answer with "retry later" rather than a failure.
-fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
+pub(crate) fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -61,7 +61,7 @@ fn code(r: Option<&CancellationReason>) -> &str {
 }
 
 /// The per-item reasons of a cancelled transaction; `None` when it committed.
-fn cancellation_reasons<T>(
+pub(crate) fn cancellation_reasons<T>(
     result: Result<T, SdkError<TransactWriteItemsError, HttpResponse>>,
 ) -> Result<Option<Vec<CancellationReason>>, StoreError> {
     match result {

@@ -1,0 +1,430 @@
+//! The catalog routes (Cognito authorization, issue 31): who am I, my sheets, rename, members.
+//! The middleware (`access.rs`) has checked the caller's role before any of these runs; the
+//! handlers check only what depends on the request (removing someone else needs the owner role).
+//! `GET /config.json` tells the web page how to sign in.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use sheetlog_core::LogId;
+use sheetlog_core::catalog::{self, Catalog, Listed, MAX_PAGE, Member, Role};
+use time::format_description::well_known::Rfc3339;
+use utoipa::ToSchema;
+
+use crate::access::Caller;
+use crate::config::AuthMode;
+use crate::dto::ErrorResponse;
+use crate::error::ApiError;
+use crate::request::{ApiResult, body_bytes, parse_json, parse_log_id, reject_unknown_params};
+use crate::state::{SharedState, now_ms};
+
+/// `GET /config.json`: how the page signs in.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientConfig {
+    /// `none`, `iam`, `jwt` or `cognito`.
+    pub auth: String,
+    /// The user pool, under Cognito authorization.
+    pub cognito: Option<CognitoClientConfig>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CognitoClientConfig {
+    pub region: String,
+    pub user_pool_id: String,
+    pub client_id: String,
+    pub endpoint: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub user_id: String,
+    pub email: Option<String>,
+}
+
+/// A sheet as its members see it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SheetDto {
+    pub log_id: String,
+    pub name: String,
+    /// The caller's role: `viewer`, `editor` or `owner`.
+    pub role: String,
+    /// The user id of who created it.
+    pub owner: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339: the last rename or write (stamped at most once a minute per API instance).
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SheetList {
+    /// Newest first (by creation).
+    pub sheets: Vec<SheetDto>,
+    /// Pass as `cursor` for the next page; `null` at the end.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenameRequest {
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberDto {
+    pub user_id: String,
+    pub email: Option<String>,
+    pub role: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemberList {
+    pub members: Vec<MemberDto>,
+}
+
+/// `POST /logs/{logId}/members`: who (an email in the user pool, or a user id) and the role.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AddMemberRequest {
+    #[serde(default)]
+    pub email: Option<String>,
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// `viewer`, `editor` or `owner`.
+    pub role: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleRequest {
+    pub role: String,
+}
+
+fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+pub fn sheet_dto(l: &Listed) -> SheetDto {
+    SheetDto {
+        log_id: l.sheet.log.to_string(),
+        name: l.sheet.name.clone(),
+        role: l.role.to_string(),
+        owner: l.sheet.owner.clone(),
+        created_at: rfc3339(l.sheet.created_ms),
+        updated_at: rfc3339(l.sheet.updated_ms),
+    }
+}
+
+fn member_dto(m: &Member) -> MemberDto {
+    MemberDto {
+        user_id: m.user_id.clone(),
+        email: m.email.clone(),
+        role: m.role.to_string(),
+    }
+}
+
+fn catalog(state: &SharedState) -> ApiResult<&dyn Catalog> {
+    state.catalog.as_deref().ok_or(ApiError::NoCatalog {
+        mode: effective_mode(state).as_str(),
+    })
+}
+
+fn effective_mode(state: &SharedState) -> AuthMode {
+    match state.cfg.auth_mode {
+        AuthMode::Iam if state.cfg.access_claim.is_some() => AuthMode::Jwt,
+        m => m,
+    }
+}
+
+fn subject(caller: &Option<axum::Extension<Caller>>, need: &'static str) -> ApiResult<String> {
+    caller
+        .as_ref()
+        .and_then(|c| c.0.subject.clone())
+        .ok_or(ApiError::NotMember { need })
+}
+
+fn parse_role(raw: &str) -> ApiResult<Role> {
+    raw.parse().map_err(ApiError::InvalidEntry)
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(
+    state: &SharedState,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<T> {
+    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
+    parse_json(&bytes)
+}
+
+/// How the web page signs in on this stack.
+#[utoipa::path(get, path = "/config.json", responses((status = 200, body = ClientConfig)))]
+pub async fn config_json(State(state): State<SharedState>) -> Json<ClientConfig> {
+    Json(ClientConfig {
+        auth: effective_mode(&state).as_str().into(),
+        cognito: state.cfg.cognito.as_ref().map(|c| CognitoClientConfig {
+            region: c.region.clone(),
+            user_pool_id: c.user_pool_id.clone(),
+            client_id: c.client_id.clone(),
+            endpoint: c.endpoint.clone(),
+        }),
+    })
+}
+
+/// The signed-in user: the token's `sub`, and the email the user pool holds for it.
+#[utoipa::path(get, path = "/me",
+    responses((status = 200, body = Me), (status = 403, body = ErrorResponse),
+        (status = 404, body = ErrorResponse, description = "`no-catalog`: not Cognito authorization")))]
+pub async fn me(
+    State(state): State<SharedState>,
+    caller: Option<axum::Extension<Caller>>,
+) -> ApiResult<Json<Me>> {
+    catalog(&state)?;
+    let user_id = subject(&caller, "sign-in")?;
+    let email = match &state.users {
+        Some(users) => users
+            .by_id(&user_id)
+            .await
+            .map_err(ApiError::from_directory)?
+            .and_then(|u| u.email),
+        None => None,
+    };
+    Ok(Json(Me { user_id, email }))
+}
+
+/// The sheets shared with the caller (its own included), newest first, a page at a time.
+#[utoipa::path(get, path = "/sheets",
+    params(("limit" = Option<u32>, Query, description = "sheets per page, 1 to 100 (default 50)"),
+        ("cursor" = Option<String>, Query, description = "the previous page's `cursor`")),
+    responses((status = 200, body = SheetList), (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
+pub async fn list_sheets(
+    State(state): State<SharedState>,
+    caller: Option<axum::Extension<Caller>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<SheetList>> {
+    let catalog = catalog(&state)?;
+    let user = subject(&caller, "sign-in")?;
+    reject_unknown_params(&q, &["limit", "cursor"])?;
+    let limit = match q.get("limit") {
+        None => 50,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+            _ => {
+                return Err(ApiError::InvalidQuery(format!(
+                    "limit {l:?} must be a number from 1 to {MAX_PAGE}"
+                )));
+            }
+        },
+    };
+    let page = catalog
+        .list_sheets(&user, limit, q.get("cursor").map(String::as_str))
+        .await
+        .map_err(ApiError::from_catalog)?;
+    Ok(Json(SheetList {
+        sheets: page.sheets.iter().map(sheet_dto).collect(),
+        cursor: page.cursor,
+    }))
+}
+
+/// Renames a sheet (editors and owners).
+#[utoipa::path(patch, path = "/logs/{logId}",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    request_body = RenameRequest,
+    responses((status = 200, body = SheetDto), (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
+pub async fn rename(
+    State(state): State<SharedState>,
+    caller: Option<axum::Extension<Caller>>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<SheetDto>> {
+    let log = parse_log_id(&log_id)?;
+    let catalog = catalog(&state)?;
+    let user = subject(&caller, "write")?;
+    let req: RenameRequest = json_body(&state, body)?;
+    let name = catalog::clean_name(&req.name).map_err(ApiError::InvalidEntry)?;
+    let sheet = catalog
+        .rename(log, &name, now_ms())
+        .await
+        .map_err(ApiError::from_catalog)?;
+    let role = state
+        .role(&user, log, Role::Viewer)
+        .await
+        .map_err(ApiError::from_catalog)?
+        .unwrap_or(Role::Editor);
+    Ok(Json(sheet_dto(&Listed { sheet, role })))
+}
+
+/// The sheet's members (any member may see them).
+#[utoipa::path(get, path = "/logs/{logId}/members",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    responses((status = 200, body = MemberList), (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
+pub async fn members(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+) -> ApiResult<Json<MemberList>> {
+    let log = parse_log_id(&log_id)?;
+    let members = catalog(&state)?
+        .members(log)
+        .await
+        .map_err(ApiError::from_catalog)?;
+    Ok(Json(MemberList {
+        members: members.iter().map(member_dto).collect(),
+    }))
+}
+
+/// Shares the sheet (owners): with a person by the email they sign in with, or by user id.
+/// Sharing with a member again changes their role.
+#[utoipa::path(post, path = "/logs/{logId}/members",
+    params(("logId" = String, Path, description = "the log's UUID")),
+    request_body = AddMemberRequest,
+    responses((status = 200, body = MemberDto), (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse),
+        (status = 404, body = ErrorResponse, description = "`user-not-found`: no such email in the user pool"),
+        (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner")))]
+pub async fn add_member(
+    State(state): State<SharedState>,
+    Path(log_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<MemberDto>> {
+    let log = parse_log_id(&log_id)?;
+    let catalog = catalog(&state)?;
+    let req: AddMemberRequest = json_body(&state, body)?;
+    let role = parse_role(&req.role)?;
+    let member = match (&req.email, &req.user_id) {
+        (Some(email), None) => {
+            let email = email.trim();
+            let user = match &state.users {
+                Some(users) => users
+                    .by_email(email)
+                    .await
+                    .map_err(ApiError::from_directory)?,
+                None => None,
+            }
+            .ok_or_else(|| ApiError::UserNotFound(email.to_owned()))?;
+            Member {
+                user_id: user.id,
+                email: user.email.or(Some(email.to_owned())),
+                role,
+            }
+        }
+        (None, Some(user_id)) if !user_id.trim().is_empty() => Member {
+            user_id: user_id.trim().to_owned(),
+            email: None,
+            role,
+        },
+        _ => {
+            return Err(ApiError::InvalidEntry(
+                "give exactly one of email and userId".into(),
+            ));
+        }
+    };
+    put(&state, catalog, log, member).await
+}
+
+async fn put(
+    state: &SharedState,
+    catalog: &dyn Catalog,
+    log: LogId,
+    member: Member,
+) -> ApiResult<Json<MemberDto>> {
+    catalog
+        .put_member(log, &member)
+        .await
+        .map_err(ApiError::from_catalog)?;
+    state.forget_role(&member.user_id, log);
+    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
+    let stored = members
+        .iter()
+        .find(|m| m.user_id == member.user_id)
+        .unwrap_or(&member);
+    Ok(Json(member_dto(stored)))
+}
+
+/// Changes a member's role (owners).
+#[utoipa::path(put, path = "/logs/{logId}/members/{userId}",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("userId" = String, Path, description = "the member's user id")),
+    request_body = RoleRequest,
+    responses((status = 200, body = MemberDto), (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse),
+        (status = 404, body = ErrorResponse, description = "`member-not-found`"),
+        (status = 409, body = ErrorResponse, description = "`last-owner`")))]
+pub async fn set_role(
+    State(state): State<SharedState>,
+    Path((log_id, user_id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<MemberDto>> {
+    let log = parse_log_id(&log_id)?;
+    let catalog = catalog(&state)?;
+    let req: RoleRequest = json_body(&state, body)?;
+    let role = parse_role(&req.role)?;
+    if catalog
+        .role(&user_id, log)
+        .await
+        .map_err(ApiError::from_catalog)?
+        .is_none()
+    {
+        return Err(ApiError::MemberNotFound(user_id));
+    }
+    let member = Member {
+        user_id,
+        email: None,
+        role,
+    };
+    put(&state, catalog, log, member).await
+}
+
+/// Removes a member: owners remove anyone, any member removes themselves (leaves).
+#[utoipa::path(delete, path = "/logs/{logId}/members/{userId}",
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("userId" = String, Path, description = "the member's user id")),
+    responses((status = 204, description = "removed"), (status = 400, body = ErrorResponse),
+        (status = 403, body = ErrorResponse),
+        (status = 404, body = ErrorResponse, description = "`member-not-found`"),
+        (status = 409, body = ErrorResponse, description = "`last-owner`")))]
+pub async fn remove_member(
+    State(state): State<SharedState>,
+    caller: Option<axum::Extension<Caller>>,
+    Path((log_id, user_id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let log = parse_log_id(&log_id)?;
+    let catalog = catalog(&state)?;
+    let me = subject(&caller, "share")?;
+    if me != user_id {
+        let caller = caller
+            .map(|c| c.0)
+            .ok_or(ApiError::NotMember { need: "share" })?;
+        crate::access::check(
+            &state,
+            &caller,
+            crate::access::Need::Share,
+            Some(*log.as_uuid()),
+        )
+        .await?;
+    }
+    let removed = catalog
+        .remove_member(log, &user_id)
+        .await
+        .map_err(ApiError::from_catalog)?;
+    state.forget_role(&user_id, log);
+    if removed {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::MemberNotFound(user_id))
+    }
+}

@@ -1,0 +1,624 @@
+//! [`DynamoCatalog`]: the catalog port over one DynamoDB table (`docs/storage.md`, "The
+//! catalog"). Key schema: partition `pk`, sort `sk`, GSI `gsi1` (`gsi1pk`, `gsi1sk`, all
+//! attributes projected). Two item shapes:
+//!
+//! - the sheet: `pk = LOG#<logId>`, `sk = SHEET`; `name`, `owner`, `createdAt`, `updatedAt`
+//!   (ms), `owners` (how many members are owners: the last-owner rule is a condition on it);
+//! - a member: `pk = LOG#<logId>`, `sk = MEMBER#<userId>`; `userId`, `email`, `role`, `logId`,
+//!   and `gsi1pk = USER#<userId>`, `gsi1sk = <createdAt 15 digits>.<logId>`, so one Query of
+//!   `gsi1` lists a user's sheets newest first.
+//!
+//! The name and last-changed time live on the sheet item only; a listing reads them with one
+//! BatchGetItem per page (see `docs/storage.md` for why, and what it costs).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, GlobalSecondaryIndex,
+    KeySchemaElement, KeyType, KeysAndAttributes, Projection, ProjectionType, Put,
+    ScalarAttributeType, TransactWriteItem, Update,
+};
+
+use super::dynamo::{cancellation_reasons, ddb_error};
+use crate::catalog::{
+    Catalog, CatalogError, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage, listing_key,
+    parse_listing_key,
+};
+use crate::domain::LogId;
+use crate::error::StoreError;
+
+type Item = HashMap<String, AttributeValue>;
+
+const SHEET_SK: &str = "SHEET";
+/// The listing index.
+pub const GSI1: &str = "gsi1";
+
+fn log_pk(log: LogId) -> String {
+    format!("LOG#{log}")
+}
+fn member_sk(user: &str) -> String {
+    format!("MEMBER#{user}")
+}
+fn user_pk(user: &str) -> String {
+    format!("USER#{user}")
+}
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+fn get_n(item: &Item, name: &str) -> Option<i64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn corrupt(detail: impl Into<String>) -> CatalogError {
+    CatalogError::Store(StoreError::corrupt("catalog item", detail))
+}
+
+fn sheet_of(item: &Item) -> Result<Sheet, CatalogError> {
+    let log = get_s(item, "pk")
+        .and_then(|pk| pk.strip_prefix("LOG#"))
+        .and_then(|id| id.parse().ok())
+        .ok_or_else(|| corrupt(format!("sheet item without a log key: {item:?}")))?;
+    Ok(Sheet {
+        log,
+        name: get_s(item, "name").unwrap_or_default().to_owned(),
+        owner: get_s(item, "owner").unwrap_or_default().to_owned(),
+        created_ms: get_n(item, "createdAt").unwrap_or(0),
+        updated_ms: get_n(item, "updatedAt").unwrap_or(0),
+    })
+}
+
+fn role_of(item: &Item) -> Result<Role, CatalogError> {
+    get_s(item, "role")
+        .unwrap_or_default()
+        .parse()
+        .map_err(corrupt)
+}
+
+fn member_of(item: &Item) -> Result<Member, CatalogError> {
+    Ok(Member {
+        user_id: get_s(item, "userId")
+            .ok_or_else(|| corrupt("member item without userId"))?
+            .to_owned(),
+        email: get_s(item, "email").map(str::to_owned),
+        role: role_of(item)?,
+    })
+}
+
+/// Attempts at a membership change that lost a race (another change to the same member).
+const ATTEMPTS: u32 = 5;
+
+#[derive(Debug, Clone)]
+pub struct DynamoCatalog {
+    client: Client,
+    table: String,
+}
+
+impl DynamoCatalog {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// Creates the catalog table as the CDK stack defines it (the local stack and tests).
+    pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
+        let attr = |name: &str| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+        };
+        let key = |name: &str, kind: KeyType| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+        };
+        let build = |e| StoreError::service("DynamoDB", "CreateTable", e);
+        let gsi = GlobalSecondaryIndex::builder()
+            .index_name(GSI1)
+            .key_schema(key("gsi1pk", KeyType::Hash).map_err(build)?)
+            .key_schema(key("gsi1sk", KeyType::Range).map_err(build)?)
+            .projection(
+                Projection::builder()
+                    .projection_type(ProjectionType::All)
+                    .build(),
+            )
+            .build()
+            .map_err(build)?;
+        client
+            .create_table()
+            .table_name(table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(attr("pk").map_err(build)?)
+            .attribute_definitions(attr("sk").map_err(build)?)
+            .attribute_definitions(attr("gsi1pk").map_err(build)?)
+            .attribute_definitions(attr("gsi1sk").map_err(build)?)
+            .key_schema(key("pk", KeyType::Hash).map_err(build)?)
+            .key_schema(key("sk", KeyType::Range).map_err(build)?)
+            .global_secondary_indexes(gsi)
+            .send()
+            .await
+            .map_err(|e| ddb_error("CreateTable", e))?;
+        Ok(())
+    }
+
+    async fn get(&self, pk: String, sk: String) -> Result<Option<Item>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb_error("GetItem", e))?;
+        Ok(out.item)
+    }
+
+    fn member_item(&self, sheet: &Sheet, member: &Member) -> Item {
+        let mut item = key(log_pk(sheet.log), member_sk(&member.user_id));
+        item.insert("userId".into(), s(&member.user_id));
+        item.insert("role".into(), s(member.role.as_str()));
+        item.insert("logId".into(), s(sheet.log.to_string()));
+        item.insert("gsi1pk".into(), s(user_pk(&member.user_id)));
+        item.insert("gsi1sk".into(), s(listing_key(sheet.created_ms, sheet.log)));
+        if let Some(email) = &member.email {
+            item.insert("email".into(), s(email));
+        }
+        item
+    }
+
+    /// Applies a membership change to `current` (the member as read) in one transaction that
+    /// keeps the sheet's owner count; `Ok(false)` when the member changed since it was read.
+    async fn change(
+        &self,
+        log: LogId,
+        current: Option<Role>,
+        write: TransactWriteItem,
+        next: Option<Role>,
+    ) -> Result<bool, CatalogError> {
+        let owner = |r: Option<Role>| i64::from(r == Some(Role::Owner));
+        let delta = owner(next) - owner(current);
+        let build =
+            |e| CatalogError::Store(StoreError::service("DynamoDB", "TransactWriteItems", e));
+        let sheet_key = Some(key(log_pk(log), SHEET_SK.into()));
+        let guard = if delta == 0 {
+            TransactWriteItem::builder()
+                .condition_check(
+                    ConditionCheck::builder()
+                        .table_name(&self.table)
+                        .set_key(sheet_key)
+                        .condition_expression("attribute_exists(pk)")
+                        .build()
+                        .map_err(build)?,
+                )
+                .build()
+        } else {
+            TransactWriteItem::builder()
+                .update(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .set_key(sheet_key)
+                        .update_expression("SET owners = owners + :d")
+                        .condition_expression("attribute_exists(pk) AND owners >= :min")
+                        .expression_attribute_values(":d", n(delta))
+                        // Taking an owner away needs two; adding one needs the sheet.
+                        .expression_attribute_values(":min", n(if delta < 0 { 2 } else { 0 }))
+                        .build()
+                        .map_err(build)?,
+                )
+                .build()
+        };
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(write)
+            .transact_items(guard)
+            .send()
+            .await;
+        let Some(reasons) = cancellation_reasons(result)? else {
+            return Ok(true);
+        };
+        let failed =
+            |i: usize| reasons.get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
+        if failed(1) {
+            return Err(match self.get(log_pk(log), SHEET_SK.into()).await? {
+                None => CatalogError::SheetNotFound(log),
+                Some(_) if delta < 0 => CatalogError::LastOwner(log),
+                Some(_) => return Ok(false),
+            });
+        }
+        if failed(0)
+            || reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"))
+        {
+            return Ok(false);
+        }
+        Err(corrupt(format!(
+            "membership transaction cancelled for {:?}",
+            reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+        )))
+    }
+
+    /// The condition that the member item still holds `current` (absent for `None`).
+    fn member_condition(current: Option<Role>) -> (String, Option<AttributeValue>) {
+        match current {
+            None => ("attribute_not_exists(pk)".into(), None),
+            Some(r) => ("#r = :cur".into(), Some(s(r.as_str()))),
+        }
+    }
+
+    async fn query_log(&self, log: LogId, members_only: bool) -> Result<Vec<Item>, CatalogError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .expression_attribute_values(":p", s(log_pk(log)))
+                .set_exclusive_start_key(start);
+            q = if members_only {
+                q.key_condition_expression("pk = :p AND begins_with(sk, :m)")
+                    .expression_attribute_values(":m", s("MEMBER#"))
+            } else {
+                q.key_condition_expression("pk = :p")
+            };
+            let out = q.send().await.map_err(|e| ddb_error("Query", e))?;
+            items.extend(out.items.unwrap_or_default());
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// The sheet items of `logs`, by log (BatchGetItem, eventually consistent; unprocessed keys
+    /// are asked for again).
+    async fn sheets(&self, logs: &[LogId]) -> Result<HashMap<LogId, Sheet>, CatalogError> {
+        let mut found = HashMap::new();
+        let mut keys: Vec<Item> = logs
+            .iter()
+            .map(|l| key(log_pk(*l), SHEET_SK.into()))
+            .collect();
+        let mut rounds = 0;
+        while !keys.is_empty() {
+            rounds += 1;
+            if rounds > 10 {
+                return Err(CatalogError::Store(StoreError::Throttled {
+                    service: "DynamoDB",
+                    operation: "BatchGetItem",
+                }));
+            }
+            if rounds > 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(20 << rounds.min(6))).await;
+            }
+            let ask = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut keys)))
+                .build()
+                .map_err(|e| StoreError::service("DynamoDB", "BatchGetItem", e))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, ask)
+                .send()
+                .await
+                .map_err(|e| ddb_error("BatchGetItem", e))?;
+            for item in out
+                .responses
+                .and_then(|mut r| r.remove(&self.table))
+                .unwrap_or_default()
+            {
+                let sheet = sheet_of(&item)?;
+                found.insert(sheet.log, sheet);
+            }
+            keys = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|k| k.keys)
+                .unwrap_or_default();
+        }
+        Ok(found)
+    }
+}
+
+#[async_trait]
+impl Catalog for DynamoCatalog {
+    async fn create_sheet(
+        &self,
+        sheet: &Sheet,
+        owner_email: Option<&str>,
+    ) -> Result<(), CatalogError> {
+        let mut item = key(log_pk(sheet.log), SHEET_SK.into());
+        item.insert("name".into(), s(&sheet.name));
+        item.insert("owner".into(), s(&sheet.owner));
+        item.insert("createdAt".into(), n(sheet.created_ms));
+        item.insert("updatedAt".into(), n(sheet.updated_ms));
+        item.insert("owners".into(), n(1));
+        let owner = Member {
+            user_id: sheet.owner.clone(),
+            email: owner_email.map(str::to_owned),
+            role: Role::Owner,
+        };
+        let build =
+            |e| CatalogError::Store(StoreError::service("DynamoDB", "TransactWriteItems", e));
+        let put = |item: Item| -> Result<TransactWriteItem, CatalogError> {
+            Ok(TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(item))
+                        .condition_expression("attribute_not_exists(pk)")
+                        .build()
+                        .map_err(build)?,
+                )
+                .build())
+        };
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(put(item)?)
+            .transact_items(put(self.member_item(sheet, &owner))?)
+            .send()
+            .await;
+        match cancellation_reasons(result)? {
+            None => Ok(()),
+            Some(r) if r.iter().any(|r| r.code() == Some("ConditionalCheckFailed")) => {
+                // The SDK may have retried a transaction whose first attempt committed (its
+                // answer lost): the same sheet by the same owner is that create, done.
+                match self.sheet(sheet.log).await? {
+                    Some(s) if s.owner == sheet.owner && s.created_ms == sheet.created_ms => Ok(()),
+                    _ => Err(CatalogError::Exists(sheet.log)),
+                }
+            }
+            Some(_) => Err(CatalogError::Contention(sheet.log)),
+        }
+    }
+
+    async fn sheet(&self, log: LogId) -> Result<Option<Sheet>, CatalogError> {
+        self.get(log_pk(log), SHEET_SK.into())
+            .await?
+            .as_ref()
+            .map(sheet_of)
+            .transpose()
+    }
+
+    async fn role(&self, user: &str, log: LogId) -> Result<Option<Role>, CatalogError> {
+        self.get(log_pk(log), member_sk(user))
+            .await?
+            .as_ref()
+            .map(role_of)
+            .transpose()
+    }
+
+    async fn list_sheets(
+        &self,
+        user: &str,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<SheetPage, CatalogError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let start = match cursor {
+            None => None,
+            Some(c) => {
+                let (_, log) =
+                    parse_listing_key(c).ok_or_else(|| CatalogError::BadCursor(c.to_owned()))?;
+                let mut k = key(log_pk(log), member_sk(user));
+                k.insert("gsi1pk".into(), s(user_pk(user)));
+                k.insert("gsi1sk".into(), s(c));
+                Some(k)
+            }
+        };
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(GSI1)
+            .key_condition_expression("gsi1pk = :u")
+            .expression_attribute_values(":u", s(user_pk(user)))
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit).unwrap_or(100))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| ddb_error("Query", e))?;
+        let members = out.items.unwrap_or_default();
+        let mut listed = Vec::with_capacity(members.len());
+        for m in &members {
+            let log: LogId = get_s(m, "logId")
+                .and_then(|l| l.parse().ok())
+                .ok_or_else(|| corrupt("member item without logId"))?;
+            listed.push((log, role_of(m)?));
+        }
+        let logs: Vec<LogId> = listed.iter().map(|(l, _)| *l).collect();
+        let mut sheets = self.sheets(&logs).await?;
+        let cursor = out
+            .last_evaluated_key
+            .as_ref()
+            .and_then(|k| get_s(k, "gsi1sk"))
+            .map(str::to_owned);
+        Ok(SheetPage {
+            // A member item whose sheet item is gone (a delete in progress) is left out.
+            sheets: listed
+                .into_iter()
+                .filter_map(|(log, role)| sheets.remove(&log).map(|sheet| Listed { sheet, role }))
+                .collect(),
+            cursor,
+        })
+    }
+
+    async fn rename(&self, log: LogId, name: &str, now_ms: i64) -> Result<Sheet, CatalogError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(log_pk(log), SHEET_SK.into())))
+            .update_expression("SET #n = :n, updatedAt = :t")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#n", "name")
+            .expression_attribute_values(":n", s(name))
+            .expression_attribute_values(":t", n(now_ms))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match out {
+            Ok(o) => sheet_of(&o.attributes.unwrap_or_default()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(CatalogError::SheetNotFound(log))
+            }
+            Err(e) => Err(ddb_error("UpdateItem", e).into()),
+        }
+    }
+
+    async fn touch(&self, log: LogId, now_ms: i64) -> Result<(), CatalogError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(log_pk(log), SHEET_SK.into())))
+            .update_expression("SET updatedAt = :t")
+            .condition_expression("attribute_exists(pk) AND updatedAt < :t")
+            .expression_attribute_values(":t", n(now_ms))
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(ddb_error("UpdateItem", e).into()),
+        }
+    }
+
+    async fn members(&self, log: LogId) -> Result<Vec<Member>, CatalogError> {
+        self.query_log(log, true)
+            .await?
+            .iter()
+            .map(member_of)
+            .collect()
+    }
+
+    async fn put_member(&self, log: LogId, member: &Member) -> Result<(), CatalogError> {
+        for _ in 0..ATTEMPTS {
+            let sheet = self
+                .sheet(log)
+                .await?
+                .ok_or(CatalogError::SheetNotFound(log))?;
+            let current = self.get(log_pk(log), member_sk(&member.user_id)).await?;
+            let current_role = current.as_ref().map(role_of).transpose()?;
+            let mut next = member.clone();
+            if next.email.is_none() {
+                next.email = current
+                    .as_ref()
+                    .and_then(|c| get_s(c, "email"))
+                    .map(str::to_owned);
+            }
+            let (condition, value) = Self::member_condition(current_role);
+            let mut put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(self.member_item(&sheet, &next)))
+                .condition_expression(condition);
+            if let Some(v) = value {
+                put = put
+                    .expression_attribute_names("#r", "role")
+                    .expression_attribute_values(":cur", v);
+            }
+            let put = put
+                .build()
+                .map_err(|e| StoreError::service("DynamoDB", "TransactWriteItems", e))?;
+            let write = TransactWriteItem::builder().put(put).build();
+            if self
+                .change(log, current_role, write, Some(member.role))
+                .await?
+            {
+                return Ok(());
+            }
+        }
+        Err(CatalogError::Contention(log))
+    }
+
+    async fn remove_member(&self, log: LogId, user: &str) -> Result<bool, CatalogError> {
+        for _ in 0..ATTEMPTS {
+            let Some(current) = self.role(user, log).await? else {
+                return Ok(false);
+            };
+            let (condition, value) = Self::member_condition(Some(current));
+            let mut delete = Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(log_pk(log), member_sk(user))))
+                .condition_expression(condition)
+                .expression_attribute_names("#r", "role");
+            if let Some(v) = value {
+                delete = delete.expression_attribute_values(":cur", v);
+            }
+            let delete = delete
+                .build()
+                .map_err(|e| StoreError::service("DynamoDB", "TransactWriteItems", e))?;
+            let write = TransactWriteItem::builder().delete(delete).build();
+            match self.change(log, Some(current), write, None).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => continue,
+                // The sheet item is gone but the member item is not (a delete half done).
+                Err(CatalogError::SheetNotFound(_)) => {
+                    self.client
+                        .delete_item()
+                        .table_name(&self.table)
+                        .set_key(Some(key(log_pk(log), member_sk(user))))
+                        .send()
+                        .await
+                        .map_err(|e| ddb_error("DeleteItem", e))?;
+                    return Ok(true);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(CatalogError::Contention(log))
+    }
+
+    async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> {
+        // Members first, the sheet item last: a listing skips members whose sheet is gone, and
+        // a delete interrupted half-way is finished by the next.
+        let mut items = self.query_log(log, false).await?;
+        items.sort_by_key(|i| get_s(i, "sk") == Some(SHEET_SK));
+        for item in items {
+            let (Some(pk), Some(sk)) = (get_s(&item, "pk"), get_s(&item, "sk")) else {
+                continue;
+            };
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(key(pk.to_owned(), sk.to_owned())))
+                .send()
+                .await
+                .map_err(|e| ddb_error("DeleteItem", e))?;
+        }
+        Ok(())
+    }
+}

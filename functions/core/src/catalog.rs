@@ -1,0 +1,475 @@
+//! The catalog of sheets (issue 31, `docs/storage.md`, "The catalog"): each sheet's name, owner,
+//! created and last-changed times, and its members with a role. Under Cognito authorization
+//! (`SHEETLOG_AUTH_MODE=cognito`) every sheet route's access check reads it.
+//!
+//! - [`Catalog`] — the port: a narrow trait of its own (the log's ports know nothing of people).
+//! - [`crate::aws::catalog::DynamoCatalog`] — the adapter: one table, `pk`/`sk` plus the GSI
+//!   `gsi1` (`gsi1pk`/`gsi1sk`); the item shapes and access patterns are in `docs/storage.md`.
+//! - `crate::memory::catalog::MemCatalog` — the same rules in memory, for fast tests.
+//!
+//! Rules every implementation keeps: a sheet always has at least one owner (a change or removal
+//! that would leave none fails with [`CatalogError::LastOwner`]); a listing is newest first by
+//! the sheet's creation time, paged with an opaque cursor.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::domain::LogId;
+use crate::error::StoreError;
+
+/// What a member may do. Ordered: every role may do what the ones before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Reads the sheet: every GET, pulls, exports.
+    Viewer,
+    /// Also writes: appends, pushes, uploads, renames.
+    Editor,
+    /// Also shares and deletes the sheet.
+    Owner,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Editor => "editor",
+            Role::Owner => "owner",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "viewer" => Ok(Role::Viewer),
+            "editor" => Ok(Role::Editor),
+            "owner" => Ok(Role::Owner),
+            other => Err(format!(
+                "role {other:?} is not one of viewer, editor, owner"
+            )),
+        }
+    }
+}
+
+/// The name a sheet gets when its creator gives none.
+pub const DEFAULT_NAME: &str = "Untitled";
+/// Longest sheet name, in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// Most sheets one page of a listing holds.
+pub const MAX_PAGE: usize = 100;
+
+/// One sheet's catalog record. Times are milliseconds since the Unix epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sheet {
+    pub log: LogId,
+    pub name: String,
+    /// The user who created it (its first owner; ownership may since have been shared).
+    pub owner: String,
+    pub created_ms: i64,
+    /// Last change: creation, a rename, or a write (stamped at most once per
+    /// [`TOUCH_INTERVAL_MS`] per sheet by each API instance).
+    pub updated_ms: i64,
+}
+
+/// How often an API instance stamps a sheet's last-changed time while it is being written.
+pub const TOUCH_INTERVAL_MS: i64 = 60_000;
+
+/// A sheet in a member's listing, with the member's role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub sheet: Sheet,
+    pub role: Role,
+}
+
+/// One page of a listing; `cursor` continues it (`None`: no more).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SheetPage {
+    pub sheets: Vec<Listed>,
+    pub cursor: Option<String>,
+}
+
+/// A member of a sheet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub user_id: String,
+    /// The email the member was shared by (or signed in with), when known.
+    pub email: Option<String>,
+    pub role: Role,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The sheet is not in the catalog.
+    #[error("sheet {0} is not in the catalog")]
+    SheetNotFound(LogId),
+    /// The change would leave the sheet without an owner.
+    #[error("sheet {0} would have no owner left")]
+    LastOwner(LogId),
+    /// A create for a sheet that is already there.
+    #[error("sheet {0} is already in the catalog")]
+    Exists(LogId),
+    /// Another change to the same member won every attempt; retry.
+    #[error("the membership of sheet {0} changed concurrently; retry")]
+    Contention(LogId),
+    /// A listing cursor this catalog did not hand out.
+    #[error("cursor {0:?} is not one this API handed out")]
+    BadCursor(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+crate::port! {
+    /// The catalog port.
+    pub trait Catalog("DynamoDB"): CatalogLayer {
+        /// Records a new sheet with `owner` as its one owner.
+        async fn create_sheet(
+            &self,
+            sheet: &Sheet,
+            owner_email: Option<&str>,
+        ) -> Result<(), CatalogError> as TransactWriteItems;
+
+        /// The sheet's record, if it is in the catalog.
+        async fn sheet(&self, log: LogId) -> Result<Option<Sheet>, CatalogError> as GetItem;
+
+        /// `user`'s role on `log`, if a member: the access check (one strongly consistent
+        /// GetItem).
+        async fn role(&self, user: &str, log: LogId)
+            -> Result<Option<Role>, CatalogError> as GetItem;
+
+        /// The sheets `user` is a member of, newest first, at most `limit` (1..=[`MAX_PAGE`]).
+        async fn list_sheets(
+            &self,
+            user: &str,
+            limit: usize,
+            cursor: Option<&str>,
+        ) -> Result<SheetPage, CatalogError> as Query;
+
+        /// Renames a sheet (also its last-changed time); the record after.
+        async fn rename(&self, log: LogId, name: &str, now_ms: i64)
+            -> Result<Sheet, CatalogError> as UpdateItem;
+
+        /// Moves the last-changed time forward to `now_ms` (never back); a sheet not in the
+        /// catalog is left alone.
+        async fn touch(&self, log: LogId, now_ms: i64) -> Result<(), CatalogError> as UpdateItem;
+
+        /// Every member of a sheet.
+        async fn members(&self, log: LogId) -> Result<Vec<Member>, CatalogError> as Query;
+
+        /// Adds `member` or changes its role (and email, when given). Fails with
+        /// [`CatalogError::LastOwner`] when it would demote the last owner.
+        async fn put_member(&self, log: LogId, member: &Member)
+            -> Result<(), CatalogError> as TransactWriteItems;
+
+        /// Removes a member; `false` when it was none. Fails with [`CatalogError::LastOwner`]
+        /// for the last owner.
+        async fn remove_member(&self, log: LogId, user: &str)
+            -> Result<bool, CatalogError> as TransactWriteItems;
+
+        /// Forgets a sheet and its members (after the log itself is deleted).
+        async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> as BatchWriteItem;
+    }
+}
+
+/// The sort key of a sheet in its members' listings: creation time, then the id (unique).
+/// Fixed width so that string order is time order. It doubles as the listing cursor.
+pub fn listing_key(created_ms: i64, log: LogId) -> String {
+    format!("{:015}.{log}", created_ms.max(0))
+}
+
+/// Parses a cursor ([`listing_key`]); `None` when it is not one.
+pub fn parse_listing_key(cursor: &str) -> Option<(i64, LogId)> {
+    let (ms, id) = cursor.split_once('.')?;
+    if ms.len() != 15 || !ms.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((ms.parse().ok()?, id.parse().ok()?))
+}
+
+/// Checks and trims a sheet name.
+pub fn clean_name(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err("a sheet's name must not be empty".into());
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(format!(
+            "a sheet's name is at most {MAX_NAME_CHARS} characters"
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("a sheet's name must not hold control characters".into());
+    }
+    Ok(name.to_owned())
+}
+
+/// The rules every catalog keeps, run against any implementation: the in-memory one in unit
+/// tests, the DynamoDB adapter on the emulator (`tests/tests/integration/catalog.rs`).
+#[cfg(any(test, feature = "memory"))]
+pub mod conformance {
+    use super::*;
+
+    fn ensure(ok: bool, what: &str) -> Result<(), String> {
+        if ok { Ok(()) } else { Err(what.to_owned()) }
+    }
+
+    fn sheet(owner: &str, created_ms: i64) -> Sheet {
+        Sheet {
+            log: LogId::new_random(),
+            name: DEFAULT_NAME.into(),
+            owner: owner.into(),
+            created_ms,
+            updated_ms: created_ms,
+        }
+    }
+
+    fn member(user: &str, role: Role) -> Member {
+        Member {
+            user_id: user.into(),
+            email: Some(format!("{user}@example.com")),
+            role,
+        }
+    }
+
+    /// Runs every rule; users are prefixed with `prefix` so runs on a shared table stay apart.
+    pub async fn check(c: &dyn Catalog, prefix: &str) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let alice = format!("{prefix}alice");
+        let bob = format!("{prefix}bob");
+        // Create: the creator is the one owner; the same create again (a retry) is done, a
+        // create of the same id by someone else fails.
+        let s1 = sheet(&alice, 1_000);
+        c.create_sheet(&s1, Some("alice@example.com"))
+            .await
+            .map_err(e)?;
+        c.create_sheet(&s1, None).await.map_err(e)?;
+        let other = Sheet {
+            owner: bob.clone(),
+            ..s1.clone()
+        };
+        ensure(
+            matches!(
+                c.create_sheet(&other, None).await,
+                Err(CatalogError::Exists(_))
+            ),
+            "a create of another's sheet with the same id fails",
+        )?;
+        ensure(
+            c.role(&alice, s1.log).await.map_err(e)? == Some(Role::Owner),
+            "creator owns",
+        )?;
+        ensure(
+            c.role(&bob, s1.log).await.map_err(e)?.is_none(),
+            "bob is no member",
+        )?;
+        ensure(
+            c.sheet(s1.log).await.map_err(e)? == Some(s1.clone()),
+            "sheet reads back",
+        )?;
+
+        // Listing: newest first, paged, with the caller's role and the sheet's name.
+        let mut created = vec![s1.clone()];
+        for i in 1..5 {
+            let s = sheet(&alice, 1_000 + i * 10);
+            c.create_sheet(&s, None).await.map_err(e)?;
+            created.push(s);
+        }
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        for _ in 0..10 {
+            let page = c
+                .list_sheets(&alice, 2, cursor.as_deref())
+                .await
+                .map_err(e)?;
+            ensure(page.sheets.len() <= 2, "a page holds at most its limit")?;
+            seen.extend(page.sheets.iter().map(|l| (l.sheet.log, l.role)));
+            cursor = page.cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        let want: Vec<(LogId, Role)> = created.iter().rev().map(|s| (s.log, Role::Owner)).collect();
+        ensure(
+            seen == want,
+            &format!("newest first, every sheet once: {seen:?}"),
+        )?;
+        ensure(
+            matches!(
+                c.list_sheets(&alice, 2, Some("nope")).await,
+                Err(CatalogError::BadCursor(_))
+            ),
+            "a foreign cursor is refused",
+        )?;
+
+        // Rename shows in the listing; touch only moves forward.
+        let renamed = c.rename(s1.log, "Budget", 5_000).await.map_err(e)?;
+        ensure(
+            renamed.name == "Budget" && renamed.updated_ms == 5_000,
+            "rename",
+        )?;
+        c.touch(s1.log, 4_000).await.map_err(e)?;
+        c.touch(s1.log, 6_000).await.map_err(e)?;
+        let page = c.list_sheets(&alice, 100, None).await.map_err(e)?;
+        let listed = page.sheets.iter().find(|l| l.sheet.log == s1.log);
+        ensure(
+            listed.is_some_and(|l| l.sheet.name == "Budget" && l.sheet.updated_ms == 6_000),
+            &format!("the listing shows the new name and time: {listed:?}"),
+        )?;
+        ensure(
+            matches!(
+                c.rename(LogId::new_random(), "x", 1).await,
+                Err(CatalogError::SheetNotFound(_))
+            ),
+            "renaming an unknown sheet",
+        )?;
+
+        // Share, change, leave; the last owner stays.
+        c.put_member(s1.log, &member(&bob, Role::Viewer))
+            .await
+            .map_err(e)?;
+        ensure(
+            c.role(&bob, s1.log).await.map_err(e)? == Some(Role::Viewer),
+            "bob views",
+        )?;
+        let bobs = c.list_sheets(&bob, 10, None).await.map_err(e)?;
+        ensure(
+            bobs.sheets.len() == 1
+                && bobs.sheets[0].role == Role::Viewer
+                && bobs.sheets[0].sheet.name == "Budget",
+            &format!("bob lists the shared sheet: {bobs:?}"),
+        )?;
+        c.put_member(
+            s1.log,
+            &Member {
+                email: None,
+                ..member(&bob, Role::Editor)
+            },
+        )
+        .await
+        .map_err(e)?;
+        let members = c.members(s1.log).await.map_err(e)?;
+        ensure(members.len() == 2, "two members")?;
+        let b = members.iter().find(|m| m.user_id == bob);
+        ensure(
+            b.is_some_and(|b| {
+                b.role == Role::Editor && b.email.as_deref() == Some(&format!("{bob}@example.com"))
+            }),
+            &format!("a role change keeps the email: {b:?}"),
+        )?;
+        ensure(
+            matches!(
+                c.remove_member(s1.log, &alice).await,
+                Err(CatalogError::LastOwner(_))
+            ),
+            "the last owner cannot leave",
+        )?;
+        ensure(
+            matches!(
+                c.put_member(s1.log, &member(&alice, Role::Editor)).await,
+                Err(CatalogError::LastOwner(_))
+            ),
+            "the last owner cannot step down",
+        )?;
+        c.put_member(s1.log, &member(&bob, Role::Owner))
+            .await
+            .map_err(e)?;
+        c.put_member(s1.log, &member(&alice, Role::Viewer))
+            .await
+            .map_err(e)?;
+        ensure(
+            c.role(&alice, s1.log).await.map_err(e)? == Some(Role::Viewer),
+            "alice stepped down",
+        )?;
+        ensure(
+            matches!(
+                c.remove_member(s1.log, &bob).await,
+                Err(CatalogError::LastOwner(_))
+            ),
+            "bob is now the last owner",
+        )?;
+        ensure(
+            c.remove_member(s1.log, &alice).await.map_err(e)?,
+            "alice leaves",
+        )?;
+        ensure(
+            !c.remove_member(s1.log, &alice).await.map_err(e)?,
+            "leaving twice",
+        )?;
+        ensure(
+            c.role(&alice, s1.log).await.map_err(e)?.is_none(),
+            "alice is gone",
+        )?;
+        ensure(
+            matches!(
+                c.put_member(LogId::new_random(), &member(&bob, Role::Viewer))
+                    .await,
+                Err(CatalogError::SheetNotFound(_))
+            ),
+            "sharing an unknown sheet",
+        )?;
+
+        // Delete forgets the sheet and its members.
+        c.delete_sheet(s1.log).await.map_err(e)?;
+        ensure(c.sheet(s1.log).await.map_err(e)?.is_none(), "deleted")?;
+        ensure(
+            c.role(&bob, s1.log).await.map_err(e)?.is_none(),
+            "no member left",
+        )?;
+        ensure(
+            c.list_sheets(&bob, 10, None)
+                .await
+                .map_err(e)?
+                .sheets
+                .is_empty(),
+            "bob lists nothing",
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_order_by_what_they_allow_and_parse_back() {
+        assert!(Role::Viewer < Role::Editor && Role::Editor < Role::Owner);
+        for r in [Role::Viewer, Role::Editor, Role::Owner] {
+            assert_eq!(r.as_str().parse::<Role>(), Ok(r));
+        }
+        assert!("admin".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn listing_keys_sort_by_time_and_parse_back() {
+        let a = LogId::new_random();
+        let b = LogId::new_random();
+        assert!(listing_key(999, a) < listing_key(1000, b));
+        assert_eq!(parse_listing_key(&listing_key(1000, b)), Some((1000, b)));
+        for bad in ["", "1.x", "000000000001000", "00000000000100x.abc"] {
+            assert_eq!(parse_listing_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_are_trimmed_and_bounded() {
+        assert_eq!(clean_name("  Budget ").as_deref(), Ok("Budget"));
+        assert!(clean_name("   ").is_err());
+        assert!(clean_name(&"x".repeat(201)).is_err());
+        assert!(clean_name("a\nb").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_memory_catalog_keeps_the_rules() {
+        let c = crate::memory::MemCatalog::new();
+        if let Err(e) = conformance::check(&c, "t-").await {
+            panic!("{e}");
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! Cognito authorization on the local stack (issue 31): a user pool on the emulator signs real
+//! access tokens, the local stand-in for API Gateway's JWT authorizer verifies them against the
+//! pool's JWKS (`sheetlog::local_auth`), and the API reads each caller's role from the catalog.
+//! Every route of the OpenAPI document is swept: a signed-in non-member gets 403 on every sheet
+//! route (the same answer as for a sheet that does not exist), a viewer 403 on every write; a
+//! removed member loses access within the catalog cache time; and the poke channel admits
+//! members only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog::local_auth::{JwtAuthorizer, MemberChannelAccess, authorize};
+use sheetlog::local_cognito::{LocalPool, create_pool};
+use sheetlog_api::config::{AuthMode, CognitoConfig};
+use sheetlog_api::{ApiConfig, AppState};
+use sheetlog_core::aws::DynamoCatalog;
+use sheetlog_core::config::LogConfig;
+use sheetlog_core::users::CognitoDirectory;
+use sheetlog_pipeline::events::SubscribeAuth;
+use sheetlog_tests::TestStack;
+use sheetlog_tests::api::{json_str, serve};
+
+const PASSWORD: &str = "Sheetlog-test-1";
+const USERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
+
+struct Stack {
+    base: String,
+    pool: LocalPool,
+    catalog: Arc<DynamoCatalog>,
+    authorizer: Arc<JwtAuthorizer>,
+    server: tokio::task::JoinHandle<()>,
+    stack: TestStack,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// The API in Cognito mode behind the local JWT authorizer, roles cached for `cache`.
+async fn start(label: &str, cache: Duration) -> anyhow::Result<Option<Stack>> {
+    if std::env::var(sheetlog_tests::api::API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+        return Ok(None);
+    }
+    let stack = TestStack::new(label).await?;
+    let sdk = stack.emulator.sdk_config().await;
+    let table = format!("{}-catalog", stack.resources.entry_table);
+    DynamoCatalog::create_table(&stack.dynamo, &table).await?;
+    let pool = create_pool(
+        &sdk,
+        stack.emulator.endpoint(),
+        &format!("{label}-users"),
+        &USERS,
+        PASSWORD,
+    )
+    .await?;
+    let cfg = ApiConfig {
+        auth_mode: AuthMode::Cognito,
+        catalog_table: Some(table.clone()),
+        catalog_cache: cache,
+        cognito: Some(CognitoConfig {
+            region: pool.region.clone(),
+            user_pool_id: pool.pool_id.clone(),
+            client_id: pool.client_id.clone(),
+            endpoint: pool.endpoint.clone(),
+        }),
+        ..ApiConfig::default()
+    };
+    cfg.validate()?;
+    let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+    let authorizer = Arc::new(JwtAuthorizer::with_jwks_url(
+        &pool.issuer,
+        vec![pool.client_id.clone()],
+        &pool.jwks_url,
+    ));
+    let app = sheetlog_api::router(Arc::new(state)).layer(axum::middleware::from_fn_with_state(
+        authorizer.clone(),
+        authorize,
+    ));
+    let (base, server) = serve(app).await?;
+    Ok(Some(Stack {
+        base,
+        catalog: Arc::new(DynamoCatalog::new(stack.dynamo.clone(), table)),
+        pool,
+        authorizer,
+        server,
+        stack,
+    }))
+}
+
+struct User {
+    token: String,
+    id: String,
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Stack {
+    /// Signs `email` in with the pool (USER_PASSWORD_AUTH, as `sheetlog login` does).
+    async fn sign_in(&self, email: &str) -> anyhow::Result<User> {
+        let sdk = self.stack.emulator.sdk_config().await;
+        let idp = CognitoDirectory::new(&sdk, &self.pool.endpoint, &self.pool.pool_id);
+        let v = idp
+            .call(
+                "InitiateAuth",
+                &json!({"AuthFlow": "USER_PASSWORD_AUTH", "ClientId": self.pool.client_id,
+                        "AuthParameters": {"USERNAME": email, "PASSWORD": PASSWORD}}),
+            )
+            .await?;
+        let token = json_str(&v, "/AuthenticationResult/AccessToken").to_owned();
+        let mut user = User {
+            token,
+            id: String::new(),
+            http: reqwest::Client::new(),
+            base: self.base.clone(),
+        };
+        let (status, me) = user.send("GET", "/me", None).await?;
+        anyhow::ensure!(status == StatusCode::OK, "{status}: {me}");
+        anyhow::ensure!(me["email"] == email, "{me}");
+        user.id = json_str(&me, "/userId").to_owned();
+        Ok(user)
+    }
+}
+
+impl User {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    async fn create(&self, name: &str) -> anyhow::Result<String> {
+        let (status, v) = self
+            .send("POST", "/logs", Some(json!({"name": name})))
+            .await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "{status}: {v}");
+        Ok(json_str(&v, "/logId").to_owned())
+    }
+
+    async fn share(&self, log: &str, email: &str, role: &str) -> anyhow::Result<Value> {
+        let (status, v) = self
+            .send(
+                "POST",
+                &format!("/logs/{log}/members"),
+                Some(json!({"email": email, "role": role})),
+            )
+            .await?;
+        anyhow::ensure!(status == StatusCode::OK, "{status}: {v}");
+        Ok(v)
+    }
+
+    async fn append(&self, log: &str) -> anyhow::Result<(StatusCode, Value)> {
+        self.send(
+            "POST",
+            &format!("/logs/{log}/entries"),
+            Some(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}})),
+        )
+        .await
+    }
+}
+
+/// Every operation of the OpenAPI document on a sheet (`/logs/{logId}…`), with placeholders
+/// filled: (method, path, whether it writes).
+async fn sheet_routes(
+    user: &User,
+    log: &str,
+    member: &str,
+) -> anyhow::Result<Vec<(String, String, bool)>> {
+    let (_, doc) = user.send("GET", "/openapi.json", None).await?;
+    let paths = doc["paths"]
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("no paths in {doc}"))?;
+    let mut routes = Vec::new();
+    for (path, item) in paths {
+        if !path.starts_with("/logs/{logId}") {
+            continue;
+        }
+        let concrete = path
+            .replace("{logId}", log)
+            .replace("{uploadId}", "1")
+            .replace("{clientId}", "c1")
+            .replace("{userId}", member)
+            .replace("{id}", "1");
+        for method in ["get", "post", "put", "patch", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let writes = method != "get" && !path.ends_with("/replicache/pull");
+            routes.push((method.to_uppercase(), concrete.clone(), writes));
+        }
+    }
+    Ok(routes)
+}
+
+fn assert_forbidden(status: StatusCode, v: &Value, what: &str) {
+    assert_eq!(status, StatusCode::FORBIDDEN, "{what}: {v}");
+    assert_eq!(v["error"]["code"], "forbidden", "{what}: {v}");
+}
+
+#[tokio::test]
+async fn non_members_and_viewers_are_refused_on_every_route() -> anyhow::Result<()> {
+    let Some(stack) = start("cognito-sweep", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let log = alice.create("Budget").await?;
+    assert_eq!(alice.append(&log).await?.0, StatusCode::CREATED);
+    let unknown = uuid::Uuid::new_v4().to_string();
+
+    // A non-member: 403 on every sheet route, the same answer as for a sheet that is not there.
+    let routes = sheet_routes(&bob, &log, &bob.id).await?;
+    assert!(
+        routes.len() >= 19,
+        "only {} sheet routes: {routes:?}",
+        routes.len()
+    );
+    for (method, path, _) in &routes {
+        let (status, v) = bob.send(method, path, Some(json!({}))).await?;
+        assert_forbidden(status, &v, &format!("{method} {path}"));
+        let (s2, v2) = bob
+            .send(method, &path.replace(&log, &unknown), Some(json!({})))
+            .await?;
+        assert_eq!(
+            (s2, &v2),
+            (status, &v),
+            "{method} {path} on an unknown sheet"
+        );
+    }
+    // Not in bob's list either; nothing was written.
+    let (_, list) = bob.send("GET", "/sheets", None).await?;
+    assert_eq!(list["sheets"], json!([]), "{list}");
+    let (_, v) = alice.send("GET", &format!("/logs/{log}"), None).await?;
+    assert_eq!(v["nextSeq"], 2, "{v}");
+
+    // A viewer: reads, and 403 on every write.
+    alice.share(&log, USERS[1], "viewer").await?;
+    for (method, path, writes) in &routes {
+        // Leaving is the one write a viewer may do (tried last, below).
+        if method == "DELETE" && path.ends_with(&format!("/members/{}", bob.id)) {
+            continue;
+        }
+        let (status, v) = bob.send(method, path, Some(json!({}))).await?;
+        if *writes {
+            assert_forbidden(status, &v, &format!("viewer {method} {path}"));
+        } else {
+            assert_ne!(status, StatusCode::FORBIDDEN, "viewer {method} {path}: {v}");
+        }
+    }
+    let (_, v) = alice.send("GET", &format!("/logs/{log}"), None).await?;
+    assert_eq!(v["nextSeq"], 2, "the viewer wrote nothing: {v}");
+    let (status, list) = bob.send("GET", "/sheets", None).await?;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list["sheets"][0]["logId"], log.as_str(), "{list}");
+    assert_eq!(list["sheets"][0]["name"], "Budget", "{list}");
+    assert_eq!(list["sheets"][0]["role"], "viewer", "{list}");
+    assert_eq!(list["sheets"][0]["owner"], alice.id.as_str(), "{list}");
+
+    // An editor writes and renames, but neither shares nor deletes.
+    alice.share(&log, USERS[1], "editor").await?;
+    assert_eq!(
+        bob.append(&log).await?.0,
+        StatusCode::CREATED,
+        "promotion counts at once"
+    );
+    let (status, v) = bob
+        .send(
+            "PATCH",
+            &format!("/logs/{log}"),
+            Some(json!({"name": "Budget 2027"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["name"], "Budget 2027");
+    let (status, v) = bob
+        .send(
+            "POST",
+            &format!("/logs/{log}/members"),
+            Some(json!({"email": USERS[2], "role": "viewer"})),
+        )
+        .await?;
+    assert_forbidden(status, &v, "an editor shares");
+    let (status, v) = bob.send("DELETE", &format!("/logs/{log}"), None).await?;
+    assert_forbidden(status, &v, "an editor deletes");
+    let (status, v) = bob
+        .send("DELETE", &format!("/logs/{log}/members/{}", alice.id), None)
+        .await?;
+    assert_forbidden(status, &v, "an editor removes the owner");
+
+    // Members, leaving, the last owner.
+    let (_, members) = bob
+        .send("GET", &format!("/logs/{log}/members"), None)
+        .await?;
+    assert_eq!(
+        members["members"].as_array().map(Vec::len),
+        Some(2),
+        "{members}"
+    );
+    let (status, v) = alice
+        .send("DELETE", &format!("/logs/{log}/members/{}", alice.id), None)
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "last-owner");
+    let (status, v) = bob
+        .send("DELETE", &format!("/logs/{log}/members/{}", bob.id), None)
+        .await?;
+    assert_eq!(status, StatusCode::NO_CONTENT, "bob leaves: {v}");
+    let (status, v) = alice
+        .send(
+            "POST",
+            &format!("/logs/{log}/members"),
+            Some(json!({"email": "nobody@example.com", "role": "viewer"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    assert_eq!(v["error"]["code"], "user-not-found");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_removed_member_loses_access_within_the_cache_time() -> anyhow::Result<()> {
+    let cache = Duration::from_secs(1);
+    let Some(stack) = start("cognito-revoke", cache).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let log = alice.create("Shared").await?;
+    alice.share(&log, USERS[1], "editor").await?;
+    let path = format!("/logs/{log}");
+    assert_eq!(bob.send("GET", &path, None).await?.0, StatusCode::OK);
+    assert_eq!(bob.append(&log).await?.0, StatusCode::CREATED);
+
+    // Removed through the catalog directly, as another API instance would: this instance
+    // still trusts its cached role for at most the cache time.
+    let id = sheetlog_core::LogId::from_uuid(uuid::Uuid::parse_str(&log)?);
+    use sheetlog_core::catalog::Catalog;
+    let removed_at = std::time::Instant::now();
+    assert!(stack.catalog.remove_member(id, &bob.id).await?);
+    loop {
+        let (status, v) = bob.send("GET", &path, None).await?;
+        if status == StatusCode::FORBIDDEN {
+            assert_forbidden(status, &v, "removed");
+            break;
+        }
+        assert!(
+            removed_at.elapsed() < cache + Duration::from_millis(500),
+            "still {status} {:?} after the removal",
+            removed_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, v) = bob.append(&log).await?;
+    assert_forbidden(status, &v, "removed, writing");
+
+    // A removal through this instance counts at once.
+    alice.share(&log, USERS[1], "viewer").await?;
+    assert_eq!(bob.send("GET", &path, None).await?.0, StatusCode::OK);
+    let (status, _) = alice
+        .send("DELETE", &format!("/logs/{log}/members/{}", bob.id), None)
+        .await?;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(bob.send("GET", &path, None).await?.0, StatusCode::FORBIDDEN);
+    Ok(())
+}
+
+#[tokio::test]
+async fn tokens_are_verified_and_the_page_learns_how_to_sign_in() -> anyhow::Result<()> {
+    let Some(stack) = start("cognito-tokens", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let http = reqwest::Client::new();
+    let config: Value = http
+        .get(format!("{}/config.json", stack.base))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(config["auth"], "cognito", "{config}");
+    assert_eq!(config["cognito"]["userPoolId"], stack.pool.pool_id.as_str());
+    assert_eq!(config["cognito"]["clientId"], stack.pool.client_id.as_str());
+    // No token, a forged one: API Gateway's 401, before the function.
+    let resp = http.get(format!("{}/sheets", stack.base)).send().await?;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let alice = stack.sign_in(USERS[0]).await?;
+    let mut parts: Vec<String> = alice.token.split('.').map(str::to_owned).collect();
+    parts[2] = parts[2].chars().rev().collect();
+    let forged = User {
+        token: parts.join("."),
+        id: String::new(),
+        http: http.clone(),
+        base: stack.base.clone(),
+    };
+    assert_eq!(
+        forged.send("GET", "/sheets", None).await?.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // The listing: newest first, paged.
+    let mut made = Vec::new();
+    for i in 0..5 {
+        made.push(alice.create(&format!("s{i}")).await?);
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let (_, page) = alice.send("GET", "/sheets?limit=3", None).await?;
+    let names: Vec<&str> = page["sheets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["s4", "s3", "s2"], "{page}");
+    let cursor = json_str(&page, "/cursor");
+    let (_, rest) = alice
+        .send("GET", &format!("/sheets?limit=3&cursor={cursor}"), None)
+        .await?;
+    assert_eq!(rest["sheets"].as_array().map(Vec::len), Some(2), "{rest}");
+    let (status, v) = alice.send("GET", "/sheets?limit=0", None).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+
+    // Deleting a sheet takes it out of the catalog.
+    let (status, v) = alice
+        .send("DELETE", &format!("/logs/{}", made[4]), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (_, page) = alice.send("GET", "/sheets", None).await?;
+    assert_eq!(page["sheets"].as_array().map(Vec::len), Some(4), "{page}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()> {
+    let Some(stack) = start("cognito-pokes", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let log = alice.create("Pokes").await?;
+    let access = MemberChannelAccess {
+        authorizer: stack.authorizer.clone(),
+        catalog: stack.catalog.clone(),
+        namespace: "sheets".into(),
+    };
+    let auth = |token: &str| {
+        let mut m = serde_json::Map::new();
+        m.insert("Authorization".into(), json!(token));
+        m
+    };
+    let channel = format!("/sheets/{log}");
+    assert!(
+        access
+            .authorize(&auth(&alice.token), &channel)
+            .await
+            .is_ok()
+    );
+    assert!(access.authorize(&auth(&bob.token), &channel).await.is_err());
+    assert!(
+        access
+            .authorize(&auth("not-a-token"), &channel)
+            .await
+            .is_err()
+    );
+    alice.share(&log, USERS[1], "viewer").await?;
+    assert!(access.authorize(&auth(&bob.token), &channel).await.is_ok());
+    Ok(())
+}
