@@ -262,6 +262,89 @@ pub async fn create_log(http: &reqwest::Client, base: &str) -> anyhow::Result<St
         .ok_or_else(|| anyhow::anyhow!("POST /logs answered no logId: {created}"))
 }
 
+/// `POST /logs` through a test client: the new log's id, after checking the answer is `201` at
+/// sequence 0. The preamble of most API tests.
+pub async fn new_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
+    let r = c.post(api.url("/logs")).send().await?;
+    anyhow::ensure!(
+        r.status() == reqwest::StatusCode::CREATED,
+        "POST /logs: {}",
+        r.status()
+    );
+    let v: serde_json::Value = r.json().await?;
+    anyhow::ensure!(v["seq"] == 0, "a new log at sequence 0: {v}");
+    Ok(json_str(&v, "/logId").to_owned())
+}
+
+/// Every entry of a log through `GET /logs/{log}/entries`, page after page until `complete`.
+pub async fn all_entries(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let v: serde_json::Value = c
+            .get(api.url(&format!("/logs/{log}/entries?from={from}&limit=1000")))
+            .send()
+            .await?
+            .json()
+            .await?;
+        out.extend(json_array(&v, "/entries").iter().cloned());
+        from = v["nextSeq"].as_u64().unwrap_or(from);
+        if v["complete"] == serde_json::json!(true) {
+            return Ok(out);
+        }
+    }
+}
+
+/// The import benches' preamble: a new log, and an upload URL for `size` bytes of CSV to import
+/// into it ([`begin_upload`]). Returns the log id and the upload answer.
+pub async fn begin_import(
+    c: &ApiClient,
+    api: &TestApi,
+    size: u64,
+) -> anyhow::Result<(String, serde_json::Value)> {
+    let log = new_log(c, api).await?;
+    let upload = begin_upload(c, api, &log, size).await?;
+    Ok((log, upload))
+}
+
+/// `POST /logs/{log}/uploads` for an import of `size` bytes of CSV: the upload answer (`url`,
+/// `headers`, `uploadId`).
+pub async fn begin_upload(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    size: u64,
+) -> anyhow::Result<serde_json::Value> {
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads")))
+        .json(&serde_json::json!({"type": "import", "contentType": "text/csv", "size": size}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status() == reqwest::StatusCode::CREATED,
+        "POST /logs/{log}/uploads: {}",
+        r.status()
+    );
+    Ok(r.json().await?)
+}
+
+/// Commits an upload (`POST /logs/{log}/uploads/{uploadId}/commit`) from its upload answer.
+pub async fn commit_upload(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    upload: &serde_json::Value,
+) -> anyhow::Result<reqwest::Response> {
+    let id = json_str(upload, "/uploadId");
+    Ok(c.post(api.url(&format!("/logs/{log}/uploads/{id}/commit")))
+        .send()
+        .await?)
+}
+
 /// `POST /logs/{log}/entries` with a JSON body: the status and the JSON answer.
 pub async fn post_entry(
     c: &ApiClient,

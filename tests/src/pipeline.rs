@@ -58,6 +58,21 @@ impl PipelineStack {
         Self::with_queue_settings(label, QueueSettings::default()).await
     }
 
+    /// The preamble of the worker tests: a fresh stack named `label` and a worker over it with
+    /// [`test_worker_config`].
+    pub async fn with_worker(label: &str) -> anyhow::Result<(Self, Worker)> {
+        let px = Self::new(label).await?;
+        let worker = px.worker(test_worker_config())?;
+        Ok((px, worker))
+    }
+
+    /// The preamble of the log tests: a fresh stack named `label` and a log created in it.
+    pub async fn with_new_log(label: &str) -> anyhow::Result<(Self, LogId)> {
+        let px = Self::new(label).await?;
+        let log = px.log.create().await?.log;
+        Ok((px, log))
+    }
+
     pub async fn with_queue_settings(label: &str, settings: QueueSettings) -> anyhow::Result<Self> {
         let stack = TestStack::new(label).await?;
         let sdk = stack.emulator.sdk_config().await;

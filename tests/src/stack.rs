@@ -2,6 +2,7 @@
 
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::config::{LogConfig, Resources};
+use sheetlog_core::domain::LogId;
 use sheetlog_core::log::EventLog;
 
 use crate::emulator::{Emulator, unique_prefix};
@@ -77,6 +78,15 @@ impl TestStack {
     /// An event log with the production defaults.
     pub fn log(&self) -> anyhow::Result<AwsLog> {
         self.log_with(LogConfig::default())
+    }
+
+    /// The preamble of most log tests: a fresh stack named `label`, an event log over it with
+    /// the production defaults, and a log created in it.
+    pub async fn with_new_log(label: &str) -> anyhow::Result<(Self, AwsLog, LogId)> {
+        let stack = Self::new(label).await?;
+        let log = stack.log()?;
+        let id = log.create().await?.log;
+        Ok((stack, log, id))
     }
 
     /// The log with every write's response lost (and the write retried, as the SDK would):

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sheetlog_core::sheet::ImportFormat;
 use sheetlog_sheet::import;
-use sheetlog_tests::api::{TestApi, json_object, json_str};
+use sheetlog_tests::api::{TestApi, begin_import, commit_upload, json_object, json_str};
 
 use crate::pipeline::round1;
 use crate::snapshot::{peak_rss_mb, write_csv_of_size};
@@ -174,27 +174,13 @@ pub fn child(args: ImportChildArgs) -> anyhow::Result<()> {
 async fn commit(file: &Path) -> anyhow::Result<ChildReport> {
     let api = TestApi::start("bench-import").await?;
     let c = api.client().await?;
-    let log: Value = c.post(api.url("/logs")).send().await?.json().await?;
-    let log = json_str(&log, "/logId").to_owned();
     let size = std::fs::metadata(file)?.len();
-    let u: Value = c
-        .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import", "contentType": "text/csv", "size": size}))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let (log, u) = begin_import(&c, &api, size).await?;
     curl_put(&u, file)?;
 
     let baseline_rss_mb = peak_rss_mb()?;
     let started = Instant::now();
-    let r = c
-        .post(api.url(&format!(
-            "/logs/{log}/uploads/{}/commit",
-            json_str(&u, "/uploadId")
-        )))
-        .send()
-        .await?;
+    let r = commit_upload(&c, &api, &log, &u).await?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     let status = r.status();
     let body: Value = r.json().await?;

@@ -38,14 +38,14 @@ use sheetlog_core::domain::{EntryType, SnapshotJob};
 use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
 use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
-use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::ports::{LogStore, PayloadStore, PendingSnapshots};
 use sheetlog_core::sheet::{Event, Range};
 use sheetlog_core::snapshot::{
     BlobStore, ImportSource, MemBlobs, MemImports, ReadBudget, read_rows,
 };
 use sheetlog_core::snapshot_input;
 use sheetlog_snapshot_worker::Worker;
-use sheetlog_tests::api::{TestApi, json_str};
+use sheetlog_tests::api::{TestApi, begin_upload, commit_upload, json_str, new_log};
 use sheetlog_tests::pipeline::{PipelineStack, drive, snapshot_entry, test_worker_config};
 
 use crate::pipeline::round1;
@@ -245,46 +245,64 @@ impl LogStoreKind {
     }
 }
 
+/// The stores the scaled log runs on, of either kind: the worker is built once over them.
+struct Stores {
+    store: Arc<dyn LogStore>,
+    payloads: Arc<dyn PayloadStore>,
+    pending: Arc<dyn PendingSnapshots>,
+    blobs: Arc<dyn BlobStore>,
+    imports: Arc<dyn ImportSource>,
+    /// The emulator's stack, kept alive while the figures are taken.
+    _stack: Option<PipelineStack>,
+}
+
 async fn scaled_log(args: &ScaleArgs) -> anyhow::Result<Figures> {
     // The fault adapter with no faults is a pass-through that counts the requests it sees.
     let profile = FaultProfile::named("none").context("the none fault profile")?;
     let faults = Faults::new(profile, 0);
-    let mut figures = match args.log_store {
+    let stores = match args.log_store {
         LogStoreKind::Emulator => {
             let px = PipelineStack::new("scale-log").await?;
-            let log = EventLog::new(
-                FaultyLogStore::new(px.stack.log_store(), faults.clone()),
-                px.stack.bucket(),
-                LogConfig::default(),
-            )?;
             let blobs = Arc::new(px.blobs.clone());
-            let worker = Worker::new(
-                log,
-                Arc::new(px.pending.clone()),
-                blobs.clone(),
-                blobs.clone(),
-                test_worker_config(),
-            );
-            log_figures(args, &worker, blobs.as_ref(), blobs.as_ref(), &faults).await?
+            Stores {
+                store: Arc::new(px.stack.log_store()),
+                payloads: Arc::new(px.stack.bucket()),
+                pending: Arc::new(px.pending.clone()),
+                blobs: blobs.clone(),
+                imports: blobs,
+                _stack: Some(px),
+            }
         }
-        LogStoreKind::Memory => {
-            let log = EventLog::new(
-                FaultyLogStore::new(MemLogStore::new(), faults.clone()),
-                MemPayloadStore::new(),
-                LogConfig::default(),
-            )?;
-            let blobs = Arc::new(MemBlobs::new());
-            let imports = Arc::new(MemImports::new());
-            let worker = Worker::new(
-                log,
-                Arc::new(MemPendingStore::new()),
-                blobs.clone(),
-                imports.clone(),
-                test_worker_config(),
-            );
-            log_figures(args, &worker, blobs.as_ref(), imports.as_ref(), &faults).await?
-        }
+        LogStoreKind::Memory => Stores {
+            store: Arc::new(MemLogStore::new()),
+            payloads: Arc::new(MemPayloadStore::new()),
+            pending: Arc::new(MemPendingStore::new()),
+            blobs: Arc::new(MemBlobs::new()),
+            imports: Arc::new(MemImports::new()),
+            _stack: None,
+        },
     };
+    let Stores {
+        store,
+        payloads,
+        pending,
+        blobs,
+        imports,
+        _stack,
+    } = stores;
+    let log = EventLog::new(
+        FaultyLogStore::new(store, faults.clone()),
+        payloads,
+        LogConfig::default(),
+    )?;
+    let worker = Worker::new(
+        log,
+        pending,
+        blobs.clone(),
+        imports.clone(),
+        test_worker_config(),
+    );
+    let mut figures = log_figures(args, &worker, blobs.as_ref(), imports.as_ref(), &faults).await?;
     figures.insert("log_store".into(), json!(args.log_store.name()));
     Ok(figures)
 }
@@ -616,28 +634,15 @@ async fn import(rows: u64) -> anyhow::Result<Figures> {
         .await?
         .context("the local stack")?;
     let c = api.client().await?;
-    let v: Value = c.post(api.url("/logs")).send().await?.json().await?;
-    let log = json_str(&v, "/logId").to_owned();
+    let log = new_log(&c, &api).await?;
 
     let t = Instant::now();
-    let u: Value = c
-        .post(api.url(&format!("/logs/{log}/uploads")))
-        .json(&json!({"type": "import", "contentType": "text/csv", "size": size}))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let u = begin_upload(&c, &api, &log, size).await?;
     crate::import::curl_put(&u, &csv)?;
     let upload_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let r = c
-        .post(api.url(&format!(
-            "/logs/{log}/uploads/{}/commit",
-            json_str(&u, "/uploadId")
-        )))
-        .send()
-        .await?;
+    let r = commit_upload(&c, &api, &log, &u).await?;
     anyhow::ensure!(r.status().is_success(), "commit: {}", r.status());
     let committed: Value = r.json().await?;
     let seq = committed["seq"].as_u64().context("no seq")?;

@@ -14,8 +14,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use async_trait::async_trait;
-
 use crate::domain::LogId;
 use crate::error::StoreError;
 
@@ -127,50 +125,56 @@ pub enum CatalogError {
     Store(#[from] StoreError),
 }
 
-/// The catalog port.
-#[async_trait]
-pub trait Catalog: Send + Sync + fmt::Debug {
-    /// Records a new sheet with `owner` as its one owner.
-    async fn create_sheet(
-        &self,
-        sheet: &Sheet,
-        owner_email: Option<&str>,
-    ) -> Result<(), CatalogError>;
+crate::port! {
+    /// The catalog port.
+    pub trait Catalog("DynamoDB"): CatalogLayer {
+        /// Records a new sheet with `owner` as its one owner.
+        async fn create_sheet(
+            &self,
+            sheet: &Sheet,
+            owner_email: Option<&str>,
+        ) -> Result<(), CatalogError> as TransactWriteItems;
 
-    /// The sheet's record, if it is in the catalog.
-    async fn sheet(&self, log: LogId) -> Result<Option<Sheet>, CatalogError>;
+        /// The sheet's record, if it is in the catalog.
+        async fn sheet(&self, log: LogId) -> Result<Option<Sheet>, CatalogError> as GetItem;
 
-    /// `user`'s role on `log`, if a member: the access check (one strongly consistent GetItem).
-    async fn role(&self, user: &str, log: LogId) -> Result<Option<Role>, CatalogError>;
+        /// `user`'s role on `log`, if a member: the access check (one strongly consistent
+        /// GetItem).
+        async fn role(&self, user: &str, log: LogId)
+            -> Result<Option<Role>, CatalogError> as GetItem;
 
-    /// The sheets `user` is a member of, newest first, at most `limit` (1..=[`MAX_PAGE`]).
-    async fn list_sheets(
-        &self,
-        user: &str,
-        limit: usize,
-        cursor: Option<&str>,
-    ) -> Result<SheetPage, CatalogError>;
+        /// The sheets `user` is a member of, newest first, at most `limit` (1..=[`MAX_PAGE`]).
+        async fn list_sheets(
+            &self,
+            user: &str,
+            limit: usize,
+            cursor: Option<&str>,
+        ) -> Result<SheetPage, CatalogError> as Query;
 
-    /// Renames a sheet (also its last-changed time); the record after.
-    async fn rename(&self, log: LogId, name: &str, now_ms: i64) -> Result<Sheet, CatalogError>;
+        /// Renames a sheet (also its last-changed time); the record after.
+        async fn rename(&self, log: LogId, name: &str, now_ms: i64)
+            -> Result<Sheet, CatalogError> as UpdateItem;
 
-    /// Moves the last-changed time forward to `now_ms` (never back); a sheet not in the catalog
-    /// is left alone.
-    async fn touch(&self, log: LogId, now_ms: i64) -> Result<(), CatalogError>;
+        /// Moves the last-changed time forward to `now_ms` (never back); a sheet not in the
+        /// catalog is left alone.
+        async fn touch(&self, log: LogId, now_ms: i64) -> Result<(), CatalogError> as UpdateItem;
 
-    /// Every member of a sheet.
-    async fn members(&self, log: LogId) -> Result<Vec<Member>, CatalogError>;
+        /// Every member of a sheet.
+        async fn members(&self, log: LogId) -> Result<Vec<Member>, CatalogError> as Query;
 
-    /// Adds `member` or changes its role (and email, when given). Fails with
-    /// [`CatalogError::LastOwner`] when it would demote the last owner.
-    async fn put_member(&self, log: LogId, member: &Member) -> Result<(), CatalogError>;
+        /// Adds `member` or changes its role (and email, when given). Fails with
+        /// [`CatalogError::LastOwner`] when it would demote the last owner.
+        async fn put_member(&self, log: LogId, member: &Member)
+            -> Result<(), CatalogError> as TransactWriteItems;
 
-    /// Removes a member; `false` when it was none. Fails with [`CatalogError::LastOwner`] for
-    /// the last owner.
-    async fn remove_member(&self, log: LogId, user: &str) -> Result<bool, CatalogError>;
+        /// Removes a member; `false` when it was none. Fails with [`CatalogError::LastOwner`]
+        /// for the last owner.
+        async fn remove_member(&self, log: LogId, user: &str)
+            -> Result<bool, CatalogError> as TransactWriteItems;
 
-    /// Forgets a sheet and its members (after the log itself is deleted).
-    async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError>;
+        /// Forgets a sheet and its members (after the log itself is deleted).
+        async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> as BatchWriteItem;
+    }
 }
 
 /// The sort key of a sheet in its members' listings: creation time, then the id (unique).

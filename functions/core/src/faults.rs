@@ -353,10 +353,11 @@ impl Faults {
 /// Every call: counted, maybe a latency spike, maybe throttled.
 #[async_trait]
 impl Layer for Arc<Faults> {
-    async fn around<T, F>(&self, call: Call, run: F) -> Result<T, StoreError>
+    async fn around<T, E, F>(&self, call: Call, run: F) -> Result<T, E>
     where
         T: Send,
-        F: std::future::Future<Output = Result<T, StoreError>> + Send,
+        E: From<StoreError> + Send,
+        F: std::future::Future<Output = Result<T, E>> + Send,
     {
         self.before(call.service, call.operation).await?;
         run.await
@@ -725,6 +726,7 @@ impl PushQueueLayer for Arc<Faults> {}
 impl PendingLayer for Arc<Faults> {}
 impl LogPurgeLayer for Arc<Faults> {}
 impl ObjectPurgeLayer for Arc<Faults> {}
+impl crate::catalog::CatalogLayer for Arc<Faults> {}
 
 /// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore) with throttling
 /// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost

@@ -38,11 +38,13 @@ pub struct Call {
 /// What a layer does around every call it does not override.
 #[async_trait]
 pub trait Layer: Send + Sync + std::fmt::Debug {
-    /// Runs `call` (the inner store's future); the default just awaits it.
-    async fn around<T, F>(&self, call: Call, run: F) -> Result<T, StoreError>
+    /// Runs `call` (the inner store's future); the default just awaits it. A port's error type
+    /// takes a [`StoreError`], so a layer can fail any call the way the store would.
+    async fn around<T, E, F>(&self, call: Call, run: F) -> Result<T, E>
     where
         T: Send,
-        F: Future<Output = Result<T, StoreError>> + Send,
+        E: From<StoreError> + Send,
+        F: Future<Output = Result<T, E>> + Send,
     {
         let _ = call;
         run.await
@@ -78,8 +80,9 @@ impl<S, L> Layered<S, L> {
 }
 
 /// Declares a storage port: its trait, the trait for `Arc<T>`, its layer trait, and the trait for
-/// [`Layered`]. Every method is `async`, takes `&self` and returns `Result<_, StoreError>`;
-/// `as Operation` names the request the real adapter sends (for faults and counts).
+/// [`Layered`]. Every method is `async`, takes `&self` and returns a `Result` whose error type
+/// converts from [`StoreError`]; `as Operation` names the request the real adapter sends (for
+/// faults and counts).
 ///
 /// ```ignore
 /// port! {
@@ -99,7 +102,7 @@ macro_rules! port {
             $(
                 $(#[$mattr:meta])*
                 async fn $method:ident (&self $(, $arg:ident : $ty:ty)* $(,)?)
-                    -> Result<$ok:ty, StoreError> as $operation:ident;
+                    -> Result<$ok:ty, $err:ty> as $operation:ident;
             )*
         }
     ) => {
@@ -108,14 +111,14 @@ macro_rules! port {
         pub trait $port: Send + Sync + std::fmt::Debug {
             $(
                 $(#[$mattr])*
-                async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $crate::error::StoreError>;
+                async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $err>;
             )*
         }
 
         #[async_trait::async_trait]
         impl<T: $port + ?Sized> $port for std::sync::Arc<T> {
             $(
-                async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $crate::error::StoreError> {
+                async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $err> {
                     (**self).$method($($arg),*).await
                 }
             )*
@@ -133,7 +136,7 @@ macro_rules! port {
                     &self,
                     inner: &S
                     $(, $arg: $ty)*
-                ) -> Result<$ok, $crate::error::StoreError> {
+                ) -> Result<$ok, $err> {
                     let call = $crate::layer::Call {
                         port: stringify!($port),
                         method: stringify!($method),
@@ -148,7 +151,7 @@ macro_rules! port {
         #[async_trait::async_trait]
         impl<S: $port, L: $layer> $port for $crate::layer::Layered<S, L> {
             $(
-                async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $crate::error::StoreError> {
+                async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $err> {
                     let (inner, layer) = self.parts();
                     <L as $layer>::$method(layer, inner $(, $arg)*).await
                 }

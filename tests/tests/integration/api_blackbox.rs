@@ -10,15 +10,10 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::LogId;
 use sheetlog_tests::api::ApiClient as Client;
-use sheetlog_tests::api::{TestApi, json_array, json_str, post_entry as append, upload_file};
-
-async fn create_log(c: &Client, api: &TestApi) -> anyhow::Result<String> {
-    let r = c.post(api.url("/logs")).send().await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let v: Value = r.json().await?;
-    assert_eq!(v["seq"], 0);
-    Ok(json_str(&v, "/logId").to_owned())
-}
+use sheetlog_tests::api::{
+    TestApi, all_entries, json_array, json_str, new_log as create_log, post_entry as append,
+    upload_file,
+};
 
 async fn next_seq(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<u64> {
     let v: Value = c
@@ -30,24 +25,6 @@ async fn next_seq(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<u64> {
     v["nextSeq"]
         .as_u64()
         .ok_or_else(|| anyhow::anyhow!("no nextSeq in {v}"))
-}
-
-async fn all_entries(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<Vec<Value>> {
-    let mut out = Vec::new();
-    let mut from = 0;
-    loop {
-        let v: Value = c
-            .get(api.url(&format!("/logs/{log}/entries?from={from}&limit=1000")))
-            .send()
-            .await?
-            .json()
-            .await?;
-        out.extend(json_array(&v, "/entries").iter().cloned());
-        from = v["nextSeq"].as_u64().unwrap_or(from);
-        if v["complete"] == json!(true) {
-            return Ok(out);
-        }
-    }
 }
 
 /// Asserts a response is the documented error and returns its body.

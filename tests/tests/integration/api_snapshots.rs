@@ -12,23 +12,13 @@ use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::sheet::import::ReadSeek;
 use sheetlog_core::sheet::{Event, Range, Sheet};
+use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, TestApi, json_array, json_str, put_upload, upload_file};
 
 async fn get(c: &ApiClient, url: &str) -> anyhow::Result<Value> {
     let r = c.get(url).send().await?;
     anyhow::ensure!(r.status() == StatusCode::OK, "GET {url}: {}", r.status());
     Ok(r.json().await?)
-}
-
-/// A new log; its id.
-async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
-    let r = c.post(api.url("/logs")).send().await?;
-    anyhow::ensure!(
-        r.status() == StatusCode::CREATED,
-        "POST /logs: {}",
-        r.status()
-    );
-    Ok(json_str(&r.json::<Value>().await?, "/logId").to_owned())
 }
 
 /// Replays the log's entries (as the API returns them) up to `at` into an in-memory sheet.

@@ -13,6 +13,7 @@ use sheetlog_core::domain::dedupe::{DedupeKey, SUFFIX_BYTES, column_name, month_
 use sheetlog_core::domain::{EntryType, NewEntry};
 use sheetlog_core::log::{AppendOnce, AppendOptions, Clock, IdempotencyKey};
 use sheetlog_tests::TestStack;
+use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, TestApi, json_str};
 
 const SET: EntryType = EntryType(16);
@@ -187,13 +188,6 @@ async fn a_lost_transaction_response_is_our_own_write_on_the_emulator() -> anyho
     }
     assert_eq!(log.read_since(id, 0, 100).await?.entries.len(), 6);
     Ok(())
-}
-
-async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
-    let r = c.post(api.url("/logs")).send().await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let v: Value = r.json().await?;
-    Ok(json_str(&v, "/logId").to_owned())
 }
 
 async fn post_entry(

@@ -205,9 +205,7 @@ async fn concurrent_appends_are_gapless_unique_and_all_readable() -> anyhow::Res
 #[tokio::test]
 async fn stale_expected_sequence_conflicts_with_the_next_sequence_and_a_retry_succeeds()
 -> anyhow::Result<()> {
-    let stack = TestStack::new("expected").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (_stack, log, id) = TestStack::with_new_log("expected").await?;
     append_n(&log, id, 3).await?; // sequences 1, 2, 3
 
     let stale = AppendOptions {
@@ -250,9 +248,7 @@ async fn stale_expected_sequence_conflicts_with_the_next_sequence_and_a_retry_su
 
 #[tokio::test]
 async fn load_and_read_since_cross_a_segment_boundary() -> anyhow::Result<()> {
-    let stack = TestStack::new("segments").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (_stack, log, id) = TestStack::with_new_log("segments").await?;
     append_n(&log, id, 4).await?; // 1..=4
 
     let started = log.start_segment(id).await?;
@@ -318,9 +314,7 @@ async fn load_and_read_since_cross_a_segment_boundary() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_stale_segment_hint_follows_the_end_segment_entry() -> anyhow::Result<()> {
-    let stack = TestStack::new("hint").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (_stack, log, id) = TestStack::with_new_log("hint").await?;
     let first = log.append(id, body("a"), AppendOptions::default()).await?;
     log.start_segment(id).await?;
     let next = log
@@ -339,9 +333,7 @@ async fn a_stale_segment_hint_follows_the_end_segment_entry() -> anyhow::Result<
 
 #[tokio::test]
 async fn readers_too_far_behind_must_reload() -> anyhow::Result<()> {
-    let stack = TestStack::new("reload").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (_stack, log, id) = TestStack::with_new_log("reload").await?;
     append_n(&log, id, 2).await?; // 1, 2
     log.start_segment(id).await?; // end 3, snapshot 4
     log.complete_snapshot(id, 1, 0, "root-1").await?;
@@ -366,9 +358,7 @@ async fn readers_too_far_behind_must_reload() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn new_segment_is_refused_until_the_current_snapshot_completes() -> anyhow::Result<()> {
-    let stack = TestStack::new("refuse").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (_stack, log, id) = TestStack::with_new_log("refuse").await?;
     log.start_segment(id).await?;
     match log.start_segment(id).await {
         Err(LogError::SnapshotIncomplete { segment: 1, .. }) => {}
@@ -381,9 +371,7 @@ async fn new_segment_is_refused_until_the_current_snapshot_completes() -> anyhow
 
 #[tokio::test]
 async fn load_reports_a_corrupt_log_when_no_recent_segment_has_a_snapshot() -> anyhow::Result<()> {
-    let stack = TestStack::new("corrupt").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (stack, log, id) = TestStack::with_new_log("corrupt").await?;
     log.start_segment(id).await?;
     // Damage segment 0: remove its Last Snapshot.
     stack
@@ -405,9 +393,7 @@ async fn load_reports_a_corrupt_log_when_no_recent_segment_has_a_snapshot() -> a
 
 #[tokio::test]
 async fn corrupted_item_attributes_are_typed_errors() -> anyhow::Result<()> {
-    let stack = TestStack::new("baditem").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (stack, log, id) = TestStack::with_new_log("baditem").await?;
     let mut item = entry_to_item(
         id,
         &EntryRecord {
@@ -442,9 +428,7 @@ async fn corrupted_item_attributes_are_typed_errors() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_segment_larger_than_one_megabyte_reads_back_completely_and_in_order()
 -> anyhow::Result<()> {
-    let stack = TestStack::new("onemb").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (stack, log, id) = TestStack::with_new_log("onemb").await?;
     // 130 entries of 10 KB (inline: under the 16 KB threshold) = 1.3 MB in one segment.
     for i in 0..130u32 {
         let mut b = vec![b'.'; 10 * 1024];
@@ -486,9 +470,7 @@ async fn a_segment_larger_than_one_megabyte_reads_back_completely_and_in_order()
 
 #[tokio::test]
 async fn large_bodies_go_to_s3_tagged_and_small_ones_stay_inline() -> anyhow::Result<()> {
-    let stack = TestStack::new("bodies").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (stack, log, id) = TestStack::with_new_log("bodies").await?;
     let big: Vec<u8> = (0..100 * 1024).map(|i| (i % 251) as u8).collect();
     let small = vec![7u8; 10 * 1024];
     let a = log
@@ -561,9 +543,7 @@ async fn large_bodies_go_to_s3_tagged_and_small_ones_stay_inline() -> anyhow::Re
 
 #[tokio::test]
 async fn uncontended_append_with_a_hint_costs_half_a_read_and_one_write() -> anyhow::Result<()> {
-    let stack = TestStack::new("units").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (stack, log, id) = TestStack::with_new_log("units").await?;
     let first = log
         .append(id, body("warm"), AppendOptions::default())
         .await?;
@@ -713,9 +693,7 @@ async fn a_put_retried_after_a_lost_response_is_not_appended_twice() -> anyhow::
 #[tokio::test]
 async fn a_pulls_head_check_with_a_hint_costs_half_a_read_and_never_leads_the_log()
 -> anyhow::Result<()> {
-    let stack = TestStack::new("peek").await?;
-    let log = stack.log()?;
-    let id = log.create().await?.log;
+    let (_stack, log, id) = TestStack::with_new_log("peek").await?;
     let a = log
         .append(id, body("one"), AppendOptions::default())
         .await?;

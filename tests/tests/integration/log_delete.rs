@@ -11,18 +11,9 @@ use sheetlog_api::ApiConfig;
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::dedupe::{DedupeKey, KeyKind};
+use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, JWT_CLAIMS_HEADER, TestApi, json_str, upload_file};
 use sheetlog_tests::stack::TestStack;
-
-async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
-    let r = c.post(api.url("/logs")).send().await?;
-    anyhow::ensure!(
-        r.status() == StatusCode::CREATED,
-        "POST /logs: {}",
-        r.status()
-    );
-    Ok(json_str(&r.json::<Value>().await?, "/logId").to_owned())
-}
 
 async fn append(c: &ApiClient, api: &TestApi, log: &str, body: Value) -> anyhow::Result<()> {
     let r = c

@@ -174,8 +174,7 @@ impl StepHook for Steps {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyhow::Result<()> {
-    let px = PipelineStack::new("pipeline-e2e").await?;
-    let log = px.log.create().await?.log;
+    let (px, log) = PipelineStack::with_new_log("pipeline-e2e").await?;
     // An import (payload uploaded first, tagged for auto-delete), then edits, then a snapshot.
     let mut csv = Vec::new();
     write_sample_csv(&mut csv, 40)?;
@@ -455,8 +454,7 @@ impl StepHook for MeetAt {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn snapshots_delivered_in_the_wrong_order_complete_in_log_order() -> anyhow::Result<()> {
-    let px = PipelineStack::new("pipeline-order").await?;
-    let worker = px.worker(test_worker_config())?;
+    let (px, worker) = PipelineStack::with_worker("pipeline-order").await?;
     let (log, first, second) = two_snapshot_log(&px).await?;
 
     // Snapshot 2 first: it finds snapshot 1 unbuilt in the log, releases its item and waits.
@@ -489,8 +487,7 @@ async fn snapshots_delivered_in_the_wrong_order_complete_in_log_order() -> anyho
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reads_as_of_any_sequence_start_from_the_newest_completed_snapshot() -> anyhow::Result<()> {
-    let px = PipelineStack::new("pipeline-asof").await?;
-    let worker = px.worker(test_worker_config())?;
+    let (px, worker) = PipelineStack::with_worker("pipeline-asof").await?;
     let (log, first, second) = two_snapshot_log(&px).await?;
     let tail = append(
         &px,
@@ -796,8 +793,7 @@ impl Effects for Flaky {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Result<()> {
-    let px = PipelineStack::new("pipeline-router").await?;
-    let log = px.log.create().await?.log;
+    let (px, log) = PipelineStack::with_new_log("pipeline-router").await?;
     let mut csv = Vec::new();
     write_sample_csv(&mut csv, 5)?;
     let (good, bad) = (
@@ -907,8 +903,7 @@ async fn the_stream_router_retries_only_the_record_that_failed() -> anyhow::Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::Result<()> {
-    let px = PipelineStack::new("pipeline-tags").await?;
-    let log = px.log.create().await?.log;
+    let (px, log) = PipelineStack::with_new_log("pipeline-tags").await?;
     let mut csv = Vec::new();
     write_sample_csv(&mut csv, 5)?;
     let committed = format!("payloads/{log}/uploads/committed");
@@ -1203,8 +1198,7 @@ async fn kill_after(px: &PipelineStack, job: SnapshotJob, step: Step) -> anyhow:
 /// finishes them from its jobs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_reprocess_tool_finds_every_unfinished_snapshot_state() -> anyhow::Result<()> {
-    let px = PipelineStack::new("pipeline-reprocess-states").await?;
-    let worker = px.worker(test_worker_config())?;
+    let (px, worker) = PipelineStack::with_worker("pipeline-reprocess-states").await?;
 
     // Never started.
     let (_, never) = one_snapshot_log(&px).await?;

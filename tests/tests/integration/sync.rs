@@ -12,6 +12,7 @@ use sheetlog_core::domain::clients::client_key;
 use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::Event;
 use sheetlog_tests::TestStack;
+use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, TestApi, json_str};
 
 fn set(reference: &str, v: i64) -> Event {
@@ -146,13 +147,6 @@ async fn lost_responses_on_the_emulator_never_apply_twice() -> anyhow::Result<()
     let page = log.read_since(id, 0, 100).await?;
     assert_eq!(page.entries.len(), 4, "entry 0 and three runs");
     Ok(())
-}
-
-async fn create_log(c: &ApiClient, api: &TestApi) -> anyhow::Result<String> {
-    let r = c.post(api.url("/logs")).send().await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let v: Value = r.json().await?;
-    Ok(json_str(&v, "/logId").to_owned())
 }
 
 async fn post(c: &ApiClient, url: &str, body: &Value) -> anyhow::Result<(StatusCode, Value)> {
