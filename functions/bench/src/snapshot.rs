@@ -386,7 +386,11 @@ async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64),
         let (grid, stats) = read_range(&store, p, LOG, Some(&full.manifest), &[], range).await?;
         best = best.min(started.elapsed().as_secs_f64() * 1e3);
         chunks = stats.chunks_loaded;
-        anyhow::ensure!(grid.len() == 1000, "the range read gave {} rows", grid.len());
+        anyhow::ensure!(
+            grid.len() == 1000,
+            "the range read gave {} rows",
+            grid.len()
+        );
     }
     for i in 0..100u32 {
         let at = CellRef {
