@@ -227,6 +227,8 @@ pub struct EventLog<S, P> {
     payloads: P,
     cfg: LogConfig,
     clock: Clock,
+    /// The archive read last, shared by the pages of a read (`chain.rs`).
+    archives: chain::ArchiveCache,
 }
 
 impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
@@ -237,6 +239,7 @@ impl<S: LogStore, P: PayloadStore> EventLog<S, P> {
             payloads,
             cfg,
             clock: Clock::default(),
+            archives: chain::ArchiveCache::default(),
         })
     }
 
