@@ -69,6 +69,10 @@ enum Command {
         /// Print one JSON object of the figures instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also build a sheet of this many cells from scratch and report it as
+        /// `build_*_<N>m` (100000000 gives `build_cells_per_s_100m`; minutes, not in CI).
+        #[arg(long)]
+        cells: Option<u64>,
     },
     /// Side-effect pipeline on the local stack: snapshot job latency (append -> snapshot
     /// complete) and the snapshot worker's peak memory for a 1M-cell sheet.
@@ -104,7 +108,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log { json, api_only } => log_bench(json, api_only),
-        Command::Snapshot { json } => snapshot::run(json),
+        Command::Snapshot { json, cells } => snapshot::run(json, cells),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Chaos(args) => chaos(args),
         Command::Import(args) => import::run(args),

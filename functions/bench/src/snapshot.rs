@@ -8,12 +8,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use sheetlog_core::sheet::{
-    CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, InsertRows, RowNumber, SetCells,
-    Value,
+    CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, InsertRows, Range, RowNumber,
+    SetCells, Value,
 };
 use sheetlog_core::snapshot::{
     BlobStore, BuildConfig, FsBlobs, FsImports, ImportSource, LogEntry, MemBlobs, MemImports,
-    SnapshotBuilder, build_snapshot,
+    SnapshotBuilder, build_snapshot, read_range,
 };
 use sheetlog_sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
 use uuid::Uuid;
@@ -162,9 +162,47 @@ pub(crate) fn write_csv_of_size(
     Ok((rows, written))
 }
 
+/// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns).
+fn write_wide_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    let mut line = String::new();
+    for i in 0..lines {
+        line.clear();
+        for k in 0..per_line {
+            for (j, f) in sample_fields(i * per_line + k).iter().enumerate() {
+                if k > 0 || j > 0 {
+                    line.push(',');
+                }
+                line.push_str(f);
+            }
+        }
+        line.push('\n');
+        w.write_all(line.as_bytes())?;
+    }
+    w.flush()?;
+    Ok(std::fs::metadata(path)?.len())
+}
+
 fn run_child(csv: &Path, store_dir: Option<&Path>) -> anyhow::Result<ChildReport> {
+    run_child_on(csv, store_dir, None)
+}
+
+/// Runs a build child, pinned to one CPU (`taskset`) when `cpu` is given, so the import reader
+/// thread and the builder share a single core as on a 1-vCPU Lambda.
+fn run_child_on(
+    csv: &Path,
+    store_dir: Option<&Path>,
+    cpu: Option<u32>,
+) -> anyhow::Result<ChildReport> {
     let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut t = Command::new("taskset");
+            t.arg("-c").arg(c.to_string()).arg(exe);
+            t
+        }
+        None => Command::new(exe),
+    };
     cmd.arg("build-child").arg("--csv").arg(csv);
     if let Some(d) = store_dir {
         cmd.arg("--store-dir").arg(d);
@@ -192,22 +230,62 @@ struct Figures {
     build_peak_rss_mb_10m: f64,
     build_chunks_10m: u64,
     build_stored_bytes_10m: u64,
+    /// The 10M-cell build with the whole process pinned to one CPU.
+    build_cells_per_s_10m_1cpu: f64,
     full_snapshot_bytes: u64,
     incremental_bytes_written: u64,
     incremental_blobs_written: u64,
     incremental_bytes_ratio: f64,
     insert_row_bytes_written: u64,
     insert_row_blobs_written: u64,
+    /// Rows 50,001–51,000 (10 columns) of the 1M-cell snapshot from an in-memory store: the
+    /// fastest of 5 reads, and the chunks it loaded.
+    range_read_1000_rows_ms: f64,
+    range_read_1000_rows_chunks: u64,
     csv_import_file_bytes: u64,
     csv_import_rows: u64,
     csv_import_rows_per_s: f64,
     csv_import_mb_per_s: f64,
     csv_import_peak_rss_mb: f64,
+    /// `--cells N`: `build_cells_<N>m`, `build_cells_per_s_<N>m`, `build_peak_rss_mb_<N>m`,
+    /// `build_chunks_<N>m`, `build_stored_bytes_<N>m`.
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
-pub fn run(json: bool) -> anyhow::Result<()> {
+pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let say = |s: &str| eprintln!("[bench snapshot] {s}");
+
+    let mut extra = serde_json::Map::new();
+    if let Some(n) = cells {
+        // Wide lines keep a big sheet within the 1,048,576-row limit.
+        let per_line = n.div_ceil(10 * 1_000_000).max(1);
+        let lines = n / (10 * per_line);
+        say(&format!(
+            "generating a {n}-cell CSV ({lines} lines x {} columns)",
+            10 * per_line
+        ));
+        let csv_n = tmp.path().join("n.csv");
+        let bytes = write_wide_csv(&csv_n, lines, per_line)?;
+        say(&format!(
+            "building a {n}-cell snapshot from scratch ({bytes} bytes of CSV; child process, filesystem store)"
+        ));
+        let b = run_child(&csv_n, Some(&tmp.path().join("store-n")))?;
+        std::fs::remove_file(&csv_n)?;
+        let _ = std::fs::remove_dir_all(tmp.path().join("store-n"));
+        let tag = format!("{}m", n / 1_000_000);
+        extra.insert(format!("build_cells_{tag}"), b.cells.into());
+        extra.insert(
+            format!("build_cells_per_s_{tag}"),
+            (b.cells as f64 / b.seconds).into(),
+        );
+        extra.insert(format!("build_seconds_{tag}"), b.seconds.into());
+        extra.insert(format!("build_peak_rss_mb_{tag}"), b.peak_rss_mb.into());
+        extra.insert(format!("build_chunks_{tag}"), b.chunks.into());
+        extra.insert(format!("build_stored_bytes_{tag}"), b.stored_bytes.into());
+        extra.insert(format!("build_csv_bytes_{tag}"), bytes.into());
+    }
 
     say("generating 1M-cell CSV (100,000 rows x 10 columns)");
     let csv_1m = tmp.path().join("1m.csv");
@@ -220,6 +298,9 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     write_csv(&csv_10m, 1_000_000)?;
     say("building a 10M-cell snapshot from scratch (child process, filesystem store)");
     let b10 = run_child(&csv_10m, Some(&tmp.path().join("store-10m")))?;
+    let _ = std::fs::remove_dir_all(tmp.path().join("store-10m"));
+    say("the same pinned to one CPU");
+    let b10_1 = run_child_on(&csv_10m, Some(&tmp.path().join("store-10m")), Some(0))?;
     std::fs::remove_file(&csv_10m)?;
     let _ = std::fs::remove_dir_all(tmp.path().join("store-10m"));
 
@@ -227,7 +308,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (full_bytes, inc, ins) = rt.block_on(incremental(&csv_1m))?;
+    let (full_bytes, inc, ins, range) = rt.block_on(incremental(&csv_1m))?;
 
     say("importing a 100 MB CSV (child process, counting store that discards)");
     let csv_100 = tmp.path().join("100mb.csv");
@@ -253,17 +334,21 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         build_peak_rss_mb_10m: b10.peak_rss_mb,
         build_chunks_10m: b10.chunks,
         build_stored_bytes_10m: b10.stored_bytes,
+        build_cells_per_s_10m_1cpu: b10_1.cells as f64 / b10_1.seconds,
         full_snapshot_bytes: full_bytes,
         incremental_bytes_written: inc.0,
         incremental_blobs_written: inc.1,
         incremental_bytes_ratio: inc.0 as f64 / full_bytes as f64,
         insert_row_bytes_written: ins.0,
         insert_row_blobs_written: ins.1,
+        range_read_1000_rows_ms: range.0,
+        range_read_1000_rows_chunks: range.1,
         csv_import_file_bytes: bytes_100,
         csv_import_rows: rows_100,
         csv_import_rows_per_s: rows_100 as f64 / imp.seconds,
         csv_import_mb_per_s: bytes_100 as f64 / 1e6 / imp.seconds,
         csv_import_peak_rss_mb: imp.peak_rss_mb,
+        extra,
     };
     if json {
         println!("{}", serde_json::to_string(&f)?);
@@ -274,9 +359,9 @@ pub fn run(json: bool) -> anyhow::Result<()> {
 }
 
 /// Builds the 1M-cell base in memory, then (1) 100 single-cell edits inside C40001:L40010 and
-/// (2) one row inserted at row 11. Returns the full snapshot's bytes and (bytes, blobs) written
-/// by each incremental snapshot.
-async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64))> {
+/// (2) one row inserted at row 11. Returns the full snapshot's bytes, (bytes, blobs) written
+/// by each incremental snapshot, and (milliseconds, chunks loaded) of a 1,000-row range read.
+async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64), (f64, u64))> {
     let store = MemBlobs::new();
     let payloads = MemImports::new();
     payloads.insert("1m.csv", std::fs::read(csv)?);
@@ -293,6 +378,20 @@ async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64))
     )
     .await?;
     let full_bytes = store.stats().bytes;
+    let range: Range = "A50001:J51000".parse().context("range")?;
+    let mut best = f64::MAX;
+    let mut chunks = 0;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (grid, stats) = read_range(&store, p, LOG, Some(&full.manifest), &[], range).await?;
+        best = best.min(started.elapsed().as_secs_f64() * 1e3);
+        chunks = stats.chunks_loaded;
+        anyhow::ensure!(
+            grid.len() == 1000,
+            "the range read gave {} rows",
+            grid.len()
+        );
+    }
     for i in 0..100u32 {
         let at = CellRef {
             row: 40_000 + i / 10,
@@ -344,7 +443,12 @@ async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64))
     )
     .await?;
     let ins = store.stats();
-    Ok((full_bytes, (inc.bytes, inc.puts), (ins.bytes, ins.puts)))
+    Ok((
+        full_bytes,
+        (inc.bytes, inc.puts),
+        (ins.bytes, ins.puts),
+        (best, chunks),
+    ))
 }
 
 fn print_table(f: &Figures) {
@@ -379,6 +483,17 @@ fn print_table(f: &Figures) {
         "  insert one row at row 11:          {} bytes in {} blobs written",
         f.insert_row_bytes_written, f.insert_row_blobs_written
     );
+    println!(
+        "  range read of 1,000 rows x 10:     {:.2} ms, {} chunks loaded",
+        f.range_read_1000_rows_ms, f.range_read_1000_rows_chunks
+    );
+    println!(
+        "  build from scratch, 10M cells on one CPU: {:.0} cells/s",
+        f.build_cells_per_s_10m_1cpu
+    );
+    for (k, v) in &f.extra {
+        println!("  {k}: {v}");
+    }
     println!(
         "  CSV import, {} bytes, {} rows: {:.0} rows/s ({:.1} MB/s), peak RSS {:.1} MB",
         f.csv_import_file_bytes,

@@ -198,7 +198,7 @@ fn read_csv(
                 row: u64::from(row) + 1,
             });
         }
-        let mut cells = Vec::new();
+        let mut cells = Vec::with_capacity(record.len().min(MAX_COLS as usize));
         for (col, field) in record.iter().take(MAX_COLS as usize).enumerate() {
             if field.is_empty() {
                 continue;
@@ -269,24 +269,56 @@ impl<R: Read> Read for RecordBound<R> {
 
 /// Spreadsheet-style typing of one text field (see the module docs).
 pub fn infer_value(text: &str, row: u32, col: u32, mode: Mode) -> Result<Value, ImportError> {
-    if text.eq_ignore_ascii_case("true") {
-        return Ok(Value::Bool(true));
-    }
-    if text.eq_ignore_ascii_case("false") {
-        return Ok(Value::Bool(false));
-    }
-    if text.starts_with('#')
-        && let Some(e) = ErrorCode::parse(text)
-    {
-        return Ok(Value::Error(e));
-    }
-    if looks_numeric(text)
-        && let Ok(n) = text.parse::<f64>()
-        && n.is_finite()
-    {
-        return Ok(Value::Number(n));
+    // The first byte tells the kinds apart (a boolean starts with t or f, an error with #, a
+    // number with a sign, a digit or a point), so most fields are looked at once.
+    match text.as_bytes().first() {
+        Some(b't' | b'T') if text.eq_ignore_ascii_case("true") => return Ok(Value::Bool(true)),
+        Some(b'f' | b'F') if text.eq_ignore_ascii_case("false") => {
+            return Ok(Value::Bool(false));
+        }
+        Some(b'#') => {
+            if let Some(e) = ErrorCode::parse(text) {
+                return Ok(Value::Error(e));
+            }
+        }
+        Some(b'0'..=b'9' | b'+' | b'-' | b'.') => {
+            if let Some(n) = small_integer(text) {
+                return Ok(Value::Number(n));
+            }
+            if looks_numeric(text)
+                && let Ok(n) = text.parse::<f64>()
+                && n.is_finite()
+            {
+                return Ok(Value::Number(n));
+            }
+        }
+        _ => {}
     }
     Ok(Value::Text(limit_text(text.to_owned(), row, col, mode)?))
+}
+
+/// An optionally signed run of at most 15 digits, the commonest number in a sheet, without the
+/// general float parser: such an integer is below 2^53, so it is exactly what `parse::<f64>`
+/// gives (including `-0` as negative zero).
+fn small_integer(text: &str) -> Option<f64> {
+    let b = text.as_bytes();
+    let (negative, digits) = match b.first()? {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut v = 0u64;
+    for d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(d - b'0');
+    }
+    let n = v as f64;
+    Some(if negative { -n } else { n })
 }
 
 fn limit_text(text: String, row: u32, col: u32, mode: Mode) -> Result<String, ImportError> {
@@ -538,4 +570,65 @@ fn xlsx_value(
             (Value::Error(code), None)
         }
     }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod infer_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The integer fast path types a field exactly as the general rule does.
+    fn general(text: &str) -> Option<f64> {
+        if looks_numeric(text)
+            && let Ok(n) = text.parse::<f64>()
+            && n.is_finite()
+        {
+            return Some(n);
+        }
+        None
+    }
+
+    #[test]
+    fn small_integers_parse_as_the_float_parser_does() {
+        for t in [
+            "0",
+            "-0",
+            "+0",
+            "007",
+            "-12",
+            "+12",
+            "999999999999999",
+            "-999999999999999",
+            "1234567890123456",
+            "-",
+            "+",
+            "",
+            "1a",
+        ] {
+            let fast = small_integer(t);
+            if let Some(n) = fast {
+                let g = general(t).unwrap();
+                assert_eq!(n.to_bits(), g.to_bits(), "{t}");
+            } else {
+                assert!(t.len() > 15 || general(t).is_none(), "{t}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_digit_string_types_the_same(s in "[+-]?[0-9]{0,18}") {
+            if let Some(n) = small_integer(&s) {
+                prop_assert_eq!(Some(n.to_bits()), general(&s).map(f64::to_bits));
+            }
+            let v = infer_value(&s, 0, 0, Mode::Lenient).unwrap();
+            match (general(&s), v) {
+                (Some(n), Value::Number(m)) => prop_assert_eq!(n.to_bits(), m.to_bits()),
+                (None, Value::Text(t)) => prop_assert_eq!(t, s),
+                (g, v) => prop_assert!(false, "{s:?}: {g:?} vs {v:?}"),
+            }
+        }
+    }
 }

@@ -1,8 +1,14 @@
 //! The read chain: records in sequence order from a position, hopping over End Segment entries
 //! into later segments, reading a segment's archive once its entry items are gone.
+//!
+//! An archive, once read, is kept by the [`EventLog`] for
+//! [`ARCHIVE_KEEP`](super::ARCHIVE_KEEP) (`archive_cache.rs`): a reader paging through an archived segment (the API answering page after page, the snapshot
+//! worker scanning and reading one invocation's range) fetches it from S3 once, and the pages
+//! after the first ask neither the Entry table nor the Segment table about it.
 
 #[cfg(feature = "archive")]
 use super::archive;
+use super::archive_cache::Archived;
 use super::{EventLog, SegmentHint, corrupt};
 use crate::domain::{EntryRecord, LogId, RequestUnits};
 use crate::error::LogError;
@@ -21,6 +27,27 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         limit: usize,
         units: &mut RequestUnits,
     ) -> Result<Chain, LogError> {
+        // A segment whose entry items are gone (archived), read from its archive for the rest
+        // of this read, and kept for the next page.
+        let mut archived = self.archives.get(log);
+        let chain = self
+            .read_chain_with(log, start, num, limit, units, &mut archived)
+            .await;
+        if let Some(a) = archived {
+            self.archives.keep(log, a);
+        }
+        chain
+    }
+
+    async fn read_chain_with(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        num: u64,
+        limit: usize,
+        units: &mut RequestUnits,
+        archived: &mut Option<Archived>,
+    ) -> Result<Chain, LogError> {
         let mut records: Vec<(u64, EntryRecord)> = Vec::new();
         let (mut at, mut num) = (start, num);
         // Eventually consistent first; after a read that may have been stale, strongly.
@@ -28,9 +55,6 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         // Re-reads after an entry appeared between two reads; each is answered by a strong read,
         // which cannot be stale, so a handful is plenty.
         let mut rereads = 0u32;
-        // A segment whose entry items are gone (archived), read from its archive for the rest
-        // of this read.
-        let mut archived: Option<Archived> = None;
         loop {
             let remaining = limit - records.len();
             if remaining == 0 {
@@ -47,7 +71,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                     remaining,
                     consistency,
                     units,
-                    &mut archived,
+                    archived,
                 )
                 .await?;
             if page.entries.is_empty() && !page.more {
@@ -55,7 +79,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                 // or the segment ended earlier (End Segment) and `num` lies in a later segment,
                 // or the caller asked past the end.
                 let newest = self
-                    .newest_in_segment(log, at.segment, units, &mut archived)
+                    .newest_in_segment(log, at.segment, units, archived)
                     .await?
                     .ok_or_else(|| {
                         corrupt(log, format!("segment {} has no entries", at.segment))
@@ -250,7 +274,10 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         })?;
         let records =
             archive::decode(key, log, segment, &bytes).map_err(|e| corrupt(log, e.to_string()))?;
-        Ok(Archived { segment, records })
+        Ok(Archived {
+            segment,
+            records: records.into(),
+        })
     }
 
     #[cfg(not(feature = "archive"))]
@@ -273,20 +300,120 @@ pub(super) struct Chain {
     pub(super) complete: bool,
 }
 
-/// A segment read from its archive.
-pub(super) struct Archived {
-    pub(super) segment: u64,
-    pub(super) records: Vec<EntryRecord>,
-}
+#[cfg(all(test, feature = "engine"))]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
-impl Archived {
-    fn page(&self, num: u64, limit: usize) -> EntryPage {
-        let len = self.records.len();
-        let start = usize::try_from(num).unwrap_or(usize::MAX).min(len);
-        let end = start.saturating_add(limit).min(len);
-        EntryPage {
-            entries: self.records[start..end].to_vec(),
-            more: end < len,
+    use super::super::archive_cache::ARCHIVE_KEEP;
+    use std::sync::atomic::Ordering;
+
+    use bytes::Bytes;
+
+    use super::super::{AppendOptions, archive};
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::domain::{EntryType, NewEntry};
+    use crate::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
+    use crate::memory::{MemLogStore, MemPayloadStore};
+
+    type Log = EventLog<FaultyLogStore<MemLogStore>, FaultyPayloadStore<MemPayloadStore>>;
+
+    /// A log whose segment 0 (`entries` entries and its End Segment) is archived and its items
+    /// deleted, as `sheetlog-maintenance archive` leaves it.
+    async fn archived_log(entries: u64) -> (Log, Arc<Faults>, LogId) {
+        let faults = Faults::new(FaultProfile::named("none").expect("profile"), 1);
+        let payloads = MemPayloadStore::default();
+        let log = EventLog::new(
+            FaultyLogStore::new(MemLogStore::new(), faults.clone()),
+            FaultyPayloadStore::new(payloads, faults.clone()),
+            LogConfig::default(),
+        )
+        .unwrap();
+        let id = log.create().await.unwrap().log;
+        let mut hint = None;
+        for _ in 1..entries {
+            let a = log
+                .append(
+                    id,
+                    NewEntry::new(EntryType(16), 1, Bytes::from_static(b"x")),
+                    AppendOptions {
+                        expected_seq: None,
+                        segment_hint: hint,
+                    },
+                )
+                .await
+                .unwrap();
+            hint = Some(a.hint);
         }
+        log.start_segment(id).await.unwrap();
+        let mem = log.store.inner();
+        let seg0: Vec<EntryRecord> = mem
+            .entries(id)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.segment == 0)
+            .collect();
+        let enc = archive::encode(id, 0, &seg0).unwrap();
+        log.payloads
+            .put_discardable(&enc.key, enc.bytes.clone())
+            .await
+            .unwrap();
+        assert!(mem.set_archive(id, 0, &enc.key).unwrap());
+        let nums: Vec<u64> = seg0.iter().map(|e| e.num).collect();
+        mem.delete_entries(id, 0, &nums).unwrap();
+        (log, faults, id)
+    }
+
+    #[tokio::test]
+    async fn pages_of_an_archived_segment_fetch_its_archive_once() {
+        let (log, faults, id) = archived_log(2_500).await;
+        let calls = || faults.counts.calls.load(Ordering::Relaxed);
+        let start = SegmentHint {
+            segment: 0,
+            base_seq: 0,
+        };
+        let mut seqs = Vec::new();
+        let mut per_page = Vec::new();
+        while seqs.len() < 2_501 {
+            let before = calls();
+            let page = log
+                .read_from(id, start, seqs.len() as u64, 1000)
+                .await
+                .unwrap();
+            per_page.push(calls() - before);
+            seqs.extend(page.entries.iter().map(|e| e.seq));
+        }
+        // Every entry of the archive, in order, then segment 1 (its Snapshot entry).
+        assert_eq!(seqs[..2_502], (0..2_502).collect::<Vec<u64>>()[..]);
+        // Page 1: entry query, newest-entry query, Segment item, one S3 GET. Page 2 comes from
+        // the archive in hand; page 3 ends the archive and reads segment 1 (one query).
+        assert_eq!(per_page, vec![4, 0, 1], "requests per page");
+    }
+
+    #[tokio::test]
+    async fn another_log_or_an_old_archive_is_fetched_again() {
+        let (log, faults, id) = archived_log(10).await;
+        let calls = || faults.counts.calls.load(Ordering::Relaxed);
+        let start = SegmentHint {
+            segment: 0,
+            base_seq: 0,
+        };
+        log.read_from(id, start, 0, 5).await.unwrap();
+        let a = calls();
+        log.read_from(id, start, 5, 5).await.unwrap();
+        assert_eq!(calls() - a, 0, "the kept archive serves the next page");
+        // Another log's reads never see it.
+        assert!(log.archives.get(LogId::new_random()).is_none());
+        // Once it is older than ARCHIVE_KEEP it is read again.
+        if let Ok(mut slot) = log.archives.0.lock()
+            && let Some((_, _, at)) = slot.as_mut()
+        {
+            *at = Instant::now() - ARCHIVE_KEEP - Duration::from_secs(1);
+        }
+        let b = calls();
+        log.read_from(id, start, 5, 5).await.unwrap();
+        assert_eq!(calls() - b, 4, "an expired archive is fetched again");
     }
 }

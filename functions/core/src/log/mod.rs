@@ -15,7 +15,9 @@ mod append;
 #[cfg(feature = "engine")]
 #[cfg(feature = "archive")]
 pub mod archive;
+mod archive_cache;
 mod chain;
+pub use archive_cache::ARCHIVE_KEEP;
 mod load;
 pub mod purge;
 mod segments;
@@ -232,6 +234,8 @@ pub struct EventLog<S, P> {
     payloads: P,
     cfg: LogConfig,
     clock: Clock,
+    /// The archive read last, shared by the pages of a read (`chain.rs`).
+    archives: archive_cache::ArchiveCache,
 }
 
 impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
@@ -242,6 +246,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
             payloads,
             cfg,
             clock: Clock::default(),
+            archives: archive_cache::ArchiveCache::default(),
         })
     }
 

@@ -14,9 +14,11 @@
 //! - an edit rewrites the chunk it lands in, and boundaries re-synchronise at the next cut, so
 //!   chunks that grow past the target split and chunks that shrink merge with a neighbour.
 //!
-//! **Resumable.** After each chunk whose cut ends a source item, [`SnapshotBuilder::step`]
-//! yields a [`Checkpoint`]: how far the source has been read, the chunks produced so far (old ones
-//! as index ranges), and counters. Every stage's state is a function of how far its input has
+//! **Resumable.** After a chunk whose cut ends a source item, [`SnapshotBuilder::step`]
+//! yields a [`Checkpoint`]: how far the source has been read, the chunks produced so far (old
+//! ones as index ranges), and counters. It does so after every such chunk for the first 16, then
+//! after about every sixteenth of the chunks so far, so checkpoints cost linear, not quadratic,
+//! work in a large build. Every stage's state is a function of how far its input has
 //! gone, so [`SnapshotBuilder::resume`] rebuilds it and continues to byte-identical output.
 
 use std::ops::ControlFlow;
@@ -28,8 +30,8 @@ use uuid::Uuid;
 
 use super::SnapshotError;
 use super::format::{
-    Appended, ChunkBuilder, ChunkRef, ChunkRows, FORMAT_VERSION, Manifest, chunk_key, manifest_key,
-    open_blob,
+    Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, FORMAT_VERSION, Manifest, chunk_key,
+    manifest_key, open_blob,
 };
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
@@ -38,15 +40,23 @@ use crate::entry::EntryBody;
 use crate::event::{Event, ImportFormat};
 use crate::import::{self, ImportPos, Mode};
 
-/// Default chunk target: 256 KiB of raw (uncompressed) chunk bytes, about 60–80 KB stored.
+/// Default chunk target: 64 KiB of raw (uncompressed) chunk bytes, about 18 KB stored.
 ///
-/// Smaller than the 1 MB first suggested, on purpose: the chunk encoding is compact (a typical
-/// cell is 10–15 raw bytes), so a 1,000,000-cell sheet is only ~12 MB raw, and 1 MB chunks would
-/// make every small edit rewrite a tenth of it. At 256 KiB an edit rewrites ~2% of such a sheet,
-/// while a 10M-cell sheet is still only a few hundred objects. Configurable per build.
-pub const DEFAULT_CHUNK_TARGET: u32 = 256 << 10;
+/// The chunk an edit lands in is rewritten whole, and so is the manifest, so an edit costs about
+/// one chunk plus the manifest. A typical cell is 10–15 raw bytes, so a 1,000,000-cell sheet is
+/// ~12 MB raw: at 256 KiB (format 1) one chunk was 2.3% of it; at 64 KiB a chunk is ~0.55%
+/// and the compressed manifest (190 chunks) ~0.3%, under 1% together. Smaller targets shrink the
+/// chunk but grow the manifest and the object count: measured in `docs/sheet-model.md`.
+/// Configurable per build.
+pub const DEFAULT_CHUNK_TARGET: u32 = 64 << 10;
+/// A checkpoint comes after every chunk while a build has written fewer than this many, then after
+/// every `pieces / CHECKPOINT_SPACING` chunks.
+const CHECKPOINT_SPACING: usize = 16;
 /// Rows buffered between the import reader thread and the builder.
 const IMPORT_CHANNEL_ROWS: usize = 256;
+/// Rows handed over the channel at a time: one channel operation (and at most one wake-up of the
+/// other thread) per batch, not per row.
+const IMPORT_BATCH_ROWS: usize = 32;
 
 /// One log entry as the builder takes it: its sequence, the decoded entry, and for an entry with
 /// an external payload (an import file) the payload's key.
@@ -126,85 +136,9 @@ pub struct Checkpoint {
     /// First row of the next chunk.
     pub next_chunk_start: u32,
     /// Compact on the wire (about 60 bytes per new chunk): see `pieces_codec`.
-    #[serde(with = "pieces_codec")]
+    #[serde(with = "super::pieces_codec")]
     pub pieces: Vec<Piece>,
     pub stats: BuildStats,
-}
-
-/// Checkpoint pieces as one base64 string of binary records, because a from-scratch build of a
-/// large sheet lists every chunk it wrote and the checkpoint must stay far below DynamoDB's item
-/// limit. Record: tag 0 + varint from + varint to (reused), or tag 1 + 32-byte hash + varints
-/// rows, cells, max column, bytes, raw bytes (new).
-mod pieces_codec {
-    use base64::Engine as _;
-    use base64::engine::general_purpose::STANDARD;
-    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
-
-    use super::{ChunkRef, Piece};
-    use crate::codec::{Reader, Writer};
-
-    pub fn serialize<S: Serializer>(pieces: &[Piece], s: S) -> Result<S::Ok, S::Error> {
-        let mut w = Writer::new();
-        for p in pieces {
-            match p {
-                Piece::Reused { from, to } => {
-                    w.u8(0);
-                    w.varint(*from as u64);
-                    w.varint(*to as u64);
-                }
-                Piece::New(c) => {
-                    w.u8(1);
-                    let hash = hex::decode(&c.hash).map_err(serde::ser::Error::custom)?;
-                    w.buf.extend_from_slice(&hash);
-                    for v in [
-                        u64::from(c.rows),
-                        c.cells,
-                        u64::from(c.max_col),
-                        c.bytes,
-                        c.raw_bytes,
-                    ] {
-                        w.varint(v);
-                    }
-                }
-            }
-        }
-        s.serialize_str(&STANDARD.encode(&w.buf))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Piece>, D::Error> {
-        let text = String::deserialize(d)?;
-        let bytes = STANDARD.decode(text).map_err(D::Error::custom)?;
-        let mut r = Reader::new(&bytes);
-        let mut out = Vec::new();
-        let e = |e: crate::codec::CodecError| D::Error::custom(e.to_string());
-        while r.remaining() > 0 {
-            match r.u8().map_err(e)? {
-                0 => out.push(Piece::Reused {
-                    from: r.varint().map_err(e)? as usize,
-                    to: r.varint().map_err(e)? as usize,
-                }),
-                1 => {
-                    let hash = hex::encode(r.take(32).map_err(e)?);
-                    let rows = r.varint_u32(u32::MAX, "rows").map_err(e)?;
-                    let cells = r.varint().map_err(e)?;
-                    let max_col = r.varint_u32(u32::MAX, "max column").map_err(e)?;
-                    let bytes = r.varint().map_err(e)?;
-                    let raw_bytes = r.varint().map_err(e)?;
-                    out.push(Piece::New(ChunkRef {
-                        hash,
-                        rows,
-                        cells,
-                        max_col,
-                        bytes,
-                        raw_bytes,
-                        log: None,
-                    }));
-                }
-                t => return Err(D::Error::custom(format!("unknown piece tag {t}"))),
-            }
-        }
-        Ok(out)
-    }
 }
 
 /// A finished build.
@@ -235,7 +169,7 @@ enum Source {
     Import {
         key: String,
         format: ImportFormat,
-        rx: Option<mpsc::Receiver<ImportMsg>>,
+        rx: Option<ImportRx>,
     },
     Empty,
 }
@@ -244,6 +178,25 @@ enum Source {
 pub(crate) enum ImportMsg {
     Row(Row, ImportPos),
     Failed(String),
+}
+
+/// The builder's end of the import channel: rows arrive in batches and leave one at a time.
+#[derive(Debug)]
+pub(crate) struct ImportRx {
+    rx: mpsc::Receiver<Vec<ImportMsg>>,
+    batch: std::vec::IntoIter<ImportMsg>,
+}
+
+impl ImportRx {
+    /// The next row (or failure), or `None` once the reader has finished.
+    pub(crate) async fn recv(&mut self) -> Option<ImportMsg> {
+        loop {
+            if let Some(m) = self.batch.next() {
+                return Some(m);
+            }
+            self.batch = self.rx.recv().await?.into_iter();
+        }
+    }
 }
 
 /// Builds one snapshot. Drive it with [`step`](Self::step) until it returns `Done`.
@@ -368,7 +321,7 @@ impl<'a> SnapshotBuilder<'a> {
             skip_below: 0,
             consumed: 0,
             import_pos: None,
-            out: Output::new(log_id, config.chunk_target, base_last),
+            out: Output::new(log_id, config.chunk_target, base_last)?,
             scratch: Vec::new(),
             done: false,
         })
@@ -443,7 +396,7 @@ impl<'a> SnapshotBuilder<'a> {
                         }
                     }
                     if self.out.checkpoint_ready() {
-                        self.out.cut_since_checkpoint = false;
+                        self.out.cuts_since_checkpoint = 0;
                         return Ok(Progress::Checkpoint(self.checkpoint()));
                     }
                 }
@@ -490,15 +443,18 @@ impl<'a> SnapshotBuilder<'a> {
 
     async fn finish(&mut self) -> Result<BuildResult, SnapshotError> {
         self.out.finish(self.store).await?;
-        let mut chunks = Vec::new();
-        for p in &self.out.pieces {
+        // The pieces are not needed after this: move them, so a large build's chunk list is not
+        // held twice at its peak.
+        let pieces = std::mem::take(&mut self.out.pieces);
+        let mut chunks = Vec::with_capacity(pieces.len());
+        for p in pieces {
             match p {
-                Piece::New(c) => chunks.push(c.clone()),
+                Piece::New(c) => chunks.push(c),
                 Piece::Reused { from, to } => {
                     let base = self.base.as_ref().ok_or_else(|| {
                         SnapshotError::Internal("reused chunks without a base".into())
                     })?;
-                    let reused = base.chunks.get(*from..*to).ok_or_else(|| {
+                    let reused = base.chunks.get(from..to).ok_or_else(|| {
                         SnapshotError::Internal("reused chunks past the base's end".into())
                     })?;
                     // A base of another log (a fork's first snapshot): its chunks stay where
@@ -523,7 +479,7 @@ impl<'a> SnapshotBuilder<'a> {
             chunks,
         };
         let key = manifest_key(self.log_id, self.out_seq);
-        let bytes = manifest.to_bytes();
+        let bytes = manifest.to_blob()?;
         let manifest_bytes = bytes.len() as u64;
         self.store.put(&key, Bytes::from(bytes)).await?;
         Ok(BuildResult {
@@ -672,21 +628,33 @@ pub(crate) fn spawn_import(
     format: ImportFormat,
     reader: Box<dyn import::ReadSeek>,
     from: ImportPos,
-) -> mpsc::Receiver<ImportMsg> {
-    let (tx, rx) = mpsc::channel(IMPORT_CHANNEL_ROWS);
+) -> ImportRx {
+    let (tx, rx) = mpsc::channel(IMPORT_CHANNEL_ROWS / IMPORT_BATCH_ROWS);
     tokio::task::spawn_blocking(move || {
+        let mut batch = Vec::with_capacity(IMPORT_BATCH_ROWS);
         let res = import::read_rows(format, reader, from, Mode::Lenient, &mut |row, pos| {
-            match tx.blocking_send(ImportMsg::Row(row, pos)) {
+            batch.push(ImportMsg::Row(row, pos));
+            if batch.len() < IMPORT_BATCH_ROWS {
+                return Ok(ControlFlow::Continue(()));
+            }
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(IMPORT_BATCH_ROWS));
+            match tx.blocking_send(full) {
                 Ok(()) => Ok(ControlFlow::Continue(())),
                 // The builder went away (dropped mid-build); stop reading.
                 Err(_) => Ok(ControlFlow::Break(())),
             }
         });
         if let Err(e) = res {
-            let _ = tx.blocking_send(ImportMsg::Failed(e.to_string()));
+            batch.push(ImportMsg::Failed(e.to_string()));
+        }
+        if !batch.is_empty() {
+            let _ = tx.blocking_send(batch);
         }
     });
-    rx
+    ImportRx {
+        rx,
+        batch: Vec::new().into_iter(),
+    }
 }
 
 /// Loads and verifies one chunk of a snapshot, ready to stream its rows.
@@ -718,6 +686,8 @@ struct Output {
     /// The cut threshold per byte of row at the target size (see `is_cut`).
     per_byte: u64,
     acc: Option<ChunkBuilder>,
+    /// The zstd context and buffers every chunk of the build reuses.
+    enc: ChunkEncoder,
     /// First row of the next chunk (just past the last cut).
     next_start: u32,
     pieces: Vec<Piece>,
@@ -726,31 +696,37 @@ struct Output {
     pending_last: Option<Span>,
     base_last: Option<usize>,
     stats: BuildStats,
-    cut_since_checkpoint: bool,
+    /// Chunks cut since the last checkpoint.
+    cuts_since_checkpoint: usize,
 }
 
 impl Output {
-    fn new(log_id: Uuid, target: u32, base_last: Option<usize>) -> Self {
+    fn new(log_id: Uuid, target: u32, base_last: Option<usize>) -> Result<Self, SnapshotError> {
         let min = u64::from(target) / 4;
         let max = u64::from(target) * 4;
-        Output {
+        Ok(Output {
             log_id,
             target,
             min,
             max,
             per_byte: u64::MAX / u64::from(target),
             acc: None,
+            enc: ChunkEncoder::new()?,
             next_start: 0,
             pieces: Vec::new(),
             pending_last: None,
             base_last,
             stats: BuildStats::default(),
-            cut_since_checkpoint: false,
-        }
+            cuts_since_checkpoint: 0,
+        })
     }
 
     fn checkpoint_ready(&self) -> bool {
-        self.cut_since_checkpoint && self.acc.is_none() && self.pending_last.is_none()
+        // A checkpoint lists every piece so far, so one per chunk would cost the square of the
+        // chunk count in a large build; one per `pieces / CHECKPOINT_SPACING` chunks costs a
+        // constant factor of the last one, and loses at most that share of the work done.
+        let due = (self.pieces.len() / CHECKPOINT_SPACING).max(1);
+        self.cuts_since_checkpoint >= due && self.acc.is_none() && self.pending_last.is_none()
     }
 
     async fn accept(
@@ -814,7 +790,10 @@ impl Output {
 
     async fn row(&mut self, row: Row, store: &dyn BlobStore) -> Result<(), SnapshotError> {
         let start = self.next_start;
-        let acc = self.acc.get_or_insert_with(|| ChunkBuilder::new(start));
+        let enc = &mut self.enc;
+        let acc = self
+            .acc
+            .get_or_insert_with(|| ChunkBuilder::new_in(start, enc));
         let appended = acc.push(&row)?;
         self.stats.rows_encoded += 1;
         let size = acc.raw_len();
@@ -849,7 +828,7 @@ impl Output {
             return Ok(());
         };
         let start = acc.start;
-        let sealed = acc.finish()?;
+        let sealed = acc.finish(&mut self.enc)?;
         let key = chunk_key(self.log_id, &sealed.chunk.hash);
         // Content-addressed: a chunk already stored (an unchanged chunk that had to be reread, or
         // a rerun after a crash) is not written again.
@@ -860,7 +839,7 @@ impl Output {
         }
         self.next_start = start + sealed.chunk.rows;
         self.pieces.push(Piece::New(sealed.chunk));
-        self.cut_since_checkpoint = true;
+        self.cuts_since_checkpoint += 1;
         Ok(())
     }
 

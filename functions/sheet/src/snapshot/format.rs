@@ -9,7 +9,8 @@
 //!
 //! The blob stored for a chunk is `b"SLC1"` followed by one zstd frame of the raw bytes; its key is
 //! `snapshots/<log>/chunks/<sha256 of the raw bytes, hex>`. The manifest is JSON at
-//! `snapshots/<log>/manifests/<seq, 20 digits>.json`.
+//! `snapshots/<log>/manifests/<seq, 20 digits>.json`, stored as one zstd frame of that JSON from
+//! format 2 on (format 1 stored the JSON itself; [`Manifest::from_bytes`] reads both).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -20,9 +21,20 @@ use crate::codec::{self, CodecError, Reader, Writer};
 use crate::limits::{MAX_COLS, MAX_ROWS};
 use crate::{Cell, Row};
 
-/// Bumped if the chunk bytes, the blob framing or the chunk-boundary rule ever change; a builder
-/// treats a base snapshot of another format as if every chunk had changed.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped if the chunk bytes, the blob framing, the manifest encoding or the chunk-boundary rule
+/// ever change; a builder treats a base snapshot of another format as if every chunk had changed,
+/// and a checkpoint of another format is not resumed.
+///
+/// - 1: JSON manifest, 256 KiB default chunk target.
+/// - 2: the manifest object is a zstd frame of the same JSON (a manifest lists every chunk, and an
+///   incremental snapshot writes it whole, so its size counts against every small edit); the
+///   default chunk target is 64 KiB. Chunk bytes and blobs are unchanged, so a format-1 snapshot
+///   still reads.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first bytes of a zstd frame (RFC 8878), which no JSON text starts with.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// Refuse to inflate a manifest past this: a sheet of 1,048,576 one-row chunks lists ~160 MB.
+const MAX_RAW_MANIFEST: usize = 256 << 20;
 const BLOB_MAGIC: &[u8; 4] = b"SLC1";
 const ZSTD_LEVEL: i32 = 3;
 /// Refuse to inflate a chunk past this: a chunk is a few MB unless a single row is enormous, and
@@ -96,18 +108,53 @@ impl Manifest {
         }
     }
 
-    /// Canonical bytes: struct order, no whitespace, trailing newline. Same manifest, same bytes.
+    /// Canonical JSON: struct order, no whitespace, trailing newline. Same manifest, same bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec(self).unwrap_or_default();
         v.push(b'\n');
         v
     }
 
+    /// The stored object: the canonical JSON, compressed for format 2 and later. Same manifest,
+    /// same bytes.
+    pub fn to_blob(&self) -> Result<Vec<u8>, SnapshotError> {
+        if self.format < 2 {
+            return Ok(self.to_bytes());
+        }
+        // Streamed into the compressor, so a large manifest's JSON is never held whole.
+        use std::io::Write;
+        let internal = |e: std::io::Error| SnapshotError::Internal(format!("zstd: {e}"));
+        let mut z = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL).map_err(internal)?;
+        serde_json::to_writer(&mut z, self)
+            .map_err(|e| SnapshotError::Internal(format!("manifest: {e}")))?;
+        z.write_all(b"\n").map_err(internal)?;
+        z.finish().map_err(internal)
+    }
+
+    /// Reads a stored manifest of any format: JSON, or a zstd frame of JSON.
     pub fn from_bytes(key: &str, b: &[u8]) -> Result<Self, SnapshotError> {
-        let m: Manifest = serde_json::from_slice(b).map_err(|e| SnapshotError::BadManifest {
+        let bad = |reason: String| SnapshotError::BadManifest {
             key: key.to_owned(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let inflated;
+        let json = if b.starts_with(&ZSTD_MAGIC) {
+            use std::io::Read;
+            let mut raw = Vec::new();
+            zstd::stream::read::Decoder::new(b)
+                .map_err(|e| bad(e.to_string()))?
+                .take(MAX_RAW_MANIFEST as u64 + 1)
+                .read_to_end(&mut raw)
+                .map_err(|e| bad(e.to_string()))?;
+            if raw.len() > MAX_RAW_MANIFEST {
+                return Err(bad("inflates past the manifest size limit".into()));
+            }
+            inflated = raw;
+            &inflated[..]
+        } else {
+            b
+        };
+        let m: Manifest = serde_json::from_slice(json).map_err(|e| bad(e.to_string()))?;
         let covered: u64 = m.chunks.iter().map(|c| u64::from(c.rows)).sum();
         if covered != u64::from(m.rows) || m.rows > MAX_ROWS {
             return Err(SnapshotError::BadManifest {
@@ -158,16 +205,54 @@ pub struct Appended {
     pub content_hash: u64,
 }
 
+/// What sealing chunks reuses from one chunk to the next: the zstd context (its tables cost
+/// more to set up than a small chunk costs to compress) and the buffers.
+pub struct ChunkEncoder {
+    zstd: zstd::bulk::Compressor<'static>,
+    raw: Vec<u8>,
+    spare: Option<(Writer, Writer)>,
+}
+
+impl std::fmt::Debug for ChunkEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkEncoder").finish_non_exhaustive()
+    }
+}
+
+impl ChunkEncoder {
+    pub fn new() -> Result<Self, SnapshotError> {
+        Ok(ChunkEncoder {
+            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)
+                .map_err(|e| SnapshotError::Internal(format!("zstd: {e}")))?,
+            raw: Vec::new(),
+            spare: None,
+        })
+    }
+}
+
 impl ChunkBuilder {
     pub fn new(start: u32) -> Self {
+        Self::with_buffers(start, Writer::new(), Writer::new())
+    }
+
+    /// A chunk builder that reuses the buffers of the last chunk `enc` sealed.
+    pub fn new_in(start: u32, enc: &mut ChunkEncoder) -> Self {
+        match enc.spare.take() {
+            Some((body, scratch)) => Self::with_buffers(start, body, scratch),
+            None => Self::new(start),
+        }
+    }
+
+    fn with_buffers(start: u32, mut body: Writer, scratch: Writer) -> Self {
+        body.buf.clear();
         ChunkBuilder {
             start,
-            body: Writer::new(),
+            body,
             rows: 0,
             cells: 0,
             max_col: 0,
             end: 0,
-            scratch: Writer::new(),
+            scratch,
         }
     }
 
@@ -216,17 +301,27 @@ impl ChunkBuilder {
     }
 
     /// Finishes the chunk: raw bytes, their hash, the compressed blob, and its manifest entry.
-    pub fn finish(self) -> Result<SealedChunk, SnapshotError> {
-        let mut raw = Writer::new();
+    pub fn finish(self, enc: &mut ChunkEncoder) -> Result<SealedChunk, SnapshotError> {
+        let mut raw = Writer {
+            buf: std::mem::take(&mut enc.raw),
+        };
+        raw.buf.clear();
         raw.varint(self.rows);
         raw.buf.extend_from_slice(&self.body.buf);
         let raw = raw.buf;
         let hash = hex::encode(Sha256::digest(&raw));
-        let mut blob = Vec::with_capacity(raw.len() / 3 + 16);
-        blob.extend_from_slice(BLOB_MAGIC);
-        let compressed = zstd::bulk::compress(&raw, ZSTD_LEVEL)
+        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        let mut blob = std::io::Cursor::new(Vec::with_capacity(BLOB_MAGIC.len() + bound));
+        blob.get_mut().extend_from_slice(BLOB_MAGIC);
+        blob.set_position(BLOB_MAGIC.len() as u64);
+        enc.zstd
+            .compress_to_buffer(&raw, &mut blob)
             .map_err(|e| SnapshotError::Internal(format!("zstd: {e}")))?;
-        blob.extend_from_slice(&compressed);
+        let mut blob = blob.into_inner();
+        blob.shrink_to_fit();
+        let raw_len = raw.len();
+        enc.raw = raw;
+        enc.spare = Some((self.body, self.scratch));
         Ok(SealedChunk {
             chunk: ChunkRef {
                 hash,
@@ -234,7 +329,7 @@ impl ChunkBuilder {
                 cells: self.cells,
                 max_col: self.max_col,
                 bytes: blob.len() as u64,
-                raw_bytes: raw.len() as u64,
+                raw_bytes: raw_len as u64,
                 log: None,
             },
             blob,

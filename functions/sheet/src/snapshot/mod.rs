@@ -15,6 +15,7 @@
 
 pub mod builder;
 pub mod format;
+mod pieces_codec;
 pub mod read;
 pub mod store;
 pub mod stream;

@@ -533,9 +533,14 @@ fn checkpoints_of_a_million_cell_build_stay_small() {
             "{count} checkpoints, largest {largest} bytes, {} chunks",
             done.manifest.chunks.len()
         );
+        // After each of the first 16 chunks, then about every sixteenth of the chunks so far:
+        // linear work for the checkpoints of a large build, and never more than a sixteenth of
+        // it lost.
+        let chunks = done.manifest.chunks.len();
+        assert!(count >= 16, "{count} checkpoints for {chunks} chunks");
         assert!(
-            count + 1 >= done.manifest.chunks.len(),
-            "a checkpoint after (nearly) every chunk"
+            count <= 32 + (18.0 * (chunks as f64 / 16.0).ln()).ceil() as usize,
+            "{count} checkpoints for {chunks} chunks"
         );
         assert!(largest < 16 * 1024, "checkpoint of {largest} bytes");
     });
@@ -633,7 +638,7 @@ fn builder_rejects_gaps_and_foreign_checkpoints() {
             "invalid build input: entries stop at 2, the snapshot is at 3"
         );
         let cp = Checkpoint {
-            format: 1,
+            format: format::FORMAT_VERSION,
             log_id: LOG,
             seq: 9,
             base_seq: None,
@@ -863,4 +868,41 @@ fn the_extent_follows_inserts_and_deletes() {
             columns: 0
         }
     );
+}
+
+#[test]
+fn manifests_of_either_format_read_back_and_format_2_is_compressed() {
+    rt().block_on(async {
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
+        let (_, full) = million_cell_sheet(&store, &payloads).await;
+        let m = full.manifest;
+        assert_eq!(m.format, format::FORMAT_VERSION);
+        let stored = store.get(&full.manifest_key).await.unwrap().unwrap();
+        // What the builder stored is the compressed form, and it reads back.
+        assert_eq!(stored.len() as u64, full.manifest_bytes);
+        assert_eq!(&stored[..], &m.to_blob().unwrap()[..]);
+        let json = m.to_bytes();
+        assert!(
+            stored.len() * 2 < json.len(),
+            "{} bytes stored for {} of JSON",
+            stored.len(),
+            json.len()
+        );
+        assert_eq!(Manifest::from_bytes("k", &stored).unwrap(), m);
+        // A format-1 manifest is the JSON itself: still read.
+        let old = Manifest {
+            format: 1,
+            ..m.clone()
+        };
+        assert_eq!(old.to_blob().unwrap(), old.to_bytes());
+        assert_eq!(Manifest::from_bytes("k", &old.to_bytes()).unwrap(), old);
+        // Garbage in a zstd frame is a bad manifest, not a panic.
+        let mut bad = stored.to_vec();
+        bad.truncate(bad.len() / 2);
+        assert!(matches!(
+            Manifest::from_bytes("k", &bad),
+            Err(SnapshotError::BadManifest { .. })
+        ));
+    });
 }
