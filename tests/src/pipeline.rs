@@ -256,7 +256,7 @@ impl PipelineStack {
         .await?;
         anyhow::ensure!(built.manifest_key == root, "manifest key differs");
         anyhow::ensure!(
-            built.manifest.to_bytes() == bytes,
+            built.manifest.to_blob()? == bytes,
             "manifest bytes differ from a from-scratch build"
         );
         for (key, blob) in reference.snapshot() {
