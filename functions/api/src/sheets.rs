@@ -244,8 +244,7 @@ pub async fn list_sheets(
     params(("logId" = String, Path, description = "the log's UUID")),
     request_body = RenameRequest,
     responses((status = 200, body = SheetDto), (status = 400, body = ErrorResponse),
-        (status = 403, body = ErrorResponse),
-        (status = 410, body = ErrorResponse, description = "`log-deleted`: the sheet was deleted"), (status = 404, body = ErrorResponse)))]
+        (status = 403, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
 pub async fn rename(
     State(state): State<SharedState>,
     caller: Option<axum::Extension<Caller>>,
@@ -273,8 +272,7 @@ pub async fn rename(
 #[utoipa::path(get, path = "/logs/{logId}/members",
     params(("logId" = String, Path, description = "the log's UUID")),
     responses((status = 200, body = MemberList), (status = 400, body = ErrorResponse),
-        (status = 403, body = ErrorResponse),
-        (status = 410, body = ErrorResponse, description = "`log-deleted`: the sheet was deleted"), (status = 404, body = ErrorResponse)))]
+        (status = 403, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
 pub async fn members(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -296,7 +294,6 @@ pub async fn members(
     request_body = AddMemberRequest,
     responses((status = 200, body = MemberDto), (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse),
-        (status = 410, body = ErrorResponse, description = "`log-deleted`: the sheet was deleted"),
         (status = 404, body = ErrorResponse, description = "`user-not-found`: no such email in the user pool"),
         (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner")))]
 pub async fn add_member(
@@ -365,7 +362,6 @@ async fn put(
     request_body = RoleRequest,
     responses((status = 200, body = MemberDto), (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse),
-        (status = 410, body = ErrorResponse, description = "`log-deleted`: the sheet was deleted"),
         (status = 404, body = ErrorResponse, description = "`member-not-found`"),
         (status = 409, body = ErrorResponse, description = "`last-owner`")))]
 pub async fn set_role(
@@ -399,7 +395,6 @@ pub async fn set_role(
         ("userId" = String, Path, description = "the member's user id")),
     responses((status = 204, description = "removed"), (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse),
-        (status = 410, body = ErrorResponse, description = "`log-deleted`: the sheet was deleted"),
         (status = 404, body = ErrorResponse, description = "`member-not-found`"),
         (status = 409, body = ErrorResponse, description = "`last-owner`")))]
 pub async fn remove_member(
