@@ -1,19 +1,15 @@
 //! SigV4 signing for a deployed stack whose HTTP API uses IAM authorization: a `reqwest`
-//! middleware that signs every request for `execute-api` with the standard AWS credential chain
-//! (environment, profile, SSO, instance role). The CLI uses it with `--iam`; the black-box tests
-//! use it against a deployment (`SHEETLOG_API_AUTH=sigv4`, set by `scripts/integ`).
+//! middleware that signs every request for `execute-api` ([`sheetlog_core::sigv4`]) with the
+//! standard AWS credential chain (environment, profile, SSO, instance role). The CLI uses it with
+//! `--iam`; the black-box tests use it against a deployment (`SHEETLOG_API_AUTH=sigv4`, set by
+//! `scripts/integ`).
 
-use std::time::SystemTime;
-
-use aws_credential_types::provider::ProvideCredentials;
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use reqwest_middleware::{Middleware, Next};
+use sheetlog_core::sigv4::Signer;
 
 #[derive(Debug)]
 pub struct SigV4 {
-    credentials: aws_credential_types::provider::SharedCredentialsProvider,
-    region: String,
+    signer: Signer,
 }
 
 impl SigV4 {
@@ -33,21 +29,11 @@ impl SigV4 {
             .or_else(|| sdk.region().map(|r| r.to_string()))
             .ok_or_else(|| anyhow::anyhow!("set AWS_REGION for SigV4 signing"))?;
         Ok(Self {
-            credentials,
-            region,
+            signer: Signer::new(credentials, region, "execute-api"),
         })
     }
 
     async fn sign(&self, req: &mut reqwest::Request) -> anyhow::Result<()> {
-        let identity = self.credentials.provide_credentials().await?.into();
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name("execute-api")
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()?
-            .into();
         let body = req
             .body()
             .and_then(reqwest::Body::as_bytes)
@@ -62,18 +48,20 @@ impl SigV4 {
                     .map(|v| (k.as_str().to_owned(), v.to_owned()))
             })
             .collect();
-        let signable = SignableRequest::new(
-            req.method().as_str(),
-            req.url().as_str(),
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            SignableBody::Bytes(&body),
-        )?;
-        let (instructions, _) = sign(signable, &params)?.into_parts();
-        let (new_headers, _) = instructions.into_parts();
-        for h in new_headers {
+        let new_headers = self
+            .signer
+            .headers(
+                req.method().as_str(),
+                req.url().as_str(),
+                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                &body,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+        for (name, value) in new_headers {
             req.headers_mut().insert(
-                http::HeaderName::from_bytes(h.name().as_bytes())?,
-                http::HeaderValue::from_str(h.value())?,
+                http::HeaderName::from_bytes(name.as_bytes())?,
+                http::HeaderValue::from_str(&value)?,
             );
         }
         Ok(())

@@ -18,6 +18,7 @@
 //! - [`config`] — typed configuration from the environment
 //! - [`error`]  — error types at each boundary
 //! - [`users`]   — who is in the Cognito user pool (share by email)
+//! - [`sigv4`]   — SigV4 signing for the AWS HTTP APIs called without an SDK client
 //! - [`telemetry`] — tracing set-up for the binaries
 //!
 //! The algorithms and invariants are written up in `docs/design.md`.
@@ -35,6 +36,7 @@ pub mod log;
 pub mod memory;
 pub mod poke;
 pub mod ports;
+pub mod sigv4;
 #[cfg(feature = "engine")]
 pub mod snapshot_input;
 pub mod sync_queue;

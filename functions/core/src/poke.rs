@@ -15,15 +15,13 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 
 use crate::config::{ConfigError, env_parse};
 use crate::domain::LogId;
+use crate::sigv4::Signer;
 
 /// The channel namespace the stack creates for sheets.
 pub const DEFAULT_NAMESPACE: &str = "sheets";
@@ -156,15 +154,15 @@ impl PokeConfig {
 pub struct AppSyncPublisher {
     http: reqwest::Client,
     url: String,
-    region: String,
-    credentials: Option<SharedCredentialsProvider>,
+    /// `None` without credentials (a local endpoint).
+    signer: Option<Signer>,
 }
 
 impl fmt::Debug for AppSyncPublisher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AppSyncPublisher")
             .field("url", &self.url)
-            .field("region", &self.region)
+            .field("region", &self.signer.as_ref().map(Signer::region))
             .finish_non_exhaustive()
     }
 }
@@ -179,46 +177,25 @@ impl AppSyncPublisher {
         Ok(Self {
             http,
             url: cfg.http_url.clone(),
-            region: sdk
-                .region()
-                .map(|r| r.to_string())
-                .unwrap_or_else(|| "us-east-1".to_owned()),
-            credentials: sdk.credentials_provider(),
+            signer: Signer::from_sdk(sdk, "appsync"),
         })
     }
 
     async fn signed_headers(&self, body: &[u8]) -> Result<Vec<(String, String)>, PokeError> {
         let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-        let Some(credentials) = &self.credentials else {
+        let Some(signer) = &self.signer else {
             return Ok(headers);
         };
-        let err = |e: &dyn fmt::Display| PokeError::Sign(e.to_string());
-        let identity = credentials
-            .provide_credentials()
+        let added = signer
+            .headers(
+                "POST",
+                &self.url,
+                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                body,
+            )
             .await
-            .map_err(|e| err(&e))?
-            .into();
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name("appsync")
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| err(&e))?
-            .into();
-        let signable = SignableRequest::new(
-            "POST",
-            &self.url,
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            SignableBody::Bytes(body),
-        )
-        .map_err(|e| err(&e))?;
-        let (instructions, _) = sign(signable, &params).map_err(|e| err(&e))?.into_parts();
-        let (added, _) = instructions.into_parts();
-        for h in added {
-            headers.push((h.name().to_owned(), h.value().to_owned()));
-        }
+            .map_err(|e| PokeError::Sign(e.to_string()))?;
+        headers.extend(added);
         Ok(headers)
     }
 }

@@ -3,20 +3,20 @@
 //!
 //! - [`UserDirectory`] — the port.
 //! - [`CognitoDirectory`] — the adapter: Cognito user pools' JSON API (`ListUsers` with the
-//!   filter `email = "…"` or `sub = "…"`), signed with SigV4 for the service `cognito-idp`.
+//!   filter `email = "…"` or `sub = "…"`), signed with SigV4 for the service `cognito-idp`
+//!   ([`crate::sigv4`]).
 //!   Plain HTTP rather than the SDK crate: one operation does not justify another large SDK
 //!   dependency in every function. The local stack points it at the emulator.
 //! - [`MemDirectory`] — a fixed list, for tests.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use serde_json::{Value, json};
+
+use crate::sigv4::Signer;
 
 /// A person in the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,9 +52,9 @@ pub fn default_endpoint(region: &str) -> String {
 pub struct CognitoDirectory {
     http: reqwest::Client,
     endpoint: String,
-    region: String,
     pool_id: String,
-    credentials: Option<SharedCredentialsProvider>,
+    /// `None` without credentials (a local endpoint).
+    signer: Option<Signer>,
 }
 
 impl fmt::Debug for CognitoDirectory {
@@ -74,12 +74,8 @@ impl CognitoDirectory {
                 .build()
                 .unwrap_or_default(),
             endpoint: endpoint.to_owned(),
-            region: sdk
-                .region()
-                .map(|r| r.to_string())
-                .unwrap_or_else(|| "us-east-1".to_owned()),
             pool_id: pool_id.to_owned(),
-            credentials: sdk.credentials_provider(),
+            signer: Signer::from_sdk(sdk, "cognito-idp"),
         }
     }
 
@@ -101,35 +97,17 @@ impl CognitoDirectory {
                 format!("AWSCognitoIdentityProviderService.{operation}"),
             ),
         ];
-        if let Some(credentials) = &self.credentials {
-            let identity = credentials
-                .provide_credentials()
+        if let Some(signer) = &self.signer {
+            let added = signer
+                .headers(
+                    "POST",
+                    &self.endpoint,
+                    headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                    &bytes,
+                )
                 .await
-                .map_err(|e| fail(e.to_string()))?
-                .into();
-            let params = v4::SigningParams::builder()
-                .identity(&identity)
-                .region(&self.region)
-                .name("cognito-idp")
-                .time(SystemTime::now())
-                .settings(SigningSettings::default())
-                .build()
-                .map_err(|e| fail(e.to_string()))?
-                .into();
-            let signable = SignableRequest::new(
-                "POST",
-                &self.endpoint,
-                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                SignableBody::Bytes(&bytes),
-            )
-            .map_err(|e| fail(e.to_string()))?;
-            let (instructions, _) = sign(signable, &params)
-                .map_err(|e| fail(e.to_string()))?
-                .into_parts();
-            let (added, _) = instructions.into_parts();
-            for h in added {
-                headers.push((h.name().to_owned(), h.value().to_owned()));
-            }
+                .map_err(|e| fail(e.to_string()))?;
+            headers.extend(added);
         }
         let mut req = self.http.post(&self.endpoint);
         for (k, v) in headers {
