@@ -732,49 +732,54 @@ impl crate::catalog::CatalogLayer for Arc<Faults> {}
 /// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost
 /// response is just a rewrite of the same bytes and is not modelled separately.
 #[cfg(feature = "engine")]
-#[derive(Debug)]
-pub struct FaultyBlobStore<B> {
-    inner: B,
-    faults: Arc<Faults>,
-}
+pub type FaultyBlobStore<B> = Layered<B, Arc<Faults>>;
 
 #[cfg(feature = "engine")]
-impl<B> FaultyBlobStore<B> {
-    pub fn new(inner: B, faults: Arc<Faults>) -> Self {
-        Self { inner, faults }
-    }
-}
+impl crate::ports::BlobLayer for Arc<Faults> {}
 
-#[cfg(feature = "engine")]
-#[async_trait]
-impl<B: sheetlog_sheet::snapshot::BlobStore> sheetlog_sheet::snapshot::BlobStore
-    for FaultyBlobStore<B>
-{
-    async fn put(
-        &self,
-        key: &str,
-        bytes: Bytes,
-    ) -> Result<(), sheetlog_sheet::snapshot::BlobError> {
-        self.faults
-            .before("S3", "PutObject")
-            .await
-            .map_err(|e| sheetlog_sheet::snapshot::BlobError::new("put", key, e))?;
-        self.inner.put(key, bytes).await
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn throttling() -> Arc<Faults> {
+        Faults::new(
+            FaultProfile {
+                throttle: 1.0,
+                ..FaultProfile::none()
+            },
+            1,
+        )
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, sheetlog_sheet::snapshot::BlobError> {
-        self.faults
-            .before("S3", "GetObject")
-            .await
-            .map_err(|e| sheetlog_sheet::snapshot::BlobError::new("get", key, e))?;
-        self.inner.get(key).await
-    }
+    #[cfg(feature = "engine")]
+    #[tokio::test]
+    async fn the_blob_store_is_counted_and_throttled_like_every_port() {
+        use sheetlog_sheet::snapshot::{BlobStore, MemBlobs};
 
-    async fn exists(&self, key: &str) -> Result<bool, sheetlog_sheet::snapshot::BlobError> {
-        self.faults
-            .before("S3", "HeadObject")
+        let counted = Faults::scripted();
+        let blobs = FaultyBlobStore::new(MemBlobs::new(), counted.clone());
+        blobs.put("a/b", Bytes::from_static(b"x")).await.unwrap();
+        assert!(blobs.exists("a/b").await.unwrap());
+        assert_eq!(
+            blobs.get("a/b").await.unwrap(),
+            Some(Bytes::from_static(b"x"))
+        );
+        assert_eq!(counted.counts.calls.load(Ordering::Relaxed), 3);
+
+        let faults = throttling();
+        let blobs = FaultyBlobStore::new(MemBlobs::new(), faults.clone());
+        let err = blobs
+            .put("a/b", Bytes::from_static(b"x"))
             .await
-            .map_err(|e| sheetlog_sheet::snapshot::BlobError::new("exists", key, e))?;
-        self.inner.exists(key).await
+            .unwrap_err();
+        assert!(matches!(
+            err.source.downcast_ref::<StoreError>(),
+            Some(StoreError::Throttled {
+                service: "S3",
+                operation: "PutObject"
+            })
+        ));
+        assert!(!blobs.inner().exists("a/b").await.unwrap());
+        assert_eq!(faults.counts.throttles.load(Ordering::Relaxed), 1);
     }
 }

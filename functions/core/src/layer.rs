@@ -94,6 +94,11 @@ impl<S, L> Layered<S, L> {
 ///     }
 /// }
 /// ```
+///
+/// A port whose trait is declared in a crate below this one (the snapshot engine's `BlobStore`,
+/// which also implements it for `Arc<T>`) is brought under layers with `impl` in place of
+/// `pub trait`: the same list of methods, and only the layer trait and the trait for
+/// [`Layered`] are written.
 #[macro_export]
 macro_rules! port {
     (
@@ -124,6 +129,23 @@ macro_rules! port {
             )*
         }
 
+        $crate::port! {
+            impl $port ($service): $layer {
+                $(
+                    async fn $method(&self $(, $arg: $ty)*) -> Result<$ok, $err> as $operation;
+                )*
+            }
+        }
+    };
+    (
+        impl $port:ident ($service:literal) : $layer:ident {
+            $(
+                $(#[$mattr:meta])*
+                async fn $method:ident (&self $(, $arg:ident : $ty:ty)* $(,)?)
+                    -> Result<$ok:ty, $err:ty> as $operation:ident;
+            )*
+        }
+    ) => {
         #[doc = concat!("How a [`Layer`](", "crate::layer::Layer", ") decorates [`", stringify!($port), "`]: ")]
         #[doc = "one method per port method, given the inner store. Each runs the inner call through"]
         #[doc = "[`Layer::around`](crate::layer::Layer::around) unless the layer overrides it."]

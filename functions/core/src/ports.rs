@@ -409,3 +409,40 @@ crate::port! {
         async fn put_marker(&self, key: &str) -> Result<(), StoreError> as PutObject;
     }
 }
+
+#[cfg(feature = "engine")]
+pub use blobs::BlobLayer;
+
+/// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore), declared in
+/// `sheetlog-sheet` (which knows nothing of layers), under the same layers as the ports above. A
+/// [`StoreError`] a layer returns (an injected throttle) becomes the [`BlobError`]'s source.
+///
+/// [`BlobError`]: sheetlog_sheet::snapshot::BlobError
+#[cfg(feature = "engine")]
+mod blobs {
+    use bytes::Bytes;
+    use sheetlog_sheet::snapshot::{BlobError, BlobStore};
+
+    use crate::error::StoreError;
+
+    crate::port! {
+        impl BlobStore("S3"): BlobLayer {
+            async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> as PutObject;
+            async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> as GetObject;
+            async fn exists(&self, key: &str) -> Result<bool, BlobError> as HeadObject;
+        }
+    }
+
+    impl From<StoreError> for BlobError {
+        fn from(e: StoreError) -> Self {
+            let op = match &e {
+                StoreError::Service { operation, .. }
+                | StoreError::Throttled { operation, .. }
+                | StoreError::TimedOut { operation, .. } => *operation,
+                StoreError::Corrupt { .. } => "read",
+                StoreError::NotFound { .. } | StoreError::TooLarge { .. } => "get",
+            };
+            BlobError::new(op, "", e)
+        }
+    }
+}
