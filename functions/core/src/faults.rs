@@ -4,10 +4,11 @@
 //! - **stale reads**: an eventually consistent read may, for a bounded time after a write, return
 //!   the view from before it — a page or a "newest entry" without the newest items, an entry
 //!   without its just-set snapshot root, a segment without its just-advanced last snapshot, the
-//!   segment list without a just-created segment;
+//!   segment list without a just-created segment, a catalog listing without a just-added sheet
+//!   or member;
 //! - **lost responses**: a write is applied and its response lost; the SDK retries it (a
-//!   conditional put then fails against its own item; a transaction carries an idempotency token,
-//!   so its retry reports success);
+//!   conditional put, or a catalog create, then fails against its own item; a log transaction
+//!   carries an idempotency token, so its retry reports success);
 //! - **throttling**: `ProvisionedThroughputExceededException` / `ThrottlingException` from
 //!   DynamoDB, `SlowDown` from S3, after the SDK's own retries ([`StoreError::Throttled`]);
 //! - **transaction conflicts**: `TransactionCanceled` with `TransactionConflict`
@@ -35,6 +36,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::catalog::{Catalog, CatalogError, CatalogLayer, Member, Sheet, SheetPage};
 use crate::domain::dedupe::DedupeRecord;
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
@@ -199,6 +201,9 @@ struct Recent {
     /// (when, the last snapshot before the write).
     last_snapshots: HashMap<(LogId, u64), (Instant, Option<u64>)>,
     segments: HashMap<(LogId, u64), Instant>,
+    /// Catalog memberships (user, sheet) added: a listing (a GSI, never strongly consistent)
+    /// may not show them yet.
+    members: HashMap<(String, LogId), Instant>,
 }
 
 impl Faults {
@@ -726,7 +731,76 @@ impl PushQueueLayer for Arc<Faults> {}
 impl PendingLayer for Arc<Faults> {}
 impl LogPurgeLayer for Arc<Faults> {}
 impl ObjectPurgeLayer for Arc<Faults> {}
-impl crate::catalog::CatalogLayer for Arc<Faults> {}
+
+impl Faults {
+    fn note_member(&self, user: &str, log: LogId) {
+        if !self.remembers() {
+            return;
+        }
+        if let Ok(mut r) = self.recent.lock() {
+            let window = self.profile.stale_for;
+            r.members.retain(|_, t| t.elapsed() < window);
+            r.members.insert((user.to_owned(), log), Instant::now());
+        }
+    }
+}
+
+/// The catalog: every call counted, maybe delayed or throttled; a create may lose its response,
+/// and a listing (read from a global secondary index, so eventually consistent) may miss a
+/// membership added within the window.
+#[async_trait]
+impl CatalogLayer for Arc<Faults> {
+    async fn create_sheet<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        sheet: &Sheet,
+        owner_email: Option<&str>,
+    ) -> Result<(), CatalogError> {
+        self.before(DDB, "TransactWriteItems").await?;
+        inner.create_sheet(sheet, owner_email).await?;
+        self.note_member(&sheet.owner, sheet.log);
+        if self.lose_response() {
+            // A retry without the first call's idempotency token: its conditions fail against
+            // what the first call wrote.
+            return inner.create_sheet(sheet, owner_email).await;
+        }
+        Ok(())
+    }
+
+    async fn put_member<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        log: LogId,
+        member: &Member,
+    ) -> Result<(), CatalogError> {
+        self.before(DDB, "TransactWriteItems").await?;
+        inner.put_member(log, member).await?;
+        self.note_member(&member.user_id, log);
+        Ok(())
+    }
+
+    async fn list_sheets<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        user: &str,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<SheetPage, CatalogError> {
+        self.before(DDB, "Query").await?;
+        let mut page = inner.list_sheets(user, limit, cursor).await?;
+        if self.stale(Consistency::Eventual)
+            && let Ok(r) = self.recent.lock()
+        {
+            let before = page.sheets.len();
+            page.sheets
+                .retain(|l| !self.is_recent(r.members.get(&(user.to_owned(), l.sheet.log))));
+            if page.sheets.len() < before {
+                self.stale_read_seen();
+            }
+        }
+        Ok(page)
+    }
+}
 
 /// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore) with throttling
 /// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost
@@ -738,48 +812,5 @@ pub type FaultyBlobStore<B> = Layered<B, Arc<Faults>>;
 impl crate::ports::BlobLayer for Arc<Faults> {}
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn throttling() -> Arc<Faults> {
-        Faults::new(
-            FaultProfile {
-                throttle: 1.0,
-                ..FaultProfile::none()
-            },
-            1,
-        )
-    }
-
-    #[cfg(feature = "engine")]
-    #[tokio::test]
-    async fn the_blob_store_is_counted_and_throttled_like_every_port() {
-        use sheetlog_sheet::snapshot::{BlobStore, MemBlobs};
-
-        let counted = Faults::scripted();
-        let blobs = FaultyBlobStore::new(MemBlobs::new(), counted.clone());
-        blobs.put("a/b", Bytes::from_static(b"x")).await.unwrap();
-        assert!(blobs.exists("a/b").await.unwrap());
-        assert_eq!(
-            blobs.get("a/b").await.unwrap(),
-            Some(Bytes::from_static(b"x"))
-        );
-        assert_eq!(counted.counts.calls.load(Ordering::Relaxed), 3);
-
-        let faults = throttling();
-        let blobs = FaultyBlobStore::new(MemBlobs::new(), faults.clone());
-        let err = blobs
-            .put("a/b", Bytes::from_static(b"x"))
-            .await
-            .unwrap_err();
-        assert!(matches!(
-            err.source.downcast_ref::<StoreError>(),
-            Some(StoreError::Throttled {
-                service: "S3",
-                operation: "PutObject"
-            })
-        ));
-        assert!(!blobs.inner().exists("a/b").await.unwrap());
-        assert_eq!(faults.counts.throttles.load(Ordering::Relaxed), 1);
-    }
-}
+#[path = "faults_tests.rs"]
+mod tests;

@@ -16,7 +16,10 @@ use sheetlog::local_cognito::{LocalPool, create_pool};
 use sheetlog_api::config::{AuthMode, CognitoConfig};
 use sheetlog_api::{ApiConfig, AppState};
 use sheetlog_core::aws::DynamoCatalog;
+use sheetlog_core::catalog::{Catalog, Role};
 use sheetlog_core::config::LogConfig;
+use sheetlog_core::faults::{FaultProfile, Faults};
+use sheetlog_core::layer::Layered;
 use sheetlog_core::users::CognitoDirectory;
 use sheetlog_pipeline::events::SubscribeAuth;
 use sheetlog_tests::TestStack;
@@ -42,6 +45,15 @@ impl Drop for Stack {
 
 /// The API in Cognito mode behind the local JWT authorizer, roles cached for `cache`.
 async fn start(label: &str, cache: Duration) -> anyhow::Result<Option<Stack>> {
+    start_with(label, cache, None).await
+}
+
+/// As [`start`], with the API's catalog behind the fault adapter when `faults` is given.
+async fn start_with(
+    label: &str,
+    cache: Duration,
+    faults: Option<Arc<Faults>>,
+) -> anyhow::Result<Option<Stack>> {
     if std::env::var(sheetlog_tests::api::API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
         return Ok(None);
     }
@@ -70,7 +82,12 @@ async fn start(label: &str, cache: Duration) -> anyhow::Result<Option<Stack>> {
         ..ApiConfig::default()
     };
     cfg.validate()?;
-    let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+    let mut state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+    if let Some(faults) = faults {
+        state.catalog = state
+            .catalog
+            .map(|c| Arc::new(Layered::new(c, faults)) as Arc<dyn Catalog>);
+    }
     let authorizer = Arc::new(JwtAuthorizer::with_jwks_url(
         &pool.issuer,
         vec![pool.client_id.clone()],
@@ -479,5 +496,58 @@ async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()>
     );
     alice.share(&log, USERS[1], "viewer").await?;
     assert!(access.authorize(&auth(&bob.token), &channel).await.is_ok());
+    Ok(())
+}
+
+/// The catalog behind the fault adapter. A create whose answer is lost, and which the SDK retries
+/// without its idempotency token, still makes the caller the sheet's owner (201); a throttled
+/// catalog answers 503 `throttled`, as every throttled store does.
+#[tokio::test]
+async fn catalog_faults_reach_the_caller_as_a_retried_create_and_a_503() -> anyhow::Result<()> {
+    let profile = |p: FaultProfile| Faults::new(p, 1);
+    let lossy = profile(FaultProfile {
+        lost_response: 1.0,
+        ..FaultProfile::none()
+    });
+    let Some(s) = start_with("cognito-lossy", Duration::ZERO, Some(lossy.clone())).await? else {
+        return Ok(());
+    };
+    let alice = s.sign_in(USERS[0]).await?;
+    let log = alice.create("Lost answer").await?;
+    assert_eq!(
+        lossy
+            .counts
+            .lost_responses
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        s.catalog.role(&alice.id, log.parse()?).await?,
+        Some(Role::Owner)
+    );
+    let (status, v) = alice.append(&log).await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+
+    let throttled = profile(FaultProfile {
+        throttle: 1.0,
+        ..FaultProfile::none()
+    });
+    let Some(s) = start_with("cognito-throttled", Duration::ZERO, Some(throttled)).await? else {
+        return Ok(());
+    };
+    let alice = s.sign_in(USERS[0]).await?;
+    for (method, path, body) in [
+        ("POST", "/logs".to_owned(), Some(json!({"name": "x"}))),
+        ("GET", "/sheets".to_owned(), None),
+        ("GET", format!("/logs/{log}/entries"), None),
+    ] {
+        let (status, v) = alice.send(method, &path, body).await?;
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{method} {path}: {v}"
+        );
+        assert_eq!(v["error"]["code"], "throttled", "{method} {path}: {v}");
+    }
     Ok(())
 }

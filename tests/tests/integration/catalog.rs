@@ -23,6 +23,35 @@ async fn the_dynamodb_catalog_keeps_the_rules() -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)
 }
 
+/// Every catalog create through the fault adapter loses its response and is retried without the
+/// first call's idempotency token: the retry finds the sheet it wrote and reports success, and
+/// every other rule holds as before.
+#[tokio::test]
+async fn the_dynamodb_catalog_keeps_the_rules_when_create_responses_are_lost() -> anyhow::Result<()>
+{
+    use sheetlog_core::faults::{FaultProfile, Faults};
+    let (_emulator, c) = catalog("catalog-lossy").await?;
+    let faults = Faults::new(
+        FaultProfile {
+            lost_response: 1.0,
+            ..FaultProfile::none()
+        },
+        1,
+    );
+    let lossy = sheetlog_core::layer::Layered::new(c, faults.clone());
+    sheetlog_core::catalog::conformance::check(&lossy, "l-")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    assert!(
+        faults
+            .counts
+            .lost_responses
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 5
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_thousand_sheets_list_newest_first_one_page_at_a_time() -> anyhow::Result<()> {
     let (_emulator, c) = catalog("catalog-many").await?;
