@@ -5,16 +5,16 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, ReturnValue, WriteRequest};
-use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use tracing::instrument;
 
+use super::dynamo::ddb_error;
 use super::items::{
     Item, bin, client_attr, dedupe_attr, entry_attr, num, opt_num, opt_str, segment_attr,
 };
@@ -38,26 +38,6 @@ pub mod meta_attr {
 /// Pending Snapshots key attributes.
 const PENDING_LOG: &str = "l";
 const PENDING_KEY: &str = "n";
-
-fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-{
-    if matches!(
-        e.code(),
-        Some(
-            "ProvisionedThroughputExceededException"
-                | "ThrottlingException"
-                | "RequestLimitExceeded"
-        )
-    ) {
-        return StoreError::Throttled {
-            service: SERVICE,
-            operation,
-        };
-    }
-    StoreError::service(SERVICE, operation, e)
-}
 
 /// Dedupe items updated at once while a page of entries is purged.
 const DEDUPE_CONCURRENCY: usize = 8;
