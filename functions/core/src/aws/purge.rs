@@ -518,3 +518,53 @@ impl ObjectPurge for S3Bucket {
         self.put_object(key, Bytes::new(), false).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use aws_sdk_dynamodb::config::{Credentials, Region};
+    use aws_smithy_types::retry::RetryConfig;
+    use aws_smithy_types::timeout::TimeoutConfig;
+
+    use super::*;
+
+    /// A purge call that times out is "retry later" (503), like every other DynamoDB call. The
+    /// purge kept its own copy of the error mapping, which had no timeout case: the same call was
+    /// an internal error (500).
+    #[tokio::test]
+    async fn a_timed_out_purge_call_is_a_timeout_not_an_internal_error() {
+        // Accepts connections and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let _held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                open.push(socket);
+            }
+        });
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .endpoint_url(format!("http://{addr}"))
+            .credentials_provider(Credentials::new("a", "b", None, None, "test"))
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_timeout(Duration::from_millis(300))
+                    .build(),
+            )
+            .build();
+        let purge = DynamoPurge::new(Client::from_conf(config), "e", "s", "p", "c");
+        let err = purge
+            .log_meta(LogId::new_random())
+            .await
+            .expect_err("nobody answers");
+        assert!(
+            matches!(err, StoreError::TimedOut { .. }),
+            "{err:?} should be a timeout"
+        );
+    }
+}
