@@ -115,27 +115,9 @@ impl IssuerKey {
 
     /// Saves the key readable by its owner only.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
         let text = serde_json::to_string_pretty(self)?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts
-                .open(&tmp)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            f.write_all(text.as_bytes())?;
-        }
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
+        crate::private_file::write_private(path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
