@@ -20,7 +20,7 @@ use crate::dto::*;
 use crate::entry_json::{batch_json, event_body, mutations_json};
 use crate::error::ApiError;
 pub use crate::request::{ApiResult, parse_log_id};
-use crate::request::{body_bytes, parse_json, reject_unknown_params};
+use crate::request::{body_bytes, parse_body, parse_json, reject_unknown_params};
 use crate::state::SharedState;
 use crate::trigger::AppendResult;
 use crate::{cells, trigger};
@@ -367,8 +367,7 @@ pub async fn append_entry(
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
     let key = idempotency_key(&headers)?.map(IdempotencyKey::request);
-    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
-    let req: AppendRequest = parse_json(&bytes)?;
+    let req: AppendRequest = parse_body(body, state.cfg.max_request_bytes)?;
     if req.kind == "import" {
         return Err(ApiError::InvalidEntry(
             "type: import entries are created through the upload flow (POST /logs/{logId}/uploads)"

@@ -20,7 +20,7 @@ use crate::access::Caller;
 use crate::config::AuthMode;
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::request::{ApiResult, body_bytes, parse_json, parse_log_id, reject_unknown_params};
+use crate::request::{ApiResult, parse_body, parse_log_id, reject_unknown_params};
 use crate::state::{SharedState, now_ms};
 
 /// `GET /config.json`: how the page signs in.
@@ -161,14 +161,6 @@ fn parse_role(raw: &str) -> ApiResult<Role> {
     raw.parse().map_err(ApiError::InvalidEntry)
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(
-    state: &SharedState,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<T> {
-    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
-    parse_json(&bytes)
-}
-
 /// How the web page signs in on this stack.
 #[utoipa::path(get, path = "/config.json", responses((status = 200, body = ClientConfig)))]
 pub async fn config_json(State(state): State<SharedState>) -> Json<ClientConfig> {
@@ -254,7 +246,7 @@ pub async fn rename(
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
     let user = subject(&caller, "write")?;
-    let req: RenameRequest = json_body(&state, body)?;
+    let req: RenameRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let name = catalog::clean_name(&req.name).map_err(ApiError::InvalidEntry)?;
     let sheet = catalog
         .rename(log, &name, now_ms())
@@ -303,7 +295,7 @@ pub async fn add_member(
 ) -> ApiResult<Json<MemberDto>> {
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
-    let req: AddMemberRequest = json_body(&state, body)?;
+    let req: AddMemberRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
     let member = match (&req.email, &req.user_id) {
         (Some(email), None) => {
@@ -371,7 +363,7 @@ pub async fn set_role(
 ) -> ApiResult<Json<MemberDto>> {
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
-    let req: RoleRequest = json_body(&state, body)?;
+    let req: RoleRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
     if catalog
         .role(&user_id, log)

@@ -13,9 +13,9 @@ use tracing::{info, warn};
 
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::request::{ApiResult, parse_log_id};
+use crate::request::{ApiResult, parse_body, parse_log_id};
 use crate::state::SharedState;
-use crate::sync::{apply_client, check, parse_body, shape};
+use crate::sync::{apply_client, check};
 
 /// A sync client's last applied mutation and the sequence of the entry that holds it.
 #[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}",
@@ -122,7 +122,7 @@ pub async fn replay(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let log = parse_log_id(&log_id)?;
-    let req: ReplayRequest = shape(parse_body(body, state.cfg.max_request_bytes)?)?;
+    let req: ReplayRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let source = parse_log_id(&req.source)?;
     // The access layer checked write on the log in the URL only; replay also reads the source,
     // so the caller needs read access to it, checked before anything touches storage so a log
