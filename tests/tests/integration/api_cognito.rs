@@ -3,8 +3,8 @@
 //! pool's JWKS (`sheetlog::local_auth`), and the API reads each caller's role from the catalog.
 //! Every route of the OpenAPI document is swept: a signed-in non-member gets 403 on every sheet
 //! route (the same answer as for a sheet that does not exist), a viewer 403 on every write; a
-//! removed member loses access within the catalog cache time; and the poke channel admits
-//! members only.
+//! removed member loses access within the catalog cache time; a fork and a replay need a role on
+//! their source too; and the poke channel admits members only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -479,5 +479,75 @@ async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()>
     );
     alice.share(&log, USERS[1], "viewer").await?;
     assert!(access.authorize(&auth(&bob.token), &channel).await.is_ok());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fork_or_a_replay_needs_a_role_on_its_source() -> anyhow::Result<()> {
+    let Some(stack) = start("cognito-source", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let theirs = alice.create("Secret").await?;
+    let push = json!({
+        "pushVersion": 1, "clientGroupID": "g1", "profileID": "p1", "schemaVersion": "",
+        "mutations": [{"clientID": "c1", "id": 1, "name": "set", "timestamp": 1,
+            "args": {"cells": [{"ref": "A1", "value": "secret"}]}}],
+    });
+    let (status, v) = alice
+        .send(
+            "POST",
+            &format!("/logs/{theirs}/replicache/push"),
+            Some(push),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let mine = bob.create("Mine").await?;
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let fork = |from: &str| json!({"name": "Copy", "from": {"logId": from, "seq": 2}});
+    let replay = |from: &str| json!({"source": from, "from": 0, "to": 2});
+    let replay_path = format!("/logs/{mine}/replay");
+
+    // An owner of the URL's sheet (or of none: a fork makes a new one) who is no member of the
+    // source: 403 on the source, the same answer as for a source that does not exist.
+    let (fork_status, fork_refused) = bob.send("POST", "/logs", Some(fork(&theirs))).await?;
+    assert_forbidden(fork_status, &fork_refused, "a non-member forks");
+    assert_eq!(fork_refused["error"]["need"], "read", "{fork_refused}");
+    let (status, v) = bob.send("POST", "/logs", Some(fork(&unknown))).await?;
+    assert_eq!(
+        (status, &v),
+        (fork_status, &fork_refused),
+        "a fork of nothing"
+    );
+    let (replay_status, replay_refused) = bob
+        .send("POST", &replay_path, Some(replay(&theirs)))
+        .await?;
+    assert_forbidden(replay_status, &replay_refused, "a non-member replays");
+    assert_eq!(replay_refused["error"]["need"], "read", "{replay_refused}");
+    let (status, v) = bob
+        .send("POST", &replay_path, Some(replay(&unknown)))
+        .await?;
+    assert_eq!(
+        (status, &v),
+        (replay_status, &replay_refused),
+        "a replay of nothing"
+    );
+    let (_, v) = bob
+        .send("GET", &format!("/logs/{mine}/cells?range=A1:A1"), None)
+        .await?;
+    assert!(!v.to_string().contains("secret"), "replayed anyway: {v}");
+    let (_, list) = bob.send("GET", "/sheets", None).await?;
+    assert_eq!(list["sheets"].as_array().map(Vec::len), Some(1), "{list}");
+
+    // A viewer of the source may do both.
+    alice.share(&theirs, USERS[1], "viewer").await?;
+    let (status, v) = bob.send("POST", "/logs", Some(fork(&theirs))).await?;
+    assert_eq!(status, StatusCode::CREATED, "a viewer forks: {v}");
+    let (status, v) = bob
+        .send("POST", &replay_path, Some(replay(&theirs)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "a viewer replays: {v}");
+    assert_eq!(v["mutationsApplied"], 1, "{v}");
     Ok(())
 }
