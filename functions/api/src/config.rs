@@ -119,6 +119,9 @@ pub struct ApiConfig {
     pub catalog_cache: Duration,
     /// The user pool, under Cognito authorization.
     pub cognito: Option<CognitoConfig>,
+    /// Most members a sheet has (1,000; smaller in tests): its members list is one response,
+    /// far under Lambda's 6 MB.
+    pub max_members: usize,
 }
 
 impl Default for ApiConfig {
@@ -139,6 +142,7 @@ impl Default for ApiConfig {
             catalog_table: None,
             catalog_cache: Duration::from_secs(30),
             cognito: None,
+            max_members: 1000,
         }
     }
 }

@@ -145,6 +145,9 @@ pub enum ApiError {
     MemberNotFound(String),
     #[error("the sheet would have no owner left; make someone else owner first")]
     LastOwner,
+    /// A share past the most members a sheet has: the members list must fit one response.
+    #[error("a sheet has at most {limit} members; remove someone first")]
+    TooManyMembers { limit: usize },
     #[error("internal error")]
     Internal(String),
 }
@@ -169,7 +172,7 @@ impl ApiError {
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
             NoCatalog { .. } | UserNotFound(_) | MemberNotFound(_) => StatusCode::NOT_FOUND,
-            LastOwner => StatusCode::CONFLICT,
+            LastOwner | TooManyMembers { .. } => StatusCode::CONFLICT,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
             }
@@ -229,6 +232,7 @@ impl ApiError {
             UserNotFound(_) => "user-not-found",
             MemberNotFound(_) => "member-not-found",
             LastOwner => "last-owner",
+            TooManyMembers { .. } => "too-many-members",
             Internal(_) => "internal",
         }
     }
@@ -277,6 +281,9 @@ impl ApiError {
             } => {
                 m.insert("limit".into(), json!(value));
                 m.insert("limitName".into(), json!(name));
+            }
+            ApiError::TooManyMembers { limit } => {
+                m.insert("limit".into(), json!(limit));
             }
             ApiError::NotMember { need } => {
                 m.insert("need".into(), json!(need));

@@ -4,7 +4,8 @@
 //! Every route of the OpenAPI document is swept: a signed-in non-member gets 403 on every sheet
 //! route (the same answer as for a sheet that does not exist), a viewer 403 on every write; a
 //! removed member loses access within the catalog cache time; a fork and a replay need a role on
-//! their source too; and the poke channel admits members only.
+//! their source too; the members routes keep their limits; and the poke channel admits members
+//! only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,15 @@ impl Drop for Stack {
 
 /// The API in Cognito mode behind the local JWT authorizer, roles cached for `cache`.
 async fn start(label: &str, cache: Duration) -> anyhow::Result<Option<Stack>> {
+    let cfg = ApiConfig {
+        catalog_cache: cache,
+        ..ApiConfig::default()
+    };
+    start_with(label, cfg).await
+}
+
+/// [`start`] with the rest of the API's configuration from `cfg`.
+async fn start_with(label: &str, cfg: ApiConfig) -> anyhow::Result<Option<Stack>> {
     if std::env::var(sheetlog_tests::api::API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
         return Ok(None);
     }
@@ -60,14 +70,13 @@ async fn start(label: &str, cache: Duration) -> anyhow::Result<Option<Stack>> {
     let cfg = ApiConfig {
         auth_mode: AuthMode::Cognito,
         catalog_table: Some(table.clone()),
-        catalog_cache: cache,
         cognito: Some(CognitoConfig {
             region: pool.region.clone(),
             user_pool_id: pool.pool_id.clone(),
             client_id: pool.client_id.clone(),
             endpoint: pool.endpoint.clone(),
         }),
-        ..ApiConfig::default()
+        ..cfg
     };
     cfg.validate()?;
     let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
@@ -549,5 +558,87 @@ async fn a_fork_or_a_replay_needs_a_role_on_its_source() -> anyhow::Result<()> {
         .await?;
     assert_eq!(status, StatusCode::OK, "a viewer replays: {v}");
     assert_eq!(v["mutationsApplied"], 1, "{v}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn members_routes_bound_ids_emails_and_the_members_list() -> anyhow::Result<()> {
+    let max_members = 3;
+    let cfg = ApiConfig {
+        max_members,
+        ..ApiConfig::default()
+    };
+    assert_eq!(
+        ApiConfig::default().max_members,
+        1000,
+        "the documented limit"
+    );
+    let Some(stack) = start_with("cognito-limits", cfg).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let log = alice.create("Crowded").await?;
+    let members = format!("/logs/{log}/members");
+    let long_id = "u".repeat(sheetlog_api::sheets::MAX_USER_ID_BYTES + 1);
+    let long_email = format!(
+        "{}@example.com",
+        "a".repeat(sheetlog_api::sheets::MAX_EMAIL_BYTES)
+    );
+
+    // Past the id and email limits: 400 before the catalog or the user pool is asked.
+    for (what, body) in [
+        ("userId", json!({"userId": long_id, "role": "viewer"})),
+        ("email", json!({"email": long_email, "role": "viewer"})),
+    ] {
+        let (status, v) = alice.send("POST", &members, Some(body)).await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {v}");
+        assert_eq!(v["error"]["code"], "invalid-entry", "{what}: {v}");
+    }
+    for method in ["PUT", "DELETE"] {
+        let (status, v) = alice
+            .send(
+                method,
+                &format!("{members}/{long_id}"),
+                Some(json!({"role": "viewer"})),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method}: {v}");
+        assert_eq!(v["error"]["code"], "invalid-entry", "{method}: {v}");
+    }
+
+    // A full sheet takes no one new, so its members list stays one bounded answer; a member's
+    // role still changes.
+    let id = sheetlog_core::LogId::from_uuid(uuid::Uuid::parse_str(&log)?);
+    use sheetlog_core::catalog::{Catalog, Member, Role};
+    for i in 1..max_members {
+        let member = Member {
+            user_id: format!("user-{i:04}"),
+            email: None,
+            role: Role::Viewer,
+        };
+        stack.catalog.put_member(id, &member).await?;
+    }
+    let (status, v) = alice
+        .send(
+            "POST",
+            &members,
+            Some(json!({"userId": "one-too-many", "role": "viewer"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "too-many-members", "{v}");
+    assert_eq!(v["error"]["limit"], max_members, "{v}");
+    let (status, v) = alice
+        .send(
+            "POST",
+            &members,
+            Some(json!({"userId": "user-0001", "role": "editor"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["role"], "editor", "{v}");
+    let (status, v) = alice.send("GET", &members, None).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["members"].as_array().map(Vec::len), Some(max_members),);
     Ok(())
 }
