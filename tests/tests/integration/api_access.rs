@@ -287,8 +287,9 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
             .replace("{logId}", &log)
             .replace("{uploadId}", "1")
             .replace("{clientId}", "c1")
+            .replace("{userId}", "user-1")
             .replace("{id}", "1");
-        for method in ["get", "post"] {
+        for method in ["get", "post", "put", "patch", "delete"] {
             if item.get(method).is_none() {
                 continue;
             }
@@ -297,7 +298,10 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
                 ("post", p) if p.ends_with("/replicache/pull") => "read",
                 // Sharing (Cognito authorization's members routes) needs a write grant here.
                 ("post", p) if p.ends_with("/members") => "share",
-                ("post", _) => "write",
+                ("put", _) => "share",
+                ("post" | "patch", _) => "write",
+                ("delete", "/logs/{logId}") => "delete",
+                // Leaving a sheet: any member may.
                 _ => "read",
             };
             for caller in [&nobody, &no_claim] {
@@ -310,11 +314,26 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
         }
     }
     assert!(
-        checked >= 13,
+        checked >= 20,
         "only {checked} log routes in the OpenAPI document"
     );
     // Not log routes: open to any valid token.
     assert_eq!(nobody.send("GET", "/health", None).await?.0, StatusCode::OK);
+    // The catalog routes past the check: this stack has no catalog (that is Cognito
+    // authorization's), whatever the token grants.
+    for (method, path) in [
+        ("GET", "/me".to_owned()),
+        ("GET", "/sheets".to_owned()),
+        ("PATCH", format!("/logs/{log}")),
+        ("GET", format!("/logs/{log}/members")),
+        ("POST", format!("/logs/{log}/members")),
+        ("PUT", format!("/logs/{log}/members/user-1")),
+        ("DELETE", format!("/logs/{log}/members/user-1")),
+    ] {
+        let (status, v) = admin.send(method, &path, Some(json!({}))).await?;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "no-catalog", "{method} {path}: {v}");
+    }
     Ok(())
 }
 
