@@ -424,3 +424,62 @@ impl IntoResponse for ApiError {
         resp
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sheetlog_core::LogId;
+    use sheetlog_core::catalog::CatalogError;
+    use sheetlog_core::users::DirectoryError;
+
+    #[test]
+    fn catalog_and_user_pool_failures_answer_like_the_log_stores() {
+        let log = LogId::new_random();
+        let store = |e: fn(&'static str, &'static str) -> StoreError| {
+            ApiError::from_catalog(CatalogError::Store(e("DynamoDB", "GetItem")))
+        };
+        // Retry shortly: 503 with Retry-After, as a throttled or contended log write answers.
+        for (e, code) in [
+            (
+                store(|service, operation| StoreError::Throttled { service, operation }),
+                "throttled",
+            ),
+            (
+                store(|service, operation| StoreError::TimedOut { service, operation }),
+                "timed-out",
+            ),
+            (
+                ApiError::from_catalog(CatalogError::Contention(log)),
+                "busy",
+            ),
+            (
+                ApiError::from_directory(DirectoryError::Throttled("ListUsers")),
+                "throttled",
+            ),
+        ] {
+            assert_eq!(e.code(), code);
+            let resp = e.into_response();
+            assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE, "{code}");
+            assert_eq!(resp.headers()["retry-after"], "1", "{code}");
+        }
+        for (e, status, code) in [
+            (
+                ApiError::from_catalog(CatalogError::SheetNotFound(log)),
+                StatusCode::NOT_FOUND,
+                "log-not-found",
+            ),
+            (
+                ApiError::from_catalog(CatalogError::LastOwner(log)),
+                StatusCode::CONFLICT,
+                "last-owner",
+            ),
+            (
+                ApiError::from_catalog(CatalogError::BadCursor("x".into())),
+                StatusCode::BAD_REQUEST,
+                "invalid-query",
+            ),
+        ] {
+            assert_eq!((e.status(), e.code()), (status, code));
+        }
+    }
+}
