@@ -153,17 +153,7 @@ pub async fn replay(
         .next_seq(log)
         .await
         .map_err(|e| ApiError::from_log(&log_id, e))?;
-    let (source_next, _) = state
-        .log
-        .next_seq(source)
-        .await
-        .map_err(|e| ApiError::from_log(&req.source, e))?;
-    if req.to > source_next {
-        return Err(ApiError::OutOfRange {
-            from: req.to,
-            next_seq: source_next,
-        });
-    }
+    crate::routes::check_source(&state, source, &req.source, req.to).await?;
     let (mut read, mut applied, mut skipped, mut appended) = (0u64, 0u64, 0u64, 0u64);
     let mut at = req.from;
     while at < req.to {
