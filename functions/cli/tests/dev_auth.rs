@@ -58,13 +58,7 @@ impl DevStack {
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+        sheetlog_tests::api::send_json(req, body).await
     }
 
     async fn create_log(&self, token: &str) -> anyhow::Result<String> {

@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{JWT_CLAIMS_HEADER, TestApi, json_str};
+use sheetlog_tests::api::{JWT_CLAIMS_HEADER, TestApi, json_str, send_json};
 
 const CLAIM: &str = "sheetlog_logs";
 
@@ -54,13 +54,7 @@ impl<'a> Caller<'a> {
         if let Some(claims) = &self.claims {
             req = req.header(JWT_CLAIMS_HEADER, claims.to_string());
         }
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+        send_json(req, body).await
     }
 
     async fn create_log(&self) -> anyhow::Result<String> {

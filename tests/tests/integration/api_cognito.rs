@@ -21,7 +21,7 @@ use sheetlog_core::config::LogConfig;
 use sheetlog_core::users::CognitoDirectory;
 use sheetlog_pipeline::events::SubscribeAuth;
 use sheetlog_tests::TestStack;
-use sheetlog_tests::api::{json_str, serve};
+use sheetlog_tests::api::{json_str, send_json, serve};
 
 const PASSWORD: &str = "Sheetlog-test-1";
 const USERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
@@ -142,17 +142,11 @@ impl User {
         body: Option<Value>,
     ) -> anyhow::Result<(StatusCode, Value)> {
         let method = reqwest::Method::from_bytes(method.as_bytes())?;
-        let mut req = self
+        let req = self
             .http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+        send_json(req, body).await
     }
 
     async fn create(&self, name: &str) -> anyhow::Result<String> {
