@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog::local_auth::{JwtAuthorizer, MemberChannelAccess, authorize};
 use sheetlog::local_cognito::{LocalPool, create_pool};
-use sheetlog_api::config::{AuthMode, CognitoConfig};
+use sheetlog_api::config::AuthMode;
 use sheetlog_api::{ApiConfig, AppState};
 use sheetlog_core::aws::DynamoCatalog;
 use sheetlog_core::config::LogConfig;
@@ -70,21 +70,12 @@ async fn start_with(label: &str, cfg: ApiConfig) -> anyhow::Result<Option<Stack>
     let cfg = ApiConfig {
         auth_mode: AuthMode::Cognito,
         catalog_table: Some(table.clone()),
-        cognito: Some(CognitoConfig {
-            region: pool.region.clone(),
-            user_pool_id: pool.pool_id.clone(),
-            client_id: pool.client_id.clone(),
-            endpoint: pool.endpoint.clone(),
-        }),
+        cognito: Some(pool.api_config()),
         ..cfg
     };
     cfg.validate()?;
     let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
-    let authorizer = Arc::new(JwtAuthorizer::with_jwks_url(
-        &pool.issuer,
-        vec![pool.client_id.clone()],
-        &pool.jwks_url,
-    ));
+    let authorizer = Arc::new(pool.authorizer());
     let app = sheetlog_api::router(Arc::new(state)).layer(axum::middleware::from_fn_with_state(
         authorizer.clone(),
         authorize,
