@@ -547,7 +547,7 @@ async fn a_fork_or_a_replay_needs_a_role_on_its_source() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn members_routes_bound_ids_emails_and_the_members_list() -> anyhow::Result<()> {
+async fn catalog_routes_bound_names_ids_emails_and_members() -> anyhow::Result<()> {
     let max_members = 3;
     let cfg = ApiConfig {
         max_members,
@@ -564,6 +564,21 @@ async fn members_routes_bound_ids_emails_and_the_members_list() -> anyhow::Resul
     let alice = stack.sign_in(USERS[0]).await?;
     let log = alice.create("Crowded").await?;
     let members = format!("/logs/{log}/members");
+
+    // A sheet's name, as given to POST /logs and PATCH: 400 past its length.
+    let long_name = "n".repeat(sheetlog_core::catalog::MAX_NAME_CHARS + 1);
+    for (method, path) in [
+        ("POST", "/logs".to_owned()),
+        ("PATCH", format!("/logs/{log}")),
+    ] {
+        let (status, v) = alice
+            .send(method, &path, Some(json!({"name": long_name})))
+            .await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "invalid-entry", "{method} {path}: {v}");
+    }
+    let (_, list) = alice.send("GET", "/sheets", None).await?;
+    assert_eq!(list["sheets"][0]["name"], "Crowded", "{list}");
     let long_id = "u".repeat(sheetlog_api::sheets::MAX_USER_ID_BYTES + 1);
     let long_email = format!(
         "{}@example.com",
