@@ -313,6 +313,13 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
     );
     // Not log routes: open to any valid token.
     assert_eq!(nobody.send("GET", "/health", None).await?.0, StatusCode::OK);
+    let (status, config) = nobody.send("GET", "/config.json", None).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        config["auth"], "jwt",
+        "an access claim is JWT authorization: {config}"
+    );
+    assert_eq!(config["cognito"], Value::Null, "{config}");
     // The catalog routes past the check: this stack has no catalog (that is Cognito
     // authorization's), whatever the token grants.
     for (method, path) in [
