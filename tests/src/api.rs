@@ -361,6 +361,25 @@ pub async fn post_entry(
     Ok((status, r.json().await?))
 }
 
+/// Sends `req` with `body` as JSON, if any: the status and the JSON answer (`null` when the
+/// answer is not JSON). The access tests' one way to call the API as a given caller.
+pub async fn send_json(
+    req: reqwest::RequestBuilder,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<(reqwest::StatusCode, serde_json::Value)> {
+    let req = match body {
+        Some(body) => req.json(&body),
+        None => req,
+    };
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    ))
+}
+
 /// The string at a JSON pointer (`/logId`, `/error/message`). A missing or mistyped field fails
 /// the test with the pointer and the whole response, rather than becoming `""`.
 pub fn json_str<'a>(v: &'a serde_json::Value, pointer: &str) -> &'a str {

@@ -119,6 +119,9 @@ pub struct ApiConfig {
     pub catalog_cache: Duration,
     /// The user pool, under Cognito authorization.
     pub cognito: Option<CognitoConfig>,
+    /// Most members a sheet has (1,000; smaller in tests): its members list is one response,
+    /// far under Lambda's 6 MB.
+    pub max_members: usize,
 }
 
 impl Default for ApiConfig {
@@ -139,6 +142,7 @@ impl Default for ApiConfig {
             catalog_table: None,
             catalog_cache: Duration::from_secs(30),
             cognito: None,
+            max_members: 1000,
         }
     }
 }
@@ -242,6 +246,13 @@ impl ApiConfig {
                 "SHEETLOG_AUTH_MODE=cognito needs SHEETLOG_CATALOG_TABLE, SHEETLOG_USER_POOL_ID and SHEETLOG_USER_POOL_CLIENT_ID".into(),
             ));
         }
+        // Per-log access under JWT authorization is the claim's: without one every token would
+        // use every log (`access.rs`), so that setting is refused rather than run open.
+        if self.auth_mode == AuthMode::Jwt && self.access_claim.is_none() {
+            return Err(ConfigError(
+                "SHEETLOG_AUTH_MODE=jwt needs SHEETLOG_ACCESS_CLAIM (the claim that lists a token's logs)".into(),
+            ));
+        }
         if self.catalog_cache > Duration::from_secs(3600) {
             return Err(ConfigError(
                 "SHEETLOG_CATALOG_CACHE_SECS must be at most 3600 (it bounds how long a removed member keeps access)".into(),
@@ -257,5 +268,26 @@ impl ApiConfig {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jwt_authorization_without_an_access_claim_is_refused() {
+        let open = ApiConfig {
+            auth_mode: AuthMode::Jwt,
+            ..ApiConfig::default()
+        };
+        let err = open.validate().expect_err("JWT mode without a claim");
+        assert!(err.0.contains("SHEETLOG_ACCESS_CLAIM"), "{err}");
+        let claimed = ApiConfig {
+            auth_mode: AuthMode::Jwt,
+            access_claim: Some("sheetlog_logs".into()),
+            ..ApiConfig::default()
+        };
+        claimed.validate().expect("JWT mode with a claim");
     }
 }

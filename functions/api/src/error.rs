@@ -145,6 +145,9 @@ pub enum ApiError {
     MemberNotFound(String),
     #[error("the sheet would have no owner left; make someone else owner first")]
     LastOwner,
+    /// A share past the most members a sheet has: the members list must fit one response.
+    #[error("a sheet has at most {limit} members; remove someone first")]
+    TooManyMembers { limit: usize },
     #[error("internal error")]
     Internal(String),
 }
@@ -169,7 +172,7 @@ impl ApiError {
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
             NoCatalog { .. } | UserNotFound(_) | MemberNotFound(_) => StatusCode::NOT_FOUND,
-            LastOwner => StatusCode::CONFLICT,
+            LastOwner | TooManyMembers { .. } => StatusCode::CONFLICT,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
             }
@@ -229,6 +232,7 @@ impl ApiError {
             UserNotFound(_) => "user-not-found",
             MemberNotFound(_) => "member-not-found",
             LastOwner => "last-owner",
+            TooManyMembers { .. } => "too-many-members",
             Internal(_) => "internal",
         }
     }
@@ -277,6 +281,9 @@ impl ApiError {
             } => {
                 m.insert("limit".into(), json!(value));
                 m.insert("limitName".into(), json!(name));
+            }
+            ApiError::TooManyMembers { limit } => {
+                m.insert("limit".into(), json!(limit));
             }
             ApiError::NotMember { need } => {
                 m.insert("need".into(), json!(need));
@@ -415,5 +422,64 @@ impl IntoResponse for ApiError {
                 .insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sheetlog_core::LogId;
+    use sheetlog_core::catalog::CatalogError;
+    use sheetlog_core::users::DirectoryError;
+
+    #[test]
+    fn catalog_and_user_pool_failures_answer_like_the_log_stores() {
+        let log = LogId::new_random();
+        let store = |e: fn(&'static str, &'static str) -> StoreError| {
+            ApiError::from_catalog(CatalogError::Store(e("DynamoDB", "GetItem")))
+        };
+        // Retry shortly: 503 with Retry-After, as a throttled or contended log write answers.
+        for (e, code) in [
+            (
+                store(|service, operation| StoreError::Throttled { service, operation }),
+                "throttled",
+            ),
+            (
+                store(|service, operation| StoreError::TimedOut { service, operation }),
+                "timed-out",
+            ),
+            (
+                ApiError::from_catalog(CatalogError::Contention(log)),
+                "busy",
+            ),
+            (
+                ApiError::from_directory(DirectoryError::Throttled("ListUsers")),
+                "throttled",
+            ),
+        ] {
+            assert_eq!(e.code(), code);
+            let resp = e.into_response();
+            assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE, "{code}");
+            assert_eq!(resp.headers()["retry-after"], "1", "{code}");
+        }
+        for (e, status, code) in [
+            (
+                ApiError::from_catalog(CatalogError::SheetNotFound(log)),
+                StatusCode::NOT_FOUND,
+                "log-not-found",
+            ),
+            (
+                ApiError::from_catalog(CatalogError::LastOwner(log)),
+                StatusCode::CONFLICT,
+                "last-owner",
+            ),
+            (
+                ApiError::from_catalog(CatalogError::BadCursor("x".into())),
+                StatusCode::BAD_REQUEST,
+                "invalid-query",
+            ),
+        ] {
+            assert_eq!((e.status(), e.code()), (status, code));
+        }
     }
 }

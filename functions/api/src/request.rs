@@ -43,6 +43,14 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     })
 }
 
+/// A JSON request body of `limit` bytes at most ([`body_bytes`], then [`parse_json`]).
+pub(crate) fn parse_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+) -> ApiResult<T> {
+    parse_json(&body_bytes(body, limit)?)
+}
+
 /// Refuses a query parameter the route does not know.
 pub(crate) fn reject_unknown_params(q: &HashMap<String, String>, known: &[&str]) -> ApiResult<()> {
     match q.keys().find(|k| !known.contains(&k.as_str())) {

@@ -20,7 +20,7 @@ use crate::dto::*;
 use crate::entry_json::{batch_json, event_body, mutations_json};
 use crate::error::ApiError;
 pub use crate::request::{ApiResult, parse_log_id};
-use crate::request::{body_bytes, parse_json, reject_unknown_params};
+use crate::request::{body_bytes, parse_body, parse_json, reject_unknown_params};
 use crate::state::SharedState;
 use crate::trigger::AppendResult;
 use crate::{cells, trigger};
@@ -251,6 +251,33 @@ pub async fn create_log(
     ))
 }
 
+/// Checks a log a request reads besides the one in its URL (a fork's or a replay's source),
+/// which the access layer's deleted-log check did not see: `410 log-deleted` when it was
+/// deleted, `404` when there is none, `416 out-of-range` when it holds fewer than `upto`
+/// entries. `raw` is the id as the request gave it.
+pub(crate) async fn check_source(
+    state: &SharedState,
+    source: LogId,
+    raw: &str,
+    upto: u64,
+) -> ApiResult<()> {
+    sheetlog_core::log::purge::check_live(&*state.purge, source)
+        .await
+        .map_err(|e| ApiError::from_log(raw, e))?;
+    let (next_seq, _) = state
+        .log
+        .next_seq(source)
+        .await
+        .map_err(|e| ApiError::from_log(raw, e))?;
+    if upto > next_seq {
+        return Err(ApiError::OutOfRange {
+            from: upto,
+            next_seq,
+        });
+    }
+    Ok(())
+}
+
 /// Builds the fork's first snapshot, then creates the log on it. A failure between the two
 /// leaves only unreferenced objects under the new log's prefix.
 async fn fork(
@@ -259,20 +286,7 @@ async fn fork(
     id: LogId,
 ) -> ApiResult<sheetlog_core::log::Created> {
     let source = parse_log_id(&from.log_id)?;
-    sheetlog_core::log::purge::check_live(&*state.purge, source)
-        .await
-        .map_err(|e| ApiError::from_log(&from.log_id, e))?;
-    let (next_seq, _) = state
-        .log
-        .next_seq(source)
-        .await
-        .map_err(|e| ApiError::from_log(&from.log_id, e))?;
-    if from.seq > next_seq {
-        return Err(ApiError::OutOfRange {
-            from: from.seq,
-            next_seq,
-        });
-    }
+    check_source(state, source, &from.log_id, from.seq).await?;
     // From here on the fork writes objects under its own prefix (and markers with its sources);
     // if it fails before its log exists, nothing refers to them, so they are removed.
     let mut sources: Vec<LogId> = Vec::new();
@@ -367,8 +381,7 @@ pub async fn append_entry(
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
     let key = idempotency_key(&headers)?.map(IdempotencyKey::request);
-    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
-    let req: AppendRequest = parse_json(&bytes)?;
+    let req: AppendRequest = parse_body(body, state.cfg.max_request_bytes)?;
     if req.kind == "import" {
         return Err(ApiError::InvalidEntry(
             "type: import entries are created through the upload flow (POST /logs/{logId}/uploads)"

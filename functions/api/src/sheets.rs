@@ -20,8 +20,14 @@ use crate::access::Caller;
 use crate::config::AuthMode;
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::request::{ApiResult, body_bytes, parse_json, parse_log_id, reject_unknown_params};
+use crate::request::{ApiResult, parse_body, parse_log_id, reject_unknown_params};
 use crate::state::{SharedState, now_ms};
+
+/// Longest user id a member route takes, in bytes (a Cognito `sub` is 36; the catalog keys
+/// members by it, and DynamoDB refuses a sort key over 1 KiB).
+pub const MAX_USER_ID_BYTES: usize = 128;
+/// Longest email a share takes, in bytes (the longest address SMTP carries).
+pub const MAX_EMAIL_BYTES: usize = 254;
 
 /// `GET /config.json`: how the page signs in.
 #[derive(Debug, Serialize, ToSchema)]
@@ -157,16 +163,20 @@ fn subject(caller: &Option<axum::Extension<Caller>>, need: &'static str) -> ApiR
         .ok_or(ApiError::NotMember { need })
 }
 
-fn parse_role(raw: &str) -> ApiResult<Role> {
-    raw.parse().map_err(ApiError::InvalidEntry)
+/// Refuses a `what` (a user id, an email) longer than `limit` bytes before it reaches the
+/// catalog or the user pool, which would fail it as an internal error.
+fn check_len<'a>(what: &str, value: &'a str, limit: usize) -> ApiResult<&'a str> {
+    if value.len() > limit {
+        return Err(ApiError::InvalidEntry(format!(
+            "{what} is at most {limit} bytes (got {})",
+            value.len()
+        )));
+    }
+    Ok(value)
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(
-    state: &SharedState,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<T> {
-    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
-    parse_json(&bytes)
+fn parse_role(raw: &str) -> ApiResult<Role> {
+    raw.parse().map_err(ApiError::InvalidEntry)
 }
 
 /// How the web page signs in on this stack.
@@ -254,7 +264,7 @@ pub async fn rename(
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
     let user = subject(&caller, "write")?;
-    let req: RenameRequest = json_body(&state, body)?;
+    let req: RenameRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let name = catalog::clean_name(&req.name).map_err(ApiError::InvalidEntry)?;
     let sheet = catalog
         .rename(log, &name, now_ms())
@@ -295,7 +305,7 @@ pub async fn members(
     responses((status = 200, body = MemberDto), (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse),
         (status = 404, body = ErrorResponse, description = "`user-not-found`: no such email in the user pool"),
-        (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner")))]
+        (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner; `too-many-members`: it has 1,000 members already")))]
 pub async fn add_member(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -303,11 +313,11 @@ pub async fn add_member(
 ) -> ApiResult<Json<MemberDto>> {
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
-    let req: AddMemberRequest = json_body(&state, body)?;
+    let req: AddMemberRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
     let member = match (&req.email, &req.user_id) {
         (Some(email), None) => {
-            let email = email.trim();
+            let email = check_len("email", email.trim(), MAX_EMAIL_BYTES)?;
             let user = match &state.users {
                 Some(users) => users
                     .by_email(email)
@@ -323,7 +333,7 @@ pub async fn add_member(
             }
         }
         (None, Some(user_id)) if !user_id.trim().is_empty() => Member {
-            user_id: user_id.trim().to_owned(),
+            user_id: check_len("userId", user_id.trim(), MAX_USER_ID_BYTES)?.to_owned(),
             email: None,
             role,
         },
@@ -333,26 +343,42 @@ pub async fn add_member(
             ));
         }
     };
-    put(&state, catalog, log, member).await
+    put(&state, catalog, log, member, false).await
 }
 
+/// Adds or changes `member` (a member already, when `existing`): one read of the members, to
+/// keep a sheet within `max_members` and answer the member as stored, then the write.
 async fn put(
     state: &SharedState,
     catalog: &dyn Catalog,
     log: LogId,
     member: Member,
+    existing: bool,
 ) -> ApiResult<Json<MemberDto>> {
+    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
+    let before = members.iter().find(|m| m.user_id == member.user_id);
+    match before {
+        None if existing => return Err(ApiError::MemberNotFound(member.user_id)),
+        None if members.len() >= state.cfg.max_members => {
+            let limit = state.cfg.max_members;
+            return Err(ApiError::TooManyMembers { limit });
+        }
+        _ => {}
+    }
     catalog
         .put_member(log, &member)
         .await
         .map_err(ApiError::from_catalog)?;
     state.forget_role(&member.user_id, log);
-    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
-    let stored = members
-        .iter()
-        .find(|m| m.user_id == member.user_id)
-        .unwrap_or(&member);
-    Ok(Json(member_dto(stored)))
+    // The catalog keeps the email it had when the change gives none.
+    let stored = Member {
+        email: member
+            .email
+            .clone()
+            .or_else(|| before.and_then(|m| m.email.clone())),
+        ..member
+    };
+    Ok(Json(member_dto(&stored)))
 }
 
 /// Changes a member's role (owners).
@@ -371,22 +397,15 @@ pub async fn set_role(
 ) -> ApiResult<Json<MemberDto>> {
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
-    let req: RoleRequest = json_body(&state, body)?;
+    let req: RoleRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
-    if catalog
-        .role(&user_id, log)
-        .await
-        .map_err(ApiError::from_catalog)?
-        .is_none()
-    {
-        return Err(ApiError::MemberNotFound(user_id));
-    }
+    check_len("userId", &user_id, MAX_USER_ID_BYTES)?;
     let member = Member {
         user_id,
         email: None,
         role,
     };
-    put(&state, catalog, log, member).await
+    put(&state, catalog, log, member, true).await
 }
 
 /// Removes a member: owners remove anyone, any member removes themselves (leaves).
@@ -404,6 +423,7 @@ pub async fn remove_member(
 ) -> ApiResult<StatusCode> {
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
+    check_len("userId", &user_id, MAX_USER_ID_BYTES)?;
     let me = subject(&caller, "share")?;
     if me != user_id {
         let caller = caller

@@ -42,7 +42,7 @@ use crate::access::{Access, Caller};
 use crate::cells::{Bounded, rows_at};
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::request::{ApiResult, body_bytes, parse_json, parse_log_id, reject_unknown_params};
+use crate::request::{ApiResult, parse_body, parse_log_id, reject_unknown_params};
 use crate::state::SharedState;
 
 /// The push and pull protocol version spoken here.
@@ -63,10 +63,6 @@ fn replicache_error(error: &str, version_type: Option<&str>) -> Response {
     Json(body).into_response()
 }
 
-pub(crate) fn parse_body(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Value> {
-    parse_json(&body_bytes(body, limit)?)
-}
-
 /// `VersionNotSupported` for a request of another protocol or schema version.
 fn unsupported_version(req: &Value, field: &str, kind: &str) -> Option<Response> {
     if req.get(field).and_then(Value::as_u64) != Some(PROTOCOL_VERSION) {
@@ -82,7 +78,7 @@ fn unsupported_version(req: &Value, field: &str, kind: &str) -> Option<Response>
     None
 }
 
-pub(crate) fn shape<T: serde::de::DeserializeOwned>(req: Value) -> ApiResult<T> {
+fn shape<T: serde::de::DeserializeOwned>(req: Value) -> ApiResult<T> {
     serde_json::from_value(req).map_err(|e| ApiError::InvalidEntry(e.to_string()))
 }
 
@@ -171,7 +167,7 @@ pub async fn push(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
-    let req = parse_body(body, state.cfg.max_request_bytes)?;
+    let req: Value = parse_body(body, state.cfg.max_request_bytes)?;
     if let Some(resp) = unsupported_version(&req, "pushVersion", "push") {
         return Ok(resp);
     }
@@ -407,7 +403,7 @@ pub async fn pull(
             )));
         }
     };
-    let req = parse_body(body, state.cfg.max_request_bytes)?;
+    let req: Value = parse_body(body, state.cfg.max_request_bytes)?;
     if let Some(resp) = unsupported_version(&req, "pullVersion", "pull") {
         return Ok(resp);
     }

@@ -13,9 +13,9 @@ use tracing::{info, warn};
 
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
-use crate::request::{ApiResult, parse_log_id};
+use crate::request::{ApiResult, parse_body, parse_log_id};
 use crate::state::SharedState;
-use crate::sync::{apply_client, check, parse_body, shape};
+use crate::sync::{apply_client, check};
 
 /// A sync client's last applied mutation and the sequence of the entry that holds it.
 #[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}",
@@ -122,7 +122,7 @@ pub async fn replay(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     let log = parse_log_id(&log_id)?;
-    let req: ReplayRequest = shape(parse_body(body, state.cfg.max_request_bytes)?)?;
+    let req: ReplayRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let source = parse_log_id(&req.source)?;
     // The access layer checked write on the log in the URL only; replay also reads the source,
     // so the caller needs read access to it, checked before anything touches storage so a log
@@ -153,17 +153,7 @@ pub async fn replay(
         .next_seq(log)
         .await
         .map_err(|e| ApiError::from_log(&log_id, e))?;
-    let (source_next, _) = state
-        .log
-        .next_seq(source)
-        .await
-        .map_err(|e| ApiError::from_log(&req.source, e))?;
-    if req.to > source_next {
-        return Err(ApiError::OutOfRange {
-            from: req.to,
-            next_seq: source_next,
-        });
-    }
+    crate::routes::check_source(&state, source, &req.source, req.to).await?;
     let (mut read, mut applied, mut skipped, mut appended) = (0u64, 0u64, 0u64, 0u64);
     let mut at = req.from;
     while at < req.to {

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::dto::*;
 use crate::error::ApiError;
-use crate::request::{ApiResult, body_bytes, parse_json, parse_log_id};
+use crate::request::{ApiResult, body_bytes, parse_body, parse_json, parse_log_id};
 use crate::routes::{created, idempotency_key};
 use crate::state::SharedState;
 use crate::trigger;
@@ -44,8 +44,7 @@ pub async fn create_upload(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadCreated>)> {
     let log = parse_log_id(&log_id)?;
-    let bytes = body_bytes(body, state.cfg.max_request_bytes)?;
-    let req: UploadRequest = parse_json(&bytes)?;
+    let req: UploadRequest = parse_body(body, state.cfg.max_request_bytes)?;
     if req.kind != "import" {
         return Err(ApiError::InvalidEntry(format!(
             "type: {:?} cannot be uploaded; only \"import\" entries carry a file",

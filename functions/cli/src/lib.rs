@@ -10,6 +10,8 @@
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `local_cognito.rs` — the local stack's user pool on the emulator (`sheetlog dev --auth cognito`)
 //! - `login.rs` — `sheetlog login`/`logout`: Cognito sign-in, the stored refresh token
+//! - `private_file.rs` — writing a file readable by its owner only (the issuer's key, the
+//!   stored sign-in)
 //! - `sigv4.rs` — SigV4 signing for an API with IAM authorization
 //! - `watch.rs` — `sheetlog watch`: the sheet's pokes over the AppSync Events real-time
 //!   protocol, entries read on each poke, polling while there is no channel
@@ -21,5 +23,6 @@ pub mod commands;
 pub mod local_auth;
 pub mod local_cognito;
 pub mod login;
+pub mod private_file;
 pub mod sigv4;
 pub mod watch;

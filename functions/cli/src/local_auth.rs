@@ -115,27 +115,9 @@ impl IssuerKey {
 
     /// Saves the key readable by its owner only.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
         let text = serde_json::to_string_pretty(self)?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts
-                .open(&tmp)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            f.write_all(text.as_bytes())?;
-        }
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
+        crate::private_file::write_private(path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
@@ -402,6 +384,24 @@ pub async fn authorize(
     }
 }
 
+/// What a subscriber to a poke channel sent: its token (the `Authorization` field, as AppSync
+/// Events takes it) and the sheet its channel `/<namespace>/<logId>` names.
+fn subscriber(
+    auth: &serde_json::Map<String, Value>,
+    namespace: &str,
+    channel: &str,
+) -> (Option<String>, Option<sheetlog_core::LogId>) {
+    let token = auth
+        .get("Authorization")
+        .or_else(|| auth.get("authorization"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let log = channel
+        .strip_prefix(&format!("/{namespace}/"))
+        .and_then(|id| id.parse().ok());
+    (token, log)
+}
+
 /// Who may subscribe to a sheet's poke channel on the local Event API with `--auth jwt`: a
 /// token the issuer signed whose access claim grants at least read on the channel's sheet,
 /// as the HTTP API requires to pull it (`sheetlog_api::access`). The token comes as the
@@ -420,14 +420,7 @@ impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
         auth: &serde_json::Map<String, Value>,
         channel: &str,
     ) -> futures::future::BoxFuture<'static, Result<(), String>> {
-        let token = auth
-            .get("Authorization")
-            .or_else(|| auth.get("authorization"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let log = channel
-            .strip_prefix(&format!("/{}/", self.namespace))
-            .and_then(|id| uuid::Uuid::parse_str(id).ok());
+        let (token, log) = subscriber(auth, &self.namespace, channel);
         let authorizer = self.authorizer.clone();
         let claim = self.claim.clone();
         Box::pin(async move {
@@ -441,7 +434,7 @@ impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
             let grants = sheetlog_api::access::Grants::parse(
                 claims.get(&claim).map(String::as_str).unwrap_or(""),
             );
-            if grants.allows(sheetlog_api::access::Need::Read, Some(log)) {
+            if grants.allows(sheetlog_api::access::Need::Read, Some(*log.as_uuid())) {
                 Ok(())
             } else {
                 Err(format!("the token grants no read access to sheet {log}"))
@@ -466,14 +459,7 @@ impl sheetlog_pipeline::events::SubscribeAuth for MemberChannelAccess {
         auth: &serde_json::Map<String, Value>,
         channel: &str,
     ) -> futures::future::BoxFuture<'static, Result<(), String>> {
-        let token = auth
-            .get("Authorization")
-            .or_else(|| auth.get("authorization"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let log = channel
-            .strip_prefix(&format!("/{}/", self.namespace))
-            .and_then(|id| id.parse::<sheetlog_core::LogId>().ok());
+        let (token, log) = subscriber(auth, &self.namespace, channel);
         let authorizer = self.authorizer.clone();
         let catalog = self.catalog.clone();
         Box::pin(async move {

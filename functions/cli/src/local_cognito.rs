@@ -30,6 +30,27 @@ pub struct LocalPool {
     pub jwks_url: String,
 }
 
+impl LocalPool {
+    /// The API's settings for this pool (`SHEETLOG_USER_POOL_ID` and the rest).
+    pub fn api_config(&self) -> sheetlog_api::config::CognitoConfig {
+        sheetlog_api::config::CognitoConfig {
+            region: self.region.clone(),
+            user_pool_id: self.pool_id.clone(),
+            client_id: self.client_id.clone(),
+            endpoint: self.endpoint.clone(),
+        }
+    }
+
+    /// The stand-in for API Gateway's JWT authorizer that accepts this pool's access tokens.
+    pub fn authorizer(&self) -> crate::local_auth::JwtAuthorizer {
+        crate::local_auth::JwtAuthorizer::with_jwks_url(
+            &self.issuer,
+            vec![self.client_id.clone()],
+            &self.jwks_url,
+        )
+    }
+}
+
 /// Creates a pool named `name`, an app client without a secret that allows password and
 /// refresh-token sign-in, and `users` with `password` (permanent, confirmed).
 pub async fn create_pool(

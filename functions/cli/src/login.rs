@@ -70,28 +70,10 @@ impl Credentials {
                 "neither XDG_CONFIG_HOME nor HOME is set: nowhere to keep the sign-in".into(),
             )
         })?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-        }
         let text =
             serde_json::to_string_pretty(self).map_err(|e| CliError::Other(e.to_string()))?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts
-                .open(&tmp)
-                .map_err(io(format!("writing {}", tmp.display())))?;
-            f.write_all(text.as_bytes())
-                .map_err(io(format!("writing {}", tmp.display())))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(io(format!("writing {}", path.display())))?;
+        crate::private_file::write_private(&path, text.as_bytes())
+            .map_err(io(format!("writing {}", path.display())))?;
         Ok(path)
     }
 }

@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use sheetlog::api::{Api, Auth, CliError, execute_api_region};
 use sheetlog::commands::{self, out};
-use sheetlog_api::config::{AuthMode, CognitoConfig};
+use sheetlog_api::config::AuthMode;
 use sheetlog_api::{ApiConfig, AppState, SyncWrites};
 use std::time::Duration;
 
@@ -671,12 +671,7 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .await?;
         cfg.auth_mode = AuthMode::Cognito;
         cfg.catalog_table = Some(table);
-        cfg.cognito = Some(CognitoConfig {
-            region: pool.region.clone(),
-            user_pool_id: pool.pool_id.clone(),
-            client_id: pool.client_id.clone(),
-            endpoint: pool.endpoint.clone(),
-        });
+        cfg.cognito = Some(pool.api_config());
         cfg.validate()?;
         Some(pool)
     } else {
@@ -758,12 +753,8 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
     let app = if let Some(pool) = &pool {
-        use sheetlog::local_auth::{JwtAuthorizer, MemberChannelAccess};
-        let authorizer = Arc::new(JwtAuthorizer::with_jwks_url(
-            &pool.issuer,
-            vec![pool.client_id.clone()],
-            &pool.jwks_url,
-        ));
+        use sheetlog::local_auth::MemberChannelAccess;
+        let authorizer = Arc::new(pool.authorizer());
         println!(
             "Cognito authorization: user pool {} (client {}) on the emulator; roles cached {} s\n\
              demo users: {} / password {}\n\

@@ -2,84 +2,36 @@
 //! (the local issuer and API Gateway's JWT authorizer in front of the API) on the emulator,
 //! tokens minted by `sheetlog dev-token`, requests over HTTP with `Authorization: Bearer`.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog::local_auth::IssuerKey;
-use sheetlog_tests::Emulator;
 
-/// A `sheetlog dev --auth jwt` process on a free port, killed on drop.
+mod common;
+use common::DevProcess;
+
+/// A `sheetlog dev --auth jwt` process and the directory of its issuer's key.
 struct DevStack {
-    child: Child,
-    base: String,
+    process: DevProcess,
     key_dir: tempfile::TempDir,
-    _emulator: Emulator,
-}
-
-impl Drop for DevStack {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 impl DevStack {
     async fn start(label: &str) -> anyhow::Result<Self> {
-        let emulator = Emulator::start()?;
-        let port = free_port()?;
         let key_dir = tempfile::tempdir()?;
-        let prefix = format!(
-            "{label}-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
-        let child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
-            .args(["dev", "--auth", "jwt", "--port", &port.to_string()])
-            .args(["--prefix", &prefix])
-            .env("AWS_ENDPOINT_URL", emulator.endpoint())
-            .env("AWS_ACCESS_KEY_ID", "local")
-            .env("AWS_SECRET_ACCESS_KEY", "local")
-            .env("AWS_REGION", "us-east-1")
-            .env("SHEETLOG_DEV_AUTH_DIR", key_dir.path())
-            .env_remove("AWS_PROFILE")
-            .env_remove("SHEETLOG_SYNC_WRITES")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut stack = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            key_dir,
-            _emulator: emulator,
-        };
         // Up once the authorizer answers: 401 for a request without a token.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(status) = stack.child.try_wait()? {
-                anyhow::bail!("sheetlog dev exited: {status}");
-            }
-            if let Ok(r) = reqwest::get(format!("{}/health", stack.base)).await
-                && r.status() == StatusCode::UNAUTHORIZED
-            {
-                break;
-            }
-            anyhow::ensure!(Instant::now() < deadline, "sheetlog dev did not start");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Ok(stack)
+        let ready = ("/health", StatusCode::UNAUTHORIZED);
+        let envs = [("SHEETLOG_DEV_AUTH_DIR", key_dir.path())];
+        let process = DevProcess::start(label, &["--auth", "jwt"], &envs, ready).await?;
+        Ok(Self { process, key_dir })
     }
 
     /// A token from `sheetlog dev-token` for `sub` with these grants.
     async fn token(&self, sub: &str, grants: &[&str]) -> anyhow::Result<String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sheetlog"));
-        cmd.args(["--api", &self.base, "dev-token", "--sub", sub])
+        cmd.args(["--api", &self.process.base, "dev-token", "--sub", sub])
             .env("SHEETLOG_DEV_AUTH_DIR", self.key_dir.path());
         for g in grants {
             cmd.args(["--grant", g]);
@@ -101,17 +53,12 @@ impl DevStack {
         body: Option<Value>,
     ) -> anyhow::Result<(StatusCode, Value)> {
         let method = reqwest::Method::from_bytes(method.as_bytes())?;
-        let mut req = reqwest::Client::new().request(method, format!("{}{path}", self.base));
+        let mut req =
+            reqwest::Client::new().request(method, format!("{}{path}", self.process.base));
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+        sheetlog_tests::api::send_json(req, body).await
     }
 
     async fn create_log(&self, token: &str) -> anyhow::Result<String> {
@@ -361,7 +308,7 @@ async fn subscribe_as(dev: &DevStack, token: &str, channel: &str) -> anyhow::Res
     use base64::Engine;
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-    let host = dev.base.trim_start_matches("http://").to_owned();
+    let host = dev.process.base.trim_start_matches("http://").to_owned();
     let auth = json!({"host": host, "Authorization": format!("Bearer {token}")});
     let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(auth.to_string());
     let mut req = format!("ws://{host}/event/realtime").into_client_request()?;

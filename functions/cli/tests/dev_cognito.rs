@@ -4,74 +4,28 @@
 //! `share`, `sheets`, `set`, `logout`.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 use sheetlog::local_cognito::{DEMO_PASSWORD, DEMO_USERS};
-use sheetlog_tests::Emulator;
 
-struct DevStack {
-    child: Child,
-    base: String,
-    _emulator: Emulator,
-}
+mod common;
+use common::DevProcess;
 
-impl Drop for DevStack {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+struct DevStack(DevProcess);
 
 impl DevStack {
     async fn start() -> anyhow::Result<Self> {
-        let emulator = Emulator::start()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let prefix = format!(
-            "cognito-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
-        let child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
-            .args(["dev", "--auth", "cognito", "--catalog-cache-secs", "1"])
-            .args(["--port", &port.to_string(), "--prefix", &prefix])
-            .env("AWS_ENDPOINT_URL", emulator.endpoint())
-            .env("AWS_ACCESS_KEY_ID", "local")
-            .env("AWS_SECRET_ACCESS_KEY", "local")
-            .env("AWS_REGION", "us-east-1")
-            .env_remove("AWS_PROFILE")
-            .env_remove("SHEETLOG_SYNC_WRITES")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut stack = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            _emulator: emulator,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(status) = stack.child.try_wait()? {
-                anyhow::bail!("sheetlog dev exited: {status}");
-            }
-            if let Ok(r) = reqwest::get(format!("{}/config.json", stack.base)).await
-                && r.status() == StatusCode::OK
-            {
-                break;
-            }
-            anyhow::ensure!(Instant::now() < deadline, "sheetlog dev did not start");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Ok(stack)
+        let args = ["--auth", "cognito", "--catalog-cache-secs", "1"];
+        let ready = ("/config.json", StatusCode::OK);
+        Ok(Self(DevProcess::start("cognito", &args, &[], ready).await?))
     }
 
     /// Runs the CLI against the stack with `config` as its config directory.
     async fn cli(&self, config: &Path, args: &[&str]) -> anyhow::Result<Output> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sheetlog"));
-        cmd.args(["--api", &self.base])
+        cmd.args(["--api", &self.0.base])
             .args(args)
             .env("XDG_CONFIG_HOME", config)
             .env("SHEETLOG_PASSWORD", DEMO_PASSWORD)
@@ -96,7 +50,7 @@ async fn people_sign_in_share_and_list_sheets_with_the_cli() -> anyhow::Result<(
     let stack = DevStack::start().await?;
     let alice = tempfile::tempdir()?;
     let bob = tempfile::tempdir()?;
-    let config: Value = reqwest::get(format!("{}/config.json", stack.base))
+    let config: Value = reqwest::get(format!("{}/config.json", stack.0.base))
         .await?
         .json()
         .await?;
@@ -129,7 +83,7 @@ async fn people_sign_in_share_and_list_sheets_with_the_cli() -> anyhow::Result<(
     }
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
     assert!(
-        saved["apis"][&stack.base]["refreshToken"].is_string(),
+        saved["apis"][&stack.0.base]["refreshToken"].is_string(),
         "{saved}"
     );
 

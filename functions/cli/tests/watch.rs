@@ -3,66 +3,29 @@
 //! are printed as they land, through pokes, and through polling when asked to poll.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use sheetlog_tests::Emulator;
+
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
-/// A `sheetlog dev` process on a free port, killed on drop.
-struct DevStack {
-    child: Child,
-    base: String,
-    _emulator: Emulator,
-}
+mod common;
+use common::DevProcess;
+
+/// A `sheetlog dev` process (no authorization).
+struct DevStack(DevProcess);
 
 impl DevStack {
     async fn start(label: &str) -> anyhow::Result<Self> {
-        let emulator = Emulator::start()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let prefix = format!(
-            "{label}-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
-        let child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
-            .args(["dev", "--port", &port.to_string(), "--prefix", &prefix])
-            .env("AWS_ENDPOINT_URL", emulator.endpoint())
-            .env("AWS_ACCESS_KEY_ID", "local")
-            .env("AWS_SECRET_ACCESS_KEY", "local")
-            .env("AWS_REGION", "us-east-1")
-            .env_remove("AWS_PROFILE")
-            .env_remove("SHEETLOG_SYNC_WRITES")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let mut stack = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            _emulator: emulator,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(status) = stack.child.try_wait()? {
-                anyhow::bail!("sheetlog dev exited: {status}");
-            }
-            if let Ok(r) = reqwest::get(format!("{}/health", stack.base)).await
-                && r.status().is_success()
-            {
-                return Ok(stack);
-            }
-            anyhow::ensure!(Instant::now() < deadline, "sheetlog dev did not start");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let ready = ("/health", reqwest::StatusCode::OK);
+        Ok(Self(DevProcess::start(label, &[], &[], ready).await?))
     }
 
     /// Runs `sheetlog --api <this stack> ARGS` to the end; its stdout.
     async fn sheetlog(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
-            .args(["--api", &self.base])
+            .args(["--api", &self.0.base])
             .args(args)
             .env_remove("SHEETLOG_TOKEN")
             .output()
@@ -78,7 +41,7 @@ impl DevStack {
     /// Starts `sheetlog watch ARGS` with its output piped.
     fn watch(&self, args: &[&str]) -> anyhow::Result<Watcher> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
-            .args(["--api", &self.base, "watch"])
+            .args(["--api", &self.0.base, "watch"])
             .args(args)
             .env_remove("SHEETLOG_TOKEN")
             .stdout(Stdio::piped())

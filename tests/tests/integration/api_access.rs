@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{JWT_CLAIMS_HEADER, TestApi, json_str};
+use sheetlog_tests::api::{JWT_CLAIMS_HEADER, TestApi, json_str, send_json};
 
 const CLAIM: &str = "sheetlog_logs";
 
@@ -54,13 +54,7 @@ impl<'a> Caller<'a> {
         if let Some(claims) = &self.claims {
             req = req.header(JWT_CLAIMS_HEADER, claims.to_string());
         }
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+        send_json(req, body).await
     }
 
     async fn create_log(&self) -> anyhow::Result<String> {
@@ -287,8 +281,9 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
             .replace("{logId}", &log)
             .replace("{uploadId}", "1")
             .replace("{clientId}", "c1")
+            .replace("{userId}", "user-1")
             .replace("{id}", "1");
-        for method in ["get", "post"] {
+        for method in ["get", "post", "put", "patch", "delete"] {
             if item.get(method).is_none() {
                 continue;
             }
@@ -297,7 +292,10 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
                 ("post", p) if p.ends_with("/replicache/pull") => "read",
                 // Sharing (Cognito authorization's members routes) needs a write grant here.
                 ("post", p) if p.ends_with("/members") => "share",
-                ("post", _) => "write",
+                ("put", _) => "share",
+                ("post" | "patch", _) => "write",
+                ("delete", "/logs/{logId}") => "delete",
+                // Leaving a sheet: any member may.
                 _ => "read",
             };
             for caller in [&nobody, &no_claim] {
@@ -310,11 +308,33 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
         }
     }
     assert!(
-        checked >= 13,
+        checked >= 20,
         "only {checked} log routes in the OpenAPI document"
     );
     // Not log routes: open to any valid token.
     assert_eq!(nobody.send("GET", "/health", None).await?.0, StatusCode::OK);
+    let (status, config) = nobody.send("GET", "/config.json", None).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        config["auth"], "jwt",
+        "an access claim is JWT authorization: {config}"
+    );
+    assert_eq!(config["cognito"], Value::Null, "{config}");
+    // The catalog routes past the check: this stack has no catalog (that is Cognito
+    // authorization's), whatever the token grants.
+    for (method, path) in [
+        ("GET", "/me".to_owned()),
+        ("GET", "/sheets".to_owned()),
+        ("PATCH", format!("/logs/{log}")),
+        ("GET", format!("/logs/{log}/members")),
+        ("POST", format!("/logs/{log}/members")),
+        ("PUT", format!("/logs/{log}/members/user-1")),
+        ("DELETE", format!("/logs/{log}/members/user-1")),
+    ] {
+        let (status, v) = admin.send(method, &path, Some(json!({}))).await?;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "no-catalog", "{method} {path}: {v}");
+    }
     Ok(())
 }
 

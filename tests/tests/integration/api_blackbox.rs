@@ -58,6 +58,14 @@ async fn every_route_succeeds_and_entries_round_trip() -> anyhow::Result<()> {
     assert_eq!(health.status(), StatusCode::OK);
     let doc: Value = c.get(api.url("/openapi.json")).send().await?.json().await?;
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
+    // How the web page signs in: IAM authorization in process (a deployment names its own).
+    let config: Value = c.get(api.url("/config.json")).send().await?.json().await?;
+    if api.stack().is_some() {
+        assert_eq!(config["auth"], "iam", "{config}");
+        assert_eq!(config["cognito"], Value::Null, "{config}");
+    } else {
+        assert!(config["auth"].is_string(), "{config}");
+    }
     for path in [
         "/logs",
         "/logs/{logId}",

@@ -3,8 +3,9 @@
 //! pool's JWKS (`sheetlog::local_auth`), and the API reads each caller's role from the catalog.
 //! Every route of the OpenAPI document is swept: a signed-in non-member gets 403 on every sheet
 //! route (the same answer as for a sheet that does not exist), a viewer 403 on every write; a
-//! removed member loses access within the catalog cache time; and the poke channel admits
-//! members only.
+//! removed member loses access within the catalog cache time; a fork and a replay need a role on
+//! their source too; the members routes keep their limits; and the poke channel admits members
+//! only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog::local_auth::{JwtAuthorizer, MemberChannelAccess, authorize};
 use sheetlog::local_cognito::{LocalPool, create_pool};
-use sheetlog_api::config::{AuthMode, CognitoConfig};
+use sheetlog_api::config::AuthMode;
 use sheetlog_api::{ApiConfig, AppState};
 use sheetlog_core::aws::DynamoCatalog;
 use sheetlog_core::catalog::{Catalog, Role};
@@ -23,7 +24,7 @@ use sheetlog_core::layer::Layered;
 use sheetlog_core::users::CognitoDirectory;
 use sheetlog_pipeline::events::SubscribeAuth;
 use sheetlog_tests::TestStack;
-use sheetlog_tests::api::{json_str, serve};
+use sheetlog_tests::api::{json_str, send_json, serve};
 
 const PASSWORD: &str = "Sheetlog-test-1";
 const USERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
@@ -45,13 +46,26 @@ impl Drop for Stack {
 
 /// The API in Cognito mode behind the local JWT authorizer, roles cached for `cache`.
 async fn start(label: &str, cache: Duration) -> anyhow::Result<Option<Stack>> {
-    start_with(label, cache, None).await
+    let cfg = ApiConfig {
+        catalog_cache: cache,
+        ..ApiConfig::default()
+    };
+    start_with(label, cfg, None).await
 }
 
-/// As [`start`], with the API's catalog behind the fault adapter when `faults` is given.
+/// API settings with no role cache.
+fn zero_cache() -> ApiConfig {
+    ApiConfig {
+        catalog_cache: Duration::ZERO,
+        ..ApiConfig::default()
+    }
+}
+
+/// [`start`] with the rest of the API's configuration from `cfg`, and the API's catalog behind
+/// the fault adapter when `faults` is given.
 async fn start_with(
     label: &str,
-    cache: Duration,
+    cfg: ApiConfig,
     faults: Option<Arc<Faults>>,
 ) -> anyhow::Result<Option<Stack>> {
     if std::env::var(sheetlog_tests::api::API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
@@ -72,14 +86,8 @@ async fn start_with(
     let cfg = ApiConfig {
         auth_mode: AuthMode::Cognito,
         catalog_table: Some(table.clone()),
-        catalog_cache: cache,
-        cognito: Some(CognitoConfig {
-            region: pool.region.clone(),
-            user_pool_id: pool.pool_id.clone(),
-            client_id: pool.client_id.clone(),
-            endpoint: pool.endpoint.clone(),
-        }),
-        ..ApiConfig::default()
+        cognito: Some(pool.api_config()),
+        ..cfg
     };
     cfg.validate()?;
     let mut state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
@@ -88,11 +96,7 @@ async fn start_with(
             .catalog
             .map(|c| Arc::new(Layered::new(c, faults)) as Arc<dyn Catalog>);
     }
-    let authorizer = Arc::new(JwtAuthorizer::with_jwks_url(
-        &pool.issuer,
-        vec![pool.client_id.clone()],
-        &pool.jwks_url,
-    ));
+    let authorizer = Arc::new(pool.authorizer());
     let app = sheetlog_api::router(Arc::new(state)).layer(axum::middleware::from_fn_with_state(
         authorizer.clone(),
         authorize,
@@ -150,17 +154,11 @@ impl User {
         body: Option<Value>,
     ) -> anyhow::Result<(StatusCode, Value)> {
         let method = reqwest::Method::from_bytes(method.as_bytes())?;
-        let mut req = self
+        let req = self
             .http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await?;
-        let status = resp.status();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+        send_json(req, body).await
     }
 
     async fn create(&self, name: &str) -> anyhow::Result<String> {
@@ -509,7 +507,7 @@ async fn catalog_faults_reach_the_caller_as_a_retried_create_and_a_503() -> anyh
         lost_response: 1.0,
         ..FaultProfile::none()
     });
-    let Some(s) = start_with("cognito-lossy", Duration::ZERO, Some(lossy.clone())).await? else {
+    let Some(s) = start_with("cognito-lossy", zero_cache(), Some(lossy.clone())).await? else {
         return Ok(());
     };
     let alice = s.sign_in(USERS[0]).await?;
@@ -532,7 +530,7 @@ async fn catalog_faults_reach_the_caller_as_a_retried_create_and_a_503() -> anyh
         throttle: 1.0,
         ..FaultProfile::none()
     });
-    let Some(s) = start_with("cognito-throttled", Duration::ZERO, Some(throttled)).await? else {
+    let Some(s) = start_with("cognito-throttled", zero_cache(), Some(throttled)).await? else {
         return Ok(());
     };
     let alice = s.sign_in(USERS[0]).await?;
@@ -549,5 +547,172 @@ async fn catalog_faults_reach_the_caller_as_a_retried_create_and_a_503() -> anyh
         );
         assert_eq!(v["error"]["code"], "throttled", "{method} {path}: {v}");
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fork_or_a_replay_needs_a_role_on_its_source() -> anyhow::Result<()> {
+    let Some(stack) = start("cognito-source", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let theirs = alice.create("Secret").await?;
+    let push = json!({
+        "pushVersion": 1, "clientGroupID": "g1", "profileID": "p1", "schemaVersion": "",
+        "mutations": [{"clientID": "c1", "id": 1, "name": "set", "timestamp": 1,
+            "args": {"cells": [{"ref": "A1", "value": "secret"}]}}],
+    });
+    let (status, v) = alice
+        .send(
+            "POST",
+            &format!("/logs/{theirs}/replicache/push"),
+            Some(push),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let mine = bob.create("Mine").await?;
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let fork = |from: &str| json!({"name": "Copy", "from": {"logId": from, "seq": 2}});
+    let replay = |from: &str| json!({"source": from, "from": 0, "to": 2});
+    let replay_path = format!("/logs/{mine}/replay");
+
+    // An owner of the URL's sheet (or of none: a fork makes a new one) who is no member of the
+    // source: 403 on the source, the same answer as for a source that does not exist.
+    let (fork_status, fork_refused) = bob.send("POST", "/logs", Some(fork(&theirs))).await?;
+    assert_forbidden(fork_status, &fork_refused, "a non-member forks");
+    assert_eq!(fork_refused["error"]["need"], "read", "{fork_refused}");
+    let (status, v) = bob.send("POST", "/logs", Some(fork(&unknown))).await?;
+    assert_eq!(
+        (status, &v),
+        (fork_status, &fork_refused),
+        "a fork of nothing"
+    );
+    let (replay_status, replay_refused) = bob
+        .send("POST", &replay_path, Some(replay(&theirs)))
+        .await?;
+    assert_forbidden(replay_status, &replay_refused, "a non-member replays");
+    assert_eq!(replay_refused["error"]["need"], "read", "{replay_refused}");
+    let (status, v) = bob
+        .send("POST", &replay_path, Some(replay(&unknown)))
+        .await?;
+    assert_eq!(
+        (status, &v),
+        (replay_status, &replay_refused),
+        "a replay of nothing"
+    );
+    let (_, v) = bob
+        .send("GET", &format!("/logs/{mine}/cells?range=A1:A1"), None)
+        .await?;
+    assert!(!v.to_string().contains("secret"), "replayed anyway: {v}");
+    let (_, list) = bob.send("GET", "/sheets", None).await?;
+    assert_eq!(list["sheets"].as_array().map(Vec::len), Some(1), "{list}");
+
+    // A viewer of the source may do both.
+    alice.share(&theirs, USERS[1], "viewer").await?;
+    let (status, v) = bob.send("POST", "/logs", Some(fork(&theirs))).await?;
+    assert_eq!(status, StatusCode::CREATED, "a viewer forks: {v}");
+    let (status, v) = bob
+        .send("POST", &replay_path, Some(replay(&theirs)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "a viewer replays: {v}");
+    assert_eq!(v["mutationsApplied"], 1, "{v}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn catalog_routes_bound_names_ids_emails_and_members() -> anyhow::Result<()> {
+    let max_members = 3;
+    let cfg = ApiConfig {
+        max_members,
+        ..ApiConfig::default()
+    };
+    assert_eq!(
+        ApiConfig::default().max_members,
+        1000,
+        "the documented limit"
+    );
+    let Some(stack) = start_with("cognito-limits", cfg, None).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let log = alice.create("Crowded").await?;
+    let members = format!("/logs/{log}/members");
+
+    // A sheet's name, as given to POST /logs and PATCH: 400 past its length.
+    let long_name = "n".repeat(sheetlog_core::catalog::MAX_NAME_CHARS + 1);
+    for (method, path) in [
+        ("POST", "/logs".to_owned()),
+        ("PATCH", format!("/logs/{log}")),
+    ] {
+        let (status, v) = alice
+            .send(method, &path, Some(json!({"name": long_name})))
+            .await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "invalid-entry", "{method} {path}: {v}");
+    }
+    let (_, list) = alice.send("GET", "/sheets", None).await?;
+    assert_eq!(list["sheets"][0]["name"], "Crowded", "{list}");
+    let long_id = "u".repeat(sheetlog_api::sheets::MAX_USER_ID_BYTES + 1);
+    let long_email = format!(
+        "{}@example.com",
+        "a".repeat(sheetlog_api::sheets::MAX_EMAIL_BYTES)
+    );
+
+    // Past the id and email limits: 400 before the catalog or the user pool is asked.
+    for (what, body) in [
+        ("userId", json!({"userId": long_id, "role": "viewer"})),
+        ("email", json!({"email": long_email, "role": "viewer"})),
+    ] {
+        let (status, v) = alice.send("POST", &members, Some(body)).await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {v}");
+        assert_eq!(v["error"]["code"], "invalid-entry", "{what}: {v}");
+    }
+    for method in ["PUT", "DELETE"] {
+        let (status, v) = alice
+            .send(
+                method,
+                &format!("{members}/{long_id}"),
+                Some(json!({"role": "viewer"})),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method}: {v}");
+        assert_eq!(v["error"]["code"], "invalid-entry", "{method}: {v}");
+    }
+
+    // A full sheet takes no one new, so its members list stays one bounded answer; a member's
+    // role still changes.
+    let id = sheetlog_core::LogId::from_uuid(uuid::Uuid::parse_str(&log)?);
+    use sheetlog_core::catalog::{Catalog, Member, Role};
+    for i in 1..max_members {
+        let member = Member {
+            user_id: format!("user-{i:04}"),
+            email: None,
+            role: Role::Viewer,
+        };
+        stack.catalog.put_member(id, &member).await?;
+    }
+    let (status, v) = alice
+        .send(
+            "POST",
+            &members,
+            Some(json!({"userId": "one-too-many", "role": "viewer"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "too-many-members", "{v}");
+    assert_eq!(v["error"]["limit"], max_members, "{v}");
+    let (status, v) = alice
+        .send(
+            "POST",
+            &members,
+            Some(json!({"userId": "user-0001", "role": "editor"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["role"], "editor", "{v}");
+    let (status, v) = alice.send("GET", &members, None).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["members"].as_array().map(Vec::len), Some(max_members),);
     Ok(())
 }

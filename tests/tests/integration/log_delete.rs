@@ -294,8 +294,9 @@ async fn delete_until_done(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::R
     anyhow::bail!("the delete never finished")
 }
 
-/// Every route of a deleted log, as (method, path, body).
-fn routes_of(log: &str) -> Vec<(&'static str, String, Option<Value>)> {
+/// Every route of a deleted log, as (method, path, body), and the two that read it from another
+/// log's request: a fork of it, and a replay of it onto the live log `other`.
+fn routes_of(log: &str, other: &str) -> Vec<(&'static str, String, Option<Value>)> {
     let pull = json!({"pullVersion": 1, "clientGroupID": "g1", "cookie": null,
         "profileID": "p", "schemaVersion": ""});
     let push = json!({"pushVersion": 1, "clientGroupID": "g1", "profileID": "p",
@@ -330,6 +331,11 @@ fn routes_of(log: &str) -> Vec<(&'static str, String, Option<Value>)> {
             "POST",
             "/logs".to_owned(),
             Some(json!({"from": {"logId": log, "seq": 0}})),
+        ),
+        (
+            "POST",
+            format!("/logs/{other}/replay"),
+            Some(json!({"source": log, "from": 0, "to": 1})),
         ),
     ]
 }
@@ -396,7 +402,7 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
         assert!(!elements.is_empty());
     }
 
-    for (method, path, body) in routes_of(&doomed) {
+    for (method, path, body) in routes_of(&doomed, &kept) {
         let mut req = c.request(
             reqwest::Method::from_bytes(method.as_bytes())?,
             api.url(&path),
