@@ -522,13 +522,7 @@ impl Rebuilder {
             Box::pin(self.rebuild_log(origin.source, opts, report, done, progress)).await?;
         }
         if let Some(manifest) = self.fork_base(log, root).await? {
-            let sources: BTreeSet<LogId> = manifest
-                .chunks
-                .iter()
-                .filter_map(|c| c.log)
-                .map(LogId::from_uuid)
-                .filter(|s| *s != log)
-                .collect();
+            let sources = sources(&manifest);
             for source in &sources {
                 Box::pin(self.rebuild_log(*source, opts, report, done, progress)).await?;
             }
@@ -570,15 +564,8 @@ impl Rebuilder {
             }
         };
         report.fork_bases_rebuilt += 1;
-        let sources: BTreeSet<LogId> = built
-            .manifest
-            .chunks
-            .iter()
-            .filter_map(|c| c.log)
-            .map(LogId::from_uuid)
-            .filter(|s| *s != log)
-            .collect();
-        self.mark_sources(log, &sources, blobs).await?;
+        self.mark_sources(log, &sources(&built.manifest), blobs)
+            .await?;
         Ok(ForkBase::Whole(built.manifest_key))
     }
 
@@ -613,6 +600,15 @@ impl Rebuilder {
         }
         Ok(Some(manifest))
     }
+}
+
+/// The logs whose chunks a fork's first snapshot shares: each gets the fork's markers.
+fn sources(manifest: &Manifest) -> BTreeSet<LogId> {
+    manifest
+        .other_logs()
+        .into_iter()
+        .map(LogId::from_uuid)
+        .collect()
 }
 
 /// The bucket as the builder sees it during a rebuild: a put of an object already there writes
