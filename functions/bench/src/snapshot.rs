@@ -15,7 +15,7 @@ use sheetlog_core::snapshot::{
     BlobStore, BuildConfig, FsBlobs, FsImports, ImportSource, LogEntry, MemBlobs, MemImports,
     SnapshotBuilder, build_snapshot, read_range,
 };
-use sheetlog_sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
+use sheetlog_sheet::sample::{SAMPLE_COLS, sample_line, write_wide_sample_csv};
 use uuid::Uuid;
 
 const LOG: Uuid = Uuid::from_u128(0xbe4c_0000_0000_4000_8000_0000_0000_0001);
@@ -131,16 +131,17 @@ fn import_entry(seq: u64, key: &str) -> LogEntry {
     }
 }
 
-fn write_csv(path: &Path, rows: u64) -> anyhow::Result<u64> {
+/// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns);
+/// returns the file's size.
+fn write_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    write_sample_csv(&mut w, rows)?;
+    write_wide_sample_csv(&mut w, lines, per_line)?;
     w.flush()?;
     Ok(std::fs::metadata(path)?.len())
 }
 
-/// Writes sample rows until the file holds at least `bytes`; returns (rows, bytes). Each line
-/// holds `per_line` sample rows side by side (`10 * per_line` columns), so a big file can stay
-/// within the sheet's row limit.
+/// Writes sample lines (as [`write_csv`]) until the file holds at least `bytes`; returns
+/// (lines, bytes).
 pub(crate) fn write_csv_of_size(
     path: &Path,
     bytes: u64,
@@ -149,38 +150,15 @@ pub(crate) fn write_csv_of_size(
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut written = 0u64;
     let mut rows = 0u64;
+    let mut line = String::new();
     while written < bytes {
-        let fields: Vec<String> = (0..per_line)
-            .flat_map(|k| sample_fields(rows * per_line + k))
-            .collect();
-        let line = fields.join(",") + "\n";
+        sample_line(&mut line, rows, per_line);
         w.write_all(line.as_bytes())?;
         written += line.len() as u64;
         rows += 1;
     }
     w.flush()?;
     Ok((rows, written))
-}
-
-/// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns).
-fn write_wide_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
-    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let mut line = String::new();
-    for i in 0..lines {
-        line.clear();
-        for k in 0..per_line {
-            for (j, f) in sample_fields(i * per_line + k).iter().enumerate() {
-                if k > 0 || j > 0 {
-                    line.push(',');
-                }
-                line.push_str(f);
-            }
-        }
-        line.push('\n');
-        w.write_all(line.as_bytes())?;
-    }
-    w.flush()?;
-    Ok(std::fs::metadata(path)?.len())
 }
 
 fn run_child(csv: &Path, store_dir: Option<&Path>) -> anyhow::Result<ChildReport> {
@@ -267,7 +245,7 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
             10 * per_line
         ));
         let csv_n = tmp.path().join("n.csv");
-        let bytes = write_wide_csv(&csv_n, lines, per_line)?;
+        let bytes = write_csv(&csv_n, lines, per_line)?;
         say(&format!(
             "building a {n}-cell snapshot from scratch ({bytes} bytes of CSV; child process, filesystem store)"
         ));
@@ -289,13 +267,13 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
 
     say("generating 1M-cell CSV (100,000 rows x 10 columns)");
     let csv_1m = tmp.path().join("1m.csv");
-    write_csv(&csv_1m, 100_000)?;
+    write_csv(&csv_1m, 100_000, 1)?;
     say("building a 1M-cell snapshot from scratch (child process, filesystem store)");
     let b1 = run_child(&csv_1m, Some(&tmp.path().join("store-1m")))?;
 
     say("generating 10M-cell CSV (1,000,000 rows x 10 columns)");
     let csv_10m = tmp.path().join("10m.csv");
-    write_csv(&csv_10m, 1_000_000)?;
+    write_csv(&csv_10m, 1_000_000, 1)?;
     say("building a 10M-cell snapshot from scratch (child process, filesystem store)");
     let b10 = run_child(&csv_10m, Some(&tmp.path().join("store-10m")))?;
     let _ = std::fs::remove_dir_all(tmp.path().join("store-10m"));
@@ -524,7 +502,7 @@ pub(crate) async fn bytes_vs_edits(
 ) -> anyhow::Result<(u64, Vec<EditsPoint>)> {
     let dir = tempfile::tempdir()?;
     let csv = dir.path().join("base.csv");
-    write_csv(&csv, rows)?;
+    write_csv(&csv, rows, 1)?;
     let store = MemBlobs::new();
     let payloads = MemImports::new();
     payloads.insert("base.csv", std::fs::read(&csv)?);
