@@ -3,7 +3,7 @@
  * find resources by what they are (type, tag, property), never by hashed logical id.
  */
 import * as assert from 'node:assert/strict';
-import { Template } from 'aws-cdk-lib/assertions';
+import { Match, Template } from 'aws-cdk-lib/assertions';
 import { BINARY_TAG } from '../lib/constructs/sheetlog-function';
 import { buildApp, type SheetlogApp } from '../lib/sheetlog-app';
 
@@ -87,4 +87,22 @@ export function grantsByResource(json: Json, binary: string): Record<string, str
     }
   }
   return Object.fromEntries(Object.entries(grants).map(([k, v]) => [k, [...v].sort()]));
+}
+
+/**
+ * Asserts a DynamoDB table with this key schema is kept like the stack's data: on-demand,
+ * point-in-time recovery, encrypted, deletion-protected and retained on delete and replace.
+ */
+export function assertKeptTable(template: Template, keySchema: unknown): void {
+  template.hasResource('AWS::DynamoDB::Table', {
+    Properties: Match.objectLike({
+      BillingMode: 'PAY_PER_REQUEST',
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      SSESpecification: { SSEEnabled: true },
+      DeletionProtectionEnabled: true,
+      KeySchema: keySchema,
+    }),
+    DeletionPolicy: 'Retain',
+    UpdateReplacePolicy: 'Retain',
+  });
 }

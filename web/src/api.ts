@@ -32,16 +32,19 @@ export interface AuthProvider {
   unauthorized(): Promise<boolean>;
 }
 
-const jwtProvider: AuthProvider = {
-  mode: 'jwt',
-  header: () => {
-    const t = token();
-    return t ? `Bearer ${t}` : '';
-  },
-  fresh: async () => {},
-  unauthorized: async () => false,
-};
-let provider: AuthProvider = jwtProvider;
+/** The JWT above as the header (none without one): every mode but `cognito`. */
+export function tokenProvider(mode: AuthProvider['mode']): AuthProvider {
+  return {
+    mode,
+    header: () => {
+      const t = token();
+      return t ? `Bearer ${t}` : '';
+    },
+    fresh: async () => {},
+    unauthorized: async () => false,
+  };
+}
+let provider: AuthProvider = tokenProvider('jwt');
 
 export function setAuthProvider(p: AuthProvider): void {
   provider = p;

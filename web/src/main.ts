@@ -4,7 +4,7 @@
  * shares them (share.ts); in the other modes the list is this browser's (sheets.ts). Anything
  * thrown reaches the message area in words; the page is never left blank.
  */
-import { ApiError, call, setAuthProvider, setToken, token } from './api';
+import { ApiError, call, setAuthProvider, setToken, token, tokenProvider } from './api';
 import { CognitoClient, CognitoError } from './cognito';
 import { type AuthMode, loadConfig } from './config';
 import { Session } from './session';
@@ -488,15 +488,7 @@ async function boot(): Promise<void> {
   }
   const id = sheetFromPath();
   if (config.auth !== 'cognito' || !config.cognito) {
-    setAuthProvider({
-      mode: config.auth,
-      header: () => {
-        const t = token();
-        return t ? `Bearer ${t}` : '';
-      },
-      fresh: async () => {},
-      unauthorized: async () => false,
-    });
+    setAuthProvider(tokenProvider(config.auth));
     if (id) {
       document.title = `sheet ${id.slice(0, 8)} · sheetlog`;
       await openSheet(root, id, messages);

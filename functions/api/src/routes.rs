@@ -304,14 +304,7 @@ async fn fork(
         .map_err(|e| ApiError::from_input(&from.log_id, e))?;
         // Every log whose chunks the fork's snapshot shares keeps them while the fork lives
         // (`docs/storage.md`, "Deleting a log"): marked before the fork exists.
-        let shared: std::collections::BTreeSet<uuid::Uuid> = built
-            .manifest
-            .chunks
-            .iter()
-            .filter_map(|c| c.log)
-            .filter(|l| l != id.as_uuid())
-            .collect();
-        for s in shared {
+        for s in built.manifest.other_logs() {
             let s = LogId::from_uuid(s);
             sources.push(s);
             for marker in sheetlog_core::log::purge::fork_markers(s, id) {

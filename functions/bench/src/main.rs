@@ -73,6 +73,11 @@ enum Command {
         /// `build_*_<N>m` (100000000 gives `build_cells_per_s_100m`; minutes, not in CI).
         #[arg(long)]
         cells: Option<u64>,
+        /// Instead of the full run: for each chunk target (KiB), the 1M-cell figures in memory
+        /// (chunks, bytes, manifest bytes, bytes written by the clustered edits and the row
+        /// insert, the 1,000-row read), e.g. `--chunk-targets 16,32,64,128,256`.
+        #[arg(long, value_delimiter = ',')]
+        chunk_targets: Option<Vec<u32>>,
     },
     /// Side-effect pipeline on the local stack: snapshot job latency (append -> snapshot
     /// complete) and the snapshot worker's peak memory for a 1M-cell sheet.
@@ -108,7 +113,11 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log { json, api_only } => log_bench(json, api_only),
-        Command::Snapshot { json, cells } => snapshot::run(json, cells),
+        Command::Snapshot {
+            json,
+            cells,
+            chunk_targets,
+        } => snapshot::run(json, cells, chunk_targets),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Chaos(args) => chaos(args),
         Command::Import(args) => import::run(args),

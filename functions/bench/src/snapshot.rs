@@ -15,7 +15,7 @@ use sheetlog_core::snapshot::{
     BlobStore, BuildConfig, FsBlobs, FsImports, ImportSource, LogEntry, MemBlobs, MemImports,
     SnapshotBuilder, build_snapshot, read_range,
 };
-use sheetlog_sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
+use sheetlog_sheet::sample::{SAMPLE_COLS, sample_line, write_wide_sample_csv};
 use uuid::Uuid;
 
 const LOG: Uuid = Uuid::from_u128(0xbe4c_0000_0000_4000_8000_0000_0000_0001);
@@ -131,16 +131,17 @@ fn import_entry(seq: u64, key: &str) -> LogEntry {
     }
 }
 
-fn write_csv(path: &Path, rows: u64) -> anyhow::Result<u64> {
+/// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns);
+/// returns the file's size.
+fn write_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    write_sample_csv(&mut w, rows)?;
+    write_wide_sample_csv(&mut w, lines, per_line)?;
     w.flush()?;
     Ok(std::fs::metadata(path)?.len())
 }
 
-/// Writes sample rows until the file holds at least `bytes`; returns (rows, bytes). Each line
-/// holds `per_line` sample rows side by side (`10 * per_line` columns), so a big file can stay
-/// within the sheet's row limit.
+/// Writes sample lines (as [`write_csv`]) until the file holds at least `bytes`; returns
+/// (lines, bytes).
 pub(crate) fn write_csv_of_size(
     path: &Path,
     bytes: u64,
@@ -149,38 +150,15 @@ pub(crate) fn write_csv_of_size(
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut written = 0u64;
     let mut rows = 0u64;
+    let mut line = String::new();
     while written < bytes {
-        let fields: Vec<String> = (0..per_line)
-            .flat_map(|k| sample_fields(rows * per_line + k))
-            .collect();
-        let line = fields.join(",") + "\n";
+        sample_line(&mut line, rows, per_line);
         w.write_all(line.as_bytes())?;
         written += line.len() as u64;
         rows += 1;
     }
     w.flush()?;
     Ok((rows, written))
-}
-
-/// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns).
-fn write_wide_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
-    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let mut line = String::new();
-    for i in 0..lines {
-        line.clear();
-        for k in 0..per_line {
-            for (j, f) in sample_fields(i * per_line + k).iter().enumerate() {
-                if k > 0 || j > 0 {
-                    line.push(',');
-                }
-                line.push_str(f);
-            }
-        }
-        line.push('\n');
-        w.write_all(line.as_bytes())?;
-    }
-    w.flush()?;
-    Ok(std::fs::metadata(path)?.len())
 }
 
 fn run_child(csv: &Path, store_dir: Option<&Path>) -> anyhow::Result<ChildReport> {
@@ -253,7 +231,62 @@ struct Figures {
     extra: serde_json::Map<String, serde_json::Value>,
 }
 
-pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
+/// `--chunk-targets`: the 1M-cell figures of [`incremental`] (in memory) for each chunk target,
+/// one line (or JSON object) per target, in place of the full run.
+fn sweep(json: bool, targets_kib: &[u32]) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let csv = tmp.path().join("1m.csv");
+    write_csv(&csv, 100_000, 1)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut points = Vec::new();
+    for &kib in targets_kib {
+        eprintln!("[bench snapshot] chunk target {kib} KiB");
+        let cfg = BuildConfig {
+            chunk_target: kib << 10,
+        };
+        points.push(rt.block_on(incremental(&csv, cfg))?);
+    }
+    if json {
+        // One object keyed by target (`target_64_kib.edits_bytes`), as the docs check reads it.
+        let by_target: serde_json::Map<String, serde_json::Value> = points
+            .iter()
+            .map(|p| {
+                let key = format!("target_{}_kib", p.chunk_target_kib);
+                serde_json::to_value(p).map(|v| (key, v))
+            })
+            .collect::<Result<_, _>>()?;
+        println!("{}", serde_json::to_string(&by_target)?);
+        return Ok(());
+    }
+    println!(
+        "target KiB  chunks  full bytes  manifest (JSON)  edits bytes (blobs, %)   insert bytes (blobs)  range ms (chunks)"
+    );
+    for p in &points {
+        println!(
+            "{:>10}  {:>6}  {:>10}  {:>8} ({:>6})  {:>11} ({}, {:.2}%)  {:>12} ({})  {:>8.3} ({})",
+            p.chunk_target_kib,
+            p.chunks,
+            p.full_bytes,
+            p.manifest_bytes,
+            p.manifest_json_bytes,
+            p.edits_bytes,
+            p.edits_blobs,
+            p.edits_bytes as f64 * 100.0 / p.full_bytes as f64,
+            p.insert_bytes,
+            p.insert_blobs,
+            p.range_read_ms,
+            p.range_chunks
+        );
+    }
+    Ok(())
+}
+
+pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> anyhow::Result<()> {
+    if let Some(targets) = chunk_targets {
+        return sweep(json, &targets);
+    }
     let tmp = tempfile::tempdir()?;
     let say = |s: &str| eprintln!("[bench snapshot] {s}");
 
@@ -267,7 +300,7 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
             10 * per_line
         ));
         let csv_n = tmp.path().join("n.csv");
-        let bytes = write_wide_csv(&csv_n, lines, per_line)?;
+        let bytes = write_csv(&csv_n, lines, per_line)?;
         say(&format!(
             "building a {n}-cell snapshot from scratch ({bytes} bytes of CSV; child process, filesystem store)"
         ));
@@ -289,13 +322,13 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
 
     say("generating 1M-cell CSV (100,000 rows x 10 columns)");
     let csv_1m = tmp.path().join("1m.csv");
-    write_csv(&csv_1m, 100_000)?;
+    write_csv(&csv_1m, 100_000, 1)?;
     say("building a 1M-cell snapshot from scratch (child process, filesystem store)");
     let b1 = run_child(&csv_1m, Some(&tmp.path().join("store-1m")))?;
 
     say("generating 10M-cell CSV (1,000,000 rows x 10 columns)");
     let csv_10m = tmp.path().join("10m.csv");
-    write_csv(&csv_10m, 1_000_000)?;
+    write_csv(&csv_10m, 1_000_000, 1)?;
     say("building a 10M-cell snapshot from scratch (child process, filesystem store)");
     let b10 = run_child(&csv_10m, Some(&tmp.path().join("store-10m")))?;
     let _ = std::fs::remove_dir_all(tmp.path().join("store-10m"));
@@ -308,7 +341,7 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (full_bytes, inc, ins, range) = rt.block_on(incremental(&csv_1m))?;
+    let inc = rt.block_on(incremental(&csv_1m, BuildConfig::default()))?;
 
     say("importing a 100 MB CSV (child process, counting store that discards)");
     let csv_100 = tmp.path().join("100mb.csv");
@@ -335,14 +368,14 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
         build_chunks_10m: b10.chunks,
         build_stored_bytes_10m: b10.stored_bytes,
         build_cells_per_s_10m_1cpu: b10_1.cells as f64 / b10_1.seconds,
-        full_snapshot_bytes: full_bytes,
-        incremental_bytes_written: inc.0,
-        incremental_blobs_written: inc.1,
-        incremental_bytes_ratio: inc.0 as f64 / full_bytes as f64,
-        insert_row_bytes_written: ins.0,
-        insert_row_blobs_written: ins.1,
-        range_read_1000_rows_ms: range.0,
-        range_read_1000_rows_chunks: range.1,
+        full_snapshot_bytes: inc.full_bytes,
+        incremental_bytes_written: inc.edits_bytes,
+        incremental_blobs_written: inc.edits_blobs,
+        incremental_bytes_ratio: inc.edits_bytes as f64 / inc.full_bytes as f64,
+        insert_row_bytes_written: inc.insert_bytes,
+        insert_row_blobs_written: inc.insert_blobs,
+        range_read_1000_rows_ms: inc.range_read_ms,
+        range_read_1000_rows_chunks: inc.range_chunks,
         csv_import_file_bytes: bytes_100,
         csv_import_rows: rows_100,
         csv_import_rows_per_s: rows_100 as f64 / imp.seconds,
@@ -358,25 +391,35 @@ pub fn run(json: bool, cells: Option<u64>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the 1M-cell base in memory, then (1) 100 single-cell edits inside C40001:L40010 and
-/// (2) one row inserted at row 11. Returns the full snapshot's bytes, (bytes, blobs) written
-/// by each incremental snapshot, and (milliseconds, chunks loaded) of a 1,000-row range read.
-async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64), (f64, u64))> {
+/// What [`incremental`] measured for one chunk target.
+#[derive(Debug, Serialize)]
+struct Incremental {
+    chunk_target_kib: u32,
+    /// The full snapshot's chunks, stored bytes and manifest bytes (as stored, and its JSON).
+    chunks: u64,
+    full_bytes: u64,
+    manifest_bytes: u64,
+    manifest_json_bytes: u64,
+    /// Bytes and blobs written by the snapshot after 100 clustered edits.
+    edits_bytes: u64,
+    edits_blobs: u64,
+    /// Bytes and blobs written by the snapshot after inserting one row at row 11.
+    insert_bytes: u64,
+    insert_blobs: u64,
+    /// The fastest of 5 reads of A50001:J51000, and the chunks it loaded.
+    range_read_ms: f64,
+    range_chunks: u64,
+}
+
+/// Builds the 1M-cell base in memory with `cfg`, then (1) 100 single-cell edits inside
+/// C40001:L40010 and (2) one row inserted at row 11, and reads 1,000 rows of the base.
+async fn incremental(csv: &Path, cfg: BuildConfig) -> anyhow::Result<Incremental> {
     let store = MemBlobs::new();
     let payloads = MemImports::new();
     payloads.insert("1m.csv", std::fs::read(csv)?);
     let p: &dyn ImportSource = &payloads;
     let mut entries = vec![import_entry(0, "1m.csv")];
-    let full = build_snapshot(
-        &store,
-        p,
-        BuildConfig::default(),
-        LOG,
-        1,
-        None,
-        entries.clone(),
-    )
-    .await?;
+    let full = build_snapshot(&store, p, cfg, LOG, 1, None, entries.clone()).await?;
     let full_bytes = store.stats().bytes;
     let range: Range = "A50001:J51000".parse().context("range")?;
     let mut best = f64::MAX;
@@ -411,7 +454,7 @@ async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64),
     build_snapshot(
         &store,
         p,
-        BuildConfig::default(),
+        cfg,
         LOG,
         101,
         Some(full.manifest.clone()),
@@ -435,20 +478,27 @@ async fn incremental(csv: &Path) -> anyhow::Result<(u64, (u64, u64), (u64, u64),
     build_snapshot(
         &store,
         p,
-        BuildConfig::default(),
+        cfg,
         LOG,
         2,
-        Some(full.manifest),
+        Some(full.manifest.clone()),
         [insert],
     )
     .await?;
     let ins = store.stats();
-    Ok((
+    Ok(Incremental {
+        chunk_target_kib: cfg.chunk_target >> 10,
+        chunks: full.manifest.chunks.len() as u64,
         full_bytes,
-        (inc.bytes, inc.puts),
-        (ins.bytes, ins.puts),
-        (best, chunks),
-    ))
+        manifest_bytes: full.manifest_bytes,
+        manifest_json_bytes: full.manifest.to_bytes().len() as u64,
+        edits_bytes: inc.bytes,
+        edits_blobs: inc.puts,
+        insert_bytes: ins.bytes,
+        insert_blobs: ins.puts,
+        range_read_ms: best,
+        range_chunks: chunks,
+    })
 }
 
 fn print_table(f: &Figures) {
@@ -524,7 +574,7 @@ pub(crate) async fn bytes_vs_edits(
 ) -> anyhow::Result<(u64, Vec<EditsPoint>)> {
     let dir = tempfile::tempdir()?;
     let csv = dir.path().join("base.csv");
-    write_csv(&csv, rows)?;
+    write_csv(&csv, rows, 1)?;
     let store = MemBlobs::new();
     let payloads = MemImports::new();
     payloads.insert("base.csv", std::fs::read(&csv)?);

@@ -90,7 +90,6 @@ struct Pages {
     stopped: bool,
     /// Set at a Snapshot entry not yet complete: the rest is not read, on purpose.
     incomplete: bool,
-    held: Option<Vec<Entry>>,
     page: usize,
 }
 
@@ -108,7 +107,6 @@ impl Pages {
             end,
             stopped: false,
             incomplete: false,
-            held: None,
         }
     }
 
@@ -117,9 +115,6 @@ impl Pages {
         log: &EventLog<DynamoLogStore, S3Bucket>,
         report: &mut RebuildReport,
     ) -> Result<Option<Vec<Entry>>, RebuildError> {
-        if let Some(held) = self.held.take().filter(|h| !h.is_empty()) {
-            return Ok(Some(held));
-        }
         if self.stopped || self.read >= self.end {
             return Ok(None);
         }
@@ -142,16 +137,10 @@ impl Pages {
         Ok(Some(page.entries))
     }
 
-    /// Hands `entries` out again at the next call.
-    fn push_back(&mut self, entries: Vec<Entry>) {
-        self.held = Some(entries);
-    }
-
     /// Ends the walk early (at a Snapshot entry not yet complete).
     fn stop(&mut self) {
         self.stopped = true;
         self.incomplete = true;
-        self.held = None;
     }
 
     /// True when the walk found fewer entries than the log had when it began.
@@ -352,25 +341,15 @@ impl Rebuilder {
         let dry_run = opts.dry_run;
         let blobs = Counting::new(&self.bucket, dry_run);
         let mut pages = Pages::new(log, next_seq, opts.page_entries.max(1));
-        let Some(first) = pages.next(&self.log, report).await?.map(|mut p| {
-            let first = p.remove(0);
-            pages.push_back(p);
-            first
-        }) else {
-            return Err(RebuildError::ShortRead {
-                log,
-                got: 0,
-                expected: next_seq,
-            });
-        };
-        if first.seq != 0 {
+        let mut page = pages.next(&self.log, report).await?.unwrap_or_default();
+        if page.first().is_none_or(|e| e.seq != 0) {
             return Err(RebuildError::ShortRead {
                 log,
                 got: 0,
                 expected: next_seq,
             });
         }
-        let mut first = first;
+        let mut first = page.remove(0);
         if let Some(root) = first.snapshot_root.clone() {
             match self
                 .fork_first(log, &first, &root, opts, &blobs, report, done, progress)
@@ -393,7 +372,7 @@ impl Rebuilder {
         // The entries from the last completed snapshot (first) up to the next one: what a build
         // needs, so memory holds one snapshot interval, not the log.
         let mut window = vec![first];
-        while let Some(page) = pages.next(&self.log, report).await? {
+        loop {
             for entry in page {
                 if entry.kind != EntryType::SNAPSHOT {
                     window.push(entry);
@@ -430,6 +409,10 @@ impl Rebuilder {
                     entry.snapshot_root = Some(built.manifest_key);
                 }
                 window = vec![entry];
+            }
+            match pages.next(&self.log, report).await? {
+                Some(next) => page = next,
+                None => break,
             }
         }
         if pages.short() {
@@ -522,13 +505,7 @@ impl Rebuilder {
             Box::pin(self.rebuild_log(origin.source, opts, report, done, progress)).await?;
         }
         if let Some(manifest) = self.fork_base(log, root).await? {
-            let sources: BTreeSet<LogId> = manifest
-                .chunks
-                .iter()
-                .filter_map(|c| c.log)
-                .map(LogId::from_uuid)
-                .filter(|s| *s != log)
-                .collect();
+            let sources = sources(&manifest);
             for source in &sources {
                 Box::pin(self.rebuild_log(*source, opts, report, done, progress)).await?;
             }
@@ -570,15 +547,8 @@ impl Rebuilder {
             }
         };
         report.fork_bases_rebuilt += 1;
-        let sources: BTreeSet<LogId> = built
-            .manifest
-            .chunks
-            .iter()
-            .filter_map(|c| c.log)
-            .map(LogId::from_uuid)
-            .filter(|s| *s != log)
-            .collect();
-        self.mark_sources(log, &sources, blobs).await?;
+        self.mark_sources(log, &sources(&built.manifest), blobs)
+            .await?;
         Ok(ForkBase::Whole(built.manifest_key))
     }
 
@@ -613,6 +583,15 @@ impl Rebuilder {
         }
         Ok(Some(manifest))
     }
+}
+
+/// The logs whose chunks a fork's first snapshot shares: each gets the fork's markers.
+fn sources(manifest: &Manifest) -> BTreeSet<LogId> {
+    manifest
+        .other_logs()
+        .into_iter()
+        .map(LogId::from_uuid)
+        .collect()
 }
 
 /// The bucket as the builder sees it during a rebuild: a put of an object already there writes

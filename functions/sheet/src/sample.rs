@@ -69,18 +69,31 @@ pub fn sample_fields(i: u64) -> [String; 10] {
 }
 
 /// Writes sample rows `0..rows` as CSV.
-pub fn write_sample_csv(mut w: impl Write, rows: u64) -> io::Result<()> {
+pub fn write_sample_csv(w: impl Write, rows: u64) -> io::Result<()> {
+    write_wide_sample_csv(w, rows, 1)
+}
+
+/// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns), so
+/// a big sheet can stay within the sheet's row limit.
+pub fn write_wide_sample_csv(mut w: impl Write, lines: u64, per_line: u64) -> io::Result<()> {
     let mut line = String::new();
-    for i in 0..rows {
-        line.clear();
-        for (k, f) in sample_fields(i).iter().enumerate() {
-            if k > 0 {
+    for i in 0..lines {
+        sample_line(&mut line, i, per_line);
+        w.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Sets `line` to CSV line `i` of [`write_wide_sample_csv`], with its newline.
+pub fn sample_line(line: &mut String, i: u64, per_line: u64) {
+    line.clear();
+    for k in 0..per_line {
+        for (j, f) in sample_fields(i * per_line + k).iter().enumerate() {
+            if k > 0 || j > 0 {
                 line.push(',');
             }
             line.push_str(f);
         }
-        line.push('\n');
-        w.write_all(line.as_bytes())?;
     }
-    Ok(())
+    line.push('\n');
 }

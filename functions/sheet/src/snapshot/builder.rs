@@ -45,7 +45,7 @@ use crate::import::{self, ImportPos, Mode};
 /// The chunk an edit lands in is rewritten whole, and so is the manifest, so an edit costs about
 /// one chunk plus the manifest. A typical cell is 10–15 raw bytes, so a 1,000,000-cell sheet is
 /// ~12 MB raw: at 256 KiB (format 1) one chunk was 2.3% of it; at 64 KiB a chunk is ~0.55%
-/// and the compressed manifest (190 chunks) ~0.3%, under 1% together. Smaller targets shrink the
+/// and the compressed manifest (176 chunks) ~0.23%, under 1% together. Smaller targets shrink the
 /// chunk but grow the manifest and the object count: measured in `docs/sheet-model.md`.
 /// Configurable per build.
 pub const DEFAULT_CHUNK_TARGET: u32 = 64 << 10;

@@ -181,6 +181,16 @@ impl Manifest {
     pub fn stored_bytes(&self) -> u64 {
         self.chunks.iter().map(|c| c.bytes).sum()
     }
+
+    /// The other logs whose chunks this manifest lists (a fork's snapshots share their
+    /// source's), each once.
+    pub fn other_logs(&self) -> std::collections::BTreeSet<Uuid> {
+        self.chunks
+            .iter()
+            .filter_map(|c| c.log)
+            .filter(|l| *l != self.log_id)
+            .collect()
+    }
 }
 
 /// A chunk being assembled: rows are encoded as they arrive, so memory is the raw size.

@@ -906,3 +906,65 @@ fn manifests_of_either_format_read_back_and_format_2_is_compressed() {
         ));
     });
 }
+
+/// A snapshot format 1 wrote (its manifest the JSON itself) still reads, and the next build on it
+/// writes format 2, byte for byte what a build from scratch writes. What a format-1 reader did
+/// with a manifest object (`serde_json` of its bytes, as `BadManifest` on failure) refuses a
+/// format-2 one, so an older reader reports a bad manifest rather than misreading it.
+#[test]
+fn a_format_1_snapshot_reads_and_the_next_build_on_it_writes_format_2() {
+    rt().block_on(async {
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
+        let mut csv = Vec::new();
+        write_sample_csv(&mut csv, 60).unwrap();
+        let entries = entries_of(
+            &[
+                Spec::Csv(String::from_utf8(csv).unwrap()),
+                Spec::Event(Event::Set(SetCells {
+                    cells: vec![CellEdit {
+                        at: CellRef { row: 30, col: 2 },
+                        value: Value::Text("edited".into()),
+                        format: None,
+                    }],
+                })),
+            ],
+            &payloads,
+        );
+        let first = build(&store, &payloads, SMALL, 1, None, &entries).await;
+        assert!(first.manifest.chunks.len() > 3);
+        // The same snapshot as format 1 stored it.
+        let old = Manifest {
+            format: 1,
+            ..first.manifest.clone()
+        };
+        store
+            .put(&first.manifest_key, Bytes::from(old.to_blob().unwrap()))
+            .await
+            .unwrap();
+        let stored = store.get(&first.manifest_key).await.unwrap().unwrap();
+        assert_eq!(stored[0], b'{', "format 1 stores plain JSON");
+        let read = Manifest::from_bytes(&first.manifest_key, &stored).unwrap();
+        assert_eq!(read, old);
+        assert_eq!(
+            materialize(&store, &read).await.unwrap(),
+            replay(&entries, 1, &payloads)
+        );
+
+        let next = build(&store, &payloads, SMALL, 2, Some(read), &entries).await;
+        assert_eq!(next.manifest.format, format::FORMAT_VERSION);
+        let scratch = MemBlobs::new();
+        let full = build(&scratch, &payloads, SMALL, 2, None, &entries).await;
+        assert_eq!(next.manifest, full.manifest);
+        assert_eq!(
+            snapshot_blobs(&store, &next.manifest),
+            snapshot_blobs(&scratch, &full.manifest)
+        );
+
+        let new = store.get(&next.manifest_key).await.unwrap().unwrap();
+        assert!(
+            serde_json::from_slice::<Manifest>(&new).is_err(),
+            "a format-1 reader must not parse a format-2 manifest"
+        );
+    });
+}
