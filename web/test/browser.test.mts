@@ -421,8 +421,21 @@ describe('the web spreadsheet in Chromium', () => {
     assert.equal(await cellText(page, 'C2'), 'TRUE');
     assert.equal(await cellText(page, 'C3'), 'FALSE');
     // Shown as spreadsheets show them: numbers to the right, booleans centred.
-    const align = (ref: string) => page.locator(`[data-ref="${ref}"]`).evaluate((e) => getComputedStyle(e).textAlign);
-    assert.deepEqual([await align('A2'), await align('B2'), await align('C2')], ['start', 'right', 'center']);
+    // Read in one page-side step, and again until it settles: the grid re-renders on every pull,
+    // and a cell replaced between finding it and reading its style reads as detached ('').
+    const alignments = () =>
+      page.evaluate(() =>
+        ['A2', 'B2', 'C2'].map((r) => {
+          const e = document.querySelector(`[data-ref="${r}"]`);
+          return e ? getComputedStyle(e).textAlign : 'missing';
+        }),
+      );
+    let aligned = await alignments();
+    for (let i = 0; i < 50 && aligned.join() !== 'start,right,center'; i++) {
+      await page.waitForTimeout(100);
+      aligned = await alignments();
+    }
+    assert.deepEqual(aligned, ['start', 'right', 'center']);
     // Typed as the file has them: the API returns a number and a boolean, not texts.
     const cells = (await api('GET', `/logs/${logId}/cells?range=B2:C2`)) as { values: unknown[][] };
     assert.deepEqual(cells.values, [[0.12, true]]);
