@@ -1,0 +1,169 @@
+"""The emulator launcher's changes to moto keep moto's answers: run with the project's venv,
+`.venv/bin/python -m unittest scripts/lib/test_moto_server.py` (scripts/test does).
+
+Each test drives moto in-process through boto3 with the launcher's patches installed, and checks
+what a client sees: query results and their order, a cancelled transaction leaving every item and
+the table's stream as they were, a committed one applied, SQS retention still honoured.
+"""
+
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.argv = sys.argv[:1]
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+from moto.core.utils import unix_time  # noqa: E402
+
+import moto_server  # noqa: E402,F401  (installs the patches)
+
+REGION = "us-east-1"
+
+
+def _table(ddb, name, stream=False):
+    kwargs = {}
+    if stream:
+        kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        **kwargs,
+    )
+
+
+def _stream_records(table):
+    """The table's stream records, as moto holds them (the in-process mock has no
+    DescribeStream)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    shard = dynamodb_backends["123456789012"][REGION].get_table(table).stream_shard
+    return [r.record["eventName"] for r in shard.items]
+
+
+@mock_aws
+class QueryTest(unittest.TestCase):
+    def test_a_query_sees_one_partition_in_key_order(self):
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        _table(ddb, "t")
+        for pk in ("a", "b", "c"):
+            for sk in (5, 1, 3, 2, 4):
+                ddb.put_item(TableName="t", Item={"pk": {"S": pk}, "sk": {"N": str(sk)}, "v": {"S": pk}})
+        got = ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p AND sk >= :s",
+            ExpressionAttributeValues={":p": {"S": "b"}, ":s": {"N": "2"}},
+        )["Items"]
+        self.assertEqual([int(i["sk"]["N"]) for i in got], [2, 3, 4, 5])
+        self.assertTrue(all(i["v"]["S"] == "b" for i in got))
+        newest = ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "c"}},
+            ScanIndexForward=False,
+            Limit=1,
+        )["Items"]
+        self.assertEqual(newest[0]["sk"]["N"], "5")
+        empty = ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "zz"}},
+        )
+        self.assertEqual(empty["Items"], [])
+        # Paging goes on where the last page stopped.
+        page = ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "a"}},
+            Limit=2,
+        )
+        rest = ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "a"}},
+            ExclusiveStartKey=page["LastEvaluatedKey"],
+        )
+        self.assertEqual([int(i["sk"]["N"]) for i in page["Items"] + rest["Items"]], [1, 2, 3, 4, 5])
+
+
+@mock_aws
+class TransactionTest(unittest.TestCase):
+    def setUp(self):
+        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        _table(self.ddb, "entries", stream=True)
+        _table(self.ddb, "clients")
+        self.ddb.put_item(TableName="clients", Item={"pk": {"S": "c"}, "sk": {"N": "1"}, "n": {"N": "1"}})
+        self.ddb.put_item(TableName="clients", Item={"pk": {"S": "c"}, "sk": {"N": "2"}, "n": {"N": "7"}})
+
+    def _items(self, table):
+        items = self.ddb.scan(TableName=table)["Items"]
+        return sorted((i["pk"]["S"], int(i["sk"]["N"]), i.get("n", {}).get("N")) for i in items)
+
+    def _transact(self, last_condition_holds):
+        self.ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "entries", "Item": {"pk": {"S": "log"}, "sk": {"N": "1"}},
+                         "ConditionExpression": "attribute_not_exists(pk)"}},
+                {"Update": {"TableName": "clients", "Key": {"pk": {"S": "c"}, "sk": {"N": "1"}},
+                            "UpdateExpression": "SET n = :n", "ExpressionAttributeValues": {":n": {"N": "2"}}}},
+                {"Delete": {"TableName": "clients", "Key": {"pk": {"S": "c"}, "sk": {"N": "2"}}}},
+                {"Put": {"TableName": "clients", "Item": {"pk": {"S": "c"}, "sk": {"N": "3"}},
+                         "ConditionExpression": "attribute_not_exists(pk)" if last_condition_holds
+                         else "attribute_exists(pk)"}},
+            ]
+        )
+
+    def test_a_cancelled_transaction_changes_nothing(self):
+        before = (self._items("entries"), self._items("clients"))
+        with self.assertRaises(self.ddb.exceptions.TransactionCanceledException):
+            self._transact(last_condition_holds=False)
+        self.assertEqual((self._items("entries"), self._items("clients")), before)
+        self.assertEqual(_stream_records("entries"), [])
+
+    def test_a_committed_transaction_applies_every_item(self):
+        self._transact(last_condition_holds=True)
+        self.assertEqual(self._items("entries"), [("log", 1, None)])
+        self.assertEqual(self._items("clients"), [("c", 1, "2"), ("c", 3, None)])
+        records = _stream_records("entries")
+        self.assertEqual(records, ["INSERT"])
+        # The same put again fails on its condition and leaves the one stream record.
+        with self.assertRaises(self.ddb.exceptions.TransactionCanceledException):
+            self._transact(last_condition_holds=True)
+        self.assertEqual(len(_stream_records("entries")), 1)
+        self.assertEqual(self._items("clients"), [("c", 1, "2"), ("c", 3, None)])
+
+
+@mock_aws
+class SqsRetentionTest(unittest.TestCase):
+    def test_a_message_past_its_retention_is_not_received(self):
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(
+            QueueName="q.fifo",
+            Attributes={"FifoQueue": "true", "MessageRetentionPeriod": "60"},
+        )["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="1")
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        self.assertEqual([m["Body"] for m in got], ["x"])
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+        sqs.send_message(QueueUrl=url, MessageBody="old", MessageGroupId="g", MessageDeduplicationId="2")
+        from moto.sqs.models import sqs_backends
+
+        queue = sqs_backends["123456789012"][REGION].get_queue("q.fifo")
+        for m in queue._messages:
+            m.sent_timestamp = int((unix_time() - 61) * 1000)
+        self.assertNotIn("Messages", sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10))
+
+
+if __name__ == "__main__":
+    time.tzset()
+    unittest.main()
