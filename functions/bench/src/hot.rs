@@ -57,6 +57,42 @@ pub enum ModeArg {
     Both,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PullOn {
+    Poke,
+    Timer,
+}
+
+/// Replicache's default pull interval: with pokes, a client still pulls this often.
+const POKE_FALLBACK_PULL: Duration = Duration::from_secs(60);
+
+/// The sheet's pokes, delivered in-process: the newest sequence announced.
+#[derive(Debug)]
+struct PokeHub(tokio::sync::watch::Sender<u64>);
+
+#[async_trait::async_trait]
+impl sheetlog_core::poke::PokePublisher for PokeHub {
+    async fn publish(
+        &self,
+        _channel: &str,
+        events: Vec<String>,
+    ) -> Result<(), sheetlog_core::poke::PokeError> {
+        for e in events {
+            if let Some(seq) = serde_json::from_str::<Value>(&e)
+                .ok()
+                .and_then(|v| v.get("seq").and_then(Value::as_u64))
+            {
+                self.0.send_if_modified(|s| {
+                    let newer = seq > *s;
+                    *s = (*s).max(seq);
+                    newer
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Queued,
@@ -101,8 +137,14 @@ pub struct HotArgs {
     /// mutation is confirmed.
     #[arg(long, default_value_t = 60)]
     pub drain_secs: u64,
-    /// How often a client with pending mutations pulls (milliseconds): the resolution of
-    /// push -> visible, standing in for the poke a deployment would send.
+    /// What makes a client pull: `poke` (as Replicache with pokes: every client pulls when the
+    /// sheet's poke arrives, the pokes the writer and the API send through the stack's
+    /// coalescing `Poker`, delivered in-process instead of over AppSync's WebSocket, and once a
+    /// minute besides, Replicache's default pull interval) or `timer` (a client with pending
+    /// mutations pulls every `--pull-ms`, the way pages without pokes poll).
+    #[arg(long, value_enum, default_value_t = PullOn::Poke)]
+    pub pull_on: PullOn,
+    /// With `--pull-on timer`: how often a client with pending mutations pulls (milliseconds).
     #[arg(long, default_value_t = 250)]
     pub pull_ms: u64,
     /// Draw push -> visible (p50, p99) against the client counts of the run, per mode, into
@@ -223,6 +265,8 @@ fn draw(path: &std::path::Path, modes: &[Mode], runs: &[Map<String, Value>]) -> 
 struct HotStack {
     base: String,
     wire: WireCounter,
+    /// The sheet's pokes, as the clients receive them.
+    pokes: tokio::sync::watch::Receiver<u64>,
     tasks: Vec<JoinHandle<()>>,
     /// Kept last: dropped after the tasks that talk to it are aborted.
     _emulator: Emulator,
@@ -243,7 +287,13 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
     let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
     let counted = wire.sdk_config(&sdk);
     let cfg = api_config(mode, &local);
-    let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?;
+    let (poke_tx, pokes) = tokio::sync::watch::channel(0u64);
+    let poker = Arc::new(sheetlog_core::poke::Poker::new(
+        Arc::new(PokeHub(poke_tx)),
+        &sheetlog_core::poke::PokeConfig::new("http://127.0.0.1/event"),
+    ));
+    let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?
+        .with_poker(poker.clone());
     let app = sheetlog_api::router(Arc::new(state));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
@@ -274,13 +324,15 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
                 },
                 ..Default::default()
             },
-        )?;
+        )?
+        .with_poker(poker);
         pipeline = pipeline.with_sync_writer(&sdk, &local.sync_queues.queue, writer);
     }
     let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
     Ok(HotStack {
         base,
         wire,
+        pokes,
         tasks: vec![server, pipeline],
         _emulator: emulator,
     })
@@ -361,6 +413,8 @@ struct Run {
     make_until: Instant,
     give_up_at: Instant,
     pull_every: Duration,
+    pull_on: PullOn,
+    pokes: tokio::sync::watch::Receiver<u64>,
 }
 
 async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<ClientReport> {
@@ -379,6 +433,9 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
     let mut backoff = RETRY_MIN;
     let mut next_pull = run.start;
     let mut cookie = Value::Null;
+    let mut pokes = run.pokes.clone();
+    // With pokes: a poke newer than what this client has seen asks for a pull.
+    let mut poked = false;
     loop {
         let now = Instant::now();
         let done = |pending: &Vec<Made>, next_make: Instant| {
@@ -430,8 +487,17 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
             }
         }
         let now = Instant::now();
-        if pending.iter().any(|m| m.first_sent.is_some()) && next_pull <= now {
-            next_pull = now + run.pull_every;
+        let pull_due = match run.pull_on {
+            PullOn::Timer => pending.iter().any(|m| m.first_sent.is_some()) && next_pull <= now,
+            PullOn::Poke => poked || next_pull <= now,
+        };
+        if pull_due {
+            poked = false;
+            next_pull = now
+                + match run.pull_on {
+                    PullOn::Timer => run.pull_every,
+                    PullOn::Poke => POKE_FALLBACK_PULL,
+                };
             report.pulls += 1;
             let body = json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
                 "profileID": "bench-hot", "schemaVersion": ""});
@@ -481,10 +547,20 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
         if unpushed {
             wake = wake.min(retry_at.unwrap_or_else(Instant::now));
         }
-        if pending.iter().any(|m| m.first_sent.is_some()) {
+        if run.pull_on == PullOn::Poke || pending.iter().any(|m| m.first_sent.is_some()) {
             wake = wake.min(next_pull);
         }
-        tokio::time::sleep_until(wake.max(Instant::now()).into()).await;
+        if run.pull_on == PullOn::Poke {
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake.max(Instant::now()).into()) => {}
+                changed = pokes.changed() => {
+                    let seen = cookie.as_u64().unwrap_or(0);
+                    poked = changed.is_ok() && *pokes.borrow_and_update() > seen;
+                }
+            }
+        } else {
+            tokio::time::sleep_until(wake.max(Instant::now()).into()).await;
+        }
     }
     Ok(report)
 }
@@ -517,6 +593,8 @@ pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result
         make_until,
         give_up_at: make_until + Duration::from_secs(args.drain_secs),
         pull_every: Duration::from_millis(args.pull_ms.max(1)),
+        pull_on: args.pull_on,
+        pokes: stack.pokes.clone(),
     });
     let tag = unique_prefix("h");
     let mut tasks = Vec::new();
@@ -530,6 +608,11 @@ pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result
     let elapsed = start.elapsed().as_secs_f64();
     let write_units = stack.wire.counts.write_units() - writes_before;
     let entry_puts = stack.wire.counts.entry_puts() - entry_puts_before;
+    eprintln!(
+        "[bench hot] {}: requests through the API and writer: {}",
+        mode.name(),
+        stack.wire.counts.ops_summary()
+    );
 
     let read = read_back(&http, &stack.base, &log, &tag, clients).await?;
     let made: u64 = reports.iter().map(|r| r.made).sum();
@@ -552,7 +635,21 @@ pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result
         ("clients", json!(clients)),
         ("rate_per_client", json!(args.rate)),
         ("seconds", json!(args.seconds)),
-        ("pull_interval_ms", json!(args.pull_ms)),
+        (
+            "pull_on",
+            json!(match args.pull_on {
+                PullOn::Poke => "poke",
+                PullOn::Timer => "timer",
+            }),
+        ),
+        (
+            "pull_interval_ms",
+            json!(match args.pull_on {
+                PullOn::Poke => POKE_FALLBACK_PULL.as_millis() as u64,
+                PullOn::Timer => args.pull_ms,
+            }),
+        ),
+        ("pulls", json!(reports.iter().map(|r| r.pulls).sum::<u64>())),
         ("mutations_made", json!(made)),
         ("mutations_applied", json!(read.applied)),
         ("mutations_confirmed_by_pull", json!(confirmed)),
@@ -801,6 +898,7 @@ mod tests {
             mode,
             drain_secs: 60,
             pull_ms: 100,
+            pull_on: PullOn::Timer,
             svg: None,
             from_json: Vec::new(),
         }

@@ -111,6 +111,14 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The stack's own logs (the sync writer's batch timings, say) on stderr, only when asked
+    // for with RUST_LOG: the figures go to stdout either way.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match Cli::parse().command {
         Command::Log { json, api_only } => log_bench(json, api_only),
         Command::Snapshot {

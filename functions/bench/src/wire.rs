@@ -47,9 +47,21 @@ pub struct WireCounts {
     pub entry_puts: AtomicU64,
     /// Read units, in half units (an eventually consistent read of up to 4 KB is one).
     pub read_half_units: AtomicU64,
+    /// Requests by operation (`DynamoDB Query <table>`, `SQS SendMessage`, `S3 GET`, ...).
+    pub by_op: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl WireCounts {
+    /// The requests by operation, most frequent first, as `op=count` words.
+    pub fn ops_summary(&self) -> String {
+        let ops = self.by_op.lock().map(|m| m.clone()).unwrap_or_default();
+        let mut ops: Vec<(String, u64)> = ops.into_iter().collect();
+        ops.sort_by(|a, b| b.1.cmp(&a.1));
+        ops.iter()
+            .map(|(op, n)| format!("{op}={n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
     pub fn write_units(&self) -> u64 {
         self.write_units.load(Ordering::Relaxed)
     }
@@ -144,6 +156,34 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
         .map(str::to_owned);
     if let Some(op) = &op {
         count_dynamo(p, op, &body);
+    }
+    let name = match (
+        &op,
+        parts
+            .headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        (Some(op), _) => {
+            let table = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| {
+                    v.get("TableName")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default();
+            format!("ddb:{op}:{}", table.rsplit('-').next().unwrap_or(""))
+        }
+        (None, Some(t)) => t.replace("AmazonSQS.", "sqs:"),
+        (None, None) => format!(
+            "{}:{}",
+            parts.method,
+            parts.uri.path().split('/').nth(2).unwrap_or("")
+        ),
+    };
+    if let Ok(mut m) = p.counts.by_op.lock() {
+        *m.entry(name).or_default() += 1;
     }
     let request = body.clone();
     let path = parts
