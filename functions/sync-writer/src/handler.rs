@@ -22,11 +22,11 @@ use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::error::StoreError;
-use sheetlog_core::log::{BatchOutcome, ClientResult, EventLog, SegmentHint};
+use sheetlog_core::log::{BatchOutcome, ClientResult, EventLog, KnownClients, SegmentHint};
 use sheetlog_core::poke::Poker;
 use sheetlog_core::ports::{LogStore, PayloadStore};
 use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::config::WriterConfig;
 
@@ -68,6 +68,9 @@ pub struct Handler {
     payloads: Arc<dyn PayloadStore>,
     cfg: WriterConfig,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
+    /// Per log, its clients as this process's last group commit left them (see
+    /// [`KnownClients`]): a batch that finds the log there reads no client range again.
+    known: Mutex<HashMap<LogId, KnownClients>>,
     /// Announces each batch's commit on the sheet's AppSync Events channel, when configured.
     poker: Option<Arc<Poker>>,
 }
@@ -86,6 +89,7 @@ impl Handler {
             payloads,
             cfg,
             hints: Mutex::new(HashMap::new()),
+            known: Mutex::new(HashMap::new()),
             poker: None,
         }
     }
@@ -275,8 +279,21 @@ impl Handler {
         }
         let mut delay = self.cfg.retry_delay;
         let mut attempt = 1;
+        let t0 = std::time::Instant::now();
+        // Taken out while this batch is written (FIFO delivery gives a log's messages to one
+        // batch at a time), put back after: an error leaves it empty.
+        let mut known = self
+            .known
+            .lock()
+            .ok()
+            .and_then(|mut k| k.remove(&log))
+            .unwrap_or_default();
         let done = loop {
-            match self.log.push_batch(log, &clients, self.hint(log)).await {
+            match self
+                .log
+                .push_batch_known(log, &clients, self.hint(log), &mut known)
+                .await
+            {
                 Ok(done) => break done,
                 Err(e) if transient(&e) && attempt < self.cfg.attempts => {
                     warn!(log = %log, attempt, error = %e, "group commit failed; retrying");
@@ -288,8 +305,16 @@ impl Handler {
                 Err(e) => return Err(e),
             }
         };
+        let t1 = std::time::Instant::now();
+        if let Ok(mut k) = self.known.lock() {
+            if k.len() >= MAX_HINTS {
+                k.clear();
+            }
+            k.insert(log, known);
+        }
         self.report(log, &clients, &done);
         self.poke(log, &done).await;
+        let t2 = std::time::Instant::now();
         for a in &done.appended {
             self.remember_hint(log, a.hint);
             match self.log.snapshot_if_due(log, a, self.cfg.trigger).await {
@@ -302,6 +327,14 @@ impl Handler {
                 Err(e) => warn!(log = %log, error = %e, "snapshot trigger failed"),
             }
         }
+        debug!(
+            log = %log,
+            attempts = attempt,
+            commit_ms = (t1 - t0).as_millis() as u64,
+            poke_ms = (t2 - t1).as_millis() as u64,
+            trigger_ms = t2.elapsed().as_millis() as u64,
+            "group commit timings"
+        );
         Ok(())
     }
 

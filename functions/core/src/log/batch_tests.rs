@@ -336,3 +336,134 @@ async fn a_batch_under_a_low_entry_limit_splits_so_no_entry_exceeds_it() {
     let (seen, _) = applied(&log, id).await;
     assert_eq!(seen.len(), 6);
 }
+
+/// Counts the Clients-table range reads that pass it.
+#[derive(Debug, Default, Clone)]
+struct CountRangeReads(Arc<std::sync::atomic::AtomicU64>);
+
+impl CountRangeReads {
+    fn take(&self) -> u64 {
+        self.0.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::layer::Layer for CountRangeReads {
+    async fn around<T, E, F>(&self, call: crate::layer::Call, run: F) -> Result<T, E>
+    where
+        T: Send,
+        E: From<crate::error::StoreError> + Send,
+        F: std::future::Future<Output = Result<T, E>> + Send,
+    {
+        if call.method == "client_ranges" {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        run.await
+    }
+}
+impl crate::ports::EntriesLayer for CountRangeReads {}
+impl crate::ports::ClientRunsLayer for CountRangeReads {}
+impl crate::ports::DedupeLayer for CountRangeReads {}
+
+fn counted_log() -> (
+    EventLog<crate::layer::Layered<MemLogStore, CountRangeReads>, MemPayloadStore>,
+    CountRangeReads,
+) {
+    let reads = CountRangeReads::default();
+    let store = crate::layer::Layered::new(MemLogStore::new(), reads.clone());
+    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap();
+    (log, reads)
+}
+
+#[tokio::test]
+async fn the_writer_reads_no_client_again_while_the_log_is_where_it_left_it() {
+    let (log, reads) = counted_log();
+    let id = log.create().await.unwrap().log;
+    let mut known = KnownClients::default();
+    let first: Vec<ClientPush> = (0..5).map(|c| push(&format!("c{c}"), 1..=1)).collect();
+    log.push_batch_known(id, &first, None, &mut known)
+        .await
+        .unwrap();
+    assert_eq!(reads.take(), 5, "the first batch reads each client once");
+    assert_eq!(known.len(), 5);
+    // Replicache re-pushes pending mutations: ids 1 again with 2 and 3.
+    let second: Vec<ClientPush> = (0..5).map(|c| push(&format!("c{c}"), 1..=3)).collect();
+    let out = log
+        .push_batch_known(id, &second, None, &mut known)
+        .await
+        .unwrap();
+    assert_eq!(reads.take(), 0, "every client was remembered");
+    assert_eq!(out.appended.len(), 1);
+    for r in &out.clients {
+        assert!(matches!(r, ClientResult::Done { last: 3, .. }), "{r:?}");
+    }
+    let (seen, _) = applied(&log, id).await;
+    for c in 0..5 {
+        assert_eq!(
+            seen[&format!("c{c}")],
+            vec![1, 2, 3],
+            "each id once, in order"
+        );
+    }
+}
+
+#[tokio::test]
+async fn another_writer_in_between_makes_the_writer_read_its_clients_again() {
+    let (log, reads) = counted_log();
+    let id = log.create().await.unwrap().log;
+    let mut known = KnownClients::default();
+    log.push_batch_known(id, &[push("a", 1..=1), push("b", 1..=1)], None, &mut known)
+        .await
+        .unwrap();
+    reads.take();
+    // A direct push applies a's 2 and 3 behind the writer's back: the head moves.
+    let direct = push("a", 2..=3);
+    log.push_run(
+        id,
+        "g-a",
+        "a",
+        &direct.mutations,
+        None,
+        super::RunSource::Push,
+    )
+    .await
+    .unwrap();
+    reads.take();
+    // The writer's remembered "a has 1" is stale; it must not apply 2 and 3 again.
+    let out = log
+        .push_batch_known(id, &[push("a", 1..=4), push("b", 1..=2)], None, &mut known)
+        .await
+        .unwrap();
+    assert_eq!(reads.take(), 2, "both remembered clients are read again");
+    assert!(
+        matches!(out.clients[0], ClientResult::Done { last: 4, .. }),
+        "{:?}",
+        out.clients[0]
+    );
+    assert!(
+        matches!(out.clients[1], ClientResult::Done { last: 2, .. }),
+        "{:?}",
+        out.clients[1]
+    );
+    let (seen, _) = applied(&log, id).await;
+    assert_eq!(seen["a"], vec![1, 2, 3, 4]);
+    assert_eq!(seen["b"], vec![1, 2]);
+}
+
+#[tokio::test]
+async fn a_failed_batch_leaves_the_writer_knowing_nothing() {
+    let (log, _) = counted_log();
+    let id = log.create().await.unwrap().log;
+    let mut known = KnownClients::default();
+    log.push_batch_known(id, &[push("a", 1..=1)], None, &mut known)
+        .await
+        .unwrap();
+    assert_eq!(known.len(), 1);
+    let missing = LogId::new_random();
+    assert!(
+        log.push_batch_known(missing, &[push("a", 1..=2)], None, &mut known)
+            .await
+            .is_err()
+    );
+    assert!(known.is_empty());
+}

@@ -41,7 +41,7 @@ mod retry;
 mod trigger;
 
 #[cfg(feature = "engine")]
-pub use batch::{BatchOutcome, ClientPush, ClientResult};
+pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_CLIENTS};
 #[cfg(feature = "engine")]
 pub use clients::{Rejected, RunOutcome, RunSource, oversize_reason};
 pub use load::RESOLVE_CONCURRENCY;
