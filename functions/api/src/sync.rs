@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::clients::ClientRange;
-use sheetlog_core::log::{PushedMutation, Rejected, RunOutcome, RunSource};
+use sheetlog_core::log::{PushedMutation, Rejected, RunOutcome, RunSource, SegmentHint};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::check_id;
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
@@ -249,13 +249,16 @@ async fn enqueue(
     subject: Option<String>,
 ) -> ApiResult<Response> {
     let from_log = |e| ApiError::from_log(log_id, e);
-    // A missing log is a 404 now rather than a push the writer drops.
-    let (_, at) = state
-        .log
-        .next_seq_from(log, state.hint(log))
-        .await
-        .map_err(from_log)?;
-    state.remember_hint(log, at);
+    // A missing log is a 404 now rather than a push the writer drops. A log this process has
+    // already found (it holds a segment hint for it) is not looked up again: logs do not come
+    // back from deletion, a deleted one is refused before this handler runs (its tombstone),
+    // and one deleted in the meantime makes the writer drop the message, as it drops a push to
+    // a log that does not exist. That saves every queued push but a process's first its head
+    // read, the only DynamoDB request of a queued push.
+    if state.hint(log).is_none() {
+        let (_, at) = state.log.next_seq_from(log, None).await.map_err(from_log)?;
+        state.remember_hint(log, at);
+    }
     let push = QueuedPush {
         v: MESSAGE_VERSION,
         log,
@@ -464,7 +467,15 @@ pub async fn pull(
         return Ok(replicache_error("ClientStateNotFound", None));
     }
     let group = req.client_group_id.as_str();
-    let view = view(&state, log, &log_id, group, cookie, next_seq, with_cells).await?;
+    let view = view(
+        &state,
+        (log, &log_id, at),
+        group,
+        cookie,
+        next_seq,
+        with_cells,
+    )
+    .await?;
     let body = json!({
         "cookie": next_seq,
         "lastMutationIDChanges": view.last_ids,
@@ -494,8 +505,9 @@ struct View {
 /// mutation id moved.
 async fn view(
     state: &SharedState,
-    log: LogId,
-    log_id: &str,
+    // The log, as named in the request, and the segment its head check found (the entries
+    // since the cookie are read from there, without a Segment table read).
+    (log, log_id, at): (LogId, &str, SegmentHint),
     group: &str,
     cookie: Option<u64>,
     next_seq: u64,
@@ -514,7 +526,11 @@ async fn view(
     let mut last_ids = BTreeMap::new();
     let mut moves = Vec::new();
     if let Some(c) = cookie.filter(|c| next_seq - c <= MAX_INCREMENTAL_ENTRIES) {
-        match state.log.read_since(log, c, (next_seq - c) as usize).await {
+        match state
+            .log
+            .read_since_at(log, c, (next_seq - c) as usize, Some(at))
+            .await
+        {
             // An eventually consistent read may not show the newest entries yet: a patch from it
             // would miss their cells while the cookie moved past them. Reset instead (its reads
             // check their counts).

@@ -150,6 +150,37 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         })
     }
 
+    /// As [`read_since`](Self::read_since), starting from a segment hint when it covers
+    /// `from` (the hint a head read just gave): one Query instead of two, as the Segment table
+    /// is not read. Without a hint, or when `from` lies before the hinted segment, it is
+    /// [`read_since`](Self::read_since).
+    pub async fn read_since_at(
+        &self,
+        log: LogId,
+        from: u64,
+        limit: usize,
+        hint: Option<SegmentHint>,
+    ) -> Result<EntriesPage, LogError> {
+        let Some(start) = hint.filter(|h| from >= h.base_seq) else {
+            return self.read_since(log, from, limit).await;
+        };
+        let mut units = RequestUnits::default();
+        let chain = self
+            .read_chain(log, start, from - start.base_seq, limit.max(1), &mut units)
+            .await?;
+        let (entries, cut) = self
+            .resolve_within(log, chain.records, self.cfg.read_budget_bytes)
+            .await?;
+        let complete = chain.complete && !cut;
+        let next_seq = from + entries.len() as u64;
+        Ok(EntriesPage {
+            entries,
+            next_seq,
+            complete,
+            units,
+        })
+    }
+
     /// Up to `limit` entries in sequence order starting at entry `num` of the segment `start`
     /// names, following End Segment entries into later segments. Unlike [`read_since`]
     /// (which serves readers and only looks at the two newest segments), this reads from any
