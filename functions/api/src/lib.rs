@@ -24,6 +24,7 @@ pub mod dto;
 pub mod entry_json;
 pub mod error;
 pub mod lambda_limit;
+pub mod pull_gather;
 pub mod request;
 pub mod routes;
 pub mod sheets;

@@ -64,6 +64,8 @@ pub struct AppState {
     roles: Mutex<HashMap<(String, LogId), (Role, Instant)>>,
     /// When this instance last stamped each sheet's last-changed time.
     touched: Mutex<HashMap<LogId, i64>>,
+    /// Pulls of one sheet and cookie that arrive together share one read (`pull_gather.rs`).
+    pub pull_gather: crate::pull_gather::PullGather,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -92,6 +94,7 @@ impl AppState {
             users: None,
             roles: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
+            pull_gather: Default::default(),
         }
     }
 

@@ -53,6 +53,9 @@ const SCHEMA_VERSIONS: [&str; 2] = ["", "1"];
 const MIN_PUT_BYTES: usize = 40;
 /// Past this many entries since the cookie, a full reset is cheaper than reading them.
 const MAX_INCREMENTAL_ENTRIES: u64 = 5_000;
+/// The most entries since the cookie that a pull reads in its one Query; further behind, it
+/// checks the head first (`pull`).
+const FAST_PULL_ENTRIES: usize = 100;
 
 /// A Replicache error answer: HTTP 200 with `{"error": ...}`, as the client expects.
 fn replicache_error(error: &str, version_type: Option<&str>) -> Response {
@@ -429,31 +432,44 @@ pub async fn pull(
         })?),
     };
     let from_log = |e| ApiError::from_log(&log_id, e);
-    // The head check is eventually consistent (0.5 RRU with a hint): most pulls find nothing
-    // new, and a stale head only makes this pull answer an older cookie, never a cookie past
-    // what it serves (docs/sync.md, "What an unchanged pull costs").
-    let (mut next_seq, at, _) = match state.log.peek_next_seq(log, state.hint(log)).await {
-        Ok(head) => head,
-        Err(e @ LogError::LogNotFound(_)) => {
-            // A deleted log's items may be gone already: its tombstone makes that a 410.
-            sheetlog_core::log::purge::check_live(&*state.purge, log)
-                .await
-                .map_err(from_log)?;
-            return Err(from_log(e));
-        }
-        Err(e) => return Err(from_log(e)),
-    };
-    state.remember_hint(log, at);
-    if cookie.is_some_and(|c| c > next_seq) {
-        // An eventually consistent read can lag the one that gave out this cookie: ask strongly
-        // before telling the client its state is lost.
-        (next_seq, _) = state
-            .log
-            .next_seq_from(log, Some(at))
+    // With a cookie and a hint, one Query answers most pulls: the entries since the cookie,
+    // read from the entry before it (`EventLog::pull_since`), plus the tombstone check when
+    // there is something new; pulls of the same cookie that arrive together share both reads
+    // (`pull_gather.rs`). Anything it cannot decide (a new segment, a long way behind, a cookie
+    // it does not find, a deleted log, an error) takes the head check below, whose answers are
+    // the authority.
+    let fast = match (cookie, state.hint(log)) {
+        (Some(c), Some(hint)) => state
+            .pull_gather
+            .since(log, c, || async {
+                let page = state
+                    .log
+                    .pull_since(log, c, FAST_PULL_ENTRIES, hint)
+                    .await
+                    .ok()
+                    .flatten()?;
+                // Something new: the log must not be deleted (below), checked once for all.
+                if !page.entries.is_empty() {
+                    sheetlog_core::log::purge::check_live(&*state.purge, log)
+                        .await
+                        .ok()?;
+                }
+                Some(page)
+            })
             .await
-            .map_err(from_log)?;
-    }
-    if cookie != Some(next_seq) {
+            .map(|page| (page, hint)),
+        _ => None,
+    };
+    let (next_seq, at, since) = match fast {
+        Some((page, hint)) => (page.next_seq, hint, Some(page)),
+        None => {
+            let (next_seq, at) = head_check(&state, log, &log_id, cookie).await?;
+            (next_seq, at, None)
+        }
+    };
+    // The shared read has checked it already when it found something new.
+    let live_checked = since.is_some();
+    if cookie != Some(next_seq) && !live_checked {
         // Not skipped for a deleted log by the router, so that an unchanged pull costs only its
         // head check: an answer that carries nothing new tells nothing of a deleted log, and
         // once the purge is done the head check finds no log (then the tombstone is read).
@@ -471,7 +487,7 @@ pub async fn pull(
         &state,
         (log, &log_id, at),
         group,
-        cookie,
+        (cookie, since),
         next_seq,
         with_cells,
     )
@@ -503,13 +519,52 @@ struct View {
 
 /// What changed between the cookie and `next_seq`, as a patch and the group's clients whose last
 /// mutation id moved.
+/// A pull's head check: the log's next sequence as an eventually consistent read shows it (0.5
+/// RRU with a hint). Most pulls find nothing new, and a stale head only makes the pull answer an
+/// older cookie, never a cookie past what it serves (docs/sync.md, "What an unchanged pull
+/// costs"). Also the hint for the entries' read.
+async fn head_check(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    cookie: Option<u64>,
+) -> ApiResult<(u64, SegmentHint)> {
+    let from_log = |e| ApiError::from_log(log_id, e);
+    let (mut next_seq, at, _) = match state.log.peek_next_seq(log, state.hint(log)).await {
+        Ok(head) => head,
+        Err(e @ LogError::LogNotFound(_)) => {
+            // A deleted log's items may be gone already: its tombstone makes that a 410.
+            sheetlog_core::log::purge::check_live(&*state.purge, log)
+                .await
+                .map_err(from_log)?;
+            return Err(from_log(e));
+        }
+        Err(e) => return Err(from_log(e)),
+    };
+    state.remember_hint(log, at);
+    if cookie.is_some_and(|c| c > next_seq) {
+        // An eventually consistent read can lag the one that gave out this cookie: ask strongly
+        // before telling the client its state is lost.
+        (next_seq, _) = state
+            .log
+            .next_seq_from(log, Some(at))
+            .await
+            .map_err(from_log)?;
+    }
+    Ok((next_seq, at))
+}
+
 async fn view(
     state: &SharedState,
     // The log, as named in the request, and the segment its head check found (the entries
     // since the cookie are read from there, without a Segment table read).
     (log, log_id, at): (LogId, &str, SegmentHint),
     group: &str,
-    cookie: Option<u64>,
+    // The cookie, and the entries since it when the pull has read them already.
+    (cookie, since): (
+        Option<u64>,
+        Option<std::sync::Arc<sheetlog_core::log::EntriesPage>>,
+    ),
     next_seq: u64,
     with_cells: bool,
 ) -> ApiResult<View> {
@@ -526,11 +581,15 @@ async fn view(
     let mut last_ids = BTreeMap::new();
     let mut moves = Vec::new();
     if let Some(c) = cookie.filter(|c| next_seq - c <= MAX_INCREMENTAL_ENTRIES) {
-        match state
-            .log
-            .read_since_at(log, c, (next_seq - c) as usize, Some(at))
-            .await
-        {
+        let page = match since {
+            Some(page) => Ok(page),
+            None => state
+                .log
+                .read_since_at(log, c, (next_seq - c) as usize, Some(at))
+                .await
+                .map(std::sync::Arc::new),
+        };
+        match page {
             // An eventually consistent read may not show the newest entries yet: a patch from it
             // would miss their cells while the cookie moved past them. Reset instead (its reads
             // check their counts).

@@ -181,6 +181,71 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         })
     }
 
+    /// A pull's whole read in one eventually consistent Query: the entries from `cookie` on (at
+    /// most `limit`) and the log's next sequence as that read shows it, read from the entry
+    /// before the cookie in the hinted segment. Finding that entry shows the cookie is one this
+    /// log gave out; the entries after it are contiguous (a replica shows a prefix of a
+    /// partition's writes, and a gap is checked for), so the next sequence is the last one's
+    /// plus one. An unchanged pull reads just the entry before the cookie, which is the newest:
+    /// what a head check reads.
+    ///
+    /// `None` when this read cannot answer alone, for the caller's head check and
+    /// [`read_since_at`](Self::read_since_at): no cookie to stand on (`cookie` 0), the entry
+    /// before the cookie in another segment than the hint's or not shown, a segment end among the
+    /// entries, or more than `limit` entries since the cookie.
+    pub async fn pull_since(
+        &self,
+        log: LogId,
+        cookie: u64,
+        limit: usize,
+        hint: SegmentHint,
+    ) -> Result<Option<EntriesPage>, LogError> {
+        let Some(before) = cookie.checked_sub(1).filter(|b| *b >= hint.base_seq) else {
+            return Ok(None);
+        };
+        let mut units = RequestUnits::default();
+        let page = self
+            .store
+            .read_entries(
+                log,
+                hint.segment,
+                before - hint.base_seq,
+                limit.saturating_add(1),
+                Consistency::Eventual,
+                &mut units,
+            )
+            .await?;
+        if page.more
+            || page
+                .entries
+                .first()
+                .is_none_or(|e| e.num != before - hint.base_seq)
+            || page.entries.iter().any(EntryRecord::is_end_segment)
+            || page.entries.windows(2).any(|w| w[1].num != w[0].num + 1)
+        {
+            return Ok(None);
+        }
+        let records: Vec<(u64, EntryRecord)> = page
+            .entries
+            .into_iter()
+            .skip(1)
+            .map(|e| (hint.base_seq + e.num, e))
+            .collect();
+        let (entries, cut) = self
+            .resolve_within(log, records, self.cfg.read_budget_bytes)
+            .await?;
+        if cut {
+            return Ok(None);
+        }
+        let next_seq = cookie + entries.len() as u64;
+        Ok(Some(EntriesPage {
+            entries,
+            next_seq,
+            complete: true,
+            units,
+        }))
+    }
+
     /// Up to `limit` entries in sequence order starting at entry `num` of the segment `start`
     /// names, following End Segment entries into later segments. Unlike [`read_since`]
     /// (which serves readers and only looks at the two newest segments), this reads from any

@@ -283,3 +283,59 @@ async fn reads_end_a_page_early_at_the_byte_budget() {
     );
     assert_eq!(loaded.next_seq, 4);
 }
+
+#[tokio::test]
+async fn a_pull_reads_what_changed_since_its_cookie_in_one_query() {
+    let log = EventLog::new(
+        MemLogStore::new(),
+        MemPayloadStore::new(),
+        LogConfig::default(),
+    )
+    .unwrap();
+    let id = log.create().await.unwrap().log;
+    for b in [&b"a"[..], b"b", b"c"] {
+        log.append(
+            id,
+            NewEntry::new(SET, 1, Bytes::from_static(b)),
+            AppendOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let (next, hint) = log.next_seq_from(id, None).await.unwrap();
+    assert_eq!(next, 4);
+    let unchanged = log.pull_since(id, 4, 100, hint).await.unwrap().unwrap();
+    assert!(unchanged.entries.is_empty());
+    assert_eq!(unchanged.next_seq, 4);
+    let behind = log.pull_since(id, 2, 100, hint).await.unwrap().unwrap();
+    let seqs: Vec<u64> = behind.entries.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [2, 3]);
+    assert_eq!(behind.next_seq, 4);
+    assert_eq!(&behind.entries[0].body[..], b"b");
+    // What one read cannot decide is left to the head check.
+    assert!(
+        log.pull_since(id, 9, 100, hint).await.unwrap().is_none(),
+        "a cookie past the end"
+    );
+    assert!(
+        log.pull_since(id, 0, 100, hint).await.unwrap().is_none(),
+        "no entry before cookie 0"
+    );
+    assert!(
+        log.pull_since(id, 1, 2, hint).await.unwrap().is_none(),
+        "more entries than the limit"
+    );
+    log.start_segment(id).await.unwrap();
+    assert!(
+        log.pull_since(id, 4, 100, hint).await.unwrap().is_none(),
+        "the hinted segment has ended"
+    );
+    let (_, moved) = log.next_seq_from(id, None).await.unwrap();
+    let after = log.pull_since(id, 5, 100, moved).await.unwrap();
+    assert!(
+        after.is_none(),
+        "the entry before the cookie is the old segment's end"
+    );
+    let at_new = log.pull_since(id, 6, 100, moved).await.unwrap().unwrap();
+    assert_eq!(at_new.next_seq, 6);
+}
