@@ -7,8 +7,10 @@
 //! Each client behaves as Replicache does: it keeps its pending mutations (those no pull has shown
 //! applied) and pushes all of them, serially, whenever it has a new one; an answer other than 200
 //! (or no answer within 30 s, API Gateway's limit) is retried with a growing backoff; it pulls
-//! (`view=none`) every `--pull-ms` while it has pending mutations and drops those that
-//! `lastMutationIDChanges` says were applied. After T seconds no new mutation is made, and the
+//! (`view=none`) when the sheet's poke announces a sequence past its cookie and once a minute
+//! besides (`--pull-on poke`, the default; `--pull-on timer` pulls every `--pull-ms` while it
+//! has pending mutations instead) and drops those that `lastMutationIDChanges` says were
+//! applied. After T seconds no new mutation is made, and the
 //! clients carry on until every mutation is confirmed or `--drain-secs` pass.
 //!
 //! Figures (per mode; the queued mode's keys start `hot_`, the direct mode's `direct_`):
