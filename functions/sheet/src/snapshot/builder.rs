@@ -22,6 +22,7 @@
 //! gone, so [`SnapshotBuilder::resume`] rebuilds it and continues to byte-identical output.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -30,15 +31,16 @@ use uuid::Uuid;
 
 use super::SnapshotError;
 use super::format::{
-    Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, FORMAT_VERSION, Manifest, chunk_key,
-    manifest_key, open_blob,
+    Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, EncodedRow, FORMAT_VERSION,
+    Manifest, RowWriter, chunk_key, encode_row, manifest_key, open_blob,
 };
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
 use crate::Row;
+use crate::codec::{self, Writer};
 use crate::entry::EntryBody;
 use crate::event::{Event, ImportFormat};
-use crate::import::{self, ImportPos, Mode};
+use crate::import::{self, CsvSink, Field, ImportPos, Mode};
 
 /// Default chunk target: 64 KiB of raw (uncompressed) chunk bytes, about 18 KB stored.
 ///
@@ -57,6 +59,12 @@ const IMPORT_CHANNEL_ROWS: usize = 256;
 /// Rows handed over the channel at a time: one channel operation (and at most one wake-up of the
 /// other thread) per batch, not per row.
 const IMPORT_BATCH_ROWS: usize = 32;
+/// Encoded rows are handed over in batches of about this many bytes: on one core every batch is
+/// a switch between the reader thread and the builder, so batches of a few hundred rows make the
+/// switches rare.
+const ENCODED_BATCH_BYTES: usize = 32 << 10;
+/// Encoded batches in flight between the reader thread and the builder.
+const ENCODED_BATCHES_IN_FLIGHT: usize = 4;
 
 /// One log entry as the builder takes it: its sequence, the decoded entry, and for an entry with
 /// an external payload (an import file) the payload's key.
@@ -135,9 +143,11 @@ pub struct Checkpoint {
     pub import: Option<ImportPos>,
     /// First row of the next chunk.
     pub next_chunk_start: u32,
-    /// Compact on the wire (about 60 bytes per new chunk): see `pieces_codec`.
+    /// Compact on the wire (about 60 bytes per new chunk): see `pieces_codec`. Shared with the
+    /// builder, which copies the list only if the checkpoint is still held when it adds a
+    /// chunk (a 100M-cell build lists ~18,000), so handing out a checkpoint copies nothing.
     #[serde(with = "super::pieces_codec")]
-    pub pieces: Vec<Piece>,
+    pub pieces: Arc<Vec<Piece>>,
     pub stats: BuildStats,
 }
 
@@ -171,6 +181,13 @@ enum Source {
         format: ImportFormat,
         rx: Option<ImportRx>,
     },
+    /// An import with no stage after it (a from-scratch build of an imported sheet): the reader
+    /// thread encodes rows straight into chunk bytes, and the builder only cuts and seals.
+    EncodedImport {
+        key: String,
+        format: ImportFormat,
+        rx: Option<EncodedRx>,
+    },
     Empty,
 }
 
@@ -196,6 +213,65 @@ impl ImportRx {
             }
             self.batch = self.rx.recv().await?.into_iter();
         }
+    }
+}
+
+/// Rows encoded by the import reader thread, as a chunk stores them (without their gaps), one
+/// after another in `buf`.
+#[derive(Debug, Default)]
+pub(crate) struct EncodedBatch {
+    buf: Writer,
+    rows: Vec<BatchRow>,
+    failed: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BatchRow {
+    index: u32,
+    /// Where the row's bytes end in the batch's buffer (they start where the previous row's end).
+    end: usize,
+    row: EncodedRow,
+    /// Where the import reader resumes after this row.
+    pos: ImportPos,
+}
+
+/// The builder's end of an encoded import.
+#[derive(Debug)]
+pub(crate) struct EncodedRx {
+    rx: mpsc::Receiver<EncodedBatch>,
+    batch: EncodedBatch,
+    /// The next row of `batch` to hand out, and where its bytes start.
+    next: usize,
+    at: usize,
+}
+
+impl EncodedRx {
+    /// Makes sure a row is ready in `batch`; `false` once the reader has finished. A batch's
+    /// failure comes after its rows.
+    async fn ready(&mut self) -> Result<bool, String> {
+        while self.next >= self.batch.rows.len() {
+            if let Some(message) = self.batch.failed.take() {
+                return Err(message);
+            }
+            match self.rx.recv().await {
+                Some(b) => {
+                    self.batch = b;
+                    self.next = 0;
+                    self.at = 0;
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// The row `ready` made available, and its bytes; moves past it.
+    fn take(&mut self) -> (BatchRow, &[u8]) {
+        let r = self.batch.rows[self.next];
+        let bytes = &self.batch.buf.buf[self.at..r.end];
+        self.next += 1;
+        self.at = r.end;
+        (r, bytes)
     }
 }
 
@@ -281,6 +357,11 @@ impl<'a> SnapshotBuilder<'a> {
         let from = base.as_ref().map_or(0, |b| b.seq);
         let (stages, import) = plan(from, seq, entries)?;
         let source = match import {
+            Some((key, format)) if stages.is_empty() => Source::EncodedImport {
+                key,
+                format,
+                rx: None,
+            },
             Some((key, format)) => Source::Import {
                 key,
                 format,
@@ -327,6 +408,20 @@ impl<'a> SnapshotBuilder<'a> {
         })
     }
 
+    /// Reads an import the general way (a `Row` per row through the pipeline) even when no stage
+    /// follows it, so tests can hold the encoded path against it byte for byte.
+    #[cfg(test)]
+    pub(crate) fn decoding_imports(mut self) -> Self {
+        if let Source::EncodedImport { key, format, .. } = &self.source {
+            self.source = Source::Import {
+                key: key.clone(),
+                format: *format,
+                rx: None,
+            };
+        }
+        self
+    }
+
     /// Continues a build from a checkpoint, given the same base and entries as the original.
     #[allow(clippy::too_many_arguments)]
     pub fn resume(
@@ -354,11 +449,15 @@ impl<'a> SnapshotBuilder<'a> {
             return Err(mismatch("chunk target"));
         }
         let mut b = Self::new(store, payloads, config, log_id, seq, base, entries)?;
-        if matches!(b.source, Source::Import { .. }) != checkpoint.import.is_some() {
+        let import = matches!(
+            b.source,
+            Source::Import { .. } | Source::EncodedImport { .. }
+        );
+        if import != checkpoint.import.is_some() {
             return Err(mismatch("source kind"));
         }
         let base_chunks = b.base.as_ref().map_or(0, |m| m.chunks.len());
-        for p in &checkpoint.pieces {
+        for p in checkpoint.pieces.iter() {
             if let Piece::Reused { from, to } = p
                 && (from >= to || *to > base_chunks)
             {
@@ -379,6 +478,9 @@ impl<'a> SnapshotBuilder<'a> {
     pub async fn step(&mut self) -> Result<Progress, SnapshotError> {
         if self.done {
             return Err(SnapshotError::BadInput("the build is already done".into()));
+        }
+        if matches!(self.source, Source::EncodedImport { .. }) {
+            return self.step_encoded().await;
         }
         loop {
             match self.next_source_item().await? {
@@ -413,6 +515,51 @@ impl<'a> SnapshotBuilder<'a> {
         }
     }
 
+    /// [`step`](Self::step) for an encoded import: there are no stages, so rows go from the
+    /// reader's batches to the chunk being assembled without being decoded.
+    async fn step_encoded(&mut self) -> Result<Progress, SnapshotError> {
+        let Source::EncodedImport { key, format, rx } = &mut self.source else {
+            return Err(SnapshotError::Internal("not an encoded import".into()));
+        };
+        if rx.is_none() {
+            let reader = self.payloads.open(key).await?;
+            *rx = Some(spawn_encoded_import(
+                *format,
+                reader,
+                self.import_pos.unwrap_or_default(),
+            ));
+        }
+        let Some(rx) = rx else {
+            return Err(SnapshotError::Internal("no import reader".into()));
+        };
+        loop {
+            let more = rx.ready().await.map_err(|message| SnapshotError::Import {
+                key: key.clone(),
+                message,
+            })?;
+            if !more {
+                break;
+            }
+            let (r, bytes) = rx.take();
+            self.import_pos = Some(r.pos);
+            if r.index < self.skip_below {
+                continue;
+            }
+            self.consumed = r.index + 1;
+            self.out
+                .encoded_row(r.index, bytes, r.row, self.store)
+                .await?;
+            // No stage holds rows back, so a chunk boundary is a checkpoint as it stands.
+            if self.out.checkpoint_ready() {
+                self.out.cuts_since_checkpoint = 0;
+                return Ok(Progress::Checkpoint(self.checkpoint()));
+            }
+        }
+        let result = self.finish().await?;
+        self.done = true;
+        Ok(Progress::Done(result))
+    }
+
     /// Runs the whole build, handing each checkpoint to `on_checkpoint`.
     pub async fn run(
         mut self,
@@ -445,7 +592,7 @@ impl<'a> SnapshotBuilder<'a> {
         self.out.finish(self.store).await?;
         // The pieces are not needed after this: move them, so a large build's chunk list is not
         // held twice at its peak.
-        let pieces = std::mem::take(&mut self.out.pieces);
+        let pieces = Arc::unwrap_or_clone(std::mem::take(&mut self.out.pieces));
         let mut chunks = Vec::with_capacity(pieces.len());
         for p in pieces {
             match p {
@@ -538,6 +685,9 @@ impl<'a> SnapshotBuilder<'a> {
                 self.consumed = end;
                 return Ok(Some(Item::Span(span)));
             },
+            Source::EncodedImport { .. } => Err(SnapshotError::Internal(
+                "an encoded import is read by step_encoded".into(),
+            )),
             Source::Import { key, format, rx } => {
                 if rx.is_none() {
                     let reader = self.payloads.open(key).await?;
@@ -657,6 +807,114 @@ pub(crate) fn spawn_import(
     }
 }
 
+/// [`spawn_import`] for a build without stages: the reader thread encodes each row into chunk
+/// bytes (CSV fields straight from the parser's buffer, with no `Row` or `String` per cell) and
+/// hands them over about [`ENCODED_BATCH_BYTES`] at a time.
+pub(crate) fn spawn_encoded_import(
+    format: ImportFormat,
+    reader: Box<dyn import::ReadSeek>,
+    from: ImportPos,
+) -> EncodedRx {
+    let (tx, rx) = mpsc::channel(ENCODED_BATCHES_IN_FLIGHT);
+    tokio::task::spawn_blocking(move || {
+        let mut sink = EncodingSink {
+            batch: EncodedBatch::default(),
+            committed: 0,
+            row: None,
+            tx,
+        };
+        let res = match format {
+            ImportFormat::Csv => import::read_csv_with(reader, from, Mode::Lenient, &mut sink),
+            ImportFormat::Xlsx => {
+                import::read_rows(format, reader, from, Mode::Lenient, &mut |row, pos| {
+                    sink.row(&row, pos)
+                })
+            }
+        };
+        sink.batch.buf.buf.truncate(sink.committed);
+        if let Err(e) = res {
+            sink.batch.failed = Some(e.to_string());
+        }
+        if !sink.batch.rows.is_empty() || sink.batch.failed.is_some() {
+            let _ = sink.tx.blocking_send(sink.batch);
+        }
+    });
+    EncodedRx {
+        rx,
+        batch: EncodedBatch::default(),
+        next: 0,
+        at: 0,
+    }
+}
+
+/// Encodes import rows into batches and sends each full batch to the builder.
+struct EncodingSink {
+    batch: EncodedBatch,
+    /// The end of the last whole row in the batch's buffer.
+    committed: usize,
+    row: Option<RowWriter>,
+    tx: mpsc::Sender<EncodedBatch>,
+}
+
+impl EncodingSink {
+    /// Records the row just written and sends the batch once it is full.
+    fn commit(&mut self, index: u32, row: EncodedRow, pos: ImportPos) -> ControlFlow<()> {
+        self.committed = self.batch.buf.len();
+        self.batch.rows.push(BatchRow {
+            index,
+            end: self.committed,
+            row,
+            pos,
+        });
+        if self.committed < ENCODED_BATCH_BYTES {
+            return ControlFlow::Continue(());
+        }
+        let full = std::mem::take(&mut self.batch);
+        self.committed = 0;
+        match self.tx.blocking_send(full) {
+            Ok(()) => ControlFlow::Continue(()),
+            // The builder went away (dropped mid-build); stop reading.
+            Err(_) => ControlFlow::Break(()),
+        }
+    }
+
+    /// A whole row (XLSX).
+    fn row(&mut self, row: &Row, pos: ImportPos) -> Result<ControlFlow<()>, String> {
+        let encoded = encode_row(&mut self.batch.buf, row).map_err(|e| e.to_string())?;
+        Ok(self.commit(row.index, encoded, pos))
+    }
+}
+
+impl CsvSink for EncodingSink {
+    fn start_row(&mut self, _fields: usize) {
+        // A record of empty fields never reaches `end_row`: drop what it began.
+        self.batch.buf.buf.truncate(self.committed);
+        self.row = Some(RowWriter::begin(&mut self.batch.buf));
+    }
+
+    fn cell(&mut self, col: u32, field: Field<'_>) -> Result<(), String> {
+        let w = &mut self.batch.buf;
+        let rw = self.row.as_mut().ok_or("a cell outside a row")?;
+        rw.cell(w, col).map_err(|e| e.to_string())?;
+        match field {
+            Field::Text(t) => codec::write_text_cell(w, &t),
+            Field::Scalar(v) => codec::write_value(w, &v, None),
+        }
+        Ok(())
+    }
+
+    fn end_row(
+        &mut self,
+        index: u32,
+        _cells: usize,
+        pos: ImportPos,
+    ) -> Result<ControlFlow<()>, String> {
+        let rw = self.row.take().ok_or("a row ended that did not begin")?;
+        let encoded = rw.finish(&mut self.batch.buf);
+        Ok(self.commit(index, encoded, pos))
+    }
+}
+
 /// Loads and verifies one chunk of a snapshot, ready to stream its rows.
 pub async fn load_chunk(
     store: &dyn BlobStore,
@@ -690,7 +948,7 @@ struct Output {
     enc: ChunkEncoder,
     /// First row of the next chunk (just past the last cut).
     next_start: u32,
-    pieces: Vec<Piece>,
+    pieces: Arc<Vec<Piece>>,
     /// The base's last chunk, held back: it ended at the end of the old sheet rather than at a
     /// cut, so it can be reused only if nothing follows it.
     pending_last: Option<Span>,
@@ -713,7 +971,7 @@ impl Output {
             acc: None,
             enc: ChunkEncoder::new()?,
             next_start: 0,
-            pieces: Vec::new(),
+            pieces: Arc::default(),
             pending_last: None,
             base_last,
             stats: BuildStats::default(),
@@ -756,9 +1014,10 @@ impl Output {
     }
 
     fn reuse(&mut self, s: Span) {
-        match self.pieces.last_mut() {
+        let pieces = Arc::make_mut(&mut self.pieces);
+        match pieces.last_mut() {
             Some(Piece::Reused { to, .. }) if *to == s.chunk => *to += 1,
-            _ => self.pieces.push(Piece::Reused {
+            _ => pieces.push(Piece::Reused {
                 from: s.chunk,
                 to: s.chunk + 1,
             }),
@@ -789,15 +1048,39 @@ impl Output {
     }
 
     async fn row(&mut self, row: Row, store: &dyn BlobStore) -> Result<(), SnapshotError> {
+        let appended = self.chunk().push(&row)?;
+        self.appended(appended, store).await
+    }
+
+    /// A row encoded by the import reader ([`RowWriter`]): the same bytes [`Self::row`] would
+    /// have encoded.
+    async fn encoded_row(
+        &mut self,
+        index: u32,
+        bytes: &[u8],
+        row: EncodedRow,
+        store: &dyn BlobStore,
+    ) -> Result<(), SnapshotError> {
+        let appended = self.chunk().push_encoded(index, bytes, row)?;
+        self.appended(appended, store).await
+    }
+
+    /// The chunk being assembled, begun at the next start if there is none.
+    fn chunk(&mut self) -> &mut ChunkBuilder {
         let start = self.next_start;
         let enc = &mut self.enc;
-        let acc = self
-            .acc
-            .get_or_insert_with(|| ChunkBuilder::new_in(start, enc));
-        let appended = acc.push(&row)?;
+        self.acc
+            .get_or_insert_with(|| ChunkBuilder::new_in(start, enc))
+    }
+
+    async fn appended(
+        &mut self,
+        row: Appended,
+        store: &dyn BlobStore,
+    ) -> Result<(), SnapshotError> {
         self.stats.rows_encoded += 1;
-        let size = acc.raw_len();
-        if self.is_cut(size, appended) {
+        let size = self.acc.as_ref().map_or(0, ChunkBuilder::raw_len);
+        if self.is_cut(size, row) {
             self.seal(store).await?;
         }
         Ok(())
@@ -838,7 +1121,7 @@ impl Output {
             store.put(&key, Bytes::from(sealed.blob)).await?;
         }
         self.next_start = start + sealed.chunk.rows;
-        self.pieces.push(Piece::New(sealed.chunk));
+        Arc::make_mut(&mut self.pieces).push(Piece::New(sealed.chunk));
         self.cuts_since_checkpoint += 1;
         Ok(())
     }

@@ -24,7 +24,7 @@ pub use builder::{
     BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
     Progress, SnapshotBuilder,
 };
-pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
+pub use format::{ChunkHash, ChunkRef, Manifest, chunk_key, manifest_key};
 pub use read::{
     Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
 };
