@@ -9,8 +9,9 @@
 use uuid::Uuid;
 
 use super::SnapshotError;
-use super::builder::{ImportMsg, LogEntry, load_chunk, plan, spawn_import};
+use super::builder::{LogEntry, load_chunk, plan};
 use super::format::{Manifest, manifest_key};
+use super::import_reader::{ImportMsg, spawn_import};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline};
 use crate::import::ImportPos;
