@@ -550,7 +550,7 @@ pub async fn load_log(
             for c in &m.chunks {
                 let key = c.key(*log.as_uuid());
                 chunks.push(ChunkDto {
-                    hash: c.hash.clone(),
+                    hash: c.hash.to_string(),
                     rows: c.rows,
                     url: presign_get(&state, &key).await?,
                 });

@@ -105,6 +105,9 @@ enum Command {
     /// Internal: one measured build in this process (run by `snapshot` as a child).
     #[command(hide = true)]
     BuildChild(snapshot::ChildArgs),
+    /// Internal: writes the CSV the snapshot benchmark builds from (to profile one build alone).
+    #[command(hide = true)]
+    SampleCsv(snapshot::SampleCsvArgs),
     /// Internal: one snapshot job run by the worker in this process (run by `pipeline`).
     #[command(hide = true)]
     WorkerChild(pipeline::WorkerChildArgs),
@@ -134,6 +137,7 @@ fn main() -> anyhow::Result<()> {
         Command::Hot(args) => hot::run(args),
         Command::ImportChild(args) => import::child(args),
         Command::BuildChild(args) => snapshot::child(args),
+        Command::SampleCsv(args) => snapshot::sample_csv(args),
         Command::WorkerChild(args) => pipeline::worker_child(args),
     }
 }

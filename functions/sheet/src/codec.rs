@@ -180,10 +180,7 @@ pub fn write_value(w: &mut Writer, value: &Value, format: Option<&str>) {
     let fbit = if format.is_some() { FORMAT_BIT } else { 0 };
     match value {
         Value::Empty => w.u8(KIND_EMPTY | fbit),
-        Value::Text(t) => {
-            w.u8(KIND_TEXT | fbit);
-            w.str(t);
-        }
+        Value::Text(t) => write_text_tag(w, t, fbit),
         Value::Number(n) => {
             let is_int =
                 n.fract() == 0.0 && n.abs() < MAX_SAFE_INT && !(*n == 0.0 && n.is_sign_negative());
@@ -205,6 +202,18 @@ pub fn write_value(w: &mut Writer, value: &Value, format: Option<&str>) {
     if let Some(f) = format {
         w.str(f);
     }
+}
+
+fn write_text_tag(w: &mut Writer, t: &str, fbit: u8) {
+    w.u8(KIND_TEXT | fbit);
+    w.str(t);
+}
+
+/// Encodes a text cell without a format, exactly as [`write_cell`] encodes
+/// `Cell { value: Value::Text(t), format: None }`, from borrowed text (the import path encodes
+/// fields straight from the CSV reader's buffer, without a `String` per cell).
+pub fn write_text_cell(w: &mut Writer, t: &str) {
+    write_text_tag(w, t, 0);
 }
 
 pub fn write_cell(w: &mut Writer, cell: &Cell) {

@@ -14,6 +14,7 @@
 //! is one row; blank lines are skipped (as the `csv` crate and most CSV readers do), while a line
 //! of empty fields (`,,`) is an empty row.
 
+use std::borrow::Cow;
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
 
@@ -117,9 +118,96 @@ pub fn read_rows(
     f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
 ) -> Result<ImportSummary, ImportError> {
     match format {
-        ImportFormat::Csv => read_csv(reader, from, mode, f),
+        ImportFormat::Csv => read_csv(
+            reader,
+            from,
+            mode,
+            &mut RowSink {
+                cells: Vec::new(),
+                f,
+            },
+        ),
         ImportFormat::Xlsx => read_xlsx(reader, from, mode, f),
     }
+}
+
+/// A non-empty CSV field, typed (see the module docs). Text borrows the reader's buffer unless it
+/// had to be repaired (invalid UTF-8) or cut to the limit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Field<'a> {
+    Text(Cow<'a, str>),
+    /// A number, boolean or error: never `Value::Text`.
+    Scalar(Value),
+}
+
+impl Field<'_> {
+    pub fn into_value(self) -> Value {
+        match self {
+            Field::Text(t) => Value::Text(t.into_owned()),
+            Field::Scalar(v) => v,
+        }
+    }
+}
+
+/// Where [`read_csv_with`] delivers a record: its non-empty fields one by one, then the end of
+/// the row, so a consumer can encode fields as they come instead of building a [`Row`].
+pub trait CsvSink {
+    /// A record with `fields` fields (empty ones included) begins.
+    fn start_row(&mut self, fields: usize);
+    /// A non-empty field, columns ascending.
+    fn cell(&mut self, col: u32, field: Field<'_>) -> Result<(), String>;
+    /// The record ends. Called only when it had at least one cell (`cells`); a record of empty
+    /// fields is not a row. `pos` is where a reader resumes after it.
+    fn end_row(
+        &mut self,
+        index: u32,
+        cells: usize,
+        pos: ImportPos,
+    ) -> Result<ControlFlow<()>, String>;
+}
+
+/// The [`CsvSink`] behind [`read_rows`]: builds each [`Row`] and hands it to the callback.
+struct RowSink<'f> {
+    cells: Vec<(u32, Cell)>,
+    f: &'f mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
+}
+
+impl CsvSink for RowSink<'_> {
+    fn start_row(&mut self, fields: usize) {
+        self.cells = Vec::with_capacity(fields.min(MAX_COLS as usize));
+    }
+
+    fn cell(&mut self, col: u32, field: Field<'_>) -> Result<(), String> {
+        self.cells.push((
+            col,
+            Cell {
+                value: field.into_value(),
+                format: None,
+            },
+        ));
+        Ok(())
+    }
+
+    fn end_row(
+        &mut self,
+        index: u32,
+        _cells: usize,
+        pos: ImportPos,
+    ) -> Result<ControlFlow<()>, String> {
+        let cells = std::mem::take(&mut self.cells);
+        (self.f)(Row { index, cells }, pos)
+    }
+}
+
+/// Reads a CSV file from `from`, delivering each record to `sink` (what [`read_rows`] does for
+/// CSV, minus the [`Row`]s): the snapshot builder encodes the fields straight into chunk bytes.
+pub fn read_csv_with(
+    reader: Box<dyn ReadSeek>,
+    from: ImportPos,
+    mode: Mode,
+    sink: &mut dyn CsvSink,
+) -> Result<ImportSummary, ImportError> {
+    read_csv(reader, from, mode, sink)
 }
 
 /// Checks that a file would import within the limits (what the API runs before committing).
@@ -140,7 +228,7 @@ fn read_csv(
     mut reader: Box<dyn ReadSeek>,
     from: ImportPos,
     mode: Mode,
-    f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
+    sink: &mut dyn CsvSink,
 ) -> Result<ImportSummary, ImportError> {
     reader.seek(SeekFrom::Start(from.byte))?;
     let record_start = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -198,20 +286,23 @@ fn read_csv(
                 row: u64::from(row) + 1,
             });
         }
-        let mut cells = Vec::with_capacity(record.len().min(MAX_COLS as usize));
+        sink.start_row(record.len());
+        // One UTF-8 check for the whole record (the separators are ASCII, so every field of a
+        // valid record is a valid `str`); only a record that fails it is repaired field by field.
+        let whole = std::str::from_utf8(record.as_slice()).ok();
+        let mut cells = 0usize;
         for (col, field) in record.iter().take(MAX_COLS as usize).enumerate() {
             if field.is_empty() {
                 continue;
             }
-            let text = String::from_utf8_lossy(field);
-            let value = infer_value(&text, row, col as u32, mode)?;
-            cells.push((
-                col as u32,
-                Cell {
-                    value,
-                    format: None,
-                },
-            ));
+            let text = match whole.zip(record.range(col)).and_then(|(w, r)| w.get(r)) {
+                Some(t) => Cow::Borrowed(t),
+                None => String::from_utf8_lossy(field),
+            };
+            let value = infer_field(text, row, col as u32, mode)?;
+            sink.cell(col as u32, value)
+                .map_err(ImportError::Consumer)?;
+            cells += 1;
         }
         // A record boundary the reader can seek back to: the start of the next record.
         let p = csv.position();
@@ -221,16 +312,15 @@ fn read_csv(
             line: from.line + p.line(),
         };
         row += 1;
-        if cells.is_empty() {
+        if cells == 0 {
             continue;
         }
         summary.rows += 1;
-        summary.cells += cells.len() as u64;
-        let r = Row {
-            index: row - 1,
-            cells,
-        };
-        match f(r, pos).map_err(ImportError::Consumer)? {
+        summary.cells += cells as u64;
+        match sink
+            .end_row(row - 1, cells, pos)
+            .map_err(ImportError::Consumer)?
+        {
             ControlFlow::Continue(()) => {}
             ControlFlow::Break(()) => return Ok(summary),
         }
@@ -269,32 +359,45 @@ impl<R: Read> Read for RecordBound<R> {
 
 /// Spreadsheet-style typing of one text field (see the module docs).
 pub fn infer_value(text: &str, row: u32, col: u32, mode: Mode) -> Result<Value, ImportError> {
+    infer_field(Cow::Borrowed(text), row, col, mode).map(Field::into_value)
+}
+
+/// [`infer_value`] without copying text: a text field stays borrowed unless it is cut to the
+/// limit.
+pub fn infer_field<'a>(
+    text: Cow<'a, str>,
+    row: u32,
+    col: u32,
+    mode: Mode,
+) -> Result<Field<'a>, ImportError> {
+    if let Some(v) = infer_scalar(&text) {
+        return Ok(Field::Scalar(v));
+    }
+    Ok(Field::Text(limit_text(text, row, col, mode)?))
+}
+
+/// The number, boolean or error a field spells, or `None` for text.
+fn infer_scalar(text: &str) -> Option<Value> {
     // The first byte tells the kinds apart (a boolean starts with t or f, an error with #, a
     // number with a sign, a digit or a point), so most fields are looked at once.
     match text.as_bytes().first() {
-        Some(b't' | b'T') if text.eq_ignore_ascii_case("true") => return Ok(Value::Bool(true)),
-        Some(b'f' | b'F') if text.eq_ignore_ascii_case("false") => {
-            return Ok(Value::Bool(false));
-        }
-        Some(b'#') => {
-            if let Some(e) = ErrorCode::parse(text) {
-                return Ok(Value::Error(e));
-            }
-        }
+        Some(b't' | b'T') if text.eq_ignore_ascii_case("true") => Some(Value::Bool(true)),
+        Some(b'f' | b'F') if text.eq_ignore_ascii_case("false") => Some(Value::Bool(false)),
+        Some(b'#') => ErrorCode::parse(text).map(Value::Error),
         Some(b'0'..=b'9' | b'+' | b'-' | b'.') => {
             if let Some(n) = small_integer(text) {
-                return Ok(Value::Number(n));
+                return Some(Value::Number(n));
             }
             if looks_numeric(text)
                 && let Ok(n) = text.parse::<f64>()
                 && n.is_finite()
             {
-                return Ok(Value::Number(n));
+                return Some(Value::Number(n));
             }
+            None
         }
-        _ => {}
+        _ => None,
     }
-    Ok(Value::Text(limit_text(text.to_owned(), row, col, mode)?))
 }
 
 /// An optionally signed run of at most 15 digits, the commonest number in a sheet, without the
@@ -321,7 +424,12 @@ fn small_integer(text: &str) -> Option<f64> {
     Some(if negative { -n } else { n })
 }
 
-fn limit_text(text: String, row: u32, col: u32, mode: Mode) -> Result<String, ImportError> {
+fn limit_text(
+    text: Cow<'_, str>,
+    row: u32,
+    col: u32,
+    mode: Mode,
+) -> Result<Cow<'_, str>, ImportError> {
     if text.len() <= MAX_TEXT_CHARS {
         return Ok(text);
     }
@@ -333,7 +441,7 @@ fn limit_text(text: String, row: u32, col: u32, mode: Mode) -> Result<String, Im
         let cell = CellRef { row, col }.to_string();
         return Err(ImportError::TextTooLong { cell, chars });
     }
-    Ok(text.chars().take(MAX_TEXT_CHARS).collect())
+    Ok(Cow::Owned(text.chars().take(MAX_TEXT_CHARS).collect()))
 }
 
 /// A plain decimal: `-12`, `3.5`, `.5`, `1e-3`. Rejects what `f64::from_str` would also accept but
@@ -544,7 +652,9 @@ fn xlsx_value(
     mode: Mode,
 ) -> Result<Option<(Value, Option<&'static str>)>, ImportError> {
     let text = |s: &str| -> Result<Value, ImportError> {
-        Ok(Value::Text(limit_text(s.to_owned(), row, col, mode)?))
+        Ok(Value::Text(
+            limit_text(Cow::Borrowed(s), row, col, mode)?.into_owned(),
+        ))
     };
     Ok(Some(match v {
         DataRef::Empty => return Ok(None),

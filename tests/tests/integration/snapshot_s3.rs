@@ -7,8 +7,8 @@ use sheetlog_core::sheet::{
     CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
 };
 use sheetlog_core::snapshot::{
-    BlobStore, BuildConfig, LogEntry, SnapshotBuilder, build_snapshot, chunk_key, load_manifest,
-    manifest_key, materialize, read_range,
+    BlobStore, BuildConfig, ChunkHash, LogEntry, SnapshotBuilder, build_snapshot, chunk_key,
+    load_manifest, manifest_key, materialize, read_range,
 };
 use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_tests::emulator::{Emulator, unique_prefix};
@@ -130,7 +130,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     assert_eq!(stats.chunks_loaded, 1);
 
     // Missing objects are `None` / `false`, not errors.
-    assert_eq!(store.get(&chunk_key(log, "00")).await?, None);
+    assert_eq!(store.get(&chunk_key(log, &ChunkHash([0; 32]))).await?, None);
     assert!(!store.exists("snapshots/nothing-here").await?);
     assert_eq!(load_manifest(&store, log, 99).await?, None);
     store

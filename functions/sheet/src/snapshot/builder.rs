@@ -21,24 +21,24 @@
 //! work in a large build. Every stage's state is a function of how far its input has
 //! gone, so [`SnapshotBuilder::resume`] rebuilds it and continues to byte-identical output.
 
-use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::SnapshotError;
 use super::format::{
-    Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, FORMAT_VERSION, Manifest, chunk_key,
-    manifest_key, open_blob,
+    Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, EncodedRow, FORMAT_VERSION,
+    Manifest, chunk_key, manifest_key, open_blob,
 };
+use super::import_reader::{EncodedRx, ImportMsg, ImportRx, spawn_encoded_import, spawn_import};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
 use crate::Row;
 use crate::entry::EntryBody;
 use crate::event::{Event, ImportFormat};
-use crate::import::{self, ImportPos, Mode};
+use crate::import::ImportPos;
 
 /// Default chunk target: 64 KiB of raw (uncompressed) chunk bytes, about 18 KB stored.
 ///
@@ -52,11 +52,6 @@ pub const DEFAULT_CHUNK_TARGET: u32 = 64 << 10;
 /// A checkpoint comes after every chunk while a build has written fewer than this many, then after
 /// every `pieces / CHECKPOINT_SPACING` chunks.
 const CHECKPOINT_SPACING: usize = 16;
-/// Rows buffered between the import reader thread and the builder.
-const IMPORT_CHANNEL_ROWS: usize = 256;
-/// Rows handed over the channel at a time: one channel operation (and at most one wake-up of the
-/// other thread) per batch, not per row.
-const IMPORT_BATCH_ROWS: usize = 32;
 
 /// One log entry as the builder takes it: its sequence, the decoded entry, and for an entry with
 /// an external payload (an import file) the payload's key.
@@ -135,9 +130,11 @@ pub struct Checkpoint {
     pub import: Option<ImportPos>,
     /// First row of the next chunk.
     pub next_chunk_start: u32,
-    /// Compact on the wire (about 60 bytes per new chunk): see `pieces_codec`.
+    /// Compact on the wire (about 60 bytes per new chunk): see `pieces_codec`. Shared with the
+    /// builder, which copies the list only if the checkpoint is still held when it adds a
+    /// chunk (a 100M-cell build lists ~18,000), so handing out a checkpoint copies nothing.
     #[serde(with = "super::pieces_codec")]
-    pub pieces: Vec<Piece>,
+    pub pieces: Arc<Vec<Piece>>,
     pub stats: BuildStats,
 }
 
@@ -171,32 +168,14 @@ enum Source {
         format: ImportFormat,
         rx: Option<ImportRx>,
     },
+    /// An import with no stage after it (a from-scratch build of an imported sheet): the reader
+    /// thread encodes rows straight into chunk bytes, and the builder only cuts and seals.
+    EncodedImport {
+        key: String,
+        format: ImportFormat,
+        rx: Option<EncodedRx>,
+    },
     Empty,
-}
-
-#[derive(Debug)]
-pub(crate) enum ImportMsg {
-    Row(Row, ImportPos),
-    Failed(String),
-}
-
-/// The builder's end of the import channel: rows arrive in batches and leave one at a time.
-#[derive(Debug)]
-pub(crate) struct ImportRx {
-    rx: mpsc::Receiver<Vec<ImportMsg>>,
-    batch: std::vec::IntoIter<ImportMsg>,
-}
-
-impl ImportRx {
-    /// The next row (or failure), or `None` once the reader has finished.
-    pub(crate) async fn recv(&mut self) -> Option<ImportMsg> {
-        loop {
-            if let Some(m) = self.batch.next() {
-                return Some(m);
-            }
-            self.batch = self.rx.recv().await?.into_iter();
-        }
-    }
 }
 
 /// Builds one snapshot. Drive it with [`step`](Self::step) until it returns `Done`.
@@ -281,6 +260,11 @@ impl<'a> SnapshotBuilder<'a> {
         let from = base.as_ref().map_or(0, |b| b.seq);
         let (stages, import) = plan(from, seq, entries)?;
         let source = match import {
+            Some((key, format)) if stages.is_empty() => Source::EncodedImport {
+                key,
+                format,
+                rx: None,
+            },
             Some((key, format)) => Source::Import {
                 key,
                 format,
@@ -327,6 +311,20 @@ impl<'a> SnapshotBuilder<'a> {
         })
     }
 
+    /// Reads an import the general way (a `Row` per row through the pipeline) even when no stage
+    /// follows it, so tests can hold the encoded path against it byte for byte.
+    #[cfg(test)]
+    pub(crate) fn decoding_imports(mut self) -> Self {
+        if let Source::EncodedImport { key, format, .. } = &self.source {
+            self.source = Source::Import {
+                key: key.clone(),
+                format: *format,
+                rx: None,
+            };
+        }
+        self
+    }
+
     /// Continues a build from a checkpoint, given the same base and entries as the original.
     #[allow(clippy::too_many_arguments)]
     pub fn resume(
@@ -354,11 +352,15 @@ impl<'a> SnapshotBuilder<'a> {
             return Err(mismatch("chunk target"));
         }
         let mut b = Self::new(store, payloads, config, log_id, seq, base, entries)?;
-        if matches!(b.source, Source::Import { .. }) != checkpoint.import.is_some() {
+        let import = matches!(
+            b.source,
+            Source::Import { .. } | Source::EncodedImport { .. }
+        );
+        if import != checkpoint.import.is_some() {
             return Err(mismatch("source kind"));
         }
         let base_chunks = b.base.as_ref().map_or(0, |m| m.chunks.len());
-        for p in &checkpoint.pieces {
+        for p in checkpoint.pieces.iter() {
             if let Piece::Reused { from, to } = p
                 && (from >= to || *to > base_chunks)
             {
@@ -379,6 +381,9 @@ impl<'a> SnapshotBuilder<'a> {
     pub async fn step(&mut self) -> Result<Progress, SnapshotError> {
         if self.done {
             return Err(SnapshotError::BadInput("the build is already done".into()));
+        }
+        if matches!(self.source, Source::EncodedImport { .. }) {
+            return self.step_encoded().await;
         }
         loop {
             match self.next_source_item().await? {
@@ -413,6 +418,51 @@ impl<'a> SnapshotBuilder<'a> {
         }
     }
 
+    /// [`step`](Self::step) for an encoded import: there are no stages, so rows go from the
+    /// reader's batches to the chunk being assembled without being decoded.
+    async fn step_encoded(&mut self) -> Result<Progress, SnapshotError> {
+        let Source::EncodedImport { key, format, rx } = &mut self.source else {
+            return Err(SnapshotError::Internal("not an encoded import".into()));
+        };
+        if rx.is_none() {
+            let reader = self.payloads.open(key).await?;
+            *rx = Some(spawn_encoded_import(
+                *format,
+                reader,
+                self.import_pos.unwrap_or_default(),
+            ));
+        }
+        let Some(rx) = rx else {
+            return Err(SnapshotError::Internal("no import reader".into()));
+        };
+        loop {
+            let more = rx.ready().await.map_err(|message| SnapshotError::Import {
+                key: key.clone(),
+                message,
+            })?;
+            if !more {
+                break;
+            }
+            let (r, bytes) = rx.take();
+            self.import_pos = Some(r.pos);
+            if r.index < self.skip_below {
+                continue;
+            }
+            self.consumed = r.index + 1;
+            self.out
+                .encoded_row(r.index, bytes, r.row, self.store)
+                .await?;
+            // No stage holds rows back, so a chunk boundary is a checkpoint as it stands.
+            if self.out.checkpoint_ready() {
+                self.out.cuts_since_checkpoint = 0;
+                return Ok(Progress::Checkpoint(self.checkpoint()));
+            }
+        }
+        let result = self.finish().await?;
+        self.done = true;
+        Ok(Progress::Done(result))
+    }
+
     /// Runs the whole build, handing each checkpoint to `on_checkpoint`.
     pub async fn run(
         mut self,
@@ -445,7 +495,7 @@ impl<'a> SnapshotBuilder<'a> {
         self.out.finish(self.store).await?;
         // The pieces are not needed after this: move them, so a large build's chunk list is not
         // held twice at its peak.
-        let pieces = std::mem::take(&mut self.out.pieces);
+        let pieces = Arc::unwrap_or_clone(std::mem::take(&mut self.out.pieces));
         let mut chunks = Vec::with_capacity(pieces.len());
         for p in pieces {
             match p {
@@ -538,6 +588,9 @@ impl<'a> SnapshotBuilder<'a> {
                 self.consumed = end;
                 return Ok(Some(Item::Span(span)));
             },
+            Source::EncodedImport { .. } => Err(SnapshotError::Internal(
+                "an encoded import is read by step_encoded".into(),
+            )),
             Source::Import { key, format, rx } => {
                 if rx.is_none() {
                     let reader = self.payloads.open(key).await?;
@@ -622,41 +675,6 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
     Ok((stages, import))
 }
 
-/// Reads an import file on a blocking thread and hands rows over a bounded channel, so the file
-/// streams through with a few hundred rows in flight.
-pub(crate) fn spawn_import(
-    format: ImportFormat,
-    reader: Box<dyn import::ReadSeek>,
-    from: ImportPos,
-) -> ImportRx {
-    let (tx, rx) = mpsc::channel(IMPORT_CHANNEL_ROWS / IMPORT_BATCH_ROWS);
-    tokio::task::spawn_blocking(move || {
-        let mut batch = Vec::with_capacity(IMPORT_BATCH_ROWS);
-        let res = import::read_rows(format, reader, from, Mode::Lenient, &mut |row, pos| {
-            batch.push(ImportMsg::Row(row, pos));
-            if batch.len() < IMPORT_BATCH_ROWS {
-                return Ok(ControlFlow::Continue(()));
-            }
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(IMPORT_BATCH_ROWS));
-            match tx.blocking_send(full) {
-                Ok(()) => Ok(ControlFlow::Continue(())),
-                // The builder went away (dropped mid-build); stop reading.
-                Err(_) => Ok(ControlFlow::Break(())),
-            }
-        });
-        if let Err(e) = res {
-            batch.push(ImportMsg::Failed(e.to_string()));
-        }
-        if !batch.is_empty() {
-            let _ = tx.blocking_send(batch);
-        }
-    });
-    ImportRx {
-        rx,
-        batch: Vec::new().into_iter(),
-    }
-}
-
 /// Loads and verifies one chunk of a snapshot, ready to stream its rows.
 pub async fn load_chunk(
     store: &dyn BlobStore,
@@ -690,7 +708,7 @@ struct Output {
     enc: ChunkEncoder,
     /// First row of the next chunk (just past the last cut).
     next_start: u32,
-    pieces: Vec<Piece>,
+    pieces: Arc<Vec<Piece>>,
     /// The base's last chunk, held back: it ended at the end of the old sheet rather than at a
     /// cut, so it can be reused only if nothing follows it.
     pending_last: Option<Span>,
@@ -713,7 +731,7 @@ impl Output {
             acc: None,
             enc: ChunkEncoder::new()?,
             next_start: 0,
-            pieces: Vec::new(),
+            pieces: Arc::default(),
             pending_last: None,
             base_last,
             stats: BuildStats::default(),
@@ -756,9 +774,10 @@ impl Output {
     }
 
     fn reuse(&mut self, s: Span) {
-        match self.pieces.last_mut() {
+        let pieces = Arc::make_mut(&mut self.pieces);
+        match pieces.last_mut() {
             Some(Piece::Reused { to, .. }) if *to == s.chunk => *to += 1,
-            _ => self.pieces.push(Piece::Reused {
+            _ => pieces.push(Piece::Reused {
                 from: s.chunk,
                 to: s.chunk + 1,
             }),
@@ -789,15 +808,39 @@ impl Output {
     }
 
     async fn row(&mut self, row: Row, store: &dyn BlobStore) -> Result<(), SnapshotError> {
+        let appended = self.chunk().push(&row)?;
+        self.appended(appended, store).await
+    }
+
+    /// A row encoded by the import reader ([`RowWriter`]): the same bytes [`Self::row`] would
+    /// have encoded.
+    async fn encoded_row(
+        &mut self,
+        index: u32,
+        bytes: &[u8],
+        row: EncodedRow,
+        store: &dyn BlobStore,
+    ) -> Result<(), SnapshotError> {
+        let appended = self.chunk().push_encoded(index, bytes, row)?;
+        self.appended(appended, store).await
+    }
+
+    /// The chunk being assembled, begun at the next start if there is none.
+    fn chunk(&mut self) -> &mut ChunkBuilder {
         let start = self.next_start;
         let enc = &mut self.enc;
-        let acc = self
-            .acc
-            .get_or_insert_with(|| ChunkBuilder::new_in(start, enc));
-        let appended = acc.push(&row)?;
+        self.acc
+            .get_or_insert_with(|| ChunkBuilder::new_in(start, enc))
+    }
+
+    async fn appended(
+        &mut self,
+        row: Appended,
+        store: &dyn BlobStore,
+    ) -> Result<(), SnapshotError> {
         self.stats.rows_encoded += 1;
-        let size = acc.raw_len();
-        if self.is_cut(size, appended) {
+        let size = self.acc.as_ref().map_or(0, ChunkBuilder::raw_len);
+        if self.is_cut(size, row) {
             self.seal(store).await?;
         }
         Ok(())
@@ -838,7 +881,7 @@ impl Output {
             store.put(&key, Bytes::from(sealed.blob)).await?;
         }
         self.next_start = start + sealed.chunk.rows;
-        self.pieces.push(Piece::New(sealed.chunk));
+        Arc::make_mut(&mut self.pieces).push(Piece::New(sealed.chunk));
         self.cuts_since_checkpoint += 1;
         Ok(())
     }

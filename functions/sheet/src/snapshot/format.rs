@@ -36,6 +36,8 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// Refuse to inflate a manifest past this: a sheet of 1,048,576 one-row chunks lists ~160 MB.
 const MAX_RAW_MANIFEST: usize = 256 << 20;
 const BLOB_MAGIC: &[u8; 4] = b"SLC1";
+/// Room kept at the front of a chunk's body for its row count (a varint of at most 10 bytes).
+const ROW_COUNT_ROOM: usize = 10;
 const ZSTD_LEVEL: i32 = 3;
 /// Refuse to inflate a chunk past this: a chunk is a few MB unless a single row is enormous, and
 /// the largest legal row (16,384 cells of 32,767 chars) is under 2 GiB only barely; 1 GiB keeps a
@@ -58,13 +60,63 @@ pub struct Manifest {
     pub chunks: Vec<ChunkRef>,
 }
 
+/// A chunk's name: the SHA-256 of its raw bytes. Held as the 32 bytes (a large manifest lists
+/// tens of thousands of chunks, and a hex `String` each cost three times the memory); written as
+/// 64 lowercase hex digits, in the manifest's JSON and in the chunk's key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkHash(pub [u8; 32]);
+
+impl ChunkHash {
+    pub fn of(raw: &[u8]) -> Self {
+        ChunkHash(Sha256::digest(raw).into())
+    }
+}
+
+impl std::fmt::Display for ChunkHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut hex = [0u8; 64];
+        // Cannot fail: the output is exactly twice the input.
+        hex::encode_to_slice(self.0, &mut hex).map_err(|_| std::fmt::Error)?;
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+impl std::fmt::Debug for ChunkHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ChunkHash({self})")
+    }
+}
+
+impl std::str::FromStr for ChunkHash {
+    type Err = hex::FromHexError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut h = [0u8; 32];
+        hex::decode_to_slice(s, &mut h)?;
+        Ok(ChunkHash(h))
+    }
+}
+
+impl Serialize for ChunkHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ChunkHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One chunk as the manifest records it. Its first covered row is the sum of `rows` of the
 /// chunks before it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChunkRef {
-    /// SHA-256 of the raw chunk bytes, hex.
-    pub hash: String,
+    /// SHA-256 of the raw chunk bytes (hex in JSON).
+    pub hash: ChunkHash,
     /// Rows covered, from the first covered row through the chunk's last (non-empty) row.
     pub rows: u32,
     pub cells: u64,
@@ -90,7 +142,7 @@ pub fn manifest_key(log_id: Uuid, seq: u64) -> String {
     format!("snapshots/{log_id}/manifests/{seq:020}.json")
 }
 
-pub fn chunk_key(log_id: Uuid, hash: &str) -> String {
+pub fn chunk_key(log_id: Uuid, hash: &ChunkHash) -> String {
     format!("snapshots/{log_id}/chunks/{hash}")
 }
 
@@ -219,7 +271,6 @@ pub struct Appended {
 /// more to set up than a small chunk costs to compress) and the buffers.
 pub struct ChunkEncoder {
     zstd: zstd::bulk::Compressor<'static>,
-    raw: Vec<u8>,
     spare: Option<(Writer, Writer)>,
 }
 
@@ -234,7 +285,6 @@ impl ChunkEncoder {
         Ok(ChunkEncoder {
             zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)
                 .map_err(|e| SnapshotError::Internal(format!("zstd: {e}")))?,
-            raw: Vec::new(),
             spare: None,
         })
     }
@@ -255,6 +305,7 @@ impl ChunkBuilder {
 
     fn with_buffers(start: u32, mut body: Writer, scratch: Writer) -> Self {
         body.buf.clear();
+        body.buf.resize(ROW_COUNT_ROOM, 0);
         ChunkBuilder {
             start,
             body,
@@ -270,68 +321,77 @@ impl ChunkBuilder {
         self.rows == 0
     }
 
+    /// Bytes of rows so far (the chunk's raw bytes less its leading row count).
     pub fn raw_len(&self) -> u64 {
-        self.body.len() as u64
+        (self.body.len() - ROW_COUNT_ROOM) as u64
     }
 
     /// Appends a non-empty row whose index is at or after `start` and after every row so far.
     pub fn push(&mut self, row: &Row) -> Result<Appended, SnapshotError> {
-        let rel = row
-            .index
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.buf.clear();
+        let encoded = encode_row(&mut scratch, row);
+        let appended = encoded.and_then(|e| self.push_encoded(row.index, &scratch.buf, e));
+        self.scratch = scratch;
+        appended
+    }
+
+    /// Appends a row already encoded by [`RowWriter`] (`bytes`, without its gap): what
+    /// [`push`](Self::push) does after encoding, so both give the same chunk bytes.
+    pub fn push_encoded(
+        &mut self,
+        index: u32,
+        bytes: &[u8],
+        row: EncodedRow,
+    ) -> Result<Appended, SnapshotError> {
+        let rel = index
             .checked_sub(self.start)
             .filter(|rel| self.rows == 0 || *rel >= self.end)
             .ok_or_else(|| {
                 SnapshotError::Internal(format!(
-                    "row {} arrived out of order (chunk starts at {}, next free relative row {})",
-                    row.index, self.start, self.end
+                    "row {index} arrived out of order (chunk starts at {}, next free relative row {})",
+                    self.start, self.end
                 ))
             })?;
-        self.scratch.buf.clear();
-        self.scratch.varint(row.cells.len() as u64);
-        let mut next_col = 0u32;
-        for (col, cell) in &row.cells {
-            let gap = col.checked_sub(next_col).ok_or_else(|| {
-                SnapshotError::Internal(format!("row {} has unsorted columns", row.index))
-            })?;
-            self.scratch.varint(u64::from(gap));
-            codec::write_cell(&mut self.scratch, cell);
-            next_col = col + 1;
-            self.max_col = self.max_col.max(*col);
+        if row.cells > 0 {
+            self.max_col = self.max_col.max(row.max_col);
         }
         let before = self.body.len();
         self.body.varint(u64::from(rel - self.end));
-        self.body.buf.extend_from_slice(&self.scratch.buf);
+        self.body.buf.extend_from_slice(bytes);
         self.rows += 1;
-        self.cells += row.cells.len() as u64;
+        self.cells += u64::from(row.cells);
         self.end = rel + 1;
         Ok(Appended {
             size: (self.body.len() - before) as u64,
-            content_hash: xxhash_rust::xxh3::xxh3_64(&self.scratch.buf),
+            content_hash: xxhash_rust::xxh3::xxh3_64(bytes),
         })
     }
 
     /// Finishes the chunk: raw bytes, their hash, the compressed blob, and its manifest entry.
     pub fn finish(self, enc: &mut ChunkEncoder) -> Result<SealedChunk, SnapshotError> {
-        let mut raw = Writer {
-            buf: std::mem::take(&mut enc.raw),
-        };
-        raw.buf.clear();
-        raw.varint(self.rows);
-        raw.buf.extend_from_slice(&self.body.buf);
-        let raw = raw.buf;
-        let hash = hex::encode(Sha256::digest(&raw));
+        // The row count goes in the room left before the rows, so the raw bytes are one slice
+        // of the body instead of a copy of it.
+        let mut count = Writer::new();
+        count.varint(self.rows);
+        let at = ROW_COUNT_ROOM
+            .checked_sub(count.len())
+            .ok_or_else(|| SnapshotError::Internal("row count varint too long".into()))?;
+        let mut body = self.body;
+        body.buf[at..ROW_COUNT_ROOM].copy_from_slice(&count.buf);
+        let raw = &body.buf[at..];
+        let hash = ChunkHash::of(raw);
         let bound = zstd::zstd_safe::compress_bound(raw.len());
         let mut blob = std::io::Cursor::new(Vec::with_capacity(BLOB_MAGIC.len() + bound));
         blob.get_mut().extend_from_slice(BLOB_MAGIC);
         blob.set_position(BLOB_MAGIC.len() as u64);
         enc.zstd
-            .compress_to_buffer(&raw, &mut blob)
+            .compress_to_buffer(raw, &mut blob)
             .map_err(|e| SnapshotError::Internal(format!("zstd: {e}")))?;
         let mut blob = blob.into_inner();
         blob.shrink_to_fit();
         let raw_len = raw.len();
-        enc.raw = raw;
-        enc.spare = Some((self.body, self.scratch));
+        enc.spare = Some((body, self.scratch));
         Ok(SealedChunk {
             chunk: ChunkRef {
                 hash,
@@ -347,6 +407,78 @@ impl ChunkBuilder {
     }
 }
 
+/// What [`RowWriter::finish`] says about the row it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedRow {
+    pub cells: u32,
+    /// The highest column (0 for a row without cells).
+    pub max_col: u32,
+}
+
+/// Writes one row in the chunk encoding, a cell at a time, at the end of a buffer: varint cell
+/// count, then per cell varint column gap and the cell (`codec`). The count is not known until
+/// the row ends, so one byte is reserved for it and the row is shifted in the rare case it needs
+/// more (128 cells or more).
+#[derive(Debug)]
+pub struct RowWriter {
+    start: usize,
+    cells: u32,
+    next_col: u32,
+    max_col: u32,
+}
+
+impl RowWriter {
+    pub fn begin(w: &mut Writer) -> Self {
+        let start = w.len();
+        w.u8(0);
+        RowWriter {
+            start,
+            cells: 0,
+            next_col: 0,
+            max_col: 0,
+        }
+    }
+
+    /// Writes the column gap of the cell at `col`; the caller writes the cell itself next.
+    /// Columns must ascend.
+    pub fn cell(&mut self, w: &mut Writer, col: u32) -> Result<(), SnapshotError> {
+        let gap = col
+            .checked_sub(self.next_col)
+            .ok_or_else(|| SnapshotError::Internal(format!("unsorted column {col}")))?;
+        w.varint(u64::from(gap));
+        self.cells += 1;
+        self.next_col = col + 1;
+        self.max_col = col;
+        Ok(())
+    }
+
+    pub fn finish(self, w: &mut Writer) -> EncodedRow {
+        if self.cells < 0x80 {
+            w.buf[self.start] = self.cells as u8;
+        } else {
+            let mut count = Writer::new();
+            count.varint(u64::from(self.cells));
+            w.buf.splice(self.start..self.start + 1, count.buf);
+        }
+        EncodedRow {
+            cells: self.cells,
+            max_col: self.max_col,
+        }
+    }
+}
+
+/// Appends `row`'s cells to `w` in the chunk encoding (see [`RowWriter`]).
+pub fn encode_row(w: &mut Writer, row: &Row) -> Result<EncodedRow, SnapshotError> {
+    let mut rw = RowWriter::begin(w);
+    for (col, cell) in &row.cells {
+        rw.cell(w, *col).map_err(|_| {
+            SnapshotError::Internal(format!("row {} has unsorted columns", row.index))
+        })?;
+        codec::write_cell(w, cell);
+    }
+    Ok(rw.finish(w))
+}
+
 /// A finished chunk ready to store.
 #[derive(Debug)]
 pub struct SealedChunk {
@@ -355,7 +487,11 @@ pub struct SealedChunk {
 }
 
 /// Unpacks a chunk blob and checks it against the hash in its name.
-pub fn open_blob(key: &str, expected_hash: &str, blob: &[u8]) -> Result<Vec<u8>, SnapshotError> {
+pub fn open_blob(
+    key: &str,
+    expected_hash: &ChunkHash,
+    blob: &[u8],
+) -> Result<Vec<u8>, SnapshotError> {
     let corrupt = |reason: String| SnapshotError::Corrupt {
         key: key.to_owned(),
         reason,
@@ -373,8 +509,8 @@ pub fn open_blob(key: &str, expected_hash: &str, blob: &[u8]) -> Result<Vec<u8>,
     if raw.len() > MAX_RAW_CHUNK {
         return Err(corrupt("inflates past the chunk size limit".into()));
     }
-    let actual = hex::encode(Sha256::digest(&raw));
-    if actual != expected_hash {
+    let actual = ChunkHash::of(&raw);
+    if actual != *expected_hash {
         return Err(corrupt(format!("content hash is {actual}")));
     }
     Ok(raw)

@@ -11,10 +11,13 @@
 //! - `format.rs` — chunk bytes, chunk blobs, the manifest, object keys.
 //! - `stream.rs` — events as streaming row transforms ([`stream::Stage`]), position mapping.
 //! - `builder.rs` — the incremental, resumable builder and its checkpoints.
+//! - `import_reader.rs` — the import file read on a blocking thread, its rows handed to the
+//!   builder decoded or already encoded as chunk bytes.
 //! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
 
 pub mod builder;
 pub mod format;
+mod import_reader;
 mod pieces_codec;
 pub mod read;
 pub mod store;
@@ -24,7 +27,7 @@ pub use builder::{
     BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
     Progress, SnapshotBuilder,
 };
-pub use format::{ChunkRef, Manifest, chunk_key, manifest_key};
+pub use format::{ChunkHash, ChunkRef, Manifest, chunk_key, manifest_key};
 pub use read::{
     Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
 };

@@ -3,12 +3,14 @@
 //! limit. Record: tag 0 + varint from + varint to (reused), or tag 1 + 32-byte hash + varints
 //! rows, cells, max column, bytes, raw bytes (new).
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
 
 use super::builder::Piece;
-use super::format::ChunkRef;
+use super::format::{ChunkHash, ChunkRef};
 use crate::codec::{Reader, Writer};
 
 pub fn serialize<S: Serializer>(pieces: &[Piece], s: S) -> Result<S::Ok, S::Error> {
@@ -22,8 +24,7 @@ pub fn serialize<S: Serializer>(pieces: &[Piece], s: S) -> Result<S::Ok, S::Erro
             }
             Piece::New(c) => {
                 w.u8(1);
-                let hash = hex::decode(&c.hash).map_err(serde::ser::Error::custom)?;
-                w.buf.extend_from_slice(&hash);
+                w.buf.extend_from_slice(&c.hash.0);
                 for v in [
                     u64::from(c.rows),
                     c.cells,
@@ -36,10 +37,12 @@ pub fn serialize<S: Serializer>(pieces: &[Piece], s: S) -> Result<S::Ok, S::Erro
             }
         }
     }
-    s.serialize_str(&STANDARD.encode(&w.buf))
+    // Streamed into the serializer: a 100M-cell build's pieces are ~1 MB of base64, not held
+    // twice.
+    s.collect_str(&base64::display::Base64Display::new(&w.buf, &STANDARD))
 }
 
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Piece>, D::Error> {
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<Piece>>, D::Error> {
     let text = String::deserialize(d)?;
     let bytes = STANDARD.decode(text).map_err(D::Error::custom)?;
     let mut r = Reader::new(&bytes);
@@ -52,7 +55,8 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Piece>, D::Err
                 to: r.varint().map_err(e)? as usize,
             }),
             1 => {
-                let hash = hex::encode(r.take(32).map_err(e)?);
+                let mut hash = ChunkHash([0; 32]);
+                hash.0.copy_from_slice(r.take(32).map_err(e)?);
                 let rows = r.varint_u32(u32::MAX, "rows").map_err(e)?;
                 let cells = r.varint().map_err(e)?;
                 let max_col = r.varint_u32(u32::MAX, "max column").map_err(e)?;
@@ -71,5 +75,5 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Piece>, D::Err
             t => return Err(D::Error::custom(format!("unknown piece tag {t}"))),
         }
     }
-    Ok(out)
+    Ok(Arc::new(out))
 }

@@ -9,8 +9,9 @@
 use uuid::Uuid;
 
 use super::SnapshotError;
-use super::builder::{ImportMsg, LogEntry, load_chunk, plan, spawn_import};
+use super::builder::{LogEntry, load_chunk, plan};
 use super::format::{Manifest, manifest_key};
+use super::import_reader::{ImportMsg, spawn_import};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline};
 use crate::import::ImportPos;
@@ -157,7 +158,7 @@ pub async fn read_rows(
             stats.chunks_loaded += 1;
             let mut rows = load_chunk(store, log_id, chunk, start).await?;
             while let Some(r) = rows.next_row().map_err(|e| SnapshotError::Corrupt {
-                key: chunk.hash.clone(),
+                key: chunk.hash.to_string(),
                 reason: e.to_string(),
             })? {
                 if wanted(r.index) {
@@ -182,7 +183,7 @@ pub async fn materialize(
     for (chunk, start) in manifest.chunks.iter().zip(manifest.chunk_starts()) {
         let mut it = load_chunk(store, manifest.log_id, chunk, start).await?;
         while let Some(r) = it.next_row().map_err(|e| SnapshotError::Corrupt {
-            key: chunk.hash.clone(),
+            key: chunk.hash.to_string(),
             reason: e.to_string(),
         })? {
             rows.push(r);

@@ -192,13 +192,18 @@ impl FsBlobs {
 impl BlobStore for FsBlobs {
     async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
         let path = self.path(key)?;
-        let err = |e: std::io::Error| BlobError::new("put", key, e);
-        let dir = path.parent().unwrap_or(Path::new("."));
-        tokio::fs::create_dir_all(dir).await.map_err(err)?;
-        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
-        tokio::fs::write(&tmp, &bytes).await.map_err(err)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(err)?;
-        Ok(())
+        // One trip to the blocking pool for the directory, the write and the rename, rather
+        // than one each (a build writes thousands of chunks, and each trip wakes two threads).
+        let written = tokio::task::spawn_blocking(move || {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+            std::fs::write(&tmp, &bytes)?;
+            std::fs::rename(&tmp, &path)
+        })
+        .await
+        .map_err(|e| BlobError::new("put", key, e))?;
+        written.map_err(|e| BlobError::new("put", key, e))
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
