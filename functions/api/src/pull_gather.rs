@@ -26,11 +26,13 @@ const MAX_OPEN: usize = 10_000;
 
 /// What a shared read gave: the entries since the cookie, or nothing usable.
 type Shared = Option<Arc<EntriesPage>>;
+/// A gathering's result, once its read is done.
+type Gathering = watch::Receiver<Option<Shared>>;
 
 #[derive(Debug, Default)]
 pub struct PullGather {
     /// The gathering each (log, cookie) has open: joined until its read starts.
-    open: Mutex<HashMap<(LogId, u64), watch::Receiver<Option<Shared>>>>,
+    open: Mutex<HashMap<(LogId, u64), Gathering>>,
 }
 
 impl PullGather {

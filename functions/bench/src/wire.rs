@@ -56,7 +56,7 @@ impl WireCounts {
     pub fn ops_summary(&self) -> String {
         let ops = self.by_op.lock().map(|m| m.clone()).unwrap_or_default();
         let mut ops: Vec<(String, u64)> = ops.into_iter().collect();
-        ops.sort_by(|a, b| b.1.cmp(&a.1));
+        ops.sort_by_key(|op| std::cmp::Reverse(op.1));
         ops.iter()
             .map(|(op, n)| format!("{op}={n}"))
             .collect::<Vec<_>>()
