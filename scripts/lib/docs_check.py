@@ -2,7 +2,10 @@
 
 Run by ./scripts/check-docs (part of ./scripts/test). It fails when
 - a figure names a bench JSON key (`key` = 1.5 in prose, or a table row whose cell lists the
-  keys) and disagrees with the committed bench output docs/bench/<bench>.json;
+  keys) and disagrees with the committed bench output docs/bench/<bench>.json, or (in prose) names
+  a key that no committed output has, or one that two outputs give different values. Every
+  output's keys are merged; `<bench>.key` names a key of one output (`chaos.anomalies`, with `_`
+  for `-` in the file name), which a key that is not snake_case or is in two outputs needs;
 - a sentence states a push's or a pull's cost in request units without naming the bench key it
   comes from (a key of a bench whose output is not committed names its source but is not compared);
 - a doc names a repository path (a link, or a backticked path under a top-level folder) that does
@@ -18,7 +21,7 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 NUMBER_WORDS = {
@@ -35,6 +38,7 @@ NOT_TABLES = {
 KEY = r"[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+"
 NUM = r"-?\d[\d,]*(?:\.\d+)?"
 UNIT = r"(?:RRU|WRU|read units?|write units?)"
+SIZE_UNITS = {"KB": 1e3, "MB": 1e6, "GB": 1e9}
 
 
 @dataclass
@@ -45,6 +49,35 @@ class Facts:
     tables: set[str]
     settings: set[str]
     exists: object  # callable: str -> bool (a repository path)
+    # Bare keys that two bench outputs give different values: a doc must say `<bench>.key`.
+    ambiguous: dict[str, list[str]] = field(default_factory=dict)
+
+
+def bench_figures(outputs: dict[str, dict]) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """The figures of the bench outputs (file stem -> JSON object), each by its key (a nested
+    object's by its dotted path) and by `<stem>.<key>`; and the bare keys that two outputs give
+    different values, which only the qualified name can state."""
+    by_key: dict[str, dict[str, float]] = {}
+
+    def add(stem: str, prefix: str, obj: dict) -> None:
+        for k, v in obj.items():
+            if isinstance(v, dict):
+                add(stem, f"{prefix}{k}.", v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                by_key.setdefault(prefix + k, {})[stem] = float(v)
+
+    for stem, obj in outputs.items():
+        add(stem, "", obj)
+    bench = {
+        f"{stem.replace('-', '_')}.{key}": v for key, values in by_key.items() for stem, v in values.items()
+    }
+    ambiguous = {}
+    for key, values in by_key.items():
+        if len(set(values.values())) > 1:
+            ambiguous[key] = sorted(values)
+        else:
+            bench[key] = next(iter(values.values()))
+    return bench, ambiguous
 
 
 def number(text: str) -> float:
@@ -109,9 +142,16 @@ def check_text(name: str, text: str, facts: Facts) -> list[str]:
 
 def check_figures(where: str, line: str, facts: Facts) -> list[str]:
     errors = []
-    for key, doc in re.findall(rf"`({KEY})` = ({NUM})", line):
-        if key in facts.bench and not agrees(doc, facts.bench[key]):
-            errors.append(f"{where}: `{key}` = {doc}, but the bench output says {facts.bench[key]}")
+    for key, doc, size in re.findall(rf"`({KEY})` = ({NUM})(?: (KB|MB|GB)\b)?", line):
+        value = facts.bench.get(key)
+        if value is not None and size and "bytes" in key.split("_"):
+            value /= SIZE_UNITS[size]  # `api_push_request_bytes` = 5.8 MB
+        if key in facts.ambiguous:
+            errors.append(f"{where}: `{key}` is in {' and '.join(facts.ambiguous[key])} with different values; name it as `<bench>.{key}`")
+        elif key not in facts.bench:
+            errors.append(f"{where}: `{key}` = {doc}, but no committed bench output (docs/bench/*.json) has `{key}`")
+        elif not agrees(doc, value):
+            errors.append(f"{where}: `{key}` = {doc}{' ' + size if size else ''}, but the bench output says {facts.bench[key]}")
     if line.startswith("|"):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         keys = [k for c in cells for k in re.findall(rf"`({KEY})`", c) if k in facts.bench]
@@ -119,13 +159,20 @@ def check_figures(where: str, line: str, facts: Facts) -> list[str]:
         if keys and key_cells:
             text = " ".join(c for c in cells if c not in key_cells)
             for key in keys:
+                value = facts.bench[key]
                 unit = {"rru": "RRU", "wru": "WRU", "bytes": "bytes"}.get(key.rsplit("_", 1)[-1])
                 # A table whose columns carry the unit states bare numbers.
                 pattern = rf"({NUM}) {unit}" if unit and unit in text else rf"({NUM})"
                 found = re.findall(pattern, text)
-                if not any(agrees(f, facts.bench[key]) for f in found):
+                agreeing = any(agrees(f, value) for f in found)
+                if "bytes" in key.split("_") and not agreeing:
+                    # Sizes in decimal units, as the benches print them (23.4 MB = 23,400,000 bytes).
+                    scaled = re.findall(rf"({NUM}) (KB|MB|GB)\b", text)
+                    agreeing = any(agrees(f, value / SIZE_UNITS[u]) for f, u in scaled)
+                    found += [f"{f} {u}" for f, u in scaled]
+                if not agreeing:
                     errors.append(
-                        f"{where}: the row names `{key}` ({facts.bench[key]}) but states {found or 'no figure'}"
+                        f"{where}: the row names `{key}` ({value}) but states {found or 'no figure'}"
                     )
     # A push's or pull's cost with no bench key in the same sentence.
     for sentence in [line] if line.startswith("|") else re.split(r"(?<=[.;])\s+", line):
@@ -196,16 +243,9 @@ def check_paths(where: str, doc: str, line: str, facts: Facts) -> list[str]:
 
 
 def repo_facts(root: Path) -> Facts:
-    bench: dict[str, float] = {}
-    def add(prefix: str, obj: dict) -> None:
-        for k, v in obj.items():
-            if isinstance(v, dict):
-                add(f"{prefix}{k}.", v)
-            elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                bench[prefix + k] = float(v)
-
-    for f in sorted((root / "docs" / "bench").glob("*.json")):
-        add("", json.loads(f.read_text()))
+    bench, ambiguous = bench_figures(
+        {f.stem: json.loads(f.read_text()) for f in sorted((root / "docs" / "bench").glob("*.json"))}
+    )
     stack = (root / "cdk" / "lib" / "sheetlog-stack.ts").read_text()
     ids = re.search(r"export const LOGICAL_IDS = \{(.*?)\}", stack, re.S)
     tables = set()
@@ -233,7 +273,7 @@ def repo_facts(root: Path) -> Facts:
             for q in (p, p + "/")
         )
 
-    return Facts(bench=bench, tables=tables, settings=settings, exists=exists)
+    return Facts(bench=bench, tables=tables, settings=settings, exists=exists, ambiguous=ambiguous)
 
 
 def main() -> int:
@@ -254,7 +294,7 @@ def main() -> int:
     if errors:
         print(f"docs check: {len(errors)} problem(s)", file=sys.stderr)
         return 1
-    print(f"docs check: {len(facts.bench)} bench figures, {len(facts.tables)} tables, {len(facts.settings)} settings known; no drift")
+    print(f"docs check: {len(facts.bench)} bench keys, {len(facts.tables)} tables, {len(facts.settings)} settings known; no drift")
     return 0
 
 

@@ -3,7 +3,9 @@ drifted before it existed (issue 32) and pass on their corrections."""
 
 import unittest
 
-from docs_check import Facts, check_settings_table, check_text
+from pathlib import Path
+
+from docs_check import Facts, bench_figures, check_settings_table, check_text, repo_facts
 
 FACTS = Facts(
     bench={"api_push_one_mutation_rru": 2.5, "api_push_one_mutation_wru": 4.0, "idle_pull_rru": 0.5,
@@ -47,6 +49,57 @@ class OldClaims(unittest.TestCase):
         row = "| push of one mutation | 4 WRU + 1.5 RRU | `api_push_one_mutation_wru`, `api_push_one_mutation_rru` |"
         self.assertTrue(errors(row))
         self.assertFalse(errors(row.replace("1.5 RRU", "2.5 RRU")))
+
+
+class BenchOutputs(unittest.TestCase):
+    OUTPUTS = {
+        "pipeline": {"snapshot_chain_lag_s_p99": 10.3, "peak_rss_mb": 20.8},
+        "import": {"peak_rss_mb": 24.8, "api_baseline_rss_mb": 22.9},
+        "lambda": {"binary_bytes_sheetlog_api": 23_412_345, "zip_bytes_sheetlog_api": 9_187_001,
+                   "init_to_ready_ms_sheetlog_api": 8.6, "api_baseline_rss_mb": 22.9},
+        "chaos": {"anomalies": 0, "faults_by_kind": {"stale_read": 1234}},
+    }
+
+    def facts(self) -> Facts:
+        bench, ambiguous = bench_figures(self.OUTPUTS)
+        return Facts(bench=bench, tables=set(), settings=set(), exists=lambda p: True, ambiguous=ambiguous)
+
+    def errors(self, text: str) -> list[str]:
+        return check_text("README.md", text, self.facts())
+
+    def test_a_figure_naming_a_key_no_output_has_fails(self):
+        found = self.errors("Each snapshot's lag (`snapshot_chain_lag_s_p99` = 10.3 s) and (`snapshot_chain_lag_s_p50` = 5.1).")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("snapshot_chain_lag_s_p50", found[0])
+
+    def test_a_figure_of_a_new_output_must_agree(self):
+        self.assertTrue(self.errors("Lag p99 (`snapshot_chain_lag_s_p99` = 9.9 s)."))
+        self.assertFalse(self.errors("No anomaly (`chaos.anomalies` = 0), stale reads `chaos.faults_by_kind.stale_read` = 1,234."))
+        self.assertTrue(self.errors("No anomaly (`chaos.anomalies` = 1)."))
+
+    def test_a_key_two_outputs_disagree_on_must_name_its_output(self):
+        bare = self.errors("The worker peaks at 20.8 MB (`peak_rss_mb` = 20.8).")
+        self.assertTrue(any("pipeline.peak_rss_mb" in e or "<bench>.peak_rss_mb" in e for e in bare), bare)
+        self.assertFalse(self.errors("The worker peaks at 20.8 MB (`pipeline.peak_rss_mb` = 20.8)."))
+        self.assertTrue(self.errors("The worker peaks at 24.8 MB (`pipeline.peak_rss_mb` = 24.8)."))
+        self.assertFalse(self.errors("Before the commit (`api_baseline_rss_mb` = 22.9)."), "the outputs agree")
+
+    def test_sizes_in_mb_agree_with_a_bytes_key_in_a_table_row(self):
+        row = "| `sheetlog-api` | {} MB | 9.2 MB | {} ms | `binary_bytes_sheetlog_api`, `zip_bytes_sheetlog_api`, `init_to_ready_ms_sheetlog_api` |"
+        self.assertFalse(self.errors(row.format("23.4", "8.6")))
+        self.assertTrue(any("binary_bytes" in e for e in self.errors(row.format("23.5", "8.6"))))
+        self.assertTrue(any("init_to_ready" in e for e in self.errors(row.format("23.4", "8.7"))))
+
+    def test_a_size_in_mb_in_prose_agrees_with_a_bytes_key(self):
+        self.assertFalse(self.errors("The binary is small (`binary_bytes_sheetlog_api` = 23.4 MB)."))
+        self.assertTrue(self.errors("The binary is small (`binary_bytes_sheetlog_api` = 23.5 MB)."))
+        self.assertTrue(self.errors("The binary is small (`binary_bytes_sheetlog_api` = 23.4)."))
+
+    def test_the_committed_outputs_of_every_bench_the_docs_cite_are_read(self):
+        bench = repo_facts(Path(__file__).resolve().parents[2]).bench
+        for key in ("snapshot_chain_lag_s_p99", "chaos.anomalies", "chaos.faults_by_kind.stale_read",
+                    "api_peak_rss_mb", "init_to_ready_ms_sheetlog_api"):
+            self.assertTrue(key in bench, f"no committed bench output has `{key}`")
 
 
 class Names(unittest.TestCase):

@@ -176,11 +176,13 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         payloads.clone(),
         log_cfg.clone(),
     )?);
-    let blobs = Arc::new(MemBlobs::new());
+    // The worker writes through the faults; the checks below read the store under them.
+    let faulty_blobs = Arc::new(FaultyBlobStore::new(MemBlobs::new(), faults.clone()));
+    let blobs = faulty_blobs.inner();
     let worker = Worker::new(
         EventLog::new(store.clone(), payloads.clone(), log_cfg.clone())?,
         Arc::new(MemPendingStore::new()),
-        Arc::new(FaultyBlobStore::new(blobs.clone(), faults.clone())),
+        faulty_blobs.clone(),
         Arc::new(MemImports::new()),
         WorkerConfig {
             pending_timeout: Duration::from_secs(2),
@@ -489,9 +491,9 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
     let range: Range = "A1:A50".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     for _ in 0..cfg.cell_checks {
         let at = rng.random_range(0..=all.len() as u64);
-        let sheet = sheet_as_of(&clean, blobs.as_ref(), id, at).await?;
+        let sheet = sheet_as_of(&clean, blobs, id, at).await?;
         let (got, _) = read_range(
-            blobs.as_ref(),
+            blobs,
             &MemImports::new(),
             *id.as_uuid(),
             sheet.base.as_ref(),

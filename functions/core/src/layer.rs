@@ -95,10 +95,13 @@ impl<S, L> Layered<S, L> {
 /// }
 /// ```
 ///
-/// A port whose trait is declared in a crate below this one (the snapshot engine's `BlobStore`,
-/// which also implements it for `Arc<T>`) is brought under layers with `impl` in place of
-/// `pub trait`: the same list of methods, and only the layer trait and the trait for
-/// [`Layered`] are written.
+/// A port whose trait is declared in a crate below this one (the snapshot engine's `BlobStore`)
+/// is brought under layers with `impl` in place of `pub trait`: the same list of methods, and
+/// only the layer trait and the trait for [`Layered`] are written. Such a port has no `Arc<T>`
+/// implementation (the orphan rule keeps it out of this crate, and one in the lower crate would
+/// be a second list of the methods to keep in step): layer the store itself,
+/// `Layered<MemBlobs, L>`, and share that in an `Arc`; a caller that takes `&dyn BlobStore`
+/// is given `&*arc`.
 #[macro_export]
 macro_rules! port {
     (

@@ -30,6 +30,7 @@
 //! entries are read whole (an operator's tool; the bodies of one log fit in memory).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -38,8 +39,9 @@ use serde::Serialize;
 use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket};
 use sheetlog_core::domain::{Entry, EntryType, LogId, RequestUnits};
 use sheetlog_core::error::{LogError, StoreError};
+use sheetlog_core::layer::{Call, Layer, Layered};
 use sheetlog_core::log::{EventLog, ForkOrigin, SegmentHint};
-use sheetlog_core::ports::{LogEntries, LogPurge};
+use sheetlog_core::ports::{BlobLayer, LogEntries, LogPurge};
 use sheetlog_core::snapshot::{
     BlobError, BlobStore, BuildConfig, Manifest, SnapshotBuilder, SnapshotError,
 };
@@ -339,7 +341,7 @@ impl Rebuilder {
                 .any(|s| s.num == segment && s.archive.is_some())
         };
         let dry_run = opts.dry_run;
-        let blobs = Counting::new(&self.bucket, dry_run);
+        let blobs = Counting::over(&self.bucket, dry_run);
         let mut pages = Pages::new(log, next_seq, opts.page_entries.max(1));
         let mut page = pages.next(&self.log, report).await?.unwrap_or_default();
         if page.first().is_none_or(|e| e.seq != 0) {
@@ -422,7 +424,7 @@ impl Rebuilder {
                 expected: next_seq,
             });
         }
-        let (written, present) = blobs.counts();
+        let (written, present) = blobs.layer().counts();
         report.objects_written += written;
         report.objects_present += present;
         Ok(())
@@ -466,7 +468,7 @@ impl Rebuilder {
     /// of one existence check per object).
     async fn intact(
         &self,
-        blobs: &Counting<'_>,
+        blobs: &CountedBucket,
         log: LogId,
         root: &str,
     ) -> Result<bool, RebuildError> {
@@ -495,7 +497,7 @@ impl Rebuilder {
         first: &Entry,
         root: &str,
         opts: RebuildOptions,
-        blobs: &Counting<'_>,
+        blobs: &CountedBucket,
         report: &mut RebuildReport,
         done: &mut Done,
         progress: &mut (dyn FnMut(LogId, &RebuildReport) + Send),
@@ -558,7 +560,7 @@ impl Rebuilder {
         &self,
         log: LogId,
         sources: &BTreeSet<LogId>,
-        blobs: &Counting<'_>,
+        blobs: &CountedBucket,
     ) -> Result<(), RebuildError> {
         for source in sources {
             for marker in sheetlog_core::log::purge::fork_markers(*source, log) {
@@ -594,25 +596,31 @@ fn sources(manifest: &Manifest) -> BTreeSet<LogId> {
         .collect()
 }
 
-/// The bucket as the builder sees it during a rebuild: a put of an object already there writes
-/// nothing (counted as present); a dry run keeps what it would write in memory so later builds
-/// of the same run can read it.
+/// The bucket as the builder sees it during a rebuild: the bucket under the [`Counting`] layer.
+type CountedBucket = Layered<S3Bucket, Counting>;
+
+/// A layer over the bucket (`sheetlog_core::layer`) for a rebuild: a put of an object already
+/// there writes nothing (counted as present); a dry run keeps what it would write in memory so
+/// later builds of the same run can read it. A blob method this does not override (one added to
+/// the port later) passes through to the bucket, except in a dry run, where it is refused: it
+/// might write, and it would not see what the dry run holds.
 #[derive(Debug)]
-struct Counting<'a> {
-    inner: &'a S3Bucket,
+struct Counting {
     dry_run: bool,
     held: Mutex<HashMap<String, Bytes>>,
     written: Mutex<(u64, u64)>,
 }
 
-impl<'a> Counting<'a> {
-    fn new(inner: &'a S3Bucket, dry_run: bool) -> Self {
-        Self {
-            inner,
-            dry_run,
-            held: Mutex::new(HashMap::new()),
-            written: Mutex::new((0, 0)),
-        }
+impl Counting {
+    fn over(bucket: &S3Bucket, dry_run: bool) -> CountedBucket {
+        Layered::new(
+            bucket.clone(),
+            Self {
+                dry_run,
+                held: Mutex::new(HashMap::new()),
+                written: Mutex::new((0, 0)),
+            },
+        )
     }
 
     fn held(&self, key: &str) -> Option<Bytes> {
@@ -636,9 +644,37 @@ impl<'a> Counting<'a> {
 }
 
 #[async_trait]
-impl BlobStore for Counting<'_> {
-    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
-        if self.held(key).is_some() || self.inner.exists(key).await? {
+impl Layer for Counting {
+    async fn around<T, E, F>(&self, call: Call, run: F) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+        F: Future<Output = Result<T, E>> + Send,
+    {
+        if self.dry_run {
+            return Err(StoreError::service(
+                call.service,
+                call.operation,
+                format!(
+                    "{}::{} is not simulated by a dry run",
+                    call.port, call.method
+                ),
+            )
+            .into());
+        }
+        run.await
+    }
+}
+
+#[async_trait]
+impl BlobLayer for Counting {
+    async fn put<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<(), BlobError> {
+        if self.held(key).is_some() || inner.exists(key).await? {
             self.count(false);
             return Ok(());
         }
@@ -647,20 +683,24 @@ impl BlobStore for Counting<'_> {
                 m.insert(key.to_owned(), bytes);
             }
         } else {
-            self.inner.put(key, bytes).await?;
+            inner.put(key, bytes).await?;
         }
         self.count(true);
         Ok(())
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+    async fn get<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+    ) -> Result<Option<Bytes>, BlobError> {
         match self.held(key) {
             Some(b) => Ok(Some(b)),
-            None => self.inner.get(key).await,
+            None => inner.get(key).await,
         }
     }
 
-    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
-        Ok(self.held(key).is_some() || self.inner.exists(key).await?)
+    async fn exists<S: BlobStore + ?Sized>(&self, inner: &S, key: &str) -> Result<bool, BlobError> {
+        Ok(self.held(key).is_some() || inner.exists(key).await?)
     }
 }

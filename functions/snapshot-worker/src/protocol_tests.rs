@@ -12,9 +12,10 @@ use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{
     EntryType, Guarded, LogId, NewEntry, PendingKey, SnapshotJob, now_secs,
 };
+use sheetlog_core::layer::{Layer, Layered};
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
-use sheetlog_core::ports::PendingSnapshots;
+use sheetlog_core::ports::{BlobLayer, PendingSnapshots};
 use sheetlog_core::sheet::{Event, Sheet};
 use sheetlog_core::snapshot::{
     BlobError, BlobStore, BuildConfig, Manifest, MemBlobs, MemImports, materialize,
@@ -30,18 +31,19 @@ type MemWorker = Worker<MemLogStore, MemPayloadStore>;
 struct Fixture {
     worker: MemWorker,
     pending: Arc<MemPendingStore>,
-    blobs: Arc<Recording>,
+    blobs: Arc<RecordedBlobs>,
     log: LogId,
 }
 
-/// The in-memory blob store, recording which chunk keys each run seals (checks for, then writes
-/// if new): the work a build does, which a resumed build must not repeat.
+/// A layer over the in-memory blob store recording which chunk keys each run seals (checks for,
+/// then writes if new): the work a build does, which a resumed build must not repeat.
 #[derive(Debug, Default)]
 struct Recording {
-    inner: MemBlobs,
     chunks: Mutex<Vec<String>>,
     puts: Mutex<Vec<String>>,
 }
+
+type RecordedBlobs = Layered<MemBlobs, Recording>;
 
 impl Recording {
     /// Chunk keys sealed since the last call, and every key written.
@@ -52,20 +54,25 @@ impl Recording {
     }
 }
 
+impl Layer for Recording {}
+
 #[async_trait]
-impl BlobStore for Recording {
-    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+impl BlobLayer for Recording {
+    async fn put<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<(), BlobError> {
         self.puts.lock().expect("lock").push(key.to_owned());
-        self.inner.put(key, bytes).await
+        inner.put(key, bytes).await
     }
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
-        self.inner.get(key).await
-    }
-    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
+
+    async fn exists<S: BlobStore + ?Sized>(&self, inner: &S, key: &str) -> Result<bool, BlobError> {
         if key.contains("/chunks/") {
             self.chunks.lock().expect("lock").push(key.to_owned());
         }
-        self.inner.exists(key).await
+        inner.exists(key).await
     }
 }
 
@@ -117,7 +124,7 @@ impl Fixture {
             .expect("config is valid");
         let id = log.create().await.expect("create log").log;
         let pending = Arc::new(MemPendingStore::new());
-        let blobs = Arc::new(Recording::default());
+        let blobs = Arc::new(Layered::new(MemBlobs::new(), Recording::default()));
         let worker = Worker::new(
             log,
             pending.clone(),
@@ -251,7 +258,7 @@ async fn a_range_past_the_read_budget_is_folded_in_page_by_page() {
     let got = materialize(f.blobs.as_ref(), &paged).await.expect("read");
     assert_eq!(got, whole.replay(same.entry).await);
     // Intermediate manifests were written on the way (one per page but the last).
-    let (_, puts) = f.blobs.take();
+    let (_, puts) = f.blobs.layer().take();
     let manifests = puts.iter().filter(|k| k.contains("manifest")).count();
     assert!(manifests > 2, "{manifests} manifests: {puts:?}");
 
@@ -332,11 +339,11 @@ async fn a_snapshot_whose_predecessor_was_never_started_is_deferred() {
 async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpoint() {
     let f = Fixture::new().await;
     let job = f.second_snapshot(40).await;
-    f.blobs.take();
+    f.blobs.layer().take();
     // No time at all: hand off after the first checkpoint.
     let out = f.worker.run(&job, Instant::now()).await.expect("run");
     assert_eq!(out, Outcome::HandedOff { checkpoints: 1 });
-    let (before, _) = f.blobs.take();
+    let (before, _) = f.blobs.layer().take();
     assert!(
         !before.is_empty(),
         "the first run sealed chunks before its checkpoint"
@@ -354,7 +361,7 @@ async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpo
     else {
         panic!("the resumed run completes")
     };
-    let (after, _) = f.blobs.take();
+    let (after, _) = f.blobs.layer().take();
     let manifest = f.manifest(&root).await;
     let got = materialize(f.blobs.as_ref(), &manifest)
         .await
@@ -372,7 +379,7 @@ async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpo
     // make one more).
     let g = Fixture::new().await;
     let same = g.second_snapshot(40).await;
-    g.blobs.take();
+    g.blobs.layer().take();
     let whole = Arc::new(CountCheckpoints::default());
     let out = g
         .worker
@@ -382,7 +389,7 @@ async fn a_build_out_of_time_hands_off_and_the_next_run_resumes_from_its_checkpo
         .await
         .expect("run");
     assert!(matches!(out, Outcome::Completed { .. }));
-    let (all, _) = g.blobs.take();
+    let (all, _) = g.blobs.layer().take();
     assert_eq!(
         before.len() + after.len(),
         all.len(),
@@ -496,12 +503,12 @@ async fn a_checkpoint_too_big_for_an_item_spills_to_s3_and_the_resume_reads_it()
     })
     .await;
     let job = f.second_snapshot(40).await;
-    f.blobs.take();
+    f.blobs.layer().take();
     assert_eq!(
         f.worker.run(&job, Instant::now()).await.expect("run"),
         Outcome::HandedOff { checkpoints: 1 }
     );
-    let (before, puts) = f.blobs.take();
+    let (before, puts) = f.blobs.layer().take();
     let key = PendingKey::new(f.log, job.segment, job.entry);
     let spilled = crate::protocol::checkpoint_key(&key);
     assert!(puts.contains(&spilled), "{puts:?}");
@@ -514,7 +521,7 @@ async fn a_checkpoint_too_big_for_an_item_spills_to_s3_and_the_resume_reads_it()
     let Outcome::Completed { root } = f.run(&job).await.expect("resume") else {
         panic!("the resumed run completes")
     };
-    let (after, _) = f.blobs.take();
+    let (after, _) = f.blobs.layer().take();
     assert!(
         after.iter().all(|k| !before.contains(k)),
         "resumed from the spilled checkpoint, not from scratch"

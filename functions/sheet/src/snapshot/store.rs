@@ -40,25 +40,17 @@ impl BlobError {
 /// Where snapshot manifests and chunks live. Keys are `/`-separated paths; values are immutable
 /// once written (every key is derived from its content or from the snapshot it belongs to, so a
 /// second `put` of a key always carries the same bytes).
+///
+/// Its implementations are the real stores: [`MemBlobs`], [`FsBlobs`] and the S3 adapter in
+/// `sheetlog-core`. Everything that decorates a store (faults, counting, a test's recorder) is a
+/// layer in `sheetlog-core` (`port! { impl BlobStore … }` in its `ports.rs`), which picks up a
+/// method added here on its own; the engine takes `&dyn BlobStore`, so a shared
+/// `Arc<dyn BlobStore>` is passed as `&*arc` and needs no forwarding implementation.
 #[async_trait]
 pub trait BlobStore: Send + Sync + fmt::Debug {
     async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError>;
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError>;
     async fn exists(&self, key: &str) -> Result<bool, BlobError>;
-}
-
-/// A store shared behind an `Arc` (for example wrapped by a fault-injecting adapter).
-#[async_trait]
-impl<T: BlobStore + ?Sized> BlobStore for std::sync::Arc<T> {
-    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
-        (**self).put(key, bytes).await
-    }
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
-        (**self).get(key).await
-    }
-    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
-        (**self).exists(key).await
-    }
 }
 
 /// Where import files (the external payloads of `import` entries) are read from. The reader is
