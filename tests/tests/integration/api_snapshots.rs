@@ -539,6 +539,19 @@ async fn history_reads_the_same_after_old_segments_are_archived() -> anyhow::Res
         }
     })
     .await?;
+    // The load names the newest completed snapshot, which the worker may still be moving forward:
+    // wait until no Snapshot entry is left after it, so that only archiving can change a read.
+    wait_for("every snapshot completed", || {
+        let (c, api, log) = (&c, &api, &log);
+        async move {
+            let load = get(c, &api.url(&format!("/logs/{log}"))).await?;
+            let pending = load["entries"]
+                .as_array()
+                .is_none_or(|es| es.iter().any(|e| e["type"] == "snapshot"));
+            Ok((!pending).then_some(Value::Null))
+        }
+    })
+    .await?;
     let probes = [3, 20, 41, 66, 90];
     let reads = || async {
         let mut out = Vec::new();
