@@ -134,20 +134,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
             segment: seg.num,
             base_seq: seg.base_seq,
         };
-        let chain = self
-            .read_chain(log, start, from - seg.base_seq, limit, &mut units)
-            .await?;
-        let (entries, cut) = self
-            .resolve_within(log, chain.records, self.cfg.read_budget_bytes)
-            .await?;
-        let complete = chain.complete && !cut;
-        let next_seq = from + entries.len() as u64;
-        Ok(EntriesPage {
-            entries,
-            next_seq,
-            complete,
-            units,
-        })
+        self.read_since_from(log, start, from, limit, units).await
     }
 
     /// As [`read_since`](Self::read_since), starting from a segment hint when it covers
@@ -164,9 +151,22 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         let Some(start) = hint.filter(|h| from >= h.base_seq) else {
             return self.read_since(log, from, limit).await;
         };
-        let mut units = RequestUnits::default();
+        self.read_since_from(log, start, from, limit.max(1), RequestUnits::default())
+            .await
+    }
+
+    /// The entries from sequence `from` on, read from segment `start` (which holds `from` or
+    /// ends before it), their bodies resolved within the read budget.
+    async fn read_since_from(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        from: u64,
+        limit: usize,
+        mut units: RequestUnits,
+    ) -> Result<EntriesPage, LogError> {
         let chain = self
-            .read_chain(log, start, from - start.base_seq, limit.max(1), &mut units)
+            .read_chain(log, start, from - start.base_seq, limit, &mut units)
             .await?;
         let (entries, cut) = self
             .resolve_within(log, chain.records, self.cfg.read_budget_bytes)
