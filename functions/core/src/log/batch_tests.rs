@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::test_support::mem_log;
 use super::*;
 use crate::domain::NewEntry;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
@@ -70,12 +71,7 @@ async fn applied<S: LogStore, P: PayloadStore>(
 
 #[tokio::test]
 async fn a_batch_of_many_clients_is_one_entry_with_every_range() {
-    let log = EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap();
+    let log = mem_log();
     let id = log.create().await.unwrap().log;
     let pushes: Vec<ClientPush> = (0..10).map(|c| push(&format!("c{c}"), 1..=2)).collect();
     let out = log.push_batch(id, &pushes, None).await.unwrap();
@@ -130,12 +126,7 @@ async fn a_batch_of_many_clients_is_one_entry_with_every_range() {
 
 #[tokio::test]
 async fn a_single_client_batch_reads_like_a_direct_push() {
-    let log = EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap();
+    let log = mem_log();
     let id = log.create().await.unwrap().log;
     let out = log.push_batch(id, &[push("c", 1..=3)], None).await.unwrap();
     let page = log.read_since(id, out.appended[0].seq, 1).await.unwrap();
@@ -148,12 +139,7 @@ async fn a_single_client_batch_reads_like_a_direct_push() {
 
 #[tokio::test]
 async fn a_bad_client_is_refused_alone_and_rejections_advance_the_client() {
-    let log = EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap();
+    let log = mem_log();
     let id = log.create().await.unwrap().log;
     log.push_batch(id, &[push("a", 1..=1)], None).await.unwrap();
     let mut rejected = push("r", 1..=2);
@@ -214,12 +200,7 @@ async fn a_bad_client_is_refused_alone_and_rejections_advance_the_client() {
 
 #[tokio::test]
 async fn more_clients_than_one_entry_holds_take_several() {
-    let log = EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap();
+    let log = mem_log();
     let id = log.create().await.unwrap().log;
     let n = crate::sheet::mutations::MAX_RUNS_PER_ENTRY + 5;
     let pushes: Vec<ClientPush> = (0..n).map(|c| push(&format!("c{c}"), 1..=1)).collect();

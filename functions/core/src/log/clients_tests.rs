@@ -29,14 +29,7 @@ fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
     .collect()
 }
 
-fn mem_log() -> EventLog<MemLogStore, MemPayloadStore> {
-    EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap()
-}
+use super::test_support::mem_log;
 
 /// Pushes until everything given is applied; the seqs of the entries written.
 async fn push_all<S: LogStore, P: PayloadStore>(

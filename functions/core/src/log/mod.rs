@@ -296,4 +296,6 @@ mod push_rebase_tests;
 #[cfg(test)]
 mod rebase_tests;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

@@ -68,14 +68,7 @@ fn text(s: &Sheet, a1: &str) -> Option<String> {
     })
 }
 
-fn mem_log() -> EventLog<MemLogStore, MemPayloadStore> {
-    EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .expect("log")
-}
+use super::test_support::mem_log;
 
 /// A log whose column A holds r1..r6; the view after it (the pull cookie) is returned.
 async fn log_with_rows<S: LogStore>(log: &EventLog<S, MemPayloadStore>) -> (LogId, u64) {

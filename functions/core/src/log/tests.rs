@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::Barrier;
 
+use super::test_support::{append_bodies, mem_log};
 use super::*;
 use crate::domain::NewEntry;
 use crate::error::StoreError;
@@ -114,15 +115,7 @@ async fn a_stale_page_at_a_segment_end_does_not_skip_entries() {
     let store = FaultyLogStore::new(MemLogStore::new(), faults.clone());
     let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap();
     let id = log.create().await.unwrap().log;
-    for b in [&b"a"[..], b"b", b"c"] {
-        log.append(
-            id,
-            NewEntry::new(SET, 1, Bytes::from_static(b)),
-            AppendOptions::default(),
-        )
-        .await
-        .unwrap();
-    }
+    append_bodies(&log, id, SET, &[b"a", b"b", b"c"]).await;
     let started = log.start_segment(id).await.unwrap();
     assert_eq!(started.end_seq, 4);
     let page = log.read_since(id, 1, 100).await.unwrap();
@@ -286,22 +279,9 @@ async fn reads_end_a_page_early_at_the_byte_budget() {
 
 #[tokio::test]
 async fn a_pull_reads_what_changed_since_its_cookie_in_one_query() {
-    let log = EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap();
+    let log = mem_log();
     let id = log.create().await.unwrap().log;
-    for b in [&b"a"[..], b"b", b"c"] {
-        log.append(
-            id,
-            NewEntry::new(SET, 1, Bytes::from_static(b)),
-            AppendOptions::default(),
-        )
-        .await
-        .unwrap();
-    }
+    append_bodies(&log, id, SET, &[b"a", b"b", b"c"]).await;
     let (next, hint) = log.next_seq_from(id, None).await.unwrap();
     assert_eq!(next, 4);
     let unchanged = log.pull_since(id, 4, 100, hint).await.unwrap().unwrap();
