@@ -319,3 +319,34 @@ async fn a_pull_reads_what_changed_since_its_cookie_in_one_query() {
     let at_new = log.pull_since(id, 6, 100, moved).await.unwrap().unwrap();
     assert_eq!(at_new.next_seq, 6);
 }
+
+/// Under stale reads a pull's one read may lag the log, never lead it: it answers an older head
+/// (the cookie itself when the news is not visible yet) or leaves the pull to the head check.
+#[tokio::test]
+async fn a_pull_under_stale_reads_lags_and_never_leads() {
+    let mut p = FaultProfile::named("none").expect("profile");
+    p.stale_read = 1.0;
+    p.stale_for = Duration::from_millis(200);
+    let faults = Faults::new(p, 7);
+    let store = FaultyLogStore::new(MemLogStore::new(), faults.clone());
+    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap();
+    let id = log.create().await.unwrap().log;
+    append_bodies(&log, id, SET, &[b"a", b"b"]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // "c" is written within the stale window: reads do not show it yet.
+    append_bodies(&log, id, SET, &[b"c"]).await;
+    let (next, hint) = log.next_seq_from(id, None).await.unwrap();
+    assert_eq!(next, 4);
+    let lagging = log.pull_since(id, 3, 100, hint).await.unwrap().unwrap();
+    assert!(lagging.entries.is_empty(), "{lagging:?}");
+    assert_eq!(lagging.next_seq, 3, "the cookie again: nothing new yet, not a gap");
+    let from_two = log.pull_since(id, 2, 100, hint).await.unwrap().unwrap();
+    assert_eq!(from_two.entries.len(), 1);
+    assert_eq!(from_two.next_seq, 3, "up to what it saw");
+    // The entry before the cookie is itself too new to show: the head check decides.
+    assert!(log.pull_since(id, 4, 100, hint).await.unwrap().is_none());
+    assert!(faults.counts.stale_reads.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let caught_up = log.pull_since(id, 3, 100, hint).await.unwrap().unwrap();
+    assert_eq!(caught_up.next_seq, 4);
+}
