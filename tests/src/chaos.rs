@@ -9,6 +9,9 @@
 //! - an append refused for a stale `expectedSeq` never lands;
 //! - cells at a past version equal a replay of the entries before it.
 //!
+//! - every sync client's mutations pushed through the writer's group commit land once each, in
+//!   order, with none an acknowledged batch applied missing (`chaos_pushes.rs`).
+//!
 //! Writers append with and without `expectedSeq`, identical and distinct bodies, small and
 //! S3-sized bodies; segments roll every few entries and the snapshot worker builds snapshots
 //! during the run. Everything runs in this process over the in-memory stores, so 100,000
@@ -37,6 +40,9 @@ use sheetlog_core::snapshot_input::{log_entries, sheet_as_of};
 use sheetlog_core::{Entry, LogError};
 use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
 
+#[path = "chaos_pushes.rs"]
+mod pushes;
+
 type DynLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 
 /// One run's settings.
@@ -47,6 +53,8 @@ pub struct ChaosConfig {
     pub ops: u64,
     pub writers: usize,
     pub readers: usize,
+    /// Batches of queued pushes the sheet's one sync writer applies during the run.
+    pub push_batches: u64,
     pub segment_max_entries: u64,
     pub snapshot_interval: u64,
     /// Versions whose cells are compared with a replay at the end.
@@ -61,6 +69,7 @@ impl ChaosConfig {
             ops,
             writers: 6,
             readers: 3,
+            push_batches: (ops / 20).max(10),
             segment_max_entries: 40,
             snapshot_interval: 10,
             cell_checks: 8,
@@ -86,6 +95,12 @@ pub struct ChaosReport {
     pub changed_reads: u64,
     pub stale_expected_landed: u64,
     pub cells_mismatched: u64,
+    /// Group commits of queued pushes (each delivery of a batch counts).
+    pub push_batches: u64,
+    /// Mutation ids the batches' answers said applied, over every pushing client.
+    pub pushed_mutations_acknowledged: u64,
+    /// Pushed mutations missing, twice or out of order in the log, or beyond what was made.
+    pub push_anomalies: u64,
     pub snapshots_completed: u64,
     /// Snapshot jobs still queued when the drain budget ran out after the writers stopped.
     pub snapshot_jobs_unfinished: u64,
@@ -350,6 +365,13 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             }
         }));
     }
+    // The sheet's one sync writer, applying batches of queued pushes among the appenders.
+    let pusher = tokio::spawn(pushes::run(
+        log.clone(),
+        id,
+        cfg.push_batches,
+        cfg.seed.wrapping_add(2_000_003),
+    ));
     for r in 0..cfg.readers {
         let (log, history, counters, next_op) = (
             log.clone(),
@@ -390,6 +412,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
     for t in tasks {
         t.await?;
     }
+    let pushed = pusher.await?;
     drop(jobs_tx);
     writers_done.store(true, Ordering::Relaxed);
     let snapshot_jobs_unfinished = worker_task.await?;
@@ -486,6 +509,11 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         }
     }
 
+    let found = pushes::check(&all, &pushed, &mut push);
+    report.push_batches = pushed.batches;
+    report.pushed_mutations_acknowledged = found.acknowledged;
+    report.push_anomalies = found.lost + found.duplicates + found.reordered + found.beyond_made;
+
     // Cells at past versions against a replay of the entries before them.
     let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0x5eed);
     let range: Range = "A1:A50".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -518,7 +546,8 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         + report.skipped_reads
         + report.changed_reads
         + report.stale_expected_landed
-        + report.cells_mismatched;
+        + report.cells_mismatched
+        + report.push_anomalies;
     report.faults_injected = faults.counts.total();
     report.faults_by_kind = faults
         .counts

@@ -31,6 +31,10 @@ async fn the_history_checker_finds_no_anomaly_under_any_fault_profile() -> anyho
             "{name}: no snapshot completed"
         );
         assert!(report.segments > 1, "{name}: segments never rolled");
+        assert!(
+            report.pushed_mutations_acknowledged > 0,
+            "{name}: no queued push was applied"
+        );
         faults += report.faults_injected;
     }
     assert!(faults > 100, "the profiles injected only {faults} faults");
