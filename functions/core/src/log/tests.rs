@@ -339,13 +339,22 @@ async fn a_pull_under_stale_reads_lags_and_never_leads() {
     assert_eq!(next, 4);
     let lagging = log.pull_since(id, 3, 100, hint).await.unwrap().unwrap();
     assert!(lagging.entries.is_empty(), "{lagging:?}");
-    assert_eq!(lagging.next_seq, 3, "the cookie again: nothing new yet, not a gap");
+    assert_eq!(
+        lagging.next_seq, 3,
+        "the cookie again: nothing new yet, not a gap"
+    );
     let from_two = log.pull_since(id, 2, 100, hint).await.unwrap().unwrap();
     assert_eq!(from_two.entries.len(), 1);
     assert_eq!(from_two.next_seq, 3, "up to what it saw");
     // The entry before the cookie is itself too new to show: the head check decides.
     assert!(log.pull_since(id, 4, 100, hint).await.unwrap().is_none());
-    assert!(faults.counts.stale_reads.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(
+        faults
+            .counts
+            .stale_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let caught_up = log.pull_since(id, 3, 100, hint).await.unwrap().unwrap();
     assert_eq!(caught_up.next_seq, 4);
