@@ -325,8 +325,10 @@ fn route_need(method: &Method, path: &str) -> Option<Need> {
         (&Method::DELETE, "/logs/{log_id}") => Some(Need::Delete),
         // A pull only reads, although it is a POST (Replicache's protocol).
         (&Method::POST, PULL_ROUTE) => Some(Need::Read),
-        (&Method::POST, _) => Some(Need::Write),
-        _ => Some(Need::Read),
+        // Anything else by its method: only a GET (or HEAD) reads. A route added later without
+        // a rule of its own is then at least an editor's, never a viewer's.
+        (&Method::GET | &Method::HEAD, _) => Some(Need::Read),
+        _ => Some(Need::Write),
     }
 }
 
@@ -391,6 +393,24 @@ mod tests {
 
     fn id(s: &str) -> Option<Uuid> {
         Uuid::parse_str(s).ok()
+    }
+
+    #[test]
+    fn a_route_without_its_own_rule_needs_write_unless_it_is_a_get() {
+        let unlisted = "/logs/{log_id}/something-new";
+        assert_eq!(route_need(&Method::GET, unlisted), Some(Need::Read));
+        assert_eq!(route_need(&Method::HEAD, unlisted), Some(Need::Read));
+        for m in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            assert_eq!(route_need(&m, unlisted), Some(Need::Write), "{m}");
+        }
+        // The listed exceptions keep their rules.
+        assert_eq!(route_need(&Method::POST, PULL_ROUTE), Some(Need::Read));
+        assert_eq!(route_need(&Method::DELETE, MEMBER_ROUTE), Some(Need::Read));
+        assert_eq!(route_need(&Method::PUT, MEMBER_ROUTE), Some(Need::Share));
+        assert_eq!(
+            route_need(&Method::DELETE, "/logs/{log_id}"),
+            Some(Need::Delete)
+        );
     }
 
     #[test]

@@ -450,6 +450,33 @@ async fn tokens_are_verified_and_the_page_learns_how_to_sign_in() -> anyhow::Res
     let (status, v) = alice.send("GET", "/sheets?limit=0", None).await?;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
 
+    // A write moves the sheet's last-changed time in the listing (and only that sheet's); the
+    // order stays by creation.
+    let updated = |page: &Value, log: &str| {
+        page["sheets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["logId"] == log)
+            .and_then(|s| s["updatedAt"].as_str())
+            .and_then(|t| {
+                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+            })
+    };
+    let (_, before) = alice.send("GET", "/sheets", None).await?;
+    let (s0, s1) = (updated(&before, &made[0]), updated(&before, &made[1]));
+    assert!(s0.is_some() && s1.is_some(), "{before}");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (status, v) = alice.append(&made[0]).await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let (_, after) = alice.send("GET", "/sheets", None).await?;
+    assert!(
+        updated(&after, &made[0]) > s0,
+        "a write did not move updatedAt: {before} then {after}"
+    );
+    assert_eq!(updated(&after, &made[1]), s1, "{after}");
+    assert_eq!(after["sheets"][4]["name"], "s0", "{after}");
+
     // Deleting a sheet takes it out of the catalog.
     let (status, v) = alice
         .send("DELETE", &format!("/logs/{}", made[4]), None)
