@@ -30,6 +30,12 @@ logging lock, and SQS receives spent a quarter of the rest recomputing every que
   ten times per group commit, so a commit slowed as the table grew); here it saves the items the
   transaction names and the tables' stream length, and a cancelled transaction puts those back.
   The outcome is the same: a cancelled transaction leaves no item and no stream record changed.
+- An SQS long poll took the FIFO groups in flight once, when it started, and then spun without
+  sleeping while any message was visible: a message group freed by a DeleteMessage during the
+  wait stayed blocked for the rest of the wait, and the spin held the interpreter from every
+  other request. Here a long poll is a series of immediate receives, each with the groups in
+  flight as they are then, 10 ms apart (or at once when a message arrives) until the wait ends,
+  as SQS answers a long poll as soon as a message may be delivered.
 """
 
 import copy
@@ -80,6 +86,27 @@ def _unix_time_millis(dt=None):
 
 sqs_models.unix_time = _unix_time
 sqs_models.unix_time_millis = _unix_time_millis
+
+# --- SQS long polls: a FIFO group freed during the wait is delivered -------------------------
+
+_receive_message = SQSBackend.receive_message
+# How often a long poll looks again while nothing it may deliver is visible.
+_LONG_POLL_STEP = 0.01
+
+
+def _long_poll(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names=None):
+    end = time.time() + wait_seconds_timeout
+    while True:
+        got = _receive_message(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+        left = end - time.time()
+        if got or left <= 0:
+            return got
+        queue = self.get_queue(queue_name)
+        with queue._messages_lock:
+            queue._messages_lock.wait(min(_LONG_POLL_STEP, left))
+
+
+SQSBackend.receive_message = _long_poll
 
 # --- Query: one partition, not the whole table -------------------------------------------------
 

@@ -164,6 +164,51 @@ class SqsRetentionTest(unittest.TestCase):
         self.assertNotIn("Messages", sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10))
 
 
+@mock_aws
+class SqsLongPollTest(unittest.TestCase):
+    def setUp(self):
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.url = self.sqs.create_queue(QueueName="lp.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+
+    def _send(self, body, group="g"):
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body)
+
+    def _receive(self, wait):
+        got = self.sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
+        return got.get("Messages", [])
+
+    def test_a_group_freed_during_a_long_poll_is_delivered_before_the_wait_ends(self):
+        self._send("a")
+        first = self._receive(0)
+        self.assertEqual([m["Body"] for m in first], ["a"])
+        self._send("b")
+        import threading
+
+        def free():
+            time.sleep(0.3)
+            self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=first[0]["ReceiptHandle"])
+
+        t = threading.Thread(target=free)
+        t.start()
+        t0 = time.time()
+        got = self._receive(5)
+        took = time.time() - t0
+        t.join()
+        self.assertEqual([m["Body"] for m in got], ["b"])
+        self.assertLess(took, 3, "the long poll waited out its time with the group free")
+
+    def test_a_long_poll_still_holds_back_a_group_in_flight_and_waits_its_time(self):
+        self._send("a")
+        self.assertEqual(len(self._receive(0)), 1)
+        self._send("b")
+        t0 = time.time()
+        self.assertEqual(self._receive(1), [])
+        self.assertGreaterEqual(time.time() - t0, 0.9)
+        # Another group is not held back.
+        self._send("c", group="h")
+        self.assertEqual([m["Body"] for m in self._receive(1)], ["c"])
+
+
 if __name__ == "__main__":
     time.tzset()
     unittest.main()
