@@ -2,7 +2,9 @@
 //! up to ten messages (long polling; the queue's visibility timeout applies and holds back a
 //! message group while any of its messages is in flight), invoke the sync writer's handler with
 //! the batch, then delete the messages it did not report as batch item failures. One batch at a
-//! time, so each log's pushes are applied in the order they were sent.
+//! time, so each log's pushes are applied in the order they were sent. The handler deletes a
+//! log's messages itself once they are committed, before it pokes (as it does under Lambda, see
+//! `sheetlog_sync_writer::early`); the driver deletes what is left.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,11 +12,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
-use sheetlog_sync_writer::{Handler, MessageResult};
+use sheetlog_sync_writer::{Handler, MessageResult, SqsDelete};
 use tracing::{debug, warn};
 
 /// SQS's largest batch, and the stack's event-source batch size.
 pub const SYNC_BATCH_SIZE: usize = 10;
+/// Batches handled at once (invocations, under Lambda).
+pub const SYNC_POLLERS: usize = 2;
 
 /// Polls the sync queue and runs the writer.
 #[derive(Debug, Clone)]
@@ -22,13 +26,16 @@ pub struct SyncDriver {
     sqs: aws_sdk_sqs::Client,
     url: String,
     handler: Arc<Handler>,
+    early: SqsDelete,
 }
 
 impl SyncDriver {
     pub fn new(sqs: aws_sdk_sqs::Client, url: impl Into<String>, handler: Arc<Handler>) -> Self {
+        let url = url.into();
         Self {
+            early: SqsDelete::new(sqs.clone(), url.clone()),
             sqs,
-            url: url.into(),
+            url,
             handler,
         }
     }
@@ -80,7 +87,7 @@ impl SyncDriver {
         let mut req = self.sqs.delete_message_batch().queue_url(&self.url);
         let mut any = false;
         for (i, (m, r)) in messages.iter().zip(results).enumerate() {
-            if r.keep() {
+            if r.keep() || r.deleted {
                 continue;
             }
             let Some(receipt) = &m.receipt_handle else {
@@ -121,7 +128,10 @@ impl SyncDriver {
         let t1 = Instant::now();
         let mut event = SqsEvent::default();
         event.records = messages.clone();
-        let results = self.handler.handle_detailed(event).await;
+        let results = self
+            .handler
+            .handle_detailed_with(event, Some(&self.early))
+            .await;
         let t2 = Instant::now();
         self.delete(&messages, &results).await?;
         let t3 = Instant::now();
@@ -135,23 +145,30 @@ impl SyncDriver {
         Ok(results)
     }
 
-    /// Runs until `shutdown` resolves. A batch still running at shutdown is dropped, like a
-    /// Lambda killed mid-batch: its messages come back after the visibility timeout.
+    /// Runs until `shutdown` resolves, with [`SYNC_POLLERS`] pollers, as Lambda's event source
+    /// runs more than one invocation at a time: FIFO delivery still hands a message group to one
+    /// of them at a time, and the next batch of a sheet can start while the previous one's
+    /// handler waits to poke (its messages are deleted once committed). A batch still running at
+    /// shutdown is dropped, like a Lambda killed mid-batch: its messages come back after the
+    /// visibility timeout.
     pub async fn run(&self, poll: Duration, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let pollers = futures::future::join_all((0..SYNC_POLLERS).map(|_| self.poll_loop(poll)));
+        tokio::select! {
+            _ = &mut shutdown => {}
+            _ = pollers => {}
+        }
+    }
+
+    /// Polls forever: at once again after a batch, after `poll` when the queue was empty.
+    async fn poll_loop(&self, poll: Duration) {
         loop {
-            tokio::select! {
-                _ = &mut shutdown => return,
-                r = self.poll_once(Duration::from_secs(1)) => match r {
-                    Ok(results) if results.is_empty() => {}
-                    Ok(_) => continue,
-                    Err(e) => warn!(error = %format!("{e:#}"), "polling the sync queue failed"),
-                },
+            match self.poll_once(Duration::from_secs(1)).await {
+                Ok(results) if results.is_empty() => {}
+                Ok(_) => continue,
+                Err(e) => warn!(error = %format!("{e:#}"), "polling the sync queue failed"),
             }
-            tokio::select! {
-                _ = &mut shutdown => return,
-                _ = tokio::time::sleep(poll) => {}
-            }
+            tokio::time::sleep(poll).await;
         }
     }
 }

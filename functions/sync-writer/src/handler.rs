@@ -29,6 +29,7 @@ use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
 use tracing::{debug, error, info, warn};
 
 use crate::config::WriterConfig;
+use crate::early::EarlyDelete;
 
 /// The writer's log: the AWS adapters, or the same wrapped in the fault-injecting adapter.
 pub type WriterLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
@@ -53,6 +54,8 @@ pub struct MessageResult {
     pub message_id: String,
     pub log: Option<LogId>,
     pub outcome: MessageOutcome,
+    /// Already deleted from the queue by the handler ([`EarlyDelete`]).
+    pub deleted: bool,
 }
 
 impl MessageResult {
@@ -74,6 +77,9 @@ pub struct Handler {
     /// Announces each batch's commit on the sheet's AppSync Events channel, when configured.
     poker: Option<Arc<Poker>>,
 }
+
+/// A message as received: its position in the batch, its push, its receipt handle.
+type Received = (usize, PushMessage, Option<String>);
 
 /// A message of one log, read or not.
 enum Loaded {
@@ -138,8 +144,17 @@ impl Handler {
 
     /// Handles a batch: the messages to redeliver are the batch item failures.
     pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
+        self.handle_with(event, None).await
+    }
+
+    /// As [`handle`](Self::handle), deleting handled messages early through `early`.
+    pub async fn handle_with(
+        &self,
+        event: SqsEvent,
+        early: Option<&dyn EarlyDelete>,
+    ) -> SqsBatchResponse {
         let mut response = SqsBatchResponse::default();
-        for r in self.handle_detailed(event).await {
+        for r in self.handle_detailed_with(event, early).await {
             if r.keep() {
                 response.add_failure(r.message_id);
             }
@@ -149,11 +164,24 @@ impl Handler {
 
     /// Handles a batch; one result per message, in the batch's order.
     pub async fn handle_detailed(&self, event: SqsEvent) -> Vec<MessageResult> {
+        self.handle_detailed_with(event, None).await
+    }
+
+    /// As [`handle_detailed`](Self::handle_detailed), deleting each log's handled messages
+    /// through `early` as soon as its group commit is written, before its poke (see
+    /// [`crate::early`]); those results say `deleted`.
+    pub async fn handle_detailed_with(
+        &self,
+        event: SqsEvent,
+        early: Option<&dyn EarlyDelete>,
+    ) -> Vec<MessageResult> {
         let mut results: Vec<MessageResult> = Vec::with_capacity(event.records.len());
-        // Each log's messages (their positions in `results`), logs in order of first appearance.
-        let mut logs: Vec<(LogId, Vec<(usize, PushMessage)>)> = Vec::new();
+        // Each log's messages (their positions in `results`, their receipt handles), logs in
+        // order of first appearance.
+        let mut logs: Vec<(LogId, Vec<Received>)> = Vec::new();
         for record in event.records {
             let message_id = record.message_id.unwrap_or_default();
+            let receipt = record.receipt_handle;
             let parsed = match record.body.as_deref() {
                 Some(body) => PushMessage::parse(body).map_err(|e| e.to_string()),
                 None => Err("a message with no body".to_owned()),
@@ -165,11 +193,12 @@ impl Handler {
                         message_id,
                         log: Some(log),
                         outcome: MessageOutcome::Applied,
+                        deleted: false,
                     });
                     let at = results.len() - 1;
                     match logs.iter_mut().find(|(l, _)| *l == log) {
-                        Some((_, ms)) => ms.push((at, m)),
-                        None => logs.push((log, vec![(at, m)])),
+                        Some((_, ms)) => ms.push((at, m, receipt)),
+                        None => logs.push((log, vec![(at, m, receipt)])),
                     }
                 }
                 Err(reason) => {
@@ -181,28 +210,83 @@ impl Handler {
                         message_id,
                         log: None,
                         outcome: MessageOutcome::Poison(reason),
+                        deleted: false,
                     });
                 }
             }
         }
-        let outcomes =
-            futures::future::join_all(logs.into_iter().map(|(log, ms)| self.handle_log(log, ms)))
-                .await;
-        for (at, outcome) in outcomes.into_iter().flatten() {
+        let outcomes = futures::future::join_all(
+            logs.into_iter()
+                .map(|(log, ms)| self.handle_log(log, ms, early)),
+        )
+        .await;
+        for (at, outcome, deleted) in outcomes.into_iter().flatten() {
             if let Some(r) = results.get_mut(at) {
                 r.outcome = outcome;
+                r.deleted = deleted;
             }
         }
         results
     }
 
-    /// One log's messages, in order: read them, then one group commit.
+    /// One log's messages, in order: read them, then one group commit, then (with `early`) the
+    /// handled messages deleted, then the poke. Each message's outcome and whether it was
+    /// deleted.
     async fn handle_log(
         &self,
         log: LogId,
-        messages: Vec<(usize, PushMessage)>,
-    ) -> Vec<(usize, MessageOutcome)> {
-        let mut out = Vec::with_capacity(messages.len());
+        messages: Vec<Received>,
+        early: Option<&dyn EarlyDelete>,
+    ) -> Vec<(usize, MessageOutcome, bool)> {
+        let receipts: HashMap<usize, String> = messages
+            .iter()
+            .filter_map(|(at, _, r)| r.clone().map(|r| (*at, r)))
+            .collect();
+        let (out, done) = self
+            .apply_log(log, messages.into_iter().map(|(at, m, _)| (at, m)))
+            .await;
+        let t0 = std::time::Instant::now();
+        let mut deleted = false;
+        let handled: Vec<String> = out
+            .iter()
+            .filter(|(_, o)| !matches!(o, MessageOutcome::Failed(_)))
+            .filter_map(|(at, _)| receipts.get(at).cloned())
+            .collect();
+        if let (Some(early), false) = (early, handled.is_empty()) {
+            match early.delete(&handled).await {
+                Ok(()) => deleted = true,
+                // Deleted again after the handler returns, or redelivered and skipped.
+                Err(e) => warn!(log = %log, error = %e, "deleting handled pushes early failed"),
+            }
+        }
+        let t1 = std::time::Instant::now();
+        if let Some(done) = &done {
+            self.poke(log, done).await;
+        }
+        debug!(
+            log = %log,
+            delete_ms = (t1 - t0).as_millis() as u64,
+            poke_ms = t1.elapsed().as_millis() as u64,
+            "after the group commit"
+        );
+        out.into_iter()
+            .map(|(at, o)| {
+                let gone = deleted
+                    && !matches!(o, MessageOutcome::Failed(_))
+                    && receipts.contains_key(&at);
+                (at, o, gone)
+            })
+            .collect()
+    }
+
+    /// One log's messages, in order: read them, then one group commit. Each message's outcome,
+    /// and the commit's outcome when it wrote.
+    async fn apply_log(
+        &self,
+        log: LogId,
+        messages: impl Iterator<Item = (usize, PushMessage)>,
+    ) -> (Vec<(usize, MessageOutcome)>, Option<BatchOutcome>) {
+        let mut out = Vec::new();
         let mut pushes: Vec<(usize, QueuedPush)> = Vec::new();
         let mut failed: Option<String> = None;
         for (at, m) in messages {
@@ -233,10 +317,14 @@ impl Handler {
             }
         }
         if pushes.is_empty() {
-            return out;
+            return (out, None);
         }
+        let mut done = None;
         let outcome = match self.commit(log, &pushes).await {
-            Ok(()) => MessageOutcome::Applied,
+            Ok(d) => {
+                done = Some(d);
+                MessageOutcome::Applied
+            }
             Err(LogError::LogNotFound(_)) => {
                 error!(log = %log, "dropping pushes to a log that does not exist");
                 MessageOutcome::Poison(format!("log {log} does not exist"))
@@ -249,7 +337,7 @@ impl Handler {
             }
         };
         out.extend(pushes.into_iter().map(|(at, _)| (at, outcome.clone())));
-        out
+        (out, done)
     }
 
     /// The push a message carries, read from the bucket when it was stored there.
@@ -271,8 +359,13 @@ impl Handler {
         }
     }
 
-    /// The group commit of one log's pushes, retried here on transient failures.
-    async fn commit(&self, log: LogId, pushes: &[(usize, QueuedPush)]) -> Result<(), LogError> {
+    /// The group commit of one log's pushes, retried here on transient failures, then the
+    /// snapshot trigger (the poke is the caller's).
+    async fn commit(
+        &self,
+        log: LogId,
+        pushes: &[(usize, QueuedPush)],
+    ) -> Result<BatchOutcome, LogError> {
         let (clients, mismatched) = client_pushes(pushes.iter().map(|(_, p)| p));
         for (group, client) in mismatched {
             warn!(log = %log, group, client, "push refused: the client is claimed by another group in the same batch");
@@ -313,8 +406,6 @@ impl Handler {
             k.insert(log, known);
         }
         self.report(log, &clients, &done);
-        self.poke(log, &done).await;
-        let t2 = std::time::Instant::now();
         for a in &done.appended {
             self.remember_hint(log, a.hint);
             match self.log.snapshot_if_due(log, a, self.cfg.trigger).await {
@@ -331,11 +422,10 @@ impl Handler {
             log = %log,
             attempts = attempt,
             commit_ms = (t1 - t0).as_millis() as u64,
-            poke_ms = (t2 - t1).as_millis() as u64,
-            trigger_ms = t2.elapsed().as_millis() as u64,
+            trigger_ms = t1.elapsed().as_millis() as u64,
             "group commit timings"
         );
-        Ok(())
+        Ok(done)
     }
 
     fn report(&self, log: LogId, clients: &[sheetlog_core::log::ClientPush], done: &BatchOutcome) {

@@ -7,12 +7,15 @@
 //! Layout:
 //! - [`handler`] — [`Handler`]: an SQS batch → per-log group commits → batch item failures
 //! - [`config`]  — [`WriterConfig`], from the environment
+//! - [`early`]   — [`EarlyDelete`]: a committed batch's messages deleted before its poke
 //! - `main.rs`   — Lambda wiring
 
 pub mod config;
+pub mod early;
 pub mod handler;
 
 pub use config::WriterConfig;
+pub use early::{EarlyDelete, SqsDelete};
 pub use handler::{Handler, MessageOutcome, MessageResult, WriterLog};
 
 #[cfg(test)]

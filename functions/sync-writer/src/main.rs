@@ -10,7 +10,8 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::poke::{PokeConfig, Poker};
-use sheetlog_sync_writer::{Handler, WriterConfig};
+use sheetlog_sync_writer::{EarlyDelete, Handler, SqsDelete, WriterConfig};
+use tokio::sync::OnceCell;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -23,9 +24,35 @@ async fn main() -> Result<(), Error> {
         handler = handler.with_poker(Arc::new(Poker::from_sdk(&sdk, &pokes)?));
     }
     let handler = Arc::new(handler);
+    // The queue the event source reads, for deleting a batch's messages as soon as they are
+    // committed (`early.rs`); looked up from the first event's source ARN, once per process.
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let early: Arc<OnceCell<Option<SqsDelete>>> = Arc::new(OnceCell::new());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
-        let handler = handler.clone();
-        async move { Ok::<_, Error>(handler.handle(event.payload).await) }
+        let (handler, sqs, early) = (handler.clone(), sqs.clone(), early.clone());
+        async move {
+            let arn = event
+                .payload
+                .records
+                .iter()
+                .find_map(|r| r.event_source_arn.clone());
+            let delete = match arn {
+                Some(arn) => early
+                    .get_or_init(|| async move {
+                        SqsDelete::from_arn(sqs, &arn)
+                            .await
+                            .inspect_err(|e| {
+                                tracing::warn!(error = %e, "no early delete: the event source deletes")
+                            })
+                            .ok()
+                    })
+                    .await
+                    .as_ref(),
+                None => None,
+            };
+            let delete = delete.map(|d| d as &dyn EarlyDelete);
+            Ok::<_, Error>(handler.handle_with(event.payload, delete).await)
+        }
     }))
     .await
 }

@@ -118,3 +118,90 @@ async fn a_failed_publish_does_not_fail_the_batch() {
     );
     assert!(rec.sent.lock().unwrap().is_empty());
 }
+
+/// Records what the handler deleted early, and the pokes published before each deletion.
+#[derive(Debug)]
+struct Deleter {
+    pokes: Arc<Recorder>,
+    fail: bool,
+    /// Per call: the receipts, and how many pokes had been published by then.
+    calls: Mutex<Vec<(Vec<String>, usize)>>,
+}
+
+#[async_trait]
+impl crate::EarlyDelete for Deleter {
+    async fn delete(&self, receipts: &[String]) -> Result<(), String> {
+        let published = self.pokes.sent.lock().unwrap().len();
+        self.calls
+            .lock()
+            .unwrap()
+            .push((receipts.to_vec(), published));
+        if self.fail {
+            return Err("SQS is down".into());
+        }
+        Ok(())
+    }
+}
+
+fn with_receipt(mut m: SqsMessage) -> SqsMessage {
+    m.receipt_handle = m.message_id.as_ref().map(|id| format!("receipt-{id}"));
+    m
+}
+
+#[tokio::test]
+async fn committed_messages_are_deleted_before_the_poke_and_failed_ones_stay() {
+    let rec = Arc::new(Recorder::default());
+    let h = handler(rec.clone());
+    let a = h.log().create().await.unwrap().log;
+    let missing = LogId::new_random();
+    let deleter = Deleter {
+        pokes: rec.clone(),
+        fail: false,
+        calls: Mutex::new(Vec::new()),
+    };
+    let mut ev = SqsEvent::default();
+    let mut bad = SqsMessage::default();
+    bad.message_id = Some("m9".into());
+    bad.body = Some("not a push".into());
+    ev.records = vec![
+        with_receipt(message(0, a, "c1", 1)),
+        with_receipt(message(1, a, "c2", 1)),
+        with_receipt(message(2, missing, "c3", 1)),
+        with_receipt(bad),
+    ];
+    let results = h.handle_detailed_with(ev, Some(&deleter)).await;
+    let calls = deleter.calls.lock().unwrap().clone();
+    // Sheet `a`: its two messages in one call, before its poke; the missing log's message is
+    // poison (dropped) and deleted the same way; the unreadable one is left to the event source.
+    let mut deleted: Vec<String> = calls.iter().flat_map(|(r, _)| r.clone()).collect();
+    deleted.sort();
+    assert_eq!(deleted, ["receipt-m0", "receipt-m1", "receipt-m2"]);
+    let for_a = calls
+        .iter()
+        .find(|(r, _)| r.contains(&"receipt-m0".to_owned()))
+        .unwrap();
+    assert_eq!(for_a.1, 0, "the poke went out before the delete: {calls:?}");
+    assert_eq!(rec.sent.lock().unwrap().len(), 1);
+    let flags: Vec<bool> = results.iter().map(|r| r.deleted).collect();
+    assert_eq!(flags, [true, true, true, false]);
+}
+
+#[tokio::test]
+async fn a_failed_early_delete_leaves_the_messages_to_the_event_source() {
+    let rec = Arc::new(Recorder::default());
+    let h = handler(rec.clone());
+    let a = h.log().create().await.unwrap().log;
+    let deleter = Deleter {
+        pokes: rec.clone(),
+        fail: true,
+        calls: Mutex::new(Vec::new()),
+    };
+    let mut ev = SqsEvent::default();
+    ev.records = vec![with_receipt(message(0, a, "c1", 1))];
+    let results = h.handle_detailed_with(ev, Some(&deleter)).await;
+    assert_eq!(results[0].outcome, MessageOutcome::Applied);
+    assert!(!results[0].deleted);
+    assert_eq!(deleter.calls.lock().unwrap().len(), 1);
+    // The commit stands and is still announced.
+    assert_eq!(rec.sent.lock().unwrap().len(), 1);
+}

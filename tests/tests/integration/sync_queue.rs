@@ -238,6 +238,23 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
     let results = driver.poll_once(Duration::from_secs(1)).await?;
     assert_eq!(results.len(), 2, "redelivered");
     assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
+    // The handler deleted them itself (before its poke), through SQS: none is left in flight.
+    assert!(results.iter().all(|r| r.deleted), "{results:?}");
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&stack.sync_queues.queue)
+        .attribute_names(
+            aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        )
+        .send()
+        .await?;
+    let in_flight = attrs
+        .attributes()
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        })
+        .cloned();
+    assert_eq!(in_flight.as_deref(), Some("0"));
     assert_eq!(
         driver.handler().log().next_seq(log).await?.0,
         after_first,
