@@ -36,6 +36,10 @@ logging lock, and SQS receives spent a quarter of the rest recomputing every que
   other request. Here a long poll is a series of immediate receives, each with the groups in
   flight as they are then, 10 ms apart (or at once when a message arrives) until the wait ends,
   as SQS answers a long poll as soon as a message may be delivered.
+- Every request found its backend from the host name by listing moto's package directory (a
+  `stat` per service) and then trying each service's URL patterns in turn, under the dispatcher's
+  one lock; here the answer for a host is kept after the first request (it depends on the host
+  name alone).
 """
 
 import copy
@@ -50,6 +54,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 import moto.sqs.models as sqs_models
 from moto.sqs.models import SQSBackend
@@ -221,6 +226,20 @@ def _itemwise_transaction(self, transact_items):
 
 
 DynamoDBBackend.transact_write_items = _itemwise_transaction
+
+# --- Request dispatch: the backend for a host is looked up once -------------------------------
+
+_backend_for_host = DomainDispatcherApplication.get_backend_for_host
+_backends_by_host = {}
+
+
+def _cached_backend_for_host(self, host):
+    if host not in _backends_by_host:
+        _backends_by_host[host] = _backend_for_host(self, host)
+    return _backends_by_host[host]
+
+
+DomainDispatcherApplication.get_backend_for_host = _cached_backend_for_host
 
 if os.environ.get("SHEETLOG_MOTO_REQUEST_LOG") != "1":
     WSGIRequestHandler.log_request = lambda self, code="-", size="-": None

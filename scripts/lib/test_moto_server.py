@@ -18,7 +18,7 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 from moto.core.utils import unix_time  # noqa: E402
 
-import moto_server  # noqa: E402,F401  (installs the patches)
+import moto_server  # noqa: E402  (installs the patches)
 
 REGION = "us-east-1"
 
@@ -207,6 +207,32 @@ class SqsLongPollTest(unittest.TestCase):
         # Another group is not held back.
         self._send("c", group="h")
         self.assertEqual([m["Body"] for m in self._receive(1)], ["c"])
+
+
+class DispatchTest(unittest.TestCase):
+    def test_the_backend_for_a_host_is_the_same_as_uncached(self):
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+        app = DomainDispatcherApplication(create_app=lambda backend: None)
+        hosts = [
+            "dynamodb.us-east-1.amazonaws.com",
+            "streams.dynamodb.us-east-1.amazonaws.com",
+            "sqs.us-east-1.amazonaws.com",
+            "s3.us-east-1.amazonaws.com",
+            "bucket.s3.amazonaws.com",
+            "cognito-idp.us-east-1.amazonaws.com",
+            "sts.amazonaws.com",
+            "moto_api",
+            "dynamodb",
+            None,
+        ]
+        for host in hosts * 2:
+            self.assertEqual(
+                app.get_backend_for_host(host),
+                moto_server._backend_for_host(app, host),
+                host,
+            )
+        self.assertIn("dynamodb.us-east-1.amazonaws.com", moto_server._backends_by_host)
 
 
 if __name__ == "__main__":
