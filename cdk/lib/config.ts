@@ -125,9 +125,9 @@ export interface SheetlogConfig {
   /**
    * How Replicache pushes are written (`SHEETLOG_SYNC_WRITES`, docs/sync.md "Queued pushes"):
    * `queued` enqueues each push on the FIFO sync queue and the sync writer applies a log's pushes
-   * one batch at a time; `direct` (the default until `bench hot` shows the queued mode keeping up)
-   * appends in the API's request, racing the log's other writers. The queue and the writer are
-   * deployed in either mode.
+   * one batch at a time (the default: `bench hot` measures it ahead at every editor count);
+   * `direct` appends in the API's request, racing the log's other writers. The queue and the
+   * writer are deployed in either mode.
    */
   readonly syncWrites: SyncWrites;
   /** When set, alarm notifications are also sent to this address (the subscription must be confirmed). */
@@ -176,7 +176,7 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   retentionMode: 'keep',
   retentionKeepSegments: 3,
   retentionAfterDays: undefined,
-  syncWrites: 'direct',
+  syncWrites: 'queued',
   alarmEmail: undefined,
   ephemeral: false,
   ephemeralConfirm: undefined,

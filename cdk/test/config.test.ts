@@ -56,7 +56,7 @@ describe('configuration defaults', () => {
       retentionMode: 'keep',
       retentionKeepSegments: 3,
       retentionAfterDays: undefined,
-      syncWrites: 'direct',
+      syncWrites: 'queued',
       alarmEmail: undefined,
       ephemeral: false,
       ephemeralConfirm: undefined,
@@ -187,7 +187,7 @@ describe('invalid configuration', () => {
       /^autoDeleteDays=0: expected a whole number from 3 to 365 \(default 3\)/,
     );
     assert.deepEqual(problemsOf({ syncWrites: 'async' }), [
-      'syncWrites="async": expected one of queued, direct (default direct)',
+      'syncWrites="async": expected one of queued, direct (default queued)',
     ]);
     assert.deepEqual(problemsOf({ inlineBodyMaxBytes: 400_000 }), [
       'inlineBodyMaxBytes=400000: expected a whole number from 0 to 350000 (default 16384)',

@@ -314,7 +314,7 @@ describe('functions', () => {
       SHEETLOG_UPLOAD_URL_TTL_SECS: '900',
       SHEETLOG_MAX_UPLOAD_BYTES: '268435456',
       SHEETLOG_SYNC_QUEUE_URL: { Ref: LOGICAL_IDS.syncQueue },
-      SHEETLOG_SYNC_WRITES: 'direct',
+      SHEETLOG_SYNC_WRITES: 'queued',
     });
     assert.deepEqual(env(ROUTER), {
       RUST_LOG: 'info',

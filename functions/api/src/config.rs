@@ -100,7 +100,8 @@ pub struct ApiConfig {
     /// With JWT authorization: the token claim that lists the logs a caller may use
     /// (`SHEETLOG_ACCESS_CLAIM`; `access.rs`). `None`: every caller may use every log.
     pub access_claim: Option<String>,
-    /// How pushes are written (`SHEETLOG_SYNC_WRITES`; without it, directly).
+    /// How pushes are written (`SHEETLOG_SYNC_WRITES`; without it, directly: the stack and
+    /// `sheetlog dev` always set it, to `queued` unless configured otherwise).
     pub sync_writes: SyncWrites,
     /// The sync FIFO queue (`SHEETLOG_SYNC_QUEUE_URL`), required for queued writes.
     pub sync_queue_url: Option<String>,

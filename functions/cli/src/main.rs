@@ -239,9 +239,9 @@ struct DevArgs {
     #[arg(long, env = "SHEETLOG_FAULTS")]
     faults: Option<String>,
     /// How Replicache pushes are written: `queued` (enqueued on the sync FIFO queue and applied
-    /// by the sync writer, one writer per sheet) or `direct` (applied by the API before it
-    /// answers).
-    #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "direct")]
+    /// by the sync writer, one writer per sheet; the default) or `direct` (applied by the API
+    /// before it answers).
+    #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "queued")]
     sync_writes: String,
     /// How requests are authorized: `none` (every request may use every log), `jwt` (a local
     /// token issuer and API Gateway's JWT authorizer in front of the API, with per-log access

@@ -24,7 +24,16 @@ impl DevStack {
         // Up once the authorizer answers: 401 for a request without a token.
         let ready = ("/health", StatusCode::UNAUTHORIZED);
         let envs = [("SHEETLOG_DEV_AUTH_DIR", key_dir.path())];
-        let process = DevProcess::start(label, &["--auth", "jwt"], &envs, ready).await?;
+        // Direct pushes: the sweep checks a push's own answer (its rejected mutations and their
+        // reasons), which only a direct push carries; queued pushes through `sheetlog dev` are
+        // the default everywhere else (dev_cognito.rs, the web tests).
+        let process = DevProcess::start(
+            label,
+            &["--auth", "jwt", "--sync-writes", "direct"],
+            &envs,
+            ready,
+        )
+        .await?;
         Ok(Self { process, key_dir })
     }
 
