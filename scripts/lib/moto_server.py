@@ -43,6 +43,7 @@ import base64
 import copy
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import sys
@@ -367,7 +368,19 @@ def _srp_respond_to_auth_challenge(self, session, client_id, challenge_name, cha
             # One try per challenge, as Cognito: the session ends with a wrong password.
             self.sessions.pop(secret_block, None)
             raise NotAuthorizedError("Incorrect username or password.")
-    return _respond_to_auth_challenge(self, session, client_id, challenge_name, challenge_responses)
+    answer = _respond_to_auth_challenge(self, session, client_id, challenge_name, challenge_responses)
+    if challenge_name == "PASSWORD_VERIFIER" and answer.get("ChallengeName") == "NEW_PASSWORD_REQUIRED":
+        # Cognito names the user's attributes and the ones still required (amazon-cognito-identity-js
+        # parses both); moto names only the user.
+        user = self.admin_get_user(sign_in.pool_id, sign_in.user_id_for_srp)
+        attributes = {a["Name"]: a["Value"] for a in user.attributes if a["Name"] != "sub"}
+        answer["ChallengeParameters"] = {
+            **answer.get("ChallengeParameters", {}),
+            "USER_ID_FOR_SRP": sign_in.user_id_for_srp,
+            "userAttributes": json.dumps(attributes),
+            "requiredAttributes": "[]",
+        }
+    return answer
 
 
 CognitoIdpBackend.initiate_auth = _srp_initiate_auth

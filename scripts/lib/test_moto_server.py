@@ -9,6 +9,7 @@ in with the right password only, and that an app client's flows are enforced.
 """
 
 import base64
+import json
 import os
 import sys
 import time
@@ -215,6 +216,21 @@ class CognitoSrpTest(unittest.TestCase):
             self._srp("bo@example.com", "Temporary-pass-2").authenticate_user()
         with self.assertRaises(ForceChangePasswordException):
             self._srp("bo@example.com", "Temporary-pass-1").authenticate_user()
+        # As Cognito, the challenge names the user's attributes (amazon-cognito-identity-js reads them).
+        srp = self._srp("bo@example.com", "Temporary-pass-1")
+        params = srp.get_auth_params()
+        challenge = self.idp.initiate_auth(ClientId=self.client_id, AuthFlow="USER_SRP_AUTH", AuthParameters=params)
+        answer = self.idp.respond_to_auth_challenge(
+            ClientId=self.client_id, ChallengeName="PASSWORD_VERIFIER",
+            ChallengeResponses=srp.process_challenge(challenge["ChallengeParameters"], params))
+        self.assertEqual(answer["ChallengeName"], "NEW_PASSWORD_REQUIRED")
+        self.assertEqual(json.loads(answer["ChallengeParameters"]["requiredAttributes"]), [])
+        self.assertIsInstance(json.loads(answer["ChallengeParameters"]["userAttributes"]), dict)
+        done = self.idp.respond_to_auth_challenge(
+            ClientId=self.client_id, ChallengeName="NEW_PASSWORD_REQUIRED", Session=answer["Session"],
+            ChallengeResponses={"USERNAME": "bo@example.com", "NEW_PASSWORD": "Own-password-1"})
+        self.assertTrue(done["AuthenticationResult"]["AccessToken"])
+        self._srp("bo@example.com", "Own-password-1").authenticate_user()
 
     def _challenge(self, name):
         srp = self._srp(name, self.PASSWORD)
