@@ -32,6 +32,8 @@ export async function build() {
     outfile: join(out, 'app.js'),
     write: false,
     logLevel: 'warning',
+    // amazon-cognito-identity-js's `buffer` polyfill reads Node's `global`, which a page lacks.
+    define: { global: 'globalThis' },
   });
   const [bundle] = result.outputFiles;
   const js = bundle.contents;

@@ -266,7 +266,7 @@ export class SheetlogStack extends Stack {
   readonly catalogTable?: dynamodb.Table;
   /** The people who may sign in (authMode=cognito only). */
   readonly userPool?: cognito.UserPool;
-  /** The page's and the CLI's app client: public (no secret), SRP or password sign-in. */
+  /** The page's and the CLI's app client: public (no secret), SRP sign-in and refresh tokens. */
   readonly userPoolClient?: cognito.UserPoolClient;
   readonly bucket: s3.Bucket;
   readonly snapshotQueue: sqs.Queue;
@@ -909,8 +909,9 @@ export class SheetlogStack extends Stack {
   /**
    * The user pool and its app client (authMode=cognito). Sign-in by email; accounts by invitation
    * unless `cognitoSelfSignUp`; TOTP MFA as `cognitoMfa` says. The client is public (a browser
-   * page and a CLI cannot keep a secret): SRP for the page, USER_PASSWORD_AUTH for the CLI,
-   * refresh tokens for both; no hosted UI, so no OAuth flows and no domain.
+   * page and a CLI cannot keep a secret): SRP sign-in (USER_SRP_AUTH) for both, so the password
+   * never leaves the browser or the terminal, and refresh tokens; no password flow
+   * (USER_PASSWORD_AUTH); no hosted UI, so no OAuth flows and no domain.
    */
   private addUserPool(settings: CognitoConfig, ephemeral: boolean): [cognito.UserPool, cognito.UserPoolClient] {
     const pool = new cognito.UserPool(this, LOGICAL_IDS.userPool, {
@@ -952,7 +953,7 @@ export class SheetlogStack extends Stack {
     });
     const client = pool.addClient(LOGICAL_IDS.userPoolClient, {
       generateSecret: false,
-      authFlows: { userSrp: true, userPassword: true },
+      authFlows: { userSrp: true },
       disableOAuth: true,
       preventUserExistenceErrors: true,
       enableTokenRevocation: true,

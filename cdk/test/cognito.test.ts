@@ -116,10 +116,9 @@ describe('cognito mode: app client', () => {
     template.hasOutput('UserPoolClientId', { Value: { Ref: LOGICAL_IDS.userPoolClient } });
   });
 
-  test('signs in by SRP (the page), by password (the CLI), and refreshes; nothing else', () => {
+  test('signs in by SRP (the page and the CLI) and refreshes; no password flow, nothing else', () => {
     assert.deepEqual([...client.Properties.ExplicitAuthFlows].sort(), [
       'ALLOW_REFRESH_TOKEN_AUTH',
-      'ALLOW_USER_PASSWORD_AUTH',
       'ALLOW_USER_SRP_AUTH',
     ]);
   });

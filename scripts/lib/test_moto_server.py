@@ -3,9 +3,13 @@
 
 Each test drives moto in-process through boto3 with the launcher's patches installed, and checks
 what a client sees: query results and their order, a cancelled transaction leaving every item and
-the table's stream as they were, a committed one applied, SQS retention still honoured.
+the table's stream as they were, a committed one applied, SQS retention still honoured; and that
+Cognito's SRP sign-in, done by a real client (pycognito's AWSSRP, installed by scripts/test), signs
+in with the right password only, and that an app client's flows are enforced.
 """
 
+import base64
+import json
 import os
 import sys
 import time
@@ -19,6 +23,8 @@ from moto import mock_aws  # noqa: E402
 from moto.core.utils import unix_time  # noqa: E402
 
 import moto_server  # noqa: E402  (installs the patches)
+from pycognito.aws_srp import AWSSRP  # noqa: E402
+from pycognito.exceptions import ForceChangePasswordException  # noqa: E402
 
 REGION = "us-east-1"
 
@@ -233,6 +239,122 @@ class DispatchTest(unittest.TestCase):
                 host,
             )
         self.assertIn("dynamodb.us-east-1.amazonaws.com", moto_server._backends_by_host)
+
+
+@mock_aws
+class CognitoSrpTest(unittest.TestCase):
+    PASSWORD = "Right-password-1"
+
+    def setUp(self):
+        self.idp = boto3.client("cognito-idp", region_name=REGION)
+        self.pool = self.idp.create_user_pool(PoolName="p")["UserPool"]["Id"]
+        self.client_id = self._client(["ALLOW_USER_SRP_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"])
+        self._user("ann@example.com", self.PASSWORD, permanent=True)
+
+    def _client(self, flows):
+        return self.idp.create_user_pool_client(
+            UserPoolId=self.pool, ClientName="c", GenerateSecret=False, ExplicitAuthFlows=flows
+        )["UserPoolClient"]["ClientId"]
+
+    def _user(self, name, password, permanent):
+        self.idp.admin_create_user(UserPoolId=self.pool, Username=name, MessageAction="SUPPRESS",
+                                   TemporaryPassword=password)
+        if permanent:
+            self.idp.admin_set_user_password(UserPoolId=self.pool, Username=name, Password=password,
+                                             Permanent=True)
+
+    def _srp(self, name, password):
+        return AWSSRP(username=name, password=password, pool_id=self.pool, client_id=self.client_id,
+                      client=self.idp)
+
+    def test_the_right_password_signs_in(self):
+        tokens = self._srp("ann@example.com", self.PASSWORD).authenticate_user()
+        result = tokens["AuthenticationResult"]
+        self.assertTrue(result["AccessToken"])
+        # The refresh token it got works (the client allows REFRESH_TOKEN_AUTH).
+        again = self.idp.initiate_auth(ClientId=self.client_id, AuthFlow="REFRESH_TOKEN_AUTH",
+                                       AuthParameters={"REFRESH_TOKEN": result["RefreshToken"]})
+        self.assertTrue(again["AuthenticationResult"]["AccessToken"])
+
+    def test_a_wrong_password_is_refused(self):
+        for wrong in ("Right-password-2", "", self.PASSWORD.lower()):
+            with self.assertRaises(self.idp.exceptions.NotAuthorizedException, msg=wrong):
+                self._srp("ann@example.com", wrong).authenticate_user()
+
+    def test_an_invited_user_must_choose_a_password_with_the_right_temporary_one(self):
+        self._user("bo@example.com", "Temporary-pass-1", permanent=False)
+        with self.assertRaises(self.idp.exceptions.NotAuthorizedException):
+            self._srp("bo@example.com", "Temporary-pass-2").authenticate_user()
+        with self.assertRaises(ForceChangePasswordException):
+            self._srp("bo@example.com", "Temporary-pass-1").authenticate_user()
+        # As Cognito, the challenge names the user's attributes (amazon-cognito-identity-js reads them).
+        srp = self._srp("bo@example.com", "Temporary-pass-1")
+        params = srp.get_auth_params()
+        challenge = self.idp.initiate_auth(ClientId=self.client_id, AuthFlow="USER_SRP_AUTH", AuthParameters=params)
+        answer = self.idp.respond_to_auth_challenge(
+            ClientId=self.client_id, ChallengeName="PASSWORD_VERIFIER",
+            ChallengeResponses=srp.process_challenge(challenge["ChallengeParameters"], params))
+        self.assertEqual(answer["ChallengeName"], "NEW_PASSWORD_REQUIRED")
+        self.assertEqual(json.loads(answer["ChallengeParameters"]["requiredAttributes"]), [])
+        self.assertIsInstance(json.loads(answer["ChallengeParameters"]["userAttributes"]), dict)
+        done = self.idp.respond_to_auth_challenge(
+            ClientId=self.client_id, ChallengeName="NEW_PASSWORD_REQUIRED", Session=answer["Session"],
+            ChallengeResponses={"USERNAME": "bo@example.com", "NEW_PASSWORD": "Own-password-1"})
+        self.assertTrue(done["AuthenticationResult"]["AccessToken"])
+        self._srp("bo@example.com", "Own-password-1").authenticate_user()
+
+    def _challenge(self, name):
+        srp = self._srp(name, self.PASSWORD)
+        params = srp.get_auth_params()
+        challenge = self.idp.initiate_auth(ClientId=self.client_id, AuthFlow="USER_SRP_AUTH",
+                                           AuthParameters=params)
+        return srp.process_challenge(challenge["ChallengeParameters"], params)
+
+    def _respond(self, responses):
+        return self.idp.respond_to_auth_challenge(ClientId=self.client_id, ChallengeName="PASSWORD_VERIFIER",
+                                                  ChallengeResponses=responses)
+
+    def test_a_proof_answers_one_challenge_once(self):
+        responses = self._challenge("ann@example.com")
+        self.assertTrue(self._respond(responses)["AuthenticationResult"]["AccessToken"])
+        with self.assertRaises(self.idp.exceptions.NotAuthorizedException):
+            self._respond(responses)
+        # A signature that is off by one bit is refused.
+        responses = self._challenge("ann@example.com")
+        sig = bytearray(base64.b64decode(responses["PASSWORD_CLAIM_SIGNATURE"]))
+        sig[0] ^= 1
+        with self.assertRaises(self.idp.exceptions.NotAuthorizedException):
+            self._respond({**responses, "PASSWORD_CLAIM_SIGNATURE": base64.b64encode(sig).decode()})
+
+    def test_a_proof_signs_in_only_the_user_it_was_made_for(self):
+        self._user("cy@example.com", "Other-password-1", permanent=True)
+        responses = self._challenge("ann@example.com")
+        with self.assertRaises(self.idp.exceptions.NotAuthorizedException):
+            self._respond({**responses, "USERNAME": "cy@example.com"})
+
+    def test_padding_matches_the_clients(self):
+        # padHex: big-endian, a leading zero byte when the top bit is set, "00" for zero.
+        self.assertEqual(moto_server.srp_pad(0).hex(), "00")
+        self.assertEqual(moto_server.srp_pad(0x7F).hex(), "7f")
+        self.assertEqual(moto_server.srp_pad(0x80).hex(), "0080")
+        self.assertEqual(moto_server.srp_pad(0x1234).hex(), "1234")
+        self.assertEqual(moto_server.srp_pad(0xABC).hex(), "0abc")
+        from pycognito.aws_srp import pad_hex
+
+        for n in (1, 0x80, 0xFFFF, moto_server.SRP_N, moto_server.SRP_N - 12345):
+            self.assertEqual(moto_server.srp_pad(n).hex(), pad_hex(n).lower())
+
+    def test_only_the_clients_flows_are_allowed(self):
+        with self.assertRaises(self.idp.exceptions.InvalidParameterException):
+            self.idp.initiate_auth(ClientId=self.client_id, AuthFlow="USER_PASSWORD_AUTH",
+                                   AuthParameters={"USERNAME": "ann@example.com", "PASSWORD": self.PASSWORD})
+        password_client = self._client(["ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"])
+        ok = self.idp.initiate_auth(ClientId=password_client, AuthFlow="USER_PASSWORD_AUTH",
+                                    AuthParameters={"USERNAME": "ann@example.com", "PASSWORD": self.PASSWORD})
+        self.assertTrue(ok["AuthenticationResult"]["AccessToken"])
+        with self.assertRaises(self.idp.exceptions.InvalidParameterException):
+            AWSSRP(username="ann@example.com", password=self.PASSWORD, pool_id=self.pool,
+                   client_id=password_client, client=self.idp).authenticate_user()
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 /**
  * Sign-in against a Cognito user pool from the browser: the user pool's public JSON API
  * (`InitiateAuth`, `RespondToAuthChallenge`, `RevokeToken`), called with `fetch`. These calls
- * take no AWS credentials, so no SDK is needed; the endpoint comes from `/config.json`, which is
- * real Cognito when deployed and the emulator's address locally.
+ * take no AWS credentials; the endpoint comes from `/config.json`, which is real Cognito when
+ * deployed and the emulator's address locally.
  *
- * The flow is `USER_PASSWORD_AUTH` (the password goes to Cognito over TLS, never to the API).
- * SRP (`USER_SRP_AUTH`) would keep the password off the wire, but the local emulator does not
- * check SRP proofs at all (any password signs in), so the same page code could never be tested
- * locally against a wrong password; `USER_PASSWORD_AUTH` is checked by both (docs/web.md).
+ * The flow is SRP (`USER_SRP_AUTH`): the password never leaves the browser; the page proves it
+ * knows it. The SRP exchange is amazon-cognito-identity-js's (`CognitoUser.authenticateUser`),
+ * sent through this client's own `call`, so it has one transport, one error handling and the same
+ * test double as the other calls. The local emulator checks SRP proofs as Cognito does
+ * (scripts/lib/moto_server.py), so the same page code is tested against a wrong password
+ * locally (docs/web.md).
  */
+import { AuthenticationDetails, CognitoUser, CognitoUserPool, type ICognitoStorage } from 'amazon-cognito-identity-js';
 
 export interface CognitoConfig {
   region: string;
@@ -49,9 +52,11 @@ export function explainCognito(code: string, said: string): string {
     case 'NotAuthorizedException':
       if (/revoked|expired|Invalid Refresh Token/i.test(said)) return 'Your sign-in has expired: sign in again.';
       if (/disabled/i.test(said)) return 'This account is disabled.';
-      if (/USER_PASSWORD_AUTH/i.test(said))
-        return 'This user pool does not allow password sign-in for the web client (ALLOW_USER_PASSWORD_AUTH).';
       return 'Wrong email or password.';
+    case 'InvalidParameterException':
+      if (/USER_SRP_AUTH/i.test(said))
+        return 'This user pool does not allow SRP sign-in for the web client (ALLOW_USER_SRP_AUTH).';
+      return said || 'Sign-in failed (InvalidParameterException).';
     case 'UserNotFoundException':
       return 'Wrong email or password.';
     case 'UserNotConfirmedException':
@@ -136,13 +141,58 @@ export class CognitoClient {
     return { kind: 'signed-in', tokens: CognitoClient.tokens(r) };
   }
 
+  /**
+   * Signs in with SRP. amazon-cognito-identity-js computes `A`, the password claim and its
+   * timestamp; its two requests (`InitiateAuth`, `RespondToAuthChallenge`) go through `call`.
+   * Its storage is a throwaway one: the tokens are kept by session.ts, not by the library.
+   */
   async signIn(email: string, password: string): Promise<SignInResult> {
-    const r = await this.call<AuthAnswer>('InitiateAuth', {
-      AuthFlow: 'USER_PASSWORD_AUTH',
+    const storage = new MemoryStorage();
+    const pool = new CognitoUserPool({
+      UserPoolId: this.config.userPoolId,
       ClientId: this.config.clientId,
-      AuthParameters: { USERNAME: email, PASSWORD: password },
+      endpoint: this.config.endpoint,
+      Storage: storage,
+      AdvancedSecurityDataCollectionFlag: false,
     });
-    return CognitoClient.result(r, email);
+    return new Promise<SignInResult>((resolve, reject) => {
+      let last: AuthAnswer = {};
+      // The library's requests, sent by `call` (its `Client.request` has this shape).
+      const transport: LibraryTransport = {
+        request: (operation, params, callback) => {
+          this.call<AuthAnswer>(operation, params)
+            .then(
+              (answer) => {
+                last = answer;
+                callback(null, answer);
+              },
+              (e: unknown) => callback(e),
+            )
+            .catch(reject);
+        },
+      };
+      (pool as unknown as { client: LibraryTransport }).client = transport;
+      const user = new CognitoUser({ Username: email, Pool: pool, Storage: storage });
+      user.setAuthenticationFlowType('USER_SRP_AUTH');
+      const settle = () => {
+        try {
+          resolve(CognitoClient.result(last, user.getUsername()));
+        } catch (e) {
+          reject(e);
+        }
+      };
+      user.authenticateUser(new AuthenticationDetails({ Username: email, Password: password }), {
+        onSuccess: settle,
+        newPasswordRequired: settle,
+        mfaRequired: settle,
+        totpRequired: settle,
+        mfaSetup: settle,
+        selectMFAType: settle,
+        customChallenge: settle,
+        onFailure: (e: unknown) =>
+          reject(e instanceof CognitoError ? e : new CognitoError(explainCognito('srp', errorMessage(e)), 'srp')),
+      });
+    });
   }
 
   /** Answers NEW_PASSWORD_REQUIRED: the invited user's own password replaces the temporary one. */
@@ -177,6 +227,32 @@ export class CognitoClient {
       await this.call('GlobalSignOut', { AccessToken: accessToken });
     }
   }
+}
+
+/** What amazon-cognito-identity-js asks of its transport (`Client.request`). */
+interface LibraryTransport {
+  request(operation: string, params: Record<string, unknown>, callback: (err: unknown, data?: unknown) => void): void;
+}
+
+/** The library's storage, for one sign-in: it caches tokens there, which the page does not keep. */
+class MemoryStorage implements ICognitoStorage {
+  private items = new Map<string, string>();
+  setItem(key: string, value: string): void {
+    this.items.set(key, value);
+  }
+  getItem(key: string): string | null {
+    return this.items.get(key) ?? null;
+  }
+  removeItem(key: string): void {
+    this.items.delete(key);
+  }
+  clear(): void {
+    this.items.clear();
+  }
+}
+
+function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }
 
 interface AuthAnswer {

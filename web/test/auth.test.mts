@@ -6,6 +6,7 @@
  * routes. The browser test (sharing.test.mts) runs the same code against the local stack.
  */
 import assert from 'node:assert/strict';
+import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { CognitoClient, CognitoError, claims } from '../src/cognito.ts';
 import { loadConfig, parseConfig } from '../src/config.ts';
@@ -26,14 +27,82 @@ function jwt(sub: string, expSec: number): string {
   return `${b64url({ alg: 'RS256' })}.${b64url({ sub, exp: expSec, token_use: 'access' })}.sig`;
 }
 
+// The server's half of Cognito's SRP (as scripts/lib/moto_server.py runs it for the local stack),
+// so that the stand-in checks the page's password proofs as Cognito does.
+const N = BigInt(
+  '0xFFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD' +
+    'EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED' +
+    'EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F' +
+    '83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B' +
+    'E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510' +
+    '15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7' +
+    'ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C' +
+    'BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF',
+);
+const G = 2n;
+
+function padHex(n: bigint): string {
+  let h = n.toString(16);
+  if (h.length % 2) h = `0${h}`;
+  else if (/^[89a-f]/.test(h)) h = `00${h}`;
+  return h;
+}
+function hashHex(hex: string): bigint {
+  return BigInt(`0x${createHash('sha256').update(Buffer.from(hex, 'hex')).digest('hex')}`);
+}
+function modPow(base: bigint, exp: bigint, m: bigint): bigint {
+  let r = 1n;
+  let b = base % m;
+  for (let e = exp; e > 0n; e >>= 1n) {
+    if (e & 1n) r = (r * b) % m;
+    b = (b * b) % m;
+  }
+  return r;
+}
+const K = hashHex(padHex(N) + padHex(G));
+const poolName = (poolId: string) => poolId.split('_')[1];
+
+interface SrpState {
+  salt: bigint;
+  v: bigint;
+  A: bigint;
+  b: bigint;
+  B: bigint;
+}
+function srpChallenge(poolId: string, user: string, password: string, A: bigint): SrpState {
+  const salt = BigInt(`0x${randomBytes(16).toString('hex')}`);
+  const inner = createHash('sha256')
+    .update(`${poolName(poolId)}${user}:${password}`)
+    .digest('hex');
+  const v = modPow(G, hashHex(padHex(salt) + inner), N);
+  const b = BigInt(`0x${randomBytes(32).toString('hex')}`);
+  return { salt, v, A, b, B: (K * v + modPow(G, b, N)) % N };
+}
+function srpSignature(poolId: string, s: SrpState & { username: string }, secretBlock: string, timestamp: string) {
+  const u = hashHex(padHex(s.A) + padHex(s.B));
+  const S = modPow((s.A * modPow(s.v, u, N)) % N, s.b, N);
+  const key = Buffer.from(
+    hkdfSync('sha256', Buffer.from(padHex(S), 'hex'), Buffer.from(padHex(u), 'hex'), 'Caldera Derived Key', 16),
+  );
+  const message = Buffer.concat([
+    Buffer.from(poolName(poolId)),
+    Buffer.from(s.username),
+    Buffer.from(secretBlock, 'base64'),
+    Buffer.from(timestamp),
+  ]);
+  return createHmac('sha256', key).update(message).digest('base64');
+}
+
 /**
- * A user pool as far as the page uses it: passwords are checked, an invited user must choose a
+ * A user pool as far as the page uses it: passwords are checked (by SRP), an invited user must choose a
  * new password first, refresh tokens can be revoked. Counts the calls.
  */
 class FakePool {
   users = new Map<string, { password: string; sub: string; forceChange: boolean }>();
   refreshTokens = new Map<string, string>();
   sessions = new Map<string, string>();
+  /** Open SRP challenges by SECRET_BLOCK. */
+  srp = new Map<string, SrpState & { username: string }>();
   calls: { action: string; body: Record<string, unknown> }[] = [];
   now = () => Date.now();
   lifetimeSec = 3600;
@@ -70,19 +139,47 @@ class FakePool {
       new Response(JSON.stringify({ __type: type, message }), { status: 400 });
     const ok = (o: unknown) => new Response(JSON.stringify(o), { status: 200 });
     const p = (body.AuthParameters ?? {}) as Record<string, string>;
-    if (action === 'InitiateAuth' && body.AuthFlow === 'USER_PASSWORD_AUTH') {
+    if (action === 'InitiateAuth' && body.AuthFlow === 'USER_SRP_AUTH') {
       const u = this.users.get(p.USERNAME);
-      if (!u || u.password !== p.PASSWORD) return fail('NotAuthorizedException', 'Incorrect username or password.');
-      if (u.forceChange) {
+      if (!u) return fail('NotAuthorizedException', 'Incorrect username or password.');
+      const secretBlock = randomBytes(48).toString('base64');
+      const srp = srpChallenge(CONFIG.userPoolId, p.USERNAME, u.password, BigInt(`0x${p.SRP_A}`));
+      this.srp.set(secretBlock, { username: p.USERNAME, ...srp });
+      return ok({
+        ChallengeName: 'PASSWORD_VERIFIER',
+        ChallengeParameters: {
+          SALT: padHex(srp.salt),
+          SRP_B: srp.B.toString(16),
+          USERNAME: p.USERNAME,
+          USER_ID_FOR_SRP: p.USERNAME,
+          SECRET_BLOCK: secretBlock,
+        },
+      });
+    }
+    if (action === 'RespondToAuthChallenge' && body.ChallengeName === 'PASSWORD_VERIFIER') {
+      const r = body.ChallengeResponses as Record<string, string>;
+      const srp = this.srp.get(r.PASSWORD_CLAIM_SECRET_BLOCK);
+      this.srp.delete(r.PASSWORD_CLAIM_SECRET_BLOCK);
+      if (!srp || srp.username !== r.USERNAME) return fail('NotAuthorizedException', 'Invalid session');
+      const expected = srpSignature(CONFIG.userPoolId, srp, r.PASSWORD_CLAIM_SECRET_BLOCK, r.TIMESTAMP);
+      if (expected !== r.PASSWORD_CLAIM_SIGNATURE)
+        return fail('NotAuthorizedException', 'Incorrect username or password.');
+      const u = this.users.get(srp.username);
+      if (u?.forceChange) {
         const s = `session-${++this.n}`;
-        this.sessions.set(s, p.USERNAME);
+        this.sessions.set(s, srp.username);
         return ok({
           ChallengeName: 'NEW_PASSWORD_REQUIRED',
           Session: s,
-          ChallengeParameters: { USERNAME: p.USERNAME },
+          ChallengeParameters: {
+            USERNAME: srp.username,
+            USER_ID_FOR_SRP: srp.username,
+            userAttributes: JSON.stringify({ email: srp.username }),
+            requiredAttributes: '[]',
+          },
         });
       }
-      return ok(this.issue(p.USERNAME, true));
+      return ok(this.issue(srp.username, true));
     }
     if (action === 'InitiateAuth' && body.AuthFlow === 'REFRESH_TOKEN_AUTH') {
       const who = this.refreshTokens.get(p.REFRESH_TOKEN);
@@ -185,14 +282,22 @@ describe('Cognito sign-in', () => {
     assert.equal(session.userId(), 'sub-alice');
     assert.equal(session.email, 'alice@example.com');
     assert.match(session.accessToken() ?? '', /\.sig$/);
-    assert.deepEqual(pool.calls[1], {
-      action: 'InitiateAuth',
-      body: {
-        AuthFlow: 'USER_PASSWORD_AUTH',
-        ClientId: CONFIG.clientId,
-        AuthParameters: { USERNAME: 'alice@example.com', PASSWORD: 'Alice-pass-1' },
-      },
-    });
+    // SRP: A, then a proof; the password itself is in no request.
+    assert.deepEqual(
+      pool.calls.map((c) => [c.action, c.body.AuthFlow ?? c.body.ChallengeName]),
+      [
+        ['InitiateAuth', 'USER_SRP_AUTH'],
+        ['RespondToAuthChallenge', 'PASSWORD_VERIFIER'],
+        ['InitiateAuth', 'USER_SRP_AUTH'],
+        ['RespondToAuthChallenge', 'PASSWORD_VERIFIER'],
+      ],
+    );
+    const first = pool.calls[2].body;
+    assert.equal(first.ClientId, CONFIG.clientId);
+    assert.equal((first.AuthParameters as Record<string, string>).USERNAME, 'alice@example.com');
+    assert.match((first.AuthParameters as Record<string, string>).SRP_A, /^[0-9a-f]{700,}$/);
+    assert.ok(!JSON.stringify(pool.calls).includes('Alice-pass-1'));
+    assert.ok(!JSON.stringify(pool.calls).includes('nope'));
     // The refresh token is kept; the access token is not.
     const kept = JSON.parse(storage.getItem(`sheetlog.cognito.${CONFIG.clientId}`) ?? '{}');
     assert.deepEqual(Object.keys(kept).sort(), ['email', 'refreshToken']);

@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { CognitoClient, type SignInResult } from '../src/cognito.ts';
 
 const BASE = process.env.SHEETLOG_API_URL ?? '';
 if (!BASE) throw new Error('SHEETLOG_API_URL is not set: run scripts/test-web');
@@ -57,14 +58,20 @@ async function setPassword(email: string, password: string): Promise<void> {
   );
 }
 
-/** An access token for `email`, signed in as the CLI would, not through the page. */
+/** Signs `email` in with SRP outside the browser (the page's own client, run by Node). */
+async function srpSignIn(email: string, password: string): Promise<SignInResult> {
+  const c = config.cognito;
+  return new CognitoClient({ ...c, endpoint: c.endpoint ?? `https://cognito-idp.${c.region}.amazonaws.com/` }).signIn(
+    email,
+    password,
+  );
+}
+
+/** An access token for `email`, signed in outside the page. */
 async function accessToken(email: string): Promise<string> {
-  const r = await cognito('InitiateAuth', {
-    AuthFlow: 'USER_PASSWORD_AUTH',
-    ClientId: config.cognito.clientId,
-    AuthParameters: { USERNAME: email, PASSWORD: PASSWORD[email] },
-  });
-  return (r.AuthenticationResult as { AccessToken: string }).AccessToken;
+  const r = await srpSignIn(email, PASSWORD[email]);
+  assert.equal(r.kind, 'signed-in');
+  return r.kind === 'signed-in' ? r.tokens.accessToken : '';
 }
 
 async function api(token: string, method: string, path: string, body?: unknown): Promise<Response> {
@@ -160,15 +167,33 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await browser?.close();
   });
 
-  test('a wrong password is refused in words', async () => {
+  test('a wrong password is refused in words; the password itself is never sent', async () => {
     const page = await newPage();
+    const sent: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && r.headers()['x-amz-target']) sent.push(r.postData() ?? '');
+    });
     await page.goto(`${BASE}/sheets/${randomUUID()}`);
+    // One character off: SRP refuses it as the emulator checks the proof (scripts/lib/moto_server.py).
+    const wrong = `${PASSWORD[ALICE].slice(0, -1)}2`;
     await page.fill('input[aria-label="email"]', ALICE);
-    await page.fill('input[aria-label="password"]', 'not-her-password');
+    await page.fill('input[aria-label="password"]', wrong);
     await page.click('form.sign-in button[type="submit"]');
     await page.waitForFunction(() => document.querySelector('.form-error')?.textContent !== '', undefined, WAIT);
     assert.equal(await page.locator('.form-error').innerText(), 'Wrong email or password.');
     assert.equal(await page.locator('table.sheets').count(), 0);
+    // No token kept, and the page answered a PASSWORD_VERIFIER challenge with a proof, not the password.
+    const kept = await page.evaluate((key) => localStorage.getItem(key), `sheetlog.cognito.${config.cognito.clientId}`);
+    assert.equal(kept, null);
+    assert.ok(
+      sent.some((b) => b.includes('"USER_SRP_AUTH"')),
+      sent.join('\n'),
+    );
+    assert.ok(
+      sent.some((b) => b.includes('"PASSWORD_VERIFIER"')),
+      sent.join('\n'),
+    );
+    assert.ok(!sent.some((b) => b.includes(wrong) || b.includes('"PASSWORD"')), sent.join('\n'));
     await shot(page, 'sign-in-refused');
   });
 
@@ -313,13 +338,9 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await page.fill('input[aria-label="repeat new password"]', 'Carol-own-pass-1');
     await page.click('form.new-password button[type="submit"]');
     await page.waitForSelector('table.sheets[data-loaded]', WAIT);
-    // Her own password signs her in from now on.
-    const r = await cognito('InitiateAuth', {
-      AuthFlow: 'USER_PASSWORD_AUTH',
-      ClientId: config.cognito.clientId,
-      AuthParameters: { USERNAME: email, PASSWORD: 'Carol-own-pass-1' },
-    });
-    assert.ok(r.AuthenticationResult);
+    // Her own password signs her in from now on, and the temporary one no longer does.
+    assert.equal((await srpSignIn(email, 'Carol-own-pass-1')).kind, 'signed-in');
+    await assert.rejects(srpSignIn(email, 'Temp-pass-123'), /Wrong email or password/);
   });
 
   test('the list shows 50 sheets and pages on with More', async () => {

@@ -51,8 +51,9 @@ impl LocalPool {
     }
 }
 
-/// Creates a pool named `name`, an app client without a secret that allows password and
-/// refresh-token sign-in, and `users` with `password` (permanent, confirmed).
+/// Creates a pool named `name`, an app client without a secret that allows SRP and refresh-token
+/// sign-in (as the deployed stack's; the emulator enforces both the flows and the SRP proof,
+/// scripts/lib/moto_server.py), and `users` with `password` (permanent, confirmed).
 pub async fn create_pool(
     sdk: &aws_config::SdkConfig,
     endpoint: &str,
@@ -87,8 +88,7 @@ pub async fn create_pool(
     let client = call(
         "CreateUserPoolClient",
         json!({"UserPoolId": pool_id, "ClientName": format!("{name}-web"), "GenerateSecret": false,
-               "ExplicitAuthFlows": ["ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH",
-                                     "ALLOW_USER_SRP_AUTH"]}),
+               "ExplicitAuthFlows": ["ALLOW_USER_SRP_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"]}),
     )
     .await?;
     let client_id = client["UserPoolClient"]["ClientId"]

@@ -1,6 +1,7 @@
 //! `sheetlog login` / `logout` for a stack with Cognito authorization: sign in with email and
-//! password (Cognito's `USER_PASSWORD_AUTH`, plain HTTP JSON to the pool's endpoint, which the
-//! API names in `GET /config.json`), keep the refresh token in the user's config directory
+//! password (Cognito's SRP flow, `USER_SRP_AUTH`, so the password never leaves the machine; plain
+//! HTTP JSON to the pool's endpoint, which the API names in `GET /config.json`; the math is in
+//! `srp.rs`), keep the refresh token in the user's config directory
 //! (`$XDG_CONFIG_HOME/sheetlog/credentials.json`, else `~/.config/sheetlog/credentials.json`,
 //! mode 0600), one entry per API URL, and trade it for a fresh access token
 //! (`REFRESH_TOKEN_AUTH`) when the stored one is about to expire.
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::api::CliError;
+use crate::srp::{SrpClient, SrpError};
 
 /// One signed-in API.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -92,7 +94,10 @@ async fn cognito(endpoint: &str, operation: &str, body: Value) -> Result<Value, 
         .await
         .map_err(|e| CliError::Other(format!("reaching the user pool at {endpoint}: {e}")))?;
     let status = resp.status();
-    let text = resp.text().await.unwrap_or_default();
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| CliError::Other(format!("reading the user pool's answer: {e}")))?;
     let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     if !status.is_success() {
         let kind = v["__type"].as_str().unwrap_or("error");
@@ -106,6 +111,59 @@ async fn cognito(endpoint: &str, operation: &str, body: Value) -> Result<Value, 
 
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// Cognito's SRP sign-in: `InitiateAuth` (`USER_SRP_AUTH`) sends `A`, the pool answers with a
+/// `PASSWORD_VERIFIER` challenge, and `RespondToAuthChallenge` sends the password claim. Returns
+/// the last answer: tokens, or the next challenge (`NEW_PASSWORD_REQUIRED`, MFA).
+pub async fn srp_sign_in(
+    endpoint: &str,
+    pool_id: &str,
+    client_id: &str,
+    email: &str,
+    password: &str,
+) -> Result<Value, CliError> {
+    let srp = SrpClient::new(pool_id).map_err(srp_error)?;
+    let v = cognito(
+        endpoint,
+        "InitiateAuth",
+        json!({"AuthFlow": "USER_SRP_AUTH", "ClientId": client_id,
+               "AuthParameters": {"USERNAME": email, "SRP_A": srp.srp_a()}}),
+    )
+    .await?;
+    if v["ChallengeName"] != "PASSWORD_VERIFIER" {
+        return Ok(v);
+    }
+    let p = &v["ChallengeParameters"];
+    let param = |name: &'static str| {
+        p[name]
+            .as_str()
+            .ok_or_else(|| srp_error(SrpError::Challenge(name)))
+    };
+    let user_id = param("USER_ID_FOR_SRP")?;
+    let secret_block = param("SECRET_BLOCK")?;
+    let timestamp = crate::srp::timestamp(time::OffsetDateTime::now_utc());
+    let signature = srp
+        .password_claim(
+            user_id,
+            password,
+            param("SALT")?,
+            param("SRP_B")?,
+            secret_block,
+            &timestamp,
+        )
+        .map_err(srp_error)?;
+    let mut body = json!({"ChallengeName": "PASSWORD_VERIFIER", "ClientId": client_id,
+        "ChallengeResponses": {"USERNAME": user_id, "PASSWORD_CLAIM_SECRET_BLOCK": secret_block,
+                               "PASSWORD_CLAIM_SIGNATURE": signature, "TIMESTAMP": timestamp}});
+    if let Some(session) = v["Session"].as_str() {
+        body["Session"] = json!(session);
+    }
+    cognito(endpoint, "RespondToAuthChallenge", body).await
+}
+
+fn srp_error(e: SrpError) -> CliError {
+    CliError::Other(format!("signing in with SRP: {e}"))
 }
 
 /// Signs in to the stack at `api` and stores the session; returns where.
@@ -122,21 +180,17 @@ pub async fn login(api: &str, email: &str, password: &str) -> Result<PathBuf, Cl
             config["auth"]
         )));
     }
-    let endpoint = config["cognito"]["endpoint"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let client_id = config["cognito"]["clientId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let v = cognito(
-        &endpoint,
-        "InitiateAuth",
-        json!({"AuthFlow": "USER_PASSWORD_AUTH", "ClientId": client_id,
-               "AuthParameters": {"USERNAME": email, "PASSWORD": password}}),
-    )
-    .await?;
+    let field = |name: &str| {
+        config["cognito"][name]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| CliError::Other(format!("{api}/config.json names no cognito.{name}")))
+    };
+    let endpoint = field("endpoint")?;
+    let client_id = field("clientId")?;
+    let pool_id = field("userPoolId")?;
+    let v = srp_sign_in(&endpoint, &pool_id, &client_id, email, password).await?;
     let result = &v["AuthenticationResult"];
     let refresh = result["RefreshToken"].as_str().ok_or_else(|| {
         CliError::Other(format!(

@@ -1,7 +1,8 @@
 //! Black-box test of Cognito sign-in on the local stack: the real `sheetlog dev --auth cognito`
 //! process (a user pool with demo users on the emulator, the local JWT authorizer verifying the
 //! pool's tokens, access from the catalog), driven with the CLI itself: `login`, `logs create`,
-//! `share`, `sheets`, `set`, `logout`.
+//! `share`, `sheets`, `set`, `logout`. `login` signs in with Cognito's SRP flow, which the
+//! emulator checks (scripts/lib/moto_server.py): a wrong password is refused.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -24,11 +25,20 @@ impl DevStack {
 
     /// Runs the CLI against the stack with `config` as its config directory.
     async fn cli(&self, config: &Path, args: &[&str]) -> anyhow::Result<Output> {
+        self.cli_with_password(config, args, DEMO_PASSWORD).await
+    }
+
+    async fn cli_with_password(
+        &self,
+        config: &Path,
+        args: &[&str],
+        password: &str,
+    ) -> anyhow::Result<Output> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sheetlog"));
         cmd.args(["--api", &self.0.base])
             .args(args)
             .env("XDG_CONFIG_HOME", config)
-            .env("SHEETLOG_PASSWORD", DEMO_PASSWORD)
+            .env("SHEETLOG_PASSWORD", password)
             .env_remove("SHEETLOG_TOKEN")
             .stdin(Stdio::null());
         Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
@@ -138,6 +148,43 @@ async fn people_sign_in_share_and_list_sheets_with_the_cli() -> anyhow::Result<(
             .await?
             .status
             .success()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_wrong_password_signs_no_one_in() -> anyhow::Result<()> {
+    let stack = DevStack::start().await?;
+    let config = tempfile::tempdir()?;
+    for wrong in ["Sheetlog-demo-2", "sheetlog-demo-1", ""] {
+        let out = stack
+            .cli_with_password(config.path(), &["login", "--email", DEMO_USERS[0]], wrong)
+            .await?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{wrong:?} signed in");
+        assert!(
+            stderr.contains("NotAuthorizedException") || wrong.is_empty(),
+            "{wrong:?}: {stderr}"
+        );
+        assert!(
+            !config
+                .path()
+                .join("sheetlog")
+                .join("credentials.json")
+                .exists(),
+            "a refused sign-in stores nothing"
+        );
+    }
+    // The right one still signs in afterwards (the refusals locked nothing).
+    stack
+        .ok(config.path(), &["login", "--email", DEMO_USERS[0]])
+        .await?;
+    assert!(
+        config
+            .path()
+            .join("sheetlog")
+            .join("credentials.json")
+            .exists()
     );
     Ok(())
 }

@@ -21,7 +21,6 @@ use sheetlog_core::catalog::{Catalog, Role};
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::faults::{FaultProfile, Faults};
 use sheetlog_core::layer::Layered;
-use sheetlog_core::users::CognitoDirectory;
 use sheetlog_pipeline::events::SubscribeAuth;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::{json_str, send_json, serve};
@@ -35,7 +34,8 @@ struct Stack {
     catalog: Arc<DynamoCatalog>,
     authorizer: Arc<JwtAuthorizer>,
     server: tokio::task::JoinHandle<()>,
-    stack: TestStack,
+    /// Keeps the emulator and the stack's resources alive while the test runs.
+    _stack: TestStack,
 }
 
 impl Drop for Stack {
@@ -108,7 +108,7 @@ async fn start_with(
         pool,
         authorizer,
         server,
-        stack,
+        _stack: stack,
     }))
 }
 
@@ -120,17 +120,16 @@ struct User {
 }
 
 impl Stack {
-    /// Signs `email` in with the pool (USER_PASSWORD_AUTH, as `sheetlog login` does).
+    /// Signs `email` in with the pool (SRP, as `sheetlog login` does).
     async fn sign_in(&self, email: &str) -> anyhow::Result<User> {
-        let sdk = self.stack.emulator.sdk_config().await;
-        let idp = CognitoDirectory::new(&sdk, &self.pool.endpoint, &self.pool.pool_id);
-        let v = idp
-            .call(
-                "InitiateAuth",
-                &json!({"AuthFlow": "USER_PASSWORD_AUTH", "ClientId": self.pool.client_id,
-                        "AuthParameters": {"USERNAME": email, "PASSWORD": PASSWORD}}),
-            )
-            .await?;
+        let v = sheetlog::login::srp_sign_in(
+            &self.pool.endpoint,
+            &self.pool.pool_id,
+            &self.pool.client_id,
+            email,
+            PASSWORD,
+        )
+        .await?;
         let token = json_str(&v, "/AuthenticationResult/AccessToken").to_owned();
         let mut user = User {
             token,
