@@ -309,6 +309,9 @@ pub const MEMBER_ROUTE: &str = "/logs/{log_id}/members/{user_id}";
 /// Replicache's pull route, which checks for a deleted log itself (`sync::pull`).
 pub const PULL_ROUTE: &str = "/logs/{log_id}/replicache/pull";
 
+/// Replicache's push route.
+pub const PUSH_ROUTE: &str = "/logs/{log_id}/replicache/push";
+
 /// What a matched route needs, and of which log (`None`: the route needs nothing).
 fn route_need(method: &Method, path: &str) -> Option<Need> {
     match (method, path) {
@@ -330,6 +333,15 @@ fn route_need(method: &Method, path: &str) -> Option<Need> {
         (&Method::GET | &Method::HEAD, _) => Some(Need::Read),
         _ => Some(Need::Write),
     }
+}
+
+/// The log a matched route names, when its id is a UUID.
+fn parsed_log(params: &RawPathParams) -> Option<sheetlog_core::LogId> {
+    params
+        .iter()
+        .find(|(k, _)| *k == "log_id")
+        .and_then(|(_, v)| Uuid::parse_str(v).ok())
+        .map(sheetlog_core::LogId::from_uuid)
 }
 
 /// Middleware on every matched route: checks the caller's grant for the route's log before the
@@ -362,10 +374,19 @@ pub async fn enforce(
         // A deleted log answers 410 on every route but its DELETE (which finishes the purge).
         // A pull checks for itself, and only when its answer carries something: the check is a
         // strong read (1 RRU), twice what an unchanged pull otherwise costs (docs/sync.md).
+        // A queued push may trust this instance's finding of the last second: on a hot sheet
+        // every push read the tombstone strongly, and the push is only enqueued (its writer
+        // applies it later anyway, so a deletion can always overtake it).
         let pull = matched.as_str() == PULL_ROUTE;
+        let queued_push = matched.as_str() == PUSH_ROUTE && state.push_queue.is_some();
         if let (Some(id), false, false) = (parsed, need == Need::Delete, pull) {
             let id = sheetlog_core::LogId::from_uuid(id);
-            if let Err(e) = sheetlog_core::log::purge::check_live(&*state.purge, id).await {
+            let live = if queued_push {
+                state.check_live_recent(id).await
+            } else {
+                sheetlog_core::log::purge::check_live(&*state.purge, id).await
+            };
+            if let Err(e) = live {
                 return ApiError::from_log(&id.to_string(), e).into_response();
             }
         }
@@ -373,8 +394,14 @@ pub async fn enforce(
             touch = parsed.map(sheetlog_core::LogId::from_uuid);
         }
     }
+    let deleting = parsed_log(&params)
+        .filter(|_| route_need(req.method(), matched.as_str()) == Some(Need::Delete));
     req.extensions_mut().insert(caller);
     let resp = next.run(req).await;
+    // This instance no longer trusts its last finding that the log is live.
+    if let Some(log) = deleting {
+        state.set_live(log, false);
+    }
     // A write to the sheet moves its last-changed time in the catalog (rate-limited per sheet).
     if let Some(log) = touch
         && resp.status().is_success()

@@ -234,7 +234,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
-        .route("/logs/{log_id}/replicache/push", post(sync::push))
+        .route(access::PUSH_ROUTE, post(sync::push))
         .route("/logs/{log_id}/replay", post(sync_clients::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull))
         .route(

@@ -33,6 +33,10 @@ pub type ApiLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 /// only costs one extra query).
 const MAX_HINTS: usize = 10_000;
 
+/// How long a queued push trusts this instance's last finding that its log is not deleted
+/// (`access.rs`): on a hot sheet every push made its own strong read of the log's tombstone.
+pub const LIVE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
 #[derive(Debug)]
 pub struct AppState {
     pub log: ApiLog,
@@ -64,6 +68,8 @@ pub struct AppState {
     roles: Mutex<HashMap<(String, LogId), (Role, Instant)>>,
     /// When this instance last stamped each sheet's last-changed time.
     touched: Mutex<HashMap<LogId, i64>>,
+    /// When this instance last found each log not deleted (queued pushes, [`LIVE_FOR`]).
+    live: Mutex<HashMap<LogId, Instant>>,
     /// Pulls of one sheet and cookie that arrive together share one read (`pull_gather.rs`).
     pub pull_gather: crate::pull_gather::PullGather,
 }
@@ -94,6 +100,7 @@ impl AppState {
             users: None,
             roles: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashMap::new()),
             pull_gather: Default::default(),
         }
     }
@@ -151,6 +158,40 @@ impl AppState {
     pub fn forget_role(&self, user: &str, log: LogId) {
         if let Ok(mut r) = self.roles.lock() {
             r.remove(&(user.to_owned(), log));
+        }
+    }
+
+    /// Fails with [`LogError::LogDeleted`] for a deleted log, trusting this instance's finding
+    /// of the last [`LIVE_FOR`] that it is not (for a queued push and a pull's shared read).
+    pub async fn check_live_recent(&self, log: LogId) -> Result<(), sheetlog_core::LogError> {
+        if self.recently_live(log) {
+            return Ok(());
+        }
+        let live = sheetlog_core::log::purge::check_live(&*self.purge, log).await;
+        self.set_live(log, live.is_ok());
+        live
+    }
+
+    /// Whether this instance found `log` not deleted within [`LIVE_FOR`].
+    pub fn recently_live(&self, log: LogId) -> bool {
+        self.live
+            .lock()
+            .ok()
+            .and_then(|l| l.get(&log).copied())
+            .is_some_and(|at| at.elapsed() < LIVE_FOR)
+    }
+
+    /// Records that `log` was just found not deleted (`false`: it was deleted, forget it).
+    pub fn set_live(&self, log: LogId, live: bool) {
+        if let Ok(mut l) = self.live.lock() {
+            if !live {
+                l.remove(&log);
+                return;
+            }
+            if l.len() >= MAX_HINTS {
+                l.clear();
+            }
+            l.insert(log, Instant::now());
         }
     }
 

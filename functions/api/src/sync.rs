@@ -448,11 +448,10 @@ pub async fn pull(
                     .await
                     .ok()
                     .flatten()?;
-                // Something new: the log must not be deleted (below), checked once for all.
+                // Something new: the log must not be deleted (below), checked once for all
+                // (trusting this instance's finding of the last second, `LIVE_FOR`).
                 if !page.entries.is_empty() {
-                    sheetlog_core::log::purge::check_live(&*state.purge, log)
-                        .await
-                        .ok()?;
+                    state.check_live_recent(log).await.ok()?;
                 }
                 Some(page)
             })

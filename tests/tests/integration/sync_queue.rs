@@ -377,3 +377,39 @@ async fn a_queued_push_with_base_seq_is_rebased_through_a_row_insert() -> anyhow
     assert_eq!(status["status"], "applied", "{status}");
     Ok(())
 }
+
+/// A queued push trusts the API instance's finding of the last second that its log is live (one
+/// tombstone read a second on a hot sheet, not one per push), but a DELETE through the instance
+/// forgets it: the next push is `410` at once.
+#[tokio::test]
+async fn a_queued_push_right_after_a_delete_is_refused() -> anyhow::Result<()> {
+    let Some(api) =
+        TestApi::start_with_pipeline("sync-queue-deleted", ApiConfig::default()).await?
+    else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    for id in 1..=2 {
+        let muts: Vec<Value> = (1..=id).map(|m| set_mutation("c1", m)).collect();
+        let r = c
+            .post(&push)
+            .json(&push_body("g1", json!(muts)))
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::OK, "push {id}");
+    }
+    let r = c.delete(api.url(&format!("/logs/{log}"))).send().await?;
+    assert!(r.status().is_success(), "{}", r.status());
+    let muts: Vec<Value> = (1..=3).map(|m| set_mutation("c1", m)).collect();
+    let r = c
+        .post(&push)
+        .json(&push_body("g1", json!(muts)))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::GONE);
+    Ok(())
+}
