@@ -500,13 +500,21 @@ impl<'a> SnapshotBuilder<'a> {
         // The chunk list is streamed from the compact pieces into the compressed manifest, and
         // the pieces dropped before it is stored: a large build never holds the list decoded.
         let pieces = std::mem::take(&mut self.out.pieces);
-        let mut w =
-            ManifestWriter::new(FORMAT_VERSION, self.log_id, self.out_seq, self.out.target)?;
-        for p in pieces.iter() {
-            match p.map_err(|e| SnapshotError::Internal(format!("chunk list: {e}")))? {
-                Piece::New(c) => w.push(&c)?,
+        let mut w = ManifestWriter::new(
+            FORMAT_VERSION,
+            self.log_id,
+            self.out_seq,
+            self.out.target,
+            pieces.chunks(),
+        )?;
+        let base = self.base.as_ref();
+        let log_id = self.log_id;
+        pieces.drain(
+            |e| SnapshotError::Internal(format!("chunk list: {e}")),
+            |p| match p {
+                Piece::New(c) => w.push(&c),
                 Piece::Reused { from, to } => {
-                    let base = self.base.as_ref().ok_or_else(|| {
+                    let base = base.ok_or_else(|| {
                         SnapshotError::Internal("reused chunks without a base".into())
                     })?;
                     let reused = base.chunks.get(from..to).ok_or_else(|| {
@@ -514,17 +522,17 @@ impl<'a> SnapshotBuilder<'a> {
                     })?;
                     // A base of another log (a fork's first snapshot): its chunks stay where
                     // they are, and the manifest says so.
-                    let owner = (base.log_id != self.log_id).then_some(base.log_id);
+                    let owner = (base.log_id != log_id).then_some(base.log_id);
                     for c in reused {
                         w.push(&ChunkRef {
                             log: c.log.or(owner),
                             ..c.clone()
                         })?;
                     }
+                    Ok(())
                 }
-            }
-        }
-        drop(pieces);
+            },
+        )?;
         let (blob, totals) = w.finish()?;
         let blob = Bytes::from(blob);
         let key = manifest_key(self.log_id, self.out_seq);

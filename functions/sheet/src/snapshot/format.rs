@@ -53,6 +53,9 @@ const MAX_MANIFEST_WINDOW_LOG: u32 = 21;
 /// measurable (a 10M-cell manifest at level 3: 80,755 bytes with this window, 81,288 as format 2
 /// stored it).
 const MANIFEST_WINDOW_LOG: u32 = 17;
+/// Room reserved per chunk for a format-3 manifest's compressed output: measured at about 43
+/// bytes a chunk (more only if the output outgrows it, when the buffer grows as usual).
+const MANIFEST_BYTES_PER_CHUNK: usize = 64;
 /// The level format-3 manifests are compressed at. A manifest is mostly hex hashes, which no
 /// level compresses much past their entropy: with the 128 KiB window, a 10M-cell manifest (1,766
 /// chunks) is 77,322 bytes at level 1 and 80,755 at level 3 (81,288 in format 2), and level 1's
@@ -211,7 +214,13 @@ impl Manifest {
             return Ok(self.to_bytes());
         }
         if self.format >= 3 {
-            let mut w = ManifestWriter::new(self.format, self.log_id, self.seq, self.chunk_target)?;
+            let mut w = ManifestWriter::new(
+                self.format,
+                self.log_id,
+                self.seq,
+                self.chunk_target,
+                self.chunks.len(),
+            )?;
             for c in &self.chunks {
                 w.push(c)?;
             }
@@ -338,15 +347,22 @@ impl std::fmt::Debug for ManifestWriter {
 }
 
 impl ManifestWriter {
+    /// `chunks` is how many chunks the manifest will list: the output is sized for them once
+    /// (a buffer that doubled as it filled would leave its earlier copies in the allocator).
     pub fn new(
         format: u32,
         log_id: Uuid,
         seq: u64,
         chunk_target: u32,
+        chunks: usize,
     ) -> Result<Self, SnapshotError> {
         use std::io::Write;
-        let mut z = zstd::stream::write::Encoder::new(Vec::new(), MANIFEST_ZSTD_LEVEL)
-            .map_err(zstd_error)?;
+        let capacity = chunks
+            .saturating_mul(MANIFEST_BYTES_PER_CHUNK)
+            .saturating_add(256);
+        let mut z =
+            zstd::stream::write::Encoder::new(Vec::with_capacity(capacity), MANIFEST_ZSTD_LEVEL)
+                .map_err(zstd_error)?;
         z.window_log(MANIFEST_WINDOW_LOG).map_err(zstd_error)?;
         // serde_json writes a `Uuid` as a quoted string, as `Manifest` serialises it.
         write!(

@@ -27,16 +27,28 @@ pub enum Piece {
     New(ChunkRef),
 }
 
-/// A list of [`Piece`]s, encoded as they are added. The last one is kept decoded, so a run of
-/// reused base chunks grows in place. Shared with the checkpoints handed out: a clone copies
-/// nothing, and the builder copies the records only if a checkpoint still holds them when it
-/// adds a piece.
+/// Bytes of records per block of a [`Pieces`] list: each block is allocated once at this size
+/// and never grown, so the list touches only the memory it holds (a `Vec` that doubles leaves
+/// its earlier copies behind in the allocator, about as much again), and a finished build can
+/// free each block once the manifest has listed it.
+const BLOCK: usize = 64 << 10;
+/// The longest record: a tag, a hash and five varints.
+const MAX_RECORD: usize = 1 + 32 + 5 * 10;
+
+/// A list of [`Piece`]s, encoded as they are added, in blocks of [`BLOCK`] bytes. The last piece
+/// is kept decoded, so a run of reused base chunks grows in place. Shared with the checkpoints
+/// handed out: a clone shares the full blocks and copies only the one being filled.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pieces {
-    /// Every piece but the last, encoded.
-    encoded: Arc<Vec<u8>>,
+    /// Full blocks of records; a record never spans two.
+    full: Vec<Arc<Vec<u8>>>,
+    /// The block being filled.
+    open: Vec<u8>,
+    /// The last piece, not yet encoded.
     last: Option<Piece>,
     len: usize,
+    /// Chunks the pieces list: one per new chunk, `to - from` per reused run.
+    chunks: usize,
 }
 
 impl Pieces {
@@ -48,9 +60,24 @@ impl Pieces {
         self.len == 0
     }
 
+    /// How many chunks the pieces list (reused runs counted chunk by chunk).
+    pub fn chunks(&self) -> usize {
+        self.chunks
+    }
+
     pub fn push(&mut self, p: Piece) {
+        self.chunks += match &p {
+            Piece::New(_) => 1,
+            Piece::Reused { from, to } => to.saturating_sub(*from),
+        };
         if let Some(prev) = self.last.replace(p) {
-            encode(Arc::make_mut(&mut self.encoded), &prev);
+            if self.open.capacity() == 0 {
+                self.open.reserve_exact(BLOCK);
+            }
+            encode(&mut self.open, &prev);
+            if self.open.len() + MAX_RECORD > BLOCK {
+                self.full.push(Arc::new(std::mem::take(&mut self.open)));
+            }
         }
         self.len += 1;
     }
@@ -58,7 +85,10 @@ impl Pieces {
     /// Adds base chunk `chunk`, extending the last piece when it is the run just before it.
     pub fn push_reused(&mut self, chunk: usize) {
         match &mut self.last {
-            Some(Piece::Reused { to, .. }) if *to == chunk => *to += 1,
+            Some(Piece::Reused { to, .. }) if *to == chunk => {
+                *to += 1;
+                self.chunks += 1;
+            }
             _ => self.push(Piece::Reused {
                 from: chunk,
                 to: chunk + 1,
@@ -66,24 +96,69 @@ impl Pieces {
         }
     }
 
+    /// The encoded blocks in order (the last piece not included).
+    fn blocks(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.full
+            .iter()
+            .map(|b| b.as_slice())
+            .chain(std::iter::once(self.open.as_slice()))
+    }
+
     /// The pieces in order. Decoding fails only on records that did not come from [`push`]
     /// (a checkpoint is checked when it is read).
+    ///
+    /// [`push`]: Self::push
     pub fn iter(&self) -> impl Iterator<Item = Result<Piece, CodecError>> + '_ {
-        let mut r = Reader::new(self.encoded.as_slice());
-        let mut last = self.last.as_ref();
-        let mut failed = false;
-        std::iter::from_fn(move || {
-            if failed {
-                None
-            } else if r.remaining() > 0 {
-                let p = decode(&mut r);
-                failed = p.is_err();
-                Some(p)
-            } else {
-                last.take().cloned().map(Ok)
-            }
-        })
+        let records = self.blocks().flat_map(records);
+        let last = self.last.iter().cloned().map(Ok);
+        stop_at_error(records.chain(last))
     }
+
+    /// Hands each piece to `f` in order, freeing each block of records once it is done (unless
+    /// a checkpoint still shares it), so a list being turned into a manifest shrinks as the
+    /// manifest grows.
+    pub fn drain<E>(
+        self,
+        bad: impl Fn(CodecError) -> E,
+        mut f: impl FnMut(Piece) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Pieces {
+            full, open, last, ..
+        } = self;
+        for block in full {
+            for p in records(&block) {
+                f(p.map_err(&bad)?)?;
+            }
+        }
+        for p in records(&open) {
+            f(p.map_err(&bad)?)?;
+        }
+        drop(open);
+        match last {
+            Some(p) => f(p),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The records of one block.
+fn records(block: &[u8]) -> impl Iterator<Item = Result<Piece, CodecError>> + '_ {
+    let mut r = Reader::new(block);
+    stop_at_error(std::iter::from_fn(move || {
+        (r.remaining() > 0).then(|| decode(&mut r))
+    }))
+}
+
+/// Ends an iterator after its first error.
+fn stop_at_error<T, E>(
+    it: impl Iterator<Item = Result<T, E>>,
+) -> impl Iterator<Item = Result<T, E>> {
+    let mut failed = false;
+    it.take_while(move |r| {
+        let go = !failed;
+        failed |= r.is_err();
+        go
+    })
 }
 
 fn encode(w: &mut Vec<u8>, p: &Piece) {
@@ -141,24 +216,41 @@ fn decode(r: &mut Reader<'_>) -> Result<Piece, CodecError> {
 impl Serialize for Pieces {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // Streamed into the serializer: a 100M-cell build's pieces are ~1 MB of base64, not
-        // held twice. The encoded records up to a multiple of 3 bytes give whole base64 groups
-        // without padding, so the rest (and the last piece) can follow as a second run.
-        let whole = self.encoded.len() - self.encoded.len() % 3;
-        let mut rest = self.encoded[whole..].to_vec();
+        // held twice.
+        let mut tail = Vec::new();
         if let Some(last) = &self.last {
-            encode(&mut rest, last);
+            encode(&mut tail, last);
         }
-        s.collect_str(&Base64Pair(&self.encoded[..whole], &rest))
+        s.collect_str(&Base64Blocks(
+            self.blocks().chain(std::iter::once(tail.as_slice())),
+        ))
     }
 }
 
-/// The base64 of `0` then `1`, where `0` is a multiple of 3 bytes long.
-struct Base64Pair<'a>(&'a [u8], &'a [u8]);
+/// The base64 of the concatenation of some byte slices, written a slice at a time: each slice's
+/// bytes up to a multiple of three make whole base64 groups, and the rest carries over.
+struct Base64Blocks<I>(I);
 
-impl std::fmt::Display for Base64Pair<'_> {
+impl<'a, I: Iterator<Item = &'a [u8]> + Clone> std::fmt::Display for Base64Blocks<I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        base64::display::Base64Display::new(self.0, &STANDARD).fmt(f)?;
-        base64::display::Base64Display::new(self.1, &STANDARD).fmt(f)
+        use base64::display::Base64Display;
+        let mut carry: Vec<u8> = Vec::with_capacity(3);
+        for mut block in self.0.clone() {
+            if !carry.is_empty() {
+                let need = (3 - carry.len()).min(block.len());
+                carry.extend_from_slice(&block[..need]);
+                block = &block[need..];
+                if carry.len() < 3 {
+                    continue;
+                }
+                Base64Display::new(&carry, &STANDARD).fmt(f)?;
+                carry.clear();
+            }
+            let whole = block.len() - block.len() % 3;
+            Base64Display::new(&block[..whole], &STANDARD).fmt(f)?;
+            carry.extend_from_slice(&block[whole..]);
+        }
+        Base64Display::new(&carry, &STANDARD).fmt(f)
     }
 }
 
@@ -172,5 +264,93 @@ impl<'de> Deserialize<'de> for Pieces {
             out.push(decode(&mut r).map_err(|e| D::Error::custom(e.to_string()))?);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Enough pieces to fill several blocks, new chunks and runs of reused ones mixed.
+    fn many() -> Vec<Piece> {
+        let mut out = Vec::new();
+        let mut base = 0usize;
+        for i in 0..5_000u32 {
+            if i % 7 == 0 {
+                out.push(Piece::Reused {
+                    from: base,
+                    to: base + 1 + (i as usize % 3),
+                });
+                base += 10;
+            } else {
+                let mut hash = ChunkHash([0; 32]);
+                hash.0[..4].copy_from_slice(&i.to_le_bytes());
+                out.push(Piece::New(ChunkRef {
+                    hash,
+                    rows: i,
+                    cells: u64::from(i) * 1_000_003,
+                    max_col: i % 300,
+                    bytes: u64::from(i) * 7,
+                    raw_bytes: u64::from(i) * 31,
+                    log: None,
+                }));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn pieces_over_many_blocks_round_trip_and_drain_in_order() {
+        let want = many();
+        let mut pieces = Pieces::default();
+        for p in &want {
+            pieces.push(p.clone());
+        }
+        assert!(pieces.full.len() > 2, "{} full blocks", pieces.full.len());
+        assert_eq!(pieces.len(), want.len());
+        let got: Vec<Piece> = pieces.iter().map(Result::unwrap).collect();
+        assert_eq!(got, want);
+
+        // On the wire: the base64 of every record, whatever the block boundaries.
+        let mut all = Vec::new();
+        for p in &want {
+            encode(&mut all, p);
+        }
+        let json = serde_json::to_string(&pieces).unwrap();
+        assert_eq!(json, format!("\"{}\"", STANDARD.encode(&all)));
+        let back: Pieces = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, pieces);
+        assert_eq!(back.chunks(), pieces.chunks());
+
+        let mut drained = Vec::new();
+        pieces
+            .drain(
+                |e| e.to_string(),
+                |p| {
+                    drained.push(p);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        assert_eq!(drained, want);
+    }
+
+    #[test]
+    fn reused_runs_grow_in_place_and_count_their_chunks() {
+        let mut pieces = Pieces::default();
+        for c in [3, 4, 5, 9, 10] {
+            pieces.push_reused(c);
+        }
+        let got: Vec<Piece> = pieces.iter().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            vec![
+                Piece::Reused { from: 3, to: 6 },
+                Piece::Reused { from: 9, to: 11 }
+            ]
+        );
+        assert_eq!((pieces.len(), pieces.chunks()), (2, 5));
     }
 }
