@@ -256,7 +256,7 @@ impl PipelineStack {
         .await?;
         anyhow::ensure!(built.manifest_key == root, "manifest key differs");
         anyhow::ensure!(
-            built.manifest.to_blob()? == bytes,
+            built.manifest_blob[..] == bytes[..],
             "manifest bytes differ from a from-scratch build"
         );
         for (key, blob) in reference.snapshot() {
@@ -285,7 +285,11 @@ impl PipelineStack {
                 .context("manifest missing")?;
             let m = Manifest::from_bytes(root, &bytes)?;
             for c in &m.chunks {
-                expected.insert(sheetlog_core::snapshot::chunk_key(*log.as_uuid(), &c.hash));
+                expected.insert(sheetlog_core::snapshot::chunk_key(
+                    *log.as_uuid(),
+                    &c.hash,
+                    m.format,
+                ));
             }
         }
         let found = self.snapshot_objects(log).await?;

@@ -304,7 +304,10 @@ async fn fork(
         .map_err(|e| ApiError::from_input(&from.log_id, e))?;
         // Every log whose chunks the fork's snapshot shares keeps them while the fork lives
         // (`docs/storage.md`, "Deleting a log"): marked before the fork exists.
-        for s in built.manifest.other_logs() {
+        let manifest = built.manifest().map_err(|e| {
+            ApiError::Internal(format!("reading the fork's first manifest back: {e}"))
+        })?;
+        for s in manifest.other_logs() {
             let s = LogId::from_uuid(s);
             sources.push(s);
             for marker in sheetlog_core::log::purge::fork_markers(s, id) {
@@ -325,7 +328,7 @@ async fn fork(
             )
             .await
             .map_err(|e| ApiError::from_log("", e))?;
-        info!(log = %id, source = %source, seq = from.seq, chunks = built.manifest.chunks.len(),
+        info!(log = %id, source = %source, seq = from.seq, chunks = built.chunks,
             written = built.stats.chunks_written, "log forked");
         Ok(created)
     }
@@ -548,7 +551,7 @@ pub async fn load_log(
         (Some(m), Some(root)) => {
             let mut chunks = Vec::with_capacity(m.chunks.len());
             for c in &m.chunks {
-                let key = c.key(*log.as_uuid());
+                let key = c.key(*log.as_uuid(), m.format);
                 chunks.push(ChunkDto {
                     hash: c.hash.to_string(),
                     rows: c.rows,

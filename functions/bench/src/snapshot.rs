@@ -124,11 +124,11 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
         let cpu_seconds = cpu_seconds()? - cpu_started;
         anyhow::Ok(ChildReport {
             cpu_seconds,
-            rows: u64::from(built.manifest.rows),
-            cells: built.manifest.cells,
+            rows: u64::from(built.rows),
+            cells: built.cells,
             seconds,
-            chunks: built.manifest.chunks.len() as u64,
-            stored_bytes: built.manifest.stored_bytes(),
+            chunks: built.chunks,
+            stored_bytes: built.stored_bytes,
             checkpoints,
             peak_rss_mb: peak_rss_mb()?,
         })
@@ -488,14 +488,15 @@ async fn incremental(csv: &Path, cfg: BuildConfig) -> anyhow::Result<Incremental
     payloads.insert("1m.csv", std::fs::read(csv)?);
     let p: &dyn ImportSource = &payloads;
     let mut entries = vec![import_entry(0, "1m.csv")];
-    let full = build_snapshot(&store, p, cfg, LOG, 1, None, entries.clone()).await?;
+    let built = build_snapshot(&store, p, cfg, LOG, 1, None, entries.clone()).await?;
+    let full = built.manifest()?;
     let full_bytes = store.stats().bytes;
     let range: Range = "A50001:J51000".parse().context("range")?;
     let mut best = f64::MAX;
     let mut chunks = 0;
     for _ in 0..5 {
         let started = Instant::now();
-        let (grid, stats) = read_range(&store, p, LOG, Some(&full.manifest), &[], range).await?;
+        let (grid, stats) = read_range(&store, p, LOG, Some(&full), &[], range).await?;
         best = best.min(started.elapsed().as_secs_f64() * 1e3);
         chunks = stats.chunks_loaded;
         anyhow::ensure!(
@@ -526,7 +527,7 @@ async fn incremental(csv: &Path, cfg: BuildConfig) -> anyhow::Result<Incremental
         cfg,
         LOG,
         101,
-        Some(full.manifest.clone()),
+        Some(full.clone()),
         entries[1..].to_vec(),
     )
     .await?;
@@ -544,23 +545,14 @@ async fn incremental(csv: &Path, cfg: BuildConfig) -> anyhow::Result<Incremental
         }),
     );
     store.reset_stats();
-    build_snapshot(
-        &store,
-        p,
-        cfg,
-        LOG,
-        2,
-        Some(full.manifest.clone()),
-        [insert],
-    )
-    .await?;
+    build_snapshot(&store, p, cfg, LOG, 2, Some(full.clone()), [insert]).await?;
     let ins = store.stats();
     Ok(Incremental {
         chunk_target_kib: cfg.chunk_target >> 10,
-        chunks: full.manifest.chunks.len() as u64,
+        chunks: full.chunks.len() as u64,
         full_bytes,
-        manifest_bytes: full.manifest_bytes,
-        manifest_json_bytes: full.manifest.to_bytes().len() as u64,
+        manifest_bytes: built.manifest_bytes,
+        manifest_json_bytes: full.to_bytes().len() as u64,
         edits_bytes: inc.bytes,
         edits_blobs: inc.puts,
         insert_bytes: ins.bytes,
@@ -664,7 +656,8 @@ pub(crate) async fn bytes_vs_edits(
         None,
         vec![import_entry(0, "base.csv")],
     )
-    .await?;
+    .await?
+    .manifest()?;
     let full_bytes = store.stats().bytes;
     let rows32 = u32::try_from(rows.max(1)).context("rows")?;
     let mut points = Vec::new();
@@ -704,7 +697,7 @@ pub(crate) async fn bytes_vs_edits(
                 BuildConfig::default(),
                 LOG,
                 1 + u64::from(n),
-                Some(full.manifest.clone()),
+                Some(full.clone()),
                 entries,
             )
             .await?;

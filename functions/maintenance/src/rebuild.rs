@@ -480,7 +480,10 @@ impl Rebuilder {
             return Ok(false);
         };
         for chunk in &manifest.chunks {
-            if !blobs.exists(&chunk.key(*log.as_uuid())).await? {
+            if !blobs
+                .exists(&chunk.key(*log.as_uuid(), manifest.format))
+                .await?
+            {
                 return Ok(false);
             }
         }
@@ -513,7 +516,7 @@ impl Rebuilder {
             }
             let mut whole = true;
             for chunk in &manifest.chunks {
-                let key = chunk.key(*log.as_uuid());
+                let key = chunk.key(*log.as_uuid(), manifest.format);
                 if !blobs.exists(&key).await? {
                     warn!(log = %log, root, chunk = key, "a chunk of the fork's first snapshot is gone");
                     whole = false;
@@ -549,7 +552,7 @@ impl Rebuilder {
             }
         };
         report.fork_bases_rebuilt += 1;
-        self.mark_sources(log, &sources(&built.manifest), blobs)
+        self.mark_sources(log, &sources(&built.manifest()?), blobs)
             .await?;
         Ok(ForkBase::Whole(built.manifest_key))
     }

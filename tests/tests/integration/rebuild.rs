@@ -250,8 +250,9 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
     let fork = LogId::new_random();
     let built = fork_snapshot(&px.log, &px.blobs, &px.blobs, TEST_BUILD, log, 40, fork).await?;
     // The markers the API writes with each log whose chunks the fork shares.
+    let fork_manifest = built.manifest()?;
     let sources: std::collections::BTreeSet<_> =
-        built.manifest.chunks.iter().filter_map(|c| c.log).collect();
+        fork_manifest.chunks.iter().filter_map(|c| c.log).collect();
     ensure!(
         sources.len() == 1,
         "the fork shares the source's chunks: {sources:?}"
@@ -273,12 +274,11 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
     // The fork's own first snapshot: its manifest and the chunks under its prefix.
     let fork_base: Vec<String> = std::iter::once(built.manifest_key.clone())
         .chain(
-            built
-                .manifest
+            fork_manifest
                 .chunks
                 .iter()
                 .filter(|c| c.log.is_none())
-                .map(|c| c.key(*fork.as_uuid())),
+                .map(|c| c.key(*fork.as_uuid(), fork_manifest.format)),
         )
         .collect();
 

@@ -7,8 +7,8 @@ use sheetlog_core::sheet::{
     CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
 };
 use sheetlog_core::snapshot::{
-    BlobStore, BuildConfig, ChunkHash, LogEntry, SnapshotBuilder, build_snapshot, chunk_key,
-    load_manifest, manifest_key, materialize, read_range,
+    BlobStore, BuildConfig, ChunkHash, FORMAT_VERSION, LogEntry, SnapshotBuilder, build_snapshot,
+    chunk_key, load_manifest, manifest_key, materialize, read_range,
 };
 use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_tests::emulator::{Emulator, unique_prefix};
@@ -61,11 +61,11 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     let first = SnapshotBuilder::new(&store, &payloads, config, log, 2, None, entries.clone())?
         .run(|c| checkpoints.push(c))
         .await?;
-    assert_eq!(first.manifest.cells, 30_000);
+    assert_eq!(first.manifest()?.cells, 30_000);
     assert!(
-        first.manifest.chunks.len() > 5,
+        first.manifest()?.chunks.len() > 5,
         "{} chunks",
-        first.manifest.chunks.len()
+        first.manifest()?.chunks.len()
     );
     assert_eq!(first.manifest_key, manifest_key(log, 2));
 
@@ -73,9 +73,13 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     let loaded = load_manifest(&store, log, 2)
         .await?
         .ok_or_else(|| anyhow::anyhow!("manifest not in S3"))?;
-    assert_eq!(loaded, first.manifest);
+    assert_eq!(loaded, first.manifest()?);
     for c in &loaded.chunks {
-        assert!(store.exists(&chunk_key(log, &c.hash)).await?);
+        assert!(
+            store
+                .exists(&chunk_key(log, &c.hash, loaded.format))
+                .await?
+        );
     }
     let sheet = materialize(&store, &loaded).await?;
     assert_eq!(sheet.cell_count(), 30_000);
@@ -86,7 +90,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
         SnapshotBuilder::resume(&store, &payloads, config, log, 2, None, entries.clone(), cp)?
             .run(|_| {})
             .await?;
-    assert_eq!(resumed.manifest, first.manifest);
+    assert_eq!(resumed.manifest()?, first.manifest()?);
 
     // An incremental snapshot after one edit shares every chunk but one.
     entries.push(LogEntry::event(
@@ -111,7 +115,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     .await?;
     assert_eq!(next.stats.chunks_written, 1);
     let shared = next
-        .manifest
+        .manifest()?
         .chunks
         .iter()
         .filter(|c| loaded.chunks.contains(c))
@@ -121,7 +125,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
         &store,
         &payloads,
         log,
-        Some(&next.manifest),
+        Some(&next.manifest()?),
         &[],
         "A1501:B1501".parse()?,
     )
@@ -130,7 +134,12 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     assert_eq!(stats.chunks_loaded, 1);
 
     // Missing objects are `None` / `false`, not errors.
-    assert_eq!(store.get(&chunk_key(log, &ChunkHash([0; 32]))).await?, None);
+    assert_eq!(
+        store
+            .get(&chunk_key(log, &ChunkHash([0; 32]), FORMAT_VERSION))
+            .await?,
+        None
+    );
     assert!(!store.exists("snapshots/nothing-here").await?);
     assert_eq!(load_manifest(&store, log, 99).await?, None);
     store

@@ -21,8 +21,6 @@
 //! work in a large build. Every stage's state is a function of how far its input has
 //! gone, so [`SnapshotBuilder::resume`] rebuilds it and continues to byte-identical output.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -30,9 +28,10 @@ use uuid::Uuid;
 use super::SnapshotError;
 use super::format::{
     Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, EncodedRow, FORMAT_VERSION,
-    Manifest, chunk_key, manifest_key, open_blob,
+    Manifest, ManifestWriter, chunk_key, manifest_key, open_blob,
 };
 use super::import_reader::{EncodedRx, ImportMsg, ImportRx, spawn_encoded_import, spawn_import};
+pub use super::pieces_codec::{Piece, Pieces};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
 use crate::Row;
@@ -101,18 +100,6 @@ pub struct BuildStats {
     pub rows_encoded: u64,
 }
 
-/// Part of the output chunk list: a run of the base snapshot's chunks, or a new chunk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Piece {
-    /// Base chunks `from..to`.
-    Reused {
-        from: usize,
-        to: usize,
-    },
-    New(ChunkRef),
-}
-
 /// A resumable build's state after a chunk. Small (a few hundred bytes plus about 60 bytes per
 /// *new* chunk) and serde-serialisable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,21 +117,37 @@ pub struct Checkpoint {
     pub import: Option<ImportPos>,
     /// First row of the next chunk.
     pub next_chunk_start: u32,
-    /// Compact on the wire (about 60 bytes per new chunk): see `pieces_codec`. Shared with the
-    /// builder, which copies the list only if the checkpoint is still held when it adds a
-    /// chunk (a 100M-cell build lists ~18,000), so handing out a checkpoint copies nothing.
-    #[serde(with = "super::pieces_codec")]
-    pub pieces: Arc<Vec<Piece>>,
+    /// Compact in memory and on the wire (about 44 bytes per new chunk, 60 in base64): see
+    /// `pieces_codec`. Shares the list's full 64 KiB blocks with the builder (a 100M-cell build
+    /// lists ~18,000 chunks, 12 blocks), so handing out a checkpoint copies at most one block.
+    pub pieces: Pieces,
     pub stats: BuildStats,
 }
 
-/// A finished build.
+/// A finished build. It holds the manifest as stored (compressed, about 43 bytes a chunk), not
+/// its chunk list, so a large build ends without the list in memory; [`manifest`] decodes it.
+///
+/// [`manifest`]: Self::manifest
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildResult {
-    pub manifest: Manifest,
     pub manifest_key: String,
+    /// The manifest object written at `manifest_key`.
+    pub manifest_blob: Bytes,
     pub manifest_bytes: u64,
+    /// Rows the snapshot covers.
+    pub rows: u32,
+    pub cells: u64,
+    /// Chunks the manifest lists, and the sum of their stored sizes.
+    pub chunks: u64,
+    pub stored_bytes: u64,
     pub stats: BuildStats,
+}
+
+impl BuildResult {
+    /// The manifest written, decoded.
+    pub fn manifest(&self) -> Result<Manifest, SnapshotError> {
+        Manifest::from_bytes(&self.manifest_key, &self.manifest_blob)
+    }
 }
 
 #[derive(Debug)]
@@ -361,8 +364,8 @@ impl<'a> SnapshotBuilder<'a> {
         }
         let base_chunks = b.base.as_ref().map_or(0, |m| m.chunks.len());
         for p in checkpoint.pieces.iter() {
-            if let Piece::Reused { from, to } = p
-                && (from >= to || *to > base_chunks)
+            if let Piece::Reused { from, to } = p.map_err(|_| mismatch("chunk list"))?
+                && (from >= to || to > base_chunks)
             {
                 return Err(mismatch("reused chunk range"));
             }
@@ -493,15 +496,24 @@ impl<'a> SnapshotBuilder<'a> {
 
     async fn finish(&mut self) -> Result<BuildResult, SnapshotError> {
         self.out.finish(self.store).await?;
-        // The pieces are not needed after this: move them, so a large build's chunk list is not
-        // held twice at its peak.
-        let pieces = Arc::unwrap_or_clone(std::mem::take(&mut self.out.pieces));
-        let mut chunks = Vec::with_capacity(pieces.len());
-        for p in pieces {
-            match p {
-                Piece::New(c) => chunks.push(c),
+        // The chunk list is streamed from the compact pieces into the compressed manifest, and
+        // the pieces dropped before it is stored: a large build never holds the list decoded.
+        let pieces = std::mem::take(&mut self.out.pieces);
+        let mut w = ManifestWriter::new(
+            FORMAT_VERSION,
+            self.log_id,
+            self.out_seq,
+            self.out.target,
+            pieces.chunks(),
+        )?;
+        let base = self.base.as_ref();
+        let log_id = self.log_id;
+        pieces.drain(
+            |e| SnapshotError::Internal(format!("chunk list: {e}")),
+            |p| match p {
+                Piece::New(c) => w.push(&c),
                 Piece::Reused { from, to } => {
-                    let base = self.base.as_ref().ok_or_else(|| {
+                    let base = base.ok_or_else(|| {
                         SnapshotError::Internal("reused chunks without a base".into())
                     })?;
                     let reused = base.chunks.get(from..to).ok_or_else(|| {
@@ -509,33 +521,30 @@ impl<'a> SnapshotBuilder<'a> {
                     })?;
                     // A base of another log (a fork's first snapshot): its chunks stay where
                     // they are, and the manifest says so.
-                    let owner = (base.log_id != self.log_id).then_some(base.log_id);
-                    chunks.extend(reused.iter().map(|c| ChunkRef {
-                        log: c.log.or(owner),
-                        ..c.clone()
-                    }));
+                    let owner = (base.log_id != log_id).then_some(base.log_id);
+                    for c in reused {
+                        w.push(&ChunkRef {
+                            log: c.log.or(owner),
+                            ..c.clone()
+                        })?;
+                    }
+                    Ok(())
                 }
-            }
-        }
-        let rows: u64 = chunks.iter().map(|c| u64::from(c.rows)).sum();
-        let manifest = Manifest {
-            format: FORMAT_VERSION,
-            log_id: self.log_id,
-            seq: self.out_seq,
-            chunk_target: self.out.target,
-            rows: u32::try_from(rows)
-                .map_err(|_| SnapshotError::Internal("row overflow".into()))?,
-            cells: chunks.iter().map(|c| c.cells).sum(),
-            chunks,
-        };
+            },
+        )?;
+        let (blob, totals) = w.finish()?;
+        let blob = Bytes::from(blob);
         let key = manifest_key(self.log_id, self.out_seq);
-        let bytes = manifest.to_blob()?;
-        let manifest_bytes = bytes.len() as u64;
-        self.store.put(&key, Bytes::from(bytes)).await?;
+        self.store.put(&key, blob.clone()).await?;
         Ok(BuildResult {
-            manifest,
             manifest_key: key,
-            manifest_bytes,
+            manifest_bytes: blob.len() as u64,
+            manifest_blob: blob,
+            rows: u32::try_from(totals.rows)
+                .map_err(|_| SnapshotError::Internal("row overflow".into()))?,
+            cells: totals.cells,
+            chunks: totals.chunks,
+            stored_bytes: totals.stored_bytes,
             stats: self.out.stats,
         })
     }
@@ -581,7 +590,7 @@ impl<'a> SnapshotBuilder<'a> {
                     continue;
                 }
                 if *rebuild_all || !self.pipeline.span_is_clean(&span) {
-                    *open = Some(load_chunk(self.store, base.log_id, c, *start).await?);
+                    *open = Some(load_chunk(self.store, base, c, *start).await?);
                     self.out.stats.chunks_opened += 1;
                     continue;
                 }
@@ -675,14 +684,14 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
     Ok((stages, import))
 }
 
-/// Loads and verifies one chunk of a snapshot, ready to stream its rows.
+/// Loads and verifies one chunk of snapshot `manifest`, ready to stream its rows.
 pub async fn load_chunk(
     store: &dyn BlobStore,
-    log_id: Uuid,
+    manifest: &Manifest,
     chunk: &ChunkRef,
     start: u32,
 ) -> Result<ChunkRows, SnapshotError> {
-    let key = chunk.key(log_id);
+    let key = chunk.key(manifest.log_id, manifest.format);
     let blob = store
         .get(&key)
         .await?
@@ -708,7 +717,7 @@ struct Output {
     enc: ChunkEncoder,
     /// First row of the next chunk (just past the last cut).
     next_start: u32,
-    pieces: Arc<Vec<Piece>>,
+    pieces: Pieces,
     /// The base's last chunk, held back: it ended at the end of the old sheet rather than at a
     /// cut, so it can be reused only if nothing follows it.
     pending_last: Option<Span>,
@@ -731,7 +740,7 @@ impl Output {
             acc: None,
             enc: ChunkEncoder::new()?,
             next_start: 0,
-            pieces: Arc::default(),
+            pieces: Pieces::default(),
             pending_last: None,
             base_last,
             stats: BuildStats::default(),
@@ -774,14 +783,7 @@ impl Output {
     }
 
     fn reuse(&mut self, s: Span) {
-        let pieces = Arc::make_mut(&mut self.pieces);
-        match pieces.last_mut() {
-            Some(Piece::Reused { to, .. }) if *to == s.chunk => *to += 1,
-            _ => pieces.push(Piece::Reused {
-                from: s.chunk,
-                to: s.chunk + 1,
-            }),
-        }
+        self.pieces.push_reused(s.chunk);
         self.next_start = s.start + s.rows;
         self.stats.chunks_reused += 1;
     }
@@ -792,14 +794,13 @@ impl Output {
         store: &dyn BlobStore,
         base: Option<&Manifest>,
     ) -> Result<(), SnapshotError> {
-        let chunk = base
-            .and_then(|b| b.chunks.get(s.chunk))
+        let (base, chunk) = base
+            .and_then(|b| Some((b, b.chunks.get(s.chunk)?)))
             .ok_or_else(|| SnapshotError::Internal(format!("span of unknown chunk {}", s.chunk)))?;
-        let base_log = base.map_or(self.log_id, |b| b.log_id);
-        let mut rows = load_chunk(store, base_log, chunk, s.start).await?;
+        let mut rows = load_chunk(store, base, chunk, s.start).await?;
         self.stats.chunks_opened += 1;
         while let Some(r) = rows.next_row().map_err(|e| SnapshotError::Corrupt {
-            key: chunk.key(base_log),
+            key: chunk.key(base.log_id, base.format),
             reason: e.to_string(),
         })? {
             self.row(r, store).await?;
@@ -872,7 +873,7 @@ impl Output {
         };
         let start = acc.start;
         let sealed = acc.finish(&mut self.enc)?;
-        let key = chunk_key(self.log_id, &sealed.chunk.hash);
+        let key = chunk_key(self.log_id, &sealed.chunk.hash, FORMAT_VERSION);
         // Content-addressed: a chunk already stored (an unchanged chunk that had to be reread, or
         // a rerun after a crash) is not written again.
         if !store.exists(&key).await? {
@@ -881,7 +882,7 @@ impl Output {
             store.put(&key, Bytes::from(sealed.blob)).await?;
         }
         self.next_start = start + sealed.chunk.rows;
-        Arc::make_mut(&mut self.pieces).push(Piece::New(sealed.chunk));
+        self.pieces.push(Piece::New(sealed.chunk));
         self.cuts_since_checkpoint += 1;
         Ok(())
     }

@@ -8,9 +8,10 @@
 //! Nothing in a chunk is absolute, so rows inserted or deleted above a chunk leave its bytes alone.
 //!
 //! The blob stored for a chunk is `b"SLC1"` followed by one zstd frame of the raw bytes; its key is
-//! `snapshots/<log>/chunks/<sha256 of the raw bytes, hex>`. The manifest is JSON at
+//! `snapshots/<log>/chunks/v3/<sha256 of the raw bytes, hex>` from format 3 on
+//! (`snapshots/<log>/chunks/<hash>` before). The manifest is JSON at
 //! `snapshots/<log>/manifests/<seq, 20 digits>.json`, stored as one zstd frame of that JSON from
-//! format 2 on (format 1 stored the JSON itself; [`Manifest::from_bytes`] reads both).
+//! format 2 on (format 1 stored the JSON itself; [`Manifest::from_bytes`] reads every format).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,15 +31,46 @@ use crate::{Cell, Row};
 ///   incremental snapshot writes it whole, so its size counts against every small edit); the
 ///   default chunk target is 64 KiB. Chunk bytes and blobs are unchanged, so a format-1 snapshot
 ///   still reads.
-pub const FORMAT_VERSION: u32 = 2;
+/// - 3: chunk blobs are compressed at zstd level 1, not 3 (compression was the largest cost of a
+///   build). Chunks are named by their raw bytes, so a format-2 blob of the same chunk would have
+///   the same hash: format-3 chunks live under `chunks/v3/`, so a builder that finds a chunk's
+///   key already stored (and skips writing it) never finds a blob of another format there, and
+///   every snapshot stays byte-identical to a from-scratch build. The manifest lists its chunks
+///   before its totals (`rows`, `cells`), so a builder streams it into the compressor instead of
+///   holding the list decoded ([`ManifestWriter`]), at level 1 with a 128 KiB window (format 2:
+///   level 3 and its 2 MiB window), so writing a manifest needs that window and the compressed
+///   output, and a reader refuses a frame that asks for more than format 2's window.
+pub const FORMAT_VERSION: u32 = 3;
 /// The first bytes of a zstd frame (RFC 8878), which no JSON text starts with.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// Refuse to inflate a manifest past this: a sheet of 1,048,576 one-row chunks lists ~160 MB.
 const MAX_RAW_MANIFEST: usize = 256 << 20;
+/// The largest zstd window a manifest may need to be read: format 2's (level 3 streaming, 2 MiB).
+/// A frame that declares more is refused before anything is allocated for it.
+const MAX_MANIFEST_WINDOW_LOG: u32 = 21;
+/// The window a format-3 manifest is compressed with: 128 KiB. What repeats in a manifest (field
+/// names, small numbers) repeats within a chunk entry or two, so a larger window buys nothing
+/// measurable (a 10M-cell manifest at level 3: 80,755 bytes with this window, 81,288 as format 2
+/// stored it).
+const MANIFEST_WINDOW_LOG: u32 = 17;
+/// Room reserved per chunk for a format-3 manifest's compressed output: measured at about 43
+/// bytes a chunk (more only if the output outgrows it, when the buffer grows as usual).
+const MANIFEST_BYTES_PER_CHUNK: usize = 64;
+/// The level format-3 manifests are compressed at. A manifest is mostly hex hashes, which no
+/// level compresses much past their entropy: with the 128 KiB window, a 10M-cell manifest (1,766
+/// chunks) is 77,322 bytes at level 1 and 80,755 at level 3 (81,288 in format 2), and level 1's
+/// tables are a few KB where level 3's are about 1 MB.
+const MANIFEST_ZSTD_LEVEL: i32 = 1;
+/// Format 2's level for chunks and manifests (and format 1's for chunks), kept to write old
+/// formats in tests.
+const LEGACY_ZSTD_LEVEL: i32 = 3;
 const BLOB_MAGIC: &[u8; 4] = b"SLC1";
 /// Room kept at the front of a chunk's body for its row count (a varint of at most 10 bytes).
 const ROW_COUNT_ROOM: usize = 10;
-const ZSTD_LEVEL: i32 = 3;
+/// Level 1 (zstd's `fast` strategy) against format 2's level 3, measured on a 10M-cell build on
+/// one core: 0.88-0.92 against 0.95-1.06 CPU-seconds, 15.5% more stored bytes, range reads
+/// unchanged (`docs/sheet-model.md`, "Measured").
+const ZSTD_LEVEL: i32 = 1;
 /// Refuse to inflate a chunk past this: a chunk is a few MB unless a single row is enormous, and
 /// the largest legal row (16,384 cells of 32,767 chars) is under 2 GiB only barely; 1 GiB keeps a
 /// corrupt blob from exhausting memory while admitting every realistic row.
@@ -54,10 +86,12 @@ pub struct Manifest {
     pub seq: u64,
     /// The chunk target size (raw bytes) the chunk boundaries were chosen for.
     pub chunk_target: u32,
+    /// Listed before the totals, so a builder can write the JSON as it produces chunks
+    /// ([`ManifestWriter`]); readers of every format take the fields in any order.
+    pub chunks: Vec<ChunkRef>,
     /// Rows covered: the last non-empty row's index plus one.
     pub rows: u32,
     pub cells: u64,
-    pub chunks: Vec<ChunkRef>,
 }
 
 /// A chunk's name: the SHA-256 of its raw bytes. Held as the 32 bytes (a large manifest lists
@@ -133,8 +167,9 @@ pub struct ChunkRef {
 
 impl ChunkRef {
     /// Where the blob is stored, for a chunk of a manifest of `log_id`.
-    pub fn key(&self, log_id: Uuid) -> String {
-        chunk_key(self.log.unwrap_or(log_id), &self.hash)
+    /// `format` is the manifest's: chunk keys moved in format 3.
+    pub fn key(&self, log_id: Uuid, format: u32) -> String {
+        chunk_key(self.log.unwrap_or(log_id), &self.hash, format)
     }
 }
 
@@ -142,8 +177,13 @@ pub fn manifest_key(log_id: Uuid, seq: u64) -> String {
     format!("snapshots/{log_id}/manifests/{seq:020}.json")
 }
 
-pub fn chunk_key(log_id: Uuid, hash: &ChunkHash) -> String {
-    format!("snapshots/{log_id}/chunks/{hash}")
+/// The key of a chunk of a snapshot of `format`.
+pub fn chunk_key(log_id: Uuid, hash: &ChunkHash, format: u32) -> String {
+    if format < 3 {
+        format!("snapshots/{log_id}/chunks/{hash}")
+    } else {
+        format!("snapshots/{log_id}/chunks/v3/{hash}")
+    }
 }
 
 impl Manifest {
@@ -168,15 +208,35 @@ impl Manifest {
     }
 
     /// The stored object: the canonical JSON, compressed for format 2 and later. Same manifest,
-    /// same bytes.
+    /// same bytes: for format 3, what [`ManifestWriter`] writes as a builder lists the chunks.
     pub fn to_blob(&self) -> Result<Vec<u8>, SnapshotError> {
         if self.format < 2 {
             return Ok(self.to_bytes());
         }
-        // Streamed into the compressor, so a large manifest's JSON is never held whole.
+        if self.format >= 3 {
+            let mut w = ManifestWriter::new(
+                self.format,
+                self.log_id,
+                self.seq,
+                self.chunk_target,
+                self.chunks.len(),
+            )?;
+            for c in &self.chunks {
+                w.push(c)?;
+            }
+            let (blob, totals) = w.finish()?;
+            if totals.rows != u64::from(self.rows) || totals.cells != self.cells {
+                return Err(SnapshotError::Internal(
+                    "manifest totals differ from its chunks".into(),
+                ));
+            }
+            return Ok(blob);
+        }
+        // Format 2: streamed into the compressor at the level's own window.
         use std::io::Write;
         let internal = |e: std::io::Error| SnapshotError::Internal(format!("zstd: {e}"));
-        let mut z = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL).map_err(internal)?;
+        let mut z =
+            zstd::stream::write::Encoder::new(Vec::new(), LEGACY_ZSTD_LEVEL).map_err(internal)?;
         serde_json::to_writer(&mut z, self)
             .map_err(|e| SnapshotError::Internal(format!("manifest: {e}")))?;
         z.write_all(b"\n").map_err(internal)?;
@@ -185,6 +245,16 @@ impl Manifest {
 
     /// Reads a stored manifest of any format: JSON, or a zstd frame of JSON.
     pub fn from_bytes(key: &str, b: &[u8]) -> Result<Self, SnapshotError> {
+        Self::from_bytes_within(key, b, MAX_RAW_MANIFEST)
+    }
+
+    /// [`from_bytes`](Self::from_bytes) with the limit on the inflated JSON as a parameter, so
+    /// tests can pass a limit without inflating hundreds of MB.
+    pub(crate) fn from_bytes_within(
+        key: &str,
+        b: &[u8],
+        max_raw: usize,
+    ) -> Result<Self, SnapshotError> {
         let bad = |reason: String| SnapshotError::BadManifest {
             key: key.to_owned(),
             reason,
@@ -193,12 +263,16 @@ impl Manifest {
         let json = if b.starts_with(&ZSTD_MAGIC) {
             use std::io::Read;
             let mut raw = Vec::new();
-            zstd::stream::read::Decoder::new(b)
-                .map_err(|e| bad(e.to_string()))?
-                .take(MAX_RAW_MANIFEST as u64 + 1)
+            let mut decoder =
+                zstd::stream::read::Decoder::new(b).map_err(|e| bad(e.to_string()))?;
+            decoder
+                .window_log_max(MAX_MANIFEST_WINDOW_LOG)
+                .map_err(|e| bad(e.to_string()))?;
+            decoder
+                .take(max_raw as u64 + 1)
                 .read_to_end(&mut raw)
                 .map_err(|e| bad(e.to_string()))?;
-            if raw.len() > MAX_RAW_MANIFEST {
+            if raw.len() > max_raw {
                 return Err(bad("inflates past the manifest size limit".into()));
             }
             inflated = raw;
@@ -243,6 +317,97 @@ impl Manifest {
             .filter(|l| *l != self.log_id)
             .collect()
     }
+}
+
+/// Totals of a manifest [`ManifestWriter`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ManifestTotals {
+    pub chunks: u64,
+    pub rows: u64,
+    pub cells: u64,
+    /// Sum of the chunks' stored sizes.
+    pub stored_bytes: u64,
+}
+
+/// Writes a format-3 manifest's stored form a chunk at a time: the canonical JSON of
+/// [`Manifest`] (fields in struct order, chunks before the totals) streamed through a zstd
+/// encoder with a 128 KiB window, so a builder holds neither the chunk list nor its JSON, only
+/// the compressed output (about 43 bytes per chunk).
+pub struct ManifestWriter {
+    z: zstd::stream::write::Encoder<'static, Vec<u8>>,
+    totals: ManifestTotals,
+}
+
+impl std::fmt::Debug for ManifestWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManifestWriter")
+            .field("totals", &self.totals)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManifestWriter {
+    /// `chunks` is how many chunks the manifest will list: the output is sized for them once
+    /// (a buffer that doubled as it filled would leave its earlier copies in the allocator).
+    pub fn new(
+        format: u32,
+        log_id: Uuid,
+        seq: u64,
+        chunk_target: u32,
+        chunks: usize,
+    ) -> Result<Self, SnapshotError> {
+        use std::io::Write;
+        let capacity = chunks
+            .saturating_mul(MANIFEST_BYTES_PER_CHUNK)
+            .saturating_add(256);
+        let mut z =
+            zstd::stream::write::Encoder::new(Vec::with_capacity(capacity), MANIFEST_ZSTD_LEVEL)
+                .map_err(zstd_error)?;
+        z.window_log(MANIFEST_WINDOW_LOG).map_err(zstd_error)?;
+        // serde_json writes a `Uuid` as a quoted string, as `Manifest` serialises it.
+        write!(
+            z,
+            "{{\"format\":{format},\"logId\":\"{log_id}\",\"seq\":{seq},\"chunkTarget\":{chunk_target},\"chunks\":["
+        )
+        .map_err(zstd_error)?;
+        Ok(ManifestWriter {
+            z,
+            totals: ManifestTotals::default(),
+        })
+    }
+
+    /// Lists the next chunk.
+    pub fn push(&mut self, c: &ChunkRef) -> Result<(), SnapshotError> {
+        use std::io::Write;
+        if self.totals.chunks > 0 {
+            self.z.write_all(b",").map_err(zstd_error)?;
+        }
+        serde_json::to_writer(&mut self.z, c)
+            .map_err(|e| SnapshotError::Internal(format!("manifest: {e}")))?;
+        self.totals.chunks += 1;
+        self.totals.rows += u64::from(c.rows);
+        self.totals.cells += c.cells;
+        self.totals.stored_bytes += c.bytes;
+        Ok(())
+    }
+
+    /// Writes the totals and ends the frame: the stored manifest, and what it lists.
+    pub fn finish(mut self) -> Result<(Vec<u8>, ManifestTotals), SnapshotError> {
+        use std::io::Write;
+        let t = self.totals;
+        if t.rows > u64::from(MAX_ROWS) {
+            return Err(SnapshotError::Internal(format!(
+                "chunks cover {} rows, more than a sheet has",
+                t.rows
+            )));
+        }
+        writeln!(self.z, "],\"rows\":{},\"cells\":{}}}", t.rows, t.cells).map_err(zstd_error)?;
+        Ok((self.z.finish().map_err(zstd_error)?, t))
+    }
+}
+
+fn zstd_error(e: std::io::Error) -> SnapshotError {
+    SnapshotError::Internal(format!("zstd: {e}"))
 }
 
 /// A chunk being assembled: rows are encoded as they arrive, so memory is the raw size.

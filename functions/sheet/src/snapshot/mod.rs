@@ -25,9 +25,12 @@ pub mod stream;
 
 pub use builder::{
     BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
-    Progress, SnapshotBuilder,
+    Pieces, Progress, SnapshotBuilder,
 };
-pub use format::{ChunkHash, ChunkRef, Manifest, chunk_key, manifest_key};
+pub use format::{
+    ChunkHash, ChunkRef, FORMAT_VERSION, Manifest, ManifestTotals, ManifestWriter, chunk_key,
+    manifest_key,
+};
 pub use read::{
     Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
 };
@@ -74,5 +77,7 @@ pub async fn build_snapshot(
         .await
 }
 
+#[cfg(test)]
+mod format_tests;
 #[cfg(test)]
 mod tests;

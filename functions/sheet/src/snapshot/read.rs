@@ -156,7 +156,7 @@ pub async fn read_rows(
                 continue;
             }
             stats.chunks_loaded += 1;
-            let mut rows = load_chunk(store, log_id, chunk, start).await?;
+            let mut rows = load_chunk(store, base, chunk, start).await?;
             while let Some(r) = rows.next_row().map_err(|e| SnapshotError::Corrupt {
                 key: chunk.hash.to_string(),
                 reason: e.to_string(),
@@ -181,7 +181,7 @@ pub async fn materialize(
 ) -> Result<Sheet, SnapshotError> {
     let mut rows: Vec<Row> = Vec::new();
     for (chunk, start) in manifest.chunks.iter().zip(manifest.chunk_starts()) {
-        let mut it = load_chunk(store, manifest.log_id, chunk, start).await?;
+        let mut it = load_chunk(store, manifest, chunk, start).await?;
         while let Some(r) = it.next_row().map_err(|e| SnapshotError::Corrupt {
             key: chunk.hash.to_string(),
             reason: e.to_string(),

@@ -16,11 +16,11 @@ use crate::mutations::{Mutation, Mutations};
 use crate::sample::{SAMPLE_COLS, write_sample_csv};
 use crate::{Cell, CellRef, Range, Sheet, Value};
 
-const LOG: Uuid = Uuid::from_u128(0x5eed_0000_0000_4000_8000_0000_0000_0001);
+pub(super) const LOG: Uuid = Uuid::from_u128(0x5eed_0000_0000_4000_8000_0000_0000_0001);
 /// A tiny target so the small sheets of the property tests still span many chunks.
-const SMALL: BuildConfig = BuildConfig { chunk_target: 160 };
+pub(super) const SMALL: BuildConfig = BuildConfig { chunk_target: 160 };
 
-fn rt() -> tokio::runtime::Runtime {
+pub(super) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -28,7 +28,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 /// The oracle: replay entries `[0, seq)` on the in-memory sheet.
-fn replay(entries: &[LogEntry], seq: u64, payloads: &MemImports) -> Sheet {
+pub(super) fn replay(entries: &[LogEntry], seq: u64, payloads: &MemImports) -> Sheet {
     let mut sheet = Sheet::new();
     for e in entries.iter().take(seq as usize) {
         for ev in e.entry.events() {
@@ -42,7 +42,7 @@ fn replay(entries: &[LogEntry], seq: u64, payloads: &MemImports) -> Sheet {
     sheet
 }
 
-async fn build(
+pub(super) async fn build(
     store: &MemBlobs,
     payloads: &MemImports,
     config: BuildConfig,
@@ -65,7 +65,7 @@ async fn build(
 }
 
 /// The blobs a manifest references plus the manifest itself, by key.
-fn snapshot_blobs(store: &MemBlobs, m: &Manifest) -> BTreeMap<String, Bytes> {
+pub(super) fn snapshot_blobs(store: &MemBlobs, m: &Manifest) -> BTreeMap<String, Bytes> {
     let all = store.snapshot();
     let mut out = BTreeMap::new();
     let mkey = manifest_key(m.log_id, m.seq);
@@ -74,7 +74,7 @@ fn snapshot_blobs(store: &MemBlobs, m: &Manifest) -> BTreeMap<String, Bytes> {
         all.get(&mkey).cloned().expect("manifest stored"),
     );
     for c in &m.chunks {
-        let k = c.key(m.log_id);
+        let k = c.key(m.log_id, m.format);
         out.insert(k.clone(), all.get(&k).cloned().expect("chunk stored"));
     }
     out
@@ -98,7 +98,7 @@ fn small_value() -> impl Strategy<Value = Value> {
 
 /// An entry spec: an event, a log marker, or a CSV import with its file.
 #[derive(Debug, Clone)]
-enum Spec {
+pub(super) enum Spec {
     Event(Event),
     /// A `mutations` entry: events, each followed by whether a rejected id comes after it.
     Mutations(Vec<(Event, bool)>),
@@ -145,7 +145,7 @@ fn spec() -> impl Strategy<Value = Spec> {
     ]
 }
 
-fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry> {
+pub(super) fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry> {
     specs
         .iter()
         .enumerate()
@@ -227,15 +227,15 @@ proptest! {
         rt().block_on(async {
             let store = MemBlobs::new();
             let snap = build(&store, &payloads, SMALL, k as u64, None, &entries).await;
-            let got = materialize(&store, &snap.manifest).await.unwrap();
+            let got = materialize(&store, &snap.manifest().unwrap()).await.unwrap();
             prop_assert_eq!(&got, &want_k, "snapshot at {} differs from replay", k);
-            let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest), &entries[k..], full_range())
+            let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest().unwrap()), &entries[k..], full_range())
                 .await
                 .unwrap();
             prop_assert_eq!(values, want_n.read_range(full_range()));
             // Also a small range somewhere in the middle.
             let r: Range = "C7:E12".parse().unwrap();
-            let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest), &entries[k..], r).await.unwrap();
+            let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest().unwrap()), &entries[k..], r).await.unwrap();
             prop_assert_eq!(values, want_n.read_range(r));
             Ok(())
         })?;
@@ -251,15 +251,15 @@ proptest! {
         rt().block_on(async {
             let inc = MemBlobs::new();
             let s1 = build(&inc, &payloads, SMALL, a as u64, None, &entries).await;
-            let s2 = build(&inc, &payloads, SMALL, b as u64, Some(s1.manifest), &entries).await;
-            let s3 = build(&inc, &payloads, SMALL, n, Some(s2.manifest.clone()), &entries).await;
+            let s2 = build(&inc, &payloads, SMALL, b as u64, Some(s1.manifest().unwrap()), &entries).await;
+            let s3 = build(&inc, &payloads, SMALL, n, Some(s2.manifest().unwrap().clone()), &entries).await;
             for (seq, got) in [(b as u64, &s2), (n, &s3)] {
                 let scratch = MemBlobs::new();
                 let full = build(&scratch, &payloads, SMALL, seq, None, &entries).await;
-                prop_assert_eq!(&got.manifest, &full.manifest);
-                prop_assert_eq!(snapshot_blobs(&inc, &got.manifest), snapshot_blobs(&scratch, &full.manifest));
+                prop_assert_eq!(&got.manifest().unwrap(), &full.manifest().unwrap());
+                prop_assert_eq!(snapshot_blobs(&inc, &got.manifest().unwrap()), snapshot_blobs(&scratch, &full.manifest().unwrap()));
             }
-            prop_assert_eq!(&materialize(&inc, &s3.manifest).await.unwrap(), &replay(&entries, n, &payloads));
+            prop_assert_eq!(&materialize(&inc, &s3.manifest().unwrap()).await.unwrap(), &replay(&entries, n, &payloads));
             Ok(())
         })?;
     }
@@ -277,35 +277,35 @@ proptest! {
             let store = MemBlobs::new();
             let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await;
             let before = store.snapshot().len();
-            let fork = SnapshotBuilder::fork(&store, &payloads, SMALL, FORK, b as u64, Some(base.manifest.clone()), entries[a..b].to_vec())
+            let fork = SnapshotBuilder::fork(&store, &payloads, SMALL, FORK, b as u64, Some(base.manifest().unwrap().clone()), entries[a..b].to_vec())
                 .unwrap()
                 .run(|_| {})
                 .await
                 .unwrap();
-            prop_assert_eq!((fork.manifest.log_id, fork.manifest.seq), (FORK, 0));
+            prop_assert_eq!((fork.manifest().unwrap().log_id, fork.manifest().unwrap().seq), (FORK, 0));
             prop_assert_eq!(&fork.manifest_key, &manifest_key(FORK, 0));
-            prop_assert_eq!(&materialize(&store, &fork.manifest).await.unwrap(), &replay(&entries, b as u64, &payloads));
+            prop_assert_eq!(&materialize(&store, &fork.manifest().unwrap()).await.unwrap(), &replay(&entries, b as u64, &payloads));
             // Shared chunks are the source's own blobs; only rewritten ones (and the manifest) are new.
-            let shared = fork.manifest.chunks.iter().filter(|c| c.log == Some(LOG)).count() as u64;
+            let shared = fork.manifest().unwrap().chunks.iter().filter(|c| c.log == Some(LOG)).count() as u64;
             prop_assert_eq!(store.snapshot().len() - before, fork.stats.chunks_written as usize + 1);
             if a == b {
                 // A fork right at a snapshot copies nothing at all.
-                prop_assert_eq!(shared, fork.manifest.chunks.len() as u64);
+                prop_assert_eq!(shared, fork.manifest().unwrap().chunks.len() as u64);
                 prop_assert_eq!(fork.stats.chunks_written, 0);
             }
-            for c in &fork.manifest.chunks {
+            for c in &fork.manifest().unwrap().chunks {
                 let owner = c.log.unwrap_or(FORK);
-                prop_assert!(store.snapshot().contains_key(&chunk_key(owner, &c.hash)));
+                prop_assert!(store.snapshot().contains_key(&chunk_key(owner, &c.hash, FORMAT_VERSION)));
             }
             // The fork goes on: its entry 0 is the snapshot, then the source's entries after `b`.
             let mut later = vec![LogEntry { seq: 0, entry: EntryBody::Snapshot, payload: None }];
             later.extend(entries[b..].iter().enumerate().map(|(i, e)| LogEntry { seq: i as u64 + 1, ..e.clone() }));
             let m = later.len() as u64;
-            let next = build_snapshot(&store, &payloads, SMALL, FORK, m, Some(fork.manifest.clone()), later.clone())
+            let next = build_snapshot(&store, &payloads, SMALL, FORK, m, Some(fork.manifest().unwrap().clone()), later.clone())
                 .await
                 .unwrap();
-            prop_assert_eq!(&materialize(&store, &next.manifest).await.unwrap(), &replay(&entries, n, &payloads));
-            for c in next.manifest.chunks.iter().filter(|c| c.log.is_some()) {
+            prop_assert_eq!(&materialize(&store, &next.manifest().unwrap()).await.unwrap(), &replay(&entries, n, &payloads));
+            for c in next.manifest().unwrap().chunks.iter().filter(|c| c.log.is_some()) {
                 prop_assert_eq!(c.log, Some(LOG), "a reused chunk still names its owner");
             }
             Ok(())
@@ -320,14 +320,14 @@ proptest! {
         let n = entries.len() as u64;
         rt().block_on(async {
             let store = MemBlobs::new();
-            let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await.manifest;
+            let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await.manifest().unwrap();
             let mut checkpoints = Vec::new();
             let first = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, n, Some(base.clone()), entries[a..].to_vec())
                 .unwrap()
                 .run(|c| checkpoints.push(serde_json::to_string(&c).unwrap()))
                 .await
                 .unwrap();
-            let want = snapshot_blobs(&store, &first.manifest);
+            let want = snapshot_blobs(&store, &first.manifest().unwrap());
             for json in &checkpoints {
                 let cp: Checkpoint = serde_json::from_str(json).unwrap();
                 // A fresh store holding only the base snapshot and the chunks the checkpoint
@@ -337,11 +337,11 @@ proptest! {
                     .chunks
                     .iter()
                     .map(|c| c.hash)
-                    .chain(cp.pieces.iter().filter_map(|p| match p {
+                    .chain(cp.pieces.iter().filter_map(|p| match p.unwrap() {
                         Piece::New(c) => Some(c.hash),
                         Piece::Reused { .. } => None,
                     }))
-                    .map(|h| chunk_key(LOG, &h))
+                    .map(|h| chunk_key(LOG, &h, FORMAT_VERSION))
                     .chain([manifest_key(LOG, base.seq)])
                     .collect();
                 for (k, v) in store.snapshot() {
@@ -354,8 +354,8 @@ proptest! {
                     .run(|_| {})
                     .await
                     .unwrap();
-                prop_assert_eq!(&resumed.manifest, &first.manifest);
-                prop_assert_eq!(snapshot_blobs(&fresh, &resumed.manifest), want.clone());
+                prop_assert_eq!(&resumed.manifest().unwrap(), &first.manifest().unwrap());
+                prop_assert_eq!(snapshot_blobs(&fresh, &resumed.manifest().unwrap()), want.clone());
             }
             Ok(())
         })?;
@@ -365,7 +365,7 @@ proptest! {
 // ---- write amplification on a large sheet ----
 
 /// A 1,000,000-cell sheet (100,000 sample rows × 10 columns) imported from CSV.
-async fn million_cell_sheet(
+pub(super) async fn million_cell_sheet(
     store: &MemBlobs,
     payloads: &MemImports,
 ) -> (Vec<LogEntry>, BuildResult) {
@@ -387,7 +387,10 @@ async fn million_cell_sheet(
         },
     ];
     let full = build(store, payloads, BuildConfig::default(), 2, None, &entries).await;
-    assert_eq!(full.manifest.cells, 100_000 * u64::from(SAMPLE_COLS));
+    assert_eq!(
+        full.manifest().unwrap().cells,
+        100_000 * u64::from(SAMPLE_COLS)
+    );
     (entries, full)
 }
 
@@ -397,8 +400,8 @@ fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapsho
         let store = MemBlobs::new();
         let payloads = MemImports::new();
         let (mut entries, full) = million_cell_sheet(&store, &payloads).await;
-        let full_bytes = full.manifest.stored_bytes() + full.manifest_bytes;
-        let chunks = full.manifest.chunks.len();
+        let full_bytes = full.manifest().unwrap().stored_bytes() + full.manifest_bytes;
+        let chunks = full.manifest().unwrap().chunks.len();
         assert!(chunks >= 30, "a 1M-cell sheet spans many chunks, got {chunks}");
 
         // 100 edits confined to C40001:L40010, each its own entry, as a user typing would make.
@@ -410,7 +413,7 @@ fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapsho
             ));
         }
         store.reset_stats();
-        let inc = build(&store, &payloads, BuildConfig::default(), 102, Some(full.manifest.clone()), &entries).await;
+        let inc = build(&store, &payloads, BuildConfig::default(), 102, Some(full.manifest().unwrap().clone()), &entries).await;
         let written = store.stats();
         let ratio = written.bytes as f64 / full_bytes as f64;
         println!(
@@ -423,10 +426,10 @@ fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapsho
 
         // The edits are there, and the rest is untouched.
         let r: Range = "C40001:L40010".parse().unwrap();
-        let (values, read) = read_range(&store, &payloads, LOG, Some(&inc.manifest), &[], r).await.unwrap();
+        let (values, read) = read_range(&store, &payloads, LOG, Some(&inc.manifest().unwrap()), &[], r).await.unwrap();
         assert_eq!(values[9][9], Value::Text("edited 99".into()));
         assert!(read.chunks_loaded <= 2, "a 10x10 read loads the chunk(s) holding it, got {}", read.chunks_loaded);
-        let full_sheet = materialize(&store, &inc.manifest).await.unwrap();
+        let full_sheet = materialize(&store, &inc.manifest().unwrap()).await.unwrap();
         assert_eq!(full_sheet.cell_count(), 1_000_020, "K and L are new columns: 20 new cells");
         assert_eq!(
             full_sheet.get(CellRef { row: 39_999, col: 2 }).map(|c| &c.value),
@@ -459,7 +462,7 @@ fn inserting_one_row_near_the_top_rewrites_one_chunk() {
             &payloads,
             BuildConfig::default(),
             3,
-            Some(full.manifest.clone()),
+            Some(full.manifest().unwrap().clone()),
             &entries,
         )
         .await;
@@ -467,14 +470,20 @@ fn inserting_one_row_near_the_top_rewrites_one_chunk() {
         println!("insert near the top: {written:?}, {:?}", inc.stats);
         assert_eq!(written.puts, 2, "one chunk and the manifest");
         assert_eq!(inc.stats.chunks_written, 1);
-        assert_eq!(inc.manifest.chunks.len(), full.manifest.chunks.len());
+        assert_eq!(
+            inc.manifest().unwrap().chunks.len(),
+            full.manifest().unwrap().chunks.len()
+        );
         // Every chunk after the first is the same object as before, though every row moved down.
-        assert_eq!(inc.manifest.chunks[1..], full.manifest.chunks[1..]);
+        assert_eq!(
+            inc.manifest().unwrap().chunks[1..],
+            full.manifest().unwrap().chunks[1..]
+        );
         let (values, _) = read_range(
             &store,
             &payloads,
             LOG,
-            Some(&inc.manifest),
+            Some(&inc.manifest().unwrap()),
             &[],
             "A11:C12".parse().unwrap(),
         )
@@ -531,12 +540,12 @@ fn checkpoints_of_a_million_cell_build_stay_small() {
         .unwrap();
         println!(
             "{count} checkpoints, largest {largest} bytes, {} chunks",
-            done.manifest.chunks.len()
+            done.manifest().unwrap().chunks.len()
         );
         // After each of the first 16 chunks, then about every sixteenth of the chunks so far:
         // linear work for the checkpoints of a large build, and never more than a sixteenth of
         // it lost.
-        let chunks = done.manifest.chunks.len();
+        let chunks = done.manifest().unwrap().chunks.len();
         assert!(count >= 16, "{count} checkpoints for {chunks} chunks");
         assert!(
             count <= 32 + (18.0 * (chunks as f64 / 16.0).ln()).ceil() as usize,
@@ -569,14 +578,14 @@ fn rebuilding_a_snapshot_is_idempotent_and_leaves_no_new_objects() {
         let keys = store.keys();
         store.reset_stats();
         let b = build(&store, &payloads, SMALL, 1, None, &entries).await;
-        assert_eq!(a.manifest, b.manifest);
+        assert_eq!(a.manifest().unwrap(), b.manifest().unwrap());
         assert_eq!(store.keys(), keys, "same keys, nothing orphaned");
         assert_eq!(
             store.stats().puts,
             1,
             "only the manifest is put again; chunks exist"
         );
-        assert!(a.manifest.chunks.len() > 3);
+        assert!(a.manifest().unwrap().chunks.len() > 3);
         assert_eq!(
             a.manifest_key,
             format!("snapshots/{LOG}/manifests/00000000000000000001.json")
@@ -601,8 +610,9 @@ fn a_corrupt_or_missing_chunk_is_reported_not_misread() {
         );
         let m = build(&store, &payloads, SMALL, 1, None, &entries)
             .await
-            .manifest;
-        let key = chunk_key(LOG, &m.chunks[0].hash);
+            .manifest()
+            .unwrap();
+        let key = chunk_key(LOG, &m.chunks[0].hash, m.format);
         let mut blob = store.get(&key).await.unwrap().unwrap().to_vec();
         let last = blob.len() - 1;
         blob[last] ^= 0x55;
@@ -685,7 +695,7 @@ fn filesystem_store_round_trips_a_snapshot() {
             .await
             .unwrap();
         let m = load_manifest(&store, LOG, 1).await.unwrap().unwrap();
-        assert_eq!(m, built.manifest);
+        assert_eq!(m, built.manifest().unwrap());
         let sheet = materialize(&store, &m).await.unwrap();
         assert_eq!(
             sheet.read_range("A1:B2".parse().unwrap()),
@@ -725,11 +735,16 @@ fn xlsx_imports_stream_into_a_snapshot() {
             .run(|c| cps.push(c))
             .await
             .unwrap();
-        assert!(built.manifest.chunks.len() > 2);
+        assert!(built.manifest().unwrap().chunks.len() > 2);
         let mut want = Sheet::new();
         want.import_bytes(ImportFormat::Xlsx, Cursor::new(bytes))
             .unwrap();
-        assert_eq!(materialize(&store, &built.manifest).await.unwrap(), want);
+        assert_eq!(
+            materialize(&store, &built.manifest().unwrap())
+                .await
+                .unwrap(),
+            want
+        );
         // Resume an XLSX import halfway.
         let cp = &cps[cps.len() / 2];
         let resumed = SnapshotBuilder::resume(&store, &payloads, SMALL, LOG, 1, None, entries, cp)
@@ -737,7 +752,7 @@ fn xlsx_imports_stream_into_a_snapshot() {
             .run(|_| {})
             .await
             .unwrap();
-        assert_eq!(resumed.manifest, built.manifest);
+        assert_eq!(resumed.manifest().unwrap(), built.manifest().unwrap());
     });
 }
 
@@ -748,7 +763,7 @@ fn a_formatted_cell_survives_the_chunk_format() {
         let payloads = MemImports::new();
         let ev = Event::from_json(br#"{"type":"set","body":{"cells":[{"ref":"B3","value":0.125,"format":"0.00%"},{"ref":"C3","value":null,"format":"@"}]}}"#).unwrap();
         let entries = vec![LogEntry::event(0, ev)];
-        let m = build(&store, &payloads, SMALL, 1, None, &entries).await.manifest;
+        let m = build(&store, &payloads, SMALL, 1, None, &entries).await.manifest().unwrap();
         let sheet = materialize(&store, &m).await.unwrap();
         assert_eq!(sheet.get("B3".parse().unwrap()), Some(&Cell::new(Value::Number(0.125), Some("0.00%"))));
         assert_eq!(sheet.get("C3".parse().unwrap()), Some(&Cell::new(Value::Empty, Some("@"))));
@@ -770,7 +785,7 @@ proptest! {
         rt().block_on(async {
             let store = MemBlobs::new();
             let snap = build(&store, &payloads, SMALL, k as u64, None, &entries).await;
-            let e = extent(&payloads, Some(&snap.manifest), &entries[k..]).await.unwrap();
+            let e = extent(&payloads, Some(&snap.manifest().unwrap()), &entries[k..]).await.unwrap();
             let from_empty = extent(&payloads, None, &entries).await.unwrap();
             for row in want.rows() {
                 for (col, cell) in &row.cells {
@@ -870,105 +885,6 @@ fn the_extent_follows_inserts_and_deletes() {
     );
 }
 
-#[test]
-fn manifests_of_either_format_read_back_and_format_2_is_compressed() {
-    rt().block_on(async {
-        let store = MemBlobs::new();
-        let payloads = MemImports::new();
-        let (_, full) = million_cell_sheet(&store, &payloads).await;
-        let m = full.manifest;
-        assert_eq!(m.format, format::FORMAT_VERSION);
-        let stored = store.get(&full.manifest_key).await.unwrap().unwrap();
-        // What the builder stored is the compressed form, and it reads back.
-        assert_eq!(stored.len() as u64, full.manifest_bytes);
-        assert_eq!(&stored[..], &m.to_blob().unwrap()[..]);
-        let json = m.to_bytes();
-        assert!(
-            stored.len() * 2 < json.len(),
-            "{} bytes stored for {} of JSON",
-            stored.len(),
-            json.len()
-        );
-        assert_eq!(Manifest::from_bytes("k", &stored).unwrap(), m);
-        // A format-1 manifest is the JSON itself: still read.
-        let old = Manifest {
-            format: 1,
-            ..m.clone()
-        };
-        assert_eq!(old.to_blob().unwrap(), old.to_bytes());
-        assert_eq!(Manifest::from_bytes("k", &old.to_bytes()).unwrap(), old);
-        // Garbage in a zstd frame is a bad manifest, not a panic.
-        let mut bad = stored.to_vec();
-        bad.truncate(bad.len() / 2);
-        assert!(matches!(
-            Manifest::from_bytes("k", &bad),
-            Err(SnapshotError::BadManifest { .. })
-        ));
-    });
-}
-
-/// A snapshot format 1 wrote (its manifest the JSON itself) still reads, and the next build on it
-/// writes format 2, byte for byte what a build from scratch writes. What a format-1 reader did
-/// with a manifest object (`serde_json` of its bytes, as `BadManifest` on failure) refuses a
-/// format-2 one, so an older reader reports a bad manifest rather than misreading it.
-#[test]
-fn a_format_1_snapshot_reads_and_the_next_build_on_it_writes_format_2() {
-    rt().block_on(async {
-        let store = MemBlobs::new();
-        let payloads = MemImports::new();
-        let mut csv = Vec::new();
-        write_sample_csv(&mut csv, 60).unwrap();
-        let entries = entries_of(
-            &[
-                Spec::Csv(String::from_utf8(csv).unwrap()),
-                Spec::Event(Event::Set(SetCells {
-                    cells: vec![CellEdit {
-                        at: CellRef { row: 30, col: 2 },
-                        value: Value::Text("edited".into()),
-                        format: None,
-                    }],
-                })),
-            ],
-            &payloads,
-        );
-        let first = build(&store, &payloads, SMALL, 1, None, &entries).await;
-        assert!(first.manifest.chunks.len() > 3);
-        // The same snapshot as format 1 stored it.
-        let old = Manifest {
-            format: 1,
-            ..first.manifest.clone()
-        };
-        store
-            .put(&first.manifest_key, Bytes::from(old.to_blob().unwrap()))
-            .await
-            .unwrap();
-        let stored = store.get(&first.manifest_key).await.unwrap().unwrap();
-        assert_eq!(stored[0], b'{', "format 1 stores plain JSON");
-        let read = Manifest::from_bytes(&first.manifest_key, &stored).unwrap();
-        assert_eq!(read, old);
-        assert_eq!(
-            materialize(&store, &read).await.unwrap(),
-            replay(&entries, 1, &payloads)
-        );
-
-        let next = build(&store, &payloads, SMALL, 2, Some(read), &entries).await;
-        assert_eq!(next.manifest.format, format::FORMAT_VERSION);
-        let scratch = MemBlobs::new();
-        let full = build(&scratch, &payloads, SMALL, 2, None, &entries).await;
-        assert_eq!(next.manifest, full.manifest);
-        assert_eq!(
-            snapshot_blobs(&store, &next.manifest),
-            snapshot_blobs(&scratch, &full.manifest)
-        );
-
-        let new = store.get(&next.manifest_key).await.unwrap().unwrap();
-        assert!(
-            serde_json::from_slice::<Manifest>(&new).is_err(),
-            "a format-1 reader must not parse a format-2 manifest"
-        );
-    });
-}
-
 /// CSV text with what the encoded import path must get exactly right: quoted fields with commas
 /// and newlines, empty fields and empty records, non-ASCII and invalid UTF-8, every value kind,
 /// rows of 128 cells and more (a cell count of two varint bytes), over-long text.
@@ -1028,10 +944,10 @@ proptest! {
                 .run(|cp| general_checkpoints.push(cp))
                 .await
                 .unwrap();
-            prop_assert_eq!(&e.manifest, &g.manifest);
-            prop_assert_eq!(snapshot_blobs(&encoded, &e.manifest), snapshot_blobs(&general, &g.manifest));
+            prop_assert_eq!(&e.manifest().unwrap(), &g.manifest().unwrap());
+            prop_assert_eq!(snapshot_blobs(&encoded, &e.manifest().unwrap()), snapshot_blobs(&general, &g.manifest().unwrap()));
             prop_assert_eq!(&checkpoints, &general_checkpoints);
-            prop_assert_eq!(&materialize(&encoded, &e.manifest).await.unwrap(), &replay(&entries, 1, &payloads));
+            prop_assert_eq!(&materialize(&encoded, &e.manifest().unwrap()).await.unwrap(), &replay(&entries, 1, &payloads));
             // Resumed from its last checkpoint, the encoded build finishes the same.
             if let Some(cp) = checkpoints.last() {
                 let resumed = SnapshotBuilder::resume(&encoded, &payloads, SMALL, LOG, 1, None, entries.clone(), cp)
@@ -1039,7 +955,7 @@ proptest! {
                     .run(|_| {})
                     .await
                     .unwrap();
-                prop_assert_eq!(&resumed.manifest, &g.manifest);
+                prop_assert_eq!(&resumed.manifest().unwrap(), &g.manifest().unwrap());
             }
             Ok(())
         })?;
