@@ -27,6 +27,19 @@ fn push_body(group: &str, mutations: Value) -> Value {
            "profileID": "p", "schemaVersion": ""})
 }
 
+/// The local stack with its pipeline (pushes queued), a client, and a new log's id; `None`
+/// against a deployment.
+async fn queued_log(label: &str) -> anyhow::Result<Option<(TestApi, ApiClient, String)>> {
+    let Some(api) = TestApi::start_with_pipeline(label, ApiConfig::default()).await? else {
+        return Ok(None);
+    };
+    let c = api.client().await?;
+    let r = c.post(api.url("/logs")).send().await?;
+    anyhow::ensure!(r.status() == StatusCode::CREATED, "{}", r.status());
+    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
+    Ok(Some((api, c, log)))
+}
+
 /// Every client's mutation ids in log order, read back through `GET /entries` (single-client
 /// entries and batch entries alike), and how many entries held more than one client.
 async fn applied(
@@ -67,15 +80,10 @@ async fn applied(
 
 #[tokio::test]
 async fn sixty_four_clients_pushing_to_one_sheet_all_land_without_a_503() -> anyhow::Result<()> {
-    let Some(api) = TestApi::start_with_pipeline("sync-queue-hot", ApiConfig::default()).await?
-    else {
+    let Some((api, c, log)) = queued_log("sync-queue-hot").await? else {
         return Ok(());
     };
     let api = Arc::new(api);
-    let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
     const CLIENTS: usize = 64;
     const PER_CLIENT: u64 = 3;
     let tasks: Vec<_> = (0..CLIENTS)
@@ -302,14 +310,9 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
 /// next to r5.
 #[tokio::test]
 async fn a_queued_push_with_base_seq_is_rebased_through_a_row_insert() -> anyhow::Result<()> {
-    let Some(api) = TestApi::start_with_pipeline("sync-queue-rebase", ApiConfig::default()).await?
-    else {
+    let Some((api, c, log)) = queued_log("sync-queue-rebase").await? else {
         return Ok(());
     };
-    let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
     let rows: Vec<Value> = (1..=6)
         .map(|i| json!({"ref": format!("A{i}"), "value": format!("r{i}")}))
         .collect();
@@ -383,15 +386,9 @@ async fn a_queued_push_with_base_seq_is_rebased_through_a_row_insert() -> anyhow
 /// forgets it: the next push is `410` at once.
 #[tokio::test]
 async fn a_queued_push_right_after_a_delete_is_refused() -> anyhow::Result<()> {
-    let Some(api) =
-        TestApi::start_with_pipeline("sync-queue-deleted", ApiConfig::default()).await?
-    else {
+    let Some((api, c, log)) = queued_log("sync-queue-deleted").await? else {
         return Ok(());
     };
-    let c = api.client().await?;
-    let r = c.post(api.url("/logs")).send().await?;
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let log = json_str(&r.json::<Value>().await?, "/logId").to_owned();
     let push = api.url(&format!("/logs/{log}/replicache/push"));
     for id in 1..=2 {
         let muts: Vec<Value> = (1..=id).map(|m| set_mutation("c1", m)).collect();
