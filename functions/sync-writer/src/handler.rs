@@ -413,6 +413,15 @@ impl Handler {
                     if let Some(h) = t.hint {
                         self.remember_hint(log, h);
                     }
+                    // Its Snapshot entry moved the head but no client's range: the clients
+                    // remembered stay trusted (without this, every snapshot boundary made the
+                    // next batches read each of their clients again).
+                    if t.next_seq != a.next_seq
+                        && let Ok(mut k) = self.known.lock()
+                        && let Some(known) = k.get_mut(&log)
+                    {
+                        known.after_own_entry(t.next_seq);
+                    }
                 }
                 // The append succeeded; a later append runs the check again.
                 Err(e) => warn!(log = %log, error = %e, "snapshot trigger failed"),

@@ -100,6 +100,17 @@ impl KnownClients {
         self.newest.is_empty()
     }
 
+    /// After this writer's own entry that changes no client range (the snapshot trigger's),
+    /// appended right after the commit these ranges were current at: they are current after it
+    /// too, so the next batch need not read its clients again. `next_seq` is the log's next
+    /// sequence after that entry; anything but exactly one entry more (another writer's entry
+    /// came first) changes nothing here, and the next batch's head check reads them again.
+    pub fn after_own_entry(&mut self, next_seq: u64) {
+        if self.next_seq.is_some_and(|n| n + 1 == next_seq) {
+            self.next_seq = Some(next_seq);
+        }
+    }
+
     /// Makes `client`'s remembered range `newest` without touching the head it is trusted at:
     /// a state no real commit leaves, for the tests of what guards against it.
     #[cfg(test)]

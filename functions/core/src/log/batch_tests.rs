@@ -388,6 +388,73 @@ async fn the_writer_reads_no_client_again_while_the_log_is_where_it_left_it() {
     }
 }
 
+/// The writer's own Snapshot entry right after its commit (the snapshot trigger's) leaves its
+/// clients trusted; with another writer's entry before it, they are read again.
+#[tokio::test]
+async fn the_writers_own_snapshot_entry_keeps_its_clients_known() {
+    let (log, reads) = counted_log();
+    let id = log.create().await.unwrap().log;
+    let mut known = KnownClients::default();
+    let clients: Vec<ClientPush> = (0..3).map(|c| push(&format!("c{c}"), 1..=1)).collect();
+    log.push_batch_known(id, &clients, None, &mut known)
+        .await
+        .unwrap();
+    reads.take();
+    let snapshot = || NewEntry::new(crate::domain::EntryType::SNAPSHOT, 0, Vec::new());
+    let s = log
+        .append(id, snapshot(), AppendOptions::default())
+        .await
+        .unwrap();
+    known.after_own_entry(s.next_seq);
+    let again: Vec<ClientPush> = (0..3).map(|c| push(&format!("c{c}"), 1..=2)).collect();
+    log.push_batch_known(id, &again, None, &mut known)
+        .await
+        .unwrap();
+    assert_eq!(
+        reads.take(),
+        0,
+        "no client read again after the writer's own entry"
+    );
+
+    // A direct push for c0, then the writer's Snapshot entry: two entries, so the remembered
+    // "c0 has 2" is not trusted and c0's 3 and 4 are not applied twice.
+    let direct = push("c0", 3..=4);
+    log.push_run(
+        id,
+        "g-c0",
+        "c0",
+        &direct.mutations,
+        None,
+        super::RunSource::Push,
+    )
+    .await
+    .unwrap();
+    let s = log
+        .append(id, snapshot(), AppendOptions::default())
+        .await
+        .unwrap();
+    known.after_own_entry(s.next_seq);
+    reads.take();
+    let out = log
+        .push_batch_known(
+            id,
+            &[push("c0", 1..=5), push("c1", 1..=3)],
+            None,
+            &mut known,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reads.take(), 2, "both remembered clients are read again");
+    assert!(
+        matches!(out.clients[0], ClientResult::Done { last: 5, .. }),
+        "{:?}",
+        out.clients[0]
+    );
+    let (seen, _) = applied(&log, id).await;
+    assert_eq!(seen["c0"], vec![1, 2, 3, 4, 5]);
+    assert_eq!(seen["c1"], vec![1, 2, 3]);
+}
+
 #[tokio::test]
 async fn another_writer_in_between_makes_the_writer_read_its_clients_again() {
     let (log, reads) = counted_log();
