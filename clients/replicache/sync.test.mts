@@ -151,14 +151,19 @@ async function synced(rep: Replicache<typeof mutators>, logId: string): Promise<
   });
 }
 
-/** The mutation ids of a client in log order, from the `mutations` entries. */
+type Run = { clientID: string; mutations: { id: number }[] };
+
+/** The mutation ids of a client in log order, from the `mutations` entries: one client's run, or
+ * a group commit's `runs` (queued pushes of several clients written together). */
 async function appliedIds(logId: string, clientID: string): Promise<number[]> {
   const page = (await api('GET', `/logs/${logId}/entries?from=0&limit=1000`)) as {
-    entries: { type: string; body: { clientID: string; mutations: { id: number }[] } }[];
+    entries: { type: string; body: Run | { runs: Run[] } }[];
   };
   return page.entries
-    .filter((e) => e.type === 'mutations' && e.body.clientID === clientID)
-    .flatMap((e) => e.body.mutations.map((m) => m.id));
+    .filter((e) => e.type === 'mutations')
+    .flatMap((e) => ('runs' in e.body ? e.body.runs : [e.body]))
+    .filter((r) => r.clientID === clientID)
+    .flatMap((r) => r.mutations.map((m) => m.id));
 }
 
 async function newLog(): Promise<string> {
