@@ -677,10 +677,15 @@ export async function openSheet(
         .map((c) => `${c.ref}=${JSON.stringify(c.value)}`)
         .join(' ');
     if (e.type === 'mutations') {
-      who = b.clientID === rep.clientID ? 'this tab' : `client ${String(b.clientID).slice(0, 8)}`;
-      const ms = (b.mutations as { name: string; args: unknown }[]) ?? [];
+      // One client's run, or a group commit's runs (queued pushes of several clients together).
+      type Run = { clientID?: string; mutations?: { name: string; args: unknown }[] };
+      const runs = Array.isArray(b.runs) ? (b.runs as Run[]) : [b as Run];
+      const name = (id: unknown) => (id === rep.clientID ? 'this tab' : `client ${String(id).slice(0, 8)}`);
+      const clients = [...new Set(runs.map((r) => r.clientID))];
+      who = clients.length === 1 ? name(clients[0]) : `${clients.length} clients`;
       what =
-        ms
+        runs
+          .flatMap((r) => r.mutations ?? [])
           .map((m) =>
             m.name === 'set'
               ? cells(m.args)

@@ -204,11 +204,22 @@ pub fn describe(entry: &Value) -> String {
             body["format"].as_str().unwrap_or("a").to_uppercase()
         ),
         "mutations" => {
-            let n = body["mutations"].as_array().map_or(0, Vec::len);
-            format!(
-                "{n} edit(s) from client {}",
-                body["clientID"].as_str().unwrap_or("?")
-            )
+            // One client's run, or a group commit's runs (queued pushes of several clients).
+            let runs = match body["runs"].as_array() {
+                Some(runs) => runs.iter().collect(),
+                None => vec![body],
+            };
+            let n: usize = runs
+                .iter()
+                .map(|r| r["mutations"].as_array().map_or(0, Vec::len))
+                .sum();
+            match runs.as_slice() {
+                [one] => format!(
+                    "{n} edit(s) from client {}",
+                    one["clientID"].as_str().unwrap_or("?")
+                ),
+                many => format!("{n} edit(s) from {} clients", many.len()),
+            }
         }
         "snapshot" => match entry["snapshotStatus"].as_str() {
             Some(status) => format!("snapshot ({status})"),
@@ -439,6 +450,14 @@ mod tests {
             describe(&json!({"type": "snapshot", "body": {}, "snapshotStatus": "complete"})),
             "snapshot (complete)"
         );
+        let run = |client: &str, n: usize| json!({"clientID": client, "mutations": vec![json!({"id": 1, "name": "set"}); n]});
+        let one = json!({"type": "mutations", "body": run("c1", 2)});
+        assert_eq!(describe(&one), "2 edit(s) from client c1");
+        // A group commit of queued pushes: every run's edits, and how many clients made them.
+        let batch = json!({"type": "mutations", "body": {"runs": [run("c1", 2), run("c2", 1)]}});
+        assert_eq!(describe(&batch), "3 edit(s) from 2 clients");
+        let lone = json!({"type": "mutations", "body": {"runs": [run("c3", 1)]}});
+        assert_eq!(describe(&lone), "1 edit(s) from client c3");
     }
 
     #[test]
