@@ -210,11 +210,17 @@ async fn more_clients_than_one_entry_holds_take_several() {
     assert_eq!(seen.len(), n);
 }
 
-#[tokio::test]
-async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
+/// A log over the in-memory store behind the fault adapter's hostile profile (seeded), created
+/// through its throttles.
+async fn hostile_log(
+    seed: u64,
+) -> (
+    Arc<EventLog<FaultyLogStore<MemLogStore>, MemPayloadStore>>,
+    LogId,
+) {
     let store = FaultyLogStore::new(
         MemLogStore::new(),
-        Faults::new(FaultProfile::named("hostile").unwrap(), 7),
+        Faults::new(FaultProfile::named("hostile").unwrap(), seed),
     );
     let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
     let id = loop {
@@ -224,6 +230,12 @@ async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
             Err(e) => panic!("{e}"),
         }
     };
+    (log, id)
+}
+
+#[tokio::test]
+async fn batches_interleave_with_direct_pushes_and_appends_under_faults() {
+    let (log, id) = hostile_log(7).await;
     // A direct writer appending plain entries while batches of 8 clients go in.
     let direct = {
         let log = log.clone();
@@ -521,18 +533,7 @@ async fn a_failed_batch_leaves_the_writer_knowing_nothing() {
 /// every id lands once, in order.
 #[tokio::test]
 async fn remembered_clients_stay_exactly_once_under_faults_and_another_writer() {
-    let store = FaultyLogStore::new(
-        MemLogStore::new(),
-        Faults::new(FaultProfile::named("hostile").unwrap(), 11),
-    );
-    let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
-    let id = loop {
-        match log.create().await {
-            Ok(c) => break c.log,
-            Err(LogError::Store(e)) if e.is_retryable() => continue,
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let (log, id) = hostile_log(11).await;
     // Pushes c0's mutations up to `upto` directly, and appends a plain entry, retrying faults.
     let direct = |upto: u64| {
         let log = log.clone();
