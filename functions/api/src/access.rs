@@ -335,15 +335,6 @@ fn route_need(method: &Method, path: &str) -> Option<Need> {
     }
 }
 
-/// The log a matched route names, when its id is a UUID.
-fn parsed_log(params: &RawPathParams) -> Option<sheetlog_core::LogId> {
-    params
-        .iter()
-        .find(|(k, _)| *k == "log_id")
-        .and_then(|(_, v)| Uuid::parse_str(v).ok())
-        .map(sheetlog_core::LogId::from_uuid)
-}
-
 /// Middleware on every matched route: checks the caller's grant for the route's log before the
 /// handler runs, and hands the caller to handlers that check more (a fork's source log).
 pub async fn enforce(
@@ -356,6 +347,7 @@ pub async fn enforce(
     let cognito = state.cfg.auth_mode == crate::config::AuthMode::Cognito;
     let caller = caller(state.cfg.access_claim.as_deref(), cognito, &req);
     let mut touch = None;
+    let mut deleting = None;
     if let Some(need) = route_need(req.method(), matched.as_str()) {
         let log = params
             .iter()
@@ -390,12 +382,13 @@ pub async fn enforce(
                 return ApiError::from_log(&id.to_string(), e).into_response();
             }
         }
+        if need == Need::Delete {
+            deleting = parsed.map(sheetlog_core::LogId::from_uuid);
+        }
         if need == Need::Write && req.method() == Method::POST {
             touch = parsed.map(sheetlog_core::LogId::from_uuid);
         }
     }
-    let deleting = parsed_log(&params)
-        .filter(|_| route_need(req.method(), matched.as_str()) == Some(Need::Delete));
     req.extensions_mut().insert(caller);
     let resp = next.run(req).await;
     // This instance no longer trusts its last finding that the log is live.
