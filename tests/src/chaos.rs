@@ -383,7 +383,12 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         tasks.push(tokio::spawn(async move {
             let mut rng = StdRng::seed_from_u64(seed);
             let mut known = 1u64;
-            while next_op.fetch_add(1, Ordering::Relaxed) < ops {
+            // Readers take at most half the operations: under stale reads a read is far
+            // cheaper than an append's retries, and sharing one budget freely let the readers
+            // take 95 % of it, leaving too few appends for the history to mean anything.
+            while counters.reads.load(Ordering::Relaxed) < ops / 2
+                && next_op.fetch_add(1, Ordering::Relaxed) < ops
+            {
                 counters.reads.fetch_add(1, Ordering::Relaxed);
                 let (from, entries) = if rng.random_bool(0.8) {
                     let from = rng.random_range(0..=known);
