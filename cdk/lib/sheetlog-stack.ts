@@ -570,7 +570,8 @@ export class SheetlogStack extends Stack {
     })
       // The same appends as the API's direct push (conditional puts, new segments in a
       // transaction) and the snapshot trigger after them (trigger::after_append); no idempotency
-      // keys (a push is exactly-once through the Clients table), no snapshot building.
+      // keys (a push is exactly-once through the log and the Clients table, whose range items it
+      // writes by window and whose index mark it reads and moves), no snapshot building.
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
       .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem'])

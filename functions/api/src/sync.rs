@@ -284,15 +284,15 @@ async fn enqueue(
         let known = match state.known_client_group(log, client) {
             Some(group) => Some(group),
             None => {
-                let newest = state
+                let group = state
                     .log
-                    .last_mutation(log, client)
+                    .client_group(log, client)
                     .await
                     .map_err(from_log)?;
-                if let Some(r) = &newest {
-                    state.remember_client_group(log, client, &r.group);
+                if let Some(g) = &group {
+                    state.remember_client_group(log, client, g);
                 }
-                newest.map(|r| r.group)
+                group
             }
         };
         match known {
@@ -632,22 +632,13 @@ async fn view(
     }
     if touched.is_none() {
         // A full reset: every client of the group, as of this view.
-        last_ids.clear();
-        let clients = state
+        last_ids = state
             .log
-            .group_clients(log, group)
+            .group_last_mutations_before(log, group, next_seq)
             .await
-            .map_err(from_log)?;
-        for client in clients {
-            let last = state
-                .log
-                .last_mutation_before(log, &client, next_seq)
-                .await
-                .map_err(from_log)?;
-            if last > 0 {
-                last_ids.insert(client, last);
-            }
-        }
+            .map_err(from_log)?
+            .into_iter()
+            .collect();
     }
     let range = match &touched {
         Some(cells) if cells.is_empty() => None,

@@ -240,6 +240,42 @@ crate::port! {
             group: &str,
             units: &mut RequestUnits,
         ) -> Result<Vec<String>, StoreError> as GetItem;
+
+        /// The log's index mark: every client run in an entry at or before this sequence has
+        /// its range item. `None` when it was never set, which means no entry defers its range
+        /// items (the mark is set before the first such entry). Always a strong read.
+        async fn index_mark(
+            &self,
+            log: LogId,
+            units: &mut RequestUnits,
+        ) -> Result<Option<u64>, StoreError> as GetItem;
+
+        /// Sets the index mark at `at` if it was never set; false when it was.
+        async fn start_index_mark(
+            &self,
+            log: LogId,
+            at: u64,
+            units: &mut RequestUnits,
+        ) -> Result<bool, StoreError> as PutItem;
+
+        /// Moves the index mark forward to `to`; false when it was already there or past it
+        /// (or never set).
+        async fn advance_index_mark(
+            &self,
+            log: LogId,
+            to: u64,
+            units: &mut RequestUnits,
+        ) -> Result<bool, StoreError> as UpdateItem;
+
+        /// Writes a range item of deferred runs unless the item at its key already records as
+        /// far or further (its `last` at least this one's, which leaves an equal item as it
+        /// is); false then. Items only ever grow, so two writers of the same runs agree.
+        async fn put_deferred_range(
+            &self,
+            log: LogId,
+            range: &ClientRange,
+            units: &mut RequestUnits,
+        ) -> Result<bool, StoreError> as PutItem;
     }
 }
 

@@ -26,6 +26,11 @@
 //! `id - first`, type code, body version and length-prefixed body. Version 4 is a batch whose runs
 //! are each preceded by their own body version (1 or 3). Runs with nothing in `sent` are written
 //! exactly as before.
+//!
+//! Version 5 is a *deferred* batch: laid out as version 4 (each run preceded by its own body
+//! version), written even for one run, by the sync writer's group commit, whose runs' range items
+//! are written later (`docs/sync.md`, "Range items written later"): a reader of a client's last
+//! mutation id reads the version-5 entries past the log's index mark as well as the range items.
 
 use super::codec::{CodecError, Reader, Writer};
 use super::event::{DecodeError, Event, ValidationError};
@@ -43,9 +48,18 @@ pub const RUN_SENT_VERSION: u16 = 3;
 /// Body version of a batch holding at least one run that records mutations as sent.
 pub const BATCH_SENT_VERSION: u16 = 4;
 
+/// Body version of a batch whose runs' range items are written after the entry (a client's first
+/// run excepted): the sync writer's group commit.
+pub const DEFERRED_BATCH_VERSION: u16 = 5;
+
 /// Whether a `mutations` body of this version is a batch of runs.
 pub fn is_batch_version(version: u16) -> bool {
-    version == BATCH_VERSION || version == BATCH_SENT_VERSION
+    version == BATCH_VERSION || version == BATCH_SENT_VERSION || version == DEFERRED_BATCH_VERSION
+}
+
+/// Whether a `mutations` body of this version is a deferred batch ([`DEFERRED_BATCH_VERSION`]).
+pub fn is_deferred_version(version: u16) -> bool {
+    version == DEFERRED_BATCH_VERSION
 }
 /// Most runs (clients) one batch entry holds: each run takes one item of the entry's DynamoDB
 /// transaction, or two for a client's first run, within the transaction's 100 items.
@@ -352,6 +366,22 @@ impl MutationBatch {
             return one.encode();
         }
         let tagged = self.runs.iter().any(|r| !r.sent.is_empty());
+        self.encode_as(
+            tagged,
+            if tagged {
+                BATCH_SENT_VERSION
+            } else {
+                BATCH_VERSION
+            },
+        )
+    }
+
+    /// The binary form of a deferred batch (version 5), however many runs it holds.
+    pub fn encode_deferred(&self) -> (u16, u16, Vec<u8>) {
+        self.encode_as(true, DEFERRED_BATCH_VERSION)
+    }
+
+    fn encode_as(&self, tagged: bool, version: u16) -> (u16, u16, Vec<u8>) {
         let mut w = Writer::new();
         w.varint(self.runs.len() as u64);
         for run in &self.runs {
@@ -361,11 +391,6 @@ impl MutationBatch {
             }
             w.bytes(&body);
         }
-        let version = if tagged {
-            BATCH_SENT_VERSION
-        } else {
-            BATCH_VERSION
-        };
         (TYPE_MUTATIONS, version, w.buf)
     }
 
@@ -387,7 +412,8 @@ impl MutationBatch {
         }
         let mut runs = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            let run_version = if version == BATCH_SENT_VERSION {
+            let run_version = if version == BATCH_SENT_VERSION || version == DEFERRED_BATCH_VERSION
+            {
                 r.varint_u32(u32::from(u16::MAX), "run version")
                     .map_err(codec)? as u16
             } else {

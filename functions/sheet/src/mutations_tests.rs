@@ -241,3 +241,31 @@ fn a_mutation_applied_as_several_events_round_trips_and_counts_once() {
     });
     assert!(run.validate().is_err(), "ids go backwards");
 }
+
+#[test]
+fn a_deferred_batch_is_version_5_even_for_one_run_and_round_trips() {
+    let one = MutationBatch {
+        runs: vec![sample()],
+    };
+    let (code, version, body) = one.encode_deferred();
+    assert_eq!((code, version), (TYPE_MUTATIONS, DEFERRED_BATCH_VERSION));
+    assert!(is_deferred_version(version) && is_batch_version(version));
+    assert!(!is_deferred_version(BATCH_VERSION) && !is_deferred_version(BATCH_SENT_VERSION));
+    match EntryBody::decode(code, version, &body).unwrap() {
+        EntryBody::Batch(back) => assert_eq!(back, one),
+        other => panic!("{other:?}"),
+    }
+    let mut plain = sample();
+    plain.client = "c-2".into();
+    let two = MutationBatch {
+        runs: vec![with_sent(), plain],
+    };
+    let (_, version, body) = two.encode_deferred();
+    assert_eq!(decode_runs(version, &body).unwrap(), two.runs);
+    for cut in 0..body.len() {
+        assert!(
+            MutationBatch::decode(version, &body[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+}

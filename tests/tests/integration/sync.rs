@@ -123,6 +123,127 @@ async fn a_run_is_one_transaction_of_entry_and_range_item() -> anyhow::Result<()
     Ok(())
 }
 
+/// The sync writer's deferred range items on the emulator: a batch without a new client is one
+/// plain conditional put, complete windows are indexed as one item per client (with its runs),
+/// the index mark and the items refuse to go backwards, and every reader agrees with the log.
+#[tokio::test]
+async fn deferred_runs_are_indexed_by_window_on_the_emulator() -> anyhow::Result<()> {
+    use sheetlog_core::domain::RequestUnits;
+    use sheetlog_core::domain::clients::mark_key;
+    use sheetlog_core::log::{ClientPush, INDEX_WINDOW, KnownClients};
+    use sheetlog_core::ports::ClientRuns;
+
+    let stack = TestStack::new("sync-deferred").await?;
+    let log = stack.log()?;
+    let id = log.create().await?.log;
+    let mut known = KnownClients::default();
+    let clients = ["c1", "c2", "c3"];
+    let rounds = INDEX_WINDOW + 8;
+    let mut batch_writes = Vec::new();
+    for upto in 1..=rounds {
+        let pushes: Vec<ClientPush> = clients
+            .iter()
+            .map(|c| ClientPush {
+                group: "g1".into(),
+                client: (*c).into(),
+                mutations: muts(1..=upto),
+            })
+            .collect();
+        let out = log.push_batch_known(id, &pushes, None, &mut known).await?;
+        anyhow::ensure!(out.appended.len() == 1, "{out:?}");
+        batch_writes.push(out.units.write);
+    }
+    // The first batch joins three clients (a transaction); the rest are one plain put each,
+    // except the one that indexed a window.
+    let plain = batch_writes[1..].iter().filter(|w| **w == 1.0).count();
+    assert!(plain >= batch_writes.len() - 2, "{batch_writes:?}");
+
+    let table = stack
+        .resources
+        .clients_table
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("no Clients table"))?;
+    let mark_item = stack
+        .dynamo
+        .get_item()
+        .table_name(table)
+        .key("k", AttributeValue::B(mark_key(id).into()))
+        .key("m", AttributeValue::N("0".into()))
+        .consistent_read(true)
+        .send()
+        .await?;
+    let mark: u64 = mark_item
+        .item()
+        .and_then(|i| i.get("w"))
+        .and_then(|v| v.as_n().ok())
+        .ok_or_else(|| anyhow::anyhow!("no index mark: {mark_item:?}"))?
+        .parse()?;
+    assert_eq!(mark, INDEX_WINDOW - 1, "the first window is indexed");
+    let items = stack
+        .dynamo
+        .query()
+        .table_name(table)
+        .key_condition_expression("k = :k")
+        .expression_attribute_values(":k", AttributeValue::B(client_key(id, "c1").into()))
+        .consistent_read(true)
+        .send()
+        .await?;
+    // The first run's own item, and one for the rest of the first window.
+    assert_eq!(items.items().len(), 2, "{:?}", items.items());
+    let runs = items.items()[1]
+        .get("r")
+        .and_then(|v| v.as_s().ok())
+        .ok_or_else(|| anyhow::anyhow!("no runs attribute"))?;
+    assert_eq!(runs.split(',').count() as u64, INDEX_WINDOW - 2, "{runs}");
+
+    // Neither the mark nor an item goes backwards.
+    let mut u = RequestUnits::default();
+    let store = log.store();
+    assert!(!store.start_index_mark(id, 0, &mut u).await?);
+    assert!(!store.advance_index_mark(id, mark - 1, &mut u).await?);
+    assert!(!store.advance_index_mark(id, mark, &mut u).await?);
+    let newest = store.client_ranges(id, "c1", None, 1, &mut u).await?;
+    let mut shorter = newest[0].clone();
+    shorter.last -= 1;
+    shorter.runs.pop();
+    assert!(!store.put_deferred_range(id, &shorter, &mut u).await?);
+    assert!(!store.put_deferred_range(id, &newest[0], &mut u).await?);
+    assert_eq!(
+        store.client_ranges(id, "c1", None, 1, &mut u).await?,
+        newest
+    );
+
+    // Every reader: the runs past the mark and the merged items.
+    for c in clients {
+        let last = log.last_mutation(id, c).await?.map(|r| r.last);
+        assert_eq!(last, Some(rounds), "{c}");
+        for m in [1, 2, INDEX_WINDOW / 2, rounds - 1, rounds] {
+            let found = log
+                .find_mutation(id, c, m)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("{c} {m} not found"))?;
+            // Batch k (from 1) holds mutation k, at sequence k: entry 0 is the log's first.
+            assert_eq!(found.seq, m, "{c} mutation {m}");
+        }
+        assert_eq!(log.last_mutation_before(id, c, 10).await?, 9);
+        assert_eq!(log.last_mutation_before(id, c, rounds).await?, rounds - 1);
+    }
+    let group = log
+        .group_last_mutations_before(id, "g1", rounds + 1)
+        .await?;
+    assert_eq!(group.len(), 3);
+    assert!(group.values().all(|l| *l == rounds));
+    // A direct push after them starts where the writer left each client.
+    let out = log
+        .push_run(id, "g1", "c2", &muts(1..=rounds + 1), None, RunSource::Push)
+        .await?;
+    assert!(
+        matches!(&out, RunOutcome::Applied { range, .. } if range.first == rounds + 1),
+        "{out:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn lost_responses_on_the_emulator_never_apply_twice() -> anyhow::Result<()> {
     let stack = TestStack::new("sync-lossy").await?;

@@ -91,6 +91,11 @@ pub mod client_attr {
     pub const REJECTED: &str = "x";
     /// A range's first id, when it differs from the sort key (a replayed client's first range).
     pub const START: &str = "f";
+    /// A range item of several runs: each run's first id and entry sequence, `first:seq`
+    /// separated by commas.
+    pub const RUNS: &str = "r";
+    /// The index mark's sequence (the mark item's only attribute besides the key).
+    pub const MARK: &str = "w";
     /// A group item's client ids (string set).
     pub const CLIENTS: &str = "c";
     /// A group item's owner: the subject that first pushed or pulled the group.
@@ -116,7 +121,26 @@ pub fn client_range_to_item(log: LogId, r: &ClientRange) -> Item {
             AttributeValue::Ns(r.rejected.iter().map(u64::to_string).collect()),
         );
     }
+    if !r.runs.is_empty() {
+        let runs: Vec<String> = r.runs.iter().map(|(f, q)| format!("{f}:{q}")).collect();
+        item.insert(client_attr::RUNS.into(), AttributeValue::S(runs.join(",")));
+    }
     item
+}
+
+/// The runs of a range item of several runs (empty when the item has one).
+fn runs_from_item(item: &Item) -> Result<Vec<(u64, u64)>, StoreError> {
+    const WHAT: &str = "Clients item";
+    let Some(text) = opt_str(item, client_attr::RUNS, WHAT)? else {
+        return Ok(Vec::new());
+    };
+    text.split(',')
+        .map(|pair| {
+            pair.split_once(':')
+                .and_then(|(f, q)| Some((f.parse().ok()?, q.parse().ok()?)))
+                .ok_or_else(|| StoreError::corrupt(WHAT, format!("run {pair:?} is not first:seq")))
+        })
+        .collect()
 }
 
 pub fn client_range_from_item(item: &Item) -> Result<ClientRange, StoreError> {
@@ -152,6 +176,7 @@ pub fn client_range_from_item(item: &Item) -> Result<ClientRange, StoreError> {
         last: get_num(item, client_attr::LAST, WHAT)?,
         seq: get_num(item, client_attr::SEQ, WHAT)?,
         rejected,
+        runs: runs_from_item(item)?,
     })
 }
 

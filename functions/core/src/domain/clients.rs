@@ -15,6 +15,12 @@
 //!
 //! A client's first run also adds the client to its group's item (log ‖ group, sort key 0), so a
 //! pull with no cookie can list the group's clients.
+//!
+//! The sync writer's group commits (`docs/sync.md`, "Range items written later") write a
+//! client's later runs without their range items: the entry alone records them, and the range
+//! items follow when the log's *index mark* (log ‖ `w`, sort key 0) moves past them. Every run in
+//! an entry at or before the mark has a range item; past it, the deferred entries are read too.
+//! Those later items may record several runs of a client at once ([`ClientRange::runs`]).
 
 use super::LogId;
 
@@ -24,6 +30,8 @@ const CLIENT_TAG: u8 = b'c';
 const GROUP_TAG: u8 = b'g';
 /// The tag of a log's metadata item: `l`.
 const META_TAG: u8 = b'l';
+/// The tag of a log's index mark item: `w`.
+const MARK_TAG: u8 = b'w';
 
 /// One run of a client's mutations: the range item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,11 +49,43 @@ pub struct ClientRange {
     pub seq: u64,
     /// Ids in the run whose arguments were invalid: processed, with no effect.
     pub rejected: Vec<u64>,
+    /// For an item that records several consecutive runs (deferred runs indexed together): each
+    /// run's first id and the sequence of its entry, in order, the first being `(first, ..)`
+    /// and the last one's sequence `seq`. Empty for an item of one run.
+    pub runs: Vec<(u64, u64)>,
 }
 
 impl ClientRange {
     pub fn contains(&self, id: u64) -> bool {
         (self.first..=self.last).contains(&id)
+    }
+
+    /// The sequence of the entry that records mutation `id`, if this range holds it.
+    pub fn seq_of(&self, id: u64) -> Option<u64> {
+        if !self.contains(id) {
+            return None;
+        }
+        match self.runs.iter().rev().find(|(first, _)| *first <= id) {
+            Some((_, seq)) => Some(*seq),
+            None => Some(self.seq),
+        }
+    }
+
+    /// The last mutation id this range applied in entries before sequence `before`, if any.
+    pub fn last_before(&self, before: u64) -> Option<u64> {
+        if self.runs.is_empty() {
+            return (self.seq < before).then_some(self.last);
+        }
+        let mut last = None;
+        for (i, (_, seq)) in self.runs.iter().enumerate() {
+            if *seq < before {
+                last = Some(match self.runs.get(i + 1) {
+                    Some((next, _)) => next - 1,
+                    None => self.last,
+                });
+            }
+        }
+        last
     }
 }
 
@@ -62,6 +102,12 @@ pub fn group_key(log: LogId, group: &str) -> Vec<u8> {
 /// Partition key of a log's metadata item (its creator and its deletion tombstone; sort key 0).
 pub fn meta_key(log: LogId) -> Vec<u8> {
     tagged(log, META_TAG, "")
+}
+
+/// Partition key of a log's index mark (sort key 0): every client run in an entry at or before
+/// the mark's sequence has its range item.
+pub fn mark_key(log: LogId) -> Vec<u8> {
+    tagged(log, MARK_TAG, "")
 }
 
 fn tagged(log: LogId, tag: u8, id: &str) -> Vec<u8> {
@@ -82,5 +128,41 @@ mod tests {
         assert_ne!(client_key(log, "x"), group_key(log, "x"));
         assert_eq!(client_key(log, "ab").len(), 19);
         assert_eq!(&client_key(log, "ab")[..16], log.as_bytes());
+        assert_ne!(mark_key(log), meta_key(log));
+    }
+
+    fn merged() -> ClientRange {
+        ClientRange {
+            group: "g".into(),
+            client: "c".into(),
+            key: 4,
+            first: 4,
+            last: 9,
+            seq: 30,
+            rejected: vec![],
+            runs: vec![(4, 10), (6, 20), (8, 30)],
+        }
+    }
+
+    #[test]
+    fn a_range_of_several_runs_says_where_each_mutation_landed() {
+        let r = merged();
+        assert_eq!(r.seq_of(3), None);
+        assert_eq!(r.seq_of(4), Some(10));
+        assert_eq!(r.seq_of(5), Some(10));
+        assert_eq!(r.seq_of(6), Some(20));
+        assert_eq!(r.seq_of(9), Some(30));
+        assert_eq!(r.seq_of(10), None);
+        assert_eq!(r.last_before(10), None);
+        assert_eq!(r.last_before(11), Some(5));
+        assert_eq!(r.last_before(21), Some(7));
+        assert_eq!(r.last_before(31), Some(9));
+        let one = ClientRange {
+            runs: vec![],
+            ..merged()
+        };
+        assert_eq!(one.seq_of(5), Some(30));
+        assert_eq!(one.last_before(30), None);
+        assert_eq!(one.last_before(31), Some(9));
     }
 }

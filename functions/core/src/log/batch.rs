@@ -3,10 +3,13 @@
 //!
 //! Each client's run is built exactly as a direct push builds it ([`EventLog::build_run`]: the
 //! same skipping of applied ids, gap rule, rejected mutations and per-entry limits), then the runs
-//! of up to [`MAX_RUNS_PER_ENTRY`] clients share one entry (body version 2, one run: version 1),
-//! written in one transaction with every client's range item
-//! ([`ClientRuns::put_client_entries`]), so the effects and every client's last mutation id become
-//! visible together and each range item's condition keeps every mutation applied at most once.
+//! of up to [`MAX_RUNS_PER_ENTRY`] clients share one deferred batch entry (body version 5),
+//! written with one conditional put on the log's next sequence: the entry records every client's
+//! last mutation id, so the effects and the ids become visible together, and the conditional put
+//! keeps every mutation applied at most once (a writer whose view of the clients is stale loses
+//! the append). Only a client's first run has its range item written with the entry
+//! ([`ClientRuns::put_client_entries`]); the others are indexed by window afterwards
+//! (`super::deferred`).
 //!
 //! A client whose mutations cannot be applied because of what they are (another group's client,
 //! a gap, an unknown client past its first mutation) is refused on its own: the other clients'
@@ -18,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tracing::{debug, warn};
 
 use super::clients::MAX_RUN_BODY_BYTES;
+use super::deferred::{LoggedRun, logged_runs};
 use super::push_rebase::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
@@ -26,7 +30,7 @@ use crate::error::LogError;
 use crate::log::PushedMutation;
 use crate::ports::{
     ClientPutOutcome, ClientRuns, Consistency, LogEntries, MAX_RANGES_PER_TRANSACTION,
-    PayloadStore, RangePut,
+    PayloadStore, PutOutcome, RangePut,
 };
 use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_RUNS_PER_ENTRY, MutationBatch, Mutations};
@@ -73,20 +77,21 @@ pub struct BatchOutcome {
 /// The most clients a [`KnownClients`] remembers for one log; past it, it starts afresh.
 pub const MAX_KNOWN_CLIENTS: usize = 10_000;
 
-/// What a sheet's one writer knows of the sheet's clients from its own group commits: each
-/// client's newest range as of the log's `next_seq`, so that a batch that finds the log where
-/// the writer left it need not read its clients' range items again (one strong Query per
-/// client; at ten pushes a batch, ten of a batch's thirteen requests).
+/// What a sheet's one writer knows of the sheet's clients, as of the log's `next_seq`: each
+/// remembered client's newest run, and every client with a run past the index mark (whose range
+/// item may not exist yet, `deferred`). A batch that finds the log where the writer left it reads
+/// no client again; one that finds it moved reads only the entries in between.
 ///
-/// It is only a shortcut, never the authority: every range item is still written on condition
-/// that no range of its client starts at the same id, so a remembered range that turned stale
-/// (another writer appended in between, which also moves the head, or an answer was lost) makes
-/// the write fail as [`ClientPutOutcome::RangeTaken`] and the clients are read again; and a client
-/// whose remembered range would refuse its push (a gap) is read again before it is refused.
+/// Built from the log itself (the runs past the index mark, then each client's range item), so
+/// it is exact; still, a client is never refused on what was remembered from an earlier call:
+/// the writer first builds it afresh. A remembered state that turned stale because another writer
+/// appended in between makes the entry's conditional write fail, as any lost race.
 #[derive(Debug, Default, Clone)]
 pub struct KnownClients {
-    /// The log's next sequence when the ranges below were last known current.
+    /// The log's next sequence when the state below was current.
     next_seq: Option<u64>,
+    /// The index mark as read (`Some(None)`: never set).
+    mark: Option<Option<u64>>,
     newest: HashMap<String, Option<ClientRange>>,
 }
 
@@ -100,11 +105,11 @@ impl KnownClients {
         self.newest.is_empty()
     }
 
-    /// After this writer's own entry that changes no client range (the snapshot trigger's),
-    /// appended right after the commit these ranges were current at: they are current after it
-    /// too, so the next batch need not read its clients again. `next_seq` is the log's next
-    /// sequence after that entry; anything but exactly one entry more (another writer's entry
-    /// came first) changes nothing here, and the next batch's head check reads them again.
+    /// After this writer's own entry that records no client run (the snapshot trigger's),
+    /// appended right after the commit this state was current at: it is current after it too,
+    /// so the next batch need not read anything. `next_seq` is the log's next sequence after
+    /// that entry; anything but exactly one entry more changes nothing here, and the next batch
+    /// reads the entries in between.
     pub fn after_own_entry(&mut self, next_seq: u64) {
         if self.next_seq.is_some_and(|n| n + 1 == next_seq) {
             self.next_seq = Some(next_seq);
@@ -116,6 +121,14 @@ impl KnownClients {
     #[cfg(test)]
     pub(super) fn forge(&mut self, client: &str, newest: Option<ClientRange>) {
         self.newest.insert(client.to_owned(), newest);
+    }
+
+    /// Adds the runs of entries the log gained since `next_seq`.
+    fn learn(&mut self, runs: Vec<LoggedRun>) {
+        for r in runs {
+            let range = r.as_range();
+            self.newest.insert(r.client, Some(range));
+        }
     }
 }
 
@@ -190,26 +203,49 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 done: None,
             })
             .collect();
-        // Clients taken from `known`: right only if the head is where `known` was left, which
-        // the head read below checks.
-        if known.next_seq.is_some() {
-            for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
-                if let Some(newest) = known.newest.get(&push.client).cloned() {
-                    slot.newest = Some(newest);
-                    slot.remembered = true;
-                }
-            }
-        }
+        // Whether `known` came from an earlier call rather than being built in this one.
+        let mut inherited = known.next_seq.is_some();
         let mut appended = Vec::new();
         let mut failures = 0u32;
+        let mut at: SegmentHint;
         let mut rebasing = PushRebase::new(pushes.iter().flat_map(|p| p.mutations.iter()));
         loop {
-            // Every client to (re)read, in parallel: one round trip for the batch rather than
-            // one per client.
-            let stale: Vec<usize> = slots
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let next_seq = head.next_seq();
+            at = head.at;
+            // Bring what is known to this head: the entries since, or everything afresh.
+            match known.next_seq {
+                Some(n) if n == next_seq => {}
+                Some(n) if n < next_seq => {
+                    match self
+                        .entries_between(log, n, next_seq, head.at, &mut units)
+                        .await
+                    {
+                        Ok(entries) => {
+                            known.learn(logged_runs(log, &entries)?);
+                            known.next_seq = Some(next_seq);
+                        }
+                        Err(e) => {
+                            debug!(log = %log, error = %e, "catching up failed; reading afresh");
+                            *known = KnownClients::default();
+                        }
+                    }
+                }
+                _ => *known = KnownClients::default(),
+            }
+            if known.next_seq.is_none() {
+                let tail = self.tail_at(log, &head, &mut units).await?;
+                known.mark = Some(tail.mark);
+                known.learn(tail.runs);
+                known.next_seq = Some(next_seq);
+                inherited = false;
+            }
+            // Every client not known yet has no run past the mark: its newest range item is
+            // its newest run. Read them in parallel, after the mark (above).
+            let stale: Vec<usize> = pushes
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.done.is_none() && s.newest.is_none())
+                .filter(|(i, p)| slots[*i].done.is_none() && !known.newest.contains_key(&p.client))
                 .map(|(i, _)| i)
                 .collect();
             let reads = futures::future::join_all(stale.iter().map(|&i| async move {
@@ -224,37 +260,14 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             for (&i, (read, u)) in stale.iter().zip(reads) {
                 units += u;
                 let newest = read?.into_iter().next();
-                known
-                    .newest
-                    .insert(pushes[i].client.clone(), newest.clone());
-                slots[i].newest = Some(newest);
+                known.newest.insert(pushes[i].client.clone(), newest);
                 slots[i].remembered = false;
             }
-            let head = self.head(log, hint, consistency, &mut units).await?;
-            let next_seq = head.next_seq();
-            match known.next_seq {
-                Some(at) if at == next_seq => {}
-                Some(_) => {
-                    // The log moved since `known` was current: someone else appended. Forget
-                    // what was remembered and read those clients again.
-                    *known = KnownClients::default();
-                    let mut again = false;
-                    for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
-                        if slot.remembered && slot.done.is_none() {
-                            slot.newest = None;
-                            slot.remembered = false;
-                            again = true;
-                        } else if let Some(newest) = &slot.newest {
-                            known.newest.insert(push.client.clone(), newest.clone());
-                        }
-                    }
-                    if again {
-                        continue;
-                    }
-                    known.next_seq = Some(next_seq);
+            for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
+                if slot.done.is_none() {
+                    slot.newest = known.newest.get(&push.client).cloned();
+                    slot.remembered = slot.remembered || inherited;
                 }
-                // Everything in `known` was read in this call.
-                None => known.next_seq = Some(next_seq),
             }
             if let Some(r) = rebasing.as_mut() {
                 let strong = consistency == Consistency::Strong;
@@ -281,16 +294,16 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             let mut before: Vec<Event> = Vec::new();
             let mut bytes = BATCH_FRAME_BYTES;
             let budget = MAX_RUN_BODY_BYTES.min(self.cfg.max_body_bytes);
+            let mut recheck = false;
             for (i, (push, slot)) in pushes.iter().zip(slots.iter_mut()).enumerate() {
                 if slot.done.is_some() {
                     continue;
                 }
                 let newest = slot.newest.as_ref().and_then(Option::as_ref);
                 let run = match self.next_run(push, newest, rebasing.as_ref(), &before) {
-                    // Never refuse a client on a remembered range: read it first.
+                    // Never refuse a client on what an earlier call left: build it afresh first.
                     Err(_) if slot.remembered => {
-                        slot.newest = None;
-                        slot.remembered = false;
+                        recheck = true;
                         continue;
                     }
                     Ok(Some(run)) => run,
@@ -322,16 +335,34 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 before.extend(run.applied.iter().filter_map(|m| positions(&m.event)));
                 runs.push((i, run, newest.is_none()));
             }
+            if recheck {
+                *known = KnownClients::default();
+                for slot in &mut slots {
+                    slot.remembered = false;
+                }
+                continue;
+            }
             if runs.is_empty() {
-                if slots.iter().any(|s| s.done.is_none() && s.newest.is_none()) {
+                break;
+            }
+            // The index mark exists before the first entry that defers range items.
+            if known.mark == Some(None) {
+                if self
+                    .store
+                    .start_index_mark(log, next_seq - 1, &mut units)
+                    .await?
+                {
+                    known.mark = Some(Some(next_seq - 1));
+                } else {
+                    // Someone else set it, and may have deferred runs since: read afresh.
+                    *known = KnownClients::default();
                     continue;
                 }
-                break;
             }
             let batch = MutationBatch {
                 runs: runs.iter().map(|(_, r, _)| r.clone()).collect(),
             };
-            let (code, version, body) = batch.encode();
+            let (code, version, body) = batch.encode_deferred();
             let entry = NewEntry::new(EntryType(code), version, body);
             let (body, external) = self.place_body(log, &entry).await?;
             let record = EntryRecord {
@@ -345,36 +376,49 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 snapshot_root: None,
                 attempt: Some(rand::random()),
             };
-            let puts: Vec<RangePut> = runs
+            let written: Vec<ClientRange> = runs
                 .iter()
-                .map(|(_, run, first)| RangePut {
-                    range: ClientRange {
-                        group: run.group.clone(),
-                        client: run.client.clone(),
-                        // Every client's first range is keyed 1 (`ClientRange::key`).
-                        key: if *first { 1 } else { run.first },
-                        first: run.first,
-                        last: run.last,
-                        seq: next_seq,
-                        rejected: run.rejected(),
-                    },
-                    join_group: *first,
+                .map(|(_, run, first)| ClientRange {
+                    group: run.group.clone(),
+                    client: run.client.clone(),
+                    // Every client's first range is keyed 1 (`ClientRange::key`).
+                    key: if *first { 1 } else { run.first },
+                    first: run.first,
+                    last: run.last,
+                    seq: next_seq,
+                    rejected: run.rejected(),
+                    runs: Vec::new(),
                 })
                 .collect();
-            match self
-                .store
-                .put_client_entries(log, &record, &puts, &mut units)
-                .await?
-            {
+            // Only a client's first run is indexed with the entry; the others later.
+            let puts: Vec<RangePut> = runs
+                .iter()
+                .zip(&written)
+                .filter(|((_, _, first), _)| *first)
+                .map(|(_, range)| RangePut {
+                    range: range.clone(),
+                    join_group: true,
+                })
+                .collect();
+            let outcome = if puts.is_empty() {
+                match self.store.put_entry(log, &record, &mut units).await? {
+                    PutOutcome::Written => ClientPutOutcome::Written,
+                    PutOutcome::Taken(w) => ClientPutOutcome::Taken(w),
+                }
+            } else {
+                self.store
+                    .put_client_entries(log, &record, &puts, &mut units)
+                    .await?
+            };
+            match outcome {
                 ClientPutOutcome::Written => {
-                    debug!(log = %log, seq = next_seq, clients = puts.len(), "batch applied");
-                    for ((i, _, _), put) in runs.iter().zip(puts) {
+                    debug!(log = %log, seq = next_seq, clients = written.len(), indexed = puts.len(), "batch applied");
+                    for ((i, _, _), range) in runs.iter().zip(written) {
                         known
                             .newest
-                            .insert(put.range.client.clone(), Some(put.range.clone()));
-                        slots[*i].newest = Some(Some(put.range.clone()));
-                        slots[*i].remembered = false;
-                        slots[*i].ranges.push(put.range);
+                            .insert(range.client.clone(), Some(range.clone()));
+                        slots[*i].newest = Some(Some(range.clone()));
+                        slots[*i].ranges.push(range);
                     }
                     known.next_seq = Some(next_seq + 1);
                     appended.push(Appended {
@@ -392,17 +436,13 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                     consistency = Consistency::Strong;
                     continue;
                 }
-                // Another writer applied some of these clients' mutations first (a direct push,
-                // a replay, or our own earlier try whose answer was lost): read them again.
+                // Another writer gave one of these clients its first run first (a direct push,
+                // or our own earlier try whose answer was lost): read afresh.
                 ClientPutOutcome::RangeTaken => {
-                    for (i, _, _) in &runs {
-                        slots[*i].newest = None;
-                        slots[*i].remembered = false;
-                    }
                     *known = KnownClients::default();
                 }
+                // The log moved: the next round reads the entries in between.
                 ClientPutOutcome::Taken(winner) => {
-                    *known = KnownClients::default();
                     hint = Some(match winner {
                         Some(w) if w.is_end_segment() => SegmentHint {
                             segment: head.at.segment + 1,
@@ -414,7 +454,6 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                     backoff.sleep().await;
                 }
                 ClientPutOutcome::Interrupted => {
-                    *known = KnownClients::default();
                     hint = Some(head.at);
                     consistency = Consistency::Strong;
                     backoff.sleep().await;
@@ -426,6 +465,17 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                     log,
                     attempts: self.cfg.max_attempts,
                 });
+            }
+        }
+        // Index the windows this call completed. The runs are applied whatever becomes of it;
+        // what is not indexed now is by the next batch, or by any reader's push.
+        if let (Some(Some(mark)), Some(next_seq)) = (known.mark, known.next_seq) {
+            match self
+                .index_deferred(log, mark, next_seq, at, &mut units)
+                .await
+            {
+                Ok(m) => known.mark = Some(Some(m)),
+                Err(e) => warn!(log = %log, error = %e, "indexing deferred runs failed"),
             }
         }
         if let Some(last) = appended.last_mut() {

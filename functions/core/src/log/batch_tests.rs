@@ -99,7 +99,7 @@ async fn a_batch_of_many_clients_is_one_entry_with_every_range() {
     }
     let page = log.read_since(id, seq, 1).await.unwrap();
     let e = &page.entries[0];
-    assert_eq!(e.version, crate::sheet::mutations::BATCH_VERSION);
+    assert_eq!(e.version, crate::sheet::mutations::DEFERRED_BATCH_VERSION);
     assert!(matches!(
         EntryBody::decode(e.kind.0, e.version, &e.body).unwrap(),
         EntryBody::Batch(b) if b.runs.len() == 10
@@ -125,15 +125,16 @@ async fn a_batch_of_many_clients_is_one_entry_with_every_range() {
 }
 
 #[tokio::test]
-async fn a_single_client_batch_reads_like_a_direct_push() {
+async fn a_single_client_batch_is_a_deferred_batch_of_one_run() {
     let log = mem_log();
     let id = log.create().await.unwrap().log;
     let out = log.push_batch(id, &[push("c", 1..=3)], None).await.unwrap();
     let page = log.read_since(id, out.appended[0].seq, 1).await.unwrap();
-    assert_eq!(page.entries[0].version, 1);
+    let e = &page.entries[0];
+    assert_eq!(e.version, crate::sheet::mutations::DEFERRED_BATCH_VERSION);
     assert!(matches!(
-        EntryBody::decode(page.entries[0].kind.0, 1, &page.entries[0].body).unwrap(),
-        EntryBody::Mutations(m) if m.client == "c" && m.last == 3
+        EntryBody::decode(e.kind.0, e.version, &e.body).unwrap(),
+        EntryBody::Batch(b) if b.runs.len() == 1 && b.runs[0].client == "c" && b.runs[0].last == 3
     ));
 }
 
@@ -330,13 +331,20 @@ async fn a_batch_under_a_low_entry_limit_splits_so_no_entry_exceeds_it() {
     assert_eq!(seen.len(), 6);
 }
 
-/// Counts the Clients-table range reads that pass it.
+/// Counts the Clients-table range reads that pass it, and the index mark reads (each a fresh
+/// look at what is past the mark).
 #[derive(Debug, Default, Clone)]
-struct CountRangeReads(Arc<std::sync::atomic::AtomicU64>);
+struct CountRangeReads(
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<std::sync::atomic::AtomicU64>,
+);
 
 impl CountRangeReads {
     fn take(&self) -> u64 {
         self.0.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+    fn take_marks(&self) -> u64 {
+        self.1.swap(0, std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -350,6 +358,9 @@ impl crate::layer::Layer for CountRangeReads {
     {
         if call.method == "client_ranges" {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if call.method == "index_mark" {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         run.await
     }
@@ -401,7 +412,7 @@ async fn the_writer_reads_no_client_again_while_the_log_is_where_it_left_it() {
 }
 
 /// The writer's own Snapshot entry right after its commit (the snapshot trigger's) leaves its
-/// clients trusted; with another writer's entry before it, they are read again.
+/// clients trusted; with another writer's entry before it, the writer reads the entries since.
 #[tokio::test]
 async fn the_writers_own_snapshot_entry_keeps_its_clients_known() {
     let (log, reads) = counted_log();
@@ -447,6 +458,7 @@ async fn the_writers_own_snapshot_entry_keeps_its_clients_known() {
         .unwrap();
     known.after_own_entry(s.next_seq);
     reads.take();
+    reads.take_marks();
     let out = log
         .push_batch_known(
             id,
@@ -456,7 +468,11 @@ async fn the_writers_own_snapshot_entry_keeps_its_clients_known() {
         )
         .await
         .unwrap();
-    assert_eq!(reads.take(), 2, "both remembered clients are read again");
+    assert_eq!(
+        (reads.take(), reads.take_marks()),
+        (0, 0),
+        "the two entries in between are read, not the clients"
+    );
     assert!(
         matches!(out.clients[0], ClientResult::Done { last: 5, .. }),
         "{:?}",
@@ -468,7 +484,7 @@ async fn the_writers_own_snapshot_entry_keeps_its_clients_known() {
 }
 
 #[tokio::test]
-async fn another_writer_in_between_makes_the_writer_read_its_clients_again() {
+async fn another_writer_in_between_makes_the_writer_read_the_entries_since() {
     let (log, reads) = counted_log();
     let id = log.create().await.unwrap().log;
     let mut known = KnownClients::default();
@@ -489,12 +505,17 @@ async fn another_writer_in_between_makes_the_writer_read_its_clients_again() {
     .await
     .unwrap();
     reads.take();
+    reads.take_marks();
     // The writer's remembered "a has 1" is stale; it must not apply 2 and 3 again.
     let out = log
         .push_batch_known(id, &[push("a", 1..=4), push("b", 1..=2)], None, &mut known)
         .await
         .unwrap();
-    assert_eq!(reads.take(), 2, "both remembered clients are read again");
+    assert_eq!(
+        (reads.take(), reads.take_marks()),
+        (0, 0),
+        "the direct push's entry is read, not the clients"
+    );
     assert!(
         matches!(out.clients[0], ClientResult::Done { last: 4, .. }),
         "{:?}",
@@ -599,7 +620,7 @@ async fn remembered_clients_stay_exactly_once_under_faults_and_another_writer() 
 }
 
 #[tokio::test]
-async fn a_client_is_read_again_before_a_remembered_range_refuses_it() {
+async fn a_client_is_read_afresh_before_a_remembered_range_refuses_it() {
     let (log, reads) = counted_log();
     let id = log.create().await.unwrap().log;
     let mut known = KnownClients::default();
@@ -607,6 +628,7 @@ async fn a_client_is_read_again_before_a_remembered_range_refuses_it() {
         .await
         .unwrap();
     reads.take();
+    reads.take_marks();
     // A remembered range that is wrong though the head has not moved (no real commit leaves
     // one): "a" looks unknown, so its push from 4 would be refused as a client that lost its
     // state.
@@ -620,7 +642,7 @@ async fn a_client_is_read_again_before_a_remembered_range_refuses_it() {
         "{:?}",
         out.clients[0]
     );
-    assert_eq!(reads.take(), 1, "read again, once");
+    assert_eq!(reads.take_marks(), 1, "read afresh, once");
     let (seen, _) = applied(&log, id).await;
     assert_eq!(seen["a"], vec![1, 2, 3, 4, 5]);
 }

@@ -29,9 +29,24 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
     ) -> Result<Chain, LogError> {
         // A segment whose entry items are gone (archived), read from its archive for the rest
         // of this read, and kept for the next page.
+        self.read_chain_as(log, start, num, limit, Consistency::Eventual, units)
+            .await
+    }
+
+    /// As [`read_chain`](Self::read_chain), every page read with `consistency` (strongly, for a
+    /// reader that must see every entry up to a head it read strongly).
+    pub(super) async fn read_chain_as(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        num: u64,
+        limit: usize,
+        consistency: Consistency,
+        units: &mut RequestUnits,
+    ) -> Result<Chain, LogError> {
         let mut archived = self.archives.get(log);
         let chain = self
-            .read_chain_with(log, start, num, limit, units, &mut archived)
+            .read_chain_with(log, start, num, limit, consistency, units, &mut archived)
             .await;
         if let Some(a) = archived {
             self.archives.keep(log, a);
@@ -39,19 +54,22 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
         chain
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn read_chain_with(
         &self,
         log: LogId,
         start: SegmentHint,
         num: u64,
         limit: usize,
+        first: Consistency,
         units: &mut RequestUnits,
         archived: &mut Option<Archived>,
     ) -> Result<Chain, LogError> {
         let mut records: Vec<(u64, EntryRecord)> = Vec::new();
         let (mut at, mut num) = (start, num);
-        // Eventually consistent first; after a read that may have been stale, strongly.
-        let mut consistency = Consistency::Eventual;
+        // Eventually consistent first (unless asked otherwise); after a read that may have been
+        // stale, strongly.
+        let mut consistency = first;
         // Re-reads after an entry appeared between two reads; each is answered by a strong read,
         // which cannot be stale, so a handful is plenty.
         let mut rereads = 0u32;
@@ -93,7 +111,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                         base_seq: at.base_seq + skip,
                     };
                     num -= skip;
-                    consistency = Consistency::Eventual;
+                    consistency = first;
                     continue;
                 }
                 if newest.num + 1 == num {
@@ -142,7 +160,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                         base_seq: at.base_seq + end + 1,
                     };
                     num = 0;
-                    consistency = Consistency::Eventual;
+                    consistency = first;
                 }
                 Some(_) => {
                     return Ok(Chain {

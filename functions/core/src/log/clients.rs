@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::push_rebase::{Caught, PushRebase, sent_forms};
 use super::pushed::PushedMutation;
@@ -107,12 +107,17 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         let attempt_id: u64 = rand::random();
         let mut rebasing = PushRebase::new(mutations);
         for attempt in 1..=self.cfg.max_attempts {
-            let newest = self
+            // The head, then the runs past the index mark, then the client's range items: in
+            // this order nothing applied before the head is missed (`deferred`).
+            let head = self.head(log, hint, consistency, &mut units).await?;
+            let tail = self.tail_at(log, &head, &mut units).await?;
+            let item = self
                 .store
                 .client_ranges(log, client, None, 1, &mut units)
                 .await?
                 .into_iter()
                 .next();
+            let newest = tail.newest_with(client, item);
             if let Some(n) = &newest
                 && n.group != group
             {
@@ -143,7 +148,6 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                     },
                 });
             }
-            let head = self.head(log, hint, consistency, &mut units).await?;
             let next_seq = head.next_seq();
             let rebased = match rebasing.as_mut() {
                 None => None,
@@ -198,6 +202,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 last: run.last,
                 seq: next_seq,
                 rejected: run.rejected(),
+                runs: Vec::new(),
             };
             match self
                 .store
@@ -211,6 +216,18 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             {
                 ClientPutOutcome::Written => {
                     debug!(log = %log, client, first = range.first, last = range.last, seq = next_seq, "mutations applied");
+                    if let Some(mark) = tail.mark {
+                        // Keep the tail short when no writer indexes (a stack switched to
+                        // direct pushes): the run is applied whatever becomes of this.
+                        let mut u = RequestUnits::default();
+                        if let Err(e) = self
+                            .index_deferred(log, mark, next_seq + 1, head.at, &mut u)
+                            .await
+                        {
+                            warn!(log = %log, error = %e, "indexing deferred runs failed");
+                        }
+                        units += u;
+                    }
                     return Ok(RunOutcome::Applied {
                         range,
                         rejected,
@@ -332,23 +349,40 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     }
 
     /// The client's newest range (its last applied mutation), or `None` for a client this log
-    /// has not heard from. A strong Query of one item: 1 RRU (a strong read of up to 4 KB).
+    /// has not heard from: its runs past the index mark, else its newest range item. A strong
+    /// head read, the mark, and a strong Query of one item (plus the entries past the mark).
     pub async fn last_mutation(
         &self,
         log: LogId,
         client: &str,
     ) -> Result<Option<ClientRange>, LogError> {
         let mut units = RequestUnits::default();
+        let tail = self.tail(log, &mut units).await?;
+        let item = self
+            .store
+            .client_ranges(log, client, None, 1, &mut units)
+            .await?
+            .into_iter()
+            .next();
+        Ok(tail.newest_with(client, item))
+    }
+
+    /// The group of a client this log has heard from: its newest range item, one strong Query.
+    /// A client's first run always has its item (`deferred`), and a client never changes group.
+    pub async fn client_group(&self, log: LogId, client: &str) -> Result<Option<String>, LogError> {
+        let mut units = RequestUnits::default();
         Ok(self
             .store
             .client_ranges(log, client, None, 1, &mut units)
             .await?
             .into_iter()
-            .next())
+            .next()
+            .map(|r| r.group))
     }
 
-    /// The range that holds mutation `id` of a client, or `None` if it has not been applied (nor
-    /// skipped over by a replay that started the client later).
+    /// The run that holds mutation `id` of a client (one run, as a direct push records it), or
+    /// `None` if it has not been applied (nor skipped over by a replay that started the client
+    /// later).
     pub async fn find_mutation(
         &self,
         log: LogId,
@@ -356,12 +390,21 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         id: u64,
     ) -> Result<Option<ClientRange>, LogError> {
         let mut units = RequestUnits::default();
+        let tail = self.tail(log, &mut units).await?;
+        if let Some(r) = tail
+            .runs
+            .iter()
+            .find(|r| r.client == client && (r.first..=r.last).contains(&id))
+        {
+            return Ok(Some(r.as_range()));
+        }
         Ok(self
             .store
             .client_ranges(log, client, Some(id), 1, &mut units)
             .await?
             .into_iter()
-            .find(|r| r.contains(id)))
+            .find(|r| r.contains(id))
+            .map(|r| run_of(&r, id)))
     }
 
     /// The clients of a group that have pushed to this log.
@@ -370,9 +413,62 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         Ok(self.store.group_clients(log, group, &mut units).await?)
     }
 
+    /// Each client of the group with its last applied mutation id among runs recorded before
+    /// sequence `before` (clients with none left out): what a view of the log up to `before`
+    /// has applied from the group. One read of the runs past the index mark for all of them.
+    pub async fn group_last_mutations_before(
+        &self,
+        log: LogId,
+        group: &str,
+        before: u64,
+    ) -> Result<BTreeMap<String, u64>, LogError> {
+        let mut units = RequestUnits::default();
+        let tail = self.tail(log, &mut units).await?;
+        let clients = self.store.group_clients(log, group, &mut units).await?;
+        let mut out = BTreeMap::new();
+        for client in clients {
+            let from_tail = tail
+                .runs
+                .iter()
+                .filter(|r| r.client == client && r.seq < before)
+                .map(|r| r.last)
+                .max();
+            let last = match from_tail {
+                Some(last) => last,
+                None => self.last_in_items_before(log, &client, before).await?,
+            };
+            if last > 0 {
+                out.insert(client, last);
+            }
+        }
+        Ok(out)
+    }
+
     /// The client's last applied mutation id among runs recorded before sequence `before`
     /// (0 if none): what a view of the log up to `before` has applied from this client.
     pub async fn last_mutation_before(
+        &self,
+        log: LogId,
+        client: &str,
+        before: u64,
+    ) -> Result<u64, LogError> {
+        let mut units = RequestUnits::default();
+        let tail = self.tail(log, &mut units).await?;
+        if let Some(last) = tail
+            .runs
+            .iter()
+            .filter(|r| r.client == client && r.seq < before)
+            .map(|r| r.last)
+            .max()
+        {
+            return Ok(last);
+        }
+        self.last_in_items_before(log, client, before).await
+    }
+
+    /// [`last_mutation_before`](Self::last_mutation_before) from the range items alone (right
+    /// when no run of the client past the index mark is before `before`).
+    async fn last_in_items_before(
         &self,
         log: LogId,
         client: &str,
@@ -388,8 +484,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             let Some(oldest) = ranges.last() else {
                 return Ok(0);
             };
-            if let Some(r) = ranges.iter().find(|r| r.seq < before) {
-                return Ok(r.last);
+            if let Some(last) = ranges.iter().find_map(|r| r.last_before(before)) {
+                return Ok(last);
             }
             if oldest.key <= 1 {
                 return Ok(0);
@@ -403,5 +499,31 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             }
             at_most = Some(next);
         }
+    }
+}
+
+/// The one run of `range` that holds `id`, as its own range.
+fn run_of(range: &ClientRange, id: u64) -> ClientRange {
+    let Some(i) = range.runs.iter().rposition(|(first, _)| *first <= id) else {
+        return range.clone();
+    };
+    let (first, seq) = range.runs[i];
+    let last = range
+        .runs
+        .get(i + 1)
+        .map_or(range.last, |(next, _)| next - 1);
+    ClientRange {
+        key: first,
+        first,
+        last,
+        seq,
+        rejected: range
+            .rejected
+            .iter()
+            .copied()
+            .filter(|r| (first..=last).contains(r))
+            .collect(),
+        runs: Vec::new(),
+        ..range.clone()
     }
 }

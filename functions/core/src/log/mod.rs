@@ -28,6 +28,8 @@ mod batch;
 #[cfg(feature = "engine")]
 mod clients;
 #[cfg(feature = "engine")]
+mod deferred;
+#[cfg(feature = "engine")]
 mod push_rebase;
 #[cfg(feature = "engine")]
 mod pushed;
@@ -44,6 +46,8 @@ mod trigger;
 pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_CLIENTS};
 #[cfg(feature = "engine")]
 pub use clients::{Rejected, RunOutcome, RunSource, oversize_reason};
+#[cfg(feature = "engine")]
+pub use deferred::{INDEX_WINDOW, LoggedRun, Tail};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
 pub use push_rebase::MAX_REBASE_ENTRIES;
@@ -291,6 +295,8 @@ mod batch_tests;
 mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
+#[cfg(test)]
+mod deferred_tests;
 #[cfg(test)]
 mod push_rebase_tests;
 #[cfg(test)]

@@ -41,6 +41,9 @@ fn read_cost(bytes: u64, consistency: Consistency) -> RequestUnits {
     ))
 }
 
+/// The index mark item's size: its key (17 bytes and the sort key) and one number.
+const MARK_ITEM_BYTES: u64 = 30;
+
 #[derive(Debug, Default)]
 struct Tables {
     segments: BTreeMap<(LogId, u64), SegmentRecord>,
@@ -55,6 +58,8 @@ struct Tables {
     groups: BTreeMap<(LogId, String), BTreeSet<String>>,
     /// Client group owners: (log, group) → subject.
     owners: BTreeMap<(LogId, String), String>,
+    /// Index marks: log → sequence.
+    marks: BTreeMap<LogId, u64>,
     /// Log metadata items (creator, tombstone).
     meta: BTreeMap<LogId, crate::ports::LogMeta>,
 }
@@ -460,6 +465,67 @@ impl ClientRuns for MemLogStore {
         );
         Ok(clients)
     }
+    async fn index_mark(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Option<u64>, StoreError> {
+        let t = lock(&self.tables)?;
+        let mark = t.marks.get(&log).copied();
+        *units += read_cost(
+            if mark.is_some() { MARK_ITEM_BYTES } else { 0 },
+            Consistency::Strong,
+        );
+        Ok(mark)
+    }
+    async fn start_index_mark(
+        &self,
+        log: LogId,
+        at: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let mut t = lock(&self.tables)?;
+        *units += RequestUnits::writes(write_units(MARK_ITEM_BYTES, false));
+        if t.marks.contains_key(&log) {
+            return Ok(false);
+        }
+        t.marks.insert(log, at);
+        Ok(true)
+    }
+    async fn advance_index_mark(
+        &self,
+        log: LogId,
+        to: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let mut t = lock(&self.tables)?;
+        *units += RequestUnits::writes(write_units(MARK_ITEM_BYTES, false));
+        match t.marks.get_mut(&log) {
+            Some(w) if *w < to => {
+                *w = to;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+    async fn put_deferred_range(
+        &self,
+        log: LogId,
+        range: &ClientRange,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let mut t = lock(&self.tables)?;
+        *units += RequestUnits::writes(write_units(
+            item_size(&client_range_to_item(log, range)),
+            false,
+        ));
+        let key = (log, range.client.clone(), range.key);
+        if t.ranges.get(&key).is_some_and(|old| old.last >= range.last) {
+            return Ok(false);
+        }
+        t.ranges.insert(key, range.clone());
+        Ok(true)
+    }
 }
 
 #[async_trait]
@@ -625,6 +691,9 @@ impl crate::ports::LogPurge for MemLogStore {
         deleted += groups.len();
         for k in groups {
             t.groups.remove(&k);
+        }
+        if deleted < max && t.marks.remove(&log).is_some() {
+            deleted += 1;
         }
         if t.entries
             .range((log, 0, 0)..=(log, u64::MAX, u64::MAX))

@@ -14,11 +14,11 @@ use super::{
     conflict_or_error, ddb_error,
 };
 use crate::aws::items::{
-    bin, client_attr, client_range_from_item, client_range_to_item, dedupe_attr, dedupe_hit,
-    entry_attr, entry_from_item, entry_key, entry_to_item, item_size, num, segment_attr,
+    Item, bin, client_attr, client_range_from_item, client_range_to_item, dedupe_attr, dedupe_hit,
+    entry_attr, entry_from_item, entry_key, entry_to_item, get_num, item_size, num, segment_attr,
     segment_from_item, segment_key, segment_to_item,
 };
-use crate::domain::clients::{ClientRange, group_key};
+use crate::domain::clients::{ClientRange, group_key, mark_key};
 use crate::domain::cost::{ReadConsistency, read_units, write_units};
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord, segment_id};
@@ -477,6 +477,121 @@ impl ClientRuns for DynamoLogStore {
                 "Clients group item",
                 "attribute c is not a string set",
             )),
+        }
+    }
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn index_mark(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Option<u64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.clients_table()?)
+            .key(client_attr::KEY, bin(mark_key(log)))
+            .key(client_attr::FIRST, num(0))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb_error("GetItem", e))?;
+        let size = out.item.as_ref().map(item_size).unwrap_or(0);
+        *units += RequestUnits::reads(read_units(size, ReadConsistency::Strong));
+        out.item
+            .as_ref()
+            .map(|i| get_num(i, client_attr::MARK, "Clients index mark"))
+            .transpose()
+    }
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn start_index_mark(
+        &self,
+        log: LogId,
+        at: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let mut item = Item::new();
+        item.insert(client_attr::KEY.into(), bin(mark_key(log)));
+        item.insert(client_attr::FIRST.into(), num(0));
+        item.insert(client_attr::MARK.into(), num(at));
+        *units += RequestUnits::writes(write_units(item_size(&item), false));
+        let result = self
+            .client
+            .put_item()
+            .table_name(self.clients_table()?)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#k)")
+            .expression_attribute_names("#k", client_attr::KEY)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb_error("PutItem", e)),
+        }
+    }
+    #[instrument(skip(self, units), fields(log = %log))]
+    async fn advance_index_mark(
+        &self,
+        log: LogId,
+        to: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        // The mark item is a key and one number: one write unit.
+        *units += RequestUnits::writes(1.0);
+        let result = self
+            .client
+            .update_item()
+            .table_name(self.clients_table()?)
+            .key(client_attr::KEY, bin(mark_key(log)))
+            .key(client_attr::FIRST, num(0))
+            .update_expression("SET #w = :w")
+            .condition_expression("#w < :w")
+            .expression_attribute_names("#w", client_attr::MARK)
+            .expression_attribute_values(":w", num(to))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb_error("UpdateItem", e)),
+        }
+    }
+    #[instrument(skip(self, range, units), fields(log = %log, client = %range.client))]
+    async fn put_deferred_range(
+        &self,
+        log: LogId,
+        range: &ClientRange,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let item = client_range_to_item(log, range);
+        *units += RequestUnits::writes(write_units(item_size(&item), false));
+        let result = self
+            .client
+            .put_item()
+            .table_name(self.clients_table()?)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#k) OR #l < :l")
+            .expression_attribute_names("#k", client_attr::KEY)
+            .expression_attribute_names("#l", client_attr::LAST)
+            .expression_attribute_values(":l", num(range.last))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb_error("PutItem", e)),
         }
     }
 }

@@ -1,0 +1,363 @@
+//! Range items written later (`docs/sync.md`, "Range items written later"): the sync writer's
+//! group commit writes its entry alone, and the clients' range items follow once a window of
+//! [`INDEX_WINDOW`] sequences is complete.
+//!
+//! The log is the authority on which mutations applied; range items are an index of it. The
+//! log's *index mark* says how far the index is complete: every client run in an entry at or
+//! before the mark has a range item. Past the mark, a deferred batch (`mutations` body version 5)
+//! records runs that may have none yet, except a client's first run, which the writer indexes
+//! with the entry (so a client's group is always known from its items). A reader of a client's
+//! last mutation therefore reads, in this order: the head (strongly), the mark, then the client's
+//! range items and the runs of the entries past the mark. Read in that order nothing is missed:
+//! the mark is set before the first deferred entry exists, and moves only after the items it
+//! covers are written.
+//!
+//! Indexing is deterministic, so any number of writers may do it at once and agree: the runs of a
+//! client in one window that no other item records become one item, keyed by the first of them,
+//! and an item is only ever replaced by one that records more of the same window. Windows are
+//! the sequences `[k·W, (k+1)·W)`, the first cut at the mark where the mark was first set; the
+//! mark only ever takes its first value and window ends, so every indexer cuts the same windows.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use tracing::debug;
+
+use super::append::Head;
+use super::{EventLog, SegmentHint, corrupt};
+use crate::domain::clients::ClientRange;
+use crate::domain::{Entry, LogId, RequestUnits};
+use crate::error::LogError;
+use crate::ports::{ClientRuns, Consistency, LogEntries, PayloadStore};
+use crate::sheet::entry::EntryBody;
+use crate::sheet::mutations::is_deferred_version;
+
+/// Sequences per indexing window: a writer indexes a window's deferred runs once the log has
+/// passed its end, one item per client that pushed in it.
+pub const INDEX_WINDOW: u64 = 64;
+
+/// Range items written at once while indexing a window.
+const INDEX_CONCURRENCY: usize = 16;
+
+/// A client run as an entry records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRun {
+    pub seq: u64,
+    pub group: String,
+    pub client: String,
+    pub first: u64,
+    pub last: u64,
+    pub rejected: Vec<u64>,
+    /// Whether the run's range item may not exist: a run of a deferred batch other than its
+    /// client's first.
+    pub deferred: bool,
+}
+
+impl LoggedRun {
+    /// The run as a one-run range (the item a direct push would have written for it).
+    pub fn as_range(&self) -> ClientRange {
+        ClientRange {
+            group: self.group.clone(),
+            client: self.client.clone(),
+            key: self.first,
+            first: self.first,
+            last: self.last,
+            seq: self.seq,
+            rejected: self.rejected.clone(),
+            runs: Vec::new(),
+        }
+    }
+}
+
+/// The client runs recorded in `entries`, in order.
+pub fn logged_runs(log: LogId, entries: &[Entry]) -> Result<Vec<LoggedRun>, LogError> {
+    let mut out = Vec::new();
+    for e in entries {
+        let body = EntryBody::decode(e.kind.0, e.version, &e.body)
+            .map_err(|err| corrupt(log, format!("entry {} does not decode: {err}", e.seq)))?;
+        let deferred = is_deferred_version(e.version);
+        for run in body.runs() {
+            out.push(LoggedRun {
+                seq: e.seq,
+                group: run.group.clone(),
+                client: run.client.clone(),
+                first: run.first,
+                last: run.last,
+                rejected: run.rejected(),
+                deferred: deferred && run.first > 1,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What the log records past its index mark, as of a strongly read head.
+#[derive(Debug, Clone)]
+pub struct Tail {
+    /// The index mark (`None`: never set, so no entry defers its range items).
+    pub mark: Option<u64>,
+    /// The log's next sequence when the tail was read.
+    pub next_seq: u64,
+    /// The runs of the entries after the mark, in order.
+    pub runs: Vec<LoggedRun>,
+}
+
+impl Tail {
+    /// The client's newest run past the mark, as a range.
+    pub fn newest(&self, client: &str) -> Option<ClientRange> {
+        self.runs
+            .iter()
+            .rev()
+            .find(|r| r.client == client)
+            .map(LoggedRun::as_range)
+    }
+
+    /// The newest of the client's runs past the mark and its newest range item (read after the
+    /// mark): its last applied mutation.
+    pub fn newest_with(&self, client: &str, item: Option<ClientRange>) -> Option<ClientRange> {
+        self.newest(client).or(item)
+    }
+}
+
+/// The last sequence of the window that holds `seq`.
+fn window_end(seq: u64) -> u64 {
+    (seq / INDEX_WINDOW) * INDEX_WINDOW + INDEX_WINDOW - 1
+}
+
+impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
+    /// Every entry from `from` to before `next_seq`, read strongly from the segment `at` names
+    /// when it holds `from`, else from the Segment table: all of them, or an error.
+    pub(super) async fn entries_between(
+        &self,
+        log: LogId,
+        from: u64,
+        next_seq: u64,
+        at: SegmentHint,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<Entry>, LogError> {
+        if from >= next_seq {
+            return Ok(Vec::new());
+        }
+        let start = if from >= at.base_seq {
+            at
+        } else {
+            let segments = self
+                .store
+                .newest_segments(log, 4, Consistency::Strong, units)
+                .await?;
+            let s = segments
+                .iter()
+                .find(|s| from >= s.base_seq)
+                .ok_or_else(|| {
+                    corrupt(
+                        log,
+                        format!("sequence {from} past the index mark is in no recent segment"),
+                    )
+                })?;
+            SegmentHint {
+                segment: s.num,
+                base_seq: s.base_seq,
+            }
+        };
+        let want = (next_seq - from) as usize;
+        let chain = self
+            .read_chain_as(
+                log,
+                start,
+                from - start.base_seq,
+                want,
+                Consistency::Strong,
+                units,
+            )
+            .await?;
+        let records: Vec<_> = chain
+            .records
+            .into_iter()
+            .filter(|(seq, _)| *seq < next_seq)
+            .collect();
+        let (entries, _) = self.resolve_within(log, records, usize::MAX).await?;
+        if entries.len() != want || entries.iter().zip(from..).any(|(e, seq)| e.seq != seq) {
+            return Err(corrupt(
+                log,
+                format!(
+                    "entries {from}..{next_seq} are not all readable ({} read)",
+                    entries.len()
+                ),
+            ));
+        }
+        Ok(entries)
+    }
+
+    /// The runs past the index mark as of `head`. The mark is read after the head, so a mark
+    /// set after this head's entries were written cannot hide deferred runs among them.
+    pub(super) async fn tail_at(
+        &self,
+        log: LogId,
+        head: &Head,
+        units: &mut RequestUnits,
+    ) -> Result<Tail, LogError> {
+        let next_seq = head.next_seq();
+        let mark = self.store.index_mark(log, units).await?;
+        let runs = match mark {
+            Some(m) if m + 1 < next_seq => {
+                let entries = self
+                    .entries_between(log, m + 1, next_seq, head.at, units)
+                    .await?;
+                logged_runs(log, &entries)?
+            }
+            _ => Vec::new(),
+        };
+        Ok(Tail {
+            mark,
+            next_seq,
+            runs,
+        })
+    }
+
+    /// The runs past the index mark, from a strong head read.
+    pub async fn tail(&self, log: LogId, units: &mut RequestUnits) -> Result<Tail, LogError> {
+        let head = self.head(log, None, Consistency::Strong, units).await?;
+        self.tail_at(log, &head, units).await
+    }
+
+    /// Indexes the deferred runs of every window past `mark` that ends before `next_seq`, one
+    /// window at a time, moving the mark after each: the new mark. Safe to run concurrently
+    /// with anyone, including itself (see the module).
+    pub async fn index_deferred(
+        &self,
+        log: LogId,
+        mark: u64,
+        next_seq: u64,
+        at: SegmentHint,
+        units: &mut RequestUnits,
+    ) -> Result<u64, LogError> {
+        let mut mark = mark;
+        while window_end(mark + 1) < next_seq {
+            let end = window_end(mark + 1);
+            let entries = self
+                .entries_between(log, mark + 1, end + 1, at, units)
+                .await?;
+            let items = window_items(log, &logged_runs(log, &entries)?)?;
+            let written = items.len();
+            let results: Vec<Result<(bool, RequestUnits), LogError>> =
+                futures::stream::iter(items.into_iter().map(|item| async move {
+                    let mut u = RequestUnits::default();
+                    let put = self.store.put_deferred_range(log, &item, &mut u).await?;
+                    Ok((put, u))
+                }))
+                .buffer_unordered(INDEX_CONCURRENCY)
+                .collect()
+                .await;
+            for r in results {
+                *units += r?.1;
+            }
+            self.store.advance_index_mark(log, end, units).await?;
+            debug!(log = %log, from = mark + 1, to = end, items = written, "deferred runs indexed");
+            mark = end;
+        }
+        Ok(mark)
+    }
+}
+
+/// The range items that index one window's deferred runs: per client, each stretch of deferred
+/// runs not interrupted by a run that has its own item, as one item keyed by its first id.
+pub fn window_items(log: LogId, runs: &[LoggedRun]) -> Result<Vec<ClientRange>, LogError> {
+    let mut by_client: BTreeMap<&str, Vec<&LoggedRun>> = BTreeMap::new();
+    for r in runs {
+        by_client.entry(r.client.as_str()).or_default().push(r);
+    }
+    let mut items = Vec::new();
+    for (client, runs) in by_client {
+        let mut open: Option<ClientRange> = None;
+        for r in runs {
+            if !r.deferred {
+                items.extend(open.take());
+                continue;
+            }
+            match open.as_mut() {
+                Some(item) => {
+                    if r.first != item.last + 1 || r.group != item.group {
+                        return Err(corrupt(
+                            log,
+                            format!(
+                                "client {client}'s run {}..={} at {} does not follow {}",
+                                r.first, r.last, r.seq, item.last
+                            ),
+                        ));
+                    }
+                    if item.runs.is_empty() {
+                        item.runs.push((item.first, item.seq));
+                    }
+                    item.runs.push((r.first, r.seq));
+                    item.last = r.last;
+                    item.seq = r.seq;
+                    item.rejected.extend(&r.rejected);
+                }
+                None => open = Some(r.as_range()),
+            }
+        }
+        items.extend(open);
+    }
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seq: u64, client: &str, first: u64, last: u64, deferred: bool) -> LoggedRun {
+        LoggedRun {
+            seq,
+            group: "g".into(),
+            client: client.into(),
+            first,
+            last,
+            rejected: if first == 3 { vec![3] } else { vec![] },
+            deferred,
+        }
+    }
+
+    #[test]
+    fn a_windows_deferred_runs_become_one_item_per_uninterrupted_stretch() {
+        let log = LogId::new_random();
+        let runs = vec![
+            run(64, "a", 2, 2, true),
+            run(65, "b", 1, 1, false),
+            run(66, "a", 3, 4, true),
+            run(67, "a", 5, 5, false),
+            run(68, "a", 6, 6, true),
+            run(69, "b", 2, 3, true),
+        ];
+        let items = window_items(log, &runs).unwrap();
+        assert_eq!(items.len(), 3, "{items:?}");
+        let a1 = &items[0];
+        assert_eq!((a1.key, a1.first, a1.last, a1.seq), (2, 2, 4, 66));
+        assert_eq!(a1.runs, vec![(2, 64), (3, 66)]);
+        assert_eq!(a1.rejected, vec![3]);
+        assert_eq!(a1.seq_of(2), Some(64));
+        assert_eq!(a1.seq_of(4), Some(66));
+        let a2 = &items[1];
+        assert_eq!((a2.key, a2.first, a2.last, a2.seq), (6, 6, 6, 68));
+        assert!(a2.runs.is_empty());
+        let b = &items[2];
+        assert_eq!((b.client.as_str(), b.key, b.last), ("b", 2, 3));
+    }
+
+    #[test]
+    fn a_gap_between_a_clients_runs_is_corruption_not_an_item() {
+        let log = LogId::new_random();
+        let runs = vec![run(64, "a", 2, 2, true), run(65, "a", 4, 4, true)];
+        assert!(matches!(
+            window_items(log, &runs),
+            Err(LogError::CorruptLog { .. })
+        ));
+    }
+
+    #[test]
+    fn windows_end_on_multiples_of_the_window() {
+        assert_eq!(window_end(0), INDEX_WINDOW - 1);
+        assert_eq!(window_end(INDEX_WINDOW - 1), INDEX_WINDOW - 1);
+        assert_eq!(window_end(INDEX_WINDOW), 2 * INDEX_WINDOW - 1);
+        assert_eq!(window_end(100), 127);
+    }
+}
