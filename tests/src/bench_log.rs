@@ -429,7 +429,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         "push 1 mutation",
         sync.one,
         Some(sync.entry_bytes),
-        "client range query + entry query + transaction (entry, range item)",
+        "entry query + index mark + client range query + transaction (entry, range item)",
     ));
     ops.push(op(
         "push 100 mutations",

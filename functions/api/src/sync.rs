@@ -361,8 +361,19 @@ pub(crate) async fn apply_client(
                 rejected,
             } => {
                 crate::trigger::after_append(state, log, &appended).await;
+                let last = range.last;
                 ranges.push(range);
                 reasons.extend(rejected);
+                // The run reached the last mutation given: nothing is left to push, and asking
+                // again would only read the client back (the head, the index mark, its range).
+                if mutations
+                    .iter()
+                    .map(|m| m.id)
+                    .max()
+                    .is_some_and(|m| m <= last)
+                {
+                    return Ok((ranges, reasons, last));
+                }
             }
             RunOutcome::AlreadyApplied { newest, .. } => {
                 return Ok((ranges, reasons, newest.last));
