@@ -267,6 +267,16 @@ crate::port! {
             units: &mut RequestUnits,
         ) -> Result<bool, StoreError> as UpdateItem;
 
+        /// Adds clients to their group's item (creating it): what a client's first run does
+        /// when its range item is written after its entry.
+        async fn add_to_group(
+            &self,
+            log: LogId,
+            group: &str,
+            clients: &[String],
+            units: &mut RequestUnits,
+        ) -> Result<(), StoreError> as UpdateItem;
+
         /// Writes a range item of deferred runs unless the item at its key already records as
         /// far or further (its `last` at least this one's, which leaves an equal item as it
         /// is); false then. Items only ever grow, so two writers of the same runs agree.

@@ -368,11 +368,34 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
     }
     snapshots_complete(&c, &api, &kept).await?;
     let shared: Vec<Vec<u8>> = doomed_keys.iter().map(|k| k.prefix.clone()).collect();
+    // The queued push's range item waits for its window; a direct push writes one (and its
+    // group's item) at once, beside the index mark the queued push's writer set.
+    let doomed_id: LogId = doomed.parse()?;
+    let edit = sheetlog_core::sheet::Event::from_parts(
+        "set",
+        json!({"cells": [{"ref": "Z1", "value": 1}]}),
+    )?;
+    stack
+        .log()?
+        .push_run(
+            doomed_id,
+            "g2",
+            "c2",
+            &[sheetlog_core::log::PushedMutation {
+                id: 1,
+                event: Ok(edit),
+                base: None,
+                then: Vec::new(),
+            }],
+            None,
+            sheetlog_core::log::RunSource::Push,
+        )
+        .await?;
 
     let before = holdings(stack, &doomed, &doomed_keys).await?;
-    // Everything the sheet owns is there to be deleted.
+    // Everything the sheet owns is there to be deleted: range, group and index mark items too.
     assert!(before.entries >= 10, "{before:?}");
-    assert!(before.segments >= 1 && before.clients >= 2, "{before:?}");
+    assert!(before.segments >= 1 && before.clients >= 3, "{before:?}");
     assert!(before.payloads >= 2 && before.snapshots >= 1, "{before:?}");
     assert_eq!(before.dedupe, 2 * doomed_keys.len(), "{before:?}");
     let kept_before = holdings(stack, &kept, &kept_keys).await?;

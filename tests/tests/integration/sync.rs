@@ -153,10 +153,13 @@ async fn deferred_runs_are_indexed_by_window_on_the_emulator() -> anyhow::Result
         anyhow::ensure!(out.appended.len() == 1, "{out:?}");
         batch_writes.push(out.units.write);
     }
-    // The first batch joins three clients (a transaction); the rest are one plain put each,
-    // except the one that indexed a window.
-    let plain = batch_writes[1..].iter().filter(|w| **w == 1.0).count();
-    assert!(plain >= batch_writes.len() - 2, "{batch_writes:?}");
+    // Every batch is one plain put of 1 WRU (new clients too), except the first, which also
+    // sets the index mark (1), and the one that indexed a window: three items, the group's
+    // members and the mark (5).
+    assert_eq!(batch_writes[0], 2.0, "{batch_writes:?}");
+    let plain = batch_writes.iter().filter(|w| **w == 1.0).count();
+    assert_eq!(plain, batch_writes.len() - 2, "{batch_writes:?}");
+    assert!(batch_writes.contains(&6.0), "{batch_writes:?}");
 
     let table = stack
         .resources
@@ -188,16 +191,23 @@ async fn deferred_runs_are_indexed_by_window_on_the_emulator() -> anyhow::Result
         .consistent_read(true)
         .send()
         .await?;
-    // The first run's own item, and one for the rest of the first window.
-    assert_eq!(items.items().len(), 2, "{:?}", items.items());
-    let runs = items.items()[1]
+    // One item for the first window, keyed 1, listing its runs (sequences 1 to 63).
+    assert_eq!(items.items().len(), 1, "{:?}", items.items());
+    let runs = items.items()[0]
         .get("r")
         .and_then(|v| v.as_s().ok())
         .ok_or_else(|| anyhow::anyhow!("no runs attribute"))?;
-    assert_eq!(runs.split(',').count() as u64, INDEX_WINDOW - 2, "{runs}");
+    assert_eq!(runs.split(',').count() as u64, INDEX_WINDOW - 1, "{runs}");
+    assert_eq!(log.group_clients(id, "g1").await?.len(), 3);
+    let mut u = RequestUnits::default();
+    let mut members = log.store().group_clients(id, "g1", &mut u).await?;
+    members.sort();
+    assert_eq!(
+        members, clients,
+        "indexing joined the clients to their group"
+    );
 
     // Neither the mark nor an item goes backwards.
-    let mut u = RequestUnits::default();
     let store = log.store();
     assert!(!store.start_index_mark(id, 0, &mut u).await?);
     assert!(!store.advance_index_mark(id, mark - 1, &mut u).await?);

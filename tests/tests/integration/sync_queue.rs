@@ -410,3 +410,38 @@ async fn a_queued_push_right_after_a_delete_is_refused() -> anyhow::Result<()> {
     assert_eq!(r.status(), StatusCode::GONE);
     Ok(())
 }
+
+/// A client whose runs are all past the log's index mark (no range item yet, its group's item
+/// not naming it) pushes again from its second mutation: the API finds its group in the entries
+/// past the mark instead of answering `ClientStateNotFound`.
+#[tokio::test]
+async fn a_client_known_only_from_entries_past_the_mark_may_push_on() -> anyhow::Result<()> {
+    let Some((api, c, log)) = queued_log("sync-queue-unindexed").await? else {
+        return Ok(());
+    };
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let r = c
+        .post(&push)
+        .json(&push_body("g1", json!([set_mutation("c1", 1)])))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while applied(&c, &api, &log).await?.0.get("c1") != Some(&vec![1]) {
+        anyhow::ensure!(Instant::now() < deadline, "mutation 1 never applied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = c
+        .post(&push)
+        .json(&push_body("g1", json!([set_mutation("c1", 2)])))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await?;
+    assert_eq!(body, json!({"queued": 1}), "{body}");
+    while applied(&c, &api, &log).await?.0.get("c1") != Some(&vec![1, 2]) {
+        anyhow::ensure!(Instant::now() < deadline, "mutation 2 never applied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}

@@ -16,9 +16,9 @@
 //! A client's first run also adds the client to its group's item (log ‖ group, sort key 0), so a
 //! pull with no cookie can list the group's clients.
 //!
-//! The sync writer's group commits (`docs/sync.md`, "Range items written later") write a
-//! client's later runs without their range items: the entry alone records them, and the range
-//! items follow when the log's *index mark* (log ‖ `w`, sort key 0) moves past them. Every run in
+//! The sync writer's group commits (`docs/sync.md`, "Range items written later") write runs
+//! without their range items (or a new client's group membership): the entry alone records them,
+//! and the items follow when the log's *index mark* (log ‖ `w`, sort key 0) moves past them. Every run in
 //! an entry at or before the mark has a range item; past it, the deferred entries are read too.
 //! Those later items may record several runs of a client at once ([`ClientRange::runs`]).
 

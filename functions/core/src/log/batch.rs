@@ -7,9 +7,8 @@
 //! written with one conditional put on the log's next sequence: the entry records every client's
 //! last mutation id, so the effects and the ids become visible together, and the conditional put
 //! keeps every mutation applied at most once (a writer whose view of the clients is stale loses
-//! the append). Only a client's first run has its range item written with the entry
-//! ([`ClientRuns::put_client_entries`]); the others are indexed by window afterwards
-//! (`super::deferred`).
+//! the append). The runs' range items (and a new client's place in its group) are written by
+//! window afterwards (`super::deferred`).
 //!
 //! A client whose mutations cannot be applied because of what they are (another group's client,
 //! a gap, an unknown client past its first mutation) is refused on its own: the other clients'
@@ -20,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tracing::{debug, warn};
 
+use super::append::Head;
 use super::clients::MAX_RUN_BODY_BYTES;
-use super::deferred::{LoggedRun, logged_runs};
+use super::deferred::LoggedRun;
 use super::push_rebase::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
@@ -30,7 +30,7 @@ use crate::error::LogError;
 use crate::log::PushedMutation;
 use crate::ports::{
     ClientPutOutcome, ClientRuns, Consistency, LogEntries, MAX_RANGES_PER_TRANSACTION,
-    PayloadStore, PutOutcome, RangePut,
+    PayloadStore, PutOutcome,
 };
 use crate::sheet::event::Event;
 use crate::sheet::mutations::{MAX_RUNS_PER_ENTRY, MutationBatch, Mutations};
@@ -132,6 +132,11 @@ impl KnownClients {
     }
 }
 
+/// Whether an error is worth another round: a throttled or timed-out store call.
+fn retryable(e: &LogError) -> bool {
+    matches!(e, LogError::Store(s) if s.is_retryable())
+}
+
 /// A client's state while a batch is written.
 #[derive(Debug)]
 struct Slot {
@@ -160,7 +165,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     /// As [`push_batch`](Self::push_batch), for the sheet's one writer: `known` is what it knew
     /// of the clients after its last group commit; the clients it holds are not read again when
     /// the log's head is where that commit left it. On success `known` describes the log after
-    /// this call; on an error it is emptied.
+    /// this call; after a throttled call or running out of attempts it describes the log as far
+    /// as the call got; on any other error it is emptied.
     pub async fn push_batch_known(
         &self,
         log: LogId,
@@ -169,11 +175,17 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         known: &mut KnownClients,
     ) -> Result<BatchOutcome, LogError> {
         let mut cache = std::mem::take(known);
-        let out = self.push_batch_inner(log, pushes, hint, &mut cache).await?;
-        if cache.newest.len() <= MAX_KNOWN_CLIENTS {
+        let out = self.push_batch_inner(log, pushes, hint, &mut cache).await;
+        // What is known stays exact through a throttled call or a lost race: keep it, so the
+        // retry need not read everything afresh. After anything else, start afresh.
+        let keep = match &out {
+            Ok(_) => true,
+            Err(e) => retryable(e) || matches!(e, LogError::Contention { .. }),
+        };
+        if keep && cache.newest.len() <= MAX_KNOWN_CLIENTS {
             *known = cache;
         }
-        Ok(out)
+        out
     }
 
     async fn push_batch_inner(
@@ -210,59 +222,35 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         let mut at: SegmentHint;
         let mut rebasing = PushRebase::new(pushes.iter().flat_map(|p| p.mutations.iter()));
         loop {
-            let head = self.head(log, hint, consistency, &mut units).await?;
+            // A throttled or timed-out read costs a round, not the batch: nothing is written
+            // before the entry's put, and what is known stays exact.
+            let head = match self
+                .bring_known(
+                    log,
+                    hint,
+                    consistency,
+                    known,
+                    pushes,
+                    &mut slots,
+                    &mut units,
+                )
+                .await
+            {
+                Ok((head, rebuilt)) => {
+                    inherited = inherited && !rebuilt;
+                    head
+                }
+                Err(e) if retryable(&e) && failures + 1 < self.cfg.max_attempts => {
+                    debug!(log = %log, error = %e, "reading the clients failed; trying again");
+                    failures += 1;
+                    consistency = Consistency::Strong;
+                    backoff.sleep().await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let next_seq = head.next_seq();
             at = head.at;
-            // Bring what is known to this head: the entries since, or everything afresh.
-            match known.next_seq {
-                Some(n) if n == next_seq => {}
-                Some(n) if n < next_seq => {
-                    match self
-                        .entries_between(log, n, next_seq, head.at, &mut units)
-                        .await
-                    {
-                        Ok(entries) => {
-                            known.learn(logged_runs(log, &entries)?);
-                            known.next_seq = Some(next_seq);
-                        }
-                        Err(e) => {
-                            debug!(log = %log, error = %e, "catching up failed; reading afresh");
-                            *known = KnownClients::default();
-                        }
-                    }
-                }
-                _ => *known = KnownClients::default(),
-            }
-            if known.next_seq.is_none() {
-                let tail = self.tail_at(log, &head, &mut units).await?;
-                known.mark = Some(tail.mark);
-                known.learn(tail.runs);
-                known.next_seq = Some(next_seq);
-                inherited = false;
-            }
-            // Every client not known yet has no run past the mark: its newest range item is
-            // its newest run. Read them in parallel, after the mark (above).
-            let stale: Vec<usize> = pushes
-                .iter()
-                .enumerate()
-                .filter(|(i, p)| slots[*i].done.is_none() && !known.newest.contains_key(&p.client))
-                .map(|(i, _)| i)
-                .collect();
-            let reads = futures::future::join_all(stale.iter().map(|&i| async move {
-                let mut u = RequestUnits::default();
-                let r = self
-                    .store
-                    .client_ranges(log, &pushes[i].client, None, 1, &mut u)
-                    .await;
-                (r, u)
-            }))
-            .await;
-            for (&i, (read, u)) in stale.iter().zip(reads) {
-                units += u;
-                let newest = read?.into_iter().next();
-                known.newest.insert(pushes[i].client.clone(), newest);
-                slots[i].remembered = false;
-            }
             for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
                 if slot.done.is_none() {
                     slot.newest = known.newest.get(&push.client).cloned();
@@ -390,29 +378,18 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                     runs: Vec::new(),
                 })
                 .collect();
-            // Only a client's first run is indexed with the entry; the others later.
-            let puts: Vec<RangePut> = runs
-                .iter()
-                .zip(&written)
-                .filter(|((_, _, first), _)| *first)
-                .map(|(_, range)| RangePut {
-                    range: range.clone(),
-                    join_group: true,
-                })
-                .collect();
-            let outcome = if puts.is_empty() {
-                match self.store.put_entry(log, &record, &mut units).await? {
-                    PutOutcome::Written => ClientPutOutcome::Written,
-                    PutOutcome::Taken(w) => ClientPutOutcome::Taken(w),
-                }
-            } else {
-                self.store
-                    .put_client_entries(log, &record, &puts, &mut units)
-                    .await?
+            // The range items (and a new client's group membership) follow by window.
+            let outcome = match self.store.put_entry(log, &record, &mut units).await {
+                Ok(PutOutcome::Written) => ClientPutOutcome::Written,
+                Ok(PutOutcome::Taken(w)) => ClientPutOutcome::Taken(w),
+                // Throttled, or timed out with the entry perhaps written: the next round reads
+                // the head, and finds our entry if it landed.
+                Err(e) if e.is_retryable() => ClientPutOutcome::Interrupted,
+                Err(e) => return Err(e.into()),
             };
             match outcome {
                 ClientPutOutcome::Written => {
-                    debug!(log = %log, seq = next_seq, clients = written.len(), indexed = puts.len(), "batch applied");
+                    debug!(log = %log, seq = next_seq, clients = written.len(), "batch applied");
                     for ((i, _, _), range) in runs.iter().zip(written) {
                         known
                             .newest
@@ -504,6 +481,72 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             appended,
             units,
         })
+    }
+
+    /// Brings `known` to the log's head and every unfinished client of the batch into it: the
+    /// entries since `known` was current, or the runs past the index mark afresh, then the range
+    /// items of clients still unknown (which have no run past the mark), read in parallel. The
+    /// head, and whether `known` was built afresh.
+    #[allow(clippy::too_many_arguments)]
+    async fn bring_known(
+        &self,
+        log: LogId,
+        hint: Option<SegmentHint>,
+        consistency: Consistency,
+        known: &mut KnownClients,
+        pushes: &[ClientPush],
+        slots: &mut [Slot],
+        units: &mut RequestUnits,
+    ) -> Result<(Head, bool), LogError> {
+        let head = self.head(log, hint, consistency, units).await?;
+        let next_seq = head.next_seq();
+        match known.next_seq {
+            Some(n) if n == next_seq => {}
+            Some(n) if n < next_seq => {
+                match self.runs_between(log, n, next_seq, head.at, units).await {
+                    Ok(runs) => {
+                        known.learn(runs);
+                        known.next_seq = Some(next_seq);
+                    }
+                    Err(e) if retryable(&e) => return Err(e),
+                    Err(e) => {
+                        debug!(log = %log, error = %e, "catching up failed; reading afresh");
+                        *known = KnownClients::default();
+                    }
+                }
+            }
+            _ => *known = KnownClients::default(),
+        }
+        let mut rebuilt = false;
+        if known.next_seq.is_none() {
+            let tail = self.tail_at(log, &head, units).await?;
+            known.mark = Some(tail.mark);
+            known.learn(tail.runs);
+            known.next_seq = Some(next_seq);
+            rebuilt = true;
+        }
+        let stale: Vec<usize> = pushes
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| slots[*i].done.is_none() && !known.newest.contains_key(&p.client))
+            .map(|(i, _)| i)
+            .collect();
+        let reads = futures::future::join_all(stale.iter().map(|&i| async move {
+            let mut u = RequestUnits::default();
+            let r = self
+                .store
+                .client_ranges(log, &pushes[i].client, None, 1, &mut u)
+                .await;
+            (r, u)
+        }))
+        .await;
+        for (&i, (read, u)) in stale.iter().zip(reads) {
+            *units += u;
+            let newest = read?.into_iter().next();
+            known.newest.insert(pushes[i].client.clone(), newest);
+            slots[i].remembered = false;
+        }
+        Ok((head, rebuilt))
     }
 
     /// The client's next run after `newest`, `None` when every mutation given is applied, or

@@ -367,17 +367,22 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         Ok(tail.newest_with(client, item))
     }
 
-    /// The group of a client this log has heard from: its newest range item, one strong Query.
-    /// A client's first run always has its item (`deferred`), and a client never changes group.
+    /// The group of a client this log has heard from: its newest range item (one strong Query),
+    /// or, for a client whose every run is past the index mark, the runs there. A client never
+    /// changes group.
     pub async fn client_group(&self, log: LogId, client: &str) -> Result<Option<String>, LogError> {
         let mut units = RequestUnits::default();
-        Ok(self
+        if let Some(r) = self
             .store
             .client_ranges(log, client, None, 1, &mut units)
             .await?
             .into_iter()
             .next()
-            .map(|r| r.group))
+        {
+            return Ok(Some(r.group));
+        }
+        let tail = self.tail(log, &mut units).await?;
+        Ok(tail.newest(client).map(|r| r.group))
     }
 
     /// The run that holds mutation `id` of a client (one run, as a direct push records it), or
@@ -407,10 +412,18 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             .map(|r| run_of(&r, id)))
     }
 
-    /// The clients of a group that have pushed to this log.
+    /// The clients of a group that have pushed to this log: its group item, and those whose
+    /// first run is past the index mark.
     pub async fn group_clients(&self, log: LogId, group: &str) -> Result<Vec<String>, LogError> {
         let mut units = RequestUnits::default();
-        Ok(self.store.group_clients(log, group, &mut units).await?)
+        let tail = self.tail(log, &mut units).await?;
+        let mut clients = self.store.group_clients(log, group, &mut units).await?;
+        for c in tail.group_clients(group) {
+            if !clients.iter().any(|k| k == c) {
+                clients.push(c.to_owned());
+            }
+        }
+        Ok(clients)
     }
 
     /// Each client of the group with its last applied mutation id among runs recorded before
@@ -424,7 +437,13 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     ) -> Result<BTreeMap<String, u64>, LogError> {
         let mut units = RequestUnits::default();
         let tail = self.tail(log, &mut units).await?;
-        let clients = self.store.group_clients(log, group, &mut units).await?;
+        let mut clients = self.store.group_clients(log, group, &mut units).await?;
+        // Clients whose first run is past the mark may not be in the group's item yet.
+        for c in tail.group_clients(group) {
+            if !clients.iter().any(|k| k == c) {
+                clients.push(c.to_owned());
+            }
+        }
         let mut out = BTreeMap::new();
         for client in clients {
             let from_tail = tail

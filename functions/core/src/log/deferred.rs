@@ -4,11 +4,11 @@
 //!
 //! The log is the authority on which mutations applied; range items are an index of it. The
 //! log's *index mark* says how far the index is complete: every client run in an entry at or
-//! before the mark has a range item. Past the mark, a deferred batch (`mutations` body version 5)
-//! records runs that may have none yet, except a client's first run, which the writer indexes
-//! with the entry (so a client's group is always known from its items). A reader of a client's
-//! last mutation therefore reads, in this order: the head (strongly), the mark, then the client's
-//! range items and the runs of the entries past the mark. Read in that order nothing is missed:
+//! before the mark has a range item, and every client with a run there is in its group's item.
+//! Past the mark, a deferred batch (`mutations` body version 5) records runs that may have
+//! neither yet. A reader of a client's last mutation (or of a group's clients) therefore reads, in
+//! this order: the head (strongly), the mark, then the range items (or the group's item) and the
+//! runs of the entries past the mark. Read in that order nothing is missed:
 //! the mark is set before the first deferred entry exists, and moves only after the items it
 //! covers are written.
 //!
@@ -27,6 +27,7 @@ use super::append::Head;
 use super::{EventLog, SegmentHint, corrupt};
 use crate::domain::clients::ClientRange;
 use crate::domain::{Entry, LogId, RequestUnits};
+
 use crate::error::LogError;
 use crate::ports::{ClientRuns, Consistency, LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
@@ -39,6 +40,9 @@ pub const INDEX_WINDOW: u64 = 64;
 /// Range items written at once while indexing a window.
 const INDEX_CONCURRENCY: usize = 16;
 
+/// Entries read (and held, bodies and all) at once while reading past the mark.
+const TAIL_PAGE: usize = 32;
+
 /// A client run as an entry records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoggedRun {
@@ -48,8 +52,7 @@ pub struct LoggedRun {
     pub first: u64,
     pub last: u64,
     pub rejected: Vec<u64>,
-    /// Whether the run's range item may not exist: a run of a deferred batch other than its
-    /// client's first.
+    /// Whether the run's range item may not exist: a run of a deferred batch.
     pub deferred: bool,
 }
 
@@ -70,7 +73,7 @@ impl LoggedRun {
 }
 
 /// The client runs recorded in `entries`, in order.
-pub fn logged_runs(log: LogId, entries: &[Entry]) -> Result<Vec<LoggedRun>, LogError> {
+pub(super) fn logged_runs(log: LogId, entries: &[Entry]) -> Result<Vec<LoggedRun>, LogError> {
     let mut out = Vec::new();
     for e in entries {
         let body = EntryBody::decode(e.kind.0, e.version, &e.body)
@@ -84,7 +87,7 @@ pub fn logged_runs(log: LogId, entries: &[Entry]) -> Result<Vec<LoggedRun>, LogE
                 first: run.first,
                 last: run.last,
                 rejected: run.rejected(),
-                deferred: deferred && run.first > 1,
+                deferred,
             });
         }
     }
@@ -117,6 +120,15 @@ impl Tail {
     pub fn newest_with(&self, client: &str, item: Option<ClientRange>) -> Option<ClientRange> {
         self.newest(client).or(item)
     }
+
+    /// The clients of `group` with a run past the mark (their group's item may not name them
+    /// yet).
+    pub fn group_clients<'a>(&'a self, group: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.runs
+            .iter()
+            .filter(move |r| r.group == group)
+            .map(|r| r.client.as_str())
+    }
 }
 
 /// The last sequence of the window that holds `seq`.
@@ -125,67 +137,96 @@ fn window_end(seq: u64) -> u64 {
 }
 
 impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
-    /// Every entry from `from` to before `next_seq`, read strongly from the segment `at` names
-    /// when it holds `from`, else from the Segment table: all of them, or an error.
-    pub(super) async fn entries_between(
+    /// The client runs of every entry from `from` to before `next_seq`, read strongly (from the
+    /// segment `at` names when it holds `from`, else from the Segment table) a page at a time, so
+    /// that only a page of bodies is held: all of them, or an error.
+    pub(super) async fn runs_between(
         &self,
         log: LogId,
         from: u64,
         next_seq: u64,
         at: SegmentHint,
         units: &mut RequestUnits,
-    ) -> Result<Vec<Entry>, LogError> {
-        if from >= next_seq {
-            return Ok(Vec::new());
-        }
-        let start = if from >= at.base_seq {
-            at
-        } else {
-            let segments = self
-                .store
-                .newest_segments(log, 4, Consistency::Strong, units)
+    ) -> Result<Vec<LoggedRun>, LogError> {
+        let mut runs = Vec::new();
+        let mut start = self.segment_of(log, from, at, units).await?;
+        let mut seq = from;
+        while seq < next_seq {
+            let want = ((next_seq - seq) as usize).min(TAIL_PAGE);
+            let chain = self
+                .read_chain_as(
+                    log,
+                    start,
+                    seq - start.base_seq,
+                    want,
+                    Consistency::Strong,
+                    units,
+                )
                 .await?;
-            let s = segments
-                .iter()
-                .find(|s| from >= s.base_seq)
-                .ok_or_else(|| {
-                    corrupt(
-                        log,
-                        format!("sequence {from} past the index mark is in no recent segment"),
-                    )
-                })?;
-            SegmentHint {
-                segment: s.num,
-                base_seq: s.base_seq,
+            let records: Vec<_> = chain
+                .records
+                .into_iter()
+                .filter(|(s, _)| *s < next_seq)
+                .collect();
+            // Where the next page starts: the segment of the page's last entry, or the next one
+            // after an End Segment entry.
+            if let Some((last, rec)) = records.last() {
+                start = if rec.is_end_segment() {
+                    SegmentHint {
+                        segment: rec.segment + 1,
+                        base_seq: last + 1,
+                    }
+                } else {
+                    SegmentHint {
+                        segment: rec.segment,
+                        base_seq: last - rec.num,
+                    }
+                };
             }
-        };
-        let want = (next_seq - from) as usize;
-        let chain = self
-            .read_chain_as(
-                log,
-                start,
-                from - start.base_seq,
-                want,
-                Consistency::Strong,
-                units,
-            )
-            .await?;
-        let records: Vec<_> = chain
-            .records
-            .into_iter()
-            .filter(|(seq, _)| *seq < next_seq)
-            .collect();
-        let (entries, _) = self.resolve_within(log, records, usize::MAX).await?;
-        if entries.len() != want || entries.iter().zip(from..).any(|(e, seq)| e.seq != seq) {
-            return Err(corrupt(
-                log,
-                format!(
-                    "entries {from}..{next_seq} are not all readable ({} read)",
-                    entries.len()
-                ),
-            ));
+            let (entries, _) = self.resolve_within(log, records, usize::MAX).await?;
+            if entries.is_empty() || entries.iter().zip(seq..).any(|(e, s)| e.seq != s) {
+                return Err(corrupt(
+                    log,
+                    format!("entries {seq}..{next_seq} are not all readable past the index mark"),
+                ));
+            }
+            seq += entries.len() as u64;
+            runs.extend(logged_runs(log, &entries)?);
         }
-        Ok(entries)
+        Ok(runs)
+    }
+
+    /// The segment that holds sequence `seq`: `at` when it does, else from the Segment table.
+    async fn segment_of(
+        &self,
+        log: LogId,
+        seq: u64,
+        at: SegmentHint,
+        units: &mut RequestUnits,
+    ) -> Result<SegmentHint, LogError> {
+        if seq >= at.base_seq {
+            return Ok(at);
+        }
+        // Usually within the few newest segments; a log whose segments roll fast (or whose
+        // indexing fell behind) may need them all.
+        let mut segments = self
+            .store
+            .newest_segments(log, 4, Consistency::Strong, units)
+            .await?;
+        if !segments.iter().any(|s| seq >= s.base_seq) {
+            segments = self.store.all_segments(log, units).await?;
+            segments.reverse();
+        }
+        let s = segments.iter().find(|s| seq >= s.base_seq).ok_or_else(|| {
+            corrupt(
+                log,
+                format!("sequence {seq} past the index mark is in no segment"),
+            )
+        })?;
+        Ok(SegmentHint {
+            segment: s.num,
+            base_seq: s.base_seq,
+        })
     }
 
     /// The runs past the index mark as of `head`. The mark is read after the head, so a mark
@@ -200,10 +241,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         let mark = self.store.index_mark(log, units).await?;
         let runs = match mark {
             Some(m) if m + 1 < next_seq => {
-                let entries = self
-                    .entries_between(log, m + 1, next_seq, head.at, units)
-                    .await?;
-                logged_runs(log, &entries)?
+                self.runs_between(log, m + 1, next_seq, head.at, units)
+                    .await?
             }
             _ => Vec::new(),
         };
@@ -234,16 +273,53 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         let mut mark = mark;
         while window_end(mark + 1) < next_seq {
             let end = window_end(mark + 1);
-            let entries = self
-                .entries_between(log, mark + 1, end + 1, at, units)
+            let from = mark + 1;
+            let runs = self
+                .retrying(
+                    || async move {
+                        let mut u = RequestUnits::default();
+                        let runs = self.runs_between(log, from, end + 1, at, &mut u).await?;
+                        Ok((runs, u))
+                    },
+                    units,
+                )
                 .await?;
-            let items = window_items(log, &logged_runs(log, &entries)?)?;
+            let items = window_items(log, &runs)?;
             let written = items.len();
+            // A client's first run also puts it in its group's item, before the mark moves.
+            let mut joining: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for item in items.iter().filter(|i| i.first == 1) {
+                joining
+                    .entry(item.group.clone())
+                    .or_default()
+                    .push(item.client.clone());
+            }
+            for (group, clients) in &joining {
+                self.retrying(
+                    || async move {
+                        let mut u = RequestUnits::default();
+                        self.store.add_to_group(log, group, clients, &mut u).await?;
+                        Ok(((), u))
+                    },
+                    units,
+                )
+                .await?;
+            }
             let results: Vec<Result<(bool, RequestUnits), LogError>> =
                 futures::stream::iter(items.into_iter().map(|item| async move {
-                    let mut u = RequestUnits::default();
-                    let put = self.store.put_deferred_range(log, &item, &mut u).await?;
-                    Ok((put, u))
+                    let mut units = RequestUnits::default();
+                    let item = &item;
+                    let put = self
+                        .retrying(
+                            || async move {
+                                let mut u = RequestUnits::default();
+                                let put = self.store.put_deferred_range(log, item, &mut u).await?;
+                                Ok((put, u))
+                            },
+                            &mut units,
+                        )
+                        .await?;
+                    Ok((put, units))
                 }))
                 .buffer_unordered(INDEX_CONCURRENCY)
                 .collect()
@@ -251,11 +327,50 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             for r in results {
                 *units += r?.1;
             }
-            self.store.advance_index_mark(log, end, units).await?;
+            self.retrying(
+                || async move {
+                    let mut u = RequestUnits::default();
+                    let moved = self.store.advance_index_mark(log, end, &mut u).await?;
+                    Ok((moved, u))
+                },
+                units,
+            )
+            .await?;
             debug!(log = %log, from = mark + 1, to = end, items = written, "deferred runs indexed");
             mark = end;
         }
         Ok(mark)
+    }
+}
+
+impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
+    /// Runs `call` again after a throttled or timed-out store call, with backoff, up to the
+    /// log's attempt budget: indexing is idempotent, and a window left half done costs every
+    /// reader a longer read past the mark. `call` answers with the units it used.
+    async fn retrying<T, F, Fut>(
+        &self,
+        mut call: F,
+        units: &mut RequestUnits,
+    ) -> Result<T, LogError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(T, RequestUnits), LogError>>,
+    {
+        let mut backoff = super::retry::Backoff::new(&self.cfg);
+        let mut attempt = 1;
+        loop {
+            match call().await {
+                Ok((out, u)) => {
+                    *units += u;
+                    return Ok(out);
+                }
+                Err(LogError::Store(e)) if e.is_retryable() && attempt < self.cfg.max_attempts => {
+                    attempt += 1;
+                    backoff.sleep().await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 

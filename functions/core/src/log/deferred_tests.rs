@@ -96,7 +96,13 @@ type Layered = crate::layer::Layered<MemLogStore, NoIndexing>;
 fn unindexed_log() -> (EventLog<Layered, MemPayloadStore>, NoIndexing) {
     let switch = NoIndexing::default();
     let store = crate::layer::Layered::new(MemLogStore::new(), switch.clone());
-    let log = EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap();
+    // Indexing retries a throttled write: keep its waits short.
+    let cfg = LogConfig {
+        min_backoff: std::time::Duration::from_micros(100),
+        max_backoff: std::time::Duration::from_micros(200),
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(store, MemPayloadStore::new(), cfg).unwrap();
     (log, switch)
 }
 
@@ -139,7 +145,7 @@ async fn readers_agree_with_the_log<S: LogStore, P: PayloadStore>(log: &EventLog
 }
 
 #[tokio::test]
-async fn a_later_run_waits_for_its_item_yet_every_reader_sees_it() {
+async fn runs_wait_for_their_items_yet_every_reader_sees_them() {
     let log = mem_log();
     let id = log.create().await.unwrap().log;
     let mut known = KnownClients::default();
@@ -158,12 +164,24 @@ async fn a_later_run_waits_for_its_item_yet_every_reader_sees_it() {
         .client_ranges(id, "a", None, 10, &mut u)
         .await
         .unwrap();
-    assert_eq!(
-        items.len(),
-        1,
-        "only the first run has its item yet: {items:?}"
+    assert!(items.is_empty(), "no run has its item yet: {items:?}");
+    assert!(
+        log.store()
+            .group_clients(id, "g", &mut u)
+            .await
+            .unwrap()
+            .is_empty()
     );
-    assert_eq!(items[0].seq, first.appended[0].seq);
+    // Yet the client and its group are known, from the entries past the mark.
+    assert_eq!(
+        log.group_clients(id, "g").await.unwrap(),
+        vec!["a".to_owned()]
+    );
+    assert_eq!(
+        log.client_group(id, "a").await.unwrap().as_deref(),
+        Some("g")
+    );
+    assert_eq!(log.client_group(id, "nobody").await.unwrap(), None);
     assert_eq!(
         log.store().index_mark(id, &mut u).await.unwrap(),
         Some(first.appended[0].seq - 1),
@@ -217,9 +235,7 @@ async fn complete_windows_are_indexed_one_item_per_client_and_window() {
             .await
             .unwrap();
         assert_eq!(out.appended.len(), 1);
-        if upto > 1 {
-            plain_units.push(out.units.write);
-        }
+        plain_units.push(out.units.write);
     }
     let mut u = RequestUnits::default();
     let mark = log.store().index_mark(id, &mut u).await.unwrap().unwrap();
@@ -232,20 +248,28 @@ async fn complete_windows_are_indexed_one_item_per_client_and_window() {
         mark >= INDEX_WINDOW,
         "at least one window indexed (mark {mark})"
     );
+    let mut members = log.store().group_clients(id, "g", &mut u).await.unwrap();
+    members.sort();
+    assert_eq!(
+        members,
+        ["a", "b", "c"],
+        "indexing joined each client to its group"
+    );
     for c in ["a", "b", "c"] {
         let items = log
             .store()
             .client_ranges(id, c, None, 100, &mut u)
             .await
             .unwrap();
-        // The first run's own item, then one per indexed window.
-        assert!(items.len() <= 4, "{c}: {} items", items.len());
+        // One per indexed window, the first keyed 1.
+        assert!(items.len() <= 3, "{c}: {} items", items.len());
+        assert_eq!(items.last().map(|i| (i.key, i.first)), Some((1, 1)));
         assert!(
             items.iter().any(|r| r.runs.len() > 10),
             "{c}: windows merge runs"
         );
     }
-    // A batch without a new client is one plain conditional put: 1 WRU for an entry under 1
+    // A batch, new clients and all, is one plain conditional put: 1 WRU for an entry under 1
     // KB, not a transaction's 2 per item (an indexing batch adds its window's items).
     let typical = plain_units.iter().filter(|w| **w <= 1.0).count();
     assert!(
@@ -261,6 +285,10 @@ async fn writers_that_die_before_indexing_lose_nothing_and_a_later_one_indexes()
     let id = log.create().await.unwrap().log;
     no_indexing.0.store(true, Ordering::SeqCst);
     for upto in 1..=(INDEX_WINDOW * 2) {
+        if upto == 40 {
+            // The entries past the mark span two segments from here on.
+            log.start_segment(id).await.unwrap();
+        }
         // A fresh process each time: it knows nothing but what the log says.
         let mut known = KnownClients::default();
         let pushes: Vec<ClientPush> = ["a", "b"].iter().map(|c| push(c, 1..=upto)).collect();

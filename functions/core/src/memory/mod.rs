@@ -508,6 +508,24 @@ impl ClientRuns for MemLogStore {
             _ => Ok(false),
         }
     }
+    async fn add_to_group(
+        &self,
+        log: LogId,
+        group: &str,
+        clients: &[String],
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        if clients.is_empty() {
+            return Ok(());
+        }
+        let mut t = lock(&self.tables)?;
+        let members = t.groups.entry((log, group.to_owned())).or_default();
+        members.extend(clients.iter().cloned());
+        let all: Vec<String> = members.iter().cloned().collect();
+        *units +=
+            RequestUnits::writes(write_units(item_size(&group_item(log, group, &all)), false));
+        Ok(())
+    }
     async fn put_deferred_range(
         &self,
         log: LogId,

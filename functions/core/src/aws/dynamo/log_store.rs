@@ -564,6 +564,33 @@ impl ClientRuns for DynamoLogStore {
             Err(e) => Err(ddb_error("UpdateItem", e)),
         }
     }
+    #[instrument(skip(self, clients, units), fields(log = %log, clients = clients.len()))]
+    async fn add_to_group(
+        &self,
+        log: LogId,
+        group: &str,
+        clients: &[String],
+        units: &mut RequestUnits,
+    ) -> Result<(), StoreError> {
+        if clients.is_empty() {
+            return Ok(());
+        }
+        // Billed at the larger of the item before and after; a group item is a few client ids.
+        let bytes: usize = clients.iter().map(|c| c.len() + 1).sum::<usize>() + group.len() + 40;
+        *units += RequestUnits::writes(write_units(bytes as u64, false));
+        self.client
+            .update_item()
+            .table_name(self.clients_table()?)
+            .key(client_attr::KEY, bin(group_key(log, group)))
+            .key(client_attr::FIRST, num(0))
+            .update_expression("ADD #c :c")
+            .expression_attribute_names("#c", client_attr::CLIENTS)
+            .expression_attribute_values(":c", AttributeValue::Ss(clients.to_vec()))
+            .send()
+            .await
+            .map_err(|e| ddb_error("UpdateItem", e))?;
+        Ok(())
+    }
     #[instrument(skip(self, range, units), fields(log = %log, client = %range.client))]
     async fn put_deferred_range(
         &self,
