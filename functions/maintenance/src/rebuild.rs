@@ -552,7 +552,7 @@ impl Rebuilder {
             }
         };
         report.fork_bases_rebuilt += 1;
-        self.mark_sources(log, &sources(&built.manifest()?), blobs)
+        self.mark_sources(log, &sources(&built.read_manifest(blobs).await?), blobs)
             .await?;
         Ok(ForkBase::Whole(built.manifest_key))
     }

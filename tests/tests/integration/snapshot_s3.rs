@@ -7,8 +7,8 @@ use sheetlog_core::sheet::{
     CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
 };
 use sheetlog_core::snapshot::{
-    BlobStore, BuildConfig, ChunkHash, FORMAT_VERSION, LogEntry, SnapshotBuilder, build_snapshot,
-    chunk_key, load_manifest, manifest_key, materialize, read_range,
+    BlobStore, BuildConfig, Checkpoint, ChunkHash, FORMAT_VERSION, LogEntry, SnapshotBuilder,
+    build_snapshot, chunk_key, list_key, load_manifest, manifest_key, materialize, read_range,
 };
 use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_tests::emulator::{Emulator, unique_prefix};
@@ -163,5 +163,61 @@ async fn a_missing_bucket_is_an_error_naming_the_key() -> anyhow::Result<()> {
     let payloads = S3Bucket::new(emu.s3().await, unique_prefix("no-such-bucket"));
     use sheetlog_core::snapshot::ImportSource;
     assert!(payloads.open("payloads/x").await.is_err());
+    Ok(())
+}
+
+/// A build whose chunk list goes to S3 a part at a time, resumed in a fresh builder from a
+/// checkpoint that names parts, writes the manifest a from-scratch build writes.
+#[tokio::test]
+async fn a_build_resumed_across_chunk_list_parts_in_s3_writes_the_same_manifest()
+-> anyhow::Result<()> {
+    let emu = Emulator::start()?;
+    let (s3, name) = bucket(&emu).await?;
+    let store = S3Bucket::new(s3.clone(), &name);
+    let log = Uuid::new_v4();
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 3_000)?;
+    let payload_key = format!("payloads/{log}/{}", Uuid::new_v4());
+    s3.put_object()
+        .bucket(&name)
+        .key(&payload_key)
+        .body(csv.into())
+        .send()
+        .await?;
+    let entries = vec![LogEntry {
+        seq: 0,
+        entry: EntryBody::Event(Event::Import(Import {
+            format: ImportFormat::Csv,
+        })),
+        payload: Some(payload_key),
+    }];
+    let config = BuildConfig {
+        chunk_target: 16 * 1024,
+    };
+    let mut checkpoints = Vec::new();
+    // One piece of the chunk list per part.
+    let first = SnapshotBuilder::new(&store, &store, config, log, 1, None, entries.clone())?
+        .with_list_block(1)
+        .run(|c| checkpoints.push(serde_json::to_string(&c).unwrap_or_default()))
+        .await?;
+    let want = store
+        .get(&first.manifest_key)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no manifest"))?;
+    let cp: Checkpoint = serde_json::from_str(&checkpoints[checkpoints.len() - 1])?;
+    assert!(
+        cp.pieces.parts().len() > 3,
+        "{} parts",
+        cp.pieces.parts().len()
+    );
+    for h in cp.pieces.parts() {
+        assert!(store.exists(&list_key(log, h)).await?);
+    }
+    store.put(&first.manifest_key, Bytes::new()).await?;
+    let resumed = SnapshotBuilder::resume(&store, &store, config, log, 1, None, entries, &cp)?
+        .run(|_| {})
+        .await?;
+    assert_eq!(resumed.manifest_key, first.manifest_key);
+    assert_eq!(store.get(&resumed.manifest_key).await?, Some(want));
     Ok(())
 }
