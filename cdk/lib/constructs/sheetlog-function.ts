@@ -57,7 +57,9 @@ export type ObjectAccess = 'read' | 'write' | 'tag' | 'untag' | 'delete';
 const OBJECT_ACTIONS: Record<ObjectAccess, string[]> = {
   // GetObject also authorises HeadObject, and (with PutObject on the target) CopyObject's source.
   read: ['s3:GetObject'],
-  write: ['s3:PutObject'],
+  // PutObject also authorises a multipart upload's create, parts and completion; aborting one (a
+  // large snapshot manifest whose build failed halfway) is an action of its own.
+  write: ['s3:PutObject', 's3:AbortMultipartUpload'],
   // Writing objects tagged (a PUT or a presigned PUT carrying x-amz-tagging, a CopyObject that
   // replaces the tags) also needs PutObjectTagging: grant `tag` with `write` there.
   tag: ['s3:PutObjectTagging'],
