@@ -481,7 +481,7 @@ export class SheetlogStack extends Stack {
       .bindBucket(ENV.bucket, this.bucket, [
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag', 'delete'] },
         // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
-        { prefix: PREFIXES.snapshots, access: ['read', 'write', 'delete'] },
+        { prefix: PREFIXES.snapshots, access: ['read', 'write', 'abortUpload', 'delete'] },
         // A push too large for an SQS message is written here (auto-delete tagged) and queued by key.
         { prefix: PREFIXES.pushes, access: ['write', 'tag'] },
       ])
@@ -553,7 +553,8 @@ export class SheetlogStack extends Stack {
         'DeleteItem',
       ])
       .bindBucket(ENV.bucket, this.bucket, [
-        { prefix: PREFIXES.snapshots, access: ['read', 'write'] },
+        // A large manifest is a multipart upload, aborted if its build fails halfway.
+        { prefix: PREFIXES.snapshots, access: ['read', 'write', 'abortUpload'] },
         { prefix: PREFIXES.payloads, access: ['read'] },
       ])
       .bindQueue(ENV.snapshotQueueUrl, this.snapshotQueue, 'consume')

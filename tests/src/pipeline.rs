@@ -15,7 +15,9 @@ use sheetlog_core::config::LogConfig;
 use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
 use sheetlog_core::log::SegmentHint;
 use sheetlog_core::sheet::{Event, Sheet};
-use sheetlog_core::snapshot::{BuildConfig, Manifest, MemBlobs, build_snapshot, materialize};
+use sheetlog_core::snapshot::{
+    BlobStore, BuildConfig, Manifest, MemBlobs, build_snapshot, materialize,
+};
 use sheetlog_core::snapshot_input::log_entries;
 use sheetlog_pipeline::provision::{QueueSettings, QueueUrls, create_snapshot_queues};
 use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig};
@@ -255,8 +257,12 @@ impl PipelineStack {
         )
         .await?;
         anyhow::ensure!(built.manifest_key == root, "manifest key differs");
+        let reference_manifest = reference
+            .get(&built.manifest_key)
+            .await?
+            .context("the reference build wrote no manifest")?;
         anyhow::ensure!(
-            built.manifest_blob[..] == bytes[..],
+            reference_manifest[..] == bytes[..],
             "manifest bytes differ from a from-scratch build"
         );
         for (key, blob) in reference.snapshot() {

@@ -52,12 +52,16 @@ export type DynamoAction =
 export type UserPoolAction = 'ListUsers' | 'AdminGetUser';
 
 /** What a function may do with the objects under one key prefix of a bucket. */
-export type ObjectAccess = 'read' | 'write' | 'tag' | 'untag' | 'delete';
+export type ObjectAccess = 'read' | 'write' | 'abortUpload' | 'tag' | 'untag' | 'delete';
 
 const OBJECT_ACTIONS: Record<ObjectAccess, string[]> = {
   // GetObject also authorises HeadObject, and (with PutObject on the target) CopyObject's source.
   read: ['s3:GetObject'],
+  // PutObject also authorises a multipart upload's create, parts and completion.
   write: ['s3:PutObject'],
+  // Aborting a multipart upload that failed (a large snapshot manifest whose build failed
+  // halfway) is an action of its own; the bucket's lifecycle rule removes one left behind.
+  abortUpload: ['s3:AbortMultipartUpload'],
   // Writing objects tagged (a PUT or a presigned PUT carrying x-amz-tagging, a CopyObject that
   // replaces the tags) also needs PutObjectTagging: grant `tag` with `write` there.
   tag: ['s3:PutObjectTagging'],

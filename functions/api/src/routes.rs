@@ -304,7 +304,7 @@ async fn fork(
         .map_err(|e| ApiError::from_input(&from.log_id, e))?;
         // Every log whose chunks the fork's snapshot shares keeps them while the fork lives
         // (`docs/storage.md`, "Deleting a log"): marked before the fork exists.
-        let manifest = built.manifest().map_err(|e| {
+        let manifest = built.read_manifest(&state.bucket).await.map_err(|e| {
             ApiError::Internal(format!("reading the fork's first manifest back: {e}"))
         })?;
         for s in manifest.other_logs() {

@@ -65,6 +65,9 @@ struct ChildReport {
     chunks: u64,
     stored_bytes: u64,
     checkpoints: u64,
+    /// The largest checkpoint, serialised as the snapshot worker stores it.
+    #[serde(default)]
+    checkpoint_max_bytes: u64,
     peak_rss_mb: f64,
     /// CPU time (user + system, every thread) the build took: unlike `seconds`, it does not
     /// grow when other work on the machine takes the CPU away.
@@ -106,6 +109,7 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
         let cpu_started = cpu_seconds()?;
         let started = Instant::now();
         let mut checkpoints = 0u64;
+        let mut checkpoint_max_bytes = 0u64;
         let built = SnapshotBuilder::new(
             store,
             &payloads,
@@ -117,7 +121,10 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
         )?
         .run(|cp| {
             // What the snapshot worker does with each checkpoint: serialise it.
-            checkpoints += u64::from(serde_json::to_vec(&cp).is_ok());
+            if let Ok(json) = serde_json::to_vec(&cp) {
+                checkpoints += 1;
+                checkpoint_max_bytes = checkpoint_max_bytes.max(json.len() as u64);
+            }
         })
         .await?;
         let seconds = started.elapsed().as_secs_f64();
@@ -130,6 +137,7 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
             chunks: built.chunks,
             stored_bytes: built.stored_bytes,
             checkpoints,
+            checkpoint_max_bytes,
             peak_rss_mb: peak_rss_mb()?,
         })
     })?;
@@ -260,6 +268,9 @@ struct Figures {
     build_peak_rss_mb_10m: f64,
     build_chunks_10m: u64,
     build_stored_bytes_10m: u64,
+    /// The largest checkpoint of the 1M- and 10M-cell builds, serialised.
+    build_checkpoint_max_bytes_1m: u64,
+    build_checkpoint_max_bytes_10m: u64,
     /// The 10M-cell build with the whole process pinned to one CPU.
     build_cells_per_s_10m_1cpu: f64,
     /// The same, cells per CPU-second (user + system time, both threads).
@@ -376,6 +387,10 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
         extra.insert(format!("build_seconds_{tag}"), b.seconds.into());
         extra.insert(format!("build_cpu_seconds_{tag}"), b.cpu_seconds.into());
         extra.insert(format!("build_peak_rss_mb_{tag}"), b.peak_rss_mb.into());
+        extra.insert(
+            format!("build_checkpoint_max_bytes_{tag}"),
+            b.checkpoint_max_bytes.into(),
+        );
         extra.insert(format!("build_chunks_{tag}"), b.chunks.into());
         extra.insert(format!("build_stored_bytes_{tag}"), b.stored_bytes.into());
         extra.insert(format!("build_csv_bytes_{tag}"), bytes.into());
@@ -431,6 +446,8 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
         build_peak_rss_mb_10m: b10.peak_rss_mb,
         build_chunks_10m: b10.chunks,
         build_stored_bytes_10m: b10.stored_bytes,
+        build_checkpoint_max_bytes_1m: b1.checkpoint_max_bytes,
+        build_checkpoint_max_bytes_10m: b10.checkpoint_max_bytes,
         build_cells_per_s_10m_1cpu: b10_1.cells as f64 / b10_1.seconds,
         build_cells_per_cpu_s_10m_1cpu: b10_1.cells as f64 / b10_1.cpu_seconds,
         build_cells_per_s_10m_mem: m10.cells as f64 / m10.seconds,

@@ -43,7 +43,7 @@ use sheetlog_core::layer::{Call, Layer, Layered};
 use sheetlog_core::log::{EventLog, ForkOrigin, SegmentHint};
 use sheetlog_core::ports::{BlobLayer, LogEntries, LogPurge};
 use sheetlog_core::snapshot::{
-    BlobError, BlobStore, BuildConfig, Manifest, SnapshotBuilder, SnapshotError,
+    BlobError, BlobParts, BlobStore, BuildConfig, Manifest, SnapshotBuilder, SnapshotError,
 };
 use sheetlog_core::snapshot_input::{InputError, base_manifest, fork_snapshot, log_entries};
 use tracing::{error, info, warn};
@@ -552,7 +552,7 @@ impl Rebuilder {
             }
         };
         report.fork_bases_rebuilt += 1;
-        self.mark_sources(log, &sources(&built.manifest()?), blobs)
+        self.mark_sources(log, &sources(&built.read_manifest(blobs).await?), blobs)
             .await?;
         Ok(ForkBase::Whole(built.manifest_key))
     }
@@ -690,6 +690,21 @@ impl BlobLayer for Counting {
         }
         self.count(true);
         Ok(())
+    }
+
+    /// A manifest written in parts: collected and written as one `put`, so a dry run holds it
+    /// and a real run counts it like any other object.
+    async fn put_parts<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        parts: &mut dyn BlobParts,
+    ) -> Result<(), BlobError> {
+        let mut all = Vec::new();
+        while let Some(p) = parts.next_part().await? {
+            all.extend_from_slice(&p);
+        }
+        BlobLayer::put(self, inner, key, Bytes::from(all)).await
     }
 
     async fn get<S: BlobStore + ?Sized>(

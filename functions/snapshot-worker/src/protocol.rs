@@ -433,7 +433,7 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
                 }
             };
             debug!(log = %job.log_id, at, chunks_written = folded.stats.chunks_written, "folded a page of entries");
-            base = Some(folded.manifest()?);
+            base = Some(folded.read_manifest(self.blobs.as_ref()).await?);
         }
         let checkpoint = self.load_checkpoint(&key, held.state.as_deref()).await?;
         let mut builder = match &checkpoint {

@@ -18,7 +18,7 @@ use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
 use sheetlog_core::ports::{BlobLayer, PendingSnapshots};
 use sheetlog_core::sheet::{Event, Sheet};
 use sheetlog_core::snapshot::{
-    BlobError, BlobStore, BuildConfig, Manifest, MemBlobs, MemImports, materialize,
+    BlobError, BlobParts, BlobStore, BuildConfig, Manifest, MemBlobs, MemImports, materialize,
 };
 use sheetlog_core::snapshot_input::log_entries;
 
@@ -66,6 +66,16 @@ impl BlobLayer for Recording {
     ) -> Result<(), BlobError> {
         self.puts.lock().expect("lock").push(key.to_owned());
         inner.put(key, bytes).await
+    }
+
+    async fn put_parts<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        parts: &mut dyn BlobParts,
+    ) -> Result<(), BlobError> {
+        self.puts.lock().expect("lock").push(key.to_owned());
+        inner.put_parts(key, parts).await
     }
 
     async fn exists<S: BlobStore + ?Sized>(&self, inner: &S, key: &str) -> Result<bool, BlobError> {

@@ -3,12 +3,14 @@
 
 use bytes::Bytes;
 use sheetlog_core::aws::S3Bucket;
+use sheetlog_core::aws::s3::UPLOAD_PART_BYTES;
 use sheetlog_core::sheet::{
     CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
 };
 use sheetlog_core::snapshot::{
-    BlobStore, BuildConfig, ChunkHash, FORMAT_VERSION, LogEntry, SnapshotBuilder, build_snapshot,
-    chunk_key, load_manifest, manifest_key, materialize, read_range,
+    BlobError, BlobParts, BlobStore, BuildConfig, Checkpoint, ChunkHash, FORMAT_VERSION, LogEntry,
+    SnapshotBuilder, build_snapshot, chunk_key, list_key, load_manifest, manifest_key, materialize,
+    read_range,
 };
 use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_tests::emulator::{Emulator, unique_prefix};
@@ -163,5 +165,182 @@ async fn a_missing_bucket_is_an_error_naming_the_key() -> anyhow::Result<()> {
     let payloads = S3Bucket::new(emu.s3().await, unique_prefix("no-such-bucket"));
     use sheetlog_core::snapshot::ImportSource;
     assert!(payloads.open("payloads/x").await.is_err());
+    Ok(())
+}
+
+/// Parts of `size` bytes each, `count` of them, of bytes that do not repeat within a part, then
+/// (with `fail_after`) an error in place of part `fail_after`.
+#[derive(Debug)]
+struct TestParts {
+    size: usize,
+    count: usize,
+    sent: usize,
+    fail_after: Option<usize>,
+}
+
+impl TestParts {
+    fn part(i: usize, size: usize) -> Bytes {
+        (0..size)
+            .map(|j| ((i * 7919 + j * 31 + j / 251) % 251) as u8)
+            .collect::<Vec<u8>>()
+            .into()
+    }
+
+    fn all(size: usize, count: usize) -> Vec<u8> {
+        (0..count).flat_map(|i| Self::part(i, size)).collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl BlobParts for TestParts {
+    async fn next_part(&mut self) -> Result<Option<Bytes>, BlobError> {
+        if Some(self.sent) == self.fail_after {
+            return Err(BlobError::new("put", "test", "the part source failed"));
+        }
+        if self.sent == self.count {
+            return Ok(None);
+        }
+        self.sent += 1;
+        Ok(Some(Self::part(self.sent - 1, self.size)))
+    }
+}
+
+async fn open_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<usize> {
+    let out = s3.list_multipart_uploads().bucket(bucket).send().await?;
+    Ok(out.uploads().len())
+}
+
+#[tokio::test]
+async fn an_object_written_in_parts_round_trips_through_a_multipart_upload() -> anyhow::Result<()> {
+    let emu = Emulator::start()?;
+    let (s3, name) = bucket(&emu).await?;
+    let store = S3Bucket::new(s3.clone(), &name);
+
+    // 12 MiB in 1 MiB pieces: three upload parts (5, 5 and 2 MiB), completed into one object.
+    let mib = 1 << 20;
+    let mut parts = TestParts {
+        size: mib,
+        count: 12,
+        sent: 0,
+        fail_after: None,
+    };
+    store.put_parts("snapshots/big", &mut parts).await?;
+    let got = store.get("snapshots/big").await?.unwrap_or_default();
+    assert_eq!(got.len(), 12 * mib);
+    assert!(
+        got[..] == TestParts::all(mib, 12)[..],
+        "the object differs from its parts"
+    );
+    let head = s3
+        .head_object()
+        .bucket(&name)
+        .key("snapshots/big")
+        .send()
+        .await?;
+    // A completed multipart upload's entity tag ends in the count of its parts.
+    assert!(
+        head.e_tag().unwrap_or_default().ends_with("-3\""),
+        "{:?}",
+        head.e_tag()
+    );
+    assert_eq!(UPLOAD_PART_BYTES, 5 * mib);
+
+    // An object that ends within one part is one PutObject.
+    let mut small = TestParts {
+        size: 1000,
+        count: 3,
+        sent: 0,
+        fail_after: None,
+    };
+    store.put_parts("snapshots/small", &mut small).await?;
+    assert_eq!(
+        store.get("snapshots/small").await?.unwrap_or_default()[..],
+        TestParts::all(1000, 3)[..]
+    );
+    let head = s3
+        .head_object()
+        .bucket(&name)
+        .key("snapshots/small")
+        .send()
+        .await?;
+    assert!(
+        !head.e_tag().unwrap_or_default().contains('-'),
+        "{:?}",
+        head.e_tag()
+    );
+
+    // A source that fails after a part was uploaded: no object, and the upload is aborted.
+    let mut failing = TestParts {
+        size: mib,
+        count: 12,
+        sent: 0,
+        fail_after: Some(7),
+    };
+    let Err(err) = store.put_parts("snapshots/failed", &mut failing).await else {
+        anyhow::bail!("a put whose parts failed succeeded");
+    };
+    assert!(err.to_string().contains("the part source failed"), "{err}");
+    assert!(!store.exists("snapshots/failed").await?);
+    assert_eq!(
+        open_uploads(&s3, &name).await?,
+        0,
+        "the failed upload was aborted"
+    );
+    Ok(())
+}
+
+/// A build whose chunk list goes to S3 a part at a time, resumed in a fresh builder from a
+/// checkpoint that names parts, writes the manifest a from-scratch build writes.
+#[tokio::test]
+async fn a_build_resumed_across_chunk_list_parts_in_s3_writes_the_same_manifest()
+-> anyhow::Result<()> {
+    let emu = Emulator::start()?;
+    let (s3, name) = bucket(&emu).await?;
+    let store = S3Bucket::new(s3.clone(), &name);
+    let log = Uuid::new_v4();
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, 3_000)?;
+    let payload_key = format!("payloads/{log}/{}", Uuid::new_v4());
+    s3.put_object()
+        .bucket(&name)
+        .key(&payload_key)
+        .body(csv.into())
+        .send()
+        .await?;
+    let entries = vec![LogEntry {
+        seq: 0,
+        entry: EntryBody::Event(Event::Import(Import {
+            format: ImportFormat::Csv,
+        })),
+        payload: Some(payload_key),
+    }];
+    let config = BuildConfig {
+        chunk_target: 16 * 1024,
+    };
+    let mut checkpoints = Vec::new();
+    // One piece of the chunk list per part.
+    let first = SnapshotBuilder::new(&store, &store, config, log, 1, None, entries.clone())?
+        .with_list_block(1)
+        .run(|c| checkpoints.push(serde_json::to_string(&c).unwrap_or_default()))
+        .await?;
+    let want = store
+        .get(&first.manifest_key)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no manifest"))?;
+    let cp: Checkpoint = serde_json::from_str(&checkpoints[checkpoints.len() - 1])?;
+    assert!(
+        cp.pieces.parts().len() > 3,
+        "{} parts",
+        cp.pieces.parts().len()
+    );
+    for h in cp.pieces.parts() {
+        assert!(store.exists(&list_key(log, h)).await?);
+    }
+    store.put(&first.manifest_key, Bytes::new()).await?;
+    let resumed = SnapshotBuilder::resume(&store, &store, config, log, 1, None, entries, &cp)?
+        .run(|_| {})
+        .await?;
+    assert_eq!(resumed.manifest_key, first.manifest_key);
+    assert_eq!(store.get(&resumed.manifest_key).await?, Some(want));
     Ok(())
 }

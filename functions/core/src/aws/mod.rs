@@ -7,7 +7,8 @@
 //!   paging), one file per concern
 //! - `catalog.rs` — [`DynamoCatalog`], the catalog of sheets and members (issue 31)
 //! - `s3.rs`     — [`S3Bucket`], the one S3 adapter: payloads, snapshot blobs, import files, the
-//!   auto-delete tag, presigned URLs; [`s3_client`], the S3 client every function builds
+//!   auto-delete tag, presigned URLs; [`s3_client`], the S3 client every function builds;
+//!   `s3/multipart.rs`, an object written in parts (a large manifest) as a multipart upload
 //! - `pending.rs` — [`DynamoPendingStore`], the Pending Snapshots table with its increment-guarded writes
 //! - `purge.rs`   — [`DynamoPurge`], deleting a log's items; listing and deleting its objects
 //! - `queues.rs` — [`SqsJobQueue`], the snapshot job queue

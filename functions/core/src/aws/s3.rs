@@ -21,6 +21,11 @@ use crate::ports::PayloadStore;
 
 const SERVICE: &str = "S3";
 
+#[cfg(feature = "engine")]
+mod multipart;
+#[cfg(feature = "engine")]
+pub use multipart::UPLOAD_PART_BYTES;
+
 /// What `x-amz-copy-source` must percent-encode in a key: everything but the unreserved
 /// characters and the `/` separators.
 const COPY_SOURCE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -485,7 +490,7 @@ mod engine {
     use async_trait::async_trait;
     use bytes::Bytes;
     use sheetlog_sheet::import::ReadSeek;
-    use sheetlog_sheet::snapshot::{BlobError, BlobStore, ImportSource};
+    use sheetlog_sheet::snapshot::{BlobError, BlobParts, BlobStore, ImportSource};
 
     use super::S3Bucket;
 
@@ -511,6 +516,10 @@ mod engine {
             self.object_exists(key)
                 .await
                 .map_err(|e| BlobError::new("exists", key, e))
+        }
+
+        async fn put_parts(&self, key: &str, parts: &mut dyn BlobParts) -> Result<(), BlobError> {
+            self.put_in_parts(key, parts).await
         }
     }
 

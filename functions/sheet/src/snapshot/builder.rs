@@ -26,15 +26,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::SnapshotError;
-use super::format::{
-    Appended, ChunkBuilder, ChunkEncoder, ChunkRef, ChunkRows, EncodedRow, FORMAT_VERSION,
-    Manifest, ManifestWriter, chunk_key, manifest_key, open_blob,
-};
+use super::format::{ChunkRows, FORMAT_VERSION, Manifest, manifest_key};
 use super::import_reader::{EncodedRx, ImportMsg, ImportRx, spawn_encoded_import, spawn_import};
+pub use super::output::{BuildStats, load_chunk};
+use super::output::{ManifestParts, Output};
 pub use super::pieces_codec::{Piece, Pieces};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
-use crate::Row;
 use crate::entry::EntryBody;
 use crate::event::{Event, ImportFormat};
 use crate::import::ImportPos;
@@ -48,9 +46,6 @@ use crate::import::ImportPos;
 /// chunk but grow the manifest and the object count: measured in `docs/sheet-model.md`.
 /// Configurable per build.
 pub const DEFAULT_CHUNK_TARGET: u32 = 64 << 10;
-/// A checkpoint comes after every chunk while a build has written fewer than this many, then after
-/// every `pieces / CHECKPOINT_SPACING` chunks.
-const CHECKPOINT_SPACING: usize = 16;
 
 /// One log entry as the builder takes it: its sequence, the decoded entry, and for an entry with
 /// an external payload (an import file) the payload's key.
@@ -85,23 +80,10 @@ impl Default for BuildConfig {
     }
 }
 
-/// Counters of one build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BuildStats {
-    /// Chunk blobs written (a chunk already in the store is not written again).
-    pub chunks_written: u64,
-    pub chunk_bytes_written: u64,
-    /// Chunks of the previous snapshot taken over without being read.
-    pub chunks_reused: u64,
-    /// Chunks of the previous snapshot read and rewritten.
-    pub chunks_opened: u64,
-    /// Rows that went into new chunks.
-    pub rows_encoded: u64,
-}
-
-/// A resumable build's state after a chunk. Small (a few hundred bytes plus about 60 bytes per
-/// *new* chunk) and serde-serialisable.
+/// A resumable build's state after a chunk, serde-serialisable and bounded whatever the sheet's
+/// size: a few hundred bytes of fields, the chunk list's block being filled (about 60 bytes of
+/// base64 per *new* chunk, at most ~44 KB), and a 64-digit name per part of the list already
+/// written to the store (one per ~745 new chunks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Checkpoint {
@@ -117,22 +99,26 @@ pub struct Checkpoint {
     pub import: Option<ImportPos>,
     /// First row of the next chunk.
     pub next_chunk_start: u32,
-    /// Compact in memory and on the wire (about 44 bytes per new chunk, 60 in base64): see
-    /// `pieces_codec`. Shares the list's full 64 KiB blocks with the builder (a 100M-cell build
-    /// lists ~18,000 chunks, 12 blocks), so handing out a checkpoint copies at most one block.
+    /// The chunks so far: the parts of the list written to the store, named, and the records
+    /// after them (about 44 bytes per new chunk, 60 in base64): see `pieces_codec`. A resumed
+    /// build reads the parts back from the store when it writes the manifest.
     pub pieces: Pieces,
     pub stats: BuildStats,
 }
 
-/// A finished build. It holds the manifest as stored (compressed, about 43 bytes a chunk), not
-/// its chunk list, so a large build ends without the list in memory; [`manifest`] decodes it.
+/// A finished build. It holds neither the chunk list nor, for a large sheet, the manifest (which
+/// was streamed to the store): [`read_manifest`] reads it back, [`manifest`] decodes the copy a
+/// small build keeps.
 ///
 /// [`manifest`]: Self::manifest
+/// [`read_manifest`]: Self::read_manifest
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildResult {
     pub manifest_key: String,
-    /// The manifest object written at `manifest_key`.
-    pub manifest_blob: Bytes,
+    /// The manifest object written at `manifest_key`, when it is at most
+    /// [`KEPT_MANIFEST_BYTES`](super::output::KEPT_MANIFEST_BYTES) (a 10M-cell sheet's is about
+    /// 77 KB); a larger one is only in the store.
+    pub manifest_blob: Option<Bytes>,
     pub manifest_bytes: u64,
     /// Rows the snapshot covers.
     pub rows: u32,
@@ -144,15 +130,36 @@ pub struct BuildResult {
 }
 
 impl BuildResult {
-    /// The manifest written, decoded.
+    /// The manifest written, decoded from the copy kept of a small one; an error for a large
+    /// one, which [`read_manifest`](Self::read_manifest) reads back from the store.
     pub fn manifest(&self) -> Result<Manifest, SnapshotError> {
-        Manifest::from_bytes(&self.manifest_key, &self.manifest_blob)
+        match &self.manifest_blob {
+            Some(blob) => Manifest::from_bytes(&self.manifest_key, blob),
+            None => Err(SnapshotError::Internal(format!(
+                "manifest {} ({} bytes) was not kept: read it from the store",
+                self.manifest_key, self.manifest_bytes
+            ))),
+        }
+    }
+
+    /// The manifest written: the copy kept of a small one, or read back from `store`.
+    pub async fn read_manifest(&self, store: &dyn BlobStore) -> Result<Manifest, SnapshotError> {
+        if self.manifest_blob.is_some() {
+            return self.manifest();
+        }
+        let blob = store
+            .get(&self.manifest_key)
+            .await?
+            .ok_or_else(|| SnapshotError::MissingObject(self.manifest_key.clone()))?;
+        Manifest::from_bytes(&self.manifest_key, &blob)
     }
 }
 
 #[derive(Debug)]
 pub enum Progress {
-    Checkpoint(Checkpoint),
+    /// Boxed: a checkpoint holds the chunk list's open block and its parts' names, several
+    /// times the size of the other variant.
+    Checkpoint(Box<Checkpoint>),
     Done(BuildResult),
 }
 
@@ -328,6 +335,13 @@ impl<'a> SnapshotBuilder<'a> {
         self
     }
 
+    /// Writes the chunk list out in parts of `bytes` (at least one record) rather than 32 KiB:
+    /// for tests, so a small build writes out many parts. Any size gives the same snapshot.
+    pub fn with_list_block(mut self, bytes: usize) -> Self {
+        self.out.pieces.set_block(bytes);
+        self
+    }
+
     /// Continues a build from a checkpoint, given the same base and entries as the original.
     #[allow(clippy::too_many_arguments)]
     pub fn resume(
@@ -405,7 +419,7 @@ impl<'a> SnapshotBuilder<'a> {
                     }
                     if self.out.checkpoint_ready() {
                         self.out.cuts_since_checkpoint = 0;
-                        return Ok(Progress::Checkpoint(self.checkpoint()));
+                        return Ok(Progress::Checkpoint(Box::new(self.checkpoint())));
                     }
                 }
                 None => {
@@ -458,7 +472,7 @@ impl<'a> SnapshotBuilder<'a> {
             // No stage holds rows back, so a chunk boundary is a checkpoint as it stands.
             if self.out.checkpoint_ready() {
                 self.out.cuts_since_checkpoint = 0;
-                return Ok(Progress::Checkpoint(self.checkpoint()));
+                return Ok(Progress::Checkpoint(Box::new(self.checkpoint())));
             }
         }
         let result = self.finish().await?;
@@ -473,7 +487,7 @@ impl<'a> SnapshotBuilder<'a> {
     ) -> Result<BuildResult, SnapshotError> {
         loop {
             match self.step().await? {
-                Progress::Checkpoint(c) => on_checkpoint(c),
+                Progress::Checkpoint(c) => on_checkpoint(*c),
                 Progress::Done(r) => return Ok(r),
             }
         }
@@ -496,50 +510,27 @@ impl<'a> SnapshotBuilder<'a> {
 
     async fn finish(&mut self) -> Result<BuildResult, SnapshotError> {
         self.out.finish(self.store).await?;
-        // The chunk list is streamed from the compact pieces into the compressed manifest, and
-        // the pieces dropped before it is stored: a large build never holds the list decoded.
-        let pieces = std::mem::take(&mut self.out.pieces);
-        let mut w = ManifestWriter::new(
-            FORMAT_VERSION,
+        // The manifest is streamed into the store from the chunk list: its parts already
+        // written are read back one at a time, and the compressed manifest goes out in parts as
+        // it is produced, so a large build holds neither the list nor the manifest.
+        let key = manifest_key(self.log_id, self.out_seq);
+        let mut parts = ManifestParts::new(
+            self.store,
+            &key,
             self.log_id,
             self.out_seq,
             self.out.target,
-            pieces.chunks(),
+            self.base.as_ref(),
+            std::mem::take(&mut self.out.pieces),
         )?;
-        let base = self.base.as_ref();
-        let log_id = self.log_id;
-        pieces.drain(
-            |e| SnapshotError::Internal(format!("chunk list: {e}")),
-            |p| match p {
-                Piece::New(c) => w.push(&c),
-                Piece::Reused { from, to } => {
-                    let base = base.ok_or_else(|| {
-                        SnapshotError::Internal("reused chunks without a base".into())
-                    })?;
-                    let reused = base.chunks.get(from..to).ok_or_else(|| {
-                        SnapshotError::Internal("reused chunks past the base's end".into())
-                    })?;
-                    // A base of another log (a fork's first snapshot): its chunks stay where
-                    // they are, and the manifest says so.
-                    let owner = (base.log_id != log_id).then_some(base.log_id);
-                    for c in reused {
-                        w.push(&ChunkRef {
-                            log: c.log.or(owner),
-                            ..c.clone()
-                        })?;
-                    }
-                    Ok(())
-                }
-            },
-        )?;
-        let (blob, totals) = w.finish()?;
-        let blob = Bytes::from(blob);
-        let key = manifest_key(self.log_id, self.out_seq);
-        self.store.put(&key, blob.clone()).await?;
+        let put = self.store.put_parts(&key, &mut parts).await;
+        let written = parts.finished()?;
+        put?;
+        let totals = written.totals;
         Ok(BuildResult {
             manifest_key: key,
-            manifest_bytes: blob.len() as u64,
-            manifest_blob: blob,
+            manifest_bytes: written.bytes,
+            manifest_blob: written.kept.map(Bytes::from),
             rows: u32::try_from(totals.rows)
                 .map_err(|_| SnapshotError::Internal("row overflow".into()))?,
             cells: totals.cells,
@@ -682,215 +673,4 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
         )));
     }
     Ok((stages, import))
-}
-
-/// Loads and verifies one chunk of snapshot `manifest`, ready to stream its rows.
-pub async fn load_chunk(
-    store: &dyn BlobStore,
-    manifest: &Manifest,
-    chunk: &ChunkRef,
-    start: u32,
-) -> Result<ChunkRows, SnapshotError> {
-    let key = chunk.key(manifest.log_id, manifest.format);
-    let blob = store
-        .get(&key)
-        .await?
-        .ok_or_else(|| SnapshotError::MissingChunk(key.clone()))?;
-    let raw = open_blob(&key, &chunk.hash, &blob)?;
-    ChunkRows::new(raw, start).map_err(|e| SnapshotError::Corrupt {
-        key,
-        reason: e.to_string(),
-    })
-}
-
-/// The output side: cuts the row stream into chunks and writes them.
-#[derive(Debug)]
-struct Output {
-    log_id: Uuid,
-    target: u32,
-    min: u64,
-    max: u64,
-    /// The cut threshold per byte of row at the target size (see `is_cut`).
-    per_byte: u64,
-    acc: Option<ChunkBuilder>,
-    /// The zstd context and buffers every chunk of the build reuses.
-    enc: ChunkEncoder,
-    /// First row of the next chunk (just past the last cut).
-    next_start: u32,
-    pieces: Pieces,
-    /// The base's last chunk, held back: it ended at the end of the old sheet rather than at a
-    /// cut, so it can be reused only if nothing follows it.
-    pending_last: Option<Span>,
-    base_last: Option<usize>,
-    stats: BuildStats,
-    /// Chunks cut since the last checkpoint.
-    cuts_since_checkpoint: usize,
-}
-
-impl Output {
-    fn new(log_id: Uuid, target: u32, base_last: Option<usize>) -> Result<Self, SnapshotError> {
-        let min = u64::from(target) / 4;
-        let max = u64::from(target) * 4;
-        Ok(Output {
-            log_id,
-            target,
-            min,
-            max,
-            per_byte: u64::MAX / u64::from(target),
-            acc: None,
-            enc: ChunkEncoder::new()?,
-            next_start: 0,
-            pieces: Pieces::default(),
-            pending_last: None,
-            base_last,
-            stats: BuildStats::default(),
-            cuts_since_checkpoint: 0,
-        })
-    }
-
-    fn checkpoint_ready(&self) -> bool {
-        // A checkpoint lists every piece so far, so one per chunk would cost the square of the
-        // chunk count in a large build; one per `pieces / CHECKPOINT_SPACING` chunks costs a
-        // constant factor of the last one, and loses at most that share of the work done.
-        let due = (self.pieces.len() / CHECKPOINT_SPACING).max(1);
-        self.cuts_since_checkpoint >= due && self.acc.is_none() && self.pending_last.is_none()
-    }
-
-    async fn accept(
-        &mut self,
-        item: Item,
-        store: &dyn BlobStore,
-        base: Option<&Manifest>,
-    ) -> Result<(), SnapshotError> {
-        if let Some(p) = self.pending_last.take() {
-            self.open_span(p, store, base).await?;
-        }
-        match item {
-            Item::Row(r) => self.row(r, store).await,
-            Item::Span(s) => {
-                let aligned = self.acc.is_none() && s.start == self.next_start;
-                if aligned && Some(s.chunk) == self.base_last {
-                    self.pending_last = Some(s);
-                    Ok(())
-                } else if aligned {
-                    self.reuse(s);
-                    Ok(())
-                } else {
-                    self.open_span(s, store, base).await
-                }
-            }
-        }
-    }
-
-    fn reuse(&mut self, s: Span) {
-        self.pieces.push_reused(s.chunk);
-        self.next_start = s.start + s.rows;
-        self.stats.chunks_reused += 1;
-    }
-
-    async fn open_span(
-        &mut self,
-        s: Span,
-        store: &dyn BlobStore,
-        base: Option<&Manifest>,
-    ) -> Result<(), SnapshotError> {
-        let (base, chunk) = base
-            .and_then(|b| Some((b, b.chunks.get(s.chunk)?)))
-            .ok_or_else(|| SnapshotError::Internal(format!("span of unknown chunk {}", s.chunk)))?;
-        let mut rows = load_chunk(store, base, chunk, s.start).await?;
-        self.stats.chunks_opened += 1;
-        while let Some(r) = rows.next_row().map_err(|e| SnapshotError::Corrupt {
-            key: chunk.key(base.log_id, base.format),
-            reason: e.to_string(),
-        })? {
-            self.row(r, store).await?;
-        }
-        Ok(())
-    }
-
-    async fn row(&mut self, row: Row, store: &dyn BlobStore) -> Result<(), SnapshotError> {
-        let appended = self.chunk().push(&row)?;
-        self.appended(appended, store).await
-    }
-
-    /// A row encoded by the import reader ([`RowWriter`]): the same bytes [`Self::row`] would
-    /// have encoded.
-    async fn encoded_row(
-        &mut self,
-        index: u32,
-        bytes: &[u8],
-        row: EncodedRow,
-        store: &dyn BlobStore,
-    ) -> Result<(), SnapshotError> {
-        let appended = self.chunk().push_encoded(index, bytes, row)?;
-        self.appended(appended, store).await
-    }
-
-    /// The chunk being assembled, begun at the next start if there is none.
-    fn chunk(&mut self) -> &mut ChunkBuilder {
-        let start = self.next_start;
-        let enc = &mut self.enc;
-        self.acc
-            .get_or_insert_with(|| ChunkBuilder::new_in(start, enc))
-    }
-
-    async fn appended(
-        &mut self,
-        row: Appended,
-        store: &dyn BlobStore,
-    ) -> Result<(), SnapshotError> {
-        self.stats.rows_encoded += 1;
-        let size = self.acc.as_ref().map_or(0, ChunkBuilder::raw_len);
-        if self.is_cut(size, row) {
-            self.seal(store).await?;
-        }
-        Ok(())
-    }
-
-    /// The boundary rule. A row ends a chunk with a probability proportional to its size, so a
-    /// cut is expected once per `target` bytes; like FastCDC's normalised chunking, the odds are
-    /// 16 times lower before the target size and 16 times higher after it, which keeps chunk
-    /// sizes close to the target (an edit's cost is the size of the chunk it lands in, so a
-    /// narrow spread matters more than the mean). Hard bounds: `min` and `max`.
-    fn is_cut(&self, size: u64, row: Appended) -> bool {
-        if size < self.min {
-            return false;
-        }
-        if size >= self.max {
-            return true;
-        }
-        let per_byte = if size < u64::from(self.target) {
-            self.per_byte / 16
-        } else {
-            self.per_byte.saturating_mul(16)
-        };
-        row.content_hash < row.size.saturating_mul(per_byte)
-    }
-
-    async fn seal(&mut self, store: &dyn BlobStore) -> Result<(), SnapshotError> {
-        let Some(acc) = self.acc.take() else {
-            return Ok(());
-        };
-        let start = acc.start;
-        let sealed = acc.finish(&mut self.enc)?;
-        let key = chunk_key(self.log_id, &sealed.chunk.hash, FORMAT_VERSION);
-        // Content-addressed: a chunk already stored (an unchanged chunk that had to be reread, or
-        // a rerun after a crash) is not written again.
-        if !store.exists(&key).await? {
-            self.stats.chunks_written += 1;
-            self.stats.chunk_bytes_written += sealed.blob.len() as u64;
-            store.put(&key, Bytes::from(sealed.blob)).await?;
-        }
-        self.next_start = start + sealed.chunk.rows;
-        self.pieces.push(Piece::New(sealed.chunk));
-        self.cuts_since_checkpoint += 1;
-        Ok(())
-    }
-
-    async fn finish(&mut self, store: &dyn BlobStore) -> Result<(), SnapshotError> {
-        if let Some(p) = self.pending_last.take() {
-            self.reuse(p);
-        }
-        self.seal(store).await
-    }
 }

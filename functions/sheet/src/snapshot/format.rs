@@ -53,9 +53,6 @@ const MAX_MANIFEST_WINDOW_LOG: u32 = 21;
 /// measurable (a 10M-cell manifest at level 3: 80,755 bytes with this window, 81,288 as format 2
 /// stored it).
 const MANIFEST_WINDOW_LOG: u32 = 17;
-/// Room reserved per chunk for a format-3 manifest's compressed output: measured at about 43
-/// bytes a chunk (more only if the output outgrows it, when the buffer grows as usual).
-const MANIFEST_BYTES_PER_CHUNK: usize = 64;
 /// The level format-3 manifests are compressed at. A manifest is mostly hex hashes, which no
 /// level compresses much past their entropy: with the 128 KiB window, a 10M-cell manifest (1,766
 /// chunks) is 77,322 bytes at level 1 and 80,755 at level 3 (81,288 in format 2), and level 1's
@@ -177,6 +174,21 @@ pub fn manifest_key(log_id: Uuid, seq: u64) -> String {
     format!("snapshots/{log_id}/manifests/{seq:020}.json")
 }
 
+/// The key of one part of a build's chunk list (its compact records, as a checkpoint carries
+/// them), named by the SHA-256 of its bytes: a large build writes its list to the store in
+/// parts as it goes, so neither its memory nor its checkpoints hold the whole list. Nothing but
+/// the build's checkpoints refers to these, and the manifest is the list's only lasting form.
+pub fn list_key(log_id: Uuid, hash: &ChunkHash) -> String {
+    format!("snapshots/{log_id}/lists/{hash}")
+}
+
+/// Whether `key` is one of [`list_key`]'s.
+pub fn is_list_key(key: &str) -> bool {
+    key.strip_prefix("snapshots/")
+        .and_then(|k| k.split_once('/'))
+        .is_some_and(|(_, rest)| rest.starts_with("lists/"))
+}
+
 /// The key of a chunk of a snapshot of `format`.
 pub fn chunk_key(log_id: Uuid, hash: &ChunkHash, format: u32) -> String {
     if format < 3 {
@@ -214,13 +226,7 @@ impl Manifest {
             return Ok(self.to_bytes());
         }
         if self.format >= 3 {
-            let mut w = ManifestWriter::new(
-                self.format,
-                self.log_id,
-                self.seq,
-                self.chunk_target,
-                self.chunks.len(),
-            )?;
+            let mut w = ManifestWriter::new(self.format, self.log_id, self.seq, self.chunk_target)?;
             for c in &self.chunks {
                 w.push(c)?;
             }
@@ -331,8 +337,8 @@ pub struct ManifestTotals {
 
 /// Writes a format-3 manifest's stored form a chunk at a time: the canonical JSON of
 /// [`Manifest`] (fields in struct order, chunks before the totals) streamed through a zstd
-/// encoder with a 128 KiB window, so a builder holds neither the chunk list nor its JSON, only
-/// the compressed output (about 43 bytes per chunk).
+/// encoder with a 128 KiB window, so a builder holds neither the chunk list nor its JSON; it
+/// takes the compressed output (about 43 bytes per chunk) as it grows and writes it out in parts.
 pub struct ManifestWriter {
     z: zstd::stream::write::Encoder<'static, Vec<u8>>,
     totals: ManifestTotals,
@@ -347,22 +353,15 @@ impl std::fmt::Debug for ManifestWriter {
 }
 
 impl ManifestWriter {
-    /// `chunks` is how many chunks the manifest will list: the output is sized for them once
-    /// (a buffer that doubled as it filled would leave its earlier copies in the allocator).
     pub fn new(
         format: u32,
         log_id: Uuid,
         seq: u64,
         chunk_target: u32,
-        chunks: usize,
     ) -> Result<Self, SnapshotError> {
         use std::io::Write;
-        let capacity = chunks
-            .saturating_mul(MANIFEST_BYTES_PER_CHUNK)
-            .saturating_add(256);
-        let mut z =
-            zstd::stream::write::Encoder::new(Vec::with_capacity(capacity), MANIFEST_ZSTD_LEVEL)
-                .map_err(zstd_error)?;
+        let mut z = zstd::stream::write::Encoder::new(Vec::new(), MANIFEST_ZSTD_LEVEL)
+            .map_err(zstd_error)?;
         z.window_log(MANIFEST_WINDOW_LOG).map_err(zstd_error)?;
         // serde_json writes a `Uuid` as a quoted string, as `Manifest` serialises it.
         write!(
@@ -391,7 +390,19 @@ impl ManifestWriter {
         Ok(())
     }
 
-    /// Writes the totals and ends the frame: the stored manifest, and what it lists.
+    /// Bytes of the stored manifest compressed so far and not yet taken.
+    pub fn pending(&self) -> usize {
+        self.z.get_ref().len()
+    }
+
+    /// Takes the stored manifest's bytes compressed so far, so a large one is written out as it
+    /// is produced ([`finish`](Self::finish) returns the rest).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(self.z.get_mut())
+    }
+
+    /// Writes the totals and ends the frame: the rest of the stored manifest (all of it if
+    /// nothing was taken), and what it lists.
     pub fn finish(mut self) -> Result<(Vec<u8>, ManifestTotals), SnapshotError> {
         use std::io::Write;
         let t = self.totals;

@@ -11,6 +11,8 @@
 //! - `format.rs` — chunk bytes, chunk blobs, the manifest, object keys.
 //! - `stream.rs` — events as streaming row transforms ([`stream::Stage`]), position mapping.
 //! - `builder.rs` — the incremental, resumable builder and its checkpoints.
+//! - `output.rs` — the builder's output: chunk cuts and writes, the chunk list written out in
+//!   parts as it fills (`pieces_codec.rs` encodes it), the manifest streamed to the store.
 //! - `import_reader.rs` — the import file read on a blocking thread, its rows handed to the
 //!   builder decoded or already encoded as chunk bytes.
 //! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
@@ -18,6 +20,7 @@
 pub mod builder;
 pub mod format;
 mod import_reader;
+mod output;
 mod pieces_codec;
 pub mod read;
 pub mod store;
@@ -29,13 +32,15 @@ pub use builder::{
 };
 pub use format::{
     ChunkHash, ChunkRef, FORMAT_VERSION, Manifest, ManifestTotals, ManifestWriter, chunk_key,
-    manifest_key,
+    list_key, manifest_key,
 };
+pub use output::KEPT_MANIFEST_BYTES;
 pub use read::{
     Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
 };
 pub use store::{
-    BlobError, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports, WriteStats,
+    BlobError, BlobParts, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports,
+    PartsOf, WriteStats,
 };
 
 /// Why a snapshot could not be built or read.
@@ -45,6 +50,9 @@ pub enum SnapshotError {
     Store(#[from] BlobError),
     #[error("chunk {0} is missing from the store")]
     MissingChunk(String),
+    /// A manifest, or a part of a build's chunk list, that should be in the store is not.
+    #[error("object {0} is missing from the store")]
+    MissingObject(String),
     #[error("chunk {key} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },
     #[error("manifest {key} is unreadable: {reason}")]

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use super::format::is_list_key;
 use crate::import::ReadSeek;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -51,6 +52,38 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
     async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError>;
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError>;
     async fn exists(&self, key: &str) -> Result<bool, BlobError>;
+    /// Writes one object from `parts`, pulled in order until it returns `None`, without holding
+    /// it whole where the store allows: a large manifest is produced a piece at a time. Readers
+    /// see the object only once it is complete (S3: one PUT, or a multipart upload completed at
+    /// the end; files: a temporary file renamed into place). This default collects the parts and
+    /// `put`s them.
+    async fn put_parts(&self, key: &str, parts: &mut dyn BlobParts) -> Result<(), BlobError> {
+        let mut all = Vec::new();
+        while let Some(p) = parts.next_part().await? {
+            all.extend_from_slice(&p);
+        }
+        self.put(key, Bytes::from(all)).await
+    }
+}
+
+/// The bytes of one object, handed out a part at a time to [`BlobStore::put_parts`]. A part may
+/// be any size, empty included; the store regroups them as it needs (S3 multipart uploads take
+/// parts of at least 5 MiB).
+#[async_trait]
+pub trait BlobParts: Send {
+    /// The next bytes of the object, or `None` after the last.
+    async fn next_part(&mut self) -> Result<Option<Bytes>, BlobError>;
+}
+
+/// [`BlobParts`] over parts already in memory (tests, small objects).
+#[derive(Debug)]
+pub struct PartsOf<I>(pub I);
+
+#[async_trait]
+impl<I: Iterator<Item = Bytes> + Send> BlobParts for PartsOf<I> {
+    async fn next_part(&mut self) -> Result<Option<Bytes>, BlobError> {
+        Ok(self.0.next())
+    }
 }
 
 /// Where import files (the external payloads of `import` entries) are read from. The reader is
@@ -68,7 +101,9 @@ pub struct WriteStats {
 }
 
 /// An in-memory store that counts writes. With `discarding`, it remembers keys but drops the
-/// bytes (for benchmarks that must not hold a whole sheet in memory); `get` then returns `None`.
+/// bytes (for benchmarks that must not hold a whole sheet in memory); `get` then returns `None`,
+/// except for the parts of a build's chunk list (`snapshots/<log>/lists/…`, see
+/// [`list_key`](super::format::list_key)), which the build reads back to write its manifest.
 #[derive(Debug, Default)]
 pub struct MemBlobs {
     blobs: Mutex<BTreeMap<String, Bytes>>,
@@ -129,7 +164,7 @@ impl BlobStore for MemBlobs {
             .lock()
             .map_err(|_| Self::poisoned("put", key))?
             .insert(key.to_owned());
-        if !self.discard {
+        if !self.discard || is_list_key(key) {
             self.blobs
                 .lock()
                 .map_err(|_| Self::poisoned("put", key))?
@@ -153,6 +188,29 @@ impl BlobStore for MemBlobs {
             .lock()
             .map_err(|_| Self::poisoned("exists", key))?
             .contains(key))
+    }
+
+    /// Counted as one put of the whole object; a discarding store counts the parts' bytes
+    /// without collecting them.
+    async fn put_parts(&self, key: &str, parts: &mut dyn BlobParts) -> Result<(), BlobError> {
+        if !self.discard {
+            let mut all = Vec::new();
+            while let Some(p) = parts.next_part().await? {
+                all.extend_from_slice(&p);
+            }
+            return self.put(key, Bytes::from(all)).await;
+        }
+        let mut len = 0u64;
+        while let Some(p) = parts.next_part().await? {
+            len += p.len() as u64;
+        }
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.keys
+            .lock()
+            .map_err(|_| Self::poisoned("put", key))?
+            .insert(key.to_owned());
+        Ok(())
     }
 }
 
@@ -211,6 +269,55 @@ impl BlobStore for FsBlobs {
             .await
             .map_err(|e| BlobError::new("exists", key, e))
     }
+
+    /// Each part is appended to a temporary file as it comes, and the file renamed into place
+    /// after the last, so the object is never held whole and never seen half written. A failure
+    /// removes the temporary file.
+    async fn put_parts(&self, key: &str, parts: &mut dyn BlobParts) -> Result<(), BlobError> {
+        let path = self.path(key)?;
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+        let written = async {
+            // The file goes to the blocking pool and back with each part, as `put` sends its
+            // bytes there: plain `std::fs`, one trip per part, no second buffer.
+            let create = tmp.clone();
+            let mut file = blocking(key, move || {
+                std::fs::create_dir_all(create.parent().unwrap_or(Path::new(".")))?;
+                std::fs::File::create(&create)
+            })
+            .await?;
+            while let Some(p) = parts.next_part().await? {
+                file = blocking(key, move || {
+                    use std::io::Write;
+                    file.write_all(&p)?;
+                    Ok(file)
+                })
+                .await?;
+            }
+            let (from, to) = (tmp.clone(), path);
+            blocking(key, move || {
+                drop(file);
+                std::fs::rename(&from, &to)
+            })
+            .await
+        }
+        .await;
+        if written.is_err() {
+            // Best effort: the temporary file is garbage whatever happens to this removal.
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        written
+    }
+}
+
+/// Runs `f` on the blocking pool, its failures as [`BlobError`]s of a `put` of `key`.
+async fn blocking<T: Send + 'static>(
+    key: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, BlobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BlobError::new("put", key, e))?
+        .map_err(|e| BlobError::new("put", key, e))
 }
 
 /// Import payloads held in memory, by key.

@@ -251,8 +251,17 @@ proptest! {
         rt().block_on(async {
             let inc = MemBlobs::new();
             let s1 = build(&inc, &payloads, SMALL, a as u64, None, &entries).await;
-            let s2 = build(&inc, &payloads, SMALL, b as u64, Some(s1.manifest().unwrap()), &entries).await;
-            let s3 = build(&inc, &payloads, SMALL, n, Some(s2.manifest().unwrap().clone()), &entries).await;
+            // The incremental builds write their chunk lists out a piece at a time; the
+            // from-scratch ones keep theirs in memory: the same bytes either way.
+            let spilling = |seq: u64, base: Manifest| {
+                let from = base.seq as usize;
+                SnapshotBuilder::new(&inc, &payloads, SMALL, LOG, seq, Some(base), entries[from..seq as usize].to_vec())
+                    .unwrap()
+                    .with_list_block(1)
+                    .run(|_| {})
+            };
+            let s2 = spilling(b as u64, s1.manifest().unwrap()).await.unwrap();
+            let s3 = spilling(n, s2.manifest().unwrap()).await.unwrap();
             for (seq, got) in [(b as u64, &s2), (n, &s3)] {
                 let scratch = MemBlobs::new();
                 let full = build(&scratch, &payloads, SMALL, seq, None, &entries).await;
@@ -322,27 +331,41 @@ proptest! {
             let store = MemBlobs::new();
             let base = build(&store, &payloads, SMALL, a as u64, None, &entries).await.manifest().unwrap();
             let mut checkpoints = Vec::new();
+            // Every piece of the chunk list is written out as a part of its own, so resuming
+            // crosses parts written by the first process.
             let first = SnapshotBuilder::new(&store, &payloads, SMALL, LOG, n, Some(base.clone()), entries[a..].to_vec())
                 .unwrap()
+                .with_list_block(1)
                 .run(|c| checkpoints.push(serde_json::to_string(&c).unwrap()))
                 .await
                 .unwrap();
             let want = snapshot_blobs(&store, &first.manifest().unwrap());
             for json in &checkpoints {
                 let cp: Checkpoint = serde_json::from_str(json).unwrap();
-                // A fresh store holding only the base snapshot and the chunks the checkpoint
-                // lists: the resumed process must write everything after it itself.
+                // A fresh store holding only the base snapshot, the parts of the chunk list the
+                // checkpoint names and the chunks it lists: the resumed process must write
+                // everything after it itself.
                 let fresh = MemBlobs::new();
+                let parts: Vec<Piece> = cp
+                    .pieces
+                    .parts()
+                    .iter()
+                    .flat_map(|h| {
+                        let b = store.snapshot()[&list_key(LOG, h)].clone();
+                        super::pieces_codec::records(&b).map(Result::unwrap).collect::<Vec<_>>()
+                    })
+                    .collect();
                 let keep: Vec<String> = base
                     .chunks
                     .iter()
                     .map(|c| c.hash)
-                    .chain(cp.pieces.iter().filter_map(|p| match p.unwrap() {
+                    .chain(parts.into_iter().map(Ok).chain(cp.pieces.iter()).filter_map(|p| match p.unwrap() {
                         Piece::New(c) => Some(c.hash),
                         Piece::Reused { .. } => None,
                     }))
                     .map(|h| chunk_key(LOG, &h, FORMAT_VERSION))
                     .chain([manifest_key(LOG, base.seq)])
+                    .chain(cp.pieces.parts().iter().map(|h| list_key(LOG, h)))
                     .collect();
                 for (k, v) in store.snapshot() {
                     if keep.contains(&k) {
@@ -351,6 +374,7 @@ proptest! {
                 }
                 let resumed = SnapshotBuilder::resume(&fresh, &payloads, SMALL, LOG, n, Some(base.clone()), entries[a..].to_vec(), &cp)
                     .unwrap()
+                    .with_list_block(1)
                     .run(|_| {})
                     .await
                     .unwrap();
@@ -552,6 +576,197 @@ fn checkpoints_of_a_million_cell_build_stay_small() {
             "{count} checkpoints for {chunks} chunks"
         );
         assert!(largest < 16 * 1024, "checkpoint of {largest} bytes");
+    });
+}
+
+/// A from-scratch import of `rows` sample rows at `config`, with every checkpoint serialised.
+async fn import_with_checkpoints(
+    store: &MemBlobs,
+    rows: u64,
+    config: BuildConfig,
+    list_block: Option<usize>,
+) -> (BuildResult, Vec<String>) {
+    let payloads = MemImports::new();
+    let mut csv = Vec::new();
+    write_sample_csv(&mut csv, rows).unwrap();
+    payloads.insert("p", csv);
+    let entries = vec![LogEntry {
+        seq: 0,
+        entry: EntryBody::Event(Event::Import(Import {
+            format: ImportFormat::Csv,
+        })),
+        payload: Some("p".into()),
+    }];
+    let mut b = SnapshotBuilder::new(store, &payloads, config, LOG, 1, None, entries).unwrap();
+    if let Some(bytes) = list_block {
+        b = b.with_list_block(bytes);
+    }
+    let mut checkpoints = Vec::new();
+    let done = b
+        .run(|c| checkpoints.push(serde_json::to_string(&c).unwrap()))
+        .await
+        .unwrap();
+    (done, checkpoints)
+}
+
+/// Checkpoints once carried every chunk of the list (60 bytes of base64 each), so a large build's
+/// grew with it (1.1 MB at 100M cells). Now the list goes to the store in parts as it fills, and a
+/// checkpoint carries the parts' names and the block being filled.
+#[test]
+fn checkpoints_stay_bounded_once_the_chunk_list_is_written_out_in_parts() {
+    rt().block_on(async {
+        let store = MemBlobs::new();
+        // 400,000 cells at a 512-byte target: about 8,300 chunks, some 360 KB of records.
+        let config = BuildConfig { chunk_target: 512 };
+        let (done, checkpoints) = import_with_checkpoints(&store, 40_000, config, None).await;
+        let parts = store
+            .keys()
+            .into_iter()
+            .filter(|k| k.starts_with(&format!("snapshots/{LOG}/lists/")))
+            .count();
+        let last: Checkpoint = serde_json::from_str(checkpoints.last().unwrap()).unwrap();
+        let largest = checkpoints.iter().map(String::len).max().unwrap();
+        println!(
+            "{} chunks, {parts} parts, {} checkpoints, largest {largest} bytes",
+            done.chunks,
+            checkpoints.len()
+        );
+        assert!(done.chunks > 5_000, "{} chunks", done.chunks);
+        assert!(parts >= 8, "{parts} parts of the chunk list written");
+        assert!(last.pieces.parts().len() >= parts - 1);
+        // One block of records in base64 (32 KiB, 44 KB) plus a name per part and the fields:
+        // whatever the chunk count, not 60 bytes a chunk (500 KB here).
+        let bound = (32 << 10) * 4 / 3 + 1024 + 70 * parts;
+        assert!(
+            largest <= bound,
+            "checkpoint of {largest} bytes, bound {bound}"
+        );
+        // The manifest is too large to keep: it was streamed to the store, and reads back as
+        // the one a build that keeps its whole list in memory writes, byte for byte.
+        assert!(done.manifest_blob.is_none());
+        assert!(done.manifest().is_err());
+        let m = done.read_manifest(&store).await.unwrap();
+        assert_eq!(m.chunks.len() as u64, done.chunks);
+        let whole = MemBlobs::new();
+        let (kept, _) = import_with_checkpoints(&whole, 40_000, config, Some(16 << 20)).await;
+        assert!(whole.keys().iter().all(|k| !k.contains("/lists/")));
+        assert_eq!(kept.manifest_key, done.manifest_key);
+        assert_eq!(
+            whole.get(&kept.manifest_key).await.unwrap(),
+            store.get(&done.manifest_key).await.unwrap()
+        );
+        assert_eq!(done.manifest_bytes, kept.manifest_bytes);
+    });
+}
+
+#[test]
+fn a_resume_without_the_parts_its_checkpoint_names_fails_rather_than_drop_chunks() {
+    rt().block_on(async {
+        let store = MemBlobs::new();
+        let (_, checkpoints) = import_with_checkpoints(&store, 300, SMALL, Some(1)).await;
+        let cp: Checkpoint = serde_json::from_str(checkpoints.last().unwrap()).unwrap();
+        assert!(!cp.pieces.parts().is_empty());
+        let payloads = MemImports::new();
+        let mut csv = Vec::new();
+        write_sample_csv(&mut csv, 300).unwrap();
+        payloads.insert("p", csv);
+        let entries = vec![LogEntry {
+            seq: 0,
+            entry: EntryBody::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some("p".into()),
+        }];
+        let fresh = MemBlobs::new();
+        let err = SnapshotBuilder::resume(&fresh, &payloads, SMALL, LOG, 1, None, entries, &cp)
+            .unwrap()
+            .run(|_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, SnapshotError::MissingObject(k) if k.contains("/lists/")),
+            "{err}"
+        );
+        assert!(fresh.get(&manifest_key(LOG, 1)).await.unwrap().is_none());
+    });
+}
+
+/// Parts that fail after the first: what a manifest whose chunk list cannot be read back gives.
+#[derive(Debug)]
+struct FailingParts(u32);
+
+#[async_trait::async_trait]
+impl BlobParts for FailingParts {
+    async fn next_part(&mut self) -> Result<Option<Bytes>, BlobError> {
+        self.0 += 1;
+        if self.0 > 1 {
+            return Err(BlobError::new("put", "k", "the source failed"));
+        }
+        Ok(Some(Bytes::from_static(b"first part ")))
+    }
+}
+
+#[test]
+fn a_filesystem_store_writes_an_object_in_parts_and_leaves_nothing_of_a_failed_one() {
+    rt().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobs::new(dir.path());
+        let parts =
+            ["one ", "", "two ", "three"].map(|p: &'static str| Bytes::from_static(p.as_bytes()));
+        store
+            .put_parts("a/b/c", &mut PartsOf(parts.into_iter()))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("a/b/c").await.unwrap().unwrap(),
+            Bytes::from_static(b"one two three")
+        );
+        let err = store
+            .put_parts("a/b/d", &mut FailingParts(0))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("the source failed"), "{err}");
+        assert!(!store.exists("a/b/d").await.unwrap());
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["c"], "no temporary file left behind");
+    });
+}
+
+#[test]
+fn a_discarding_store_keeps_only_the_parts_of_chunk_lists() {
+    rt().block_on(async {
+        let store = MemBlobs::discarding();
+        let hash = ChunkHash::of(b"records");
+        let list = list_key(LOG, &hash);
+        store
+            .put(&list, Bytes::from_static(b"records"))
+            .await
+            .unwrap();
+        store
+            .put(
+                &chunk_key(LOG, &hash, FORMAT_VERSION),
+                Bytes::from_static(b"chunk"),
+            )
+            .await
+            .unwrap();
+        let parts = ["man", "ifest"].map(|p: &'static str| Bytes::from_static(p.as_bytes()));
+        store
+            .put_parts(&manifest_key(LOG, 1), &mut PartsOf(parts.into_iter()))
+            .await
+            .unwrap();
+        assert_eq!(store.get(&list).await.unwrap().unwrap(), &b"records"[..]);
+        assert!(store.get(&manifest_key(LOG, 1)).await.unwrap().is_none());
+        assert!(store.exists(&manifest_key(LOG, 1)).await.unwrap());
+        assert_eq!(
+            store.stats(),
+            WriteStats {
+                puts: 3,
+                bytes: 7 + 5 + 8
+            }
+        );
     });
 }
 
