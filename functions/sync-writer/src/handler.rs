@@ -22,7 +22,9 @@ use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::error::StoreError;
-use sheetlog_core::log::{BatchOutcome, ClientResult, EventLog, KnownClients, SegmentHint};
+use sheetlog_core::log::{
+    BatchOutcome, ClientResult, EventLog, KnownClients, SegmentHint, index_due,
+};
 use sheetlog_core::poke::Poker;
 use sheetlog_core::ports::{LogStore, PayloadStore};
 use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
@@ -76,6 +78,11 @@ pub struct Handler {
     known: Mutex<HashMap<LogId, KnownClients>>,
     /// Announces each batch's commit on the sheet's AppSync Events channel, when configured.
     poker: Option<Arc<Poker>>,
+    /// Per log, the index mark this process last moved it to (a batch that ran meanwhile may
+    /// put back a `known` with an older one).
+    marks: Mutex<HashMap<LogId, u64>>,
+    /// Logs being indexed now, by one poller: another skips them.
+    indexing: Mutex<std::collections::HashSet<LogId>>,
 }
 
 /// A message as received: its position in the batch, its push, its receipt handle.
@@ -97,6 +104,8 @@ impl Handler {
             hints: Mutex::new(HashMap::new()),
             known: Mutex::new(HashMap::new()),
             poker: None,
+            marks: Mutex::new(HashMap::new()),
+            indexing: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -263,10 +272,15 @@ impl Handler {
         if let Some(done) = &done {
             self.poke(log, done).await;
         }
+        let t2 = std::time::Instant::now();
+        if done.is_some() {
+            self.index_after(log).await;
+        }
         debug!(
             log = %log,
             delete_ms = (t1 - t0).as_millis() as u64,
-            poke_ms = t1.elapsed().as_millis() as u64,
+            poke_ms = (t2 - t1).as_millis() as u64,
+            index_ms = t2.elapsed().as_millis() as u64,
             "after the group commit"
         );
         out.into_iter()
@@ -435,6 +449,57 @@ impl Handler {
             "group commit timings"
         );
         Ok(done)
+    }
+
+    /// Indexes the windows the log's entries completed (`docs/sync.md`, "Range items written
+    /// later"), after the batch's messages are deleted and its poke sent: a window's range items
+    /// (one per client that pushed in it) then never hold up the sheet's next batch. One poller
+    /// per log at a time; a failure is logged, and the next batch's call tries again.
+    async fn index_after(&self, log: LogId) {
+        let due = self
+            .known
+            .lock()
+            .ok()
+            .and_then(|k| k.get(&log).and_then(KnownClients::index_due));
+        let Some((mark, next_seq, at)) = due else {
+            return;
+        };
+        let mark = match self.marks.lock().ok().and_then(|m| m.get(&log).copied()) {
+            Some(m) => m.max(mark),
+            None => mark,
+        };
+        if !index_due(mark, next_seq) {
+            return;
+        }
+        if !self.indexing.lock().is_ok_and(|mut i| i.insert(log)) {
+            return;
+        }
+        let mut units = sheetlog_core::domain::RequestUnits::default();
+        let moved = self
+            .log
+            .index_deferred(log, mark, next_seq, at, &mut units)
+            .await;
+        if let Ok(mut i) = self.indexing.lock() {
+            i.remove(&log);
+        }
+        match moved {
+            Ok(m) => {
+                if let Ok(mut marks) = self.marks.lock() {
+                    if marks.len() >= MAX_HINTS {
+                        marks.clear();
+                    }
+                    let e = marks.entry(log).or_insert(m);
+                    *e = (*e).max(m);
+                }
+                if let Ok(mut k) = self.known.lock()
+                    && let Some(known) = k.get_mut(&log)
+                {
+                    known.indexed(m);
+                }
+                debug!(log = %log, mark = m, wru = units.write, "deferred runs indexed");
+            }
+            Err(e) => warn!(log = %log, error = %e, "indexing deferred runs failed"),
+        }
     }
 
     fn report(&self, log: LogId, clients: &[sheetlog_core::log::ClientPush], done: &BatchOutcome) {

@@ -290,3 +290,46 @@ async fn sixty_four_clients_in_batches_of_ten_all_land_once() {
     assert_eq!(ids.len(), 128);
     assert_eq!(entries, entries_written, "one entry per batch");
 }
+
+/// After a batch, the handler indexes the windows its entries completed: the log's index mark
+/// follows the head, and every client's items record its runs.
+#[tokio::test]
+async fn the_handler_indexes_completed_windows_after_its_batches() {
+    use sheetlog_core::ports::ClientRuns;
+    let (h, _) = handler().await;
+    let log = h.log().create().await.unwrap().log;
+    let rounds = sheetlog_core::log::INDEX_WINDOW * 2 + 3;
+    for id in 1..=rounds {
+        let bodies: Vec<String> = ["a", "b"]
+            .iter()
+            .map(|c| push(log, c, &[id]).to_json())
+            .collect();
+        let results = h.handle_detailed(event(&bodies)).await;
+        assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
+    }
+    let mut u = sheetlog_core::domain::RequestUnits::default();
+    let mark = h
+        .log()
+        .store()
+        .index_mark(log, &mut u)
+        .await
+        .unwrap()
+        .unwrap();
+    let (next, _) = h.log().next_seq(log).await.unwrap();
+    assert!(
+        next - mark <= sheetlog_core::log::INDEX_WINDOW + 1,
+        "mark {mark}, next {next}"
+    );
+    for c in ["a", "b"] {
+        let items = h
+            .log()
+            .store()
+            .client_ranges(log, c, None, 10, &mut u)
+            .await
+            .unwrap();
+        assert!(!items.is_empty(), "{c} has no range item");
+        assert_eq!(items.last().map(|i| i.key), Some(1));
+        let newest = h.log().last_mutation(log, c).await.unwrap().unwrap();
+        assert_eq!(newest.last, rounds);
+    }
+}

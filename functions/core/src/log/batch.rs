@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 
 use super::append::Head;
 use super::clients::MAX_RUN_BODY_BYTES;
-use super::deferred::LoggedRun;
+use super::deferred::{LoggedRun, index_due};
 use super::push_rebase::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
@@ -92,6 +92,8 @@ pub struct KnownClients {
     next_seq: Option<u64>,
     /// The index mark as read (`Some(None)`: never set).
     mark: Option<Option<u64>>,
+    /// The segment of the head `next_seq` was read at.
+    at: Option<SegmentHint>,
     newest: HashMap<String, Option<ClientRange>>,
 }
 
@@ -121,6 +123,26 @@ impl KnownClients {
     #[cfg(test)]
     pub(super) fn forge(&mut self, client: &str, newest: Option<ClientRange>) {
         self.newest.insert(client.to_owned(), newest);
+    }
+
+    /// What to index, when the log has passed the end of a window past the index mark: the
+    /// mark, the log's next sequence and its segment, for [`EventLog::index_deferred`]. The
+    /// writer runs it after the batch's messages are deleted and its poke sent, so that a
+    /// window's items do not hold up the sheet's next batch.
+    pub fn index_due(&self) -> Option<(u64, u64, SegmentHint)> {
+        match (self.mark, self.next_seq, self.at) {
+            (Some(Some(mark)), Some(next_seq), Some(at)) if index_due(mark, next_seq) => {
+                Some((mark, next_seq, at))
+            }
+            _ => None,
+        }
+    }
+
+    /// Records a mark that indexing moved to (a lower one changes nothing).
+    pub fn indexed(&mut self, mark: u64) {
+        if let Some(Some(m)) = self.mark.as_mut() {
+            *m = (*m).max(mark);
+        }
     }
 
     /// Adds the runs of entries the log gained since `next_seq`.
@@ -444,17 +466,9 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 });
             }
         }
-        // Index the windows this call completed. The runs are applied whatever becomes of it;
-        // what is not indexed now is by the next batch, or by any reader's push.
-        if let (Some(Some(mark)), Some(next_seq)) = (known.mark, known.next_seq) {
-            match self
-                .index_deferred(log, mark, next_seq, at, &mut units)
-                .await
-            {
-                Ok(m) => known.mark = Some(Some(m)),
-                Err(e) => warn!(log = %log, error = %e, "indexing deferred runs failed"),
-            }
-        }
+        // Indexing the windows this call completed is the caller's, off the sheet's critical
+        // path ([`KnownClients::index_due`]).
+        known.at = Some(at);
         if let Some(last) = appended.last_mut() {
             last.units = units;
         }
@@ -481,6 +495,20 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             appended,
             units,
         })
+    }
+
+    /// Indexes what `known` says is due ([`KnownClients::index_due`]) and records the mark it
+    /// moved to: for a writer that keeps `known` to itself between batches (one with several
+    /// pollers tracks the marks it set on its own).
+    pub async fn index_known(&self, log: LogId, known: &mut KnownClients) -> Result<(), LogError> {
+        if let Some((mark, next_seq, at)) = known.index_due() {
+            let mut units = RequestUnits::default();
+            let moved = self
+                .index_deferred(log, mark, next_seq, at, &mut units)
+                .await?;
+            known.indexed(moved);
+        }
+        Ok(())
     }
 
     /// Brings `known` to the log's head and every unfinished client of the batch into it: the

@@ -131,6 +131,11 @@ impl Tail {
     }
 }
 
+/// Whether a window past `mark` ends before `next_seq`: something to index.
+pub fn index_due(mark: u64, next_seq: u64) -> bool {
+    window_end(mark + 1) < next_seq
+}
+
 /// The last sequence of the window that holds `seq`.
 fn window_end(seq: u64) -> u64 {
     (seq / INDEX_WINDOW) * INDEX_WINDOW + INDEX_WINDOW - 1

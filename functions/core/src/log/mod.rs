@@ -47,7 +47,7 @@ pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_
 #[cfg(feature = "engine")]
 pub use clients::{Rejected, RunOutcome, RunSource, oversize_reason};
 #[cfg(feature = "engine")]
-pub use deferred::{INDEX_WINDOW, LoggedRun, Tail};
+pub use deferred::{INDEX_WINDOW, LoggedRun, Tail, index_due};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
 pub use push_rebase::MAX_REBASE_ENTRIES;
