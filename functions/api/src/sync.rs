@@ -616,9 +616,17 @@ async fn view(
                     let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
                         ApiError::Internal(format!("entry {} does not decode: {err}", e.seq))
                     })?;
-                    for m in body.runs().iter().filter(|m| m.group == group) {
-                        let last = last_ids.entry(m.client.clone()).or_insert(0);
-                        *last = m.last.max(*last);
+                    for m in body.runs() {
+                        // Every client's group, learnt as its runs go by: a queued push of a
+                        // client past its first mutation then needs no read to check it, even
+                        // before its range item is written (`docs/sync.md`).
+                        if m.first == 1 {
+                            state.remember_client_group(log, &m.client, &m.group);
+                        }
+                        if m.group == group {
+                            let last = last_ids.entry(m.client.clone()).or_insert(0);
+                            *last = m.last.max(*last);
+                        }
                     }
                     for ev in body.events() {
                         match ev {

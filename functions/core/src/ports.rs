@@ -277,15 +277,15 @@ crate::port! {
             units: &mut RequestUnits,
         ) -> Result<(), StoreError> as UpdateItem;
 
-        /// Writes a range item of deferred runs unless the item at its key already records as
-        /// far or further (its `last` at least this one's, which leaves an equal item as it
-        /// is); false then. Items only ever grow, so two writers of the same runs agree.
-        async fn put_deferred_range(
+        /// Writes the range items that index one complete window of deferred runs, 25 to a
+        /// request, unconditionally: a complete window's entries never change, so everyone who
+        /// indexes it writes the same items (`crate::log::deferred`).
+        async fn put_deferred_ranges(
             &self,
             log: LogId,
-            range: &ClientRange,
+            ranges: &[ClientRange],
             units: &mut RequestUnits,
-        ) -> Result<bool, StoreError> as PutItem;
+        ) -> Result<(), StoreError> as BatchWriteItem;
     }
 }
 

@@ -12,15 +12,15 @@
 //! the mark is set before the first deferred entry exists, and moves only after the items it
 //! covers are written.
 //!
-//! Indexing is deterministic, so any number of writers may do it at once and agree: the runs of a
-//! client in one window that no other item records become one item, keyed by the first of them,
-//! and an item is only ever replaced by one that records more of the same window. Windows are
+//! Indexing is deterministic, so any number of writers may do it at once and agree: only complete
+//! windows are indexed, and a complete window's entries never change, so the runs of a client in
+//! one window that no other item records become the same item, keyed by the first of them,
+//! whoever writes it (which is why the items are written unconditionally, 25 to a request). Windows are
 //! the sequences `[k·W, (k+1)·W)`, the first cut at the mark where the mark was first set; the
 //! mark only ever takes its first value and window ends, so every indexer cuts the same windows.
 
 use std::collections::BTreeMap;
 
-use futures::StreamExt;
 use tracing::debug;
 
 use super::append::Head;
@@ -36,9 +36,6 @@ use crate::sheet::mutations::is_deferred_version;
 /// Sequences per indexing window: a writer indexes a window's deferred runs once the log has
 /// passed its end, one item per client that pushed in it.
 pub const INDEX_WINDOW: u64 = 64;
-
-/// Range items written at once while indexing a window.
-const INDEX_CONCURRENCY: usize = 16;
 
 /// Entries read (and held, bodies and all) at once while reading past the mark.
 const TAIL_PAGE: usize = 32;
@@ -310,28 +307,16 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 )
                 .await?;
             }
-            let results: Vec<Result<(bool, RequestUnits), LogError>> =
-                futures::stream::iter(items.into_iter().map(|item| async move {
-                    let mut units = RequestUnits::default();
-                    let item = &item;
-                    let put = self
-                        .retrying(
-                            || async move {
-                                let mut u = RequestUnits::default();
-                                let put = self.store.put_deferred_range(log, item, &mut u).await?;
-                                Ok((put, u))
-                            },
-                            &mut units,
-                        )
-                        .await?;
-                    Ok((put, units))
-                }))
-                .buffer_unordered(INDEX_CONCURRENCY)
-                .collect()
-                .await;
-            for r in results {
-                *units += r?.1;
-            }
+            let items = &items;
+            self.retrying(
+                || async move {
+                    let mut u = RequestUnits::default();
+                    self.store.put_deferred_ranges(log, items, &mut u).await?;
+                    Ok(((), u))
+                },
+                units,
+            )
+            .await?;
             self.retrying(
                 || async move {
                     let mut u = RequestUnits::default();

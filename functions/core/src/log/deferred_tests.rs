@@ -77,7 +77,7 @@ impl crate::layer::Layer for NoIndexing {
         E: From<StoreError> + Send,
         F: std::future::Future<Output = Result<T, E>> + Send,
     {
-        if call.method == "put_deferred_range" && self.0.load(Ordering::SeqCst) {
+        if call.method == "put_deferred_ranges" && self.0.load(Ordering::SeqCst) {
             return Err(StoreError::Throttled {
                 service: "DynamoDB",
                 operation: "PutItem",

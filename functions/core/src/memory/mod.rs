@@ -526,23 +526,22 @@ impl ClientRuns for MemLogStore {
             RequestUnits::writes(write_units(item_size(&group_item(log, group, &all)), false));
         Ok(())
     }
-    async fn put_deferred_range(
+    async fn put_deferred_ranges(
         &self,
         log: LogId,
-        range: &ClientRange,
+        ranges: &[ClientRange],
         units: &mut RequestUnits,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(), StoreError> {
         let mut t = lock(&self.tables)?;
-        *units += RequestUnits::writes(write_units(
-            item_size(&client_range_to_item(log, range)),
-            false,
-        ));
-        let key = (log, range.client.clone(), range.key);
-        if t.ranges.get(&key).is_some_and(|old| old.last >= range.last) {
-            return Ok(false);
+        for range in ranges {
+            *units += RequestUnits::writes(write_units(
+                item_size(&client_range_to_item(log, range)),
+                false,
+            ));
+            t.ranges
+                .insert((log, range.client.clone(), range.key), range.clone());
         }
-        t.ranges.insert(key, range.clone());
-        Ok(true)
+        Ok(())
     }
 }
 

@@ -5,7 +5,8 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, Put, PutRequest, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update, WriteRequest,
 };
 use tracing::instrument;
 
@@ -591,35 +592,53 @@ impl ClientRuns for DynamoLogStore {
             .map_err(|e| ddb_error("UpdateItem", e))?;
         Ok(())
     }
-    #[instrument(skip(self, range, units), fields(log = %log, client = %range.client))]
-    async fn put_deferred_range(
+    #[instrument(skip(self, ranges, units), fields(log = %log, ranges = ranges.len()))]
+    async fn put_deferred_ranges(
         &self,
         log: LogId,
-        range: &ClientRange,
+        ranges: &[ClientRange],
         units: &mut RequestUnits,
-    ) -> Result<bool, StoreError> {
-        let item = client_range_to_item(log, range);
-        *units += RequestUnits::writes(write_units(item_size(&item), false));
-        let result = self
-            .client
-            .put_item()
-            .table_name(self.clients_table()?)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#k) OR #l < :l")
-            .expression_attribute_names("#k", client_attr::KEY)
-            .expression_attribute_names("#l", client_attr::LAST)
-            .expression_attribute_values(":l", num(range.last))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(false)
+    ) -> Result<(), StoreError> {
+        let table = self.clients_table()?;
+        for chunk in ranges.chunks(25) {
+            let mut requests = Vec::with_capacity(chunk.len());
+            for r in chunk {
+                let item = client_range_to_item(log, r);
+                *units += RequestUnits::writes(write_units(item_size(&item), false));
+                let put = PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|e| StoreError::service(SERVICE, "BatchWriteItem", e))?;
+                requests.push(WriteRequest::builder().put_request(put).build());
             }
-            Err(e) => Err(ddb_error("PutItem", e)),
+            let mut backoff = std::time::Duration::from_millis(20);
+            let mut tries = 0;
+            while !requests.is_empty() {
+                tries += 1;
+                if tries > 10 {
+                    return Err(StoreError::Throttled {
+                        service: SERVICE,
+                        operation: "BatchWriteItem",
+                    });
+                }
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(table, std::mem::take(&mut requests))
+                    .send()
+                    .await
+                    .map_err(|e| ddb_error("BatchWriteItem", e))?;
+                requests = out
+                    .unprocessed_items
+                    .and_then(|mut m| m.remove(table))
+                    .unwrap_or_default();
+                if !requests.is_empty() {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+                }
+            }
         }
+        Ok(())
     }
 }
 
