@@ -575,7 +575,7 @@ export class SheetlogStack extends Stack {
       // writes by window and whose index mark it reads and moves), no snapshot building.
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
-      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem'])
+      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'])
       .bindBucket(ENV.bucket, this.bucket, [
         // A large mutation body is offloaded like any entry body, written with the auto-delete tag.
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },
