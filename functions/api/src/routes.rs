@@ -102,6 +102,9 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     let body = match decoded {
         EntryBody::Event(event) => event_body(&event)?,
         EntryBody::Mutations(m) => mutations_json(&m)?,
+        // A group commit of one client reads as that client's run, whoever wrote it (the sync
+        // writer writes every group commit as a batch, `docs/storage.md`).
+        EntryBody::Batch(b) if b.runs.len() == 1 => mutations_json(&b.runs[0])?,
         EntryBody::Batch(b) => batch_json(&b.runs)?,
         EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
