@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use tracing::instrument;
 
-use super::dynamo::ddb_error;
+use super::dynamo::{batch_write, ddb_error};
 use super::items::{
     Item, bin, client_attr, dedupe_attr, entry_attr, num, opt_num, opt_str, segment_attr,
 };
@@ -130,45 +130,23 @@ impl DynamoPurge {
 
     /// Deletes items by key, 25 per BatchWriteItem, retrying unprocessed ones with backoff.
     async fn delete_keys(&self, table: &str, keys: Vec<Item>) -> Result<(), StoreError> {
-        for chunk in keys.chunks(25) {
-            let mut requests = chunk
-                .iter()
-                .map(|k| {
-                    DeleteRequest::builder()
-                        .set_key(Some(k.clone()))
-                        .build()
-                        .map(|d| WriteRequest::builder().delete_request(d).build())
-                        .map_err(|e| StoreError::service(SERVICE, "BatchWriteItem", e))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut backoff = std::time::Duration::from_millis(50);
-            let mut tries = 0;
-            while !requests.is_empty() {
-                tries += 1;
-                if tries > 10 {
-                    return Err(StoreError::Throttled {
-                        service: SERVICE,
-                        operation: "BatchWriteItem",
-                    });
-                }
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(table, std::mem::take(&mut requests))
-                    .send()
-                    .await
-                    .map_err(|e| ddb_error("BatchWriteItem", e))?;
-                requests = out
-                    .unprocessed_items
-                    .and_then(|mut m| m.remove(table))
-                    .unwrap_or_default();
-                if !requests.is_empty() {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
-                }
-            }
-        }
-        Ok(())
+        let requests = keys
+            .into_iter()
+            .map(|k| {
+                DeleteRequest::builder()
+                    .set_key(Some(k))
+                    .build()
+                    .map(|d| WriteRequest::builder().delete_request(d).build())
+                    .map_err(|e| StoreError::service(SERVICE, "BatchWriteItem", e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        batch_write(
+            &self.client,
+            table,
+            requests,
+            std::time::Duration::from_millis(50),
+        )
+        .await
     }
 
     /// Up to `limit` keys of the log's client range and group items: a Scan of the whole Clients

@@ -12,7 +12,7 @@ use tracing::{debug, warn};
 
 use super::push_rebase::{Caught, PushRebase, sent_forms};
 use super::pushed::PushedMutation;
-use super::{Appended, EventLog, SegmentHint, corrupt, retry};
+use super::{Appended, EventLog, SegmentHint, Tail, corrupt, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
@@ -417,7 +417,19 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     pub async fn group_clients(&self, log: LogId, group: &str) -> Result<Vec<String>, LogError> {
         let mut units = RequestUnits::default();
         let tail = self.tail(log, &mut units).await?;
-        let mut clients = self.store.group_clients(log, group, &mut units).await?;
+        self.group_members(log, group, &tail, &mut units).await
+    }
+
+    /// The group's item's clients, and those whose first run is past the index mark (read as
+    /// `tail`), which the item may not name yet.
+    async fn group_members(
+        &self,
+        log: LogId,
+        group: &str,
+        tail: &Tail,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<String>, LogError> {
+        let mut clients = self.store.group_clients(log, group, units).await?;
         for c in tail.group_clients(group) {
             if !clients.iter().any(|k| k == c) {
                 clients.push(c.to_owned());
@@ -437,13 +449,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     ) -> Result<BTreeMap<String, u64>, LogError> {
         let mut units = RequestUnits::default();
         let tail = self.tail(log, &mut units).await?;
-        let mut clients = self.store.group_clients(log, group, &mut units).await?;
-        // Clients whose first run is past the mark may not be in the group's item yet.
-        for c in tail.group_clients(group) {
-            if !clients.iter().any(|k| k == c) {
-                clients.push(c.to_owned());
-            }
-        }
+        let clients = self.group_members(log, group, &tail, &mut units).await?;
         let mut out = BTreeMap::new();
         for client in clients {
             let from_tail = tail

@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::types::{
 use tracing::instrument;
 
 use super::{
-    DEDUPE_ITEM_CHARGE_BYTES, DynamoLogStore, QuerySpec, SERVICE, cancellation_reasons, code,
-    conflict_or_error, ddb_error,
+    DEDUPE_ITEM_CHARGE_BYTES, DynamoLogStore, QuerySpec, SERVICE, batch_write,
+    cancellation_reasons, code, conflict_or_error, ddb_error,
 };
 use crate::aws::items::{
     Item, bin, client_attr, client_range_from_item, client_range_to_item, dedupe_attr, dedupe_hit,
@@ -599,46 +599,23 @@ impl ClientRuns for DynamoLogStore {
         ranges: &[ClientRange],
         units: &mut RequestUnits,
     ) -> Result<(), StoreError> {
-        let table = self.clients_table()?;
-        for chunk in ranges.chunks(25) {
-            let mut requests = Vec::with_capacity(chunk.len());
-            for r in chunk {
-                let item = client_range_to_item(log, r);
-                *units += RequestUnits::writes(write_units(item_size(&item), false));
-                let put = PutRequest::builder()
-                    .set_item(Some(item))
-                    .build()
-                    .map_err(|e| StoreError::service(SERVICE, "BatchWriteItem", e))?;
-                requests.push(WriteRequest::builder().put_request(put).build());
-            }
-            let mut backoff = std::time::Duration::from_millis(20);
-            let mut tries = 0;
-            while !requests.is_empty() {
-                tries += 1;
-                if tries > 10 {
-                    return Err(StoreError::Throttled {
-                        service: SERVICE,
-                        operation: "BatchWriteItem",
-                    });
-                }
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(table, std::mem::take(&mut requests))
-                    .send()
-                    .await
-                    .map_err(|e| ddb_error("BatchWriteItem", e))?;
-                requests = out
-                    .unprocessed_items
-                    .and_then(|mut m| m.remove(table))
-                    .unwrap_or_default();
-                if !requests.is_empty() {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
-                }
-            }
+        let mut requests = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let item = client_range_to_item(log, r);
+            *units += RequestUnits::writes(write_units(item_size(&item), false));
+            let put = PutRequest::builder()
+                .set_item(Some(item))
+                .build()
+                .map_err(|e| StoreError::service(SERVICE, "BatchWriteItem", e))?;
+            requests.push(WriteRequest::builder().put_request(put).build());
         }
-        Ok(())
+        batch_write(
+            &self.client,
+            self.clients_table()?,
+            requests,
+            std::time::Duration::from_millis(20),
+        )
+        .await
     }
 }
 

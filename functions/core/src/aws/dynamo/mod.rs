@@ -29,6 +29,46 @@ const SERVICE: &str = "DynamoDB";
 
 /// A failed DynamoDB call as a [`StoreError`]: throttling (after the SDK's own retries) becomes
 /// [`StoreError::Throttled`], which callers answer with "retry later" rather than a failure.
+/// Writes `requests` (puts or deletes) to `table`, 25 per BatchWriteItem, sending back what
+/// DynamoDB leaves unprocessed with backoff (from `first_wait`, doubling up to 2 s), and
+/// `Throttled` after ten tries of one chunk.
+pub(crate) async fn batch_write(
+    client: &Client,
+    table: &str,
+    requests: Vec<aws_sdk_dynamodb::types::WriteRequest>,
+    first_wait: std::time::Duration,
+) -> Result<(), StoreError> {
+    for chunk in requests.chunks(25) {
+        let mut pending = chunk.to_vec();
+        let mut backoff = first_wait;
+        let mut tries = 0;
+        while !pending.is_empty() {
+            tries += 1;
+            if tries > 10 {
+                return Err(StoreError::Throttled {
+                    service: SERVICE,
+                    operation: "BatchWriteItem",
+                });
+            }
+            let out = client
+                .batch_write_item()
+                .request_items(table, std::mem::take(&mut pending))
+                .send()
+                .await
+                .map_err(|e| ddb_error("BatchWriteItem", e))?;
+            pending = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(table))
+                .unwrap_or_default();
+            if !pending.is_empty() {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
