@@ -31,7 +31,7 @@ use crate::domain::{Entry, LogId, RequestUnits};
 use crate::error::LogError;
 use crate::ports::{ClientRuns, Consistency, LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
-use crate::sheet::mutations::is_deferred_version;
+use crate::sheet::mutations::{TYPE_MUTATIONS, is_deferred_version};
 
 /// Sequences per indexing window: a writer indexes a window's deferred runs once the log has
 /// passed its end, one item per client that pushed in it.
@@ -141,7 +141,11 @@ fn window_end(seq: u64) -> u64 {
 impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     /// The client runs of every entry from `from` to before `next_seq`, read strongly (from the
     /// segment `at` names when it holds `from`, else from the Segment table) a page at a time, so
-    /// that only a page of bodies is held: all of them, or an error.
+    /// that only a page of bodies is held: all of them, or an error. A throttled or timed-out
+    /// page is read again (with backoff, within the log's attempt budget) rather than failing
+    /// the whole read: past a stalled index mark the read is long, and one throttle in it must
+    /// not cost the caller a round. Only `mutations` entries' bodies are fetched, since only
+    /// they record runs.
     pub(super) async fn runs_between(
         &self,
         log: LogId,
@@ -151,51 +155,88 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         units: &mut RequestUnits,
     ) -> Result<Vec<LoggedRun>, LogError> {
         let mut runs = Vec::new();
-        let mut start = self.segment_of(log, from, at, units).await?;
+        let mut start = self
+            .retrying(
+                || async move {
+                    let mut u = RequestUnits::default();
+                    let s = self.segment_of(log, from, at, &mut u).await?;
+                    Ok((s, u))
+                },
+                units,
+            )
+            .await?;
         let mut seq = from;
         while seq < next_seq {
-            let want = ((next_seq - seq) as usize).min(TAIL_PAGE);
-            let chain = self
-                .read_chain_as(
-                    log,
-                    start,
-                    seq - start.base_seq,
-                    want,
-                    Consistency::Strong,
+            let (page, next_start, read) = self
+                .retrying(
+                    || async move {
+                        let mut u = RequestUnits::default();
+                        let page = self.tail_page(log, start, seq, next_seq, &mut u).await?;
+                        Ok((page, u))
+                    },
                     units,
                 )
                 .await?;
-            let records: Vec<_> = chain
-                .records
-                .into_iter()
-                .filter(|(s, _)| *s < next_seq)
-                .collect();
-            // Where the next page starts: the segment of the page's last entry, or the next one
-            // after an End Segment entry.
-            if let Some((last, rec)) = records.last() {
-                start = if rec.is_end_segment() {
-                    SegmentHint {
-                        segment: rec.segment + 1,
-                        base_seq: last + 1,
-                    }
-                } else {
-                    SegmentHint {
-                        segment: rec.segment,
-                        base_seq: last - rec.num,
-                    }
-                };
-            }
-            let (entries, _) = self.resolve_within(log, records, usize::MAX).await?;
-            if entries.is_empty() || entries.iter().zip(seq..).any(|(e, s)| e.seq != s) {
-                return Err(corrupt(
-                    log,
-                    format!("entries {seq}..{next_seq} are not all readable past the index mark"),
-                ));
-            }
-            seq += entries.len() as u64;
-            runs.extend(logged_runs(log, &entries)?);
+            runs.extend(page);
+            start = next_start;
+            seq += read;
         }
         Ok(runs)
+    }
+
+    /// One page of [`runs_between`](Self::runs_between): the runs of up to [`TAIL_PAGE`]
+    /// entries from `seq` (in segment `start`), where the next page starts, and how many
+    /// entries were read.
+    async fn tail_page(
+        &self,
+        log: LogId,
+        start: SegmentHint,
+        seq: u64,
+        next_seq: u64,
+        units: &mut RequestUnits,
+    ) -> Result<(Vec<LoggedRun>, SegmentHint, u64), LogError> {
+        let want = ((next_seq - seq) as usize).min(TAIL_PAGE);
+        let chain = self
+            .read_chain_as(
+                log,
+                start,
+                seq - start.base_seq,
+                want,
+                Consistency::Strong,
+                units,
+            )
+            .await?;
+        let records: Vec<_> = chain
+            .records
+            .into_iter()
+            .filter(|(s, _)| *s < next_seq)
+            .collect();
+        if records.is_empty() || records.iter().zip(seq..).any(|((s, _), want)| *s != want) {
+            return Err(corrupt(
+                log,
+                format!("entries {seq}..{next_seq} are not all readable past the index mark"),
+            ));
+        }
+        let read = records.len() as u64;
+        // Where the next page starts: the segment of the page's last entry, or the next one
+        // after an End Segment entry.
+        let next_start = match records.last() {
+            Some((last, rec)) if rec.is_end_segment() => SegmentHint {
+                segment: rec.segment + 1,
+                base_seq: last + 1,
+            },
+            Some((last, rec)) => SegmentHint {
+                segment: rec.segment,
+                base_seq: last - rec.num,
+            },
+            None => start,
+        };
+        let with_runs: Vec<_> = records
+            .into_iter()
+            .filter(|(_, rec)| rec.kind.0 == TYPE_MUTATIONS)
+            .collect();
+        let (entries, _) = self.resolve_within(log, with_runs, usize::MAX).await?;
+        Ok((logged_runs(log, &entries)?, next_start, read))
     }
 
     /// The segment that holds sequence `seq`: `at` when it does, else from the Segment table.
@@ -276,16 +317,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         while window_end(mark + 1) < next_seq {
             let end = window_end(mark + 1);
             let from = mark + 1;
-            let runs = self
-                .retrying(
-                    || async move {
-                        let mut u = RequestUnits::default();
-                        let runs = self.runs_between(log, from, end + 1, at, &mut u).await?;
-                        Ok((runs, u))
-                    },
-                    units,
-                )
-                .await?;
+            // Its pages are retried on their own.
+            let runs = self.runs_between(log, from, end + 1, at, units).await?;
             let items = window_items(log, &runs)?;
             let written = items.len();
             // A client's first run also puts it in its group's item, before the mark moves.

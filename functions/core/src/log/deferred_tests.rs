@@ -480,3 +480,124 @@ async fn writers_and_direct_pushes_stay_exactly_once_across_windows_under_faults
         assert_eq!(newest.last, truth[c].last().unwrap().0);
     }
 }
+
+/// Throttles every `n`th entries read while `n` is above zero.
+#[derive(Debug, Default, Clone)]
+struct EveryNthRead {
+    n: Arc<std::sync::atomic::AtomicU64>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl crate::layer::Layer for EveryNthRead {
+    async fn around<T, E, F>(&self, call: crate::layer::Call, run: F) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+        F: std::future::Future<Output = Result<T, E>> + Send,
+    {
+        let n = self.n.load(Ordering::SeqCst);
+        if call.method == "read_entries"
+            && n > 0
+            && (self.calls.fetch_add(1, Ordering::SeqCst) + 1).is_multiple_of(n)
+        {
+            return Err(StoreError::Throttled {
+                service: call.service,
+                operation: call.operation,
+            }
+            .into());
+        }
+        run.await
+    }
+}
+impl crate::ports::EntriesLayer for EveryNthRead {}
+impl crate::ports::ClientRunsLayer for EveryNthRead {}
+impl crate::ports::DedupeLayer for EveryNthRead {}
+
+/// Counts body objects read.
+#[derive(Debug, Default, Clone)]
+struct CountGets(Arc<std::sync::atomic::AtomicU64>);
+
+impl crate::layer::Layer for CountGets {}
+
+#[async_trait::async_trait]
+impl crate::ports::PayloadLayer for CountGets {
+    async fn get<S: PayloadStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+    ) -> Result<bytes::Bytes, StoreError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        inner.get(key).await
+    }
+}
+
+/// Past an index mark that stalled (no writer indexed for ten pages of entries, across a
+/// segment), every fourth entries read is throttled: the group commit, the readers and the
+/// indexer still get through, because a throttled page is read again rather than failing the
+/// whole read. Before, each round of the commit met a throttle somewhere in its long read and
+/// the commit ran out of attempts, so the mark never moved and the read only grew. Every body is
+/// offloaded here, and only the bodies of `mutations` entries are fetched on the way.
+#[tokio::test]
+async fn a_long_read_past_a_stalled_mark_rides_out_throttled_pages() {
+    let layer = EveryNthRead::default();
+    let store = crate::layer::Layered::new(MemLogStore::new(), layer.clone());
+    let cfg = LogConfig {
+        min_backoff: std::time::Duration::from_micros(100),
+        max_backoff: std::time::Duration::from_micros(200),
+        inline_body_max_bytes: 8,
+        ..LogConfig::default()
+    };
+    let gets = CountGets::default();
+    let payloads = crate::layer::Layered::new(MemPayloadStore::new(), gets.clone());
+    let log = EventLog::new(store, payloads, cfg).unwrap();
+    let id = log.create().await.unwrap().log;
+    let mut known = KnownClients::default();
+    log.push_batch_known(id, &[push("a", 1..=1)], None, &mut known)
+        .await
+        .unwrap();
+    for i in 0..320u64 {
+        if i == 150 {
+            log.start_segment(id).await.unwrap();
+        }
+        let text = Event::from_parts(
+            "set",
+            serde_json::json!({"cells": [{"ref": "A1", "value": format!("{i:>64}")}]}),
+        )
+        .unwrap();
+        let (code, version, body) = text.encode();
+        let e = crate::domain::NewEntry::new(crate::domain::EntryType(code), version, body);
+        log.append(id, e, AppendOptions::default()).await.unwrap();
+    }
+    layer.n.store(4, Ordering::SeqCst);
+    // A fresh writer: it reads everything past the mark.
+    let mut known = KnownClients::default();
+    let pushes = [push("a", 1..=2), push("b", 1..=1)];
+    gets.0.store(0, Ordering::SeqCst);
+    let out = log
+        .push_batch_known(id, &pushes, None, &mut known)
+        .await
+        .unwrap();
+    assert_eq!(out.appended.len(), 1);
+    let fetched = gets.0.load(Ordering::SeqCst);
+    assert!(
+        fetched <= 2,
+        "{fetched} bodies fetched for one mutations entry"
+    );
+    let newest = log.last_mutation(id, "a").await.unwrap().unwrap();
+    assert_eq!((newest.first, newest.last), (2, 2));
+    log.index_known(id, &mut known).await.unwrap();
+    let mut u = RequestUnits::default();
+    let mark = log.store().index_mark(id, &mut u).await.unwrap().unwrap();
+    let (next, _) = log.next_seq(id).await.unwrap();
+    assert!(
+        next - mark <= INDEX_WINDOW + 1,
+        "indexed through the throttles: mark {mark}, next {next}"
+    );
+    assert!(
+        layer.calls.load(Ordering::SeqCst) >= 12,
+        "the reads met throttles"
+    );
+    layer.n.store(0, Ordering::SeqCst);
+    readers_agree_with_the_log(&log, id).await;
+}
