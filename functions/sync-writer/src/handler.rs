@@ -273,9 +273,9 @@ impl Handler {
             self.poke(log, done).await;
         }
         let t2 = std::time::Instant::now();
-        if done.is_some() {
-            self.index_after(log).await;
-        }
+        // After a failed commit too: a throttled one keeps what it read of the log, and
+        // indexing is what keeps the next commit's read past the mark short.
+        self.index_after(log).await;
         debug!(
             log = %log,
             delete_ms = (t1 - t0).as_millis() as u64,
@@ -401,7 +401,7 @@ impl Handler {
                 .push_batch_known(log, &clients, self.hint(log), &mut known)
                 .await
             {
-                Ok(done) => break done,
+                Ok(done) => break Ok(done),
                 Err(e) if transient(&e) && attempt < self.cfg.attempts => {
                     warn!(log = %log, attempt, error = %e, "group commit failed; retrying");
                     let jitter = rand::random::<f64>() * delay.as_secs_f64();
@@ -409,16 +409,19 @@ impl Handler {
                     delay *= 2;
                     attempt += 1;
                 }
-                Err(e) => return Err(e),
+                Err(e) => break Err(e),
             }
         };
         let t1 = std::time::Instant::now();
+        // Put back after a failure too: `push_batch_known` keeps only what is still exact
+        // (through throttles and lost races), and indexing after the failed commit needs it.
         if let Ok(mut k) = self.known.lock() {
             if k.len() >= MAX_HINTS {
                 k.clear();
             }
             k.insert(log, known);
         }
+        let done = done?;
         self.report(log, &clients, &done);
         for a in &done.appended {
             self.remember_hint(log, a.hint);

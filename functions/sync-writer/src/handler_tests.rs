@@ -333,3 +333,113 @@ async fn the_handler_indexes_completed_windows_after_its_batches() {
         assert_eq!(newest.last, rounds);
     }
 }
+
+/// Throttles, while switched on, a log store's deferred range writes (a writer that cannot
+/// index) and its entry puts (a group commit that cannot land).
+#[derive(Debug, Default, Clone)]
+struct Stalls {
+    index: Arc<std::sync::atomic::AtomicBool>,
+    put: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl Layer for Stalls {
+    async fn around<T, E, F>(&self, call: sheetlog_core::layer::Call, run: F) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+        F: std::future::Future<Output = Result<T, E>> + Send,
+    {
+        use std::sync::atomic::Ordering;
+        let stalled = match call.method {
+            "put_deferred_ranges" => self.index.load(Ordering::SeqCst),
+            "put_entry" => self.put.load(Ordering::SeqCst),
+            _ => false,
+        };
+        if stalled {
+            return Err(StoreError::Throttled {
+                service: call.service,
+                operation: call.operation,
+            }
+            .into());
+        }
+        run.await
+    }
+}
+impl sheetlog_core::ports::EntriesLayer for Stalls {}
+impl sheetlog_core::ports::ClientRunsLayer for Stalls {}
+impl sheetlog_core::ports::DedupeLayer for Stalls {}
+
+/// A commit that fails (every put throttled) still indexes the windows already complete: the
+/// writer keeps what it read of the log through the failure. Without it, a sheet whose commits
+/// keep failing never indexes, so every commit reads a longer stretch past the mark and fails
+/// more often.
+#[tokio::test]
+async fn a_failed_commit_still_indexes_completed_windows() {
+    use sheetlog_core::ports::ClientRuns;
+    use std::sync::atomic::Ordering;
+    let stalls = Stalls::default();
+    let store: Arc<dyn LogStore> = Arc::new(Layered::new(MemLogStore::new(), stalls.clone()));
+    let payloads: Arc<dyn PayloadStore> = Arc::new(MemPayloadStore::new());
+    let log_cfg = LogConfig {
+        min_backoff: std::time::Duration::from_micros(100),
+        max_backoff: std::time::Duration::from_micros(200),
+        ..LogConfig::default()
+    };
+    let log = EventLog::new(store, payloads.clone(), log_cfg).unwrap();
+    let cfg = WriterConfig {
+        retry_delay: std::time::Duration::from_millis(1),
+        ..WriterConfig::default()
+    };
+    let h = Handler::new(log, payloads, cfg);
+    let log = h.log().create().await.unwrap().log;
+    let batch = |id: u64| {
+        let bodies: Vec<String> = ["a", "b"]
+            .iter()
+            .map(|c| push(log, c, &[id]).to_json())
+            .collect();
+        event(&bodies)
+    };
+    let mark = |h: &Handler| {
+        let store = h.log().store().clone();
+        async move {
+            let mut u = sheetlog_core::domain::RequestUnits::default();
+            store.index_mark(log, &mut u).await.unwrap().unwrap()
+        }
+    };
+    stalls.index.store(true, Ordering::SeqCst);
+    let rounds = sheetlog_core::log::INDEX_WINDOW * 2 + 3;
+    for id in 1..=rounds {
+        let results = h.handle_detailed(batch(id)).await;
+        assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
+    }
+    let stalled = mark(&h).await;
+    assert!(
+        stalled < 2,
+        "nothing indexed while the writes fail: {stalled}"
+    );
+
+    stalls.index.store(false, Ordering::SeqCst);
+    stalls.put.store(true, Ordering::SeqCst);
+    let results = h.handle_detailed(batch(rounds + 1)).await;
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r.outcome, MessageOutcome::Failed(_))),
+        "{results:?}"
+    );
+    let (next, _) = h.log().next_seq(log).await.unwrap();
+    let moved = mark(&h).await;
+    assert!(
+        next - moved <= sheetlog_core::log::INDEX_WINDOW + 1,
+        "the failed commit indexed: mark {moved}, next {next}"
+    );
+
+    stalls.put.store(false, Ordering::SeqCst);
+    let results = h.handle_detailed(batch(rounds + 1)).await;
+    assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
+    for c in ["a", "b"] {
+        let newest = h.log().last_mutation(log, c).await.unwrap().unwrap();
+        assert_eq!(newest.last, rounds + 1, "{c}");
+    }
+}

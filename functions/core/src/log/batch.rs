@@ -568,6 +568,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             (r, u)
         }))
         .await;
+        // Current from here on, even if the round fails later: indexing needs the segment.
+        known.at = Some(head.at);
         for (&i, (read, u)) in stale.iter().zip(reads) {
             *units += u;
             let newest = read?.into_iter().next();
