@@ -101,6 +101,8 @@ pub struct ChaosReport {
     pub pushed_mutations_acknowledged: u64,
     /// Pushed mutations missing, twice or out of order in the log, or beyond what was made.
     pub push_anomalies: u64,
+    /// Group commits that failed, by error (the clients push again; not an anomaly).
+    pub push_errors: BTreeMap<String, u64>,
     pub snapshots_completed: u64,
     /// Snapshot jobs still queued when the drain budget ran out after the writers stopped.
     pub snapshot_jobs_unfinished: u64,
@@ -516,6 +518,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
 
     let found = pushes::check(&all, &pushed, &mut push);
     report.push_batches = pushed.batches;
+    report.push_errors = pushed.errors.clone();
     report.pushed_mutations_acknowledged = found.acknowledged;
     report.push_anomalies = found.lost + found.duplicates + found.reordered + found.beyond_made;
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sheetlog_core::Entry;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::log::{ClientPush, ClientResult, KnownClients, PushedMutation};
 use sheetlog_core::sheet::{EntryBody, Event};
-use sheetlog_core::{Entry, LogError};
 
 use super::DynLog;
 
@@ -32,6 +32,8 @@ pub(super) struct PushHistory {
     pub made: BTreeMap<String, u64>,
     /// Per client: the highest id a batch's answer said is applied.
     pub acked: BTreeMap<String, u64>,
+    /// Failed group commits, by the error (its first 80 characters).
+    pub errors: BTreeMap<String, u64>,
 }
 
 /// What the final log shows of the pushes.
@@ -94,15 +96,17 @@ pub(super) async fn run(log: Arc<DynLog>, id: LogId, batches: u64, seed: u64) ->
                             *acked = (*acked).max(*last);
                         }
                     }
-                    // As the writer's handler does after each batch: index completed windows,
-                    // so the runs past the index mark stay few. A failure leaves them for later.
-                    let _ = log.index_known(id, &mut known).await;
                 }
                 // The outcome is unknown (throttled, out of attempts, an answer lost): the
                 // clients keep their mutations and push them again.
-                Err(LogError::Store(_) | LogError::Contention { .. }) => {}
-                Err(_) => {}
+                Err(e) => {
+                    let kind: String = e.to_string().chars().take(80).collect();
+                    *h.errors.entry(kind).or_default() += 1;
+                }
             }
+            // As the writer's handler does after each batch, failed or not: index completed
+            // windows, so the runs past the index mark stay few. A failure leaves them for later.
+            let _ = log.index_known(id, &mut known).await;
         }
     }
     h
@@ -198,6 +202,7 @@ mod tests {
     fn history(made: &[(&str, u64)], acked: &[(&str, u64)]) -> PushHistory {
         PushHistory {
             batches: 1,
+            errors: BTreeMap::new(),
             made: made.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect(),
             acked: acked.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect(),
         }
