@@ -106,6 +106,23 @@ fn unindexed_log() -> (EventLog<Layered, MemPayloadStore>, NoIndexing) {
     (log, switch)
 }
 
+/// The log's index mark, after checking it is within a window of the head (`what` says why it
+/// should be).
+async fn mark_near_head<S: LogStore, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    what: &str,
+) -> u64 {
+    let mut u = RequestUnits::default();
+    let mark = log.store().index_mark(id, &mut u).await.unwrap().unwrap();
+    let (next, _) = log.next_seq(id).await.unwrap();
+    assert!(
+        next - mark <= INDEX_WINDOW + 1,
+        "{what}: mark {mark}, next {next}"
+    );
+    mark
+}
+
 /// Every reader's answer for every client and mutation matches the log.
 async fn readers_agree_with_the_log<S: LogStore, P: PayloadStore>(log: &EventLog<S, P>, id: LogId) {
     let truth = recorded(log, id).await;
@@ -238,13 +255,8 @@ async fn complete_windows_are_indexed_one_item_per_client_and_window() {
         plain_units.push(out.units.write);
         log.index_known(id, &mut known).await.unwrap();
     }
+    let mark = mark_near_head(&log, id, "the mark stays within a window of the head").await;
     let mut u = RequestUnits::default();
-    let mark = log.store().index_mark(id, &mut u).await.unwrap().unwrap();
-    let (next, _) = log.next_seq(id).await.unwrap();
-    assert!(
-        next - mark <= INDEX_WINDOW + 1,
-        "mark {mark} stays within a window of the head {next}"
-    );
     assert!(
         mark >= INDEX_WINDOW,
         "at least one window indexed (mark {mark})"
@@ -326,12 +338,7 @@ async fn writers_that_die_before_indexing_lose_nothing_and_a_later_one_indexes()
         .await
         .unwrap();
     log.index_known(id, &mut known).await.unwrap();
-    let (next, _) = log.next_seq(id).await.unwrap();
-    let mark = log.store().index_mark(id, &mut u).await.unwrap().unwrap();
-    assert!(
-        next - mark <= INDEX_WINDOW + 1,
-        "caught up: mark {mark}, next {next}"
-    );
+    mark_near_head(&log, id, "caught up").await;
     readers_agree_with_the_log(&log, id).await;
     for (c, ids) in recorded(&log, id).await {
         let want: Vec<u64> = (1..=INDEX_WINDOW * 2 + 1).collect();
@@ -587,13 +594,7 @@ async fn a_long_read_past_a_stalled_mark_rides_out_throttled_pages() {
     let newest = log.last_mutation(id, "a").await.unwrap().unwrap();
     assert_eq!((newest.first, newest.last), (2, 2));
     log.index_known(id, &mut known).await.unwrap();
-    let mut u = RequestUnits::default();
-    let mark = log.store().index_mark(id, &mut u).await.unwrap().unwrap();
-    let (next, _) = log.next_seq(id).await.unwrap();
-    assert!(
-        next - mark <= INDEX_WINDOW + 1,
-        "indexed through the throttles: mark {mark}, next {next}"
-    );
+    mark_near_head(&log, id, "indexed through the throttles").await;
     assert!(
         layer.calls.load(Ordering::SeqCst) >= 12,
         "the reads met throttles"
