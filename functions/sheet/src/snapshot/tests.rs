@@ -1176,3 +1176,96 @@ proptest! {
         })?;
     }
 }
+
+/// Counts the chunk puts under way at once; each put yields before it lands.
+#[derive(Debug, Default)]
+struct OverlappingPuts {
+    inner: MemBlobs,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl BlobStore for OverlappingPuts {
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+        use std::sync::atomic::Ordering;
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        let out = self.inner.put(key, bytes).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+        self.inner.get(key).await
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, BlobError> {
+        self.inner.exists(key).await
+    }
+}
+
+/// Chunks are written several at a time (a build one chunk at a time waits out each chunk's
+/// requests in turn, tens of milliseconds each on S3), yet every chunk a checkpoint names is in
+/// the store when the checkpoint is handed over: a process that dies right after saving it
+/// resumes from chunks that exist.
+#[test]
+fn chunks_are_written_together_and_stored_before_any_checkpoint_names_them() {
+    rt().block_on(async {
+        let store = OverlappingPuts::default();
+        let payloads = MemImports::new();
+        let mut csv = Vec::new();
+        write_sample_csv(&mut csv, 4_000).unwrap();
+        payloads.insert("p", csv);
+        let entries = vec![LogEntry {
+            seq: 0,
+            entry: EntryBody::Event(Event::Import(Import {
+                format: ImportFormat::Csv,
+            })),
+            payload: Some("p".into()),
+        }];
+        let config = BuildConfig { chunk_target: 512 };
+        let mut checked = 0;
+        let done = SnapshotBuilder::new(&store, &payloads, config, LOG, 1, None, entries)
+            .unwrap()
+            .with_list_block(256)
+            .run(|cp| {
+                let stored = store.inner.snapshot();
+                assert_eq!(store.now.load(std::sync::atomic::Ordering::SeqCst), 0);
+                let mut named: Vec<Piece> = cp
+                    .pieces
+                    .parts()
+                    .iter()
+                    .flat_map(|h| {
+                        let part = stored
+                            .get(&list_key(LOG, h))
+                            .unwrap_or_else(|| panic!("list part {h:?} not stored"));
+                        super::pieces_codec::records(part)
+                            .map(Result::unwrap)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                named.extend(cp.pieces.iter().map(Result::unwrap));
+                for p in named {
+                    if let Piece::New(c) = p {
+                        let key = chunk_key(LOG, &c.hash, FORMAT_VERSION);
+                        assert!(stored.contains_key(&key), "checkpoint names unstored {key}");
+                        checked += 1;
+                    }
+                }
+            })
+            .await
+            .unwrap();
+        let most = store.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(done.chunks > 100, "{} chunks", done.chunks);
+        assert!(checked > done.chunks, "only {checked} chunk names checked");
+        assert!(most > 1, "at most {most} put under way at once");
+        assert!(most <= output::CHUNKS_IN_FLIGHT, "{most} puts at once");
+        // The same bytes as a build into a plain store.
+        let plain = MemBlobs::new();
+        let (kept, _) = import_with_checkpoints(&plain, 4_000, config, Some(256)).await;
+        assert_eq!(kept.manifest_key, done.manifest_key);
+        assert_eq!(plain.snapshot(), store.inner.snapshot());
+    });
+}
