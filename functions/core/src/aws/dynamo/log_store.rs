@@ -12,7 +12,7 @@ use tracing::instrument;
 
 use super::{
     DEDUPE_ITEM_CHARGE_BYTES, DynamoLogStore, QuerySpec, SERVICE, batch_write,
-    cancellation_reasons, code, conflict_or_error, ddb_error,
+    cancellation_reasons, code, conflict_or_error, ddb_error, put_applied, update_applied,
 };
 use crate::aws::items::{
     Item, bin, client_attr, client_range_from_item, client_range_to_item, dedupe_attr, dedupe_hit,
@@ -524,15 +524,7 @@ impl ClientRuns for DynamoLogStore {
             .expression_attribute_names("#k", client_attr::KEY)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(ddb_error("PutItem", e)),
-        }
+        put_applied(result)
     }
     #[instrument(skip(self, units), fields(log = %log))]
     async fn advance_index_mark(
@@ -555,15 +547,7 @@ impl ClientRuns for DynamoLogStore {
             .expression_attribute_values(":w", num(to))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(ddb_error("UpdateItem", e)),
-        }
+        update_applied(result)
     }
     #[instrument(skip(self, clients, units), fields(log = %log, clients = clients.len()))]
     async fn add_to_group(

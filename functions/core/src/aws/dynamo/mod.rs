@@ -10,6 +10,7 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, Put, TransactWriteItem};
@@ -67,6 +68,36 @@ pub(crate) async fn batch_write(
         }
     }
     Ok(())
+}
+
+/// Whether a conditional `UpdateItem` was applied: `false` when its condition did not hold.
+pub(crate) fn update_applied<O>(
+    result: Result<O, SdkError<UpdateItemError, HttpResponse>>,
+) -> Result<bool, StoreError> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e))
+            if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(ddb_error("UpdateItem", e)),
+    }
+}
+
+/// Whether a conditional `PutItem` was applied: `false` when its condition did not hold.
+pub(crate) fn put_applied<O>(
+    result: Result<O, SdkError<PutItemError, HttpResponse>>,
+) -> Result<bool, StoreError> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e))
+            if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(ddb_error("PutItem", e)),
+    }
 }
 
 pub(crate) fn ddb_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
@@ -254,15 +285,7 @@ impl DynamoLogStore {
             .send()
             .await;
         *units += RequestUnits::writes(1.0);
-        match result {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(ddb_error("UpdateItem", e)),
-        }
+        update_applied(result)
     }
 
     pub fn client(&self) -> &Client {
