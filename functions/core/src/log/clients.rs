@@ -111,12 +111,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             // this order nothing applied before the head is missed (`deferred`).
             let head = self.head(log, hint, consistency, &mut units).await?;
             let tail = self.tail_at(log, &head, &mut units).await?;
-            let item = self
-                .store
-                .client_ranges(log, client, None, 1, &mut units)
-                .await?
-                .into_iter()
-                .next();
+            let item = self.newest_item(log, client, &mut units).await?;
             let newest = tail.newest_with(client, item);
             if let Some(n) = &newest
                 && n.group != group
@@ -358,13 +353,24 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     ) -> Result<Option<ClientRange>, LogError> {
         let mut units = RequestUnits::default();
         let tail = self.tail(log, &mut units).await?;
-        let item = self
+        let item = self.newest_item(log, client, &mut units).await?;
+        Ok(tail.newest_with(client, item))
+    }
+
+    /// The client's newest range item (one strong Query), which misses its runs past the index
+    /// mark: read the mark first, and take the newer of the two (`Tail::newest_with`).
+    async fn newest_item(
+        &self,
+        log: LogId,
+        client: &str,
+        units: &mut RequestUnits,
+    ) -> Result<Option<ClientRange>, LogError> {
+        Ok(self
             .store
-            .client_ranges(log, client, None, 1, &mut units)
+            .client_ranges(log, client, None, 1, units)
             .await?
             .into_iter()
-            .next();
-        Ok(tail.newest_with(client, item))
+            .next())
     }
 
     /// The group of a client this log has heard from: its newest range item (one strong Query),
@@ -372,13 +378,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     /// changes group.
     pub async fn client_group(&self, log: LogId, client: &str) -> Result<Option<String>, LogError> {
         let mut units = RequestUnits::default();
-        if let Some(r) = self
-            .store
-            .client_ranges(log, client, None, 1, &mut units)
-            .await?
-            .into_iter()
-            .next()
-        {
+        if let Some(r) = self.newest_item(log, client, &mut units).await? {
             return Ok(Some(r.group));
         }
         let tail = self.tail(log, &mut units).await?;
