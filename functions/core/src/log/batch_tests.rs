@@ -4,35 +4,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::test_support::mem_log;
+use super::test_support::{mem_log, set_a1 as set, set_mutations};
 use super::*;
 use crate::domain::NewEntry;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::LogStore;
 use crate::sheet::EntryBody;
-use crate::sheet::event::Event;
-
-fn set(v: f64) -> Event {
-    Event::from_parts(
-        "set",
-        serde_json::json!({"cells": [{"ref": "A1", "value": v}]}),
-    )
-    .unwrap()
-}
 
 fn push(client: &str, ids: std::ops::RangeInclusive<u64>) -> ClientPush {
     ClientPush {
         group: format!("g-{client}"),
         client: client.into(),
-        mutations: ids
-            .map(|id| PushedMutation {
-                id,
-                event: Ok(set(id as f64)),
-                base: None,
-                then: Vec::new(),
-            })
-            .collect(),
+        mutations: set_mutations(ids),
     }
 }
 

@@ -11,25 +11,7 @@ use crate::ports::LogStore;
 use crate::sheet::event::Event;
 use crate::sheet::{EntryBody, SetCells};
 
-fn set(v: f64) -> Event {
-    Event::from_parts(
-        "set",
-        serde_json::json!({"cells": [{"ref": "A1", "value": v}]}),
-    )
-    .unwrap()
-}
-
-fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
-    ids.map(|id| PushedMutation {
-        id,
-        event: Ok(set(id as f64)),
-        base: None,
-        then: Vec::new(),
-    })
-    .collect()
-}
-
-use super::test_support::mem_log;
+use super::test_support::{mem_log, set_a1 as set, set_mutations as muts};
 
 /// Pushes until everything given is applied; the seqs of the entries written.
 async fn push_all<S: LogStore, P: PayloadStore>(

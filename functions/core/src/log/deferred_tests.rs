@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::test_support::mem_log;
+use super::test_support::{mem_log, set_a1 as set, set_mutations};
 use super::*;
 use crate::error::StoreError;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
@@ -15,26 +15,11 @@ use crate::ports::{ClientRuns, LogStore};
 use crate::sheet::EntryBody;
 use crate::sheet::event::Event;
 
-fn set(v: f64) -> Event {
-    Event::from_parts(
-        "set",
-        serde_json::json!({"cells": [{"ref": "A1", "value": v}]}),
-    )
-    .unwrap()
-}
-
 fn push(client: &str, ids: std::ops::RangeInclusive<u64>) -> ClientPush {
     ClientPush {
         group: "g".into(),
         client: client.into(),
-        mutations: ids
-            .map(|id| PushedMutation {
-                id,
-                event: Ok(set(id as f64)),
-                base: None,
-                then: Vec::new(),
-            })
-            .collect(),
+        mutations: set_mutations(ids),
     }
 }
 

@@ -37,3 +37,25 @@ pub(super) async fn append_bodies<S, P>(
         .expect("append");
     }
 }
+
+/// A one-cell `set` of A1 to `v`.
+#[cfg(feature = "engine")]
+pub(super) fn set_a1(v: f64) -> crate::sheet::event::Event {
+    crate::sheet::event::Event::from_parts(
+        "set",
+        serde_json::json!({"cells": [{"ref": "A1", "value": v}]}),
+    )
+    .unwrap()
+}
+
+/// Pushed mutations `ids`, each setting A1 to its own id.
+#[cfg(feature = "engine")]
+pub(super) fn set_mutations(ids: std::ops::RangeInclusive<u64>) -> Vec<super::PushedMutation> {
+    ids.map(|id| super::PushedMutation {
+        id,
+        event: Ok(set_a1(id as f64)),
+        base: None,
+        then: Vec::new(),
+    })
+    .collect()
+}

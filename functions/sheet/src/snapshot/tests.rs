@@ -533,17 +533,7 @@ fn inserting_one_row_near_the_top_rewrites_one_chunk() {
 fn checkpoints_of_a_million_cell_build_stay_small() {
     rt().block_on(async {
         let store = MemBlobs::new();
-        let payloads = MemImports::new();
-        let mut csv = Vec::new();
-        write_sample_csv(&mut csv, 100_000).unwrap();
-        payloads.insert("p", csv);
-        let entries = vec![LogEntry {
-            seq: 0,
-            entry: EntryBody::Event(Event::Import(Import {
-                format: ImportFormat::Csv,
-            })),
-            payload: Some("p".into()),
-        }];
+        let (payloads, entries) = sample_import(100_000);
         let mut largest = 0;
         let mut count = 0;
         let done = SnapshotBuilder::new(
@@ -579,13 +569,8 @@ fn checkpoints_of_a_million_cell_build_stay_small() {
     });
 }
 
-/// A from-scratch import of `rows` sample rows at `config`, with every checkpoint serialised.
-async fn import_with_checkpoints(
-    store: &MemBlobs,
-    rows: u64,
-    config: BuildConfig,
-    list_block: Option<usize>,
-) -> (BuildResult, Vec<String>) {
+/// An import of `rows` sample rows as the only entry, with its payload.
+fn sample_import(rows: u64) -> (MemImports, Vec<LogEntry>) {
     let payloads = MemImports::new();
     let mut csv = Vec::new();
     write_sample_csv(&mut csv, rows).unwrap();
@@ -597,6 +582,17 @@ async fn import_with_checkpoints(
         })),
         payload: Some("p".into()),
     }];
+    (payloads, entries)
+}
+
+/// A from-scratch import of `rows` sample rows at `config`, with every checkpoint serialised.
+async fn import_with_checkpoints(
+    store: &MemBlobs,
+    rows: u64,
+    config: BuildConfig,
+    list_block: Option<usize>,
+) -> (BuildResult, Vec<String>) {
+    let (payloads, entries) = sample_import(rows);
     let mut b = SnapshotBuilder::new(store, &payloads, config, LOG, 1, None, entries).unwrap();
     if let Some(bytes) = list_block {
         b = b.with_list_block(bytes);
@@ -666,17 +662,7 @@ fn a_resume_without_the_parts_its_checkpoint_names_fails_rather_than_drop_chunks
         let (_, checkpoints) = import_with_checkpoints(&store, 300, SMALL, Some(1)).await;
         let cp: Checkpoint = serde_json::from_str(checkpoints.last().unwrap()).unwrap();
         assert!(!cp.pieces.parts().is_empty());
-        let payloads = MemImports::new();
-        let mut csv = Vec::new();
-        write_sample_csv(&mut csv, 300).unwrap();
-        payloads.insert("p", csv);
-        let entries = vec![LogEntry {
-            seq: 0,
-            entry: EntryBody::Event(Event::Import(Import {
-                format: ImportFormat::Csv,
-            })),
-            payload: Some("p".into()),
-        }];
+        let (payloads, entries) = sample_import(300);
         let fresh = MemBlobs::new();
         let err = SnapshotBuilder::resume(&fresh, &payloads, SMALL, LOG, 1, None, entries, &cp)
             .unwrap()
@@ -1214,17 +1200,7 @@ impl BlobStore for OverlappingPuts {
 fn chunks_are_written_together_and_stored_before_any_checkpoint_names_them() {
     rt().block_on(async {
         let store = OverlappingPuts::default();
-        let payloads = MemImports::new();
-        let mut csv = Vec::new();
-        write_sample_csv(&mut csv, 4_000).unwrap();
-        payloads.insert("p", csv);
-        let entries = vec![LogEntry {
-            seq: 0,
-            entry: EntryBody::Event(Event::Import(Import {
-                format: ImportFormat::Csv,
-            })),
-            payload: Some("p".into()),
-        }];
+        let (payloads, entries) = sample_import(4_000);
         let config = BuildConfig { chunk_target: 512 };
         let mut checked = 0;
         let done = SnapshotBuilder::new(&store, &payloads, config, LOG, 1, None, entries)
