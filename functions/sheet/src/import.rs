@@ -22,6 +22,7 @@ use calamine::{DataRef, Reader as _, Xlsx};
 use serde::{Deserialize, Serialize};
 
 use super::a1::CellRef;
+use super::csv_records::{CsvRecords, RecordError};
 use super::event::ImportFormat;
 use super::limits::{
     MAX_COLS, MAX_CSV_RECORD_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_XLSX_COMPRESSION_RATIO,
@@ -231,49 +232,25 @@ fn read_csv(
     sink: &mut dyn CsvSink,
 ) -> Result<ImportSummary, ImportError> {
     reader.seek(SeekFrom::Start(from.byte))?;
-    let record_start = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let bounded = RecordBound {
-        inner: reader,
-        read: 0,
-        record_start: record_start.clone(),
-    };
-    let mut builder = csv::ReaderBuilder::new();
-    builder.has_headers(false).flexible(true);
-    let mut csv = builder.from_reader(bounded);
-    let mut record = csv::ByteRecord::new();
+    let mut records = CsvRecords::new(reader);
     let mut summary = ImportSummary::default();
     let mut row = from.row;
+    // Lines are counted from 1 at every start, as `csv::Reader` (which this reader replaced)
+    // counted them, so resumed positions stay what they were.
+    let line = |lines: u64| from.line + 1 + lines;
     loop {
-        let res = csv.read_byte_record(&mut record);
-        record_start.store(csv.position().byte(), std::sync::atomic::Ordering::Relaxed);
-        match res {
-            Ok(true) => {}
-            Ok(false) => return Ok(summary),
-            Err(e) => match e.into_kind() {
-                csv::ErrorKind::Io(io)
-                    if io.get_ref().is_some_and(|e| e.is::<RecordOverLimit>()) =>
-                {
-                    if mode == Mode::Strict {
-                        return Err(ImportError::RecordTooLong {
-                            line: from.line + csv.position().line(),
-                        });
-                    }
-                    summary.truncated = true;
-                    return Ok(summary);
+        let record = match records.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(summary),
+            Err(RecordError::Io(e)) => return Err(ImportError::Io(e)),
+            Err(RecordError::TooLong { lines }) => {
+                if mode == Mode::Strict {
+                    return Err(ImportError::RecordTooLong { line: line(lines) });
                 }
-                csv::ErrorKind::Io(io) => return Err(ImportError::Io(io)),
-                other if mode == Mode::Strict => {
-                    return Err(ImportError::Unreadable {
-                        format: "CSV",
-                        message: format!("{other:?}"),
-                    });
-                }
-                _ => {
-                    summary.truncated = true;
-                    return Ok(summary);
-                }
-            },
-        }
+                summary.truncated = true;
+                return Ok(summary);
+            }
+        };
         if row >= MAX_ROWS {
             if mode == Mode::Strict {
                 return Err(ImportError::TooManyRows);
@@ -281,23 +258,23 @@ fn read_csv(
             summary.truncated = true;
             return Ok(summary);
         }
-        if record.len() > MAX_COLS as usize && mode == Mode::Strict {
+        if record.fields.len() > MAX_COLS as usize && mode == Mode::Strict {
             return Err(ImportError::TooManyColumns {
                 row: u64::from(row) + 1,
             });
         }
-        sink.start_row(record.len());
+        sink.start_row(record.fields.len());
         // One UTF-8 check for the whole record (the separators are ASCII, so every field of a
         // valid record is a valid `str`); only a record that fails it is repaired field by field.
-        let whole = std::str::from_utf8(record.as_slice()).ok();
+        let whole = std::str::from_utf8(record.bytes).ok();
         let mut cells = 0usize;
-        for (col, field) in record.iter().take(MAX_COLS as usize).enumerate() {
-            if field.is_empty() {
+        for (col, &(a, b)) in record.fields.iter().take(MAX_COLS as usize).enumerate() {
+            if a == b {
                 continue;
             }
-            let text = match whole.zip(record.range(col)).and_then(|(w, r)| w.get(r)) {
+            let text = match whole.and_then(|w| w.get(a..b)) {
                 Some(t) => Cow::Borrowed(t),
-                None => String::from_utf8_lossy(field),
+                None => String::from_utf8_lossy(&record.bytes[a..b]),
             };
             let value = infer_field(text, row, col as u32, mode)?;
             sink.cell(col as u32, value)
@@ -305,11 +282,10 @@ fn read_csv(
             cells += 1;
         }
         // A record boundary the reader can seek back to: the start of the next record.
-        let p = csv.position();
         let pos = ImportPos {
             row: row + 1,
-            byte: from.byte + p.byte(),
-            line: from.line + p.line(),
+            byte: from.byte + records.bytes(),
+            line: line(records.lines()),
         };
         row += 1;
         if cells == 0 {
@@ -324,36 +300,6 @@ fn read_csv(
             ControlFlow::Continue(()) => {}
             ControlFlow::Break(()) => return Ok(summary),
         }
-    }
-}
-
-/// The marker a [`RecordBound`] fails a read with.
-#[derive(Debug, thiserror::Error)]
-#[error("a CSV record is longer than {MAX_CSV_RECORD_BYTES} bytes")]
-struct RecordOverLimit;
-
-/// Fails the read once the record being parsed has taken more than [`MAX_CSV_RECORD_BYTES`]
-/// (plus the parser's own buffer), so a file that is one endless line is refused at the limit
-/// instead of being gathered into one record in memory. `record_start` is where the current
-/// record began, kept up to date by the loop that reads records.
-struct RecordBound<R> {
-    inner: R,
-    read: u64,
-    record_start: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl<R: Read> Read for RecordBound<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let start = self.record_start.load(std::sync::atomic::Ordering::Relaxed);
-        if self.read.saturating_sub(start) > MAX_CSV_RECORD_BYTES {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                RecordOverLimit,
-            ));
-        }
-        let n = self.inner.read(buf)?;
-        self.read += n as u64;
-        Ok(n)
     }
 }
 

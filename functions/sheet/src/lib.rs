@@ -17,7 +17,8 @@
 //! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
 //! - `entry.rs` — [`EntryBody`]: any stored entry decoded (markers, an event, client runs).
 //! - `rebase.rs` — moving an edit made against an older view onto the current sheet.
-//! - `import.rs` — streaming CSV and XLSX readers used by `import` events.
+//! - `import.rs` — streaming CSV and XLSX readers used by `import` events; `csv_records.rs`
+//!   splits CSV into records.
 //! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
 //! - `sample.rs` — deterministic realistic sample data for tests and benchmarks (feature
 //!   `sample`; not in the Lambda functions).
@@ -27,6 +28,7 @@
 
 pub mod a1;
 pub mod codec;
+mod csv_records;
 pub mod entry;
 pub mod event;
 pub mod import;
