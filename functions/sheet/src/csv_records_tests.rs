@@ -31,9 +31,16 @@ fn by_csv(input: &[u8]) -> Read_ {
         .from_reader(Cursor::new(input));
     let mut record = csv::ByteRecord::new();
     let mut out = Vec::new();
-    while rdr.read_byte_record(&mut record).expect("reading from memory") {
+    while rdr
+        .read_byte_record(&mut record)
+        .expect("reading from memory")
+    {
         let p = rdr.position();
-        out.push((record.iter().map(<[u8]>::to_vec).collect(), p.byte(), p.line()));
+        out.push((
+            record.iter().map(<[u8]>::to_vec).collect(),
+            p.byte(),
+            p.line(),
+        ));
     }
     out
 }
@@ -46,7 +53,11 @@ fn by_records(input: &[u8], step: usize) -> Read_ {
     let mut out = Vec::new();
     loop {
         let fields = match records.next_record().expect("reading from memory") {
-            Some(r) => r.fields.iter().map(|&(a, b)| r.bytes[a..b].to_vec()).collect(),
+            Some(r) => r
+                .fields
+                .iter()
+                .map(|&(a, b)| r.bytes[a..b].to_vec())
+                .collect(),
             None => return out,
         };
         out.push((fields, records.bytes(), records.lines() + 1));
