@@ -2,14 +2,6 @@
 //! reader makes per 1,000 entries read from an archive (counted on the wire, by an interceptor
 //! on the SDK clients, not computed).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
 use bytes::Bytes;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::config::LogConfig;
@@ -17,26 +9,8 @@ use sheetlog_core::domain::{EntryType, NewEntry};
 use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
 use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport};
 
+use crate::emulator::RequestCount;
 use crate::stack::TestStack;
-
-/// Counts every request sent (each retry too).
-#[derive(Debug, Clone, Default)]
-struct Count(Arc<AtomicU64>);
-
-impl Intercept for Count {
-    fn name(&self) -> &'static str {
-        "Count"
-    }
-    fn read_before_transmit(
-        &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
 
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct ArchiveBench {
@@ -95,7 +69,7 @@ pub async fn run(
     let archived = report.entries_removed;
 
     // A reader over clients that count what they send.
-    let (dynamo_count, s3_count) = (Count::default(), Count::default());
+    let (dynamo_count, s3_count) = (RequestCount::default(), RequestCount::default());
     let sdk = stack.emulator.sdk_config().await;
     let dynamo = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)
@@ -139,8 +113,8 @@ pub async fn run(
         rru += page.units.read;
     }
     let per_1000 = |n: f64| n * 1000.0 / read as f64;
-    let d = dynamo_count.0.load(Ordering::Relaxed) as f64;
-    let s = s3_count.0.load(Ordering::Relaxed) as f64;
+    let d = dynamo_count.get() as f64;
+    let s = s3_count.get() as f64;
     Ok(ArchiveBench {
         archived_entries: archived,
         archive_bytes: report.archive_bytes,

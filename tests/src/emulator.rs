@@ -6,12 +6,18 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
 
 /// Environment variable naming an already running emulator to reuse.
 pub const EMULATOR_URL_VAR: &str = "SHEETLOG_EMULATOR_URL";
@@ -156,4 +162,30 @@ pub fn unique_prefix(label: &str) -> String {
         .collect();
     let id = uuid::Uuid::new_v4().simple().to_string();
     format!("t-{clean}-{}", &id[..10])
+}
+
+/// An SDK client interceptor that counts every request sent (each retry too): what a test or a
+/// benchmark reads on the wire rather than computes.
+#[derive(Debug, Clone, Default)]
+pub struct RequestCount(Arc<AtomicU64>);
+
+impl RequestCount {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Intercept for RequestCount {
+    fn name(&self) -> &'static str {
+        "RequestCount"
+    }
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }

@@ -476,6 +476,8 @@ mod blobs {
             async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> as PutObject;
             async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> as GetObject;
             async fn exists(&self, key: &str) -> Result<bool, BlobError> as HeadObject;
+            async fn put_if_absent(&self, key: &str, bytes: Bytes)
+                -> Result<bool, BlobError> as PutObject;
             async fn put_parts(&self, key: &str, parts: &mut dyn BlobParts)
                 -> Result<(), BlobError> as CreateMultipartUpload;
         }

@@ -13,7 +13,7 @@ use sheetlog_core::snapshot::{
     read_range,
 };
 use sheetlog_sheet::sample::write_sample_csv;
-use sheetlog_tests::emulator::{Emulator, unique_prefix};
+use sheetlog_tests::emulator::{Emulator, RequestCount, unique_prefix};
 use uuid::Uuid;
 
 async fn bucket(emu: &Emulator) -> anyhow::Result<(aws_sdk_s3::Client, String)> {
@@ -150,6 +150,48 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     assert_eq!(
         store.get("snapshots/probe").await?,
         Some(Bytes::from_static(b"x"))
+    );
+    // A conditional PUT (`If-None-Match: *`) writes a key that is not there, and is refused
+    // (412, not an error) for one that is, which keeps its bytes: one request each.
+    let count = RequestCount::default();
+    let counted = S3Bucket::new(
+        aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&emu.sdk_config().await)
+                .force_path_style(true)
+                .interceptor(count.clone())
+                .build(),
+        ),
+        &name,
+    );
+    assert!(
+        counted
+            .put_if_absent("snapshots/counted", Bytes::from_static(b"c"))
+            .await?
+    );
+    assert!(
+        !counted
+            .put_if_absent("snapshots/counted", Bytes::from_static(b"d"))
+            .await?
+    );
+    assert_eq!(count.get(), 2, "one request a call");
+    assert!(
+        store
+            .put_if_absent("snapshots/once", Bytes::from_static(b"first"))
+            .await?
+    );
+    assert!(
+        !store
+            .put_if_absent("snapshots/once", Bytes::from_static(b"second"))
+            .await?
+    );
+    assert_eq!(
+        store.get("snapshots/once").await?,
+        Some(Bytes::from_static(b"first"))
+    );
+    assert!(
+        !store
+            .put_if_absent("snapshots/probe", Bytes::from_static(b"y"))
+            .await?
     );
     Ok(())
 }

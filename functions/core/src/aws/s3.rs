@@ -177,6 +177,27 @@ impl S3Bucket {
         Ok(())
     }
 
+    /// Writes an object unless one is already at `key`, in one request: a PUT with
+    /// `If-None-Match: *`, which S3 refuses with 412 when the key exists. `true` when this call
+    /// wrote it.
+    #[instrument(skip(self, bytes), fields(bucket = %self.bucket, len = bytes.len()))]
+    pub async fn put_object_if_absent(&self, key: &str, bytes: Bytes) -> Result<bool, StoreError> {
+        let res = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_none_match("*")
+            .body(ByteStream::from(bytes))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() == 412 => Ok(false),
+            Err(e) => Err(s3_error("PutObject", e)),
+        }
+    }
+
     /// Reads a whole object; `None` when it does not exist.
     #[instrument(skip(self), fields(bucket = %self.bucket))]
     pub async fn get_object(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
@@ -516,6 +537,12 @@ mod engine {
             self.object_exists(key)
                 .await
                 .map_err(|e| BlobError::new("exists", key, e))
+        }
+
+        async fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<bool, BlobError> {
+            self.put_object_if_absent(key, bytes)
+                .await
+                .map_err(|e| BlobError::new("put", key, e))
         }
 
         async fn put_parts(&self, key: &str, parts: &mut dyn BlobParts) -> Result<(), BlobError> {

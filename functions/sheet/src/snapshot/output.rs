@@ -139,12 +139,9 @@ impl Output {
         let batch = std::mem::take(&mut self.unwritten);
         let written =
             futures::future::try_join_all(batch.into_iter().map(|(key, blob)| async move {
-                if store.exists(&key).await? {
-                    return Ok::<_, BlobError>(None);
-                }
                 let len = blob.len() as u64;
-                store.put(&key, blob).await?;
-                Ok(Some(len))
+                let wrote = store.put_if_absent(&key, blob).await?;
+                Ok::<_, BlobError>(wrote.then_some(len))
             }))
             .await?;
         for len in written.into_iter().flatten() {

@@ -52,6 +52,18 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
     async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError>;
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError>;
     async fn exists(&self, key: &str) -> Result<bool, BlobError>;
+    /// Writes `bytes` at `key` unless an object is already there, which holds the same bytes
+    /// (keys are named by their content or their snapshot); `true` when this call wrote it. A
+    /// build writes every chunk this way. This default is [`exists`](Self::exists) and then
+    /// [`put`](Self::put); a store that can do both in one request or one trip does (S3: a PUT
+    /// with `If-None-Match: *`; files: one trip to the blocking pool).
+    async fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<bool, BlobError> {
+        if self.exists(key).await? {
+            return Ok(false);
+        }
+        self.put(key, bytes).await?;
+        Ok(true)
+    }
     /// Writes one object from `parts`, pulled in order until it returns `None`, without holding
     /// it whole where the store allows: a large manifest is produced a piece at a time. Readers
     /// see the object only once it is complete (S3: one PUT, or a multipart upload completed at
@@ -242,18 +254,21 @@ impl FsBlobs {
 impl BlobStore for FsBlobs {
     async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
         let path = self.path(key)?;
-        // One trip to the blocking pool for the directory, the write and the rename, rather
-        // than one each (a build writes thousands of chunks, and each trip wakes two threads).
-        let written = tokio::task::spawn_blocking(move || {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir)?;
-            let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
-            std::fs::write(&tmp, &bytes)?;
-            std::fs::rename(&tmp, &path)
+        blocking("put", key, move || write_file(&path, &bytes)).await
+    }
+
+    /// One trip to the blocking pool for the check and the write, where `exists` and `put`
+    /// take two (on one CPU each trip is a switch to another thread and back).
+    async fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<bool, BlobError> {
+        let path = self.path(key)?;
+        blocking("put", key, move || {
+            if path.try_exists()? {
+                return Ok(false);
+            }
+            write_file(&path, &bytes)?;
+            Ok(true)
         })
         .await
-        .map_err(|e| BlobError::new("put", key, e))?;
-        written.map_err(|e| BlobError::new("put", key, e))
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
@@ -280,13 +295,13 @@ impl BlobStore for FsBlobs {
             // The file goes to the blocking pool and back with each part, as `put` sends its
             // bytes there: plain `std::fs`, one trip per part, no second buffer.
             let create = tmp.clone();
-            let mut file = blocking(key, move || {
+            let mut file = blocking("put", key, move || {
                 std::fs::create_dir_all(create.parent().unwrap_or(Path::new(".")))?;
                 std::fs::File::create(&create)
             })
             .await?;
             while let Some(p) = parts.next_part().await? {
-                file = blocking(key, move || {
+                file = blocking("put", key, move || {
                     use std::io::Write;
                     file.write_all(&p)?;
                     Ok(file)
@@ -294,7 +309,7 @@ impl BlobStore for FsBlobs {
                 .await?;
             }
             let (from, to) = (tmp.clone(), path);
-            blocking(key, move || {
+            blocking("put", key, move || {
                 drop(file);
                 std::fs::rename(&from, &to)
             })
@@ -309,15 +324,25 @@ impl BlobStore for FsBlobs {
     }
 }
 
-/// Runs `f` on the blocking pool, its failures as [`BlobError`]s of a `put` of `key`.
+/// Writes a whole file: the directory, a temporary file and its rename into place (all in one
+/// trip to the blocking pool: a build writes thousands of chunks, and each trip wakes a thread).
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Runs `f` on the blocking pool, its failures as [`BlobError`]s of `op` on `key`.
 async fn blocking<T: Send + 'static>(
+    op: &'static str,
     key: &str,
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> Result<T, BlobError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| BlobError::new("put", key, e))?
-        .map_err(|e| BlobError::new("put", key, e))
+        .map_err(|e| BlobError::new(op, key, e))?
+        .map_err(|e| BlobError::new(op, key, e))
 }
 
 /// Import payloads held in memory, by key.

@@ -722,6 +722,35 @@ fn a_filesystem_store_writes_an_object_in_parts_and_leaves_nothing_of_a_failed_o
 }
 
 #[test]
+fn put_if_absent_writes_a_key_once_in_every_local_store() {
+    rt().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let mem = MemBlobs::new();
+        let fs = FsBlobs::new(dir.path());
+        for store in [&mem as &dyn BlobStore, &fs] {
+            let first = Bytes::from_static(b"first");
+            assert!(store.put_if_absent("a/b/c", first.clone()).await.unwrap());
+            // A second write of the key finds it and leaves it as it was.
+            assert!(
+                !store
+                    .put_if_absent("a/b/c", Bytes::from_static(b"second"))
+                    .await
+                    .unwrap()
+            );
+            assert_eq!(store.get("a/b/c").await.unwrap(), Some(first));
+        }
+        assert_eq!(mem.stats(), WriteStats { puts: 1, bytes: 5 });
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["c"], "no temporary file left behind");
+        let err = fs.put_if_absent("a/../x", Bytes::new()).await.unwrap_err();
+        assert!(err.to_string().contains("not a valid key"), "{err}");
+    });
+}
+
+#[test]
 fn a_discarding_store_keeps_only_the_parts_of_chunk_lists() {
     rt().block_on(async {
         let store = MemBlobs::discarding();
