@@ -19,7 +19,7 @@ use std::io::{self, Read};
 use crate::limits::MAX_CSV_RECORD_BYTES;
 
 /// What the reader asks its source for at a time, and its buffer's starting size.
-const READ_BYTES: usize = 128 << 10;
+const READ_BYTES: usize = 64 << 10;
 const BOM: &[u8; 3] = b"\xef\xbb\xbf";
 
 /// Why a record could not be read.

@@ -617,10 +617,11 @@ impl RowWriter {
 
     /// Writes the column gap of the cell at `col`; the caller writes the cell itself next.
     /// Columns must ascend.
+    #[inline]
     pub fn cell(&mut self, w: &mut Writer, col: u32) -> Result<(), SnapshotError> {
-        let gap = col
-            .checked_sub(self.next_col)
-            .ok_or_else(|| SnapshotError::Internal(format!("unsorted column {col}")))?;
+        let Some(gap) = col.checked_sub(self.next_col) else {
+            return Err(unsorted(col));
+        };
         w.varint(u64::from(gap));
         self.cells += 1;
         self.next_col = col + 1;
@@ -641,6 +642,11 @@ impl RowWriter {
             max_col: self.max_col,
         }
     }
+}
+
+#[cold]
+fn unsorted(col: u32) -> SnapshotError {
+    SnapshotError::Internal(format!("unsorted column {col}"))
 }
 
 /// Appends `row`'s cells to `w` in the chunk encoding (see [`RowWriter`]).

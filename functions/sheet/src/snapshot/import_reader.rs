@@ -229,6 +229,7 @@ impl CsvSink for EncodingSink {
         self.row = Some(RowWriter::begin(&mut self.batch.buf));
     }
 
+    #[inline]
     fn cell(&mut self, col: u32, field: Field<'_>) -> Result<(), String> {
         let w = &mut self.batch.buf;
         let rw = self.row.as_mut().ok_or("a cell outside a row")?;
