@@ -3,15 +3,16 @@
 //! ending a record; blank lines skipped; a UTF-8 byte-order mark at the start dropped), but
 //! faster on the records most files are made of.
 //!
-//! Most records are one line with no quote and no carriage return. For those the reader finds
-//! the line's end and its commas with `memchr` (vector instructions, many bytes a step) and hands
-//! out the fields as slices of its own buffer, copying nothing. Any other record (a quote
-//! anywhere in the line, or a `\r`) goes through `csv_core`, the state machine under the `csv`
-//! crate, from the record's first byte, so quoted fields, quotes inside fields, embedded line
-//! breaks and odd terminators read exactly as before. `csv_core` returns to its start state after
-//! every record (its `\r\n` state accepts the same bytes as the start state), so one parser
-//! serves every slow record of a read. The import reader used `csv::Reader` alone until its
-//! per-byte state machine was a tenth of a snapshot build (`docs/sheet-model.md`, "Measured");
+//! Most records are one line with no quote and no carriage return, except perhaps one at its end
+//! (a file of `\r\n` lines). For those the reader finds the line's end and its commas with
+//! `memchr` (vector instructions, many bytes a step) and hands out the fields as slices of its own
+//! buffer, copying nothing. Any other record (a quote anywhere in the line, or a `\r` before its
+//! end) goes through `csv_core`, the state machine under the `csv` crate, from the record's first
+//! byte, so quoted fields, quotes inside fields, embedded line breaks and odd terminators read
+//! exactly as before. `csv_core` returns to its start state after every record (its `\r\n` state
+//! accepts the same bytes as the start state), so one parser serves every slow record of a read.
+//! The import reader used `csv::Reader` alone until its per-byte state machine was a tenth of a
+//! snapshot build (`docs/sheet-model.md`, "Measured");
 //! `csv_records_tests` checks records, fields and positions against `csv::Reader` on random input.
 
 use std::io::{self, Read};
@@ -137,10 +138,16 @@ impl<R: Read> CsvRecords<R> {
         };
         let len = newline.unwrap_or(self.end - self.start);
         let line = &self.buf[self.start..self.start + len];
+        // A line that ends in `\r` (a `\r\n` file) reads as `csv_core` reads it: the record ends
+        // at the `\r`, and the `\n` after it is a blank line the next call skips.
+        let (body, taken, ends_line) = match line.last() {
+            Some(b'\r') => (len - 1, len, false),
+            _ => (len, len + usize::from(newline.is_some()), newline.is_some()),
+        };
+        let line = &line[..body];
         if memchr::memchr2(b'"', b'\r', line).is_some() {
             return self.slow_record(before);
         }
-        let taken = len + usize::from(newline.is_some());
         if too_long(taken) {
             return Err(RecordError::TooLong { lines: before });
         }
@@ -150,12 +157,12 @@ impl<R: Read> CsvRecords<R> {
             self.fields.push((field_start, comma));
             field_start = comma + 1;
         }
-        self.fields.push((field_start, len));
+        self.fields.push((field_start, body));
         let at = self.start;
         self.advance(taken);
-        self.lines += u64::from(newline.is_some());
+        self.lines += u64::from(ends_line);
         Ok(Some(Record {
-            bytes: &self.buf[at..at + len],
+            bytes: &self.buf[at..at + body],
             fields: &self.fields,
         }))
     }

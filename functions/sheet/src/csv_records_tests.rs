@@ -22,9 +22,9 @@ impl Read for Trickle {
 }
 
 /// Each record's fields, and the position (bytes, line) after it.
-type Read_ = Vec<(Vec<Vec<u8>>, u64, u64)>;
+type Records = Vec<(Vec<Vec<u8>>, u64, u64)>;
 
-fn by_csv(input: &[u8]) -> Read_ {
+fn by_csv(input: &[u8]) -> Records {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -45,7 +45,7 @@ fn by_csv(input: &[u8]) -> Read_ {
     out
 }
 
-fn by_records(input: &[u8], step: usize) -> Read_ {
+fn by_records(input: &[u8], step: usize) -> Records {
     let mut records = CsvRecords::new(Trickle {
         data: Cursor::new(input.to_vec()),
         step,
@@ -140,4 +140,17 @@ fn an_endless_line_is_refused_at_the_record_limit() {
     let mut records = CsvRecords::new(Cursor::new(input));
     let r = records.next_record().unwrap().unwrap();
     assert_eq!(r.fields, &[(0, MAX_CSV_RECORD_BYTES as usize - 1)]);
+}
+
+#[test]
+fn lines_ending_in_crlf_take_the_fast_path() {
+    let mut input = Vec::new();
+    for i in 0..1_000 {
+        input.extend_from_slice(format!("{i},x{i},\r\n").as_bytes());
+    }
+    input.extend_from_slice(b"last,\r");
+    assert_eq!(by_records(&input, READ_BYTES), by_csv(&input));
+    let mut records = CsvRecords::new(Cursor::new(input));
+    while records.next_record().unwrap().is_some() {}
+    assert!(!records.core_started, "no record needed csv_core");
 }
