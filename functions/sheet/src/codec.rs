@@ -209,7 +209,10 @@ pub fn write_value(w: &mut Writer, value: &Value, format: Option<&str>) {
     }
 }
 
+#[inline]
 fn write_text_tag(w: &mut Writer, t: &str, fbit: u8) {
+    // Room for the tag, the longest length varint and the text, made once.
+    w.buf.reserve(11 + t.len());
     w.u8(KIND_TEXT | fbit);
     w.str(t);
 }

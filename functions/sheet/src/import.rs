@@ -312,7 +312,7 @@ pub fn infer_value(text: &str, row: u32, col: u32, mode: Mode) -> Result<Value, 
 
 /// [`infer_value`] without copying text: a text field stays borrowed unless it is cut to the
 /// limit.
-#[inline]
+#[inline(always)]
 pub fn infer_field<'a>(
     text: Cow<'a, str>,
     row: u32,
