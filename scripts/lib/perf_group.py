@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Groups `perf report --no-children --sort dso,symbol --stdio` lines into cost categories.
 
-Used for docs/bench/snapshot-profile-after2.txt:
+Used for docs/bench/snapshot-profile-after2.txt and the later snapshot-profile-*.txt:
     perf report -i perf.data --no-children --sort dso,symbol --stdio | python3 scripts/lib/perf_group.py
 A symbol counts toward the first category whose pattern it matches.
 """
@@ -9,8 +9,8 @@ import re, sys
 rules = [
  ("zstd compression", r"ZSTD_|HIST_|FSE_|HUF_"),
  ("SHA-256", r"sha2::|sha256"),
- ("CSV parsing (csv_core, read_csv, UTF-8 check)", r"csv_core|csv::|read_csv|read_rows|from_utf8|Utf8Chunks|run_utf8_validation|read_byte_record"),
- ("value inference (infer_*, float parse)", r"infer_|small_integer|looks_numeric|dec2flt|limit_text|ErrorCode"),
+ ("CSV parsing, and since the per-cell path is inlined into it, typing and encoding (read_csv, csv_records, memchr, csv_core, UTF-8 check)", r"csv_core|csv::|csv_records|CsvRecords|memchr|read_csv|read_rows|from_utf8|Utf8Chunks|run_utf8_validation|read_byte_record"),
+ ("value inference (infer_*, float parse)", r"infer_|small_integer|small_decimal|looks_numeric|dec2flt|limit_text|ErrorCode"),
  ("chunk encoding (RowWriter, push, write_value, varint, xxh3)", r"RowWriter|ChunkBuilder|write_value|write_cell|write_text|varint|xxh3|EncodingSink|encode_row|codec::"),
  ("malloc/free", r"malloc|_int_free|cfree|free@|unlink_chunk|realloc|_int_realloc|arena|tcache|__libc_free|sysmalloc"),
  ("memmove/memcpy", r"memmove|memcpy|memset"),
