@@ -721,4 +721,27 @@ impl BlobLayer for Counting {
     async fn exists<S: BlobStore + ?Sized>(&self, inner: &S, key: &str) -> Result<bool, BlobError> {
         Ok(self.held(key).is_some() || inner.exists(key).await?)
     }
+
+    /// How a build writes its chunks: counted like `put`; a dry run holds what is new, a real
+    /// run sends the bucket's one conditional PUT.
+    async fn put_if_absent<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<bool, BlobError> {
+        let wrote = if self.held(key).is_some() {
+            false
+        } else if self.dry_run {
+            let new = !inner.exists(key).await?;
+            if new && let Ok(mut m) = self.held.lock() {
+                m.insert(key.to_owned(), bytes);
+            }
+            new
+        } else {
+            inner.put_if_absent(key, bytes).await?
+        };
+        self.count(wrote);
+        Ok(wrote)
+    }
 }

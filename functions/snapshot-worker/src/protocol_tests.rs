@@ -35,8 +35,9 @@ struct Fixture {
     log: LogId,
 }
 
-/// A layer over the in-memory blob store recording which chunk keys each run seals (checks for,
-/// then writes if new): the work a build does, which a resumed build must not repeat.
+/// A layer over the in-memory blob store recording which chunk keys each run seals (writes
+/// unless already stored, `put_if_absent`): the work a build does, which a resumed build must
+/// not repeat.
 #[derive(Debug, Default)]
 struct Recording {
     chunks: Mutex<Vec<String>>,
@@ -78,11 +79,20 @@ impl BlobLayer for Recording {
         inner.put_parts(key, parts).await
     }
 
-    async fn exists<S: BlobStore + ?Sized>(&self, inner: &S, key: &str) -> Result<bool, BlobError> {
+    async fn put_if_absent<S: BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<bool, BlobError> {
         if key.contains("/chunks/") {
             self.chunks.lock().expect("lock").push(key.to_owned());
         }
-        inner.exists(key).await
+        let wrote = inner.put_if_absent(key, bytes).await?;
+        if wrote {
+            self.puts.lock().expect("lock").push(key.to_owned());
+        }
+        Ok(wrote)
     }
 }
 
