@@ -112,6 +112,12 @@ pub fn is_missing<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> boo
     }
 }
 
+/// A conditional request refused because its condition failed (412 Precondition Failed): the
+/// object exists (`If-None-Match: *`) or has changed (`If-Match`).
+fn is_precondition_failed<E>(e: &SdkError<E, HttpResponse>) -> bool {
+    matches!(e, SdkError::ServiceError(se) if se.raw().status().as_u16() == 412)
+}
+
 /// A failed S3 call as a [`StoreError`]: `SlowDown` (or a bare 503) after the SDK's retries is
 /// [`StoreError::Throttled`].
 fn s3_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
@@ -193,7 +199,7 @@ impl S3Bucket {
             .await;
         match res {
             Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() == 412 => Ok(false),
+            Err(e) if is_precondition_failed(&e) => Ok(false),
             Err(e) => Err(s3_error("PutObject", e)),
         }
     }
@@ -424,9 +430,7 @@ impl S3Bucket {
         match res {
             Ok(_) => Ok(Copied::Done),
             Err(e) if is_missing(&e) => Ok(Copied::Missing),
-            Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() == 412 => {
-                Ok(Copied::Changed)
-            }
+            Err(e) if is_precondition_failed(&e) => Ok(Copied::Changed),
             Err(e) => Err(s3_error("CopyObject", e)),
         }
     }
