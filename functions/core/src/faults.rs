@@ -803,13 +803,31 @@ impl CatalogLayer for Arc<Faults> {
 }
 
 /// The snapshot engine's [`BlobStore`](sheetlog_sheet::snapshot::BlobStore) with throttling
-/// (`SlowDown`) and latency spikes. Puts are idempotent (content-addressed keys), so a lost
-/// response is just a rewrite of the same bytes and is not modelled separately.
+/// (`SlowDown`) and latency spikes. A plain put is idempotent (content-addressed keys), so its
+/// lost response is just a rewrite of the same bytes and is not modelled. A chunk write
+/// (`put_if_absent`, a PUT with `If-None-Match: *` on S3) may lose its response: the SDK's retry
+/// then finds the object the first attempt wrote and is refused (412), so the caller hears
+/// "already there" for a chunk it wrote itself.
 #[cfg(feature = "engine")]
 pub type FaultyBlobStore<B> = Layered<B, Arc<Faults>>;
 
 #[cfg(feature = "engine")]
-impl crate::ports::BlobLayer for Arc<Faults> {}
+#[async_trait]
+impl crate::ports::BlobLayer for Arc<Faults> {
+    async fn put_if_absent<S: sheetlog_sheet::snapshot::BlobStore + ?Sized>(
+        &self,
+        inner: &S,
+        key: &str,
+        bytes: Bytes,
+    ) -> Result<bool, sheetlog_sheet::snapshot::BlobError> {
+        self.before("S3", "PutObject").await?;
+        let wrote = inner.put_if_absent(key, bytes.clone()).await?;
+        if wrote && self.lose_response() {
+            return inner.put_if_absent(key, bytes).await;
+        }
+        Ok(wrote)
+    }
+}
 
 #[cfg(test)]
 #[path = "faults_tests.rs"]

@@ -44,6 +44,56 @@ async fn the_blob_store_is_counted_and_throttled_like_every_port() {
     assert_eq!(faults.counts.throttles.load(Ordering::Relaxed), 1);
 }
 
+#[cfg(feature = "engine")]
+#[tokio::test]
+async fn a_chunk_write_whose_response_is_lost_hears_already_there() {
+    use sheetlog_sheet::snapshot::{BlobStore, MemBlobs};
+
+    let faults = Faults::new(
+        FaultProfile {
+            lost_response: 1.0,
+            ..FaultProfile::none()
+        },
+        1,
+    );
+    let blobs = FaultyBlobStore::new(MemBlobs::new(), faults.clone());
+    // Written by the first attempt; the retry's answer is the one the caller gets.
+    assert!(
+        !blobs
+            .put_if_absent("a/b", Bytes::from_static(b"x"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        blobs.inner().get("a/b").await.unwrap(),
+        Some(Bytes::from_static(b"x"))
+    );
+    assert_eq!(faults.counts.lost_responses.load(Ordering::Relaxed), 1);
+    // A key already there loses nothing: nothing was written.
+    assert!(
+        !blobs
+            .put_if_absent("a/b", Bytes::from_static(b"x"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(faults.counts.lost_responses.load(Ordering::Relaxed), 1);
+
+    // Throttled like every other PutObject.
+    let blobs = FaultyBlobStore::new(MemBlobs::new(), throttling());
+    let err = blobs
+        .put_if_absent("a/b", Bytes::from_static(b"x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.source.downcast_ref::<StoreError>(),
+        Some(StoreError::Throttled {
+            service: "S3",
+            operation: "PutObject"
+        })
+    ));
+    assert!(!blobs.inner().exists("a/b").await.unwrap());
+}
+
 fn sheet(owner: &str) -> Sheet {
     Sheet {
         log: LogId::new_random(),
