@@ -11,7 +11,13 @@
  * (scripts/lib/moto_server.py), so the same page code is tested against a wrong password
  * locally (docs/web.md).
  */
-import { AuthenticationDetails, CognitoUser, CognitoUserPool, type ICognitoStorage } from 'amazon-cognito-identity-js';
+import {
+  AuthenticationDetails,
+  CognitoAccessToken,
+  CognitoUser,
+  CognitoUserPool,
+  type ICognitoStorage,
+} from 'amazon-cognito-identity-js';
 
 export interface CognitoConfig {
   region: string;
@@ -267,19 +273,10 @@ interface AuthAnswer {
   };
 }
 
-/** The claims of a JWT, unverified (the API verifies; the page only reads `exp`, `sub`, `username`). */
+/**
+ * The claims of a JWT, unverified (the API verifies; the page only reads `exp`, `sub`, `username`):
+ * amazon-cognito-identity-js's own decoder, `{}` for anything that is not a JWT.
+ */
 export function claims(jwt: string): Record<string, unknown> {
-  const part = jwt.split('.')[1];
-  if (!part) return {};
-  try {
-    const b64 = part
-      .replace(/-/g, '+')
-      .replace(/_/g, '/')
-      .padEnd(Math.ceil(part.length / 4) * 4, '=');
-    const bin = atob(b64);
-    const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
-    return JSON.parse(new TextDecoder().decode(bytes)) as Record<string, unknown>;
-  } catch {
-    return {};
-  }
+  return new CognitoAccessToken({ AccessToken: jwt }).decodePayload();
 }

@@ -67,15 +67,19 @@ export function cleanName(name: string): string {
   return n ? n.slice(0, MAX_NAME) : 'Untitled';
 }
 
-/** A last-change time as a person reads it: "just now", "5 min ago", "3 h ago", else the date. */
-export function ago(iso: string, now = Date.now()): string {
+/**
+ * A last-change time as a person reads it, in their language (`Intl.RelativeTimeFormat`): "now",
+ * "5 minutes ago", "3 hours ago" within a day, else the date.
+ */
+export function ago(iso: string, now = Date.now(), locale?: string): string {
   const t = Date.parse(iso);
   if (!Number.isFinite(t)) return '';
   const s = Math.round((now - t) / 1000);
-  if (s < 60) return 'just now';
-  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
-  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
-  return new Date(t).toLocaleDateString();
+  const rtf = new Intl.RelativeTimeFormat(locale, { numeric: 'auto' });
+  if (s < 60) return rtf.format(0, 'second');
+  if (s < 3600) return rtf.format(-Math.floor(s / 60), 'minute');
+  if (s < 86_400) return rtf.format(-Math.floor(s / 3600), 'hour');
+  return new Date(t).toLocaleDateString(locale);
 }
 
 type Caller = <T>(method: string, path: string, body?: unknown) => Promise<T>;

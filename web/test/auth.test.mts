@@ -499,9 +499,11 @@ describe('the catalog', () => {
     );
     assert.equal(cleanName('x'.repeat(500)).length, 200);
     const now = Date.parse('2026-01-01T12:00:00Z');
-    assert.equal(ago('2026-01-01T11:59:30Z', now), 'just now');
-    assert.equal(ago('2026-01-01T11:55:00Z', now), '5 min ago');
-    assert.equal(ago('2026-01-01T09:00:00Z', now), '3 h ago');
+    assert.equal(ago('2026-01-01T11:59:30Z', now, 'en'), 'now');
+    assert.equal(ago('2026-01-01T11:55:00Z', now, 'en'), '5 minutes ago');
+    assert.equal(ago('2026-01-01T09:00:00Z', now, 'en'), '3 hours ago');
+    assert.equal(ago('2026-01-01T11:55:00Z', now, 'de'), 'vor 5 Minuten');
+    assert.equal(ago('2025-12-24T12:00:00Z', now, 'en-US'), '12/24/2025');
     assert.equal(ago('nonsense', now), '');
   });
 });
