@@ -13,7 +13,6 @@
 //! - `private_file.rs` — writing a file readable by its owner only (the issuer's key, the
 //!   stored sign-in)
 //! - `sigv4.rs` — SigV4 signing for an API with IAM authorization
-//! - `srp.rs` — the client half of Cognito's SRP sign-in (`sheetlog login`)
 //! - `watch.rs` — `sheetlog watch`: the sheet's pokes over the AppSync Events real-time
 //!   protocol, entries read on each poke, polling while there is no channel
 //!
@@ -26,5 +25,4 @@ pub mod local_cognito;
 pub mod login;
 pub mod private_file;
 pub mod sigv4;
-pub mod srp;
 pub mod watch;
