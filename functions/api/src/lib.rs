@@ -199,9 +199,9 @@ pub fn router(state: SharedState) -> Router {
     let limit = state.cfg.max_request_bytes;
     let response_limit = state.cfg.max_response_bytes;
     Router::new()
-        .route("/", get(web::page))
-        .route("/sheets/{log_id}", get(web::sheet_page))
-        .route("/app/{*path}", get(web::asset))
+        .route("/", web::with_headers(get(web::page)))
+        .route("/sheets/{log_id}", web::with_headers(get(web::sheet_page)))
+        .route("/app/{*path}", web::with_headers(get(web::asset)))
         .route("/health", get(routes::health))
         .route("/openapi.json", get(openapi_json))
         .route("/config.json", get(sheets::config_json))

@@ -3,14 +3,19 @@
 //! deployment). `/` is the sheet list, `/sheets/{logId}` opens a sheet; both are the one page,
 //! which routes itself. These routes read no storage and are not part of the OpenAPI document.
 //!
-//! Every response here carries the page's security headers ([`secure`]): a Content-Security-Policy
-//! that allows scripts and styles from this origin only and network requests to this origin and
-//! the bucket's (where the page PUTs uploads to presigned URLs), no framing, no MIME sniffing and
+//! Every response here carries the page's security headers: a Content-Security-Policy ([`secure`],
+//! built per stack) that allows scripts and styles from this origin only and network requests to
+//! this origin and the bucket's (where the page PUTs uploads to presigned URLs), and the constant
+//! ones ([`with_headers`], tower-http's `SetResponseHeaderLayer`): no framing, no MIME sniffing and
 //! no referrer.
+
+use std::convert::Infallible;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::state::SharedState;
 
@@ -144,22 +149,34 @@ pub fn events_meta(state: &SharedState) -> String {
     format!("<meta name=\"sheetlog-events\" content=\"{escaped}\">\n")
 }
 
-/// Adds the security headers every web response carries.
+/// Adds the page's Content-Security-Policy, which names this stack's upload and Event API origins.
 fn secure(mut resp: Response, upload_origin: Option<&str>, events: Option<&str>) -> Response {
-    let h = resp.headers_mut();
     if let Ok(csp) = HeaderValue::from_str(&content_security_policy_with(upload_origin, events)) {
-        h.insert(header::CONTENT_SECURITY_POLICY, csp);
+        resp.headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, csp);
     }
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
     resp
+}
+
+/// A web route with the constant security headers on every answer: no MIME sniffing, no framing,
+/// no referrer.
+pub fn with_headers<S>(route: MethodRouter<S>) -> MethodRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    route
+        .layer::<_, Infallible>(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer::<_, Infallible>(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer::<_, Infallible>(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
 }
 
 /// The page itself, for `/` and `/sheets/{logId}`.
