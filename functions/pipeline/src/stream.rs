@@ -14,6 +14,7 @@ use aws_sdk_dynamodbstreams::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_dynamodbstreams::types::{
     AttributeValue as StreamValue, Record, ShardIteratorType, StreamViewType as SdkViewType,
 };
+use backon::{BackoffBuilder, ExponentialBuilder};
 use serde_dynamo::AttributeValue;
 use sheetlog_stream_router::{Effects, RouteReport, route};
 use tracing::{debug, error, warn};
@@ -243,7 +244,14 @@ impl StreamDriver {
         }
         let mut total = RouteReport::default();
         let mut attempt = 0u32;
-        let mut backoff = Duration::from_millis(100);
+        // Lambda's stream source retries a failing batch at once; the local driver waits 100 ms,
+        // doubling to at most 5 s, so a failing store is not hammered.
+        let mut backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(5))
+            .with_factor(2.0)
+            .without_max_times()
+            .build();
         while !batch.is_empty() {
             let mut event = Event::default();
             event.records = std::mem::take(&mut batch);
@@ -281,8 +289,8 @@ impl StreamDriver {
                 records = batch.len(),
                 attempt, "retrying failed stream records"
             );
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            let delay = backoff.next().unwrap_or(Duration::from_secs(5));
+            tokio::time::sleep(delay).await;
         }
         total
     }
