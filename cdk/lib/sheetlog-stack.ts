@@ -120,10 +120,16 @@ export const POKE_NAMESPACE = 'sheets';
 /**
  * The namespace's onSubscribe handler (APPSYNC_JS) under JWT authorization: a subscriber may join
  * `/sheets/<logId>` only if its token's access claim grants at least read on that sheet, as the
- * HTTP API requires to pull it (functions/api/src/access.rs: `*`, `*:read`, `<logId>`,
- * `<logId>:read`, `<logId>:write`; a JSON array or a space- or comma-separated string).
- * The code is a template literal: a regex backslash must be written `\\` here to reach the handler
- * (cdk/test/stack.test.ts runs the synthesized handler on each claim form).
+ * HTTP API requires to pull it. It reads grants by the API's grammar (functions/api/src/access.rs,
+ * docs/api.md "Access to logs"): a JSON array or a space- or comma-separated string (`[a b]` as
+ * API Gateway writes an array, quotes around a grant); a grant's level is what follows its last
+ * `:` (`read` or `write`, none meaning write) and the rest is `*` or the sheet's id in its
+ * hyphenated form, any case. `*:x:read`, `:read`, `<logId>:READ` grant nothing; a channel whose
+ * second segment is not a hyphenated UUID is no sheet's. cdk/test/fixtures/grants.json is the one
+ * table of cases this handler (cdk/test/stack.test.ts runs the synthesized code) and the API's
+ * parser must both pass.
+ * The code is a template literal: a regex backslash must be written `\\` here to reach the handler.
+ * APPSYNC_JS has no `try`, `throw`, `while` or classic `for`; the code uses none.
  */
 export function onSubscribeCode(accessClaim: string): string {
   return `import { util } from '@aws-appsync/utils';
@@ -131,20 +137,24 @@ export function onSubscribeCode(accessClaim: string): string {
 export function onSubscribe(ctx) {
   const segments = ctx.info.channel.segments;
   const log = segments.length === 2 ? segments[1].toLowerCase() : '';
+  if (log.match(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/) === null) {
+    util.unauthorized();
+  }
   const claims = (ctx.identity && ctx.identity.claims) || {};
   const raw = claims[${JSON.stringify(accessClaim)}];
-  const text = Array.isArray(raw) ? raw.join(' ') : typeof raw === 'string' ? raw : '';
+  let text = (Array.isArray(raw) ? '[' + raw.join(' ') + ']' : typeof raw === 'string' ? raw : '').trim();
+  if (text.startsWith('[') && text.endsWith(']')) {
+    text = text.slice(1, text.length - 1);
+  }
   const items = text
-    .trim()
-    .replace(/^\\[|\\]$/g, '')
     .split(/[\\s,]+/)
-    .map((g) => g.replace(/"/g, ''))
+    .map((g) => g.replace(/^"+|"+$/g, ''))
     .filter((g) => g !== '');
   const granted = items.some((g) => {
-    const parts = g.split(':');
-    const target = parts[0].toLowerCase();
-    const level = parts.length > 1 ? parts[parts.length - 1] : 'write';
-    return (target === '*' || (log !== '' && target === log)) && (level === 'read' || level === 'write');
+    const at = g.lastIndexOf(':');
+    const target = (at < 0 ? g : g.slice(0, at)).toLowerCase();
+    const level = at < 0 ? 'write' : g.slice(at + 1);
+    return (level === 'read' || level === 'write') && (target === '*' || target === log);
   });
   if (!granted) {
     util.unauthorized();

@@ -4,6 +4,8 @@
  * contract and pinned by upgrade-safety.test.ts).
  */
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
@@ -807,6 +809,32 @@ describe('pokes (AppSync Events)', () => {
     for (const [name, claim, channel, expected] of cases) {
       assert.equal(allows(claim, channel), expected, `${name}: ${JSON.stringify(claim)} on ${channel}`);
     }
+  });
+
+  test('JWT stacks: the onSubscribe handler reads grants as the API does (the shared table of cases)', () => {
+    // The same file is the API parser's table (functions/api/src/access.rs); only reading (a
+    // subscription) matters to a channel, so the handler is checked against each case's `read`.
+    const table = JSON.parse(fs.readFileSync(path.join(__dirname, 'fixtures', 'grants.json'), 'utf8')) as {
+      logs: string[];
+      nonSheetChannels: string[];
+      cases: { name: string; claim: unknown; read: string[] }[];
+    };
+    assert.ok(table.cases.length > 20, 'the table lost its cases');
+    const { json } = synth({ jwtIssuer: 'https://issuer.example.com', jwtAudience: 'web' });
+    const allows = subscribeCheck(String(nsOf(json)[0].Properties.CodeHandlers));
+    const wrong: string[] = [];
+    for (const { name, claim, read } of table.cases) {
+      for (const log of table.logs) {
+        for (const channel of [`/sheets/${log}`, `/sheets/${log.toUpperCase()}`]) {
+          const got = allows(claim, channel);
+          if (got !== read.includes(log)) wrong.push(`${name} (${JSON.stringify(claim)}) on ${channel}: got ${got}`);
+        }
+      }
+      for (const channel of table.nonSheetChannels) {
+        if (allows(claim, channel)) wrong.push(`${name} (${JSON.stringify(claim)}) on ${channel}: admitted`);
+      }
+    }
+    assert.deepEqual(wrong, []);
   });
 });
 

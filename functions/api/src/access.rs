@@ -11,6 +11,11 @@
 //! - `*` / `*:read`: every log (a service token);
 //! - `create`: create logs (`POST /logs`; a fork also needs read access to its source).
 //!
+//! A grant's level is what follows its last `:`; the rest is the target, `*` or a log id in its
+//! hyphenated form (any case). Anything else (`*:x:read`, `:read`, `<logId>:READ`, a braced or
+//! URN id) grants nothing. The poke channel's onSubscribe handler reads grants by the same
+//! grammar; `cdk/test/fixtures/grants.json` is the one table of cases both are tested against.
+//!
 //! The check runs before a handler touches storage and depends on the token alone, so a caller
 //! without a grant gets the same 403 for a log that exists and one that does not: the answer says
 //! nothing about which ids exist. A caller with a grant for an id that does not exist gets the
@@ -126,7 +131,7 @@ impl Grants {
             };
             if target == "*" {
                 grants.every_log = grants.every_log.max(Some(level));
-            } else if let Ok(id) = Uuid::parse_str(target) {
+            } else if let Some(id) = log_target(target) {
                 let slot = grants.logs.entry(id).or_insert(level);
                 *slot = (*slot).max(level);
             } else {
@@ -147,6 +152,17 @@ impl Grants {
         let on_log = log.and_then(|id| self.logs.get(&id).copied());
         self.every_log.max(on_log).is_some_and(|l| l >= level)
     }
+}
+
+/// A log id as a grant or a poke channel names it: a UUID in its hyphenated form (36
+/// characters, any case). The other forms `Uuid::parse_str` reads (simple, braced, URN) are no
+/// grant: the poke channel's onSubscribe handler compares the grant with the channel's text, so
+/// both sides read one form (`cdk/test/fixtures/grants.json` is the table both must pass).
+pub fn log_target(target: &str) -> Option<Uuid> {
+    if target.len() != 36 {
+        return None;
+    }
+    Uuid::try_parse(target).ok()
 }
 
 /// What a request may do: everything (IAM authorization, the local stack) or what its token grants.
@@ -471,6 +487,66 @@ mod tests {
             assert!(!g.allows(Need::Read, id(A)), "{raw:?}");
             assert!(!g.allows(Need::Create, None), "{raw:?}");
         }
+    }
+
+    /// The one table of grant cases (`cdk/test/fixtures/grants.json`), which the synthesized
+    /// onSubscribe handler must pass too (`cdk/test/stack.test.ts`).
+    #[test]
+    fn grants_read_as_the_shared_table_of_cases_says() {
+        let table: serde_json::Value =
+            serde_json::from_str(include_str!("../../../cdk/test/fixtures/grants.json"))
+                .expect("the grants fixture is JSON");
+        let logs: Vec<Uuid> = table["logs"]
+            .as_array()
+            .expect("logs")
+            .iter()
+            .map(|l| Uuid::parse_str(l.as_str().unwrap_or_default()).expect("a log id"))
+            .collect();
+        let cases = table["cases"].as_array().expect("cases");
+        assert!(cases.len() > 20, "the table lost its cases");
+        let mut failures = Vec::new();
+        for case in cases {
+            let name = case["name"].as_str().unwrap_or_default();
+            // API Gateway hands a JSON array claim to the function as `[a b c]`.
+            let raw = match &case["claim"] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) => format!(
+                    "[{}]",
+                    items
+                        .iter()
+                        .map(|i| i.as_str().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+                other => panic!("{name}: a claim of {other}"),
+            };
+            let grants = Grants::parse(&raw);
+            let listed = |level: &str| -> Vec<Uuid> {
+                case[level]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|l| Uuid::parse_str(l.as_str()?).ok())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            for (level, need) in [("read", Need::Read), ("write", Need::Write)] {
+                let want = listed(level);
+                for log in &logs {
+                    let got = grants.allows(need, Some(*log));
+                    if got != want.contains(log) {
+                        failures.push(format!("{name} ({raw:?}): {level} {log}: got {got}"));
+                    }
+                }
+            }
+            let create = case["create"].as_bool().unwrap_or_default();
+            if grants.allows(Need::Create, None) != create {
+                failures.push(format!("{name} ({raw:?}): create should be {create}"));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     fn request_with(authorizer: serde_json::Value) -> Request<Body> {

@@ -396,9 +396,11 @@ fn subscriber(
         .or_else(|| auth.get("authorization"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    // The id's one form, as the deployed onSubscribe handler reads it (`access::log_target`).
     let log = channel
         .strip_prefix(&format!("/{namespace}/"))
-        .and_then(|id| id.parse().ok());
+        .and_then(sheetlog_api::access::log_target)
+        .map(sheetlog_core::LogId::from_uuid);
     (token, log)
 }
 
@@ -490,6 +492,29 @@ mod tests {
         assert_eq!(claim_string(&json!(["x", "y:read"])), "[x y:read]");
         assert_eq!(claim_string(&json!(42)), "42");
         assert_eq!(claim_string(&json!(true)), "true");
+    }
+
+    /// The channels of the shared grant table that name no sheet are no sheet's channel here
+    /// either, whatever the token grants (`cdk/test/fixtures/grants.json`).
+    #[test]
+    fn only_a_sheets_channel_names_a_sheet() {
+        let table: Value =
+            serde_json::from_str(include_str!("../../../cdk/test/fixtures/grants.json"))
+                .expect("the grants fixture is JSON");
+        let channels = table["nonSheetChannels"].as_array().expect("channels");
+        assert!(!channels.is_empty());
+        let auth = serde_json::Map::new();
+        for channel in channels {
+            let channel = channel.as_str().unwrap_or_default();
+            assert_eq!(subscriber(&auth, "sheets", channel).1, None, "{channel}");
+        }
+        for log in table["logs"].as_array().expect("logs") {
+            let log = log.as_str().unwrap_or_default();
+            for id in [log.to_owned(), log.to_uppercase()] {
+                let (_, got) = subscriber(&auth, "sheets", &format!("/sheets/{id}"));
+                assert_eq!(got.map(|l| l.to_string()), Some(log.to_owned()), "{id}");
+            }
+        }
     }
 
     #[test]
