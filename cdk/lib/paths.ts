@@ -14,3 +14,9 @@ export const STREAM_FILTER_PATH = path.join(FUNCTIONS_DIR, 'core', 'src', 'aws',
 
 /** cdk.json: the app command and the CDK feature flags that tests must share with `cdk synth`. */
 export const CDK_JSON_PATH = path.join(REPO_ROOT, 'cdk.json');
+
+/**
+ * The API's routes without an authorizer, defined once for the stack, the API function and the
+ * local authorizer stand-in (docs/api.md, "Open routes").
+ */
+export const OPEN_ROUTES_PATH = path.join(FUNCTIONS_DIR, 'api', 'src', 'open_routes.json');

@@ -3,7 +3,8 @@
  * template (not from the constructs), so the description is of exactly what `cdk deploy` creates.
  * The Rust local runner is compared against it: table keys and attribute types, stream view type,
  * TTL attribute, bucket lifecycle rules and CORS, queue attributes and redrive, the event-source
- * mappings with the Entry-stream filter, and every function's environment.
+ * mappings with the Entry-stream filter, every function's environment, and the HTTP API's routes
+ * without an authorizer (which the local authorizer stand-in must open, and no others).
  *
  * Print it with `npx tsx cdk/bin/local-resources.ts` (same `-c key=value` context as `cdk synth`).
  */
@@ -124,6 +125,11 @@ export interface LocalResources {
   readonly functions: LocalFunction[];
   readonly streamConsumers: LocalStreamConsumer[];
   readonly queueConsumers: LocalQueueConsumer[];
+  /**
+   * The HTTP API's routes without an authorizer, as route keys (`GET /config.json`), sorted: the
+   * requests the local authorizer stand-in must let through without a token, and no others.
+   */
+  readonly openRoutes: string[];
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a synthesized template is untyped JSON, walked by key.
@@ -281,7 +287,22 @@ export function describeLocalResources(template: Json): LocalResources {
     }
   }
 
-  return { format: LOCAL_RESOURCES_FORMAT, tables, buckets, queues, functions, streamConsumers, queueConsumers };
+  const openRoutes = ofType('AWS::ApiGatewayV2::Route')
+    .map(([, r]) => r.Properties ?? {})
+    .filter((p) => p.AuthorizationType === 'NONE')
+    .map((p) => String(p.RouteKey))
+    .sort();
+
+  return {
+    format: LOCAL_RESOURCES_FORMAT,
+    tables,
+    buckets,
+    queues,
+    functions,
+    streamConsumers,
+    queueConsumers,
+    openRoutes,
+  };
 }
 
 function tagValue(tags: unknown, key: string): string | undefined {

@@ -37,6 +37,7 @@ import { Backups } from './constructs/backups';
 import { SheetlogDashboard } from './constructs/dashboard';
 import { type FunctionCrate, SheetlogFunction } from './constructs/sheetlog-function';
 import { SheetlogTable } from './constructs/sheetlog-table';
+import { loadOpenRoutes, type OpenRoute } from './open-routes';
 import { FUNCTIONS_DIR } from './paths';
 import { type FilterPattern, loadStreamFilterPatterns } from './stream-filter';
 import { buildWebClient } from './web';
@@ -207,8 +208,12 @@ export function onPublish(ctx) {
 `;
 }
 
-/** The web page's routes (no authorizer: public files that read no data). */
-export const WEB_ROUTES = ['/', '/sheets/{logId}', '/app/{proxy+}'] as const;
+/**
+ * The routes without an authorizer: the web page and its bundle, `/config.json` (how to sign in),
+ * `/health` and `/openapi.json`; read from `functions/api/src/open_routes.json`, which the API
+ * function and the local authorizer stand-in read too.
+ */
+export const OPEN_ROUTES: readonly OpenRoute[] = loadOpenRoutes();
 
 /** The `ApiAuthorization` output per mode: the deployed stack's record of its mode (scripts/lib/auth_guard.py). */
 export const AUTHORIZATION_OUTPUT = { iam: 'IAM', jwt: 'JWT', cognito: 'COGNITO' } as const;
@@ -758,23 +763,23 @@ export class SheetlogStack extends Stack {
             },
       createDefaultStage: false,
     });
-    // The web spreadsheet (functions/api/src/web.rs): the same function serves the page, on the
-    // API's own origin. Its three routes carry no authorizer: they answer public files and read no
-    // data; every data route keeps the default authorizer, and the page sends the person's token.
+    // The routes without an authorizer (OPEN_ROUTES): the web spreadsheet (functions/api/src/web.rs,
+    // served by the same function on the API's own origin), the settings it signs in with
+    // (/config.json, needed before it holds a token), /health and /openapi.json. None reads data;
+    // every data route keeps the default authorizer, and the page sends the person's token.
     const webIntegration = new HttpLambdaIntegration('WebIntegration', this.api.function, {
       payloadFormatVersion: apigw.PayloadFormatVersion.VERSION_2_0,
     });
-    for (const path of WEB_ROUTES) {
+    for (const { method, path, why } of OPEN_ROUTES) {
       for (const route of this.httpApi.addRoutes({
         path,
-        methods: [apigw.HttpMethod.GET],
+        methods: [method as apigw.HttpMethod],
         integration: webIntegration,
         authorizer: new apigw.HttpNoneAuthorizer(),
       })) {
         Validations.of(route).acknowledge({
           id: 'AwsSolutions-APIG4',
-          reason:
-            'The web client page and its script bundle: static public files that read no data. Every data route is authorized.',
+          reason: `${why} Every data route is authorized.`,
         });
       }
     }

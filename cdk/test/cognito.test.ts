@@ -6,7 +6,7 @@
  */
 import * as assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { CATALOG_GSI, CATALOG_MEMBER_KEY, CRATES, ENV, LOGICAL_IDS, WEB_ROUTES } from '../lib/sheetlog-stack';
+import { CATALOG_GSI, CATALOG_MEMBER_KEY, CRATES, ENV, LOGICAL_IDS, OPEN_ROUTES } from '../lib/sheetlog-stack';
 import {
   assertKeptTable,
   functionByBinary,
@@ -215,7 +215,9 @@ describe('cognito mode: HTTP API', () => {
     assert.equal(data?.AuthorizationType, 'JWT');
     assert.deepEqual(data?.AuthorizerId, { Ref: authorizerId });
     const web = routes.filter((r) => r.RouteKey !== '$default');
-    assert.deepEqual(web.map((r) => r.RouteKey).sort(), WEB_ROUTES.map((p) => `GET ${p}`).sort());
+    assert.deepEqual(web.map((r) => r.RouteKey).sort(), OPEN_ROUTES.map((r) => `${r.method} ${r.path}`).sort());
+    // The page reads how to sign in before it holds a token.
+    assert.ok(web.some((r) => r.RouteKey === 'GET /config.json'));
     for (const r of web) assert.equal(r.AuthorizationType, 'NONE', r.RouteKey);
     template.hasOutput('ApiAuthorization', { Value: 'COGNITO' });
     template.hasOutput('WebUrl', {

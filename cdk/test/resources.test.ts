@@ -11,7 +11,7 @@ import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { describeLocalResources, describeLocalResourcesOfStack, LOCAL_STACK_CONTEXT } from '../lib/resources';
 import { loadStreamFilterPatterns } from '../lib/stream-filter';
-import { synth } from './support';
+import { resourcesOfType, synth } from './support';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..');
 /** tsx's loader by URL, so a child process can run TypeScript from any working directory. */
@@ -200,6 +200,17 @@ describe('local resources description', () => {
     assert.equal(other.buckets[0].lifecycleRules[0].expirationDays, 9);
     assert.equal(other.functions[0].environment.SHEETLOG_SNAPSHOT_INTERVAL, '33');
     assert.deepEqual(describeLocalResourcesOfStack(stack), local);
+  });
+
+  test('lists the routes without an authorizer, read from the template', () => {
+    const keys = resourcesOfType(json, 'AWS::ApiGatewayV2::Route')
+      .map(([, r]) => r.Properties)
+      .filter((p) => p.AuthorizationType === 'NONE')
+      .map((p) => p.RouteKey);
+    assert.deepEqual(local.openRoutes, [...keys].sort());
+    for (const key of ['GET /', 'GET /config.json', 'GET /health', 'GET /openapi.json'])
+      assert.ok(local.openRoutes.includes(key), key);
+    assert.ok(!local.openRoutes.includes('$default'));
   });
 
   test('describes the Catalog table of a cognito stack with its index; other tables have no index field', () => {

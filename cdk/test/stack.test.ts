@@ -16,6 +16,7 @@ import {
   CRATES,
   ENV,
   LOGICAL_IDS,
+  OPEN_ROUTES,
   SheetlogStack,
   TIMINGS,
 } from '../lib/sheetlog-stack';
@@ -494,7 +495,7 @@ describe('HTTP API', () => {
   const routes = (json: Json) => {
     const all = resourcesOfType(json, 'AWS::ApiGatewayV2::Route').map(([, r]) => r);
     const byKey = Object.fromEntries(all.map((r) => [r.Properties.RouteKey, r]));
-    assert.equal(all.length, 4, 'the $default route and three for the web page');
+    assert.equal(all.length, 1 + OPEN_ROUTES.length, 'the $default route and one per open route');
     return { route: byKey.$default, byKey };
   };
 
@@ -532,11 +533,24 @@ describe('HTTP API', () => {
     assert.equal(api.Properties.Environment.Variables.SHEETLOG_ACCESS_CLAIM, 'sheetlog_logs');
   });
 
-  test('serves the web page on three GET routes without an authorizer, to the same function', () => {
-    for (const context of [{}, { jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web' }]) {
+  test('serves the page, its sign-in settings, /health and /openapi.json without an authorizer, to the same function', () => {
+    for (const context of [
+      {},
+      { jwtIssuer: 'https://issuer.example.com/pool', jwtAudience: 'web' },
+      { authMode: 'cognito' },
+    ]) {
       const { json } = synth(context);
       const { byKey } = routes(json);
-      for (const key of ['GET /', 'GET /sheets/{logId}', 'GET /app/{proxy+}']) {
+      const open = Object.keys(byKey).filter((k) => byKey[k].Properties.AuthorizationType === 'NONE');
+      assert.deepEqual(open.sort(), OPEN_ROUTES.map((r) => `${r.method} ${r.path}`).sort());
+      for (const key of [
+        'GET /',
+        'GET /sheets/{logId}',
+        'GET /app/{proxy+}',
+        'GET /config.json',
+        'GET /health',
+        'GET /openapi.json',
+      ]) {
         assert.ok(byKey[key], `${key} is routed`);
         assert.equal(byKey[key].Properties.AuthorizationType, 'NONE');
         const target = byKey[key].Properties.Target['Fn::Join'][1][1].Ref;

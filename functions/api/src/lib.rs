@@ -15,6 +15,7 @@
 //! - `state.rs`   — shared state: event log, bucket, config, segment-hint cache
 //! - `config.rs`  — settings from the environment
 //! - `access.rs`  — which logs a caller may read or write (checked on every route)
+//! - `open_routes.rs` — the routes without an authorizer (`open_routes.json`, shared with the CDK app)
 //! - `sheets.rs`  — the catalog routes: `/config.json`, `/me`, `/sheets`, rename, members
 
 pub mod access;
@@ -24,6 +25,7 @@ pub mod dto;
 pub mod entry_json;
 pub mod error;
 pub mod lambda_limit;
+pub mod open_routes;
 pub mod pull_gather;
 pub mod request;
 pub mod routes;

@@ -10,7 +10,8 @@
 //!   the signature, `iss`, `aud` (or `client_id`), `exp` and `nbf`, answers `401
 //!   {"message":"Unauthorized"}` otherwise, and hands the claims to the function as API Gateway
 //!   does: `requestContext.authorizer.jwt.claims`, every value a string (an array as `[a b c]`).
-//!   The web page's routes carry no authorizer, as in the deployed stack.
+//!   The routes without an authorizer in the deployed stack (the page, `/config.json`,
+//!   `/health`, `/openapi.json`: `functions/api/src/open_routes.json`) carry none here either.
 //!
 //! None of this is in the Lambda function: there, claims come only from API Gateway's event.
 
@@ -317,16 +318,11 @@ fn claim_string(v: &Value) -> String {
     }
 }
 
-/// The routes API Gateway serves without an authorizer (`cdk/lib/sheetlog-stack.ts`): the web
-/// page and bundle; and, locally, the issuer's own documents.
-fn open_route(path: &str) -> bool {
-    let one_segment = |rest: &str| !rest.is_empty() && !rest.contains('/');
-    path == "/"
-        || path == "/config.json"
-        || path.strip_prefix("/sheets/").is_some_and(one_segment)
-        || path
-            .strip_prefix("/app/")
-            .is_some_and(|rest| !rest.is_empty())
+/// The routes API Gateway serves without an authorizer, read from the one list the CDK stack
+/// creates them from (`functions/api/src/open_routes.json`, [`sheetlog_api::open_routes`]); and,
+/// locally, the issuer's own documents.
+fn open_route(method: &Method, path: &str) -> bool {
+    sheetlog_api::open_routes::is_open(method.as_str(), path)
         || path.starts_with(&format!("{ISSUER_PATH}/"))
 }
 
@@ -354,7 +350,7 @@ pub async fn authorize(
     // Whatever the client sent, only this layer writes the context.
     req.extensions_mut()
         .remove::<lambda_http::request::RequestContext>();
-    if req.method() == Method::OPTIONS || open_route(req.uri().path()) {
+    if req.method() == Method::OPTIONS || open_route(req.method(), req.uri().path()) {
         return next.run(req).await;
     }
     let authorization = req
@@ -519,18 +515,13 @@ mod tests {
 
     #[test]
     fn web_routes_and_the_issuer_need_no_token() {
-        assert!(open_route("/") && open_route("/sheets/abc") && open_route("/app/main.js"));
-        assert!(open_route("/local-issuer/.well-known/jwks.json"));
-        assert!(open_route("/config.json"));
-        for path in [
-            "/health",
-            "/openapi.json",
-            "/logs",
-            "/logs/x/entries",
-            "/sheets",
-            "/sheets/a/b",
-        ] {
-            assert!(!open_route(path), "{path}");
+        let get = |p| open_route(&Method::GET, p);
+        assert!(get("/") && get("/sheets/abc") && get("/app/main.js"));
+        assert!(get("/local-issuer/.well-known/jwks.json"));
+        assert!(get("/config.json") && get("/health") && get("/openapi.json"));
+        assert!(!open_route(&Method::POST, "/config.json"));
+        for path in ["/logs", "/logs/x/entries", "/sheets", "/sheets/a/b", "/me"] {
+            assert!(!get(path), "{path}");
         }
     }
 }

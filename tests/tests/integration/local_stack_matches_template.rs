@@ -14,6 +14,11 @@
 //! Also: every template table, bucket and queue has a local counterpart and the local stack
 //! creates nothing the template lacks.
 //!
+//! The routes the template serves without an authorizer are checked against the local
+//! authorizer stand-in (`sheetlog dev --auth jwt|cognito`) over HTTP: every route of the API and
+//! every open route, with every method, is open locally exactly when the template has it open
+//! ([`local_authorizer_opens_exactly_the_templates_open_routes`]).
+//!
 //! Not compared, on purpose: names (CloudFormation generates them; the local stack prefixes
 //! them), and what the template adds for a production account that neither the emulator nor a
 //! developer needs and the description leaves out — encryption, point-in-time recovery, deletion
@@ -47,6 +52,10 @@ struct Description {
     functions: Vec<Function>,
     stream_consumers: Vec<StreamConsumer>,
     queue_consumers: Vec<QueueConsumer>,
+    /// Route keys (`GET /config.json`) of the HTTP API's routes without an authorizer; compared
+    /// with what the local authorizer stand-in lets through by
+    /// [`local_authorizer_opens_exactly_the_templates_open_routes`].
+    open_routes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -375,6 +384,8 @@ async fn observe(
         functions: local_functions(),
         stream_consumers: local_stream_consumers(desc, pairs)?,
         queue_consumers: local_queue_consumers(stack, pairs)?,
+        // Not a resource: checked against the authorizer stand-in over HTTP (below).
+        open_routes: desc.open_routes.clone(),
     })
 }
 
@@ -957,5 +968,148 @@ async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Resu
             "changing {what} in the template's description went unnoticed"
         );
     }
+    Ok(())
+}
+
+/// Whether API Gateway would send `method path` to the route `key` (`GET /sheets/{logId}`): the
+/// method exactly, a literal segment exactly, `{name}` one non-empty segment, `{name+}` (last)
+/// the rest, at least one segment. Written here, apart from the stand-in's own matcher, so a
+/// mistake in that one shows.
+fn route_key_matches(key: &str, method: &str, path: &str) -> bool {
+    let Some((m, route)) = key.split_once(' ') else {
+        return false;
+    };
+    if m != method {
+        return false;
+    }
+    let want: Vec<&str> = route.split('/').skip(1).collect();
+    let got: Vec<&str> = path.split('/').skip(1).collect();
+    if route == "/" {
+        return path == "/";
+    }
+    for (i, w) in want.iter().enumerate() {
+        if w.starts_with('{') && w.ends_with("+}") {
+            return got.len() > i && got[i..].iter().any(|s| !s.is_empty());
+        }
+        match got.get(i) {
+            Some(g) if w.starts_with('{') && w.ends_with('}') && !g.is_empty() => {}
+            Some(g) if g == w => {}
+            _ => return false,
+        }
+    }
+    got.len() == want.len()
+}
+
+/// A request path for a route path: each `{name}` a log id, `{name+}` two segments.
+fn instantiate(route: &str) -> String {
+    route
+        .split('/')
+        .map(|s| {
+            if s.starts_with('{') && s.ends_with("+}") {
+                "a/main.js"
+            } else if s.starts_with('{') && s.ends_with('}') {
+                "0b5c4a6e-41b5-4f4e-9c57-8a40f9a1c001"
+            } else {
+                s
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The template's routes without an authorizer (read from the synthesized template through
+/// `cdk/bin/local-resources.ts`) are the requests the local stand-in for API Gateway's
+/// authorizer lets through without a token, and no others: every route of the API (its OpenAPI
+/// document), every open route, and near misses of them (another method, a deeper path), each
+/// sent over HTTP to the stand-in in front of a handler that answers 200. A 401 means the
+/// stand-in wanted a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::Result<()> {
+    use sheetlog::local_auth::{JwtAuthorizer, authorize};
+
+    let template = template_description(&workspace_root()).await?;
+    ensure!(
+        template.open_routes.iter().any(|k| k == "GET /config.json"),
+        "the template serves GET /config.json behind an authorizer: the page cannot read how to \
+         sign in (open routes: {:?})",
+        template.open_routes
+    );
+
+    // No token is ever sent, so the issuer is never asked for its keys.
+    let authorizer = std::sync::Arc::new(JwtAuthorizer::new(
+        "http://127.0.0.1:9/unused",
+        vec!["unused".into()],
+    ));
+    let app = axum::Router::new()
+        .fallback(|| async { "passed the authorizer" })
+        .layer(axum::middleware::from_fn_with_state(authorizer, authorize));
+    let (base, server) = sheetlog_tests::api::serve(app).await?;
+
+    let methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
+    let mut paths = BTreeSet::new();
+    let doc = serde_json::to_value(sheetlog_api::openapi())?;
+    for path in doc["paths"]
+        .as_object()
+        .context("the OpenAPI document has no paths")?
+        .keys()
+    {
+        paths.insert(instantiate(path));
+    }
+    for key in &template.open_routes {
+        let (_, route) = key.split_once(' ').context("a route key is METHOD PATH")?;
+        let path = instantiate(route);
+        paths.insert(format!("{}/x", path.trim_end_matches('/')));
+        paths.insert(path);
+    }
+    for extra in ["/sheets/", "/app/", "/app", "/sheets/a/b", "/nowhere"] {
+        paths.insert(extra.to_owned());
+    }
+
+    let http = reqwest::Client::new();
+    let mut wrong = Vec::new();
+    let mut opened = 0;
+    for path in &paths {
+        for method in methods {
+            let expected = template
+                .open_routes
+                .iter()
+                .any(|k| route_key_matches(k, method, path));
+            let status = http
+                .request(method.parse()?, format!("{base}{path}"))
+                .send()
+                .await
+                .with_context(|| format!("{method} {path}"))?
+                .status();
+            let open = status != reqwest::StatusCode::UNAUTHORIZED;
+            opened += usize::from(open);
+            if open != expected {
+                wrong.push(format!(
+                    "{method} {path}: the template has it {}, the local stand-in {} ({status})",
+                    if expected {
+                        "open"
+                    } else {
+                        "behind the authorizer"
+                    },
+                    if open {
+                        "lets it through"
+                    } else {
+                        "answers 401"
+                    },
+                ));
+            }
+        }
+    }
+    server.abort();
+    ensure!(
+        wrong.is_empty(),
+        "the local authorizer stand-in and the template disagree (template's open routes: \
+         {:?}):\n  {}",
+        template.open_routes,
+        wrong.join("\n  ")
+    );
+    ensure!(
+        opened >= template.open_routes.len(),
+        "too few requests were open"
+    );
     Ok(())
 }
