@@ -210,14 +210,46 @@ const RFC5054_N_HEX: &str = concat!(
     "BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF",
 );
 
+/// The API's `GET /config.json`: how to sign in. Anything but a 200 with a JSON object is said
+/// as such (never read as settings): a 401 or 403 from an API Gateway whose route still needs a
+/// token (a stack deployed before `/config.json` was open), a 404 from a URL that is no
+/// sheetlog API.
+pub async fn client_config(api: &str) -> Result<Value, CliError> {
+    let url = format!("{}/config.json", key(api));
+    let resp = reqwest::get(&url)
+        .await
+        .map_err(|e| CliError::Other(format!("reading {url}: {e}")))?;
+    let status = resp.status();
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| CliError::Other(format!("reading {url}: {e}")))?;
+    let excerpt: String = text.chars().take(200).collect();
+    if !status.is_success() {
+        let hint = match status.as_u16() {
+            401 | 403 => {
+                "the API asks for credentials before it says how to sign in: deploy the \
+                 current stack (GET /config.json needs no authorizer), or check --api"
+            }
+            404 => "is --api the URL of a sheetlog API?",
+            _ => "try again, or check --api",
+        };
+        return Err(CliError::Other(format!(
+            "{url} answered HTTP {status} instead of the sign-in settings ({hint}); it said: {excerpt}"
+        )));
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        _ => Err(CliError::Other(format!(
+            "{url} answered with something other than the sign-in settings (is --api the URL \
+             of a sheetlog API?): {excerpt}"
+        ))),
+    }
+}
+
 /// Signs in to the stack at `api` and stores the session; returns where.
 pub async fn login(api: &str, email: &str, password: &str) -> Result<PathBuf, CliError> {
-    let config: Value = reqwest::get(format!("{}/config.json", key(api)))
-        .await
-        .map_err(|e| CliError::Other(format!("reading {api}/config.json: {e}")))?
-        .json()
-        .await
-        .map_err(|e| CliError::Other(format!("reading {api}/config.json: {e}")))?;
+    let config = client_config(api).await?;
     if config["auth"] != "cognito" {
         return Err(CliError::Input(format!(
             "the API at {api} does not use Cognito sign-in (its auth mode is {}); use --token or --iam",

@@ -452,6 +452,58 @@ async fn errors_carry_the_apis_code_and_exit_status() {
     assert_eq!(o.status.code(), Some(3));
 }
 
+/// `sheetlog login` with `--api` at `api`, the password from the environment; a fresh config
+/// directory so nothing is read from or written to the user's.
+async fn login_at(api: &str) -> anyhow::Result<Output> {
+    let api = api.to_owned();
+    let home = tempfile::tempdir()?;
+    let dir = home.path().to_owned();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sheetlog"))
+            .args(["--api", &api, "login", "--email", "a@example.com"])
+            .env("SHEETLOG_PASSWORD", "not-used-Passw0rd!")
+            .env("XDG_CONFIG_HOME", &dir)
+            .env_remove("SHEETLOG_TOKEN")
+            .output()
+    })
+    .await??;
+    drop(home);
+    Ok(o)
+}
+
+/// `sheetlog login` reads the sign-in settings from `GET /config.json`; an answer that is not
+/// a 200 (API Gateway's `401` on a route that still needs a token, a 404 from a URL that is no
+/// sheetlog API) is said as such, never read as settings ("its auth mode is null").
+#[tokio::test(flavor = "multi_thread")]
+async fn login_says_when_config_json_is_not_there() {
+    // The local stack under a path it does not serve: its 404 `not-found`.
+    let api = TestApi::start("cli-login-404").await.unwrap();
+    let o = login_at(&format!("{}/nowhere", api.base)).await.unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("/nowhere/config.json answered HTTP 404"),
+        "{err}"
+    );
+    assert!(!err.contains("auth mode is"), "{err}");
+    // API Gateway's answer when its authorizer guards the route.
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"message": "Unauthorized"})),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let o = login_at(&base).await.unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("answered HTTP 401"), "{err}");
+    assert!(err.contains("asks for credentials"), "{err}");
+    assert!(!err.contains("auth mode is"), "{err}");
+}
+
 /// What the recording server saw of one request.
 #[derive(Debug, Clone)]
 struct Seen {
