@@ -133,7 +133,11 @@ export async function openSheet(
     'Import…',
     fileInput,
   );
-  const exportBtn = button('Export CSV', 'Download the sheet as shown, as CSV');
+  const exportBtn = button(
+    'Export CSV',
+    "Download the sheet as shown, as CSV. Texts that would run as formulas in a spreadsheet program get a leading ' " +
+      '(Alt-click: every text exactly as stored)',
+  );
   const historyBtn = button('History', 'See the sheet as it was at any version');
   const progress = el('progress', { className: 'progress', hidden: true, max: 1 });
   const progressText = el('span', { className: 'progress-text' });
@@ -589,9 +593,11 @@ export async function openSheet(
   };
 
   // ---- Export ------------------------------------------------------------------------------
-  exportBtn.onclick = async () => {
+  exportBtn.onclick = async (event: MouseEvent) => {
     if (!shown) return;
     const seq = shown.seq;
+    // Alt-click: raw texts, as `sheetlog export --raw` (docs/web.md, "Export").
+    const raw = event.altKey;
     try {
       const ext = await call<Extent>('GET', `${api}/extent?at=${seq}`);
       const parts: string[] = [];
@@ -603,7 +609,12 @@ export async function openSheet(
         for (const row of a.values as Value[][]) {
           let end = row.length;
           while (end > 0 && row[end - 1] === null) end--;
-          parts.push(`${row.slice(0, end).map(csvValue).join(',')}\r\n`);
+          parts.push(
+            `${row
+              .slice(0, end)
+              .map((v) => csvValue(v, raw))
+              .join(',')}\r\n`,
+          );
         }
       }
       const a = el('a', {

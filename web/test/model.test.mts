@@ -96,6 +96,29 @@ describe('references and values', () => {
     assert.equal(csvValue(2.5), '2.5');
     assert.equal(csvValue(null), '');
   });
+
+  test('exported texts that a spreadsheet program would run as formulas get a leading quote', () => {
+    // OWASP's CSV injection list: =, +, -, @, tab and carriage return first.
+    assert.equal(
+      csvValue('=HYPERLINK("https://evil.example","click")'),
+      `"'=HYPERLINK(""https://evil.example"",""click"")"`,
+    );
+    assert.equal(csvValue("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
+    assert.equal(csvValue('@SUM(A1)'), "'@SUM(A1)");
+    assert.equal(csvValue('+44 20 7946 0000'), "'+44 20 7946 0000");
+    assert.equal(csvValue('-1.5'), "'-1.5", 'a text, though it reads as a number');
+    assert.equal(csvValue('\tx'), "'\tx");
+    assert.equal(csvValue('\r=1+1'), `"'\r=1+1"`);
+    // Numbers are numbers, negative ones too; other texts, errors and booleans as they are.
+    assert.equal(csvValue(-1.5), '-1.5');
+    assert.equal(csvValue('plain - text'), 'plain - text');
+    assert.equal(csvValue("it's"), "it's");
+    assert.equal(csvValue({ error: '#DIV/0!' }), '#DIV/0!');
+    assert.equal(csvValue(true), 'TRUE');
+    // The opt-out (Alt-click on Export CSV) writes texts as stored.
+    assert.equal(csvValue('=1+1', true), '=1+1');
+    assert.equal(csvValue('\tx', true), '"\tx"');
+  });
 });
 
 describe('the overlay of pending edits', () => {

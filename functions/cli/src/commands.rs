@@ -266,12 +266,28 @@ pub async fn read_log(
     }
 }
 
-/// A cell value as a CSV field: text as is, numbers as JSON writes them, TRUE/FALSE, an error's
-/// code (`#DIV/0!`), nothing for an empty cell.
-fn csv_field(v: &Value) -> String {
+/// The characters that make a spreadsheet program read a CSV field as a formula (or, for tab and
+/// carriage return, hide one behind them): OWASP's "CSV injection" list.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// Text as an exported CSV field: a text that a spreadsheet program would run as a formula
+/// (`=HYPERLINK(…)`, a DDE payload such as `=cmd|' /C calc'!A0`, `@SUM(…)`) gets a leading `'`,
+/// as OWASP recommends, so the program shows it as text. `raw` (`sheetlog export --raw`) keeps
+/// every text as it is. Numbers never pass here: a cell holding -1.5 is a number.
+pub fn neutralise(text: &str, raw: bool) -> std::borrow::Cow<'_, str> {
+    if !raw && text.starts_with(FORMULA_STARTS) {
+        format!("'{text}").into()
+    } else {
+        text.into()
+    }
+}
+
+/// A cell value as a CSV field: text (neutralised unless `raw`, see [`neutralise`]), numbers as
+/// JSON writes them, TRUE/FALSE, an error's code (`#DIV/0!`), nothing for an empty cell.
+fn csv_field(v: &Value, raw: bool) -> String {
     match v {
         Value::Null => String::new(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => neutralise(s, raw).into_owned(),
         Value::Bool(b) => if *b { "TRUE" } else { "FALSE" }.into(),
         Value::Number(n) => n.to_string(),
         Value::Object(o) => o
@@ -295,11 +311,13 @@ pub struct Exported {
 /// Writes the sheet as of `at` (default: now) as CSV: its extent first, then range reads of
 /// whole rows, at most 100,000 cells (the API's limit) and 1,000 rows each, all pinned to one
 /// sequence so the file is one consistent version. Memory stays one block; empty rows at the end
-/// are left out. A block too large for one response (long texts) is read in halves.
+/// are left out. A block too large for one response (long texts) is read in halves. Texts that
+/// would run as formulas are neutralised unless `raw` ([`neutralise`]).
 pub async fn export(
     api: &Api,
     log: &str,
     at: Option<u64>,
+    raw: bool,
     w: impl Write,
 ) -> Result<Exported, CliError> {
     let path = match at {
@@ -353,7 +371,7 @@ pub async fn export(
                 .map(Vec::as_slice)
                 .unwrap_or(&[])
                 .iter()
-                .map(csv_field)
+                .map(|v| csv_field(v, raw))
                 .collect();
             if fields.iter().all(String::is_empty) {
                 empty_run += 1;
@@ -462,11 +480,11 @@ mod tests {
 
     #[test]
     fn fields_are_written_as_spreadsheets_do() {
-        assert_eq!(csv_field(&json!(0.01)), "0.01");
-        assert_eq!(csv_field(&json!(42)), "42");
-        assert_eq!(csv_field(&json!(true)), "TRUE");
-        assert_eq!(csv_field(&json!({"error": "#DIV/0!"})), "#DIV/0!");
-        assert_eq!(csv_field(&Value::Null), "");
+        assert_eq!(csv_field(&json!(0.01), false), "0.01");
+        assert_eq!(csv_field(&json!(42), false), "42");
+        assert_eq!(csv_field(&json!(true), false), "TRUE");
+        assert_eq!(csv_field(&json!({"error": "#DIV/0!"}), false), "#DIV/0!");
+        assert_eq!(csv_field(&Value::Null, false), "");
     }
 
     #[test]

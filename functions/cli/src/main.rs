@@ -103,6 +103,10 @@ enum Command {
         /// Write to this file instead of stdout.
         #[arg(long, short)]
         output: Option<std::path::PathBuf>,
+        /// Write texts exactly as stored: by default a text starting with =, +, -, @, tab or
+        /// carriage return gets a leading ' so spreadsheet programs do not run it as a formula.
+        #[arg(long)]
+        raw: bool,
     },
     /// The log's entries, one line each: sequence, time, what it did.
     History {
@@ -452,14 +456,19 @@ async fn run(
                 ))
             }
         }
-        Command::Export { log, at, output } => {
+        Command::Export {
+            log,
+            at,
+            output,
+            raw,
+        } => {
             let done = match &output {
                 Some(path) => {
                     let file = std::fs::File::create(path)
                         .map_err(CliError::io(format!("creating {}", path.display())))?;
-                    commands::export(&api, &log, at, std::io::BufWriter::new(file)).await?
+                    commands::export(&api, &log, at, raw, std::io::BufWriter::new(file)).await?
                 }
-                None => commands::export(&api, &log, at, std::io::stdout().lock()).await?,
+                None => commands::export(&api, &log, at, raw, std::io::stdout().lock()).await?,
             };
             let summary = json!({"seq": done.seq, "rows": done.rows, "columns": done.columns,
                 "requests": done.requests});

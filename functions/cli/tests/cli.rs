@@ -186,6 +186,47 @@ async fn exports_any_version_as_csv() {
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
 }
 
+/// Texts a spreadsheet program would run as formulas (OWASP's CSV injection: `=`, `+`, `-`, `@`,
+/// tab, carriage return first) are exported with a leading `'`; numbers, negative ones too, and
+/// other texts as they are. `--raw` writes every text as stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn export_neutralises_formulas_unless_raw() {
+    let (_api, base, log) = api_and_log("cli-export-formulas").await.unwrap();
+    ok(
+        &base,
+        &[
+            "set",
+            &log,
+            "A1==HYPERLINK(\"https://evil.example\",\"click\")",
+            "B1==cmd|' /C calc'!A0",
+            "C1=@SUM(A1)",
+            "D1=+44 20 7946 0000",
+            "E1='-1.5",
+            "A2=-1.5",
+            "B2=\tx",
+            "C2=\r=1+1",
+            "D2=plain - text",
+            "E2=it's",
+        ],
+    )
+    .await
+    .unwrap();
+    let safe = ok(&base, &["export", &log]).await.unwrap();
+    assert_eq!(
+        safe,
+        "\"'=HYPERLINK(\"\"https://evil.example\"\",\"\"click\"\")\",'=cmd|' /C calc'!A0,\
+         '@SUM(A1),'+44 20 7946 0000,'-1.5\n\
+         -1.5,'\tx,\"'\r=1+1\",plain - text,it's\n"
+    );
+    let raw = ok(&base, &["export", &log, "--raw"]).await.unwrap();
+    assert_eq!(
+        raw,
+        "\"=HYPERLINK(\"\"https://evil.example\"\",\"\"click\"\")\",=cmd|' /C calc'!A0,\
+         @SUM(A1),+44 20 7946 0000,-1.5\n\
+         -1.5,\tx,\"\r=1+1\",plain - text,it's\n"
+    );
+}
+
 /// A block of rows whose answer would pass the response limit (long texts) is read again in
 /// halves until it fits: the file is whole and in order. Without the halving the export stops at
 /// the first `413`.
