@@ -42,6 +42,7 @@ import {
   type Value,
 } from './model';
 import { eventsConfig, type LinkState, PokeLink } from './pokes';
+import { splitPush } from './push';
 import { remember } from './sheets';
 import { el, type Messages } from './ui';
 
@@ -419,29 +420,36 @@ export async function openSheet(
       return { httpRequestInfo: { httpStatusCode: 403, errorMessage: 'view only' } };
     }
     try {
-      const auth = await freshAuth();
-      const r = await fetch(`${api}/replicache/push`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-replicache-requestid': requestID,
-          ...(auth ? { authorization: auth } : {}),
-        },
-        body: JSON.stringify(req),
-      });
-      const text = await r.text();
-      setOnline(true);
-      if (r.ok) {
-        const body = JSON.parse(text) as { rejected?: { id: number; error: string }[] };
-        for (const x of body.rejected ?? []) messages.error(`An edit was refused by the server: ${x.error}`);
-      } else {
-        let said = text;
-        try {
-          said = (JSON.parse(text) as { error: { message: string } }).error.message;
-        } catch {}
-        messages.error(`Saving edits failed (${r.status}): ${said}`, 'push');
+      // A long offline queue goes as several pushes, in order, each within the server's limits
+      // (push.ts); the first that fails stops the rest, and Replicache retries from it.
+      for (const mutations of splitPush(req.mutations)) {
+        const auth = await freshAuth();
+        const r = await fetch(`${api}/replicache/push`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-replicache-requestid': requestID,
+            ...(auth ? { authorization: auth } : {}),
+          },
+          body: JSON.stringify({ ...req, mutations }),
+        });
+        const text = await r.text();
+        setOnline(true);
+        if (r.ok) {
+          const body = JSON.parse(text) as { rejected?: { id: number; error: string }[]; error?: string };
+          for (const x of body.rejected ?? []) messages.error(`An edit was refused by the server: ${x.error}`);
+          // A Replicache error answer (200 with `error`): the later parts would get the same.
+          if (body.error !== undefined) break;
+        } else {
+          let said = text;
+          try {
+            said = (JSON.parse(text) as { error: { message: string } }).error.message;
+          } catch {}
+          messages.error(`Saving edits failed (${r.status}): ${said}`, 'push');
+          return { httpRequestInfo: { httpStatusCode: r.status, errorMessage: text } };
+        }
       }
-      return { httpRequestInfo: { httpStatusCode: r.status, errorMessage: r.ok ? '' : text } };
+      return { httpRequestInfo: { httpStatusCode: 200, errorMessage: '' } };
     } catch {
       setOnline(false);
       return { httpRequestInfo: { httpStatusCode: 0, errorMessage: 'offline' } };
