@@ -51,6 +51,10 @@ pub enum ApiError {
     EntryTooLarge { size: usize, limit: usize },
     #[error("the request body exceeds {limit} bytes")]
     RequestTooLarge { limit: usize },
+    /// A Replicache push over the push limits (`docs/sync.md`, "Push limits"): refused before
+    /// anything is claimed, enqueued or written.
+    #[error("{0}")]
+    PushTooLarge(sheetlog_core::sync_queue::PushTooLarge),
     #[error("the file is {size} bytes; the upload limit is {limit} bytes")]
     UploadTooLarge { size: u64, limit: u64 },
     #[error(
@@ -177,9 +181,10 @@ impl ApiError {
                 StatusCode::CONFLICT
             }
             InvalidPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            EntryTooLarge { .. } | RequestTooLarge { .. } | UploadTooLarge { .. } => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
+            EntryTooLarge { .. }
+            | RequestTooLarge { .. }
+            | UploadTooLarge { .. }
+            | PushTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Truncated { .. } | ReplayUnavailable { .. } | HistoryDeleted | LogDeleted(_) => {
                 StatusCode::GONE
             }
@@ -207,6 +212,7 @@ impl ApiError {
             InvalidPayload { .. } => "invalid-payload",
             EntryTooLarge { .. } => "entry-too-large",
             RequestTooLarge { .. } => "request-too-large",
+            PushTooLarge(_) => "push-too-large",
             UploadTooLarge { .. } => "upload-too-large",
             Truncated { .. } => "truncated",
             OutOfRange { .. } => "out-of-range",
@@ -281,6 +287,18 @@ impl ApiError {
             } => {
                 m.insert("limit".into(), json!(value));
                 m.insert("limitName".into(), json!(name));
+            }
+            ApiError::PushTooLarge(p) => {
+                m.insert("count".into(), json!(p.count));
+                m.insert("limit".into(), json!(p.limit));
+                m.insert(
+                    "limitName".into(),
+                    json!(if p.what == "mutations" {
+                        "maxPushMutations"
+                    } else {
+                        "maxPushClients"
+                    }),
+                );
             }
             ApiError::TooManyMembers { limit } => {
                 m.insert("limit".into(), json!(limit));

@@ -34,7 +34,7 @@ use sheetlog_core::sheet::mutations::check_id;
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
 use sheetlog_core::snapshot::ReadBudget;
 use sheetlog_core::sync_queue::{
-    MAX_MESSAGE_BYTES, MESSAGE_VERSION, QueuedMutation, QueuedPush, StoredPush,
+    MAX_MESSAGE_BYTES, MESSAGE_VERSION, QueuedMutation, QueuedPush, StoredPush, check_push_limits,
 };
 use tracing::{info, warn};
 
@@ -162,7 +162,8 @@ struct PushRequest {
         (status = 403, body = ErrorResponse, description = "under JWT authorization: no write grant on this log, or the client group belongs to another user (`client-group-forbidden`)"),
         (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse, description = "a mutation id past the next one expected (`mutation-gap`)"),
-        (status = 413, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+        (status = 413, body = ErrorResponse, description = "the body is over the request limit (`request-too-large`), or the push carries more than 10,000 mutations or mutations of more than 100 clients (`push-too-large`): split it into several pushes, in order"),
+        (status = 503, body = ErrorResponse)))]
 pub async fn push(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -179,6 +180,10 @@ pub async fn push(
     for m in &req.mutations {
         check("clientID", &m.client_id)?;
     }
+    // Bounded work per push (`docs/sync.md`, "Push limits"): refused before the group is claimed
+    // or anything is enqueued or written.
+    check_push_limits(req.mutations.iter().map(|m| m.client_id.as_str()))
+        .map_err(ApiError::PushTooLarge)?;
     check_group_owner(
         &state,
         log,

@@ -23,6 +23,54 @@ pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// Prefix of pushes stored in the bucket.
 pub const PUSHES_PREFIX: &str = "pushes/";
 
+/// The most mutations one Replicache push may carry (`docs/sync.md`, "Push limits"). The 6 MiB
+/// body alone let one push hold a sheet's writer for many seconds; at this limit the writer
+/// applies a push in ten entries of 1,000. A client with a longer queue splits it into several
+/// pushes, in order (the web page's pusher does).
+pub const MAX_PUSH_MUTATIONS: usize = 10_000;
+
+/// The most distinct clients one push may carry mutations for: each new one costs the API (and
+/// the writer) one strong Clients query, issued together. A client group is one person's tabs.
+pub const MAX_PUSH_CLIENTS: usize = 100;
+
+/// A push over one of the push limits: what was counted, how many, and the limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the push carries {count} {what}; the limit is {limit} per push: split it into several pushes, in order"
+)]
+pub struct PushTooLarge {
+    pub what: &'static str,
+    pub count: usize,
+    pub limit: usize,
+}
+
+/// Checks a push's mutations (their client ids, in order) against [`MAX_PUSH_MUTATIONS`] and
+/// [`MAX_PUSH_CLIENTS`], in time linear in the push.
+pub fn check_push_limits<'a>(
+    clients: impl ExactSizeIterator<Item = &'a str>,
+) -> Result<(), PushTooLarge> {
+    let count = clients.len();
+    if count > MAX_PUSH_MUTATIONS {
+        return Err(PushTooLarge {
+            what: "mutations",
+            count,
+            limit: MAX_PUSH_MUTATIONS,
+        });
+    }
+    let mut distinct = std::collections::HashSet::new();
+    for c in clients {
+        distinct.insert(c);
+    }
+    if distinct.len() > MAX_PUSH_CLIENTS {
+        return Err(PushTooLarge {
+            what: "distinct client ids",
+            count: distinct.len(),
+            limit: MAX_PUSH_CLIENTS,
+        });
+    }
+    Ok(())
+}
+
 /// One mutation as the client pushed it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedMutation {
@@ -296,5 +344,27 @@ mod tests {
         let (clients, mismatched) = client_pushes([&push("c", &[1]), &other_group]);
         assert_eq!(clients[0].mutations.len(), 1);
         assert_eq!(mismatched, vec![("h".to_owned(), "c".to_owned())]);
+    }
+
+    #[test]
+    fn pushes_over_the_limits_are_refused() {
+        let ids = |n: usize, clients: usize| -> Vec<String> {
+            (0..n).map(|i| format!("c{}", i % clients)).collect()
+        };
+        let ok = ids(MAX_PUSH_MUTATIONS, MAX_PUSH_CLIENTS);
+        assert_eq!(check_push_limits(ok.iter().map(String::as_str)), Ok(()));
+        let many = ids(MAX_PUSH_MUTATIONS + 1, 1);
+        let err = check_push_limits(many.iter().map(String::as_str)).unwrap_err();
+        assert_eq!((err.what, err.count), ("mutations", MAX_PUSH_MUTATIONS + 1));
+        let clients = ids(MAX_PUSH_CLIENTS + 1, MAX_PUSH_CLIENTS + 1);
+        let err = check_push_limits(clients.iter().map(String::as_str)).unwrap_err();
+        assert_eq!(
+            (err.what, err.count, err.limit),
+            (
+                "distinct client ids",
+                MAX_PUSH_CLIENTS + 1,
+                MAX_PUSH_CLIENTS
+            )
+        );
     }
 }

@@ -445,3 +445,95 @@ async fn a_client_known_only_from_entries_past_the_mark_may_push_on() -> anyhow:
     }
     Ok(())
 }
+
+/// Waits until `client`'s last applied mutation is `last`.
+async fn landed(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    client: &str,
+    last: u64,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let r = c
+            .get(api.url(&format!("/logs/{log}/clients/{client}")))
+            .send()
+            .await?;
+        if r.status() == StatusCode::OK && r.json::<Value>().await?["lastMutationId"] == last {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "client {client} did not reach {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A push over the push limits (`docs/sync.md`, "Push limits") is `413 push-too-large` naming
+/// the limit, and nothing of it is enqueued or written: a later push on the same sheet (the same
+/// FIFO group) lands alone. A push at the client limit is accepted.
+#[tokio::test]
+async fn a_push_over_the_limits_is_refused_with_nothing_written() -> anyhow::Result<()> {
+    use sheetlog_core::sync_queue::{MAX_PUSH_CLIENTS, MAX_PUSH_MUTATIONS};
+    let Some((api, c, log)) = queued_log("sync-queue-limits").await? else {
+        return Ok(());
+    };
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let too_many: Vec<Value> = (1..=MAX_PUSH_MUTATIONS as u64 + 1)
+        .map(|id| set_mutation("many", id))
+        .collect();
+    let too_many_clients: Vec<Value> = (0..=MAX_PUSH_CLIENTS)
+        .map(|i| set_mutation(&format!("c{i}"), 1))
+        .collect();
+    for (muts, count, limit, name) in [
+        (
+            too_many,
+            MAX_PUSH_MUTATIONS + 1,
+            MAX_PUSH_MUTATIONS,
+            "maxPushMutations",
+        ),
+        (
+            too_many_clients,
+            MAX_PUSH_CLIENTS + 1,
+            MAX_PUSH_CLIENTS,
+            "maxPushClients",
+        ),
+    ] {
+        let r = c
+            .post(&push)
+            .json(&push_body("g", json!(muts)))
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let body: Value = r.json().await?;
+        assert_eq!(body["error"]["code"], "push-too-large", "{body}");
+        assert_eq!(body["error"]["count"], count, "{body}");
+        assert_eq!(body["error"]["limit"], limit, "{body}");
+        assert_eq!(body["error"]["limitName"], name, "{body}");
+    }
+    // At the client limit: accepted.
+    let at_limit: Vec<Value> = (0..MAX_PUSH_CLIENTS)
+        .map(|i| set_mutation(&format!("ok{i}"), 1))
+        .collect();
+    let r = c
+        .post(&push)
+        .json(&push_body("g", json!(at_limit)))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.json::<Value>().await?["queued"], MAX_PUSH_CLIENTS);
+    landed(&c, &api, &log, &format!("ok{}", MAX_PUSH_CLIENTS - 1), 1).await?;
+    let (ids, _) = applied(&c, &api, &log).await?;
+    assert_eq!(ids.len(), MAX_PUSH_CLIENTS, "{:?}", ids.keys());
+    assert!(ids.keys().all(|k| k.starts_with("ok")), "{:?}", ids.keys());
+    for client in ["many", "c0"] {
+        let r = c
+            .get(api.url(&format!("/logs/{log}/clients/{client}")))
+            .send()
+            .await?;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{client}");
+    }
+    Ok(())
+}
