@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::clients::ClientRange;
-use sheetlog_core::log::{PushedMutation, Rejected, RunOutcome, RunSource, SegmentHint};
+use sheetlog_core::log::{PushedMutation, Rejected, RunOutcome, RunSource, RunState, SegmentHint};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
 use sheetlog_core::sheet::mutations::check_id;
 use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
@@ -354,10 +354,20 @@ pub(crate) async fn apply_client(
 ) -> Result<(Vec<ClientRange>, Vec<Rejected>, u64), LogError> {
     let mut ranges = Vec::new();
     let mut reasons = Vec::new();
+    // The history read for rebasing, kept from run to run: read once per push.
+    let mut run_state = RunState::default();
     loop {
         match state
             .log
-            .push_run(log, group, client, mutations, state.hint(log), source)
+            .push_run_with(
+                log,
+                group,
+                client,
+                mutations,
+                state.hint(log),
+                source,
+                &mut run_state,
+            )
             .await?
         {
             RunOutcome::Applied {

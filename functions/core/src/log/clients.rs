@@ -59,6 +59,14 @@ pub enum RunSource {
     Replay,
 }
 
+/// What one client's push keeps from one [`EventLog::push_run_with`] to the next: the history
+/// read for rebasing its mutations, so that a push of many runs reads the window since its
+/// oldest `baseSeq` once, and then only what each run (or anyone else) appended.
+#[derive(Debug, Default)]
+pub struct RunState {
+    rebasing: Option<Option<PushRebase>>,
+}
+
 /// Body bytes one `mutations` entry may hold before the rest of a run goes into the next entry
 /// (unless the entry-size rule is lower).
 pub(super) const MAX_RUN_BODY_BYTES: usize = 256 * 1024;
@@ -100,12 +108,40 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         hint: Option<SegmentHint>,
         source: RunSource,
     ) -> Result<RunOutcome, LogError> {
+        self.push_run_with(
+            log,
+            group,
+            client,
+            mutations,
+            hint,
+            source,
+            &mut RunState::default(),
+        )
+        .await
+    }
+
+    /// As [`push_run`](Self::push_run), for a caller that calls again with the same
+    /// `mutations` until they are all applied: `state` carries the history read for rebasing
+    /// from one call to the next ([`RunState`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn push_run_with(
+        &self,
+        log: LogId,
+        group: &str,
+        client: &str,
+        mutations: &[PushedMutation],
+        hint: Option<SegmentHint>,
+        source: RunSource,
+        state: &mut RunState,
+    ) -> Result<RunOutcome, LogError> {
         let mut units = RequestUnits::default();
         let mut hint = hint;
         let mut consistency = Consistency::Eventual;
         let mut backoff = retry::Backoff::new(&self.cfg);
         let attempt_id: u64 = rand::random();
-        let mut rebasing = PushRebase::new(mutations);
+        let rebasing = state
+            .rebasing
+            .get_or_insert_with(|| PushRebase::new(mutations));
         for attempt in 1..=self.cfg.max_attempts {
             // The head, then the runs past the index mark, then the client's range items: in
             // this order nothing applied before the head is missed (`deferred`).

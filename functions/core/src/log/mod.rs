@@ -45,7 +45,7 @@ mod trigger;
 #[cfg(feature = "engine")]
 pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_CLIENTS};
 #[cfg(feature = "engine")]
-pub use clients::{Rejected, RunOutcome, RunSource, oversize_reason};
+pub use clients::{Rejected, RunOutcome, RunSource, RunState, oversize_reason};
 #[cfg(feature = "engine")]
 pub use deferred::{INDEX_WINDOW, LoggedRun, Tail, index_due};
 pub use load::RESOLVE_CONCURRENCY;

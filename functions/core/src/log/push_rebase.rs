@@ -22,6 +22,7 @@ use crate::error::LogError;
 use crate::ports::{LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{Event, InsertRows};
+use crate::sheet::mutations::MAX_MUTATIONS_PER_ENTRY;
 use crate::sheet::rebase::{Outcome, Step, rebase};
 
 /// Entries read per page while catching up with the head.
@@ -93,7 +94,11 @@ pub(super) struct PushRebase {
     floor: u64,
     /// The log's next sequence number at the last catch-up.
     head: u64,
+    /// In sequence order.
     past: Vec<Past>,
+    /// The mutations' bases, ascending, each once: what is read starts at the oldest one still
+    /// in the window, and nothing is read when every one is out of it.
+    bases: Vec<u64>,
 }
 
 impl PushRebase {
@@ -101,14 +106,17 @@ impl PushRebase {
     pub(super) fn new<'a>(
         mutations: impl IntoIterator<Item = &'a PushedMutation>,
     ) -> Option<PushRebase> {
-        let bases: Vec<u64> = mutations.into_iter().filter_map(|m| m.base).collect();
-        let from = bases.iter().copied().min()?;
+        let mut bases: Vec<u64> = mutations.into_iter().filter_map(|m| m.base).collect();
+        bases.sort_unstable();
+        bases.dedup();
+        let from = *bases.first()?;
         Some(PushRebase {
-            newest: bases.iter().copied().max().unwrap_or(from),
+            newest: bases.last().copied().unwrap_or(from),
             read_to: from,
             floor: from,
             head: from,
             past: Vec::new(),
+            bases,
         })
     }
 
@@ -135,6 +143,13 @@ impl PushRebase {
             self.read_to = lowest;
             self.past.clear();
         }
+        // Entries before the oldest base still to rebase are no step of any mutation: skip
+        // them. When every base is out of the window, those mutations are rejected as too old
+        // without reading anything (as `POST /entries` refuses such a base up front).
+        let oldest_live = self.bases.iter().copied().find(|b| *b >= self.floor);
+        self.read_to = self
+            .read_to
+            .max(oldest_live.unwrap_or(next_seq).min(next_seq));
         while self.read_to < next_seq {
             let want = (next_seq - self.read_to).min(PAGE) as usize;
             let page = match log.read_since(id, self.read_to, want).await {
@@ -215,18 +230,48 @@ impl PushRebase {
     /// One client's mutations (ids ascending, the first one after its last applied), rebased.
     /// `before`: the row and column changes that apply before this client's run and after every
     /// committed entry (the earlier runs of the same batch entry).
+    ///
+    /// Only the first [`MAX_MUTATIONS_PER_ENTRY`] are rebased: a run holds no more, and the rest
+    /// are rebased on the round that writes them (each mutation depends only on those before it,
+    /// so what is returned is what rebasing all of them would give for these).
+    ///
+    /// Linear in the mutations where nothing moves: a mutation is walked through the history only
+    /// when some step of its history moves rows or columns ([`rebase`] returns the edit as sent
+    /// otherwise), the client's own cell edits are no step at all (they move nothing), and the
+    /// committed history since a base is found by binary search.
     pub(super) fn apply(
         &self,
         client: &str,
         pending: &[&PushedMutation],
         before: &[Event],
     ) -> Vec<Rebased> {
+        let pending = &pending[..pending.len().min(MAX_MUTATIONS_PER_ENTRY as usize)];
+        let first_id = pending.first().map_or(0, |m| m.id);
+        // `moving_from[i]`: whether a committed step at `past[i..]` may move something for
+        // this client's mutations (cautious for the client's own ids at or past the first
+        // pending one, which count as another's change: they never occur in a consistent log).
+        let mut moving_from = vec![false; self.past.len() + 1];
+        for (i, p) in self.past.iter().enumerate().rev() {
+            let moves = match &p.from {
+                Some((c, m)) if c == client && *m < first_id => p.seen != p.applied,
+                Some((c, _)) if c == client => p.seen != p.applied || !p.applied.is_empty(),
+                _ => !p.applied.is_empty(),
+            };
+            moving_from[i] = moving_from[i + 1] || moves;
+        }
         let mut out: Vec<Rebased> = Vec::with_capacity(pending.len());
-        // The client's earlier mutations of this call: (as sent, as applied), positions only.
+        // The client's earlier mutations of this call that change positions: (as sent, as
+        // applied), positions only. Cell edits are left out: a step with nothing in it moves
+        // nothing and changes no walk.
         let mut own: Vec<(Vec<Event>, Vec<Event>)> = Vec::new();
+        let mut own_moving = false;
         for m in pending {
             let (rebased, sent) = match (&m.event, m.base) {
-                (Ok(event), Some(base)) => self.one(client, m.id, event, base, before, &own),
+                (Ok(event), Some(base)) => {
+                    let from = self.past.partition_point(|p| p.seq < base);
+                    let moving = moving_from[from] || !before.is_empty() || own_moving;
+                    self.one(client, m.id, event, base, before, &own, moving)
+                }
                 _ => (
                     m.event
                         .clone()
@@ -234,7 +279,7 @@ impl PushRebase {
                     None,
                 ),
             };
-            let seen = match &m.event {
+            let seen: Vec<Event> = match &m.event {
                 Ok(e) => positions(e).into_iter().collect(),
                 Err(_) => Vec::new(),
             };
@@ -242,29 +287,20 @@ impl PushRebase {
                 Ok(events) => events.iter().filter_map(positions).collect(),
                 Err(_) => Vec::new(),
             };
-            own.push((seen, applied));
-            // A split delete applies as several events under its one id.
-            let (event, then) = match rebased {
-                Ok(mut events) if !events.is_empty() => {
-                    let first = events.remove(0);
-                    (Ok(first), events)
-                }
-                Ok(_) => (Err("nothing left to apply".to_owned()), Vec::new()),
-                Err(why) => (Err(why), Vec::new()),
-            };
-            out.push(Rebased {
-                mutation: PushedMutation {
-                    id: m.id,
-                    event,
-                    base: m.base,
-                    then,
-                },
-                sent,
-            });
+            if !seen.is_empty() || !applied.is_empty() {
+                own_moving = own_moving || seen != applied;
+                own.push((seen, applied));
+            }
+            out.push(finish(m, rebased, sent));
         }
         out
     }
 
+    /// The rebase of one mutation: the bounds, then [`rebase`] through the committed history
+    /// since `base`, the batch entry's earlier runs and the client's own earlier mutations of
+    /// this call. `moving`: whether any of those steps may move something; when none does, the
+    /// edit applies as sent without walking them (what [`rebase`] itself answers).
+    #[allow(clippy::too_many_arguments)]
     fn one(
         &self,
         client: &str,
@@ -273,6 +309,7 @@ impl PushRebase {
         base: u64,
         before: &[Event],
         own: &[(Vec<Event>, Vec<Event>)],
+        moving: bool,
     ) -> (Result<Vec<Event>, String>, Option<Event>) {
         if base > self.head {
             return (
@@ -286,8 +323,12 @@ impl PushRebase {
         if base < self.floor {
             return (Err(too_old(base, self.head)), positions(event));
         }
+        if !moving {
+            return (Ok(vec![event.clone()]), None);
+        }
+        let from = self.past.partition_point(|p| p.seq < base);
         let mut steps: Vec<Step<'_>> = Vec::new();
-        for p in self.past.iter().filter(|p| p.seq >= base) {
+        for p in &self.past[from..] {
             match &p.from {
                 Some((c, m)) if c == client && *m < id => steps.push(Step::Own {
                     seen: &p.seen,
@@ -312,6 +353,27 @@ impl PushRebase {
     }
 }
 
+/// A mutation as rebased: a split delete applies as several events under its one id.
+fn finish(m: &PushedMutation, rebased: Result<Vec<Event>, String>, sent: Option<Event>) -> Rebased {
+    let (event, then) = match rebased {
+        Ok(mut events) if !events.is_empty() => {
+            let first = events.remove(0);
+            (Ok(first), events)
+        }
+        Ok(_) => (Err("nothing left to apply".to_owned()), Vec::new()),
+        Err(why) => (Err(why), Vec::new()),
+    };
+    Rebased {
+        mutation: PushedMutation {
+            id: m.id,
+            event,
+            base: m.base,
+            then,
+        },
+        sent,
+    }
+}
+
 /// The sent forms of a run's mutations, by id, for [`EventLog::build_run`].
 pub(super) fn sent_forms(rebased: &[Rebased]) -> BTreeMap<u64, Event> {
     rebased
@@ -319,3 +381,7 @@ pub(super) fn sent_forms(rebased: &[Rebased]) -> BTreeMap<u64, Event> {
         .filter_map(|r| r.sent.clone().map(|e| (r.mutation.id, e)))
         .collect()
 }
+
+#[cfg(test)]
+#[path = "push_rebase_oracle.rs"]
+mod oracle;

@@ -308,6 +308,100 @@ async fn a_base_past_the_end_or_too_old_is_rejected() {
     );
 }
 
+/// A push whose every base is out of the window rejects those mutations without reading the
+/// window (as `POST /entries` refuses such a base up front): it reads no more than the same push
+/// without bases.
+#[tokio::test]
+async fn a_push_whose_every_base_is_too_old_reads_no_history() {
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
+    let (code, version, body) = set("Z1", "filler").encode();
+    for _ in 0..=MAX_REBASE_ENTRIES {
+        log.append(
+            id,
+            NewEntry::new(EntryType(code), version, body.clone()),
+            AppendOptions::default(),
+        )
+        .await
+        .expect("filler");
+    }
+    let batch = |client: &str, base: Option<u64>| ClientPush {
+        group: "g".into(),
+        client: client.into(),
+        mutations: (1..=3)
+            .map(|i| PushedMutation {
+                id: i,
+                event: Ok(set("A1", "x")),
+                base,
+                then: Vec::new(),
+            })
+            .collect(),
+    };
+    let old = log
+        .push_batch(id, &[batch("old", Some(base))], None)
+        .await
+        .expect("push");
+    let plain = log
+        .push_batch(id, &[batch("plain", None)], None)
+        .await
+        .expect("push");
+    assert!(
+        matches!(&old.clients[0], ClientResult::Done { last: 3, .. }),
+        "{:?}",
+        old.clients
+    );
+    let runs = runs(&log, id).await;
+    let old_run = runs.iter().find(|r| r.client == "old").expect("its run");
+    assert_eq!(
+        old_run.rejected(),
+        vec![1, 2, 3],
+        "every mutation is too old"
+    );
+    assert!(
+        old.units.read <= plain.units.read,
+        "a push of too-old bases read {} RRU, the same push without bases {}",
+        old.units.read,
+        plain.units.read
+    );
+}
+
+/// A direct push of several runs reads the history since its base once, not once per run: the
+/// later runs read only the entries the earlier ones appended.
+#[tokio::test]
+async fn a_push_of_many_runs_reads_the_window_once() {
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
+    let (code, version, body) = set("Z1", "filler").encode();
+    for _ in 0..4_000 {
+        log.append(
+            id,
+            NewEntry::new(EntryType(code), version, body.clone()),
+            AppendOptions::default(),
+        )
+        .await
+        .expect("filler");
+    }
+    let mutations: Vec<PushedMutation> = (1..=2_500)
+        .map(|i| based(i, set("A1", "x"), base))
+        .collect();
+    let mut state = RunState::default();
+    let mut reads = Vec::new();
+    while let RunOutcome::Applied { appended, .. } = log
+        .push_run_with(id, "g", "c", &mutations, None, RunSource::Push, &mut state)
+        .await
+        .expect("push")
+    {
+        reads.push(appended.units.read);
+    }
+    assert_eq!(reads.len(), 3, "runs of 1,000: {reads:?}");
+    // The first run reads the 4,000 entries; each later one a few units (the head, the client,
+    // the entry the run before it wrote), far from another read of the window.
+    assert!(
+        reads[1..].iter().all(|r| *r * 2.0 < reads[0]),
+        "read units per run: {reads:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_batch_rebases_each_run_through_the_runs_before_it_in_the_entry() {
     let log = mem_log();
