@@ -205,3 +205,47 @@ async fn a_failed_early_delete_leaves_the_messages_to_the_event_source() {
     // The commit stands and is still announced.
     assert_eq!(rec.sent.lock().unwrap().len(), 1);
 }
+
+/// One sheet's large push (several entries) does not hold up another sheet's push in the same
+/// batch: the small one is committed and deleted first, although its message comes second.
+#[tokio::test]
+async fn a_large_push_on_one_sheet_does_not_hold_up_another_sheet_in_the_batch() {
+    let rec = Arc::new(Recorder::default());
+    let h = handler(rec.clone());
+    let a = h.log().create().await.unwrap().log;
+    let b = h.log().create().await.unwrap().log;
+    let deleter = Deleter {
+        pokes: rec.clone(),
+        fail: false,
+        calls: Mutex::new(Vec::new()),
+    };
+    let large = QueuedPush {
+        v: 1,
+        log: a,
+        group: "group-big".into(),
+        mutations: (1..=3_000)
+            .map(|id| QueuedMutation {
+                client_id: "big".into(),
+                id,
+                name: "set".into(),
+                args: serde_json::json!({"cells": [{"ref": "A1", "value": id}], "baseSeq": 1}),
+            })
+            .collect(),
+        received: 0,
+        subject: None,
+    };
+    let mut first = SqsMessage::default();
+    first.message_id = Some("m0".into());
+    first.body = Some(large.to_json());
+    let mut ev = SqsEvent::default();
+    ev.records = vec![with_receipt(first), with_receipt(message(1, b, "small", 1))];
+    let results = h.handle_detailed_with(ev, Some(&deleter)).await;
+    assert!(results.iter().all(|r| r.outcome == MessageOutcome::Applied));
+    let calls = deleter.calls.lock().unwrap().clone();
+    let order: Vec<String> = calls.iter().flat_map(|(r, _)| r.clone()).collect();
+    assert_eq!(order, ["receipt-m1", "receipt-m0"], "{calls:?}");
+    assert_eq!(
+        h.log().last_mutation(a, "big").await.unwrap().unwrap().last,
+        3_000
+    );
+}

@@ -433,6 +433,10 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                     hint = Some(head.at);
                     // Our own entry may not show in an eventually consistent read yet.
                     consistency = Consistency::Strong;
+                    // A push that takes many entries gives the other sheets of the writer's
+                    // batch (polled on the same task) a turn between them: one sheet's large
+                    // push never holds up another's commit.
+                    tokio::task::yield_now().await;
                     continue;
                 }
                 // Another writer gave one of these clients its first run first (a direct push,
