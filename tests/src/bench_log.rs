@@ -54,6 +54,9 @@ pub struct LogBench {
     /// An archived segment of one-cell entries: S3 bytes per entry, and a reader's requests.
     #[serde(flatten)]
     pub archive: crate::bench_archive::ArchiveBench,
+    /// A maximal push applied by the sync writer, and another editor's wait meanwhile.
+    #[serde(flatten)]
+    pub max_push: crate::bench_max_push::MaxPushBench,
     pub append_rru: f64,
     pub append_wru: f64,
     pub set_cell_item_bytes: u64,
@@ -447,6 +450,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     eprintln!("archiving a segment of 2,000 one-cell entries…");
     let archive =
         crate::bench_archive::run(&stack, set_cell_type, set_cell_body.clone(), 2_000).await?;
+    let max_push = crate::bench_max_push::run().await?;
     Ok(LogBench {
         api: ApiSyncCosts::default(),
         push_one_mutation_wru: sync.one.write,
@@ -459,6 +463,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
         mutations_entry_item_bytes: sync.entry_bytes,
         client_range_item_bytes: sync.range_bytes,
         archive,
+        max_push,
         append_rru: hinted.units.read,
         append_wru: hinted.units.write,
         set_cell_item_bytes: cell_bytes,
@@ -520,6 +525,13 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
     println!(
         "emulator latency, uncontended append with hint: p50 {:.1} ms, p99 {:.1} ms",
         b.append_latency_ms_p50, b.append_latency_ms_p99
+    );
+    println!(
+        "maximal push ({} mutations with baseSeq) applied by the sync writer in {:.0} ms; \
+         another editor's push on the sheet waited {:.0} ms",
+        b.max_push.max_push_mutations,
+        b.max_push.max_push_apply_ms,
+        b.max_push.max_push_other_editor_wait_ms
     );
     println!(
         "Dedupe items after two months at {} keys/month (n = {} bits): p50 {} B, p99 {} B, max {} B, \

@@ -5,6 +5,7 @@
 //! - [`api`]      — the API under test: in-process over loopback HTTP, or a deployment by URL
 //! - [`bench_dedupe`] — the Dedupe table's figures in `./scripts/bench log`
 //! - [`bench_log`] — the `./scripts/bench log` measurements
+//! - [`bench_max_push`] — its maximal push through the queue and the sync writer
 //! - [`chaos`]    — the history checker: concurrent writers and readers over the fault adapter
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
@@ -16,6 +17,7 @@ pub mod api;
 pub mod bench_archive;
 pub mod bench_dedupe;
 pub mod bench_log;
+pub mod bench_max_push;
 pub mod chaos;
 pub mod emulator;
 pub mod lambda_watch;

@@ -537,3 +537,69 @@ async fn a_push_over_the_limits_is_refused_with_nothing_written() -> anyhow::Res
     }
     Ok(())
 }
+
+/// A push at the mutation limit, every mutation made against an older view (`baseSeq`) that
+/// another client's row insert moved, applies in full and in order; another editor's push on
+/// the same sheet, sent while it is queued, lands too, and both follow the insert.
+#[tokio::test]
+async fn a_maximal_push_with_base_seq_applies_and_another_editor_lands_too() -> anyhow::Result<()> {
+    use sheetlog_core::sync_queue::MAX_PUSH_MUTATIONS;
+    let Some((api, c, log)) = queued_log("sync-queue-max-push").await? else {
+        return Ok(());
+    };
+    let push = api.url(&format!("/logs/{log}/replicache/push"));
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "top"}]}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let base = r.json::<Value>().await?["nextSeq"]
+        .as_u64()
+        .unwrap_or_default();
+    let r = c
+        .post(api.url(&format!("/logs/{log}/entries")))
+        .json(&json!({"type": "insert-rows", "body": {"at": 1, "count": 1}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    // Row 1 as the big client saw it (A1, "top") is row 2 now; its edits of B1 follow it.
+    let n = MAX_PUSH_MUTATIONS as u64;
+    let big: Vec<Value> = (1..=n)
+        .map(|id| {
+            json!({"clientID": "big", "id": id, "name": "set",
+                   "args": {"cells": [{"ref": "B1", "value": id}], "baseSeq": base}})
+        })
+        .collect();
+    let r = c
+        .post(&push)
+        .json(&push_body("gbig", json!(big)))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.json::<Value>().await?["queued"], n);
+    let small = json!([{"clientID": "other", "id": 1, "name": "set",
+                        "args": {"cells": [{"ref": "C1", "value": "other"}], "baseSeq": base}}]);
+    let r = c
+        .post(&push)
+        .json(&push_body("gother", small))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    landed(&c, &api, &log, "other", 1).await?;
+    landed(&c, &api, &log, "big", n).await?;
+    let (ids, _) = applied(&c, &api, &log).await?;
+    assert_eq!(
+        ids["big"],
+        (1..=n).collect::<Vec<_>>(),
+        "in order, once each"
+    );
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A2:C2")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(v["values"], json!([["top", n, "other"]]), "{v}");
+    Ok(())
+}
