@@ -120,6 +120,12 @@ impl AppState {
     /// `cfg.catalog_cache` and it allows `at_least`; otherwise from the catalog (one strongly
     /// consistent GetItem), so a new share or a promotion counts at once and a removal or a
     /// demotion within the cache time. `None`: not a member (or no catalog).
+    ///
+    /// The cache only ever allows reads and writes: an owner action (`at_least` = owner:
+    /// share, change a role, remove someone else, delete) reads the catalog every time. Only
+    /// the instance that changes a role forgets it, so a cached "owner" would let a removed or
+    /// demoted owner, on any other warm instance, re-add themself, remove the others or delete
+    /// the sheet for the whole cache time.
     pub async fn role(
         &self,
         user: &str,
@@ -131,7 +137,8 @@ impl AppState {
         };
         let key = (user.to_owned(), log);
         let ttl = self.cfg.catalog_cache;
-        if let Some((role, at)) = self.roles.lock().ok().and_then(|r| r.get(&key).copied())
+        if at_least < Role::Owner
+            && let Some((role, at)) = self.roles.lock().ok().and_then(|r| r.get(&key).copied())
             && at.elapsed() < ttl
             && role >= at_least
         {

@@ -30,10 +30,14 @@ const USERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example
 
 struct Stack {
     base: String,
+    /// A second API instance over the same emulator, with its own state (role cache, group
+    /// owners), as another warm Lambda would be.
+    other_base: String,
     pool: LocalPool,
     catalog: Arc<DynamoCatalog>,
     authorizer: Arc<JwtAuthorizer>,
     server: tokio::task::JoinHandle<()>,
+    other_server: tokio::task::JoinHandle<()>,
     /// Keeps the emulator and the stack's resources alive while the test runs.
     _stack: TestStack,
 }
@@ -41,6 +45,7 @@ struct Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         self.server.abort();
+        self.other_server.abort();
     }
 }
 
@@ -90,7 +95,7 @@ async fn start_with(
         ..cfg
     };
     cfg.validate()?;
-    let mut state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+    let mut state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg.clone())?;
     if let Some(faults) = faults {
         state.catalog = state
             .catalog
@@ -102,8 +107,16 @@ async fn start_with(
         authorize,
     ));
     let (base, server) = serve(app).await?;
+    let other = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+    let other = sheetlog_api::router(Arc::new(other)).layer(axum::middleware::from_fn_with_state(
+        authorizer.clone(),
+        authorize,
+    ));
+    let (other_base, other_server) = serve(other).await?;
     Ok(Some(Stack {
         base,
+        other_base,
+        other_server,
         catalog: Arc::new(DynamoCatalog::new(stack.dynamo.clone(), table)),
         pool,
         authorizer,
@@ -146,6 +159,16 @@ impl Stack {
 }
 
 impl User {
+    /// The same user, talking to the API instance at `base`.
+    fn via(&self, base: &str) -> User {
+        User {
+            token: self.token.clone(),
+            id: self.id.clone(),
+            http: self.http.clone(),
+            base: base.to_owned(),
+        }
+    }
+
     async fn send(
         &self,
         method: &str,
@@ -740,5 +763,118 @@ async fn catalog_routes_bound_names_ids_emails_and_members() -> anyhow::Result<(
     let (status, v) = alice.send("GET", &members, None).await?;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(v["members"].as_array().map(Vec::len), Some(max_members),);
+    Ok(())
+}
+
+/// A demoted or removed owner keeps the owner role in other instances' role caches for the
+/// cache time; owner actions read the catalog every time, so the other instance refuses them
+/// at once (reads and writes may still use the cache).
+#[tokio::test]
+async fn a_demoted_owner_is_refused_owner_actions_on_every_instance_at_once() -> anyhow::Result<()>
+{
+    let Some(stack) = start("cognito-demote", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let carol = stack.sign_in(USERS[2]).await?;
+    let log = alice.create("Owned").await?;
+    alice.share(&log, USERS[1], "owner").await?;
+    alice.share(&log, USERS[2], "viewer").await?;
+    // Bob, through the other instance, is an owner there: it caches his role.
+    let bob_there = bob.via(&stack.other_base);
+    let members = format!("/logs/{log}/members");
+    let (status, v) = bob_there
+        .send(
+            "PUT",
+            &format!("{members}/{}", carol.id),
+            Some(json!({"role": "editor"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "bob is an owner: {v}");
+
+    // Alice demotes Bob through her instance; the other one still has "owner" cached.
+    let (status, v) = alice
+        .send(
+            "PUT",
+            &format!("{members}/{}", bob.id),
+            Some(json!({"role": "editor"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let attempts = [
+        (
+            "POST",
+            members.clone(),
+            json!({"userId": bob.id, "role": "owner"}),
+        ),
+        (
+            "POST",
+            members.clone(),
+            json!({"email": USERS[2], "role": "owner"}),
+        ),
+        (
+            "PUT",
+            format!("{members}/{}", bob.id),
+            json!({"role": "owner"}),
+        ),
+        (
+            "PUT",
+            format!("{members}/{}", alice.id),
+            json!({"role": "viewer"}),
+        ),
+        ("DELETE", format!("{members}/{}", alice.id), json!({})),
+        ("DELETE", format!("{members}/{}", carol.id), json!({})),
+        ("DELETE", format!("/logs/{log}"), json!({})),
+    ];
+    for (method, path, body) in &attempts {
+        let (status, v) = bob_there.send(method, path, Some(body.clone())).await?;
+        assert_forbidden(status, &v, &format!("demoted owner: {method} {path}"));
+    }
+    // An editor still writes through the other instance (the cache may allow that).
+    assert_eq!(bob_there.append(&log).await?.0, StatusCode::CREATED);
+    let (_, v) = alice.send("GET", &members, None).await?;
+    let roles: std::collections::BTreeMap<String, String> = v["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                json_str(m, "/userId").to_owned(),
+                json_str(m, "/role").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles.get(&alice.id).map(String::as_str),
+        Some("owner"),
+        "{v}"
+    );
+    assert_eq!(
+        roles.get(&bob.id).map(String::as_str),
+        Some("editor"),
+        "{v}"
+    );
+    assert_eq!(
+        roles.get(&carol.id).map(String::as_str),
+        Some("editor"),
+        "{v}"
+    );
+
+    // Removed outright: the same at once.
+    let (status, _) = alice
+        .send("DELETE", &format!("{members}/{}", bob.id), None)
+        .await?;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, v) = bob_there
+        .send(
+            "POST",
+            &members,
+            Some(json!({"userId": bob.id, "role": "owner"})),
+        )
+        .await?;
+    assert_forbidden(status, &v, "removed owner re-adds themself");
+    let (status, v) = alice.send("GET", &format!("/logs/{log}"), None).await?;
+    assert_eq!(status, StatusCode::OK, "the sheet is still there: {v}");
     Ok(())
 }
