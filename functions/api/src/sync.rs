@@ -94,8 +94,10 @@ pub(crate) fn check(what: &str, id: &str) -> ApiResult<()> {
 /// log could push ids as another user's client (client ids are readable by every reader) and make
 /// that client's real mutations count as already applied. With no proven subject (the local
 /// stack without `--auth jwt`) there is no one to tell apart; a token without a `sub` claim is
-/// refused. Checked before anything is written, so a refused push changes nothing.
-async fn check_group_owner(
+/// refused. Checked before anything is written, so a refused push changes nothing. A replay
+/// credits mutations to clients too, and checks every group of its range here the same way
+/// (`sync_clients.rs`).
+pub(crate) async fn check_group_owner(
     state: &SharedState,
     log: LogId,
     log_id: &str,

@@ -1,12 +1,15 @@
 //! The sync client queries (`docs/sync.md`): a client's last applied mutation, where a mutation
 //! landed, and replaying a range of one log's mutations onto another (a rebase).
 
+use std::collections::BTreeSet;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sheetlog_core::domain::LogId;
 use sheetlog_core::log::{PushedMutation, RunSource};
 use sheetlog_core::sheet::EntryBody;
 use tracing::{info, warn};
@@ -15,7 +18,7 @@ use crate::dto::ErrorResponse;
 use crate::error::ApiError;
 use crate::request::{ApiResult, parse_body, parse_log_id};
 use crate::state::SharedState;
-use crate::sync::{apply_client, check};
+use crate::sync::{apply_client, check, check_group_owner};
 
 /// A sync client's last applied mutation and the sequence of the entry that holds it.
 #[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}",
@@ -90,6 +93,40 @@ pub async fn mutation(
     }
 }
 
+/// The client groups of the runs in entries `[from, to)` of `source` (a replay's range).
+async fn replayed_groups(
+    state: &SharedState,
+    source: LogId,
+    raw: &str,
+    from: u64,
+    to: u64,
+) -> ApiResult<BTreeSet<String>> {
+    let mut groups = BTreeSet::new();
+    let mut at = from;
+    while at < to {
+        let page = state
+            .log
+            .read_since(source, at, (to - at).min(REPLAY_PAGE) as usize)
+            .await
+            .map_err(|e| ApiError::from_log(raw, e))?;
+        let Some(last) = page.entries.last() else {
+            warn!(%source, at, to, "replay read came back short; retry");
+            return Err(ApiError::Busy);
+        };
+        at = last.seq + 1;
+        for e in page.entries.iter().filter(|e| e.seq < to) {
+            let body = EntryBody::decode(e.kind.0, e.version, &e.body).map_err(|err| {
+                ApiError::Internal(format!("source entry {} does not decode: {err}", e.seq))
+            })?;
+            groups.extend(body.runs().iter().map(|m| m.group.clone()));
+        }
+    }
+    Ok(groups)
+}
+
+/// Source entries a replay reads per request to the log.
+const REPLAY_PAGE: u64 = 1000;
+
 /// Most source entries one replay request reads.
 pub const MAX_REPLAY_ENTRIES: u64 = 10_000;
 
@@ -104,13 +141,14 @@ struct ReplayRequest {
 /// Replay a range of another log's client mutations onto this log (a rebase): each `mutations`
 /// entry in `[from, to)` of the source is pushed here with its client and mutation ids, so a
 /// mutation already here is skipped and replaying twice appends nothing. Other entries (plain
-/// appends, imports, snapshots) are not client mutations and are left out.
+/// appends, imports, snapshots) are not client mutations and are left out. Every client group
+/// of the range must be the caller's in this log, as for a push, or nothing is replayed.
 #[utoipa::path(post, path = "/logs/{logId}/replay",
     params(("logId" = String, Path, description = "the log to replay onto")),
     request_body(content = Object, description = "{\"source\": <log UUID>, \"from\": <seq>, \"to\": <seq, exclusive>}"),
     responses((status = 200, body = Object, description = "entries read, mutations applied and skipped, the target's nextSeq"),
         (status = 400, body = ErrorResponse),
-        (status = 403, body = ErrorResponse, description = "under JWT authorization: no write grant on this log, or no read grant on the source (the same answer whether or not the source exists)"),
+        (status = 403, body = ErrorResponse, description = "under JWT authorization: no write grant on this log, or no read grant on the source (the same answer whether or not the source exists); or a client group of the range belongs to another user in this log (`client-group-forbidden`, nothing replayed)"),
         (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse, description = "a client's replayed mutations do not follow its last one here (`mutation-gap`)"),
         (status = 410, body = ErrorResponse), (status = 416, body = ErrorResponse),
@@ -154,12 +192,20 @@ pub async fn replay(
         .await
         .map_err(|e| ApiError::from_log(&log_id, e))?;
     crate::routes::check_source(&state, source, &req.source, req.to).await?;
+    // Every client group the range replays must be the caller's in this log, as for a push
+    // (`check_group_owner`): otherwise an editor could push mutations as another member's client
+    // on a scratch log of their own and replay them here, crediting them to that client so its
+    // real mutations would count as applied and be dropped. Checked for the whole range before
+    // anything is written, so a refused replay appends nothing.
+    for group in replayed_groups(&state, source, &req.source, req.from, req.to).await? {
+        check_group_owner(&state, log, &log_id, &group, caller.as_deref()).await?;
+    }
     let (mut read, mut applied, mut skipped, mut appended) = (0u64, 0u64, 0u64, 0u64);
     let mut at = req.from;
     while at < req.to {
         let page = state
             .log
-            .read_since(source, at, (req.to - at).min(1000) as usize)
+            .read_since(source, at, (req.to - at).min(REPLAY_PAGE) as usize)
             .await
             .map_err(|e| ApiError::from_log(&req.source, e))?;
         let Some(last) = page.entries.last() else {

@@ -451,3 +451,103 @@ async fn a_token_without_a_subject_cannot_use_a_client_group() -> anyhow::Result
     assert_group_forbidden(status, &v);
     Ok(())
 }
+
+/// A replay credits the replayed mutations to their client in the target, so it is held to a
+/// push's rule: an editor who pushed junk as another member's client on a scratch log of their
+/// own (where the group was free) cannot replay it onto the shared log, which would make the
+/// member's next mutations count as applied and be dropped.
+#[tokio::test]
+async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<()> {
+    let Some(api) = start().await? else {
+        return Ok(());
+    };
+    let admin = Caller::with(&api, "*");
+    let shared = admin.create_log().await?;
+    let scratch = admin.create_log().await?;
+    let alice = Caller::as_subject(&api, "alice", &shared);
+    let bob = Caller::as_subject(&api, "bob", &format!("{shared} {scratch} create"));
+    let push = |log: &str| format!("/logs/{log}/replicache/push");
+
+    let (status, v) = alice
+        .send("POST", &push(&shared), Some(push_body("ga", "ca", 1, 1)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    // Bob pushes 50 junk mutations as Alice's group and client where the group is free.
+    let junk: Vec<Value> = (1..=50)
+        .map(|id| {
+            json!({"clientID": "ca", "id": id, "name": "set", "timestamp": 1,
+                   "args": {"cells": [{"ref": "A1", "value": "junk"}]}})
+        })
+        .collect();
+    let mut body = push_body("ga", "ca", 1, 0);
+    body["mutations"] = json!(junk);
+    let (status, v) = bob.send("POST", &push(&scratch), Some(body)).await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["applied"], 50, "{v}");
+    let (_, head) = bob.send("GET", &format!("/logs/{scratch}"), None).await?;
+    let end = head["nextSeq"].clone();
+
+    // Replaying it onto the shared log is refused, and nothing is written.
+    let (_, before) = admin.send("GET", &format!("/logs/{shared}"), None).await?;
+    let (status, v) = bob
+        .send(
+            "POST",
+            &format!("/logs/{shared}/replay"),
+            Some(json!({"source": scratch, "from": 0, "to": end})),
+        )
+        .await?;
+    assert_group_forbidden(status, &v);
+    let (_, after) = admin.send("GET", &format!("/logs/{shared}"), None).await?;
+    assert_eq!(after["nextSeq"], before["nextSeq"], "{after}");
+    let (status, v) = admin
+        .send("GET", &format!("/logs/{shared}/clients/ca"), None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["lastMutationId"], 1, "{v}");
+    let (_, cell) = admin
+        .send("GET", &format!("/logs/{shared}/cells?range=A1"), None)
+        .await?;
+    assert_eq!(cell["values"], json!([[1]]), "{cell}");
+    // Alice's next edit is applied, not acknowledged and dropped.
+    let (status, v) = alice
+        .send("POST", &push(&shared), Some(push_body("ga", "ca", 2, 2)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["applied"], 1, "{v}");
+
+    // A fork starts with no client progress: the group is free there, the client unknown.
+    let (status, v) = bob
+        .send(
+            "POST",
+            "/logs",
+            Some(json!({"from": {"logId": shared, "seq": after["nextSeq"]}})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let fork = json_str(&v, "/logId").to_owned();
+    let (status, v) = admin
+        .send("GET", &format!("/logs/{fork}/clients/ca"), None)
+        .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+
+    // Bob's own group replays: its runs are credited to him.
+    let (status, v) = bob
+        .send("POST", &push(&scratch), Some(push_body("gb", "cb", 1, 7)))
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (_, head) = bob.send("GET", &format!("/logs/{scratch}"), None).await?;
+    let (status, v) = bob
+        .send(
+            "POST",
+            &format!("/logs/{shared}/replay"),
+            Some(json!({"source": scratch, "from": end, "to": head["nextSeq"]})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["mutationsApplied"], 1, "{v}");
+    let (status, v) = alice
+        .send("POST", &push(&shared), Some(push_body("gb", "cx", 1, 8)))
+        .await?;
+    assert_group_forbidden(status, &v);
+    Ok(())
+}
