@@ -97,7 +97,6 @@ function explain(status: number, body: Record<string, unknown> | undefined): Api
     'invalid-payload': `File rejected: ${said}`,
     'range-too-large': `Too much to read at once: ${said}`,
     'history-deleted': 'That version is older than this stack keeps (its retention policy removed it).',
-    'user-not-found': 'No one with that email can sign in to this stack yet: invite them first (docs/deploy.md).',
   };
   if (provider.mode === 'cognito') {
     words.unauthorized = 'Your sign-in has expired: sign in again.';

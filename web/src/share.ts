@@ -131,7 +131,13 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
     status.textContent = '';
     try {
       const m = await catalog.add(logId, w, newRole.value as Role);
-      messages.info(`Shared with ${m.email ?? w} as ${m.role}.`);
+      // By email the API does not say whether the address has an account (docs/api.md,
+      // "Sharing by email"): the person appears below once they are a member.
+      messages.info(
+        m.userId === undefined
+          ? `If ${m.email ?? w} can sign in to this stack, they now have ${m.role} access. Otherwise nothing was shared: ask an administrator to create their account, then share again.`
+          : `Shared with ${m.email ?? w} as ${m.role}.`,
+      );
       who.value = '';
     } catch (e) {
       say(e, messages, status);

@@ -102,7 +102,11 @@ export class Catalog {
   async members(logId: string): Promise<Member[]> {
     return (await this.call<{ members: Member[] }>('GET', `/logs/${logId}/members`)).members;
   }
-  add(logId: string, who: string, role: Role): Promise<Member> {
+  /**
+   * Shares by email (`202 {email, role}`: the same answer whether or not anyone signs in with
+   * the address, so it says nothing of who has an account) or by user id (`200` the member).
+   */
+  add(logId: string, who: string, role: Role): Promise<{ email?: string; userId?: string; role: Role }> {
     const w = who.trim();
     const body = w.includes('@') ? { email: w, role } : { userId: w, role };
     return this.call('POST', `/logs/${logId}/members`, body);

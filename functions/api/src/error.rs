@@ -143,8 +143,6 @@ pub enum ApiError {
         "this API has no catalog of sheets (its authorization mode is {mode}; sign-in and sharing need SHEETLOG_AUTH_MODE=cognito)"
     )]
     NoCatalog { mode: &'static str },
-    #[error("no user with email {0:?} in the user pool")]
-    UserNotFound(String),
     #[error("user {0} is not a member of this sheet")]
     MemberNotFound(String),
     #[error("the sheet would have no owner left; make someone else owner first")]
@@ -175,7 +173,7 @@ impl ApiError {
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
-            NoCatalog { .. } | UserNotFound(_) | MemberNotFound(_) => StatusCode::NOT_FOUND,
+            NoCatalog { .. } | MemberNotFound(_) => StatusCode::NOT_FOUND,
             LastOwner | TooManyMembers { .. } => StatusCode::CONFLICT,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
@@ -235,7 +233,6 @@ impl ApiError {
             GroupForbidden(_) => "client-group-forbidden",
             NotMember { .. } => "forbidden",
             NoCatalog { .. } => "no-catalog",
-            UserNotFound(_) => "user-not-found",
             MemberNotFound(_) => "member-not-found",
             LastOwner => "last-owner",
             TooManyMembers { .. } => "too-many-members",

@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sheetlog_core::LogId;
 use sheetlog_core::catalog::{self, Catalog, Listed, MAX_PAGE, Member, Role};
@@ -297,65 +298,136 @@ pub async fn members(
     }))
 }
 
+/// The answer to sharing by email: the same whether or not anyone signs in with the address
+/// (`docs/api.md`, "Sharing by email").
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareAccepted {
+    /// The address as given (trimmed).
+    pub email: String,
+    /// `viewer`, `editor` or `owner`.
+    pub role: String,
+}
+
 /// Shares the sheet (owners): with a person by the email they sign in with, or by user id.
-/// Sharing with a member again changes their role.
+/// Sharing with a member again changes their role. By email the answer is `202` and the same
+/// whether or not the address has an account in the user pool (no user id), so sharing cannot
+/// tell who has an account; an address without one is refused with that same answer.
 #[utoipa::path(post, path = "/logs/{logId}/members",
     params(("logId" = String, Path, description = "the log's UUID")),
     request_body = AddMemberRequest,
-    responses((status = 200, body = MemberDto), (status = 400, body = ErrorResponse),
+    responses((status = 200, body = MemberDto, description = "by user id: the member"),
+        (status = 202, body = ShareAccepted, description = "by email: the same answer whether or not anyone signs in with the address; a person who does is a member now, an address without an account is not shared with"),
+        (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse),
-        (status = 404, body = ErrorResponse, description = "`user-not-found`: no such email in the user pool"),
         (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner; `too-many-members`: it has 1,000 members already")))]
 pub async fn add_member(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<MemberDto>> {
+) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
     let catalog = catalog(&state)?;
     let req: AddMemberRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
-    let member = match (&req.email, &req.user_id) {
+    match (&req.email, &req.user_id) {
         (Some(email), None) => {
             let email = check_len("email", email.trim(), MAX_EMAIL_BYTES)?;
-            let user = match &state.users {
-                Some(users) => users
-                    .by_email(email)
-                    .await
-                    .map_err(ApiError::from_directory)?,
-                None => None,
+            if email.is_empty() {
+                return Err(ApiError::InvalidEntry("email is empty".into()));
             }
-            .ok_or_else(|| ApiError::UserNotFound(email.to_owned()))?;
-            Member {
-                user_id: user.id,
-                email: user.email.or(Some(email.to_owned())),
+            share_by_email(&state, catalog, log, email, role).await?;
+            let answer = ShareAccepted {
+                email: email.to_owned(),
+                role: role.to_string(),
+            };
+            Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+        }
+        (None, Some(user_id)) if !user_id.trim().is_empty() => {
+            let member = Member {
+                user_id: check_len("userId", user_id.trim(), MAX_USER_ID_BYTES)?.to_owned(),
+                email: None,
                 role,
-            }
+            };
+            let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
+            Ok(put(&state, catalog, log, &members, member, false)
+                .await?
+                .into_response())
         }
-        (None, Some(user_id)) if !user_id.trim().is_empty() => Member {
-            user_id: check_len("userId", user_id.trim(), MAX_USER_ID_BYTES)?.to_owned(),
-            email: None,
-            role,
-        },
-        _ => {
-            return Err(ApiError::InvalidEntry(
-                "give exactly one of email and userId".into(),
-            ));
-        }
-    };
-    put(&state, catalog, log, member, false).await
+        _ => Err(ApiError::InvalidEntry(
+            "give exactly one of email and userId".into(),
+        )),
+    }
 }
 
-/// Adds or changes `member` (a member already, when `existing`): one read of the members, to
-/// keep a sheet within `max_members` and answer the member as stored, then the write.
+/// Shares with whoever signs in with `email`, if anyone does. Everything that can refuse the
+/// share and that the caller may learn (a full sheet, the last owner) is decided by what the
+/// members list already shows, before the user pool is asked; after that, an address without
+/// an account ends the request with the answer a share gives. So the outcome, status and body
+/// are the same for an address with and without an account.
+async fn share_by_email(
+    state: &SharedState,
+    catalog: &dyn Catalog,
+    log: LogId,
+    email: &str,
+    role: Role,
+) -> ApiResult<()> {
+    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
+    let same = |m: &&Member| {
+        m.email
+            .as_deref()
+            .is_some_and(|e| e.eq_ignore_ascii_case(email))
+    };
+    if let Some(known) = members.iter().find(same) {
+        // A member already, under this address: a role change, as the list shows them.
+        let member = Member {
+            user_id: known.user_id.clone(),
+            email: None,
+            role,
+        };
+        return put(state, catalog, log, &members, member, true)
+            .await
+            .map(drop);
+    }
+    if members.len() >= state.cfg.max_members {
+        let limit = state.cfg.max_members;
+        return Err(ApiError::TooManyMembers { limit });
+    }
+    let user = match &state.users {
+        Some(users) => users
+            .by_email(email)
+            .await
+            .map_err(ApiError::from_directory)?,
+        None => None,
+    };
+    let Some(user) = user else {
+        tracing::info!(log = %log, "share with an address the user pool does not know; refused with the usual answer");
+        return Ok(());
+    };
+    let member = Member {
+        user_id: user.id,
+        email: user.email.or(Some(email.to_owned())),
+        role,
+    };
+    // A member already by user id (shared by id, or the creator): a role change, answered the
+    // same. Only `409 last-owner` can tell it apart, and the one owner of a sheet is the caller:
+    // it says only that the address is the caller's own.
+    let existing = members.iter().any(|m| m.user_id == member.user_id);
+    put(state, catalog, log, &members, member, existing)
+        .await
+        .map(drop)
+}
+
+/// Adds or changes `member` (a member already, when `existing`): the sheet's `members` (read by
+/// the caller) keep it within `max_members` and answer the member as stored; then the write.
 async fn put(
     state: &SharedState,
     catalog: &dyn Catalog,
     log: LogId,
+    members: &[Member],
     member: Member,
     existing: bool,
 ) -> ApiResult<Json<MemberDto>> {
-    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
     let before = members.iter().find(|m| m.user_id == member.user_id);
     match before {
         None if existing => return Err(ApiError::MemberNotFound(member.user_id)),
@@ -405,7 +477,8 @@ pub async fn set_role(
         email: None,
         role,
     };
-    put(&state, catalog, log, member, true).await
+    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
+    put(&state, catalog, log, &members, member, true).await
 }
 
 /// Removes a member: owners remove anyone, any member removes themselves (leaves).

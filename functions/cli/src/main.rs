@@ -541,10 +541,11 @@ async fn run(
             if json {
                 out(&v.to_string())
             } else {
+                // The API does not say whether the address has an account (docs/api.md,
+                // "Sharing by email"), so neither can this.
                 out(&format!(
-                    "shared {log} with {} ({}) as {}",
+                    "shared {log} with {} as {}, if they can sign in to this stack (otherwise nothing was shared: have an administrator create their account, then share again)",
                     v["email"].as_str().unwrap_or(&email),
-                    v["userId"].as_str().unwrap_or(""),
                     v["role"].as_str().unwrap_or(&role)
                 ))
             }

@@ -199,7 +199,8 @@ impl User {
                 Some(json!({"email": email, "role": role})),
             )
             .await?;
-        anyhow::ensure!(status == StatusCode::OK, "{status}: {v}");
+        // 202 (`sharing_by_email_does_not_tell_who_has_an_account` checks the answer).
+        anyhow::ensure!(status.is_success(), "{status}: {v}");
         Ok(v)
     }
 
@@ -366,8 +367,8 @@ async fn non_members_and_viewers_are_refused_on_every_route() -> anyhow::Result<
             Some(json!({"email": "nobody@example.com", "role": "viewer"})),
         )
         .await?;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
-    assert_eq!(v["error"]["code"], "user-not-found");
+    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v, json!({"email": "nobody@example.com", "role": "viewer"}));
     Ok(())
 }
 
@@ -876,5 +877,58 @@ async fn a_demoted_owner_is_refused_owner_actions_on_every_instance_at_once() ->
     assert_forbidden(status, &v, "removed owner re-adds themself");
     let (status, v) = alice.send("GET", &format!("/logs/{log}"), None).await?;
     assert_eq!(status, StatusCode::OK, "the sheet is still there: {v}");
+    Ok(())
+}
+
+/// Sharing by email answers the same whether or not anyone signs in with the address (status
+/// and body, no user id), so an owner cannot use it to learn who has an account; an address
+/// without one is shared with nobody.
+#[tokio::test]
+async fn sharing_by_email_does_not_tell_who_has_an_account() -> anyhow::Result<()> {
+    let Some(stack) = start("cognito-enumerate", Duration::from_secs(30)).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let log = alice.create("Probe").await?;
+    let members = format!("/logs/{log}/members");
+    let mut answers = Vec::new();
+    for email in [USERS[1], "stranger@example.com"] {
+        let (status, v) = alice
+            .send(
+                "POST",
+                &members,
+                Some(json!({"email": email, "role": "viewer"})),
+            )
+            .await?;
+        assert_eq!(status, StatusCode::ACCEPTED, "{email}: {v}");
+        assert!(v.get("userId").is_none(), "{email}: {v}");
+        assert_eq!(v, json!({"email": email, "role": "viewer"}));
+        let keys: Vec<String> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        answers.push((status, keys));
+    }
+    assert_eq!(answers[0], answers[1], "the two answers differ");
+    // Bob, who has an account, is a viewer now; the stranger is nowhere.
+    assert_eq!(
+        bob.send("GET", &format!("/logs/{log}"), None).await?.0,
+        StatusCode::OK
+    );
+    let (_, v) = alice.send("GET", &members, None).await?;
+    let listed = v["members"].as_array().cloned().unwrap_or_default();
+    assert_eq!(listed.len(), 2, "{v}");
+    assert!(!v.to_string().contains("stranger"), "{v}");
+    // Sharing again changes the role, with the same answer.
+    let (status, v) = alice
+        .send(
+            "POST",
+            &members,
+            Some(json!({"email": USERS[1], "role": "editor"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(bob.append(&log).await?.0, StatusCode::CREATED);
     Ok(())
 }
