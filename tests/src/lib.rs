@@ -11,6 +11,7 @@
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
 //! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them
+//! - [`wire`]     — a proxy before the emulator that counts requests and request units on the wire
 //! - `tests/integration/` — the integration tests, one binary, one module per area
 
 pub mod api;
@@ -25,6 +26,7 @@ pub mod pipeline;
 /// SigV4 signing lives with the CLI, which signs for deployed stacks too.
 pub use sheetlog::sigv4;
 pub mod stack;
+pub mod wire;
 
 pub use emulator::Emulator;
 pub use stack::TestStack;

@@ -21,7 +21,7 @@
 //!   must appear once, with its own payload, and each client's ids must appear in increasing
 //!   order;
 //! - `wru_per_mutation`: DynamoDB write units of every write the API (and the writer) sent,
-//!   counted on the wire by a proxy in front of the emulator (`wire.rs`), per applied mutation;
+//!   counted on the wire by a proxy in front of the emulator (`sheetlog_tests::wire`), per applied mutation;
 //! - `appends_per_mutation`: log entries holding mutations, per applied mutation;
 //! - `push_to_visible_ms_p50` / `_p99`: from the first push that carried a mutation to the first
 //!   pull that shows it applied; `made_to_visible_ms_…` from when it was made (a mutation made

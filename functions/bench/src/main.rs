@@ -18,7 +18,8 @@
 //!   import end to end, snapshot bytes against edits; sizes are flags.
 //! - `hot.rs` — `hot`: many simulated Replicache clients pushing to one sheet through the local
 //!   stack's API, in each write mode (`syncWrites`); every mutation checked in the read-back log.
-//! - `wire.rs` — a proxy in front of the emulator that counts DynamoDB request units on the wire.
+//! - `sheetlog_tests::wire` — a proxy in front of the emulator that counts DynamoDB request units
+//!   on the wire (shared with the integration tests).
 //! - `api_costs.rs` — part of `log`: a push of one mutation and an unchanged pull through the
 //!   HTTP API, units counted on the wire.
 //! - `chart.rs` — log-log SVG charts (plotters) for the README, also used by `examples/peers.rs`.
@@ -35,7 +36,7 @@ mod lambda;
 mod pipeline;
 mod scale;
 mod snapshot;
-mod wire;
+use sheetlog_tests::wire;
 
 use bytes::Bytes;
 use sheetlog_core::domain::EntryType;

@@ -49,6 +49,8 @@ pub struct WireCounts {
     pub read_half_units: AtomicU64,
     /// Requests by operation (`DynamoDB Query <table>`, `SQS SendMessage`, `S3 GET`, ...).
     pub by_op: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Read units by table name, in half units.
+    pub read_half_units_by_table: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl WireCounts {
@@ -70,6 +72,17 @@ impl WireCounts {
     }
     pub fn read_units(&self) -> f64 {
         self.read_half_units.load(Ordering::Relaxed) as f64 / 2.0
+    }
+    /// Read units spent on one table (its full name), indexes included.
+    pub fn read_units_of(&self, table: &str) -> f64 {
+        let half = self
+            .read_half_units_by_table
+            .lock()
+            .map_or(0, |m| m.get(table).copied().unwrap_or(0));
+        half as f64 / 2.0
+    }
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 }
 
@@ -212,6 +225,12 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
         && let Some(half) = read_request_half_units(op, &req, &answer)
     {
         p.counts.read_half_units.fetch_add(half, Ordering::Relaxed);
+        if let (Some(table), Ok(mut m)) = (
+            req.get("TableName").and_then(Value::as_str),
+            p.counts.read_half_units_by_table.lock(),
+        ) {
+            *m.entry(table.to_owned()).or_default() += half;
+        }
         if std::env::var_os("SHEETLOG_WIRE_TRACE").is_some() {
             eprintln!(
                 "wire: {op} {} consistent={} {} RRU",
