@@ -103,6 +103,13 @@ export const ENV = {
   userPoolClientId: 'SHEETLOG_USER_POOL_CLIENT_ID',
 } as const;
 
+/**
+ * The Clients table's index by log (docs/storage.md, "Clients table"): keys only, on the sparse
+ * attribute `i` (the log's 16 bytes) that a client's first range item, each group item and the
+ * index mark carry. How a delete finds a log's clients without reading anyone else's.
+ */
+export const CLIENTS_GSI = { indexName: 'byLog', partitionKey: 'i' } as const;
+
 /** The catalog's one global secondary index (docs/storage.md, "Catalog"). */
 export const CATALOG_GSI = { indexName: 'gsi1', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' } as const;
 
@@ -347,6 +354,13 @@ export class SheetlogStack extends Stack {
       sortKey: { name: 'm', type: dynamodb.AttributeType.NUMBER },
       ephemeral: config.ephemeral,
     });
+    // Added to existing stacks in place (a new GSI is no replacement); items written before it
+    // get their `i` from `sheetlog-maintenance index-clients` (docs/deploy.md, "Upgrading").
+    this.clientsTable.addGlobalSecondaryIndex({
+      indexName: CLIENTS_GSI.indexName,
+      partitionKey: { name: CLIENTS_GSI.partitionKey, type: dynamodb.AttributeType.BINARY },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    });
 
     // Sheets and their members (authMode=cognito): the API chooses the item shapes within these
     // keys (docs/storage.md, "Catalog"); the index serves "my sheets, newest first".
@@ -477,22 +491,20 @@ export class SheetlogStack extends Stack {
     })
       // The API only creates Entry and Segment items (appends, new logs and segments, all
       // conditional puts); the snapshot worker is what updates them.
-      // BatchWriteItem (deletes only), Scan: DELETE /logs/{logId} removes a log's items
-      // (docs/storage.md, "Deleting a log").
+      // BatchWriteItem (deletes only): DELETE /logs/{logId} removes a log's items
+      // (docs/storage.md, "Deleting a log"), finding its clients through the Clients index.
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem', 'BatchWriteItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem', 'BatchWriteItem'])
       .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, ['Query', 'BatchWriteItem'])
       // An idempotent append records its key with an UpdateItem inside the append's transaction;
       // deleting a log removes its keys (UpdateItem) and items left empty (DeleteItem).
       .bindTable(ENV.dedupeTable, this.dedupeTable, ['GetItem', 'UpdateItem', 'DeleteItem'])
-      .bindTable(ENV.clientsTable, this.clientsTable, [
-        'GetItem',
-        'Query',
-        'PutItem',
-        'UpdateItem',
-        'Scan',
-        'BatchWriteItem',
-      ])
+      .bindTable(
+        ENV.clientsTable,
+        this.clientsTable,
+        ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'],
+        ['Query'],
+      )
       .bindBucket(ENV.bucket, this.bucket, [
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag', 'delete'] },
         // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
@@ -590,7 +602,7 @@ export class SheetlogStack extends Stack {
       // writes by window and whose index mark it reads and moves), no snapshot building.
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
-      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'])
+      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'], [])
       .bindBucket(ENV.bucket, this.bucket, [
         // A large mutation body is offloaded like any entry body, written with the auto-delete tag.
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },

@@ -213,7 +213,7 @@ describe('local resources description', () => {
     assert.ok(!local.openRoutes.includes('$default'));
   });
 
-  test('describes the Catalog table of a cognito stack with its index; other tables have no index field', () => {
+  test('describes the Catalog table of a cognito stack and the Clients table with their indexes; other tables have no index field', () => {
     const cognito = describeLocalResourcesOfStack(synth({ ...LOCAL_STACK_CONTEXT, authMode: 'cognito' }).stack);
     const catalog = cognito.tables.find((t) => t.logicalId === 'CatalogTable');
     assert.deepEqual(catalog, {
@@ -233,7 +233,14 @@ describe('local resources description', () => {
       streamViewType: null,
       ttlAttribute: null,
     });
-    for (const t of [...local.tables, ...cognito.tables.filter((t) => t.logicalId !== 'CatalogTable')]) {
+    for (const tables of [local.tables, cognito.tables]) {
+      const clients = tables.find((t) => t.logicalId === 'ClientsTable');
+      assert.deepEqual(clients?.globalSecondaryIndexes, [
+        { name: 'byLog', partitionKey: { name: 'i', type: 'B' }, sortKey: null, projection: 'KEYS_ONLY' },
+      ]);
+    }
+    const indexed = ['CatalogTable', 'ClientsTable'];
+    for (const t of [...local.tables, ...cognito.tables].filter((t) => !indexed.includes(t.logicalId))) {
       assert.ok(!('globalSecondaryIndexes' in t), t.logicalId);
     }
     const api = cognito.functions.find((f) => f.binary === 'sheetlog-api');

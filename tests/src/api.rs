@@ -92,6 +92,38 @@ impl TestApi {
         }))
     }
 
+    /// [`start_with_jwt_claims`](Self::start_with_jwt_claims), with every AWS request the API
+    /// makes sent through a [`WireCounter`](crate::wire::WireCounter) (returned) that counts
+    /// requests and request units. `None` against an external deployment.
+    pub async fn start_counted(
+        label: &str,
+        cfg: ApiConfig,
+    ) -> anyhow::Result<Option<(Self, crate::wire::WireCounter)>> {
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let wire = crate::wire::WireCounter::start(
+            stack.emulator.endpoint(),
+            &stack.resources.entry_table,
+        )
+        .await?;
+        let counted = wire.sdk_config(&sdk);
+        let state = AppState::from_sdk(&counted, &stack.resources, LogConfig::default(), cfg)?;
+        let app = sheetlog_api::router(Arc::new(state))
+            .layer(axum::middleware::map_request(jwt_authorizer_context));
+        let (base, server) = serve(app).await?;
+        Ok(Some((
+            Self {
+                base,
+                stack: Some(stack),
+                tasks: vec![server],
+            },
+            wire,
+        )))
+    }
+
     /// In-process API whose log stores are wrapped in the fault-injecting adapter (stale reads,
     /// lost responses, throttling…, as AWS has them; or failures a test scripts, with
     /// [`Faults::scripted`](sheetlog_core::faults::Faults::scripted)). `None` against an external

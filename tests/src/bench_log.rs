@@ -45,6 +45,10 @@ pub struct ApiSyncCosts {
     /// Cognito authorization: the catalog access check of one request, when the instance has
     /// no cached role (a cached one costs nothing).
     pub access_check_rru: f64,
+    /// Read units `DELETE /logs/{logId}` spends on other sheets' sync clients: the Clients-table
+    /// units of a sheet's delete with 10,000 other sheets' clients in the table, less those of a
+    /// like sheet's delete with none (it was a Scan of the whole table, at least twice).
+    pub delete_clients_rru_other_logs: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -584,6 +588,10 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
     println!(
         "catalog (Cognito authorization): list one page of 50 of 1,000 sheets {} RRU; access check {} RRU on a cache miss",
         b.api.list_sheets_rru, b.api.access_check_rru
+    );
+    println!(
+        "delete of a sheet among 10,000 other sheets' sync clients: {} RRU spent on theirs",
+        b.api.delete_clients_rru_other_logs
     );
     let a = &b.archive;
     println!(

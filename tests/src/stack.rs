@@ -163,3 +163,52 @@ impl TestStack {
         }
     }
 }
+
+/// `count` other sheets' sync clients, written straight into the Clients table `table` as pushes
+/// leave them: each a new sheet's client with its first range item and its group's item.
+pub async fn put_other_sheets_clients(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    count: usize,
+) -> anyhow::Result<()> {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    use sheetlog_core::aws::items::{client_range_to_item, group_item};
+    use sheetlog_core::domain::clients::ClientRange;
+    let mut requests = Vec::new();
+    for i in 0..count {
+        let log = sheetlog_core::domain::LogId::new_random();
+        let client = format!("client-{i}");
+        let range = ClientRange {
+            group: "g".into(),
+            client: client.clone(),
+            key: 1,
+            first: 1,
+            last: 3,
+            seq: 1,
+            rejected: Vec::new(),
+            runs: Vec::new(),
+        };
+        for item in [
+            client_range_to_item(log, &range),
+            group_item(log, "g", &[client]),
+        ] {
+            requests.push(
+                WriteRequest::builder()
+                    .put_request(PutRequest::builder().set_item(Some(item)).build()?)
+                    .build(),
+            );
+        }
+    }
+    for chunk in requests.chunks(25) {
+        let mut left = Some(chunk.to_vec());
+        while let Some(batch) = left.take().filter(|b| !b.is_empty()) {
+            let out = dynamo
+                .batch_write_item()
+                .request_items(table, batch)
+                .send()
+                .await?;
+            left = out.unprocessed_items.and_then(|mut u| u.remove(table));
+        }
+    }
+    Ok(())
+}

@@ -190,7 +190,7 @@ export class SheetlogFunction extends Construct {
     actions: readonly DynamoAction[],
     /**
      * For a table with indexes: the actions on its indexes (`<table>/index/*`), usually just
-     * `Query`. Without it, a table with indexes would get every action on them too.
+     * `Query`; `[]` for none. Without it, a table with indexes would get every action on them too.
      */
     indexActions?: readonly DynamoAction[],
   ): this {
@@ -203,9 +203,10 @@ export class SheetlogFunction extends Construct {
       this.function.addToRolePolicy(
         new iam.PolicyStatement({ actions: iamActions(actions), resources: [table.tableArn] }),
       );
-      this.function.addToRolePolicy(
-        new iam.PolicyStatement({ actions: iamActions(indexActions), resources: [`${table.tableArn}/index/*`] }),
-      );
+      if (indexActions.length > 0)
+        this.function.addToRolePolicy(
+          new iam.PolicyStatement({ actions: iamActions(indexActions), resources: [`${table.tableArn}/index/*`] }),
+        );
     }
     return this;
   }

@@ -123,6 +123,10 @@ pub struct ApiConfig {
     /// Most members a sheet has (1,000; smaller in tests): its members list is one response,
     /// far under Lambda's 6 MB.
     pub max_members: usize,
+    /// Most `DELETE /logs/{logId}` requests one caller (its proven subject) makes a minute,
+    /// counted across instances in the Clients table (30; a caller without a proven subject,
+    /// as on the local stack without `--auth`, is not counted). Past it: `429 rate-limited`.
+    pub deletes_per_minute: u32,
 }
 
 impl Default for ApiConfig {
@@ -144,6 +148,7 @@ impl Default for ApiConfig {
             catalog_cache: Duration::from_secs(30),
             cognito: None,
             max_members: 1000,
+            deletes_per_minute: 30,
         }
     }
 }

@@ -150,6 +150,9 @@ pub enum ApiError {
     /// A share past the most members a sheet has: the members list must fit one response.
     #[error("a sheet has at most {limit} members; remove someone first")]
     TooManyMembers { limit: usize },
+    /// A caller past its share of deletes (`ApiConfig::deletes_per_minute`).
+    #[error("at most {limit} deletes a minute per caller; retry in {retry_after} s")]
+    TooManyDeletes { limit: u32, retry_after: u64 },
     #[error("internal error")]
     Internal(String),
 }
@@ -175,6 +178,7 @@ impl ApiError {
             Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
             NoCatalog { .. } | MemberNotFound(_) => StatusCode::NOT_FOUND,
             LastOwner | TooManyMembers { .. } => StatusCode::CONFLICT,
+            TooManyDeletes { .. } => StatusCode::TOO_MANY_REQUESTS,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
             }
@@ -236,6 +240,7 @@ impl ApiError {
             MemberNotFound(_) => "member-not-found",
             LastOwner => "last-owner",
             TooManyMembers { .. } => "too-many-members",
+            TooManyDeletes { .. } => "rate-limited",
             Internal(_) => "internal",
         }
     }
@@ -299,6 +304,10 @@ impl ApiError {
             }
             ApiError::TooManyMembers { limit } => {
                 m.insert("limit".into(), json!(limit));
+            }
+            ApiError::TooManyDeletes { limit, retry_after } => {
+                m.insert("limit".into(), json!(limit));
+                m.insert("retryAfter".into(), json!(retry_after));
             }
             ApiError::NotMember { need } => {
                 m.insert("need".into(), json!(need));
@@ -435,6 +444,10 @@ impl IntoResponse for ApiError {
         ) {
             resp.headers_mut()
                 .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        }
+        if let ApiError::TooManyDeletes { retry_after, .. } = &self {
+            resp.headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from(*retry_after));
         }
         resp
     }

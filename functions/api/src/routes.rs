@@ -468,14 +468,18 @@ pub async fn read_entries(
 /// snapshot objects. A tombstone is written first, so from then on every route of the log
 /// answers `410 log-deleted`; the rest is deleted in pages for up to `delete_budget` (15 s).
 /// `202` with `done: false` means more is left: repeat the request (a delete cut off by a
-/// timeout is finished the same way). Deleting a deleted log again answers `200`.
-/// Under JWT authorization: the log's creator (with a write grant on it) or the `*` grant.
+/// timeout is finished the same way). Deleting a deleted log again answers `200`, after
+/// removing anything a late writer left. Under JWT authorization: the log's creator (with a
+/// write grant on it) or the `*` grant. At most `deletes_per_minute` (30) a minute per caller:
+/// past that, `429 rate-limited`.
 #[utoipa::path(delete, path = "/logs/{logId}",
     params(("logId" = String, Path, description = "the log's UUID")),
     responses((status = 200, description = "the log and all its data are deleted", body = DeletedLog),
         (status = 202, description = "the tombstone is written and part of the data deleted; repeat the request", body = DeletedLog),
         (status = 400, body = ErrorResponse),
-        (status = 404, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+        (status = 404, body = ErrorResponse),
+        (status = 429, description = "the caller's deletes this minute are used up (`rate-limited`, with `Retry-After`)", body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
 pub async fn delete_log(
     State(state): State<SharedState>,
     caller: Option<axum::Extension<crate::access::Caller>>,
@@ -493,8 +497,11 @@ pub async fn delete_log(
             return Err(caller.delete_forbidden());
         }
     }
-    let deadline = std::time::Instant::now() + state.cfg.delete_budget;
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    if let Some(subject) = caller.as_ref().and_then(|c| c.subject.as_deref()) {
+        count_delete(&state, subject, now).await?;
+    }
+    let deadline = std::time::Instant::now() + state.cfg.delete_budget;
     let report =
         sheetlog_core::log::purge::delete_log(&*state.purge, &state.bucket, log, now, deadline)
             .await
@@ -523,6 +530,25 @@ pub async fn delete_log(
             kept_for_forks: report.kept_for_forks,
         }),
     ))
+}
+
+/// Counts one delete by `subject` against `ApiConfig::deletes_per_minute`, in the minute
+/// (a fixed window) that holds `now`.
+async fn count_delete(state: &crate::state::AppState, subject: &str, now: i64) -> ApiResult<()> {
+    let limit = state.cfg.deletes_per_minute;
+    let window = now - now.rem_euclid(60);
+    if state
+        .purge
+        .count_delete(subject, window, limit)
+        .await
+        .map_err(ApiError::from_store)?
+    {
+        return Ok(());
+    }
+    Err(ApiError::TooManyDeletes {
+        limit,
+        retry_after: u64::try_from(window + 60 - now).unwrap_or(60).max(1),
+    })
 }
 
 /// Load a log: its newest completed snapshot and every entry after it.

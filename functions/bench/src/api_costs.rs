@@ -1,7 +1,7 @@
 //! The sync routes' DynamoDB request units through the HTTP API, for `./scripts/bench log`: a
 //! Replicache push of one mutation and an unchanged pull, sent to the real router on a loopback
 //! port over a fresh emulator stack, with every DynamoDB request the API makes counted on the
-//! wire (`wire.rs`). Unlike the `push_one_mutation_*` keys (the core's `push_run` alone), these
+//! wire (`sheetlog_tests::wire`). Unlike the `push_one_mutation_*` keys (the core's `push_run` alone), these
 //! include everything the route reads around it.
 
 use std::sync::Arc;
@@ -143,9 +143,11 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         .await?;
     let (push_cold_rru, push_cold_wru) = since(before);
     let (list_sheets_rru, access_check_rru) = catalog_costs(&emulator, &sdk).await?;
+    let delete_clients_rru_other_logs = delete_costs(&emulator, &sdk).await?;
     Ok(ApiSyncCosts {
         list_sheets_rru,
         access_check_rru,
+        delete_clients_rru_other_logs,
         api_push_one_mutation_rru: push_rru,
         api_push_one_mutation_wru: push_wru,
         api_push_one_mutation_cold_rru: push_cold_rru,
@@ -153,6 +155,59 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         idle_pull_rru: idle_rru,
         idle_pull_cold_rru: idle_cold_rru,
     })
+}
+
+/// Other sheets' sync clients in the Clients table while a delete is measured.
+const OTHER_CLIENTS: usize = 10_000;
+
+/// Read units a `DELETE /logs/{logId}` spends on other sheets' sync clients: two sheets alike
+/// (one pushed mutation each, through the API), one deleted with no other sheet's client in the
+/// Clients table, the other after [`OTHER_CLIENTS`] were added (written directly, uncounted);
+/// the second delete's Clients-table read units less the first's.
+async fn delete_costs(emulator: &Emulator, sdk: &aws_config::SdkConfig) -> anyhow::Result<f64> {
+    let local = create_local_stack(sdk, &unique_prefix("bench-delete")).await?;
+    let table = local.resources.require_clients_table()?.to_owned();
+    let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
+    let api = serve(&wire.sdk_config(sdk), &local).await?;
+    let client = Client {
+        http: reqwest::Client::new(),
+        group: "9r0v4e2kqbdv6s5m1h3c",
+        id: "b8t2n6x0f4z7c1q9w3e5",
+    };
+    let mut logs = Vec::new();
+    for _ in 0..2 {
+        let log = sheetlog_tests::api::create_log(&client.http, &api.base).await?;
+        client.push(&api, &log, 1).await?;
+        logs.push(log);
+    }
+    let clients_read = |log: String| {
+        let (client, api, wire, table) = (&client, &api, &wire, &table);
+        async move {
+            let before = wire.counts.read_units_of(table);
+            for _ in 0..100 {
+                let r = client
+                    .http
+                    .delete(format!("{}/logs/{log}", api.base))
+                    .send()
+                    .await?;
+                match r.status().as_u16() {
+                    200 => return Ok(wire.counts.read_units_of(table) - before),
+                    202 => {}
+                    other => anyhow::bail!("DELETE answered {other}: {}", r.text().await?),
+                }
+            }
+            anyhow::bail!("the delete of {log} never finished")
+        }
+    };
+    let alone = clients_read(logs[0].clone()).await?;
+    sheetlog_tests::stack::put_other_sheets_clients(
+        &aws_sdk_dynamodb::Client::new(sdk),
+        &table,
+        OTHER_CLIENTS,
+    )
+    .await?;
+    let among_others = clients_read(logs[1].clone()).await?;
+    Ok(among_others - alone)
 }
 
 /// Sheets of the person whose listing is measured.

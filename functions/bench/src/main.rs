@@ -59,7 +59,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Only the request units counted on the wire through the HTTP API (the `api_*`,
-        /// `idle_pull_*`, `list_sheets_rru` and `access_check_rru` keys): deterministic, so a
+        /// `idle_pull_*`, `list_sheets_rru`, `access_check_rru` and
+        /// `delete_clients_rru_other_logs` keys): deterministic, so a
         /// debug build gives the same figures in a fraction of the full run's time.
         #[arg(long)]
         api_only: bool,

@@ -432,6 +432,10 @@ crate::port! {
             -> Result<(), StoreError> as UpdateItem;
         /// Writes the tombstone; a log already marked keeps its first deletion time.
         async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError> as UpdateItem;
+        /// Counts one delete by `subject` in the fixed window that started at `window` (Unix
+        /// seconds): `false`, counting nothing, when `limit` deletes are counted in it already.
+        async fn count_delete(&self, subject: &str, window: i64, limit: u32)
+            -> Result<bool, StoreError> as UpdateItem;
         /// Whether the log has any segment (whether it exists, for a log with no tombstone).
         async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> as Query;
         /// Deletes up to about `max` of the log's items, never its metadata item: entries first

@@ -4,9 +4,11 @@
 //! - [`reprocess`] — re-start side effects that never happened for entries written since a date
 //! - [`archive`]   — segment retention: archive old segments to S3, or delete them
 //! - [`rebuild`]   — rebuild every snapshot's objects from the log
+//! - [`index_clients`] — give Clients items written before the `byLog` index its key attribute
 //! - `main.rs`     — the `sheetlog-maintenance` command line
 
 pub mod archive;
+pub mod index_clients;
 pub mod logs;
 pub mod rebuild;
 pub mod reprocess;

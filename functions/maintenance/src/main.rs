@@ -5,6 +5,7 @@
 //! sheetlog-maintenance reprocess --since 2026-11-20T00:00:00Z [--dry-run]
 //! sheetlog-maintenance archive [--mode archive|delete] [--keep-segments 3] [--after-days 90] [--dry-run]
 //! sheetlog-maintenance rebuild-snapshots [--log ID] [--dry-run] [--verify]
+//! sheetlog-maintenance index-clients [--dry-run]
 //! ```
 //! Progress goes to stderr, the final report (JSON) to stdout.
 
@@ -42,6 +43,20 @@ enum Command {
     /// entry 0 records. Builds are deterministic, so nothing present is changed. Safe to run
     /// again, and to interrupt: a rerun passes over snapshots already whole.
     RebuildSnapshots(RebuildArgs),
+    /// Give the Clients items written before the upgrade that added the `byLog` index the
+    /// attribute it is keyed on (each client's first range item, each group item and index
+    /// mark), so deleting their sheet finds them. One Scan of the Clients table. Safe to run
+    /// again, and to interrupt.
+    IndexClients(IndexClientsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct IndexClientsArgs {
+    /// Count what would be updated, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long, env = "SHEETLOG_CLIENTS_TABLE")]
+    clients_table: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -125,7 +140,32 @@ async fn main() -> anyhow::Result<()> {
         Command::Reprocess(args) => reprocess(args).await,
         Command::Archive(args) => archive(args).await,
         Command::RebuildSnapshots(args) => rebuild(args).await,
+        Command::IndexClients(args) => index_clients(args).await,
     }
+}
+
+async fn index_clients(args: IndexClientsArgs) -> anyhow::Result<()> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let verb = if args.dry_run {
+        "would index"
+    } else {
+        "indexed"
+    };
+    let report = sheetlog_maintenance::index_clients::index_clients(
+        &aws_sdk_dynamodb::Client::new(&sdk),
+        &args.clients_table,
+        args.dry_run,
+        &mut |r| {
+            eprintln!(
+                "{} items without the index attribute; {verb} {}, {} gone meanwhile",
+                r.scanned, r.indexed, r.gone
+            );
+        },
+    )
+    .await
+    .context("indexing the Clients table")?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
 }
 
 async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {

@@ -4,8 +4,8 @@
 //! `tests/tests/integration/local_stack_matches_template.rs` compares what this creates with the synthesized template.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
 };
 use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, CorsConfiguration, CorsRule,
@@ -28,6 +28,15 @@ pub struct TableSpec {
     /// `None` for a table with a partition key only.
     pub sort: Option<(&'static str, ScalarAttributeTypeName)>,
     pub stream_new_image: bool,
+    /// Global secondary indexes, keys only.
+    pub indexes: &'static [IndexSpec],
+}
+
+/// A global secondary index that projects keys only.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexSpec {
+    pub name: &'static str,
+    pub partition: (&'static str, ScalarAttributeTypeName),
 }
 
 /// DynamoDB scalar key types, spelled as in CloudFormation.
@@ -54,22 +63,26 @@ pub const ENTRY_TABLE: TableSpec = TableSpec {
     partition: ("s", B),
     sort: Some(("n", N)),
     stream_new_image: true,
+    indexes: &[],
 };
 pub const SEGMENT_TABLE: TableSpec = TableSpec {
     partition: ("l", B),
     sort: Some(("n", N)),
     stream_new_image: false,
+    indexes: &[],
 };
 pub const PENDING_TABLE: TableSpec = TableSpec {
     partition: ("l", B),
     sort: Some(("n", B)),
     stream_new_image: false,
+    indexes: &[],
 };
 /// Idempotency keys (`docs/storage.md`, "Dedupe table"): one item per hash prefix.
 pub const DEDUPE_TABLE: TableSpec = TableSpec {
     partition: ("p", B),
     sort: None,
     stream_new_image: false,
+    indexes: &[],
 };
 
 /// Sync clients (`docs/sync.md`): a client's mutation ranges under (log ‖ client, first id), a
@@ -78,6 +91,10 @@ pub const CLIENTS_TABLE: TableSpec = TableSpec {
     partition: ("k", B),
     sort: Some(("m", N)),
     stream_new_image: false,
+    indexes: &[IndexSpec {
+        name: sheetlog_core::aws::items::CLIENTS_BY_LOG,
+        partition: (sheetlog_core::aws::items::client_attr::LOG, B),
+    }],
 };
 
 /// Days after which the lifecycle rule expires objects still tagged for auto-delete.
@@ -120,6 +137,36 @@ pub async fn create_table(
             .build()
             .map_err(|e| StoreError::service("DynamoDB", "CreateTable", e))?;
         req = req.attribute_definitions(def).key_schema(key);
+    }
+    for index in spec.indexes {
+        let (attr, ty) = index.partition;
+        let err = |e| StoreError::service("DynamoDB", "CreateTable", e);
+        req = req
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(attr)
+                    .attribute_type(ty.sdk())
+                    .build()
+                    .map_err(err)?,
+            )
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(index.name)
+                    .key_schema(
+                        KeySchemaElement::builder()
+                            .attribute_name(attr)
+                            .key_type(KeyType::Hash)
+                            .build()
+                            .map_err(err)?,
+                    )
+                    .projection(
+                        Projection::builder()
+                            .projection_type(ProjectionType::KeysOnly)
+                            .build(),
+                    )
+                    .build()
+                    .map_err(err)?,
+            );
     }
     if spec.stream_new_image {
         req = req.stream_specification(

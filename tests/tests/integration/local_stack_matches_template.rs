@@ -6,7 +6,8 @@
 //! read back through the AWS APIs, plus the settings the local drivers apply in place of Lambda's
 //! event-source mappings. The two are compared field by field.
 //!
-//! Compared: every table's keys and key types, billing mode, stream view type and TTL attribute;
+//! Compared: every table's keys and key types, billing mode, stream view type, TTL attribute and
+//! global secondary indexes (keys, projection);
 //! the bucket's lifecycle rules and CORS; every queue's FIFO flag, visibility timeout, retention
 //! and redrive (dead-letter target and max receive count); the Entry-stream consumer's table,
 //! starting position, batch size, filter patterns, per-record failures, retries and failure queue;
@@ -68,6 +69,18 @@ struct Table {
     billing_mode: String,
     stream_view_type: Option<String>,
     ttl_attribute: Option<String>,
+    /// Present only on a table that has some (`LocalTable.globalSecondaryIndexes`).
+    #[serde(default)]
+    global_secondary_indexes: Vec<Index>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Index {
+    name: String,
+    partition_key: Key,
+    sort_key: Option<Key>,
+    projection: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -434,6 +447,34 @@ async fn observe_table(
         on.then(|| d.attribute_name().unwrap_or_default().to_owned())
     });
     let stream = table.stream_specification();
+    let mut global_secondary_indexes = Vec::new();
+    for g in table.global_secondary_indexes() {
+        let key_of = |kind: aws_sdk_dynamodb::types::KeyType| {
+            g.key_schema()
+                .iter()
+                .find(|k| *k.key_type() == kind)
+                .map(|k| Key {
+                    name: k.attribute_name().to_owned(),
+                    ty: types
+                        .get(k.attribute_name())
+                        .copied()
+                        .unwrap_or("?")
+                        .to_owned(),
+                })
+        };
+        global_secondary_indexes.push(Index {
+            name: g.index_name().unwrap_or_default().to_owned(),
+            partition_key: key_of(aws_sdk_dynamodb::types::KeyType::Hash)
+                .with_context(|| format!("index of {name} has no partition key"))?,
+            sort_key: key_of(aws_sdk_dynamodb::types::KeyType::Range),
+            projection: g
+                .projection()
+                .and_then(|p| p.projection_type())
+                .map_or("?", |p| p.as_str())
+                .to_owned(),
+        });
+    }
+    global_secondary_indexes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Table {
         logical_id: t.logical_id.clone(),
         env: t.env.clone(),
@@ -450,6 +491,7 @@ async fn observe_table(
             .and_then(|s| s.stream_view_type())
             .map(|v| v.as_str().to_owned()),
         ttl_attribute,
+        global_secondary_indexes,
     })
 }
 
@@ -693,6 +735,13 @@ fn differences(template: &Description, local: &Description) -> Vec<String> {
             &l.stream_view_type,
         );
         diff(at("TTL attribute"), &t.ttl_attribute, &l.ttl_attribute);
+        let mut indexes = t.global_secondary_indexes.clone();
+        indexes.sort_by(|a, b| a.name.cmp(&b.name));
+        diff(
+            at("global secondary indexes"),
+            &indexes,
+            &l.global_secondary_indexes,
+        );
     }
     for t in &template.buckets {
         let Some(l) = local.buckets.iter().find(|l| l.logical_id == t.logical_id) else {
@@ -915,6 +964,13 @@ async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Resu
     // the description must show up as a difference.
     let mutations: &[Mutation] = &[
         ("a key type", |d| d.tables[0].partition_key.ty = "S".into()),
+        ("an index's projection", |d| {
+            for t in &mut d.tables {
+                for i in &mut t.global_secondary_indexes {
+                    i.projection = "ALL".into();
+                }
+            }
+        }),
         ("the stream view type", |d| {
             for t in &mut d.tables {
                 if t.stream_view_type.is_some() {

@@ -640,3 +640,203 @@ async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
     assert!(count_objects(stack, &format!("snapshots/{forked}/")).await? > 0);
     Ok(())
 }
+
+/// A direct push of one mutation by client `c1` of group `g1` (range, group and mark items).
+async fn push_one(stack: &TestStack, log: &str) -> anyhow::Result<()> {
+    let edit = sheetlog_core::sheet::Event::from_parts(
+        "set",
+        json!({"cells": [{"ref": "A1", "value": 1}]}),
+    )?;
+    stack
+        .log()?
+        .push_run(
+            log.parse()?,
+            "g1",
+            "c1",
+            &[sheetlog_core::log::PushedMutation {
+                id: 1,
+                event: Ok(edit),
+                base: None,
+                then: Vec::new(),
+            }],
+            None,
+            sheetlog_core::log::RunSource::Push,
+        )
+        .await?;
+    Ok(())
+}
+
+/// Issue 41: a delete read every customer's sync clients (a Scan of the whole Clients table, at
+/// least twice per delete). Two sheets alike, one deleted with no other clients in the table and
+/// one after 3,000 other sheets' clients were added: both deletes read the same units of the
+/// Clients table, counted on the wire, and the other sheets' clients are all still there. A
+/// delete repeated once nothing is left is a handful of requests, whatever the table holds.
+#[tokio::test]
+async fn a_delete_reads_only_the_deleted_sheets_clients() -> anyhow::Result<()> {
+    let Some((api, wire)) = TestApi::start_counted("log-delete-cost", ApiConfig::default()).await?
+    else {
+        return Ok(());
+    };
+    let stack = api
+        .stack
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("no stack"))?;
+    let table = stack.resources.require_clients_table()?.to_owned();
+    let c = api.client().await?;
+    let alone = create_log(&c, &api).await?;
+    let among_others = create_log(&c, &api).await?;
+    for log in [&alone, &among_others] {
+        push_one(stack, log).await?;
+    }
+    let clients_read = |log: String| {
+        let (c, api, wire, table) = (&c, &api, &wire, &table);
+        async move {
+            let before = wire.counts.read_units_of(table);
+            delete_until_done(c, api, &log).await?;
+            Ok::<_, anyhow::Error>(wire.counts.read_units_of(table) - before)
+        }
+    };
+    let base = clients_read(alone.clone()).await?;
+    sheetlog_tests::stack::put_other_sheets_clients(&stack.dynamo, &table, 3_000).await?;
+    let with_others = clients_read(among_others.clone()).await?;
+    assert_eq!(
+        with_others,
+        base,
+        "the delete read other sheets' clients: {}",
+        wire.counts.ops_summary()
+    );
+    let items = scan_all(stack, &table).await?;
+    let of = |log: &str| -> anyhow::Result<usize> {
+        let id: LogId = log.parse()?;
+        Ok(items
+            .iter()
+            .filter(|i| starts_with_log(i.get("k"), id.as_bytes()))
+            .count())
+    };
+    // Each deleted sheet keeps its tombstone only; the others' 6,000 items are all there.
+    assert_eq!((of(&alone)?, of(&among_others)?), (1, 1));
+    assert_eq!(items.len(), 6_000 + 2);
+
+    // Nothing left: a repeat is a fixed handful of requests (tombstone, three Queries, four
+    // listings), not a walk of the table.
+    let before = wire.counts.requests();
+    assert_eq!(delete_until_done(&c, &api, &among_others).await?, 1);
+    let requests = wire.counts.requests() - before;
+    assert!(
+        requests <= 10,
+        "{requests} requests: {}",
+        wire.counts.ops_summary()
+    );
+    Ok(())
+}
+
+/// The delete budget bounds the client purge too: a sheet with 250 sync clients, deleted with
+/// no time to spare, goes a page of at most 100 items per request (it went all at once, however
+/// many, and the Scan behind it read the whole table).
+#[tokio::test]
+async fn a_delete_of_many_clients_goes_a_page_per_request() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        delete_budget: Duration::ZERO,
+        ..ApiConfig::default()
+    };
+    let api = TestApi::start_with("log-delete-clients", cfg).await?;
+    let Some(stack) = api.stack.as_ref() else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let log = create_log(&c, &api).await?;
+    let id: LogId = log.parse()?;
+    let store = stack.log()?;
+    let ranges: Vec<_> = (0..250)
+        .map(|i| sheetlog_core::domain::clients::ClientRange {
+            group: format!("g{i}"),
+            client: format!("c{i}"),
+            key: 1,
+            first: 1,
+            last: 1,
+            seq: 1,
+            rejected: Vec::new(),
+            runs: Vec::new(),
+        })
+        .collect();
+    let mut units = sheetlog_core::domain::RequestUnits::default();
+    sheetlog_core::ports::ClientRuns::put_deferred_ranges(store.store(), id, &ranges, &mut units)
+        .await?;
+    let table = stack.resources.require_clients_table()?.to_owned();
+    let count = || async {
+        let items = scan_all(stack, &table).await?;
+        Ok::<_, anyhow::Error>(
+            items
+                .iter()
+                .filter(|i| starts_with_log(i.get("k"), id.as_bytes()))
+                .count(),
+        )
+    };
+    assert_eq!(count().await?, 250);
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        anyhow::ensure!(calls < 20, "the delete never finished");
+        let r = c.delete(api.url(&format!("/logs/{log}"))).send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        assert!(
+            v["items"].as_u64().is_some_and(|n| n <= 100),
+            "one request deleted more than a page: {v}"
+        );
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    }
+    assert!(calls >= 3, "250 clients in {calls} requests");
+    // The tombstone only.
+    assert_eq!(count().await?, 1);
+    Ok(())
+}
+
+/// Deletes are rate limited per caller: past `deletes_per_minute`, `429 rate-limited` with
+/// `Retry-After` and the JSON error body; another caller is not held up.
+#[tokio::test]
+async fn deletes_past_the_limit_answer_429_with_retry_after() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        deletes_per_minute: 2,
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_jwt_claims("log-delete-rate", cfg).await? else {
+        return Ok(());
+    };
+    let http = reqwest::Client::new();
+    let delete = |sub: &str| {
+        http.delete(api.url(&format!("/logs/{}", uuid::Uuid::new_v4())))
+            .header(JWT_CLAIMS_HEADER, json!({"sub": sub}).to_string())
+            .send()
+    };
+    // Five in a row: at most two a minute pass (four if a minute turns in between).
+    let mut limited = None;
+    let mut passed = 0;
+    for _ in 0..5 {
+        let r = delete("mallory").await?;
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        passed += 1;
+    }
+    let r = limited.ok_or_else(|| anyhow::anyhow!("five deletes, none limited"))?;
+    assert!(passed >= 2, "limited after {passed}");
+    let retry: u64 = r
+        .headers()
+        .get("retry-after")
+        .ok_or_else(|| anyhow::anyhow!("no Retry-After"))?
+        .to_str()?
+        .parse()?;
+    assert!((1..=60).contains(&retry), "Retry-After: {retry}");
+    let v: Value = r.json().await?;
+    assert_eq!(v["error"]["code"], "rate-limited", "{v}");
+    assert_eq!(v["error"]["limit"], 2, "{v}");
+    // Someone else deletes as usual.
+    assert_eq!(delete("alice").await?.status(), StatusCode::NOT_FOUND);
+    Ok(())
+}

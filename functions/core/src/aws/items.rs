@@ -100,12 +100,24 @@ pub mod client_attr {
     pub const CLIENTS: &str = "c";
     /// A group item's owner: the subject that first pushed or pulled the group.
     pub const OWNER: &str = "o";
+    /// The log (its 16 bytes), on the items a delete finds through [`CLIENTS_BY_LOG`]: each
+    /// client's first range item (sort key 1), each group item and the index mark. Sparse: the
+    /// other range items and the metadata item have none, so only one index write per client.
+    pub const LOG: &str = "i";
 }
+
+/// The Clients table's global secondary index by log (partition key [`client_attr::LOG`], keys
+/// only): how a delete finds a log's clients without reading anyone else's.
+pub const CLIENTS_BY_LOG: &str = "byLog";
 
 pub fn client_range_to_item(log: LogId, r: &ClientRange) -> Item {
     let mut item = Item::new();
     item.insert(client_attr::KEY.into(), bin(client_key(log, &r.client)));
     item.insert(client_attr::FIRST.into(), num(r.key));
+    if r.key == 1 {
+        // A client's first range (always keyed 1): what a delete finds the client by.
+        item.insert(client_attr::LOG.into(), bin(log.as_bytes().to_vec()));
+    }
     if r.first != r.key {
         item.insert(client_attr::START.into(), num(r.first));
     }
@@ -185,6 +197,7 @@ pub fn group_item(log: LogId, group: &str, clients: &[String]) -> Item {
     let mut item = Item::new();
     item.insert(client_attr::KEY.into(), bin(group_key(log, group)));
     item.insert(client_attr::FIRST.into(), num(0));
+    item.insert(client_attr::LOG.into(), bin(log.as_bytes().to_vec()));
     if !clients.is_empty() {
         item.insert(
             client_attr::CLIENTS.into(),

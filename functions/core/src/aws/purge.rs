@@ -16,10 +16,11 @@ use tracing::instrument;
 
 use super::dynamo::{batch_write, ddb_error};
 use super::items::{
-    Item, bin, client_attr, dedupe_attr, entry_attr, num, opt_num, opt_str, segment_attr,
+    CLIENTS_BY_LOG, Item, bin, client_attr, dedupe_attr, entry_attr, num, opt_num, opt_str,
+    segment_attr,
 };
 use super::s3::S3Bucket;
-use crate::domain::clients::meta_key;
+use crate::domain::clients::{CLIENT_TAG, delete_rate_key, meta_key};
 use crate::domain::dedupe::{DedupeRef, column_name, month_index};
 use crate::domain::{LogId, segment_id};
 use crate::error::StoreError;
@@ -33,6 +34,14 @@ pub mod meta_attr {
     pub const CREATOR: &str = "o";
     /// The tombstone: when the log was deleted (Unix seconds).
     pub const DELETED: &str = "d";
+}
+
+/// A subject's delete counter (in the Clients table, under [`delete_rate_key`]).
+pub mod rate_attr {
+    /// The start of the counted window (Unix seconds).
+    pub const WINDOW: &str = "t";
+    /// Deletes counted in it.
+    pub const COUNT: &str = "n";
 }
 
 /// Pending Snapshots key attributes.
@@ -149,41 +158,102 @@ impl DynamoPurge {
         .await
     }
 
-    /// Up to `limit` keys of the log's client range and group items: a Scan of the whole Clients
-    /// table, keeping keys whose first 16 bytes are the log (the table has no index by log).
-    /// Skips the metadata item.
-    async fn client_keys(&self, log: LogId, limit: usize) -> Result<Vec<Item>, StoreError> {
-        let meta = meta_key(log);
+    /// Up to `limit` keys (`k`, `m`) of the log's indexed Clients items: each client's first
+    /// range item, each group item and the index mark ([`client_attr::LOG`]), from the
+    /// [`CLIENTS_BY_LOG`] index. A Query of this log's index partition: it reads nothing of any
+    /// other log. The index is eventually consistent, so an item written a moment ago may be
+    /// missing (the next delete call finds it) and one just deleted may still be listed
+    /// (deleting it again is a no-op).
+    async fn indexed_client_keys(&self, log: LogId, limit: usize) -> Result<Vec<Item>, StoreError> {
         let mut keys = Vec::new();
         let mut start = None;
         loop {
             let out = self
                 .client
-                .scan()
+                .query()
                 .table_name(&self.clients_table)
-                .projection_expression("#k, #m")
-                .expression_attribute_names("#k", client_attr::KEY)
-                .expression_attribute_names("#m", client_attr::FIRST)
-                .consistent_read(true)
+                .index_name(CLIENTS_BY_LOG)
+                .key_condition_expression("#i = :i")
+                .expression_attribute_names("#i", client_attr::LOG)
+                .expression_attribute_values(":i", bin(log.as_bytes().to_vec()))
+                .limit(i32::try_from(limit - keys.len()).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|e| ddb_error("Scan", e))?;
-            for item in out.items.unwrap_or_default() {
-                // Filtered here rather than with a filter expression: a Scan is charged for every
-                // item it reads either way.
-                let ours = matches!(item.get(client_attr::KEY),
-                    Some(AttributeValue::B(b)) if b.as_ref().starts_with(log.as_bytes())
-                        && b.as_ref() != meta.as_slice());
-                if ours {
-                    keys.push(item);
-                }
-            }
+                .map_err(|e| ddb_error("Query", e))?;
+            keys.extend(out.items.unwrap_or_default().into_iter().map(|mut item| {
+                // Keys only: the table's key, without the index's.
+                item.remove(client_attr::LOG);
+                item
+            }));
             start = out.last_evaluated_key;
             if start.is_none() || keys.len() >= limit {
                 return Ok(keys);
             }
         }
+    }
+
+    /// Deletes up to about `max` of the log's Clients items (never its metadata item); returns
+    /// how many. Group items and the index mark go as the index lists them. A client's range
+    /// items are its partition, read strongly; its first range item (the indexed one) goes
+    /// after the others, so a purge cut off in between finds the client again.
+    async fn purge_clients(&self, log: LogId, max: usize) -> Result<usize, StoreError> {
+        let meta = meta_key(log);
+        let mut deleted = 0;
+        let mut whole = Vec::new();
+        for key in self.indexed_client_keys(log, max).await? {
+            let Some(AttributeValue::B(k)) = key.get(client_attr::KEY) else {
+                return Err(StoreError::corrupt(
+                    "Clients item",
+                    "attribute k is not binary",
+                ));
+            };
+            let k = k.as_ref().to_vec();
+            if !k.starts_with(log.as_bytes()) || k == meta {
+                // Not this log's (an item indexed under the wrong log), or its tombstone.
+                continue;
+            }
+            if k.get(16) != Some(&CLIENT_TAG) {
+                // A group item or the index mark: one item.
+                whole.push(key);
+                deleted += 1;
+                if deleted >= max {
+                    break;
+                }
+                continue;
+            }
+            let rest = max.saturating_sub(deleted).max(1);
+            let mut ranges = self
+                .query_keys(
+                    &self.clients_table,
+                    (client_attr::KEY, client_attr::FIRST),
+                    k,
+                    rest + 1,
+                    None,
+                )
+                .await?;
+            let complete = ranges.len() <= rest;
+            // Ascending by sort key: the first range item (1) comes first when it is there.
+            let first = match ranges.first() {
+                Some(r) if opt_num::<u64>(r, client_attr::FIRST, "Clients item")? == Some(1) => {
+                    Some(ranges.remove(0))
+                }
+                _ => None,
+            };
+            ranges.truncate(rest);
+            deleted += ranges.len();
+            self.delete_keys(&self.clients_table, ranges).await?;
+            if let (true, Some(first)) = (complete, first) {
+                // Its other range items are gone: it goes with the group items, after them.
+                deleted += 1;
+                whole.push(first);
+            }
+            if deleted >= max {
+                break;
+            }
+        }
+        self.delete_keys(&self.clients_table, whole).await?;
+        Ok(deleted)
     }
 
     /// Segment keys, with each segment's base sequence (`q`) when `with_base`.
@@ -364,6 +434,64 @@ impl LogPurge for DynamoPurge {
         Ok(())
     }
 
+    #[instrument(skip(self, subject))]
+    async fn count_delete(
+        &self,
+        subject: &str,
+        window: i64,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        let key = Item::from([
+            (client_attr::KEY.to_owned(), bin(delete_rate_key(subject))),
+            (client_attr::FIRST.to_owned(), num(0)),
+        ]);
+        // The common case: one more in the current window.
+        let counted = self
+            .client
+            .update_item()
+            .table_name(&self.clients_table)
+            .set_key(Some(key.clone()))
+            .update_expression("ADD #n :one")
+            .condition_expression("#t = :t AND #n < :limit")
+            .expression_attribute_names("#n", rate_attr::COUNT)
+            .expression_attribute_names("#t", rate_attr::WINDOW)
+            .expression_attribute_values(":one", num(1))
+            .expression_attribute_values(":t", num(window))
+            .expression_attribute_values(":limit", num(limit))
+            .send()
+            .await;
+        match counted {
+            Ok(_) => return Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {}
+            Err(e) => return Err(ddb_error("UpdateItem", e)),
+        }
+        // A new window (or the subject's first delete) starts the count again; a window not
+        // newer than the item's means this one is full.
+        let started = self
+            .client
+            .update_item()
+            .table_name(&self.clients_table)
+            .set_key(Some(key))
+            .update_expression("SET #t = :t, #n = :one")
+            .condition_expression("attribute_not_exists(#t) OR #t < :t")
+            .expression_attribute_names("#n", rate_attr::COUNT)
+            .expression_attribute_names("#t", rate_attr::WINDOW)
+            .expression_attribute_values(":one", num(1))
+            .expression_attribute_values(":t", num(window))
+            .send()
+            .await;
+        match started {
+            Ok(_) => Ok(limit > 0),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb_error("UpdateItem", e)),
+        }
+    }
+
     async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> {
         Ok(!self.segment_nums(log, 1, false).await?.is_empty())
     }
@@ -415,9 +543,7 @@ impl LogPurge for DynamoPurge {
         if deleted >= max {
             return Ok(deleted);
         }
-        let clients = self.client_keys(log, max - deleted).await?;
-        deleted += clients.len();
-        self.delete_keys(&self.clients_table, clients).await?;
+        deleted += self.purge_clients(log, max - deleted).await?;
         if deleted >= max {
             return Ok(deleted);
         }

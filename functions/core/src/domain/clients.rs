@@ -25,13 +25,15 @@
 use super::LogId;
 
 /// Tag byte after the log id in a client's partition key.
-const CLIENT_TAG: u8 = b'c';
+pub const CLIENT_TAG: u8 = b'c';
 /// Tag byte after the log id in a client group's partition key.
-const GROUP_TAG: u8 = b'g';
+pub const GROUP_TAG: u8 = b'g';
 /// The tag of a log's metadata item: `l`.
 const META_TAG: u8 = b'l';
 /// The tag of a log's index mark item: `w`.
-const MARK_TAG: u8 = b'w';
+pub const MARK_TAG: u8 = b'w';
+/// The tag of a subject's delete counter, after 16 zero bytes: `r`.
+const RATE_TAG: u8 = b'r';
 
 /// One run of a client's mutations: the range item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +110,16 @@ pub fn meta_key(log: LogId) -> Vec<u8> {
 /// the mark's sequence has its range item.
 pub fn mark_key(log: LogId) -> Vec<u8> {
     tagged(log, MARK_TAG, "")
+}
+
+/// Partition key of a subject's delete counter (sort key 0): 16 zero bytes, which no log id
+/// is (a log id is a version-4 UUID), then `r` and the subject.
+pub fn delete_rate_key(subject: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17 + subject.len());
+    k.extend_from_slice(&[0; 16]);
+    k.push(RATE_TAG);
+    k.extend_from_slice(subject.as_bytes());
+    k
 }
 
 fn tagged(log: LogId, tag: u8, id: &str) -> Vec<u8> {

@@ -62,6 +62,8 @@ struct Tables {
     marks: BTreeMap<LogId, u64>,
     /// Log metadata items (creator, tombstone).
     meta: BTreeMap<LogId, crate::ports::LogMeta>,
+    /// Deletes counted per subject: (window start, count).
+    delete_counts: BTreeMap<String, (i64, u32)>,
 }
 
 /// The Entry and Segment tables in memory.
@@ -646,6 +648,27 @@ impl crate::ports::LogPurge for MemLogStore {
         let meta = t.meta.entry(log).or_default();
         meta.deleted.get_or_insert(now);
         Ok(())
+    }
+
+    async fn count_delete(
+        &self,
+        subject: &str,
+        window: i64,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        let mut t = lock(&self.tables)?;
+        let slot = t
+            .delete_counts
+            .entry(subject.to_owned())
+            .or_insert((window, 0));
+        if slot.0 < window {
+            *slot = (window, 0);
+        }
+        if slot.0 > window || slot.1 >= limit {
+            return Ok(false);
+        }
+        slot.1 += 1;
+        Ok(true)
     }
 
     async fn has_segments(&self, log: LogId) -> Result<bool, StoreError> {

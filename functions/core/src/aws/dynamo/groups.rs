@@ -65,9 +65,11 @@ impl GroupOwners for DynamoLogStore {
             .table_name(table)
             .key(client_attr::KEY, key)
             .key(client_attr::FIRST, num(0))
-            .update_expression("SET #o = if_not_exists(#o, :o)")
+            .update_expression("SET #o = if_not_exists(#o, :o), #i = :i")
             .expression_attribute_names("#o", client_attr::OWNER)
+            .expression_attribute_names("#i", client_attr::LOG)
             .expression_attribute_values(":o", AttributeValue::S(subject.to_owned()))
+            .expression_attribute_values(":i", bin(log.as_bytes().to_vec()))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await

@@ -390,9 +390,11 @@ impl ClientRuns for DynamoLogStore {
                 .table_name(clients_table)
                 .key(client_attr::KEY, bin(group_key(log, group)))
                 .key(client_attr::FIRST, num(0))
-                .update_expression("ADD #c :c")
+                .update_expression("ADD #c :c SET #i = :i")
                 .expression_attribute_names("#c", client_attr::CLIENTS)
+                .expression_attribute_names("#i", client_attr::LOG)
                 .expression_attribute_values(":c", AttributeValue::Ss(clients))
+                .expression_attribute_values(":i", bin(log.as_bytes().to_vec()))
                 .build()
                 .map_err(|e| StoreError::service(SERVICE, "TransactWriteItems", e))?;
             tx = tx.transact_items(TransactWriteItem::builder().update(update).build());
@@ -514,6 +516,7 @@ impl ClientRuns for DynamoLogStore {
         item.insert(client_attr::KEY.into(), bin(mark_key(log)));
         item.insert(client_attr::FIRST.into(), num(0));
         item.insert(client_attr::MARK.into(), num(at));
+        item.insert(client_attr::LOG.into(), bin(log.as_bytes().to_vec()));
         *units += RequestUnits::writes(write_units(item_size(&item), false));
         let result = self
             .client
@@ -568,9 +571,11 @@ impl ClientRuns for DynamoLogStore {
             .table_name(self.clients_table()?)
             .key(client_attr::KEY, bin(group_key(log, group)))
             .key(client_attr::FIRST, num(0))
-            .update_expression("ADD #c :c")
+            .update_expression("ADD #c :c SET #i = :i")
             .expression_attribute_names("#c", client_attr::CLIENTS)
+            .expression_attribute_names("#i", client_attr::LOG)
             .expression_attribute_values(":c", AttributeValue::Ss(clients.to_vec()))
+            .expression_attribute_values(":i", bin(log.as_bytes().to_vec()))
             .send()
             .await
             .map_err(|e| ddb_error("UpdateItem", e))?;
