@@ -579,6 +579,8 @@ export class SheetlogStack extends Stack {
         'UpdateItem',
         'DeleteItem',
       ])
+      // The log's tombstone: a deleted log's snapshot is not built.
+      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem'], [])
       .bindBucket(ENV.bucket, this.bucket, [
         // A large manifest is a multipart upload, aborted if its build fails halfway.
         { prefix: PREFIXES.snapshots, access: ['read', 'write', 'abortUpload'] },
@@ -602,6 +604,7 @@ export class SheetlogStack extends Stack {
       // writes by window and whose index mark it reads and moves), no snapshot building.
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
+      // GetItem also reads the log's tombstone: pushes to a deleted log are dropped.
       .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'], [])
       .bindBucket(ENV.bucket, this.bucket, [
         // A large mutation body is offloaded like any entry body, written with the auto-delete tag.

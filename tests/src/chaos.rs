@@ -264,7 +264,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
                     Ok(Outcome::Completed { .. }) => {
                         counters.snapshots.fetch_add(1, Ordering::Relaxed);
                     }
-                    Ok(Outcome::AlreadyComplete | Outcome::Duplicate) => {}
+                    Ok(Outcome::AlreadyComplete | Outcome::Duplicate | Outcome::LogDeleted) => {}
                     Ok(Outcome::Rejected { reason }) => {
                         note(&history, format!("snapshot job {job:?} rejected: {reason}"));
                     }

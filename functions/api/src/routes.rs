@@ -470,8 +470,9 @@ pub async fn read_entries(
 /// `202` with `done: false` means more is left: repeat the request (a delete cut off by a
 /// timeout is finished the same way). Deleting a deleted log again answers `200`, after
 /// removing anything a late writer left. Under JWT authorization: the log's creator (with a
-/// write grant on it) or the `*` grant. At most `deletes_per_minute` (30) a minute per caller:
-/// past that, `429 rate-limited`.
+/// write grant on it) or the `*` grant; under Cognito authorization: an owner, and once the
+/// sheet is gone from the catalog, its former owners and its creator. At most
+/// `deletes_per_minute` (30) a minute per caller: past that, `429 rate-limited`.
 #[utoipa::path(delete, path = "/logs/{logId}",
     params(("logId" = String, Path, description = "the log's UUID")),
     responses((status = 200, description = "the log and all its data are deleted", body = DeletedLog),
@@ -509,6 +510,21 @@ pub async fn delete_log(
     if report.done
         && let Some(catalog) = &state.catalog
     {
+        // The owners go on the tombstone before the catalog forgets them: they may repeat the
+        // delete later, to remove what a late writer or snapshot build left (`access::check`).
+        let owners: Vec<String> = catalog
+            .members(log)
+            .await
+            .map_err(ApiError::from_catalog)?
+            .into_iter()
+            .filter(|m| m.role == sheetlog_core::catalog::Role::Owner)
+            .map(|m| m.user_id)
+            .collect();
+        state
+            .purge
+            .record_owners(log, &owners)
+            .await
+            .map_err(ApiError::from_store)?;
         catalog
             .delete_sheet(log)
             .await

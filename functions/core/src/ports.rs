@@ -417,6 +417,9 @@ pub struct LogMeta {
     pub creator: Option<String>,
     /// When the log was deleted (Unix seconds): the tombstone. Never removed once set.
     pub deleted: Option<i64>,
+    /// Who owned the sheet in the catalog when its delete finished (Cognito authorization):
+    /// with the creator, who may repeat the delete after the catalog forgot the sheet.
+    pub owners: Vec<String>,
 }
 
 crate::port! {
@@ -432,6 +435,9 @@ crate::port! {
             -> Result<(), StoreError> as UpdateItem;
         /// Writes the tombstone; a log already marked keeps its first deletion time.
         async fn mark_deleted(&self, log: LogId, now: i64) -> Result<(), StoreError> as UpdateItem;
+        /// Adds `owners` to the tombstone's former owners (a log with a tombstone only).
+        async fn record_owners(&self, log: LogId, owners: &[String])
+            -> Result<(), StoreError> as UpdateItem;
         /// Counts one delete by `subject` in the fixed window that started at `window` (Unix
         /// seconds): `false`, counting nothing, when `limit` deletes are counted in it already.
         async fn count_delete(&self, subject: &str, window: i64, limit: u32)

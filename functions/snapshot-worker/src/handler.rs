@@ -160,7 +160,7 @@ impl Handler {
                             reason, "dropping a job that names no Snapshot entry");
                         false
                     }
-                    Outcome::AlreadyComplete | Outcome::Duplicate => false,
+                    Outcome::AlreadyComplete | Outcome::Duplicate | Outcome::LogDeleted => false,
                 }
             }
             Err(WorkerError::Stopped(step)) => {

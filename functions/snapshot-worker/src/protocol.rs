@@ -34,14 +34,14 @@ use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use rand::Rng;
-use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, S3Bucket, s3_client};
+use sheetlog_core::aws::{DynamoLogStore, DynamoPendingStore, DynamoPurge, S3Bucket, s3_client};
 use sheetlog_core::config::{ConfigError, LogConfig, Resources};
 use sheetlog_core::domain::{
     EntryType, Guarded, PendingKey, PendingSnapshot, RequestUnits, SnapshotJob, now_secs,
 };
 use sheetlog_core::error::{LogError, StoreError};
 use sheetlog_core::log::EventLog;
-use sheetlog_core::ports::{Consistency, LogStore, PayloadStore, PendingSnapshots};
+use sheetlog_core::ports::{Consistency, LogPurge, LogStore, PayloadStore, PendingSnapshots};
 use sheetlog_core::snapshot::{
     BlobStore, Checkpoint, ImportSource, Progress, SnapshotBuilder, SnapshotError,
 };
@@ -105,6 +105,8 @@ pub enum Outcome {
     HandedOff { checkpoints: u32 },
     /// The job names no Snapshot entry.
     Rejected { reason: String },
+    /// The log was deleted: nothing is built (what a build already wrote, the delete removes).
+    LogDeleted,
 }
 
 impl Outcome {
@@ -140,6 +142,8 @@ pub struct Worker<S = DynamoLogStore, P = S3Bucket> {
     imports: Arc<dyn ImportSource>,
     cfg: WorkerConfig,
     hook: Arc<dyn StepHook>,
+    /// Where deleted logs' tombstones are read: a job of one builds nothing.
+    tombstones: Option<Arc<dyn LogPurge>>,
 }
 
 impl<S, P> Clone for Worker<S, P> {
@@ -151,6 +155,7 @@ impl<S, P> Clone for Worker<S, P> {
             imports: self.imports.clone(),
             cfg: self.cfg.clone(),
             hook: self.hook.clone(),
+            tombstones: self.tombstones.clone(),
         }
     }
 }
@@ -181,15 +186,17 @@ impl Worker {
             &resources.segment_table,
         );
         let log = EventLog::new(store, bucket.clone(), log_cfg)?;
+        let tombstones = resources
+            .clients_table
+            .as_deref()
+            .map(|t| DynamoPurge::tombstones(dynamo.clone(), t));
         let pending = DynamoPendingStore::new(dynamo, resources.require_pending_table()?);
         let bucket = Arc::new(bucket);
-        Ok(Self::new(
-            log,
-            Arc::new(pending),
-            bucket.clone(),
-            bucket,
-            cfg,
-        ))
+        let worker = Self::new(log, Arc::new(pending), bucket.clone(), bucket, cfg);
+        Ok(match tombstones {
+            Some(t) => worker.with_tombstones(Arc::new(t)),
+            None => worker,
+        })
     }
 }
 
@@ -209,6 +216,29 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
             imports,
             cfg,
             hook: Arc::new(NoHooks),
+            tombstones: None,
+        }
+    }
+
+    /// Reads the log's tombstone before each job and at each checkpoint: a deleted log's
+    /// build stops ([`Outcome::LogDeleted`]), so it does not refill the sheet's snapshot prefix.
+    pub fn with_tombstones(mut self, tombstones: Arc<dyn LogPurge>) -> Self {
+        self.tombstones = Some(tombstones);
+        self
+    }
+
+    /// Whether the job's log was deleted (one strong GetItem; `false` without tombstones).
+    async fn deleted(&self, log: sheetlog_core::domain::LogId) -> Result<bool, WorkerError> {
+        let Some(t) = &self.tombstones else {
+            return Ok(false);
+        };
+        match sheetlog_core::log::purge::check_live(t.as_ref(), log).await {
+            Ok(()) => Ok(false),
+            Err(LogError::LogDeleted(_)) => {
+                info!(log = %log, "the log was deleted: no snapshot is built");
+                Ok(true)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -268,6 +298,9 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         handoff_at: Instant,
     ) -> Result<Outcome, WorkerError> {
         let key = PendingKey::new(job.log_id, job.segment, job.entry);
+        if self.deleted(job.log_id).await? {
+            return Ok(Outcome::LogDeleted);
+        }
         let now = now_secs();
 
         // 1–2. The earliest pending snapshot of the log is either an earlier one (wait), this one
@@ -506,6 +539,11 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
                     }
                     written += 1;
                     self.step(Step::Checkpoint(written)).await?;
+                    if self.deleted(job.log_id).await? {
+                        // Deleted mid-build: stop here (the delete removes the pending item and
+                        // what was written; releasing it would only recreate it).
+                        return Ok(Outcome::LogDeleted);
+                    }
                     if Instant::now() >= handoff_at {
                         return Ok(
                             match self.pending.release(key, *increment, now_secs()).await? {

@@ -614,3 +614,139 @@ async fn an_invocation_that_lost_its_item_does_not_complete() {
         Ok(Outcome::Deferred { .. } | Outcome::Completed { .. })
     ));
 }
+
+/// A worker over a log whose store also answers for its tombstone, and the store.
+async fn worker_with_tombstones() -> (
+    Worker<Arc<MemLogStore>, MemPayloadStore>,
+    Arc<MemLogStore>,
+    Arc<MemPendingStore>,
+    Arc<RecordedBlobs>,
+    LogId,
+) {
+    let store = Arc::new(MemLogStore::new());
+    let log = EventLog::new(store.clone(), MemPayloadStore::new(), LogConfig::default())
+        .expect("config is valid");
+    let id = log.create().await.expect("create log").log;
+    let pending = Arc::new(MemPendingStore::new());
+    let blobs = Arc::new(Layered::new(MemBlobs::new(), Recording::default()));
+    let worker = Worker::new(
+        log,
+        pending.clone(),
+        blobs.clone(),
+        Arc::new(MemImports::new()),
+        config(),
+    )
+    .with_tombstones(store.clone());
+    (worker, store, pending, blobs, id)
+}
+
+/// A job of a deleted log builds nothing: no pending item, no object (a build would refill the
+/// sheet's snapshot prefix after its delete finished), and the message is finished with.
+#[tokio::test]
+async fn a_deleted_logs_job_builds_nothing() {
+    use sheetlog_core::ports::LogPurge;
+    let (worker, store, pending, blobs, log) = worker_with_tombstones().await;
+    for i in 0..3 {
+        worker
+            .log()
+            .append(log, rows(1, 3, &format!("a{i}")), AppendOptions::default())
+            .await
+            .expect("append");
+    }
+    let seq = worker
+        .log()
+        .append(log, snapshot_entry(), AppendOptions::default())
+        .await
+        .expect("append")
+        .seq;
+    store
+        .mark_deleted(log, now_secs())
+        .await
+        .expect("tombstone");
+    let job = SnapshotJob::new(log, 0, seq);
+    let outcome = worker
+        .run(&job, Instant::now() + Duration::from_secs(600))
+        .await
+        .expect("run");
+    assert_eq!(outcome, Outcome::LogDeleted);
+    assert!(
+        outcome.is_final(),
+        "the message is deleted, not sent round again"
+    );
+    assert!(pending.list(log).await.expect("list").is_empty());
+    assert_eq!(
+        blobs.layer().take(),
+        (Vec::new(), Vec::new()),
+        "objects written"
+    );
+}
+
+/// Deleted while its snapshot is being built: the build stops at its next checkpoint.
+#[tokio::test]
+async fn a_build_stops_at_the_checkpoint_after_its_log_is_deleted() {
+    use sheetlog_core::ports::LogPurge;
+
+    #[derive(Debug)]
+    struct DeleteAtFirstCheckpoint {
+        store: Arc<MemLogStore>,
+        log: LogId,
+    }
+
+    #[async_trait]
+    impl StepHook for DeleteAtFirstCheckpoint {
+        async fn reached(&self, step: Step) -> ControlFlow<()> {
+            if step == Step::Checkpoint(1) {
+                self.store
+                    .mark_deleted(self.log, now_secs())
+                    .await
+                    .expect("tombstone");
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let (worker, store, _pending, blobs, log) = worker_with_tombstones().await;
+    let append = |e: NewEntry| {
+        let worker = &worker;
+        async move {
+            worker
+                .log()
+                .append(log, e, AppendOptions::default())
+                .await
+                .expect("append")
+                .seq
+        }
+    };
+    // A first snapshot, then edits to its rows: the second build checkpoints.
+    for i in 0..40 {
+        append(rows(1, 3, &format!("a{i}"))).await;
+    }
+    let first = SnapshotJob::new(log, 0, append(snapshot_entry()).await);
+    let far = Instant::now() + Duration::from_secs(600);
+    assert!(matches!(
+        worker.run(&first, far).await.expect("first"),
+        Outcome::Completed { .. }
+    ));
+    for i in 0..40 {
+        append(event(serde_json::json!({
+            "type": "set",
+            "body": {"cells": [{"ref": format!("B{}", 1 + 3 * i), "value": format!("edit {i}")}]}
+        })))
+        .await;
+    }
+    let second = SnapshotJob::new(log, 0, append(snapshot_entry()).await);
+    blobs.layer().take();
+    let worker = worker.with_hook(Arc::new(DeleteAtFirstCheckpoint {
+        store: store.clone(),
+        log,
+    }));
+    assert_eq!(
+        worker.run(&second, far).await.expect("second"),
+        Outcome::LogDeleted
+    );
+    let (_, puts) = blobs.layer().take();
+    assert!(
+        !puts.iter().any(|k| !k.contains("/chunks/")),
+        "the manifest was written: {puts:?}"
+    );
+}

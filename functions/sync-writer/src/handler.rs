@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use sheetlog_core::LogError;
-use sheetlog_core::aws::{DynamoLogStore, S3Bucket, s3_client};
+use sheetlog_core::aws::{DynamoLogStore, DynamoPurge, S3Bucket, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::error::StoreError;
@@ -26,7 +26,7 @@ use sheetlog_core::log::{
     BatchOutcome, ClientResult, EventLog, KnownClients, SegmentHint, index_due,
 };
 use sheetlog_core::poke::Poker;
-use sheetlog_core::ports::{LogStore, PayloadStore};
+use sheetlog_core::ports::{LogPurge, LogStore, PayloadStore};
 use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
 use tracing::{debug, error, info, warn};
 
@@ -83,6 +83,8 @@ pub struct Handler {
     marks: Mutex<HashMap<LogId, u64>>,
     /// Logs being indexed now, by one poller: another skips them.
     indexing: Mutex<std::collections::HashSet<LogId>>,
+    /// Where deleted logs' tombstones are read: a push to one is dropped.
+    tombstones: Option<Arc<dyn LogPurge>>,
 }
 
 /// A message as received: its position in the batch, its push, its receipt handle.
@@ -106,7 +108,15 @@ impl Handler {
             poker: None,
             marks: Mutex::new(HashMap::new()),
             indexing: Mutex::new(std::collections::HashSet::new()),
+            tombstones: None,
         }
+    }
+
+    /// Reads each log's tombstone before its group commit: pushes to a deleted log are dropped
+    /// (deleted from the queue, never retried), so a writer cannot refill a deleted sheet.
+    pub fn with_tombstones(mut self, tombstones: Arc<dyn LogPurge>) -> Self {
+        self.tombstones = Some(tombstones);
+        self
     }
 
     /// Pokes the sheet's channel after each group commit through `poker`.
@@ -139,12 +149,14 @@ impl Handler {
         ) -> (Arc<dyn LogStore>, Arc<dyn PayloadStore>),
     ) -> anyhow::Result<Self> {
         let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+        let clients_table = resources.require_clients_table()?;
+        let tombstones = DynamoPurge::tombstones(dynamo.clone(), clients_table);
         let store = DynamoLogStore::new(dynamo, &resources.entry_table, &resources.segment_table)
-            .with_clients_table(resources.require_clients_table()?);
+            .with_clients_table(clients_table);
         let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
         let (store, payloads) = wrap(Arc::new(store), Arc::new(bucket));
         let log = EventLog::new(store, payloads.clone(), log_cfg)?;
-        Ok(Self::new(log, payloads, cfg))
+        Ok(Self::new(log, payloads, cfg).with_tombstones(Arc::new(tombstones)))
     }
 
     pub fn log(&self) -> &WriterLog {
@@ -333,6 +345,10 @@ impl Handler {
         if pushes.is_empty() {
             return (out, None);
         }
+        if let Some(outcome) = self.deleted_outcome(log).await {
+            out.extend(pushes.into_iter().map(|(at, _)| (at, outcome.clone())));
+            return (out, None);
+        }
         let mut done = None;
         let outcome = match self.commit(log, &pushes).await {
             Ok(d) => {
@@ -352,6 +368,24 @@ impl Handler {
         };
         out.extend(pushes.into_iter().map(|(at, _)| (at, outcome.clone())));
         (out, done)
+    }
+
+    /// What becomes of a log's pushes when the log was deleted: dropped (a tombstone is never
+    /// removed, so a retry could only fail the same way); `Failed` when the tombstone could not
+    /// be read (retried like a failed commit); `None` for a live log. One strong GetItem.
+    async fn deleted_outcome(&self, log: LogId) -> Option<MessageOutcome> {
+        let tombstones = self.tombstones.as_ref()?;
+        match sheetlog_core::log::purge::check_live(tombstones.as_ref(), log).await {
+            Ok(()) => None,
+            Err(LogError::LogDeleted(_)) => {
+                warn!(log = %log, "dropping pushes to a deleted log");
+                Some(MessageOutcome::Poison(format!("log {log} was deleted")))
+            }
+            Err(e) => {
+                warn!(log = %log, error = %e, "reading the log's tombstone failed; the pushes will be retried");
+                Some(MessageOutcome::Failed(e.to_string()))
+            }
+        }
     }
 
     /// The push a message carries, read from the bucket when it was stored there.

@@ -932,3 +932,101 @@ async fn sharing_by_email_does_not_tell_who_has_an_account() -> anyhow::Result<(
     assert_eq!(bob.append(&log).await?.0, StatusCode::CREATED);
     Ok(())
 }
+
+/// Issue 41, "deleted means deleted": the first complete delete removes every member from the
+/// catalog, so repeating it (to remove what a late writer or snapshot build left) was `403` for
+/// everyone. Its owners at that time and its creator may repeat it, and the repeat removes the
+/// leftovers; a former editor, or anyone else, still gets `403`.
+#[tokio::test]
+async fn former_owners_repeat_a_delete_and_it_removes_leftovers() -> anyhow::Result<()> {
+    let Some(stack) = start_with("cognito-delete-again", zero_cache(), None).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let carol = stack.sign_in(USERS[2]).await?;
+    let log = alice.create("doomed").await?;
+    alice.share(&log, USERS[1], "owner").await?;
+    alice.share(&log, USERS[2], "editor").await?;
+    let (status, v) = alice.append(&log).await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let (status, v) = alice.send("DELETE", &format!("/logs/{log}"), None).await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+
+    // A late writer's leftovers: a payload object and a sync client's first range item.
+    let id: sheetlog_core::LogId = log.parse()?;
+    let late = format!("payloads/{log}/late");
+    let tables = &stack._stack;
+    tables
+        .s3
+        .put_object()
+        .bucket(&tables.resources.bucket)
+        .key(&late)
+        .body(b"x".to_vec().into())
+        .send()
+        .await?;
+    let range = sheetlog_core::domain::clients::ClientRange {
+        group: "g".into(),
+        client: "late".into(),
+        key: 1,
+        first: 1,
+        last: 1,
+        seq: 9,
+        rejected: Vec::new(),
+        runs: Vec::new(),
+    };
+    tables
+        .dynamo
+        .put_item()
+        .table_name(tables.resources.require_clients_table()?)
+        .set_item(Some(sheetlog_core::aws::items::client_range_to_item(
+            id, &range,
+        )))
+        .send()
+        .await?;
+    let leftovers = || async {
+        let objects = tables
+            .s3
+            .list_objects_v2()
+            .bucket(&tables.resources.bucket)
+            .prefix(format!("payloads/{log}/"))
+            .send()
+            .await?
+            .key_count()
+            .unwrap_or(0);
+        let clients = tables
+            .dynamo
+            .query()
+            .table_name(tables.resources.require_clients_table()?)
+            .key_condition_expression("k = :k")
+            .expression_attribute_values(
+                ":k",
+                sheetlog_core::aws::items::bin(sheetlog_core::domain::clients::client_key(
+                    id, "late",
+                )),
+            )
+            .send()
+            .await?
+            .count();
+        Ok::<_, anyhow::Error>((objects, clients))
+    };
+    assert_eq!(leftovers().await?, (1, 1));
+
+    // A former editor may not; the former owners may, and the repeat removes the leftovers.
+    let (status, v) = carol.send("DELETE", &format!("/logs/{log}"), None).await?;
+    assert_forbidden(status, &v, "a former editor's repeat");
+    assert_eq!(leftovers().await?, (1, 1), "a refused repeat deleted");
+    let (status, v) = bob.send("DELETE", &format!("/logs/{log}"), None).await?;
+    assert_eq!(status, StatusCode::OK, "a former owner's repeat: {v}");
+    assert_eq!(leftovers().await?, (0, 0));
+    let (status, v) = alice.send("DELETE", &format!("/logs/{log}"), None).await?;
+    assert_eq!(status, StatusCode::OK, "the creator's repeat: {v}");
+    // Still deleted for everyone else's requests.
+    let (status, _) = alice.send("GET", &format!("/logs/{log}"), None).await?;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "the catalog forgot the sheet"
+    );
+    Ok(())
+}

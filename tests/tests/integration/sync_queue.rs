@@ -603,3 +603,77 @@ async fn a_maximal_push_with_base_seq_applies_and_another_editor_lands_too() -> 
     assert_eq!(v["values"], json!([["top", n, "other"]]), "{v}");
     Ok(())
 }
+
+/// Issue 41: the sync writer never read the tombstone, so a push queued before a delete (or
+/// while a delete is cut short) was applied to the deleted sheet, and its entries and client
+/// items outlived the delete. It is dropped instead: its message is deleted from the queue, not
+/// retried, and nothing is written.
+#[tokio::test]
+async fn a_push_to_a_deleted_sheet_is_dropped_not_applied() -> anyhow::Result<()> {
+    use sheetlog_core::ports::LogPurge;
+    let emulator = sheetlog_tests::Emulator::start()?;
+    let sdk = emulator.sdk_config().await;
+    let stack = create_local_stack(
+        &sdk,
+        &sheetlog_tests::emulator::unique_prefix("sync-deleted"),
+    )
+    .await?;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
+    let writer = Handler::from_sdk(
+        &sdk,
+        &stack.resources,
+        LogConfig::default(),
+        WriterConfig::default(),
+    )?;
+    let driver = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, Arc::new(writer));
+    let log = driver.handler().log().create().await?.log;
+    let push = queued(log, "a", 1..=2);
+    queue
+        .send(&log.to_string(), &push.dedupe_id(), push.to_json())
+        .await?;
+    // The delete's first step (all a delete cut short at once leaves): the tombstone.
+    let tombstones = sheetlog_core::aws::DynamoPurge::tombstones(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        stack.resources.require_clients_table()?,
+    );
+    tombstones
+        .mark_deleted(log, sheetlog_core::domain::now_secs())
+        .await?;
+    let next_seq = driver.handler().log().next_seq(log).await?.0;
+
+    let mut results = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while results.is_empty() && Instant::now() < deadline {
+        results.extend(driver.poll_once(Duration::from_secs(1)).await?);
+    }
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        matches!(&results[0].outcome, MessageOutcome::Poison(r) if r.contains("deleted")),
+        "{results:?}"
+    );
+    assert!(!results[0].keep(), "kept for a retry");
+    assert_eq!(
+        driver.handler().log().next_seq(log).await?.0,
+        next_seq,
+        "the push was applied to the deleted sheet"
+    );
+    assert_eq!(driver.handler().log().last_mutation(log, "a").await?, None);
+    // Not redelivered: nothing is left on the queue, in flight or visible.
+    for m in driver.receive(Duration::ZERO).await? {
+        anyhow::bail!("a message is still on the queue: {m:?}");
+    }
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&stack.sync_queues.queue)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(
+            aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        )
+        .send()
+        .await?;
+    for (name, value) in attrs.attributes().into_iter().flatten() {
+        assert_eq!(value, "0", "{name:?}");
+    }
+    Ok(())
+}

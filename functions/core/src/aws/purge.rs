@@ -34,6 +34,9 @@ pub mod meta_attr {
     pub const CREATOR: &str = "o";
     /// The tombstone: when the log was deleted (Unix seconds).
     pub const DELETED: &str = "d";
+    /// Who owned the sheet when its delete finished (string set): they may repeat the delete
+    /// once the catalog has forgotten the sheet.
+    pub const OWNERS: &str = "p";
 }
 
 /// A subject's delete counter (in the Clients table, under [`delete_rate_key`]).
@@ -79,6 +82,12 @@ impl DynamoPurge {
             clients_table: clients_table.into(),
             dedupe_table: None,
         }
+    }
+
+    /// Reads tombstones (and counts deletes) only, for a function that must not write to a
+    /// deleted log: the sync writer, the snapshot worker. Its purge calls fail.
+    pub fn tombstones(client: Client, clients_table: impl Into<String>) -> Self {
+        Self::new(client, "", "", "", clients_table)
     }
 
     /// The Dedupe table: a purge removes the idempotency keys the log's entries recorded there.
@@ -398,10 +407,36 @@ impl LogPurge for DynamoPurge {
         let Some(item) = out.item else {
             return Ok(None);
         };
+        let owners = match item.get(meta_attr::OWNERS) {
+            None => Vec::new(),
+            Some(AttributeValue::Ss(owners)) => owners.clone(),
+            Some(_) => return Err(StoreError::corrupt(WHAT, "attribute p is not a string set")),
+        };
         Ok(Some(LogMeta {
             creator: opt_str(&item, meta_attr::CREATOR, WHAT)?,
             deleted: opt_num(&item, meta_attr::DELETED, WHAT)?,
+            owners,
         }))
+    }
+
+    #[instrument(skip(self, owners), fields(log = %log, owners = owners.len()))]
+    async fn record_owners(&self, log: LogId, owners: &[String]) -> Result<(), StoreError> {
+        if owners.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .update_item()
+            .table_name(&self.clients_table)
+            .set_key(Some(Self::meta_item_key(log)))
+            .update_expression("ADD #p :p")
+            .condition_expression("attribute_exists(#d)")
+            .expression_attribute_names("#p", meta_attr::OWNERS)
+            .expression_attribute_names("#d", meta_attr::DELETED)
+            .expression_attribute_values(":p", AttributeValue::Ss(owners.to_vec()))
+            .send()
+            .await
+            .map_err(|e| ddb_error("UpdateItem", e))?;
+        Ok(())
     }
 
     #[instrument(skip(self, subject), fields(log = %log))]

@@ -650,6 +650,18 @@ impl crate::ports::LogPurge for MemLogStore {
         Ok(())
     }
 
+    async fn record_owners(&self, log: LogId, owners: &[String]) -> Result<(), StoreError> {
+        let mut t = lock(&self.tables)?;
+        if let Some(meta) = t.meta.get_mut(&log).filter(|m| m.deleted.is_some()) {
+            for o in owners {
+                if !meta.owners.contains(o) {
+                    meta.owners.push(o.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn count_delete(
         &self,
         subject: &str,
