@@ -605,7 +605,12 @@ export class SheetlogStack extends Stack {
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'PutItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'PutItem'])
       // GetItem also reads the log's tombstone: pushes to a deleted log are dropped.
-      .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'], [])
+      .bindTable(
+        ENV.clientsTable,
+        this.clientsTable,
+        ['GetItem', 'Query', 'PutItem', 'UpdateItem', 'BatchWriteItem'],
+        [],
+      )
       .bindBucket(ENV.bucket, this.bucket, [
         // A large mutation body is offloaded like any entry body, written with the auto-delete tag.
         { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag'] },
