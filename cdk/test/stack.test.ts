@@ -341,6 +341,8 @@ describe('functions', () => {
       SHEETLOG_ENTRY_TABLE: { Ref: LOGICAL_IDS.entryTable },
       SHEETLOG_SEGMENT_TABLE: { Ref: LOGICAL_IDS.segmentTable },
       SHEETLOG_PENDING_TABLE: { Ref: LOGICAL_IDS.pendingSnapshotsTable },
+      // The tombstone: a deleted log's snapshot is not built.
+      SHEETLOG_CLIENTS_TABLE: { Ref: LOGICAL_IDS.clientsTable },
       SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
       SHEETLOG_SNAPSHOT_QUEUE_URL: { Ref: LOGICAL_IDS.snapshotQueue },
       SHEETLOG_PENDING_TIMEOUT_SECS: '120',
