@@ -661,7 +661,11 @@ async fn a_push_to_a_deleted_sheet_is_dropped_not_applied() -> anyhow::Result<()
     assert_eq!(driver.handler().log().last_mutation(log, "a").await?, None);
     // Not redelivered: nothing is left on the queue, in flight or visible.
     let left = driver.receive(Duration::ZERO).await?;
-    assert!(left.is_empty(), "{} messages still on the queue", left.len());
+    assert!(
+        left.is_empty(),
+        "{} messages still on the queue",
+        left.len()
+    );
     let attrs = sqs
         .get_queue_attributes()
         .queue_url(&stack.sync_queues.queue)
