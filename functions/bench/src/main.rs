@@ -64,6 +64,10 @@ enum Command {
         /// debug build gives the same figures in a fraction of the full run's time.
         #[arg(long)]
         api_only: bool,
+        /// Only the push limits' worst case (the `max_push_*` keys): a maximal push applied by
+        /// the sync writer on the local stack, and another editor's wait behind it.
+        #[arg(long, conflicts_with = "api_only")]
+        max_push_only: bool,
     },
     /// Snapshot engine: build rate and peak memory (1M and 10M cells), incremental write
     /// amplification, CSV import rate for a 100 MB file.
@@ -125,7 +129,11 @@ fn main() -> anyhow::Result<()> {
             .init();
     }
     match Cli::parse().command {
-        Command::Log { json, api_only } => log_bench(json, api_only),
+        Command::Log {
+            json,
+            api_only,
+            max_push_only,
+        } => log_bench(json, api_only, max_push_only),
         Command::Snapshot {
             json,
             cells,
@@ -247,7 +255,15 @@ fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
 }
 
 /// The log benchmark, with a one-cell `set` event (`B3 = 42.5`) in its real stored encoding.
-fn log_bench(json: bool, api_only: bool) -> anyhow::Result<()> {
+fn log_bench(json: bool, api_only: bool, max_push_only: bool) -> anyhow::Result<()> {
+    if max_push_only {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let max_push = rt.block_on(sheetlog_tests::bench_max_push::run())?;
+        println!("{}", serde_json::to_string_pretty(&max_push)?);
+        return Ok(());
+    }
     if api_only {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
