@@ -16,7 +16,7 @@ use sheetlog_tests::bench_log::ApiSyncCosts;
 use sheetlog_tests::emulator::unique_prefix;
 use tokio::task::JoinHandle;
 
-use crate::wire::WireCounter;
+use sheetlog_tests::wire::WireCounter;
 
 /// One API process: its router served on a loopback port. A new one has no segment hints.
 struct Api {

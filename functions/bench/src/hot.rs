@@ -42,7 +42,7 @@ use sheetlog_tests::emulator::unique_prefix;
 use tokio::task::JoinHandle;
 
 use crate::pipeline::round1;
-use crate::wire::WireCounter;
+use sheetlog_tests::wire::WireCounter;
 
 /// API Gateway's integration limit: a push still unanswered then is a 503/504 to the client.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

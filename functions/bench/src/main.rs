@@ -36,7 +36,6 @@ mod lambda;
 mod pipeline;
 mod scale;
 mod snapshot;
-use sheetlog_tests::wire;
 
 use bytes::Bytes;
 use sheetlog_core::domain::EntryType;
