@@ -15,7 +15,8 @@ pub struct WriterConfig {
     /// failure blocks the log's message group for the queue's visibility timeout, so retrying
     /// here first keeps a sheet from stalling for minutes.
     pub attempts: u32,
-    /// First wait between those tries; doubles each time.
+    /// First wait between those tries; doubles each time (to at most 5 s), each wait a random
+    /// part of it (full jitter, the core's `Backoff`).
     pub retry_delay: Duration,
 }
 

@@ -23,7 +23,7 @@ use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::{
-    BatchOutcome, ClientResult, EventLog, KnownClients, SegmentHint, index_due,
+    Backoff, BatchOutcome, ClientResult, EventLog, KnownClients, SegmentHint, index_due,
 };
 use sheetlog_core::poke::Poker;
 use sheetlog_core::ports::{LogPurge, LogStore, PayloadStore};
@@ -38,6 +38,9 @@ pub type WriterLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 
 /// Hints kept per warm process; cleared wholesale past this many logs.
 const MAX_HINTS: usize = 10_000;
+
+/// The longest wait between tries of a group commit (the first is `retry_delay`, doubling).
+const MAX_RETRY_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -418,7 +421,7 @@ impl Handler {
         for (group, client) in mismatched {
             warn!(log = %log, group, client, "push refused: the client is claimed by another group in the same batch");
         }
-        let mut delay = self.cfg.retry_delay;
+        let mut backoff = Backoff::between(self.cfg.retry_delay, MAX_RETRY_DELAY);
         let mut attempt = 1;
         let t0 = std::time::Instant::now();
         // Taken out while this batch is written (FIFO delivery gives a log's messages to one
@@ -438,9 +441,7 @@ impl Handler {
                 Ok(done) => break Ok(done),
                 Err(e) if transient(&e) && attempt < self.cfg.attempts => {
                     warn!(log = %log, attempt, error = %e, "group commit failed; retrying");
-                    let jitter = rand::random::<f64>() * delay.as_secs_f64();
-                    tokio::time::sleep(std::time::Duration::from_secs_f64(jitter)).await;
-                    delay *= 2;
+                    backoff.sleep().await;
                     attempt += 1;
                 }
                 Err(e) => break Err(e),

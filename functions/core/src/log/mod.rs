@@ -55,6 +55,7 @@ pub use push_rebase::MAX_REBASE_ENTRIES;
 pub use pushed::PushedMutation;
 #[cfg(feature = "engine")]
 pub use rebase::RebasedAppend;
+pub use retry::Backoff;
 pub use trigger::{SnapshotTrigger, Triggered};
 
 use bytes::Bytes;

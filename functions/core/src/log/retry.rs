@@ -9,33 +9,39 @@ use rand::Rng;
 
 use crate::config::LogConfig;
 
-pub(super) struct Backoff {
+/// Waits between attempts: exponential from a first delay to a cap, each wait a uniformly random
+/// part of the current delay. The log's algorithms take their bounds from [`LogConfig`]; other
+/// retry loops (the sync writer's group commit) give theirs with [`Backoff::between`].
+#[derive(Debug)]
+pub struct Backoff {
     delays: backon::ExponentialBackoff,
     max: Duration,
 }
 
 impl Backoff {
     pub(super) fn new(cfg: &LogConfig) -> Self {
+        Self::between(cfg.min_backoff, cfg.max_backoff)
+    }
+
+    /// Delays from `first`, doubling, up to `max`.
+    pub fn between(first: Duration, max: Duration) -> Self {
         let delays = ExponentialBuilder::default()
-            .with_min_delay(cfg.min_backoff)
-            .with_max_delay(cfg.max_backoff)
+            .with_min_delay(first)
+            .with_max_delay(max)
             .with_factor(2.0)
             .without_max_times()
             .build();
-        Self {
-            delays,
-            max: cfg.max_backoff,
-        }
+        Self { delays, max }
     }
 
     /// The next wait: uniform in `[0, delay]`.
-    pub(super) fn next_delay(&mut self) -> Duration {
+    pub fn next_delay(&mut self) -> Duration {
         let cap = self.delays.next().unwrap_or(self.max);
         let micros = u64::try_from(cap.as_micros()).unwrap_or(u64::MAX);
         Duration::from_micros(rand::rng().random_range(0..=micros))
     }
 
-    pub(super) async fn sleep(&mut self) {
+    pub async fn sleep(&mut self) {
         tokio::time::sleep(self.next_delay()).await;
     }
 }
