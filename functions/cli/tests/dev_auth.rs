@@ -21,8 +21,9 @@ struct DevStack {
 impl DevStack {
     async fn start(label: &str) -> anyhow::Result<Self> {
         let key_dir = tempfile::tempdir()?;
-        // Up once the authorizer answers: 401 for a request without a token.
-        let ready = ("/health", StatusCode::UNAUTHORIZED);
+        // Up once the authorizer answers: 401 for a data route without a token (`/health` is
+        // open, as on the deployed stack: functions/api/src/open_routes.json).
+        let ready = ("/sheets", StatusCode::UNAUTHORIZED);
         let envs = [("SHEETLOG_DEV_AUTH_DIR", key_dir.path())];
         // Direct pushes: the sweep checks a push's own answer (its rejected mutations and their
         // reasons), which only a direct push carries; queued pushes through `sheetlog dev` are
