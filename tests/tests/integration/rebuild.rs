@@ -465,11 +465,29 @@ async fn restore_table(px: &PipelineStack, table: &str) -> anyhow::Result<String
     let Some(t) = described.table else {
         bail!("{table}: no description");
     };
+    // A restore keeps the table's global secondary indexes (the Clients table's `byLog`).
+    let indexes = t
+        .global_secondary_indexes
+        .filter(|described| !described.is_empty())
+        .map(|described| {
+            described
+                .into_iter()
+                .map(|d| {
+                    aws_sdk_dynamodb::types::GlobalSecondaryIndex::builder()
+                        .set_index_name(d.index_name)
+                        .set_key_schema(d.key_schema)
+                        .set_projection(d.projection)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     ddb.create_table()
         .table_name(&restored)
         .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
         .set_key_schema(t.key_schema)
         .set_attribute_definitions(t.attribute_definitions)
+        .set_global_secondary_indexes(indexes)
         .send()
         .await?;
     let mut start = None;
