@@ -680,3 +680,40 @@ async fn a_push_to_a_deleted_sheet_is_dropped_not_applied() -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// The page splits its pushes by limits of its own (`web/src/push.ts`); they must be the server's
+/// (`docs/sync.md`, "Push limits"), or a page would send pushes the API refuses with `413`, or
+/// split them smaller than it needs to. Read from the page's source, as the bundle has them.
+#[test]
+fn the_pages_push_limits_are_the_servers() -> anyhow::Result<()> {
+    use sheetlog_core::sync_queue::{MAX_PUSH_CLIENTS, MAX_PUSH_MUTATIONS};
+    let source = std::fs::read_to_string(
+        sheetlog_tests::emulator::workspace_root().join("web/src/push.ts"),
+    )?;
+    let constant = |name: &str| -> anyhow::Result<u64> {
+        let line = source
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export const {name} = ")))
+            .ok_or_else(|| anyhow::anyhow!("web/src/push.ts has no {name}"))?;
+        let expr = line.trim_end_matches(';').replace('_', "");
+        // `a * b * c - d * e` at most: the byte limit is written as arithmetic.
+        let mut total: i64 = 0;
+        for (i, term) in expr.split(" - ").enumerate() {
+            let product: i64 = term
+                .split(" * ")
+                .map(|f| f.trim().parse::<i64>())
+                .product::<Result<i64, _>>()?;
+            total += if i == 0 { product } else { -product };
+        }
+        Ok(u64::try_from(total)?)
+    };
+    assert_eq!(constant("MAX_PUSH_MUTATIONS")?, MAX_PUSH_MUTATIONS as u64);
+    assert_eq!(constant("MAX_PUSH_CLIENTS")?, MAX_PUSH_CLIENTS as u64);
+    let bytes = constant("MAX_PUSH_BYTES")?;
+    let limit = sheetlog_api::ApiConfig::default().max_request_bytes as u64;
+    assert!(
+        bytes < limit,
+        "the page's pushes ({bytes} bytes) must stay under the API's request limit ({limit})"
+    );
+    Ok(())
+}
