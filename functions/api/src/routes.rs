@@ -46,6 +46,15 @@ pub fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
         ));
     }
     let raw = value.as_bytes();
+    // API Gateway hands the function a repeated header as one value joined with commas, so a
+    // comma means the header came more than once (or a key no retry could match reliably).
+    if raw.contains(&b',') {
+        return Err(ApiError::InvalidHeader(
+            "Idempotency-Key: send the header once, without commas (a gateway joins repeated \
+             headers with commas)"
+                .into(),
+        ));
+    }
     if raw.is_empty() || raw.len() > MAX_KEY_LEN || !raw.iter().all(|b| (0x20..=0x7e).contains(b)) {
         return Err(ApiError::InvalidHeader(format!(
             "Idempotency-Key: must be 1 to {MAX_KEY_LEN} printable ASCII characters (got {} bytes)",
