@@ -13,7 +13,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { BINARY_TAG } from './constructs/sheetlog-function';
 
 /** Bumped on any incompatible change to the shape below. */
-export const LOCAL_RESOURCES_FORMAT = 1;
+export const LOCAL_RESOURCES_FORMAT = 2;
 
 export interface KeyAttribute {
   readonly name: string;
@@ -95,6 +95,8 @@ export interface LocalFunction {
   /** The binary (crate) name, from the function's `sheetlog:binary` tag. */
   readonly binary: string;
   readonly timeoutSecs: number;
+  /** Lambda's memory size (MB); CPU is allotted in proportion to it. */
+  readonly memoryMb: number;
   readonly environment: Record<string, LocalEnvValue>;
 }
 
@@ -117,6 +119,25 @@ export interface LocalQueueConsumer {
   readonly reportBatchItemFailures: boolean;
 }
 
+export interface LocalRoute {
+  /** `GET /config.json`, or `$default` for the catch-all route. */
+  readonly routeKey: string;
+  /** `NONE`, `JWT`, `AWS_IAM` or `CUSTOM`. */
+  readonly authorizationType: string;
+  /** The binary of the function the route's integration invokes. */
+  readonly function: string;
+}
+
+/**
+ * The HTTP API as the local gateway stand-in must reproduce it: the `$default` stage's throttle
+ * (a token bucket: `rateLimit` requests a second, `burstLimit` at once; API Gateway answers 429
+ * beyond it) and every route with its authorization and target function.
+ */
+export interface LocalHttpApi {
+  readonly throttle: { readonly rateLimit: number; readonly burstLimit: number } | null;
+  readonly routes: LocalRoute[];
+}
+
 export interface LocalResources {
   readonly format: number;
   readonly tables: LocalTable[];
@@ -130,6 +151,8 @@ export interface LocalResources {
    * requests the local authorizer stand-in must let through without a token, and no others.
    */
   readonly openRoutes: string[];
+  /** The HTTP API: stage throttle and routes (null in a template without one). */
+  readonly httpApi: LocalHttpApi | null;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a synthesized template is untyped JSON, walked by key.
@@ -169,7 +192,12 @@ export function describeLocalResources(template: Json): LocalResources {
       environment[name] = value;
       if (typeof value === 'object' && 'ref' in value && !envOf.has(value.ref)) envOf.set(value.ref, name);
     }
-    functions.push({ binary, timeoutSecs: fn.Properties?.Timeout ?? 3, environment });
+    functions.push({
+      binary,
+      timeoutSecs: fn.Properties?.Timeout ?? 3,
+      memoryMb: fn.Properties?.MemorySize ?? 128,
+      environment,
+    });
   }
   functions.sort((a, b) => a.binary.localeCompare(b.binary));
 
@@ -295,6 +323,7 @@ export function describeLocalResources(template: Json): LocalResources {
 
   return {
     format: LOCAL_RESOURCES_FORMAT,
+    httpApi: describeHttpApi(resources, binaryOf),
     tables,
     buckets,
     queues,
@@ -303,6 +332,33 @@ export function describeLocalResources(template: Json): LocalResources {
     queueConsumers,
     openRoutes,
   };
+}
+
+function describeHttpApi(resources: Record<string, Json>, binaryOf: Map<string, string>): LocalHttpApi | null {
+  const apis = Object.entries(resources).filter(([, r]) => r.Type === 'AWS::ApiGatewayV2::Api');
+  if (apis.length === 0) return null;
+  if (apis.length > 1) throw new Error(`the local stack serves one HTTP API; the template has ${apis.length}`);
+  const stages = Object.values(resources).filter((r) => r.Type === 'AWS::ApiGatewayV2::Stage');
+  const stage = stages.find((s) => s.Properties?.StageName === '$default') ?? stages[0];
+  const settings = stage?.Properties?.DefaultRouteSettings ?? {};
+  const throttle =
+    settings.ThrottlingRateLimit === undefined && settings.ThrottlingBurstLimit === undefined
+      ? null
+      : { rateLimit: Number(settings.ThrottlingRateLimit), burstLimit: Number(settings.ThrottlingBurstLimit) };
+  const routes: LocalRoute[] = Object.entries(resources)
+    .filter(([, r]) => r.Type === 'AWS::ApiGatewayV2::Route')
+    .map(([id, r]) => {
+      const p = r.Properties ?? {};
+      // Target is {"Fn::Join": ["", ["integrations/", {"Ref": <integration>}]]}.
+      const parts = p.Target?.['Fn::Join']?.[1];
+      const integrationId = Array.isArray(parts) ? parts.find((x: Json) => typeof x?.Ref === 'string')?.Ref : undefined;
+      const uri = resources[integrationId ?? '']?.Properties?.IntegrationUri;
+      const fn = binaryOf.get(getAttTarget(uri, `route ${id}`));
+      if (fn === undefined) throw new Error(`route ${id} (${p.RouteKey}) does not invoke one of our functions`);
+      return { routeKey: String(p.RouteKey), authorizationType: String(p.AuthorizationType ?? 'NONE'), function: fn };
+    })
+    .sort((a, b) => a.routeKey.localeCompare(b.routeKey));
+  return { throttle, routes };
 }
 
 function tagValue(tags: unknown, key: string): string | undefined {

@@ -213,6 +213,43 @@ describe('local resources description', () => {
     assert.ok(!local.openRoutes.includes('$default'));
   });
 
+  test("describes the HTTP API's stage throttle and every route with its authorization and function", () => {
+    assert.deepEqual(local.httpApi?.throttle, { rateLimit: 100, burstLimit: 200 });
+    const routes = local.httpApi?.routes ?? [];
+    assert.deepEqual(
+      routes.map((r) => r.routeKey),
+      resourcesOfType(json, 'AWS::ApiGatewayV2::Route')
+        .map(([, r]) => r.Properties.RouteKey as string)
+        .sort(),
+    );
+    assert.ok(routes.every((r) => r.function === 'sheetlog-api'));
+    assert.deepEqual(
+      routes.filter((r) => r.authorizationType === 'NONE').map((r) => r.routeKey),
+      local.openRoutes,
+    );
+    assert.equal(routes.find((r) => r.routeKey === '$default')?.authorizationType, 'AWS_IAM');
+    const jwt = describeLocalResourcesOfStack(
+      synth({
+        ...LOCAL_STACK_CONTEXT,
+        authMode: 'cognito',
+        throttlingRateLimit: '7',
+        throttlingBurstLimit: '9',
+      }).stack,
+    );
+    assert.deepEqual(jwt.httpApi?.throttle, { rateLimit: 7, burstLimit: 9 });
+    assert.equal(jwt.httpApi?.routes.find((r) => r.routeKey === '$default')?.authorizationType, 'JWT');
+    assert.deepEqual(
+      local.functions.map((f) => [f.binary, f.memoryMb]),
+      resourcesOfType(json, 'AWS::Lambda::Function')
+        .filter(([, f]) => (f.Properties.Tags ?? []).some((t: { Key: string }) => t.Key === 'sheetlog:binary'))
+        .map(([, f]) => [
+          f.Properties.Tags.find((t: { Key: string }) => t.Key === 'sheetlog:binary').Value,
+          f.Properties.MemorySize,
+        ])
+        .sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    );
+  });
+
   test('describes the Catalog table of a cognito stack and the Clients table with their indexes; other tables have no index field', () => {
     const cognito = describeLocalResourcesOfStack(synth({ ...LOCAL_STACK_CONTEXT, authMode: 'cognito' }).stack);
     const catalog = cognito.tables.find((t) => t.logicalId === 'CatalogTable');

@@ -68,6 +68,31 @@ impl TestApi {
         })
     }
 
+    /// In-process API behind the local API Gateway stand-in (`sheetlog::local_gateway`) with
+    /// `gateway`'s settings: the stage's throttle and joined headers in front, Lambda's event
+    /// size limit and the function's timeout around the router. `None` against an external
+    /// deployment (which has the real gateway).
+    pub async fn start_behind_gateway(
+        label: &str,
+        cfg: ApiConfig,
+        gateway: &sheetlog::local_gateway::GatewaySettings,
+    ) -> anyhow::Result<Option<Self>> {
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+        let app =
+            sheetlog::local_gateway::invocation(sheetlog_api::router(Arc::new(state)), gateway);
+        let (base, server) = serve(sheetlog::local_gateway::front(app, gateway)).await?;
+        Ok(Some(Self {
+            base,
+            stack: Some(stack),
+            tasks: vec![server],
+        }))
+    }
+
     /// In-process API behind a stand-in for API Gateway's JWT authorizer: a request's
     /// [`JWT_CLAIMS_HEADER`] (a JSON object of claims, as a verified token would carry) becomes
     /// the request context `lambda_http` gives the router in AWS, with those claims. A request
@@ -476,4 +501,14 @@ pub async fn put_upload(
         put = put.header(k, v);
     }
     Ok(put.send().await?.status())
+}
+
+/// The local gateway's settings from the synthesized template (`cdk/bin/local-resources.ts`,
+/// run once per test process: it takes about 15 s).
+pub async fn template_gateway() -> anyhow::Result<sheetlog::local_gateway::GatewaySettings> {
+    static DESCRIPTION: tokio::sync::OnceCell<Vec<u8>> = tokio::sync::OnceCell::const_new();
+    let json = DESCRIPTION
+        .get_or_try_init(sheetlog::dev::describe_template)
+        .await?;
+    sheetlog::local_gateway::GatewaySettings::from_description(json)
 }

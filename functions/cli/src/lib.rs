@@ -6,9 +6,12 @@
 //!   API's errors as [`api::CliError`] with exit codes
 //! - `commands.rs` — what the commands do: cell assignments, appends, the upload flow with
 //!   progress, paging through the log
+//! - `dev.rs` — `sheetlog dev`: the local stack, its stand-ins and drivers, in one process
 //! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `local_cognito.rs` — the local stack's user pool on the emulator (`sheetlog dev --auth cognito`)
+//! - `local_gateway.rs` — the local stack's API Gateway stand-in: the stage's throttle, joined
+//!   duplicate headers, Lambda's request size limit and the function's timeout, from the template
 //! - `login.rs` — `sheetlog login`/`logout`: Cognito sign-in, the stored refresh token
 //! - `private_file.rs` — writing a file readable by its owner only (the issuer's key, the
 //!   stored sign-in)
@@ -16,12 +19,14 @@
 //! - `watch.rs` — `sheetlog watch`: the sheet's pokes over the AppSync Events real-time
 //!   protocol, entries read on each poke, polling while there is no channel
 //!
-//! The binary (`main.rs`) parses the arguments and also runs the local stack (`sheetlog dev`).
+//! The binary (`main.rs`) parses the arguments and runs the commands.
 
 pub mod api;
 pub mod commands;
+pub mod dev;
 pub mod local_auth;
 pub mod local_cognito;
+pub mod local_gateway;
 pub mod login;
 pub mod private_file;
 pub mod sigv4;

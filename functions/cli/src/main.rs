@@ -7,27 +7,15 @@
 //! no Lambda event-source mappings).
 //!
 //! Layout:
-//! - `main.rs` — argument parsing, output, exit codes, and the `dev` runner
+//! - `main.rs` — argument parsing, output, exit codes
+//! - `dev.rs` (library) — the `dev` runner
 //! - the library (`lib.rs`): the API client and the commands
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-
-use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use sheetlog::api::{Api, Auth, CliError, execute_api_region};
 use sheetlog::commands::{self, out};
-use sheetlog_api::config::AuthMode;
-use sheetlog_api::{ApiConfig, AppState, SyncWrites};
 use std::time::Duration;
-
-use sheetlog_core::config::LogConfig;
-use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
-use sheetlog_core::poke::{PokeConfig, Poker};
-use sheetlog_pipeline::events::LocalEvents;
-use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, create_local_stack};
-use tracing::info;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -161,7 +149,7 @@ enum Command {
         role: String,
     },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
-    Dev(DevArgs),
+    Dev(sheetlog::dev::DevArgs),
     /// Mint a token from the local stack's issuer (`./scripts/dev --auth jwt`): prints a JWT for
     /// `--token`/`SHEETLOG_TOKEN` or the web page's `#token=`.
     DevToken(DevTokenArgs),
@@ -215,54 +203,6 @@ struct ColumnsArgs {
     count: u32,
 }
 
-#[derive(Debug, clap::Args)]
-struct DevArgs {
-    /// Port to serve the API on (loopback only).
-    #[arg(long, env = "SHEETLOG_PORT", default_value_t = 8080)]
-    port: u16,
-    /// Prefix of the local table, bucket and queue names.
-    #[arg(long, env = "SHEETLOG_LOCAL_PREFIX", default_value = "sheetlog-local")]
-    prefix: String,
-    /// Entries between Snapshot entries.
-    #[arg(long, env = "SHEETLOG_SNAPSHOT_INTERVAL", default_value_t = 100)]
-    snapshot_interval: u64,
-    /// Entries after which a new segment starts (once its snapshot is complete).
-    #[arg(long, env = "SHEETLOG_SEGMENT_MAX_ENTRIES", default_value_t = 10_000)]
-    segment_max_entries: u64,
-    /// Seconds each snapshot-worker invocation may run before it checkpoints and hands off
-    /// (Lambda's is its timeout less a reserve); small values exercise hand-off locally.
-    #[arg(
-        long,
-        env = "SHEETLOG_WORKER_TIME_BUDGET_SECS",
-        default_value_t = 240.0
-    )]
-    worker_time_budget: f64,
-    /// Serve the API over a hostile backend: `PROFILE` or `PROFILE:SEED`, one of none, stale,
-    /// lossy, throttle, conflict, hostile (stale reads, lost responses, throttling, transaction
-    /// conflicts, latency spikes, as AWS has them and the emulator does not).
-    #[arg(long, env = "SHEETLOG_FAULTS")]
-    faults: Option<String>,
-    /// How Replicache pushes are written: `queued` (enqueued on the sync FIFO queue and applied
-    /// by the sync writer, one writer per sheet; the default) or `direct` (applied by the API
-    /// before it answers).
-    #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "queued")]
-    sync_writes: String,
-    /// How requests are authorized: `none` (every request may use every log), `jwt` (a local
-    /// token issuer and API Gateway's JWT authorizer in front of the API, with per-log access
-    /// from the token's access claim; mint tokens with `sheetlog dev-token`) or `cognito` (a
-    /// user pool on the emulator with demo users, access from the catalog of sheets; sign in
-    /// with `sheetlog login`).
-    #[arg(long, env = "SHEETLOG_AUTH", default_value = "none", value_parser = ["none", "jwt", "cognito"])]
-    auth: String,
-    /// With `--auth cognito`: seconds the API trusts a role it read from the catalog (how long
-    /// a removed member may keep access).
-    #[arg(long, env = "SHEETLOG_CATALOG_CACHE_SECS", default_value_t = 30)]
-    catalog_cache_secs: u64,
-    /// With `--auth jwt`: the claim that lists a token's grants (`jwtAccessClaim`).
-    #[arg(long, default_value = sheetlog_api::access::DEFAULT_ACCESS_CLAIM)]
-    access_claim: String,
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -270,7 +210,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Dev(args) => {
             sheetlog_core::telemetry::init_cli("info,aws_config=warn,aws_smithy_runtime=warn");
-            dev(args)
+            sheetlog::dev::run(args)
                 .await
                 .map_err(|e| CliError::Other(format!("{e:#}")))
         }
@@ -627,245 +567,7 @@ fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
     out(&token)
 }
 
-async fn dev(args: DevArgs) -> anyhow::Result<()> {
-    if std::env::var("AWS_ENDPOINT_URL")
-        .map(|v| v.is_empty())
-        .unwrap_or(true)
-    {
-        bail!(
-            "AWS_ENDPOINT_URL is not set. `sheetlog dev` creates resources on that endpoint and is meant \
-             for the local emulator: run ./scripts/dev, which starts one and sets it."
-        );
-    }
-    let sync_writes: SyncWrites = args.sync_writes.parse()?;
-    let jwt = args.auth == "jwt";
-    let cognito = args.auth == "cognito";
-    let mut cfg = ApiConfig {
-        snapshot_interval: args.snapshot_interval,
-        segment_max_entries: args.segment_max_entries,
-        access_claim: jwt.then(|| args.access_claim.clone()),
-        // Cognito's settings exist once the pool does (below).
-        auth_mode: if jwt { AuthMode::Jwt } else { AuthMode::None },
-        catalog_cache: Duration::from_secs(args.catalog_cache_secs),
-        ..ApiConfig::default()
-    };
-    // Cognito's settings (catalog table, user pool) exist only once the pool is made below,
-    // which validates the whole configuration again.
-    if !cognito {
-        cfg.validate()?;
-    }
-    if !(args.worker_time_budget.is_finite() && args.worker_time_budget >= 0.0) {
-        bail!("--worker-time-budget must be a non-negative number of seconds");
-    }
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    info!(prefix = %args.prefix, "creating tables, bucket and queues");
-    let stack = create_local_stack(&sdk, &args.prefix)
-        .await
-        .context("creating the local resources (is the emulator fresh?)")?;
-    let pool = if cognito {
-        let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
-        let table = format!("{}-catalog", args.prefix);
-        sheetlog_core::aws::DynamoCatalog::create_table(
-            &aws_sdk_dynamodb::Client::new(&sdk),
-            &table,
-        )
-        .await
-        .context("creating the catalog table")?;
-        let pool = sheetlog::local_cognito::create_pool(
-            &sdk,
-            &endpoint,
-            &format!("{}-users", args.prefix),
-            &sheetlog::local_cognito::DEMO_USERS,
-            sheetlog::local_cognito::DEMO_PASSWORD,
-        )
-        .await?;
-        cfg.auth_mode = AuthMode::Cognito;
-        cfg.catalog_table = Some(table);
-        cfg.cognito = Some(pool.api_config());
-        cfg.validate()?;
-        Some(pool)
-    } else {
-        None
-    };
-    let faults = match &args.faults {
-        Some(spec) => {
-            let (profile, seed) = FaultProfile::parse(spec).map_err(anyhow::Error::msg)?;
-            info!(profile = %profile.name, seed, "injecting faults into the API's stores");
-            Some(Faults::new(profile, seed))
-        }
-        None => None,
-    };
-    cfg.sync_writes = sync_writes;
-    cfg.sync_queue_url = Some(stack.sync_queues.queue.clone());
-    // Pokes go to the local Event API this process serves on the same port (`events.rs` of
-    // sheetlog-pipeline): the functions publish to it as they do to AppSync Events.
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
-    let pokes = PokeConfig {
-        realtime_url: Some(format!("ws://{addr}/event/realtime")),
-        ..PokeConfig::new(format!("http://{addr}/event"))
-    };
-    cfg.pokes = Some(pokes.clone());
-    let poker = Arc::new(Poker::from_sdk(&sdk, &pokes)?);
-    let wrap = |faults: Option<Arc<Faults>>| {
-        move |store: Arc<dyn sheetlog_core::ports::LogStore>,
-              payloads: Arc<dyn sheetlog_core::ports::PayloadStore>|
-              -> (
-            Arc<dyn sheetlog_core::ports::LogStore>,
-            Arc<dyn sheetlog_core::ports::PayloadStore>,
-        ) {
-            match faults {
-                Some(f) => (
-                    Arc::new(FaultyLogStore::new(store, f.clone())),
-                    Arc::new(FaultyPayloadStore::new(payloads, f)),
-                ),
-                None => (store, payloads),
-            }
-        }
-    };
-    let writer = sheetlog_sync_writer::Handler::from_sdk_wrapped(
-        &sdk,
-        &stack.resources,
-        LogConfig::from_env()?,
-        sheetlog_sync_writer::WriterConfig {
-            trigger: sheetlog_core::log::SnapshotTrigger {
-                interval: cfg.snapshot_interval,
-                segment_max_entries: cfg.segment_max_entries,
-            },
-            ..Default::default()
-        },
-        wrap(faults.clone()),
-    )?
-    .with_poker(poker.clone());
-    let state = AppState::from_sdk_wrapped(
-        &sdk,
-        &stack.resources,
-        LogConfig::from_env()?,
-        cfg,
-        wrap(faults.clone()),
-    )?
-    .with_poker(poker);
-    let app = sheetlog_api::router(Arc::new(state));
-    let pipeline_cfg = LocalPipelineConfig {
-        worker_time_budget: Duration::from_secs_f64(args.worker_time_budget),
-        stream_failure_queue: Some(stack.stream_failure_queue.clone()),
-        ..LocalPipelineConfig::default()
-    };
-    let mut pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;
-    if sync_writes == SyncWrites::Queued {
-        pipeline = pipeline.with_sync_writer(&sdk, &stack.sync_queues.queue, writer);
-    }
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let pipeline_task = tokio::spawn(pipeline.run(async move {
-        let _ = stop_rx.changed().await;
-    }));
-
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
-    let app = if let Some(pool) = &pool {
-        use sheetlog::local_auth::MemberChannelAccess;
-        let authorizer = Arc::new(pool.authorizer());
-        println!(
-            "Cognito authorization: user pool {} (client {}) on the emulator; roles cached {} s\n\
-             demo users: {} / password {}\n\
-             sign in:     sheetlog --api http://{addr} login --email {}  (password on stdin or SHEETLOG_PASSWORD)\n\
-             in a browser: http://{addr}/",
-            pool.pool_id,
-            pool.client_id,
-            args.catalog_cache_secs,
-            sheetlog::local_cognito::DEMO_USERS.join(", "),
-            sheetlog::local_cognito::DEMO_PASSWORD,
-            sheetlog::local_cognito::DEMO_USERS[0],
-        );
-        let catalog = Arc::new(sheetlog_core::aws::DynamoCatalog::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            format!("{}-catalog", args.prefix),
-        ));
-        let events = LocalEvents::new(Arc::new(MemberChannelAccess {
-            authorizer: authorizer.clone(),
-            catalog,
-            namespace: pokes.namespace.clone(),
-        }));
-        app.layer(axum::middleware::from_fn_with_state(
-            authorizer,
-            sheetlog::local_auth::authorize,
-        ))
-        .merge(events.router())
-    } else if jwt {
-        use sheetlog::local_auth::{ISSUER_PATH, IssuerKey, JwtAuthorizer, key_path};
-        let issuer = format!("http://{addr}{ISSUER_PATH}");
-        let key = IssuerKey::generate(&issuer, &args.access_claim)?;
-        let path = key_path(args.port);
-        key.save(&path)?;
-        let authorizer = Arc::new(JwtAuthorizer::new(&issuer, vec![key.audience.clone()]));
-        println!(
-            "JWT authorization: issuer {issuer}, audience {}, access claim {}; key in {}\n\
-             mint a token:  sheetlog --api http://{addr} dev-token --grant '*' --sub me\n\
-             then use it:   SHEETLOG_TOKEN=<token> sheetlog --api http://{addr} logs create\n\
-             in a browser:  http://{addr}/#token=<token>",
-            key.audience,
-            args.access_claim,
-            path.display()
-        );
-        let events = LocalEvents::new(Arc::new(sheetlog::local_auth::ChannelAccess {
-            authorizer: authorizer.clone(),
-            claim: args.access_claim.clone(),
-            namespace: pokes.namespace.clone(),
-        }));
-        app.layer(axum::middleware::from_fn_with_state(
-            authorizer,
-            sheetlog::local_auth::authorize,
-        ))
-        .merge(sheetlog::local_auth::issuer_routes(Arc::new(key)))
-        .merge(events.router())
-    } else {
-        app.merge(LocalEvents::default().router())
-    };
-    println!(
-        "sheetlog API listening on http://{addr}  (stream router, snapshot worker and sync writer running; pushes {}; Ctrl-C stops)\n\
-         pokes: publish http://{addr}/event, subscribe ws://{addr}/event/realtime (the AppSync Events subset in docs/operations.md)\n\
-         open http://{addr}/ in a browser for the spreadsheet",
-        args.sync_writes
-    );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
-    let _ = stop_tx.send(true);
-    let _ = pipeline_task.await;
-    if let Some(f) = faults {
-        let kinds: Vec<String> = f
-            .counts
-            .by_kind()
-            .iter()
-            .map(|(k, n)| format!("{k}={n}"))
-            .collect();
-        println!(
-            "faults injected: {} ({})",
-            f.counts.total(),
-            kinds.join(", ")
-        );
-    }
-    Ok(())
-}
-
 /// Appends a row or column insert or delete: `{"at", "count"}` of type `kind`.
 async fn shape(api: &Api, log: &str, kind: &str, at: Value, count: u32) -> Result<Value, CliError> {
     commands::append(api, log, kind, json!({"at": at, "count": count}), None).await
-}
-
-/// Resolves on Ctrl-C or SIGTERM (what `scripts/dev` forwards).
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
-    info!("shutting down");
 }

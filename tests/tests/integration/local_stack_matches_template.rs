@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -38,7 +39,7 @@ use sheetlog_snapshot_worker::WorkerConfig;
 use sheetlog_tests::emulator::{Emulator, unique_prefix, workspace_root};
 
 /// The format of the description this test understands (`LOCAL_RESOURCES_FORMAT`).
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 // The description's types. `deny_unknown_fields`: a field added to the description is something
 // the local stack may have to match, so it fails this test until it is compared here.
@@ -57,6 +58,32 @@ struct Description {
     /// with what the local authorizer stand-in lets through by
     /// [`local_authorizer_opens_exactly_the_templates_open_routes`].
     open_routes: Vec<String>,
+    /// The stage's throttle and the routes. `sheetlog dev` reads them from the description at
+    /// start (`sheetlog::local_gateway`), so they are compared by reading them the same way
+    /// ([`the_local_gateway_takes_its_settings_from_the_template`]).
+    http_api: Option<HttpApi>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct HttpApi {
+    throttle: Option<StageThrottle>,
+    routes: Vec<Route>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StageThrottle {
+    rate_limit: f64,
+    burst_limit: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Route {
+    route_key: String,
+    authorization_type: String,
+    function: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -147,6 +174,9 @@ struct DeadLetter {
 struct Function {
     binary: String,
     timeout_secs: u64,
+    /// Not reproduced locally: the functions run in one process with the machine's CPU and
+    /// memory (Lambda's CPU share at a memory size is documented in docs/operations.md).
+    memory_mb: u64,
     environment: BTreeMap<String, Value>,
 }
 
@@ -399,6 +429,8 @@ async fn observe(
         queue_consumers: local_queue_consumers(stack, pairs)?,
         // Not a resource: checked against the authorizer stand-in over HTTP (below).
         open_routes: desc.open_routes.clone(),
+        // Read by the local gateway at start: checked by reading (below).
+        http_api: desc.http_api.clone(),
     })
 }
 
@@ -608,6 +640,7 @@ fn local_functions() -> Vec<Function> {
     vec![Function {
         binary: "sheetlog-snapshot-worker".into(),
         timeout_secs: budget.as_secs(),
+        memory_mb: 0,
         environment: BTreeMap::from([(
             "SHEETLOG_PENDING_TIMEOUT_SECS".to_owned(),
             Value::String(worker.pending_timeout.as_secs().to_string()),
@@ -1024,6 +1057,43 @@ async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Resu
             "changing {what} in the template's description went unnoticed"
         );
     }
+    Ok(())
+}
+
+/// The local API Gateway stand-in that `sheetlog dev` puts in front of the API reads the stage's
+/// throttle and the API function's timeout from the template's description, as this test reads
+/// the description: what it would enforce is what the template deploys.
+#[tokio::test]
+async fn the_local_gateway_takes_its_settings_from_the_template() -> anyhow::Result<()> {
+    let template = template_description(&workspace_root()).await?;
+    let gateway = sheetlog_tests::api::template_gateway().await?;
+    let api = template
+        .http_api
+        .as_ref()
+        .context("the template has no HTTP API")?;
+    let function = template
+        .functions
+        .iter()
+        .find(|f| api.routes.iter().all(|r| r.function == f.binary))
+        .context("no one function serves every route")?;
+    println!(
+        "compared: stage throttle {:?}; {} timeout {} s; {} routes",
+        api.throttle,
+        function.binary,
+        function.timeout_secs,
+        api.routes.len()
+    );
+    ensure!(gateway.function == function.binary);
+    ensure!(gateway.function_timeout == Duration::from_secs(function.timeout_secs));
+    ensure!(
+        gateway
+            .throttle
+            .map(|t| (t.rate_limit, f64::from(t.burst_limit)))
+            == api.throttle.as_ref().map(|t| (t.rate_limit, t.burst_limit)),
+        "gateway throttle {:?}, template's {:?}",
+        gateway.throttle,
+        api.throttle
+    );
     Ok(())
 }
 

@@ -14,6 +14,7 @@ mod chaos;
 mod dedupe;
 mod event_log;
 mod lambda_runtime;
+mod local_gateway;
 mod local_stack_matches_template;
 mod log_delete;
 mod memory;

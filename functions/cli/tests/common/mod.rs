@@ -39,8 +39,10 @@ impl DevProcess {
             "{label}-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
+        let resources = description_file().await?;
         let child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
             .arg("dev")
+            .env("SHEETLOG_LOCAL_RESOURCES", resources)
             .args(args)
             .args(["--port", &port.to_string(), "--prefix", &prefix])
             .env("AWS_ENDPOINT_URL", emulator.endpoint())
@@ -73,4 +75,20 @@ impl DevProcess {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// The template's description for `sheetlog dev --resources`, made once per test process (it
+/// takes about 15 s) and kept in a temporary file.
+async fn description_file() -> anyhow::Result<&'static Path> {
+    static FILE: tokio::sync::OnceCell<tempfile::TempPath> = tokio::sync::OnceCell::const_new();
+    let path = FILE
+        .get_or_try_init(|| async {
+            use std::io::Write;
+            let json = sheetlog::dev::describe_template().await?;
+            let mut file = tempfile::NamedTempFile::new()?;
+            file.write_all(&json)?;
+            anyhow::Ok(file.into_temp_path())
+        })
+        .await?;
+    Ok(path)
 }
