@@ -9,7 +9,13 @@
 export const MAX_PUSH_MUTATIONS = 10_000;
 /** The most distinct clients one push may carry mutations for. */
 export const MAX_PUSH_CLIENTS = 100;
-/** Request body bytes a push stays under: the API's 6 MiB request limit, less room for the envelope. */
+/**
+ * Bytes a push's body may take in the Lambda event that carries it. Lambda refuses an invocation
+ * over 6 MiB, counting the whole event: headers, request context, and the body as a JSON string,
+ * where every `"` and `\` takes two bytes (docs/operations.md, "The local API Gateway"). So
+ * the budget is 6 MiB less room for the rest of the event, and it is counted escaped
+ * ({@link eventBytes}): a quote-heavy push of 4.5 MB can be 6 MB there.
+ */
 export const MAX_PUSH_BYTES = 6 * 1024 * 1024 - 64 * 1024;
 
 export interface PushLimits {
@@ -32,7 +38,7 @@ export function splitPush<M>(mutations: readonly M[], limits: PushLimits = LIMIT
   for (const m of mutations) {
     const client = (m as { clientID?: unknown }).clientID;
     const id = typeof client === 'string' ? client : '';
-    const size = JSON.stringify(m).length + 1;
+    const size = eventBytes(JSON.stringify(m)) + 1;
     const newClient = !clients.has(id);
     const full =
       chunk.length >= limits.mutations ||
@@ -50,4 +56,19 @@ export function splitPush<M>(mutations: readonly M[], limits: PushLimits = LIMIT
   }
   if (chunk.length > 0) out.push(chunk);
   return out;
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * The bytes JSON text takes inside the Lambda event, as a JSON string: its UTF-8 bytes, plus
+ * one for each `"` and `\` (escaped; JSON.stringify has already escaped control characters).
+ */
+export function eventBytes(json: string): number {
+  let escapes = 0;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c === 0x22 || c === 0x5c) escapes++;
+  }
+  return utf8.encode(json).length + escapes;
 }
