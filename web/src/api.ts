@@ -58,6 +58,11 @@ export function authHeader(): string {
   return provider.header();
 }
 
+/** The token of an `Authorization` value without its `Bearer ` scheme (what AppSync Events takes). */
+export function bareToken(header: string): string {
+  return header.replace(/^bearer\s+/i, '');
+}
+
 /** The header after a 401 from a call the page does not make through `call` (Replicache's). */
 export async function authAfter401(): Promise<string> {
   await provider.unauthorized();
@@ -118,6 +123,25 @@ function explain(status: number, body: Record<string, unknown> | undefined): Api
   return new ApiError(message, status, code, e);
 }
 
+/** How many times {@link call} sends a throttled request again. */
+const RETRIES = 5;
+
+function retryable(status: number, method: string): boolean {
+  return status === 429 || (status === 503 && method === 'GET');
+}
+
+/**
+ * The wait before retry `attempt` (0-based): the answer's Retry-After in seconds (at most 30),
+ * else full jitter over 200 ms doubling per attempt, at most 10 s.
+ */
+export function retryDelay(retryAfter: string | null, attempt: number, random: () => number = Math.random): number {
+  const secs = retryAfter === null ? Number.NaN : Number.parseInt(retryAfter, 10);
+  if (Number.isFinite(secs) && secs >= 0) return Math.min(secs, 30) * 1000;
+  return random() * Math.min(200 * 2 ** attempt, 10_000);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 export async function call<T>(
   method: string,
   path: string,
@@ -138,6 +162,13 @@ export async function call<T>(
   };
   let resp = await send();
   if (resp.status === 401 && (await provider.unauthorized())) resp = await send();
+  // A 429 never reached the function (the stage's throttle) or was refused whole (a rate
+  // limit): send it again after its Retry-After, or a growing, jittered wait. A 503 may have
+  // run part-way, so only reads are retried.
+  for (let attempt = 0; attempt < RETRIES && retryable(resp.status, method); attempt++) {
+    await sleep(retryDelay(resp.headers.get('retry-after'), attempt));
+    resp = await send();
+  }
   if (resp.status === 204) return undefined as T;
   const text = await resp.text();
   let parsed: Record<string, unknown> | undefined;

@@ -13,6 +13,7 @@ import {
   authAfter401,
   authHeader,
   authMode,
+  bareToken,
   type CellsAnswer,
   call,
   type EntriesPage,
@@ -399,7 +400,7 @@ export async function openSheet(
     pokes = new PokeLink({
       config: events,
       logId,
-      auth: authHeader,
+      auth: () => bareToken(authHeader()),
       onPoke: (seq) => pullFor(seq),
       onState: (s) => {
         rep.pullInterval = s === 'live' ? null : fallbackMs;
@@ -436,10 +437,16 @@ export async function openSheet(
         const text = await r.text();
         setOnline(true);
         if (r.ok) {
+          messages.dismiss('push');
           const body = JSON.parse(text) as { rejected?: { id: number; error: string }[]; error?: string };
           for (const x of body.rejected ?? []) messages.error(`An edit was refused by the server: ${x.error}`);
           // A Replicache error answer (200 with `error`): the later parts would get the same.
           if (body.error !== undefined) break;
+        } else if (r.status === 429 || r.status === 503) {
+          // Throttled or busy: nothing was lost. Replicache sends the push again with its own
+          // growing delay, so this is a notice, not an error.
+          messages.warn('The service is busy: your edits are kept here and sent again in a moment.', 'push');
+          return { httpRequestInfo: { httpStatusCode: r.status, errorMessage: text } };
         } else {
           let said = text;
           try {

@@ -8,10 +8,26 @@ use reqwest::{Method, StatusCode};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use serde_json::Value;
 
+use sheetlog_core::log::Backoff;
+
 use crate::sigv4::SigV4;
 
-/// How many times a request the API answered `503` (busy, throttled, timed out) is sent again.
-const RETRIES: u32 = 5;
+/// How many times a request answered `429` (API Gateway's stage throttle, or the API's own rate
+/// limits) or `503` (busy, throttled, timed out) is sent again.
+const RETRIES: u32 = 6;
+
+/// The wait before sending a request again: its `Retry-After` (seconds) when it has one, capped
+/// at 30 s; else a full-jitter exponential backoff from 200 ms (API Gateway's `429`s carry none).
+fn retry_wait(headers: &reqwest::header::HeaderMap, backoff: &mut Backoff) -> Duration {
+    match headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        Some(secs) => Duration::from_secs(secs.min(30)),
+        None => backoff.next_delay(),
+    }
+}
 
 /// What went wrong, and the exit code it gives the process.
 #[derive(Debug, thiserror::Error)]
@@ -155,8 +171,9 @@ impl Api {
             .map_err(|e| CliError::Input(format!("{path}: {e}")))
     }
 
-    /// Sends a request and returns the JSON body of a success. `503` is retried after its
-    /// `Retry-After` (at most [`RETRIES`] times); an `Idempotency-Key` makes that safe for
+    /// Sends a request and returns the JSON body of a success. `429` and `503` are retried (at
+    /// most [`RETRIES`] times, after [`retry_wait`]): a `429` of the stage's throttle never
+    /// reached the function, and for the rest an `Idempotency-Key` makes a retry safe for
     /// appends, and every other request the CLI sends is a read or idempotent by the API's rules.
     pub async fn send(
         &self,
@@ -167,6 +184,7 @@ impl Api {
     ) -> Result<Value, CliError> {
         let url = self.url(path)?;
         let mut attempt = 0;
+        let mut backoff = Backoff::between(Duration::from_millis(200), Duration::from_secs(10));
         loop {
             let mut req = self.http.request(method.clone(), url.clone());
             if let Some(body) = body {
@@ -180,16 +198,12 @@ impl Api {
                 source,
             })?;
             let status = resp.status();
-            if status == StatusCode::SERVICE_UNAVAILABLE && attempt < RETRIES {
+            if (status == StatusCode::SERVICE_UNAVAILABLE
+                || status == StatusCode::TOO_MANY_REQUESTS)
+                && attempt < RETRIES
+            {
                 attempt += 1;
-                let wait = resp
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(1)
-                    .min(30);
-                tokio::time::sleep(Duration::from_secs(wait)).await;
+                tokio::time::sleep(retry_wait(resp.headers(), &mut backoff)).await;
                 continue;
             }
             let bytes = resp.bytes().await.map_err(|e| CliError::Unreachable {
@@ -286,6 +300,22 @@ mod tests {
                 e(503)
             ],
             [3, 4, 5, 6, 5, 3, 7, 7]
+        );
+    }
+
+    #[test]
+    fn a_retry_waits_for_retry_after_or_backs_off() {
+        let mut backoff = Backoff::between(Duration::from_millis(200), Duration::from_secs(10));
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert(reqwest::header::RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_wait(&h, &mut backoff), Duration::from_secs(7));
+        h.insert(reqwest::header::RETRY_AFTER, "3600".parse().unwrap());
+        assert_eq!(retry_wait(&h, &mut backoff), Duration::from_secs(30));
+        let none = reqwest::header::HeaderMap::new();
+        let waits: Vec<Duration> = (0..6).map(|_| retry_wait(&none, &mut backoff)).collect();
+        assert!(
+            waits.iter().all(|w| *w <= Duration::from_secs(10)),
+            "{waits:?}"
         );
     }
 
