@@ -46,7 +46,11 @@ function base64url(text: string): string {
 export interface PokeOptions {
   config: EventsConfig;
   logId: string;
-  /** The `Authorization` value for a JWT-authorized stack (`Bearer …`), or '' for none. */
+  /**
+   * The caller's JWT, bare, or '' for none. AppSync Events takes the token itself in its
+   * `Authorization` field for Cognito and OIDC authorization; a `Bearer ` prefix makes it refuse
+   * the connection ("Unable to parse JWT token"), unlike API Gateway's JWT authorizer.
+   */
   auth: () => string;
   /** A poke arrived (`seq`: the sheet's next sequence), or the link came (back) up (`undefined`). */
   onPoke: (seq: number | undefined) => void;

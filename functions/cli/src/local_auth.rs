@@ -245,6 +245,24 @@ impl JwtAuthorizer {
             .await
     }
 
+    /// The verified claims of a token as AppSync Events takes it for Cognito and OIDC
+    /// authorization: the bare JWT. A `Bearer ` scheme (which API Gateway's JWT authorizer
+    /// strips) is not a JWT to AppSync, which refuses it ("Unable to parse JWT token").
+    pub async fn verify_appsync(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<HashMap<String, String>, Refused> {
+        if let Some(raw) = authorization
+            && raw.trim_start().contains(char::is_whitespace)
+        {
+            return Err(Refused::Malformed(
+                "Unable to parse JWT token (AppSync takes the bare token, without `Bearer `)"
+                    .to_owned(),
+            ));
+        }
+        self.verify(authorization).await
+    }
+
     /// The verified token's claims, as API Gateway passes them to the function.
     pub async fn verify(
         &self,
@@ -426,7 +444,7 @@ impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
                 return Err("not a sheet's channel".to_owned());
             };
             let claims = authorizer
-                .verify(token.as_deref())
+                .verify_appsync(token.as_deref())
                 .await
                 .map_err(|e| format!("token refused: {e}"))?;
             let grants = sheetlog_api::access::Grants::parse(
@@ -465,7 +483,7 @@ impl sheetlog_pipeline::events::SubscribeAuth for MemberChannelAccess {
                 return Err("not a sheet's channel".to_owned());
             };
             let claims = authorizer
-                .verify(token.as_deref())
+                .verify_appsync(token.as_deref())
                 .await
                 .map_err(|e| format!("token refused: {e}"))?;
             let sub = claims.get("sub").map(String::as_str).unwrap_or("");

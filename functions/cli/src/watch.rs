@@ -127,7 +127,9 @@ pub async fn watch(
         }
         (Some(cfg), auth) => {
             let authorization = match auth {
-                Auth::Bearer(t) => Some(format!("Bearer {t}")),
+                // AppSync Events takes the bare token (no `Bearer ` scheme) for Cognito and
+                // OIDC authorization.
+                Auth::Bearer(t) => Some(t.clone()),
                 _ => None,
             };
             let channel = format!("/{}/{}", cfg.namespace, opts.log);

@@ -311,15 +311,24 @@ async fn next_event_message(ws: &mut Ws) -> anyhow::Result<Value> {
     }
 }
 
-/// A subscription to the dev stack's Event API as the web page makes it: the token in the
+/// A subscription to the dev stack's Event API as the web page makes it: the bare token in the
 /// connection's `header-…` subprotocol and in the subscribe message's authorization. The
 /// answer: `subscribe_success` or `subscribe_error`.
 async fn subscribe_as(dev: &DevStack, token: &str, channel: &str) -> anyhow::Result<Value> {
+    subscribe_with(dev, token, channel).await
+}
+
+/// A subscription whose `Authorization` field is `authorization`, as written.
+async fn subscribe_with(
+    dev: &DevStack,
+    authorization: &str,
+    channel: &str,
+) -> anyhow::Result<Value> {
     use base64::Engine;
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
     let host = dev.process.base.trim_start_matches("http://").to_owned();
-    let auth = json!({"host": host, "Authorization": format!("Bearer {token}")});
+    let auth = json!({"host": host, "Authorization": authorization});
     let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(auth.to_string());
     let mut req = format!("ws://{host}/event/realtime").into_client_request()?;
     req.headers_mut().insert(
@@ -359,5 +368,22 @@ async fn a_token_for_one_sheet_cannot_subscribe_to_another_sheets_pokes() -> any
     let forged = IssuerKey::generate(&real.issuer, &real.access_claim)?.mint("eve", &x, 600)?;
     let refused = subscribe_as(&dev, &forged, &format!("/sheets/{x}")).await?;
     assert_eq!(refused["type"], "subscribe_error", "{refused}");
+    Ok(())
+}
+
+/// AppSync Events takes the bare JWT for OIDC and Cognito authorization; with API Gateway's
+/// `Bearer ` scheme in front it cannot parse the token and refuses the subscription. The local
+/// stand-in does the same, so a client that sends the prefix fails here as it would deployed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bearer_prefixed_poke_subscription_is_refused_as_appsync_refuses_it() -> anyhow::Result<()>
+{
+    let dev = DevStack::start("auth-bearer").await?;
+    let admin = dev.token("admin", &["*"]).await?;
+    let x = dev.create_log(&admin).await?;
+    let channel = format!("/sheets/{x}");
+    let refused = subscribe_with(&dev, &format!("Bearer {admin}"), &channel).await?;
+    assert_eq!(refused["type"], "subscribe_error", "{refused}");
+    let ok = subscribe_with(&dev, &admin, &channel).await?;
+    assert_eq!(ok, json!({"type": "subscribe_success", "id": "s1"}));
     Ok(())
 }
