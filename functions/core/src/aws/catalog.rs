@@ -62,44 +62,85 @@ fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
 }
-fn get_n(item: &Item, name: &str) -> Option<i64> {
-    item.get(name)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|v| v.parse().ok())
-}
-
 fn corrupt(detail: impl Into<String>) -> CatalogError {
     CatalogError::Store(StoreError::corrupt("catalog item", detail))
 }
 
+/// A sheet item's attributes (`owners` is kept by conditions and updates, not read here).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SheetItem {
+    pk: String,
+    sk: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    owner: String,
+    #[serde(default)]
+    created_at: i64,
+    #[serde(default)]
+    updated_at: i64,
+}
+
+/// A member item's attributes.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MemberItem {
+    pk: String,
+    sk: String,
+    user_id: String,
+    role: String,
+    log_id: String,
+    gsi1pk: String,
+    gsi1sk: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    email: Option<String>,
+}
+
+/// The one attribute a role check reads.
+#[derive(Debug, serde::Deserialize)]
+struct RoleItem {
+    role: String,
+}
+
+fn from_item<T: serde::de::DeserializeOwned>(item: &Item, what: &str) -> Result<T, CatalogError> {
+    serde_dynamo::from_item(item.clone()).map_err(|e| corrupt(format!("{what}: {e}")))
+}
+
+fn to_item(value: &impl serde::Serialize) -> Item {
+    // Strings and numbers only: serialising them cannot fail.
+    serde_dynamo::to_item(value).unwrap_or_default()
+}
+
 fn sheet_of(item: &Item) -> Result<Sheet, CatalogError> {
-    let log = get_s(item, "pk")
-        .and_then(|pk| pk.strip_prefix("LOG#"))
+    let it: SheetItem = from_item(item, "sheet item")?;
+    let log = it
+        .pk
+        .strip_prefix("LOG#")
         .and_then(|id| id.parse().ok())
-        .ok_or_else(|| corrupt(format!("sheet item without a log key: {item:?}")))?;
+        .ok_or_else(|| corrupt(format!("sheet item without a log key: {}", it.pk)))?;
     Ok(Sheet {
         log,
-        name: get_s(item, "name").unwrap_or_default().to_owned(),
-        owner: get_s(item, "owner").unwrap_or_default().to_owned(),
-        created_ms: get_n(item, "createdAt").unwrap_or(0),
-        updated_ms: get_n(item, "updatedAt").unwrap_or(0),
+        name: it.name,
+        owner: it.owner,
+        created_ms: it.created_at,
+        updated_ms: it.updated_at,
     })
 }
 
 fn role_of(item: &Item) -> Result<Role, CatalogError> {
-    get_s(item, "role")
-        .unwrap_or_default()
+    from_item::<RoleItem>(item, "member item")?
+        .role
         .parse()
         .map_err(corrupt)
 }
 
 fn member_of(item: &Item) -> Result<Member, CatalogError> {
+    let it: MemberItem = from_item(item, "member item")?;
     Ok(Member {
-        user_id: get_s(item, "userId")
-            .ok_or_else(|| corrupt("member item without userId"))?
-            .to_owned(),
-        email: get_s(item, "email").map(str::to_owned),
-        role: role_of(item)?,
+        user_id: it.user_id,
+        email: it.email,
+        role: it.role.parse().map_err(corrupt)?,
     })
 }
 
@@ -177,16 +218,16 @@ impl DynamoCatalog {
     }
 
     fn member_item(&self, sheet: &Sheet, member: &Member) -> Item {
-        let mut item = key(log_pk(sheet.log), member_sk(&member.user_id));
-        item.insert("userId".into(), s(&member.user_id));
-        item.insert("role".into(), s(member.role.as_str()));
-        item.insert("logId".into(), s(sheet.log.to_string()));
-        item.insert("gsi1pk".into(), s(user_pk(&member.user_id)));
-        item.insert("gsi1sk".into(), s(listing_key(sheet.created_ms, sheet.log)));
-        if let Some(email) = &member.email {
-            item.insert("email".into(), s(email));
-        }
-        item
+        to_item(&MemberItem {
+            pk: log_pk(sheet.log),
+            sk: member_sk(&member.user_id),
+            user_id: member.user_id.clone(),
+            role: member.role.as_str().to_owned(),
+            log_id: sheet.log.to_string(),
+            gsi1pk: user_pk(&member.user_id),
+            gsi1sk: listing_key(sheet.created_ms, sheet.log),
+            email: member.email.clone(),
+        })
     }
 
     /// Applies a membership change to `current` (the member as read) in one transaction that
@@ -352,11 +393,14 @@ impl Catalog for DynamoCatalog {
         sheet: &Sheet,
         owner_email: Option<&str>,
     ) -> Result<(), CatalogError> {
-        let mut item = key(log_pk(sheet.log), SHEET_SK.into());
-        item.insert("name".into(), s(&sheet.name));
-        item.insert("owner".into(), s(&sheet.owner));
-        item.insert("createdAt".into(), n(sheet.created_ms));
-        item.insert("updatedAt".into(), n(sheet.updated_ms));
+        let mut item = to_item(&SheetItem {
+            pk: log_pk(sheet.log),
+            sk: SHEET_SK.into(),
+            name: sheet.name.clone(),
+            owner: sheet.owner.clone(),
+            created_at: sheet.created_ms,
+            updated_at: sheet.updated_ms,
+        });
         item.insert("owners".into(), n(1));
         let owner = Member {
             user_id: sheet.owner.clone(),
