@@ -8,8 +8,10 @@
 //! the authorizer checks `iss` against the first and fetches keys from the second.
 
 use anyhow::Context;
-use serde_json::{Value, json};
-use sheetlog_core::users::CognitoDirectory;
+use aws_sdk_cognitoidentityprovider::types::{
+    AdminCreateUserConfigType, AttributeType, ExplicitAuthFlowsType, MessageActionType,
+    VerifiedAttributeType,
+};
 
 /// The demo users `sheetlog dev --auth cognito` creates.
 pub const DEMO_USERS: [&str; 2] = ["alice@example.com", "bob@example.com"];
@@ -66,49 +68,68 @@ pub async fn create_pool(
         .region()
         .map(|r| r.to_string())
         .unwrap_or_else(|| "us-east-1".into());
-    let idp = CognitoDirectory::new(sdk, &endpoint, "");
-    let call = |op: &'static str, body: Value| {
-        let idp = &idp;
-        async move {
-            idp.call(op, &body)
-                .await
-                .with_context(|| format!("Cognito {op} on the emulator"))
-        }
-    };
-    let pool = call(
-        "CreateUserPool",
-        json!({"PoolName": name, "AutoVerifiedAttributes": ["email"],
-               "AdminCreateUserConfig": {"AllowAdminCreateUserOnly": true}}),
-    )
-    .await?;
-    let pool_id = pool["UserPool"]["Id"]
-        .as_str()
+    let conf = aws_sdk_cognitoidentityprovider::config::Builder::from(sdk)
+        .endpoint_url(endpoint.trim_end_matches('/'))
+        .build();
+    let idp = aws_sdk_cognitoidentityprovider::Client::from_conf(conf);
+    let on_emulator = |op: &str| format!("Cognito {op} on the emulator");
+    let pool = idp
+        .create_user_pool()
+        .pool_name(name)
+        .auto_verified_attributes(VerifiedAttributeType::Email)
+        .admin_create_user_config(
+            AdminCreateUserConfigType::builder()
+                .allow_admin_create_user_only(true)
+                .build(),
+        )
+        .send()
+        .await
+        .with_context(|| on_emulator("CreateUserPool"))?;
+    let pool_id = pool
+        .user_pool()
+        .and_then(|p| p.id())
         .context("CreateUserPool answered no pool id")?
         .to_owned();
-    let client = call(
-        "CreateUserPoolClient",
-        json!({"UserPoolId": pool_id, "ClientName": format!("{name}-web"), "GenerateSecret": false,
-               "ExplicitAuthFlows": ["ALLOW_USER_SRP_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"]}),
-    )
-    .await?;
-    let client_id = client["UserPoolClient"]["ClientId"]
-        .as_str()
+    let client = idp
+        .create_user_pool_client()
+        .user_pool_id(&pool_id)
+        .client_name(format!("{name}-web"))
+        .generate_secret(false)
+        .explicit_auth_flows(ExplicitAuthFlowsType::AllowUserSrpAuth)
+        .explicit_auth_flows(ExplicitAuthFlowsType::AllowRefreshTokenAuth)
+        .send()
+        .await
+        .with_context(|| on_emulator("CreateUserPoolClient"))?;
+    let client_id = client
+        .user_pool_client()
+        .and_then(|c| c.client_id())
         .context("CreateUserPoolClient answered no client id")?
         .to_owned();
+    let attribute = |name: &str, value: &str| {
+        AttributeType::builder()
+            .name(name)
+            .value(value)
+            .build()
+            .with_context(|| format!("the attribute {name}"))
+    };
     for user in users {
-        call(
-            "AdminCreateUser",
-            json!({"UserPoolId": pool_id, "Username": user, "MessageAction": "SUPPRESS",
-                   "UserAttributes": [{"Name": "email", "Value": user},
-                                      {"Name": "email_verified", "Value": "true"}]}),
-        )
-        .await?;
-        call(
-            "AdminSetUserPassword",
-            json!({"UserPoolId": pool_id, "Username": user, "Password": password,
-                   "Permanent": true}),
-        )
-        .await?;
+        idp.admin_create_user()
+            .user_pool_id(&pool_id)
+            .username(*user)
+            .message_action(MessageActionType::Suppress)
+            .user_attributes(attribute("email", user)?)
+            .user_attributes(attribute("email_verified", "true")?)
+            .send()
+            .await
+            .with_context(|| on_emulator("AdminCreateUser"))?;
+        idp.admin_set_user_password()
+            .user_pool_id(&pool_id)
+            .username(*user)
+            .password(password)
+            .permanent(true)
+            .send()
+            .await
+            .with_context(|| on_emulator("AdminSetUserPassword"))?;
     }
     Ok(LocalPool {
         issuer: format!("https://cognito-idp.{region}.amazonaws.com/{pool_id}"),
