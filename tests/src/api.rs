@@ -93,6 +93,30 @@ impl TestApi {
         }))
     }
 
+    /// In-process API behind a stand-in for API Gateway's IAM authorization: a request's
+    /// [`IAM_CALLER_HEADER`] (the caller's ARN, as API Gateway would have verified it from the
+    /// SigV4 signature) becomes the request context `lambda_http` gives the router in AWS
+    /// (`requestContext.authorizer.iam.userArn`). `None` against an external deployment.
+    pub async fn start_with_iam_callers(
+        label: &str,
+        cfg: ApiConfig,
+    ) -> anyhow::Result<Option<Self>> {
+        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
+            return Ok(None);
+        }
+        let stack = TestStack::new(label).await?;
+        let sdk = stack.emulator.sdk_config().await;
+        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
+        let app = sheetlog_api::router(Arc::new(state))
+            .layer(axum::middleware::map_request(iam_authorizer_context));
+        let (base, server) = serve(app).await?;
+        Ok(Some(Self {
+            base,
+            stack: Some(stack),
+            tasks: vec![server],
+        }))
+    }
+
     /// In-process API behind a stand-in for API Gateway's JWT authorizer: a request's
     /// [`JWT_CLAIMS_HEADER`] (a JSON object of claims, as a verified token would carry) becomes
     /// the request context `lambda_http` gives the router in AWS, with those claims. A request
@@ -289,6 +313,31 @@ async fn jwt_authorizer_context(
         req.method().as_str(),
         req.uri().path(),
         &claims,
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    req.extensions_mut().insert(context);
+    Ok(req)
+}
+
+/// The header [`TestApi::start_with_iam_callers`] reads a request's IAM caller ARN from.
+pub const IAM_CALLER_HEADER: &str = "x-test-iam-user-arn";
+
+/// Moves the ARN of [`IAM_CALLER_HEADER`] into an API Gateway v2 request context with the IAM
+/// authorizer's part, as API Gateway writes it for a SigV4-signed request.
+async fn iam_authorizer_context(
+    mut req: axum::extract::Request,
+) -> Result<axum::extract::Request, (http::StatusCode, String)> {
+    let Some(raw) = req.headers_mut().remove(IAM_CALLER_HEADER) else {
+        return Ok(req);
+    };
+    let bad = |e: String| (http::StatusCode::BAD_REQUEST, e);
+    let arn = raw.to_str().map_err(|e| bad(e.to_string()))?.to_owned();
+    let account = arn.split(':').nth(4).unwrap_or("123456789012").to_owned();
+    let context = sheetlog_pipeline::authorizer::iam_request_context(
+        req.method().as_str(),
+        req.uri().path(),
+        &account,
+        &arn,
     )
     .map_err(|e| bad(e.to_string()))?;
     req.extensions_mut().insert(context);

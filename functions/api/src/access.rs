@@ -298,6 +298,25 @@ fn authorizer(
         })
 }
 
+/// The IAM principal a caller's ARN stands for. An assumed role's session ARN
+/// (`arn:<partition>:sts::<account>:assumed-role/<role>/<session>`) is the role
+/// (`arn:<partition>:iam::<account>:role/<role>`): the session name changes with every
+/// credential refresh on EC2, ECS or Lambda, and a caller that keeps its sync client group
+/// across refreshes must keep its identity. Any other ARN (an IAM user, a federated user) is
+/// itself. Sessions of one role are one caller.
+pub fn iam_principal(arn: &str) -> String {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    if let [_arn, partition, "sts", _region, account, resource] = parts[..]
+        && let Some(rest) = resource.strip_prefix("assumed-role/")
+        && let Some((role, session)) = rest.split_once('/')
+        && !role.is_empty()
+        && !session.is_empty()
+    {
+        return format!("arn:{partition}:iam::{account}:role/{role}");
+    }
+    arn.to_owned()
+}
+
 /// The caller of a request: with an access claim configured, the grants in the JWT claims API
 /// Gateway passed along (none when the request carries no token claims: then nothing is allowed).
 pub fn caller(claim_name: Option<&str>, cognito: bool, req: &Request<Body>) -> Caller {
@@ -305,7 +324,7 @@ pub fn caller(claim_name: Option<&str>, cognito: bool, req: &Request<Body>) -> C
     let jwt = auth.and_then(|a| a.jwt.as_ref());
     let subject = match (jwt, auth.and_then(|a| a.iam.as_ref())) {
         (Some(jwt), _) => jwt.claims.get("sub").cloned(),
-        (None, Some(iam)) => iam.user_arn.clone(),
+        (None, Some(iam)) => iam.user_arn.as_deref().map(iam_principal),
         (None, None) => None,
     }
     .filter(|s| !s.is_empty());
@@ -603,7 +622,11 @@ mod tests {
         let arn = "arn:aws:sts::123456789012:assumed-role/app/session";
         let iam = request_with(serde_json::json!({"iam": {"userArn": arn}}));
         let c = caller(None, false, &iam);
-        assert_eq!(c.subject.as_deref(), Some(arn));
+        // An assumed role's sessions are the role.
+        assert_eq!(
+            c.subject.as_deref(),
+            Some("arn:aws:iam::123456789012:role/app")
+        );
         assert!(c.require(Need::Write, id(A)).is_ok());
         // A header can never stand in for the authorizer's context.
         let mut plain = Request::new(Body::empty());
@@ -616,6 +639,27 @@ mod tests {
         assert!(matches!(c.access, Access::Member));
         assert_eq!(c.subject.as_deref(), Some("u1"));
         assert_eq!(caller(None, true, &iam).subject, None);
+    }
+
+    #[test]
+    fn an_assumed_roles_sessions_are_the_role_and_other_arns_themselves() {
+        assert_eq!(
+            iam_principal("arn:aws:sts::123456789012:assumed-role/ecs-task/1f2e3d"),
+            "arn:aws:iam::123456789012:role/ecs-task"
+        );
+        assert_eq!(
+            iam_principal("arn:aws-cn:sts::123456789012:assumed-role/r/i-0abc"),
+            "arn:aws-cn:iam::123456789012:role/r"
+        );
+        for same in [
+            "arn:aws:iam::123456789012:user/alice",
+            "arn:aws:sts::123456789012:federated-user/bob",
+            "arn:aws:sts::123456789012:assumed-role/no-session",
+            "arn:aws:sts::123456789012:assumed-role//s",
+            "not an arn",
+        ] {
+            assert_eq!(iam_principal(same), same);
+        }
     }
 
     #[test]

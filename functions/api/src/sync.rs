@@ -135,7 +135,9 @@ pub(crate) async fn check_group_owner(
                 .map_err(ApiError::from_store)?
         }
     };
-    if owner != *subject {
+    // A group claimed before callers were identified by their role (an assumed role's session
+    // ARN) still belongs to that role.
+    if owner != *subject && crate::access::iam_principal(&owner) != *subject {
         warn!(log = %log, group, "sync request for a client group another subject owns");
         return Err(ApiError::GroupForbidden(format!(
             "client group {group:?} belongs to another user; a client group is used by the user who first pushed or pulled it"

@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{JWT_CLAIMS_HEADER, TestApi, json_str, send_json};
+use sheetlog_tests::api::{IAM_CALLER_HEADER, JWT_CLAIMS_HEADER, TestApi, json_str, send_json};
 
 const CLAIM: &str = "sheetlog_logs";
 
@@ -350,6 +350,56 @@ async fn a_request_without_token_claims_gets_nothing() -> anyhow::Result<()> {
     };
     let (status, v) = anonymous.send("POST", "/logs", None).await?;
     assert_forbidden(status, &v, "create");
+    Ok(())
+}
+
+/// Deployed with IAM authorization, a caller on EC2, ECS or Lambda signs with an assumed role
+/// whose session name changes with every credential refresh. Its sync client group belongs to
+/// the role, so after a refresh it still pushes as the same client; another role is refused.
+#[tokio::test]
+async fn an_iam_role_keeps_its_client_group_when_its_session_changes() -> anyhow::Result<()> {
+    let Some(api) = TestApi::start_with_iam_callers("iam-session", ApiConfig::default()).await?
+    else {
+        return Ok(());
+    };
+    let http = reqwest::Client::new();
+    let as_caller = |path: &str, arn: &str| {
+        http.post(format!("{}{path}", api.base))
+            .header(IAM_CALLER_HEADER, arn)
+    };
+    let role = "arn:aws:sts::123456789012:assumed-role/sheets-app";
+    let (status, v) = send_json(as_caller("/logs", &format!("{role}/i-0aaa")), None).await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let log = json_str(&v, "/logId").to_owned();
+    let push = format!("/logs/{log}/replicache/push");
+
+    let (status, v) = send_json(
+        as_caller(&push, &format!("{role}/i-0aaa")),
+        Some(push_body("g1", "c1", 1, 1)),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    // The credentials were refreshed: the same role, a new session name.
+    let (status, v) = send_json(
+        as_caller(&push, &format!("{role}/i-0bbb")),
+        Some(push_body("g1", "c1", 2, 2)),
+    )
+    .await?;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a new session of the role is refused: {v}"
+    );
+    // Another role is another caller.
+    let (status, v) = send_json(
+        as_caller(
+            &push,
+            "arn:aws:sts::123456789012:assumed-role/other-app/i-0aaa",
+        ),
+        Some(push_body("g1", "c1", 3, 3)),
+    )
+    .await?;
+    assert_group_forbidden(status, &v);
     Ok(())
 }
 
