@@ -51,6 +51,12 @@ pub struct WireCounts {
     pub by_op: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     /// Read units by table name, in half units.
     pub read_half_units_by_table: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// How many more conditional S3 PUTs (`If-None-Match`) to answer
+    /// `409 ConditionalRequestConflict` instead of forwarding, as S3 answers a conditional write
+    /// that races another ([`WireCounter::conflict_conditional_puts`]).
+    pub s3_conflicts_left: AtomicU64,
+    /// Conditional PUTs answered 409 so far.
+    pub s3_conflicts_sent: AtomicU64,
 }
 
 impl WireCounts {
@@ -130,6 +136,12 @@ impl WireCounter {
         Ok(Self { url, counts, task })
     }
 
+    /// Answers the next `n` conditional S3 PUTs with `409 ConditionalRequestConflict` (S3's
+    /// answer to a conditional write racing another on the same key), forwarding nothing.
+    pub fn conflict_conditional_puts(&self, n: u64) {
+        self.counts.s3_conflicts_left.store(n, Ordering::SeqCst);
+    }
+
     /// `sdk` pointed at this proxy instead of the emulator.
     pub fn sdk_config(&self, sdk: &aws_config::SdkConfig) -> aws_config::SdkConfig {
         sdk.to_builder().endpoint_url(&self.url).build()
@@ -157,6 +169,26 @@ async fn forward(State(p): State<Proxy>, req: Request) -> Response {
 
 async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     p.counts.requests.fetch_add(1, Ordering::Relaxed);
+    if req.method() == axum::http::Method::PUT
+        && req.headers().contains_key("if-none-match")
+        && p.counts
+            .s3_conflicts_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        p.counts.s3_conflicts_sent.fetch_add(1, Ordering::SeqCst);
+        let mut r = Response::new(Body::from(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ConditionalRequestConflict</Code>\
+             <Message>A conflicting conditional operation is currently in progress against this \
+             resource. Please try again.</Message><RequestId>0000000000000000</RequestId></Error>",
+        ));
+        *r.status_mut() = StatusCode::CONFLICT;
+        r.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/xml"),
+        );
+        return Ok(r);
+    }
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, 256 * 1024 * 1024)
         .await

@@ -386,3 +386,47 @@ async fn a_build_resumed_across_chunk_list_parts_in_s3_writes_the_same_manifest(
     assert_eq!(store.get(&resumed.manifest_key).await?, Some(want));
     Ok(())
 }
+
+/// S3 answers a conditional PUT that races another conditional write on the same key (an SDK
+/// retry racing its own first attempt, or two builders writing one chunk) with
+/// `409 ConditionalRequestConflict`, which the SDK does not retry; the emulator never does. Through
+/// a proxy that answers 409 as S3 would, the chunk write tries again and lands, and a write that
+/// meets only conflicts fails rather than claim the chunk is there.
+#[tokio::test]
+async fn a_conditional_put_that_races_another_is_tried_again() -> anyhow::Result<()> {
+    let emu = Emulator::start()?;
+    let (_, name) = bucket(&emu).await?;
+    let wire = sheetlog_tests::wire::WireCounter::start(emu.endpoint(), "none").await?;
+    let proxied = sheetlog_core::aws::s3_client(&wire.sdk_config(&emu.sdk_config().await));
+    let store = S3Bucket::new(proxied, &name);
+
+    wire.conflict_conditional_puts(2);
+    let wrote = store
+        .put_object_if_absent("chunks/a", Bytes::from_static(b"one"))
+        .await?;
+    assert!(wrote, "the third attempt writes the chunk");
+    assert_eq!(
+        wire.counts
+            .s3_conflicts_sent
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    assert_eq!(
+        store.get_object("chunks/a").await?.as_deref(),
+        Some(&b"one"[..])
+    );
+    // Now it exists: the conditional write is refused (412), not retried.
+    assert!(
+        !store
+            .put_object_if_absent("chunks/a", Bytes::from_static(b"one"))
+            .await?
+    );
+    // Conflicts every time: an error after the attempts, never "already there".
+    wire.conflict_conditional_puts(u64::MAX);
+    let err = store
+        .put_object_if_absent("chunks/b", Bytes::from_static(b"two"))
+        .await;
+    assert!(err.is_err(), "{err:?}");
+    assert_eq!(store.get_object("chunks/b").await?, None);
+    Ok(())
+}

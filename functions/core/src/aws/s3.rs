@@ -118,6 +118,16 @@ fn is_precondition_failed<E>(e: &SdkError<E, HttpResponse>) -> bool {
     matches!(e, SdkError::ServiceError(se) if se.raw().status().as_u16() == 412)
 }
 
+/// A conditional write that raced another conditional write on the same key (an SDK retry
+/// racing its own first attempt, or two writers of one chunk): S3 answers
+/// `409 ConditionalRequestConflict` and asks the caller to try again.
+fn is_conditional_conflict<E>(e: &SdkError<E, HttpResponse>) -> bool {
+    matches!(e, SdkError::ServiceError(se) if se.raw().status().as_u16() == 409)
+}
+
+/// How many times a conditional PUT answered `409 ConditionalRequestConflict` is sent.
+const CONDITIONAL_ATTEMPTS: u32 = 6;
+
 /// A failed S3 call as a [`StoreError`]: `SlowDown` (or a bare 503) after the SDK's retries is
 /// [`StoreError::Throttled`].
 fn s3_error<E>(operation: &'static str, e: SdkError<E, HttpResponse>) -> StoreError
@@ -185,22 +195,40 @@ impl S3Bucket {
 
     /// Writes an object unless one is already at `key`, in one request: a PUT with
     /// `If-None-Match: *`, which S3 refuses with 412 when the key exists. `true` when this call
-    /// wrote it.
+    /// wrote it. A `409 ConditionalRequestConflict` (another conditional write to the key in
+    /// flight; the SDK does not retry it) is sent again after a jittered wait, up to
+    /// [`CONDITIONAL_ATTEMPTS`] times; the retry then writes, or finds the other write's object.
     #[instrument(skip(self, bytes), fields(bucket = %self.bucket, len = bytes.len()))]
     pub async fn put_object_if_absent(&self, key: &str, bytes: Bytes) -> Result<bool, StoreError> {
-        let res = self
-            .client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .if_none_match("*")
-            .body(ByteStream::from(bytes))
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if is_precondition_failed(&e) => Ok(false),
-            Err(e) => Err(s3_error("PutObject", e)),
+        let mut waits = backon::BackoffBuilder::build(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(50))
+                .with_max_delay(Duration::from_secs(2))
+                .with_jitter()
+                .without_max_times(),
+        );
+        let mut attempt = 1;
+        loop {
+            let res = self
+                .client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .if_none_match("*")
+                .body(ByteStream::from(bytes.clone()))
+                .send()
+                .await;
+            match res {
+                Ok(_) => return Ok(true),
+                Err(e) if is_precondition_failed(&e) => return Ok(false),
+                Err(e) if is_conditional_conflict(&e) && attempt < CONDITIONAL_ATTEMPTS => {
+                    tracing::debug!(key, attempt, "409 ConditionalRequestConflict; trying again");
+                    attempt += 1;
+                    let wait = waits.next().unwrap_or(Duration::from_secs(2));
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(s3_error("PutObject", e)),
+            }
         }
     }
 
