@@ -1,7 +1,7 @@
 //! The Entry table's stream, polled the way Lambda's DynamoDB event source does it: every shard
 //! from its oldest record, the stack's filter applied, records converted to the Lambda event
-//! types and handed to the stream router in batches; records the router reports as failed are
-//! retried with backoff, up to the stack's retry limit, and then described on the failure queue
+//! types and handed to the stream router in batches; a batch in which the router reports failed
+//! records is retried from the first of them, later successes included (as Lambda does), with backoff, up to the stack's retry limit, and then described on the failure queue
 //! (the stack's on-failure destination) when one is set.
 
 use std::collections::{BTreeMap, HashMap};
@@ -264,17 +264,21 @@ impl StreamDriver {
                 break;
             }
             attempt += 1;
-            // Only the failed records go round again.
-            batch = event
+            // As Lambda retries a stream batch whose function reported item failures: from the
+            // first failed record (its checkpoint) to the end, so records after it that
+            // succeeded go round again too. An id that names no record of the batch fails the
+            // whole batch, as Lambda treats it.
+            let first = event
                 .records
-                .into_iter()
-                .filter(|r| {
+                .iter()
+                .position(|r| {
                     report
                         .failed
                         .iter()
                         .any(|f| Some(f) == r.change.sequence_number.as_ref())
                 })
-                .collect();
+                .unwrap_or(0);
+            batch = event.records.split_off(first);
             if attempt > self.retry_attempts {
                 error!(
                     records = batch.len(),
