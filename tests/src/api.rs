@@ -77,20 +77,11 @@ impl TestApi {
         cfg: ApiConfig,
         gateway: &sheetlog::local_gateway::GatewaySettings,
     ) -> anyhow::Result<Option<Self>> {
-        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
-            return Ok(None);
-        }
-        let stack = TestStack::new(label).await?;
-        let sdk = stack.emulator.sdk_config().await;
-        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
-        let app =
-            sheetlog::local_gateway::invocation(sheetlog_api::router(Arc::new(state)), gateway);
-        let (base, server) = serve(sheetlog::local_gateway::front(app, gateway)).await?;
-        Ok(Some(Self {
-            base,
-            stack: Some(stack),
-            tasks: vec![server],
-        }))
+        Self::start_wrapped(label, cfg, |app| {
+            let app = sheetlog::local_gateway::invocation(app, gateway);
+            sheetlog::local_gateway::front(app, gateway)
+        })
+        .await
     }
 
     /// In-process API behind a stand-in for API Gateway's IAM authorization: a request's
@@ -101,20 +92,10 @@ impl TestApi {
         label: &str,
         cfg: ApiConfig,
     ) -> anyhow::Result<Option<Self>> {
-        if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
-            return Ok(None);
-        }
-        let stack = TestStack::new(label).await?;
-        let sdk = stack.emulator.sdk_config().await;
-        let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
-        let app = sheetlog_api::router(Arc::new(state))
-            .layer(axum::middleware::map_request(iam_authorizer_context));
-        let (base, server) = serve(app).await?;
-        Ok(Some(Self {
-            base,
-            stack: Some(stack),
-            tasks: vec![server],
-        }))
+        Self::start_wrapped(label, cfg, |app| {
+            app.layer(axum::middleware::map_request(iam_authorizer_context))
+        })
+        .await
     }
 
     /// In-process API behind a stand-in for API Gateway's JWT authorizer: a request's
@@ -125,15 +106,26 @@ impl TestApi {
         label: &str,
         cfg: ApiConfig,
     ) -> anyhow::Result<Option<Self>> {
+        Self::start_wrapped(label, cfg, |app| {
+            app.layer(axum::middleware::map_request(jwt_authorizer_context))
+        })
+        .await
+    }
+
+    /// In-process API on a fresh stack with `wrap` around its router (a stand-in for what API
+    /// Gateway does in front of the function). `None` against an external deployment.
+    async fn start_wrapped(
+        label: &str,
+        cfg: ApiConfig,
+        wrap: impl FnOnce(axum::Router) -> axum::Router,
+    ) -> anyhow::Result<Option<Self>> {
         if std::env::var(API_URL_VAR).is_ok_and(|u| !u.is_empty()) {
             return Ok(None);
         }
         let stack = TestStack::new(label).await?;
         let sdk = stack.emulator.sdk_config().await;
         let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
-        let app = sheetlog_api::router(Arc::new(state))
-            .layer(axum::middleware::map_request(jwt_authorizer_context));
-        let (base, server) = serve(app).await?;
+        let (base, server) = serve(wrap(sheetlog_api::router(Arc::new(state)))).await?;
         Ok(Some(Self {
             base,
             stack: Some(stack),
