@@ -534,8 +534,9 @@ export class SheetlogStack extends Stack {
           ['GetItem', 'BatchGetItem', 'Query', 'PutItem', 'UpdateItem', 'DeleteItem', 'ConditionCheckItem'],
           ['Query'],
         )
-        // Sharing by email looks the person up (ListUsers, filtered by email); by user id, AdminGetUser.
-        .bindUserPool(ENV.userPoolId, this.userPool, ['ListUsers', 'AdminGetUser'])
+        // The signed-in person's verified email (ListUsers filtered by sub): GET /me, and claiming
+        // invitations. Sharing asks the pool nothing (docs/api.md, "Sharing by email").
+        .bindUserPool(ENV.userPoolId, this.userPool, ['ListUsers'])
         // Served to the page and the CLI (GET /config.json): a public client id, not a secret.
         .bindSetting(ENV.userPoolClientId, this.userPoolClient.userPoolClientId);
       Validations.of(this.api.role).acknowledge({

@@ -261,8 +261,12 @@ describe('cognito mode: the API function', () => {
       'dynamodb:UpdateItem',
     ];
     assert.deepEqual(grants[LOGICAL_IDS.catalogTable], catalog);
-    assert.deepEqual(grants[`${LOGICAL_IDS.catalogTable}/index/*`], ['dynamodb:Query'], 'the listing only');
-    assert.deepEqual(grants[LOGICAL_IDS.userPool], ['cognito-idp:AdminGetUser', 'cognito-idp:ListUsers']);
+    assert.deepEqual(
+      grants[`${LOGICAL_IDS.catalogTable}/index/*`],
+      ['dynamodb:Query'],
+      'the listing and invitations by address',
+    );
+    assert.deepEqual(grants[LOGICAL_IDS.userPool], ['cognito-idp:ListUsers']);
     // Everything else is what an IAM stack's API holds.
     const base = grantsByResource(synth().json, API);
     const rest = Object.fromEntries(

@@ -1,10 +1,11 @@
 /**
- * The share dialog (cognito mode): a sheet's members and their roles. Every member sees the
- * list; an owner adds people by email (or user id), changes roles and removes members; anyone
- * may leave. The API enforces all of it (docs/api.md); the page only hides what would be refused.
+ * The share dialog (cognito mode): a sheet's members and their roles, and the invitations not
+ * yet claimed. Every member sees the list; an owner invites people by email (or adds them by
+ * user id), changes roles, removes members and withdraws invitations; anyone may leave. The API
+ * enforces all of it (docs/api.md); the page only hides what would be refused.
  */
 import { ApiError } from './api';
-import { type Catalog, can, type Member, ROLES, type Role } from './sheets';
+import { type Catalog, can, type Invitation, type Member, ROLES, type Role } from './sheets';
 import { el, type Messages } from './ui';
 
 export interface ShareContext {
@@ -64,8 +65,9 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
   let myRole: Role | undefined;
   async function draw(): Promise<void> {
     let members: Member[];
+    let invitations: Invitation[];
     try {
-      members = await catalog.members(logId);
+      ({ members, invitations } = await catalog.members(logId));
     } catch (e) {
       say(e, messages, status);
       return;
@@ -120,7 +122,49 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
         }
         return item;
       }),
+      ...invitations.map((inv) => invitationItem(inv, owner)),
     );
+  }
+
+  /** An invitation: the address, "invited", and for owners its role and a way to withdraw it. */
+  function invitationItem(inv: Invitation, owner: boolean): HTMLLIElement {
+    const item = el(
+      'li',
+      { className: 'invited' },
+      el('span', { className: 'who' }, inv.email),
+      el('span', { className: 'meta' }, '(invited)'),
+    );
+    item.dataset.email = inv.email;
+    item.dataset.role = inv.role;
+    item.dataset.invited = 'true';
+    if (!owner) {
+      item.append(el('span', { className: 'role' }, inv.role));
+      return item;
+    }
+    const s = roleSelect(inv.role, `role of ${inv.email}`);
+    s.onchange = async () => {
+      s.disabled = true;
+      try {
+        await catalog.add(logId, inv.email, s.value as Role);
+        messages.info(`${inv.email} is invited as ${s.value}.`);
+      } catch (e) {
+        say(e, messages, status);
+      }
+      await draw();
+    };
+    const withdraw = el('button', { type: 'button', className: 'remove' }, 'Withdraw');
+    withdraw.onclick = async () => {
+      withdraw.disabled = true;
+      try {
+        await catalog.uninvite(logId, inv.email);
+        messages.info(`The invitation to ${inv.email} is withdrawn.`);
+      } catch (e) {
+        say(e, messages, status);
+      }
+      await draw();
+    };
+    item.append(s, withdraw);
+    return item;
   }
 
   addForm.onsubmit = async (ev) => {
@@ -132,10 +176,10 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
     try {
       const m = await catalog.add(logId, w, newRole.value as Role);
       // By email the API does not say whether the address has an account (docs/api.md,
-      // "Sharing by email"): the person appears below once they are a member.
+      // "Sharing by email"): it is an invitation, listed below until the person claims it.
       messages.info(
         m.userId === undefined
-          ? `If ${m.email ?? w} can sign in to this stack, they now have ${m.role} access. Otherwise nothing was shared: ask an administrator to create their account, then share again.`
+          ? `Invited ${m.email ?? w} as ${m.role}. They join when they sign in to this stack with that address and open the sheet or their list; an administrator creates accounts.`
           : `Shared with ${m.email ?? w} as ${m.role}.`,
       );
       who.value = '';

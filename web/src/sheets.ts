@@ -52,6 +52,21 @@ export interface Member {
   role: Role;
 }
 
+/**
+ * A share by email nobody has claimed yet: listed the same whether or not anyone signs in with
+ * the address; the person who does joins by opening the sheet or their list (docs/api.md).
+ */
+export interface Invitation {
+  email: string;
+  role: Role;
+  invitedAt: string;
+}
+
+export interface Roster {
+  members: Member[];
+  invitations: Invitation[];
+}
+
 /** What a role may do on the page (the API decides; the page only hides what it would refuse). */
 export function can(role: Role | undefined, what: 'edit' | 'share'): boolean {
   if (what === 'edit') return role === 'editor' || role === 'owner';
@@ -99,12 +114,14 @@ export class Catalog {
   rename(logId: string, name: string): Promise<SheetInfo> {
     return this.call('PATCH', `/logs/${logId}`, { name: cleanName(name) });
   }
-  async members(logId: string): Promise<Member[]> {
-    return (await this.call<{ members: Member[] }>('GET', `/logs/${logId}/members`)).members;
+  async members(logId: string): Promise<Roster> {
+    const r = await this.call<Partial<Roster>>('GET', `/logs/${logId}/members`);
+    return { members: r.members ?? [], invitations: r.invitations ?? [] };
   }
   /**
-   * Shares by email (`202 {email, role}`: the same answer whether or not anyone signs in with
-   * the address, so it says nothing of who has an account) or by user id (`200` the member).
+   * Shares by email (`202 {email, role}`: an invitation, the same answer whether or not anyone
+   * signs in with the address, so it says nothing of who has an account) or by user id (`200`
+   * the member).
    */
   add(logId: string, who: string, role: Role): Promise<{ email?: string; userId?: string; role: Role }> {
     const w = who.trim();
@@ -117,8 +134,12 @@ export class Catalog {
   remove(logId: string, userId: string): Promise<void> {
     return this.call('DELETE', `/logs/${logId}/members/${encodeURIComponent(userId)}`);
   }
+  /** Withdraws an invitation (owners). */
+  uninvite(logId: string, email: string): Promise<void> {
+    return this.call('DELETE', `/logs/${logId}/invitations/${encodeURIComponent(email)}`);
+  }
   /** This person's role on a sheet, from its members; undefined when they are not one. */
   async roleOf(logId: string, userId: string): Promise<Role | undefined> {
-    return (await this.members(logId)).find((m) => m.userId === userId)?.role;
+    return (await this.members(logId)).members.find((m) => m.userId === userId)?.role;
   }
 }

@@ -458,7 +458,10 @@ describe('the catalog', () => {
     const cat = new Catalog(async <T,>(m: string, p: string, b?: unknown): Promise<T> => {
       seen.push(`${m} ${p}${b === undefined ? '' : ` ${JSON.stringify(b)}`}`);
       if (p.endsWith('/members') && m === 'GET')
-        return { members: [{ userId: 'u1', email: 'a@x', role: 'owner' }] } as T;
+        return {
+          members: [{ userId: 'u1', email: 'a@x', role: 'owner' }],
+          invitations: [{ email: 'u2@x', role: 'viewer', invitedAt: '2026-11-27T00:00:00Z' }],
+        } as T;
       return {} as T;
     });
     await cat.list();
@@ -470,8 +473,10 @@ describe('the catalog', () => {
     await cat.add('L', 'sub-bob', 'editor');
     await cat.setRole('L', 'sub/bob', 'editor');
     await cat.remove('L', 'u1');
+    await cat.uninvite('L', 'Bob+x@example.com');
     assert.equal(await cat.roleOf('L', 'u1'), 'owner');
-    assert.equal(await cat.roleOf('L', 'u2'), undefined);
+    assert.equal(await cat.roleOf('L', 'u2'), undefined, 'an invitation is no role');
+    assert.deepEqual((await cat.members('L')).invitations.map((i) => i.email), ['u2@x']);
     assert.deepEqual(seen, [
       'GET /sheets?limit=50',
       'GET /sheets?limit=10&cursor=c%2F%2B1',
@@ -482,6 +487,8 @@ describe('the catalog', () => {
       'POST /logs/L/members {"userId":"sub-bob","role":"editor"}',
       'PUT /logs/L/members/sub%2Fbob {"role":"editor"}',
       'DELETE /logs/L/members/u1',
+      'DELETE /logs/L/invitations/Bob%2Bx%40example.com',
+      'GET /logs/L/members',
       'GET /logs/L/members',
       'GET /logs/L/members',
     ]);

@@ -219,6 +219,10 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await alice.waitForSelector('.grid[data-synced-seq]', WAIT);
     assert.equal(await alice.locator('.sheet-name').innerText(), 'Budget');
     await shareAs(alice, BOB, 'viewer');
+    // Bob is invited: listed as such until he signs in and claims it (docs/api.md).
+    const invited = alice.locator(`dialog.share li[data-email="${BOB}"]`);
+    assert.equal(await invited.getAttribute('data-invited'), 'true');
+    assert.match(await invited.innerText(), /invited/);
     // She is listed by her email, as the owner, and may leave; bob may be removed.
     const herself = alice.locator('dialog.share li', { hasText: '(you)' });
     assert.equal(await herself.locator('.who').innerText(), ALICE);
@@ -279,6 +283,11 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     // Alice makes him an editor; his open page notices (it reopens the sheet as an editor), he
     // edits, and she sees it.
     await shareAs(alice, BOB, 'editor');
+    assert.equal(
+      await alice.locator(`dialog.share li[data-email="${BOB}"]`).getAttribute('data-invited'),
+      null,
+      'bob claimed the invitation by opening his list: a member now',
+    );
     await alice.click('dialog.share button.close');
     await bob.waitForSelector('.grid:not([data-read-only])[data-synced-seq]', WAIT);
     assert.equal(await bob.locator('.badge.view-only').count(), 0);

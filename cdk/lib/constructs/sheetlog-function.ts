@@ -49,7 +49,7 @@ export type DynamoAction =
   | 'ConditionCheckItem';
 
 /** What a function may ask of a Cognito user pool: look a person up by email or by user id. */
-export type UserPoolAction = 'ListUsers' | 'AdminGetUser';
+export type UserPoolAction = 'ListUsers';
 
 /** What a function may do with the objects under one key prefix of a bucket. */
 export type ObjectAccess = 'read' | 'write' | 'abortUpload' | 'tag' | 'untag' | 'delete';

@@ -260,7 +260,11 @@ pub async fn check(
     let log = sheetlog_core::LogId::from_uuid(log);
     match state.role(subject, log, need.role()).await {
         Ok(Some(role)) if role >= need.role() => Ok(()),
-        Ok(_) => Err(ApiError::NotMember { need: need.name() }),
+        // Refused, unless the caller holds an invitation to the sheet that grants enough.
+        Ok(_) => match crate::invitations::claim_on_refusal(state, subject, log).await? {
+            Some(role) if role >= need.role() => Ok(()),
+            _ => Err(ApiError::NotMember { need: need.name() }),
+        },
         Err(e) => Err(ApiError::from_catalog(e)),
     }
 }
@@ -372,7 +376,9 @@ fn route_need(method: &Method, path: &str) -> Option<Need> {
     match (method, path) {
         (_, "/me" | "/sheets") => Some(Need::SignedIn),
         (&Method::PATCH, "/logs/{log_id}") => Some(Need::Write),
-        (&Method::POST, MEMBERS_ROUTE) | (&Method::PUT, MEMBER_ROUTE) => Some(Need::Share),
+        (&Method::POST, MEMBERS_ROUTE)
+        | (&Method::PUT, MEMBER_ROUTE)
+        | (&Method::DELETE, crate::invitations::INVITATION_ROUTE) => Some(Need::Share),
         // Any member may leave; the handler lets owners remove others.
         (&Method::DELETE, MEMBER_ROUTE) => Some(Need::Read),
         (&Method::POST, "/logs") => Some(Need::Create),

@@ -154,6 +154,14 @@ impl Default for ApiConfig {
 }
 
 impl ApiConfig {
+    /// The authorization mode as callers see it: IAM with an access claim is JWT.
+    pub fn effective_auth_mode(&self) -> AuthMode {
+        match self.auth_mode {
+            AuthMode::Iam if self.access_claim.is_some() => AuthMode::Jwt,
+            m => m,
+        }
+    }
+
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut c = Self::default();
         if let Some(v) = env_parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {

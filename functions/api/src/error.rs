@@ -145,6 +145,8 @@ pub enum ApiError {
     NoCatalog { mode: &'static str },
     #[error("user {0} is not a member of this sheet")]
     MemberNotFound(String),
+    #[error("{0} has no invitation to this sheet")]
+    InvitationNotFound(String),
     #[error("the sheet would have no owner left; make someone else owner first")]
     LastOwner,
     /// A share past the most members a sheet has: the members list must fit one response.
@@ -176,7 +178,7 @@ impl ApiError {
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
-            NoCatalog { .. } | MemberNotFound(_) => StatusCode::NOT_FOUND,
+            NoCatalog { .. } | MemberNotFound(_) | InvitationNotFound(_) => StatusCode::NOT_FOUND,
             LastOwner | TooManyMembers { .. } => StatusCode::CONFLICT,
             TooManyDeletes { .. } => StatusCode::TOO_MANY_REQUESTS,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
@@ -238,6 +240,7 @@ impl ApiError {
             NotMember { .. } => "forbidden",
             NoCatalog { .. } => "no-catalog",
             MemberNotFound(_) => "member-not-found",
+            InvitationNotFound(_) => "invitation-not-found",
             LastOwner => "last-owner",
             TooManyMembers { .. } => "too-many-members",
             TooManyDeletes { .. } => "rate-limited",

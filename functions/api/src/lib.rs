@@ -17,6 +17,7 @@
 //! - `access.rs`  — which logs a caller may read or write (checked on every route)
 //! - `open_routes.rs` — the routes without an authorizer (`open_routes.json`, shared with the CDK app)
 //! - `sheets.rs`  — the catalog routes: `/config.json`, `/me`, `/sheets`, rename, members
+//! - `invitations.rs` — shares by email: invitations, claimed by listing sheets or opening one
 
 pub mod access;
 pub mod cells;
@@ -24,6 +25,7 @@ pub mod config;
 pub mod dto;
 pub mod entry_json;
 pub mod error;
+pub mod invitations;
 pub mod lambda_limit;
 pub mod open_routes;
 pub mod pull_gather;
@@ -42,7 +44,7 @@ use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, Response, StatusCode, Uri, header};
 use axum::response::IntoResponse;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use utoipa::OpenApi;
@@ -83,6 +85,7 @@ pub use state::{AppState, SharedState};
         sheets::add_member,
         sheets::set_role,
         sheets::remove_member,
+        invitations::remove_invitation,
     )
 )]
 pub struct ApiDoc;
@@ -223,6 +226,10 @@ pub fn router(state: SharedState) -> Router {
         .route(
             access::MEMBER_ROUTE,
             put(sheets::set_role).delete(sheets::remove_member),
+        )
+        .route(
+            invitations::INVITATION_ROUTE,
+            delete(invitations::remove_invitation),
         )
         .route(
             "/logs/{log_id}/entries",

@@ -13,12 +13,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sheetlog_core::LogId;
-use sheetlog_core::catalog::{self, Catalog, Listed, MAX_PAGE, Member, Role};
+use sheetlog_core::catalog::{
+    self, Catalog, Invitation, Listed, MAX_PAGE, Member, Role, invitation_key,
+};
 use time::format_description::well_known::Rfc3339;
 use utoipa::ToSchema;
 
 use crate::access::Caller;
-use crate::config::AuthMode;
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
 use crate::request::{ApiResult, parse_body, parse_log_id, reject_unknown_params};
@@ -27,8 +28,7 @@ use crate::state::{SharedState, now_ms};
 /// Longest user id a member route takes, in bytes (a Cognito `sub` is 36; the catalog keys
 /// members by it, and DynamoDB refuses a sort key over 1 KiB).
 pub const MAX_USER_ID_BYTES: usize = 128;
-/// Longest email a share takes, in bytes (the longest address SMTP carries).
-pub const MAX_EMAIL_BYTES: usize = 254;
+pub use crate::invitations::MAX_EMAIL_BYTES;
 
 /// `GET /config.json`: how the page signs in.
 #[derive(Debug, Serialize, ToSchema)]
@@ -95,9 +95,22 @@ pub struct MemberDto {
     pub role: String,
 }
 
+/// A share by email not yet claimed (`docs/api.md`, "Sharing by email"): listed the same
+/// whether or not anyone signs in with the address.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InvitationDto {
+    pub email: String,
+    pub role: String,
+    /// RFC 3339: when it was made or its role last changed.
+    pub invited_at: String,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemberList {
     pub members: Vec<MemberDto>,
+    /// Shares by email that nobody has claimed yet.
+    pub invitations: Vec<InvitationDto>,
 }
 
 /// `POST /logs/{logId}/members`: who (an email in the user pool, or a user id) and the role.
@@ -146,15 +159,8 @@ fn member_dto(m: &Member) -> MemberDto {
 
 fn catalog(state: &SharedState) -> ApiResult<&dyn Catalog> {
     state.catalog.as_deref().ok_or(ApiError::NoCatalog {
-        mode: effective_mode(state).as_str(),
+        mode: state.cfg.effective_auth_mode().as_str(),
     })
-}
-
-fn effective_mode(state: &SharedState) -> AuthMode {
-    match state.cfg.auth_mode {
-        AuthMode::Iam if state.cfg.access_claim.is_some() => AuthMode::Jwt,
-        m => m,
-    }
 }
 
 fn subject(caller: &Option<axum::Extension<Caller>>, need: &'static str) -> ApiResult<String> {
@@ -184,7 +190,7 @@ fn parse_role(raw: &str) -> ApiResult<Role> {
 #[utoipa::path(get, path = "/config.json", responses((status = 200, body = ClientConfig)))]
 pub async fn config_json(State(state): State<SharedState>) -> Json<ClientConfig> {
     Json(ClientConfig {
-        auth: effective_mode(&state).as_str().into(),
+        auth: state.cfg.effective_auth_mode().as_str().into(),
         cognito: state.cfg.cognito.as_ref().map(|c| CognitoClientConfig {
             region: c.region.clone(),
             user_pool_id: c.user_pool_id.clone(),
@@ -215,7 +221,8 @@ pub async fn me(
     Ok(Json(Me { user_id, email }))
 }
 
-/// The sheets shared with the caller (its own included), newest first, a page at a time.
+/// The sheets shared with the caller (its own included), newest first, a page at a time. The
+/// first page first claims the invitations to the caller's verified email.
 #[utoipa::path(get, path = "/sheets",
     params(("limit" = Option<u32>, Query, description = "sheets per page, 1 to 100 (default 50)"),
         ("cursor" = Option<String>, Query, description = "the previous page's `cursor`")),
@@ -240,10 +247,18 @@ pub async fn list_sheets(
             }
         },
     };
-    let page = catalog
-        .list_sheets(&user, limit, q.get("cursor").map(String::as_str))
+    let cursor = q.get("cursor").map(String::as_str);
+    // The first page claims the caller's invitations (`invitations.rs`) and shows the sheets
+    // joined, which the listing index may not show yet.
+    let joined = match cursor {
+        None => crate::invitations::claim_mine(&state, catalog, &user).await?,
+        Some(_) => Vec::new(),
+    };
+    let mut page = catalog
+        .list_sheets(&user, limit, cursor)
         .await
         .map_err(ApiError::from_catalog)?;
+    crate::invitations::merge_joined(&mut page, joined, limit);
     Ok(Json(SheetList {
         sheets: page.sheets.iter().map(sheet_dto).collect(),
         cursor: page.cursor,
@@ -289,12 +304,22 @@ pub async fn members(
     Path(log_id): Path<String>,
 ) -> ApiResult<Json<MemberList>> {
     let log = parse_log_id(&log_id)?;
-    let members = catalog(&state)?
-        .members(log)
+    let catalog = catalog(&state)?;
+    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
+    let invitations = catalog
+        .invitations(log)
         .await
         .map_err(ApiError::from_catalog)?;
     Ok(Json(MemberList {
         members: members.iter().map(member_dto).collect(),
+        invitations: invitations
+            .iter()
+            .map(|i| InvitationDto {
+                email: i.email.clone(),
+                role: i.role.to_string(),
+                invited_at: rfc3339(i.invited_ms),
+            })
+            .collect(),
     }))
 }
 
@@ -310,17 +335,18 @@ pub struct ShareAccepted {
 }
 
 /// Shares the sheet (owners): with a person by the email they sign in with, or by user id.
-/// Sharing with a member again changes their role. By email the answer is `202` and the same
-/// whether or not the address has an account in the user pool (no user id), so sharing cannot
-/// tell who has an account; an address without one is refused with that same answer.
+/// Sharing with a member again changes their role. By email the answer is `202` and an
+/// invitation, the same whether or not the address has an account in the user pool (no user
+/// id, and the pool is not asked), so sharing cannot tell who has an account; whoever signs in
+/// with the address (verified) claims it by listing their sheets or opening this one.
 #[utoipa::path(post, path = "/logs/{logId}/members",
     params(("logId" = String, Path, description = "the log's UUID")),
     request_body = AddMemberRequest,
     responses((status = 200, body = MemberDto, description = "by user id: the member"),
-        (status = 202, body = ShareAccepted, description = "by email: the same answer whether or not anyone signs in with the address; a person who does is a member now, an address without an account is not shared with"),
+        (status = 202, body = ShareAccepted, description = "by email: an invitation, the same answer whether or not anyone signs in with the address; it becomes a membership when the person who does claims it"),
         (status = 400, body = ErrorResponse),
         (status = 403, body = ErrorResponse),
-        (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner; `too-many-members`: it has 1,000 members already")))]
+        (status = 409, body = ErrorResponse, description = "`last-owner`: the sheet would have no owner; `too-many-members`: it has 1,000 members and invitations already")))]
 pub async fn add_member(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
@@ -360,11 +386,11 @@ pub async fn add_member(
     }
 }
 
-/// Shares with whoever signs in with `email`, if anyone does. Everything that can refuse the
-/// share and that the caller may learn (a full sheet, the last owner) is decided by what the
-/// members list already shows, before the user pool is asked; after that, an address without
-/// an account ends the request with the answer a share gives. So the outcome, status and body
-/// are the same for an address with and without an account.
+/// Shares by email: a member listed with this address gets the new role at once (the list
+/// shows them already); anyone else gets an invitation, listed as such whether or not the
+/// address has an account. The user pool is not asked, so neither the answer, nor its time, nor
+/// the members list afterwards tells who has an account. Members and invitations together are
+/// at most `max_members`.
 async fn share_by_email(
     state: &SharedState,
     catalog: &dyn Catalog,
@@ -373,13 +399,9 @@ async fn share_by_email(
     role: Role,
 ) -> ApiResult<()> {
     let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
-    let same = |m: &&Member| {
-        m.email
-            .as_deref()
-            .is_some_and(|e| e.eq_ignore_ascii_case(email))
-    };
+    let key = invitation_key(email);
+    let same = |m: &&Member| m.email.as_deref().is_some_and(|e| invitation_key(e) == key);
     if let Some(known) = members.iter().find(same) {
-        // A member already, under this address: a role change, as the list shows them.
         let member = Member {
             user_id: known.user_id.clone(),
             email: None,
@@ -389,33 +411,24 @@ async fn share_by_email(
             .await
             .map(drop);
     }
-    if members.len() >= state.cfg.max_members {
+    let invitations = catalog
+        .invitations(log)
+        .await
+        .map_err(ApiError::from_catalog)?;
+    let again = invitations.iter().any(|i| invitation_key(&i.email) == key);
+    if !again && members.len() + invitations.len() >= state.cfg.max_members {
         let limit = state.cfg.max_members;
         return Err(ApiError::TooManyMembers { limit });
     }
-    let user = match &state.users {
-        Some(users) => users
-            .by_email(email)
-            .await
-            .map_err(ApiError::from_directory)?,
-        None => None,
-    };
-    let Some(user) = user else {
-        tracing::info!(log = %log, "share with an address the user pool does not know; refused with the usual answer");
-        return Ok(());
-    };
-    let member = Member {
-        user_id: user.id,
-        email: user.email.or(Some(email.to_owned())),
+    let invitation = Invitation {
+        email: email.to_owned(),
         role,
+        invited_ms: now_ms(),
     };
-    // A member already by user id (shared by id, or the creator): a role change, answered the
-    // same. Only `409 last-owner` can tell it apart, and the one owner of a sheet is the caller:
-    // it says only that the address is the caller's own.
-    let existing = members.iter().any(|m| m.user_id == member.user_id);
-    put(state, catalog, log, &members, member, existing)
+    catalog
+        .invite(log, &invitation)
         .await
-        .map(drop)
+        .map_err(ApiError::from_catalog)
 }
 
 /// Adds or changes `member` (a member already, when `existing`): the sheet's `members` (read by

@@ -33,6 +33,12 @@ pub type ApiLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 /// only costs one extra query).
 const MAX_HINTS: usize = 10_000;
 
+/// How long an instance trusts a user's verified email it read from the pool. A person whose
+/// address changes claims invitations to the old one on that instance for at most this long;
+/// in exchange, listing sheets asks the pool (whose `ListUsers` quota is shared by the whole
+/// account) about once per person and instance in this time, not on every listing.
+pub const EMAIL_CACHE: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// How long a queued push trusts this instance's last finding that its log is not deleted
 /// (`access.rs`): on a hot sheet every push made its own strong read of the log's tombstone.
 pub const LIVE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
@@ -66,6 +72,9 @@ pub struct AppState {
     pub users: Option<Arc<dyn UserDirectory>>,
     /// Roles read from the catalog, with when they were read: trusted for `cfg.catalog_cache`.
     roles: Mutex<HashMap<(String, LogId), (Role, Instant)>>,
+    /// Each user's verified email as the pool gave it (none: no verified address), with when it
+    /// was read: trusted for [`EMAIL_CACHE`] (invitations, `invitations.rs`).
+    emails: Mutex<HashMap<String, (Option<String>, Instant)>>,
     /// When this instance last stamped each sheet's last-changed time.
     touched: Mutex<HashMap<LogId, i64>>,
     /// When this instance last found each log not deleted (queued pushes, [`LIVE_FOR`]).
@@ -99,6 +108,7 @@ impl AppState {
             catalog: None,
             users: None,
             roles: Mutex::new(HashMap::new()),
+            emails: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             pull_gather: Default::default(),
@@ -159,6 +169,35 @@ impl AppState {
             }
         }
         Ok(role)
+    }
+
+    /// `user`'s verified email (`None`: no pool, no such user, or an address not verified),
+    /// from this instance's cache when read within [`EMAIL_CACHE`], else from the pool
+    /// (one `ListUsers`).
+    pub async fn verified_email(
+        &self,
+        user: &str,
+    ) -> Result<Option<String>, sheetlog_core::users::DirectoryError> {
+        let Some(users) = &self.users else {
+            return Ok(None);
+        };
+        if let Some((email, at)) = self.emails.lock().ok().and_then(|e| e.get(user).cloned())
+            && at.elapsed() < EMAIL_CACHE
+        {
+            return Ok(email);
+        }
+        let email = users
+            .by_id(user)
+            .await?
+            .filter(|u| u.email_verified)
+            .and_then(|u| u.email);
+        if let Ok(mut e) = self.emails.lock() {
+            if e.len() >= MAX_HINTS {
+                e.clear();
+            }
+            e.insert(user.to_owned(), (email.clone(), Instant::now()));
+        }
+        Ok(email)
     }
 
     /// Forgets what this instance cached about `user` on `log` (after it changed the role).

@@ -141,7 +141,8 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Share a sheet with a person by the email they sign in with.
+    /// Invite the person who signs in with an email to a sheet (they join when they list their
+    /// sheets or open it).
     Share {
         log: String,
         email: String,
@@ -482,9 +483,9 @@ async fn run(
                 out(&v.to_string())
             } else {
                 // The API does not say whether the address has an account (docs/api.md,
-                // "Sharing by email"), so neither can this.
+                // "Sharing by email"), so neither can this: it is an invitation.
                 out(&format!(
-                    "shared {log} with {} as {}, if they can sign in to this stack (otherwise nothing was shared: have an administrator create their account, then share again)",
+                    "invited {} to {log} as {}: they join when they sign in to this stack with that address and run `sheetlog sheets` or open the sheet (an administrator creates accounts)",
                     v["email"].as_str().unwrap_or(&email),
                     v["role"].as_str().unwrap_or(&role)
                 ))

@@ -104,6 +104,24 @@ pub struct Member {
     pub role: Role,
 }
 
+/// A share by email waiting for whoever signs in with that address (`docs/api.md`, "Sharing by
+/// email"). It is listed the same whether or not the address has an account, and becomes a
+/// membership when a signed-in person whose verified email it is claims it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invitation {
+    /// The address as the owner gave it (trimmed); matched without regard to case.
+    pub email: String,
+    pub role: Role,
+    /// When it was made or last changed, ms since the Unix epoch.
+    pub invited_ms: i64,
+}
+
+/// The form of an email an invitation is keyed by: trimmed, lower case (mailbox providers and
+/// Cognito's `email` filter treat addresses without regard to case).
+pub fn invitation_key(email: &str) -> String {
+    email.trim().to_lowercase()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     /// The sheet is not in the catalog.
@@ -172,7 +190,30 @@ crate::port! {
         async fn remove_member(&self, log: LogId, user: &str)
             -> Result<bool, CatalogError> as TransactWriteItems;
 
-        /// Forgets a sheet and its members (after the log itself is deleted).
+        /// The sheet's invitations (shares by email not yet claimed).
+        async fn invitations(&self, log: LogId) -> Result<Vec<Invitation>, CatalogError> as Query;
+
+        /// Invites `invitation.email` (or changes the role of its invitation). Fails with
+        /// [`CatalogError::SheetNotFound`] for a sheet not in the catalog.
+        async fn invite(&self, log: LogId, invitation: &Invitation)
+            -> Result<(), CatalogError> as TransactWriteItems;
+
+        /// Withdraws the invitation of `email`; `false` when there was none.
+        async fn uninvite(&self, log: LogId, email: &str) -> Result<bool, CatalogError> as DeleteItem;
+
+        /// The sheets with an invitation for `email` (an eventually consistent index read: an
+        /// invitation made a moment ago may be missing, never one withdrawn long ago).
+        async fn invited(&self, email: &str) -> Result<Vec<LogId>, CatalogError> as Query;
+
+        /// Turns `email`'s invitation to `log` into a membership of `user` in one transaction:
+        /// the member gets the invited role (its email recorded), the invitation goes. `None`
+        /// when there is no invitation (or no sheet: then a leftover invitation is removed).
+        /// A claim that would take the sheet's last owner role away leaves the role as it is
+        /// and removes the invitation; the answer is the role `user` holds after.
+        async fn claim(&self, log: LogId, user: &str, email: &str)
+            -> Result<Option<Role>, CatalogError> as TransactWriteItems;
+
+        /// Forgets a sheet, its members and its invitations (after the log itself is deleted).
         async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> as BatchWriteItem;
     }
 }
@@ -414,8 +455,110 @@ pub mod conformance {
             "sharing an unknown sheet",
         )?;
 
-        // Delete forgets the sheet and its members.
+        // Invitations: apart from members, one per address whatever its case, claimed once.
+        let carol = format!("{prefix}carol");
+        let carol_mail = format!("{carol}@Example.com");
+        let inv = |email: &str, role| Invitation {
+            email: email.into(),
+            role,
+            invited_ms: 7_000,
+        };
+        c.invite(s1.log, &inv(&carol_mail, Role::Viewer))
+            .await
+            .map_err(e)?;
+        c.invite(s1.log, &inv(&carol_mail.to_uppercase(), Role::Editor))
+            .await
+            .map_err(e)?;
+        let invs = c.invitations(s1.log).await.map_err(e)?;
+        ensure(
+            invs.len() == 1 && invs[0].role == Role::Editor,
+            &format!("inviting an address again changes its role: {invs:?}"),
+        )?;
+        ensure(
+            c.members(s1.log).await.map_err(e)?.len() == 1,
+            "an invitation is no member",
+        )?;
+        ensure(
+            c.role(&carol, s1.log).await.map_err(e)?.is_none(),
+            "an invitation grants nothing",
+        )?;
+        ensure(
+            c.invited(&carol_mail.to_lowercase()).await.map_err(e)? == vec![s1.log],
+            "the invited address finds the sheet",
+        )?;
+        let claimed = c
+            .claim(s1.log, &carol, &carol_mail.to_lowercase())
+            .await
+            .map_err(e)?;
+        ensure(
+            claimed == Some(Role::Editor),
+            &format!("claimed: {claimed:?}"),
+        )?;
+        let members = c.members(s1.log).await.map_err(e)?;
+        ensure(
+            members.iter().any(|m| {
+                m.user_id == carol
+                    && m.role == Role::Editor
+                    && m.email.as_deref() == Some(&carol_mail.to_lowercase())
+            }),
+            &format!("the claimer is a member with the address: {members:?}"),
+        )?;
+        ensure(
+            c.invitations(s1.log).await.map_err(e)?.is_empty()
+                && c.invited(&carol_mail).await.map_err(e)?.is_empty(),
+            "a claimed invitation is gone",
+        )?;
+        ensure(
+            c.claim(s1.log, &carol, &carol_mail)
+                .await
+                .map_err(e)?
+                .is_none(),
+            "an invitation is claimed once",
+        )?;
+        let dave_mail = format!("{prefix}dave@example.com");
+        c.invite(s1.log, &inv(&dave_mail, Role::Viewer))
+            .await
+            .map_err(e)?;
+        ensure(
+            c.uninvite(s1.log, &dave_mail.to_uppercase())
+                .await
+                .map_err(e)?,
+            "withdrawn",
+        )?;
+        ensure(
+            !c.uninvite(s1.log, &dave_mail).await.map_err(e)?,
+            "withdrawn twice",
+        )?;
+        ensure(
+            matches!(
+                c.invite(LogId::new_random(), &inv(&dave_mail, Role::Viewer))
+                    .await,
+                Err(CatalogError::SheetNotFound(_))
+            ),
+            "inviting to an unknown sheet",
+        )?;
+        // The last owner claiming a smaller role keeps ownership; the invitation goes.
+        let bob_mail = format!("{bob}@example.com");
+        c.invite(s1.log, &inv(&bob_mail, Role::Viewer))
+            .await
+            .map_err(e)?;
+        let kept = c.claim(s1.log, &bob, &bob_mail).await.map_err(e)?;
+        ensure(
+            kept == Some(Role::Owner) && c.invitations(s1.log).await.map_err(e)?.is_empty(),
+            &format!("the last owner stays owner: {kept:?}"),
+        )?;
+        let erin_mail = format!("{prefix}erin@example.com");
+        c.invite(s1.log, &inv(&erin_mail, Role::Viewer))
+            .await
+            .map_err(e)?;
+
+        // Delete forgets the sheet, its members and its invitations.
         c.delete_sheet(s1.log).await.map_err(e)?;
+        ensure(
+            c.invitations(s1.log).await.map_err(e)?.is_empty()
+                && c.invited(&erin_mail).await.map_err(e)?.is_empty(),
+            "no invitation left",
+        )?;
         ensure(c.sheet(s1.log).await.map_err(e)?.is_none(), "deleted")?;
         ensure(
             c.role(&bob, s1.log).await.map_err(e)?.is_none(),

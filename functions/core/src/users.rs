@@ -1,9 +1,9 @@
-//! Who is in the user pool (Cognito authorization): the API finds a person by email when a sheet
-//! is shared with them, and a signed-in user's email for `GET /me`.
+//! Who is in the user pool (Cognito authorization): the API reads a signed-in person's email
+//! (and whether the pool verified it) for `GET /me` and to claim the invitations sent to it.
 //!
 //! - [`UserDirectory`] — the port.
 //! - [`CognitoDirectory`] — the adapter: the AWS SDK's Cognito client, `ListUsers` with the
-//!   filter `email = "…"` or `sub = "…"`. The local stack points it at the emulator.
+//!   filter `sub = "…"`. The local stack points it at the emulator.
 //! - [`MemDirectory`] — a fixed list, for tests.
 
 use std::fmt;
@@ -16,6 +16,9 @@ pub struct User {
     /// The token's `sub`: what the catalog keys members by.
     pub id: String,
     pub email: Option<String>,
+    /// Whether the pool has verified `email` (`email_verified`): only a verified address
+    /// claims the invitations sent to it.
+    pub email_verified: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +34,6 @@ pub enum DirectoryError {
 
 #[async_trait]
 pub trait UserDirectory: Send + Sync + fmt::Debug {
-    async fn by_email(&self, email: &str) -> Result<Option<User>, DirectoryError>;
     async fn by_id(&self, id: &str) -> Result<Option<User>, DirectoryError>;
 }
 
@@ -94,6 +96,7 @@ impl CognitoDirectory {
             Some(User {
                 id: attr("sub")?,
                 email: attr("email"),
+                email_verified: attr("email_verified").as_deref() == Some("true"),
             })
         }))
     }
@@ -101,9 +104,6 @@ impl CognitoDirectory {
 
 #[async_trait]
 impl UserDirectory for CognitoDirectory {
-    async fn by_email(&self, email: &str) -> Result<Option<User>, DirectoryError> {
-        self.find("email", email.trim()).await
-    }
     async fn by_id(&self, id: &str) -> Result<Option<User>, DirectoryError> {
         self.find("sub", id).await
     }
@@ -117,13 +117,6 @@ pub struct MemDirectory {
 
 #[async_trait]
 impl UserDirectory for MemDirectory {
-    async fn by_email(&self, email: &str) -> Result<Option<User>, DirectoryError> {
-        Ok(self
-            .users
-            .iter()
-            .find(|u| u.email.as_deref() == Some(email))
-            .cloned())
-    }
     async fn by_id(&self, id: &str) -> Result<Option<User>, DirectoryError> {
         Ok(self.users.iter().find(|u| u.id == id).cloned())
     }

@@ -282,6 +282,7 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
             .replace("{uploadId}", "1")
             .replace("{clientId}", "c1")
             .replace("{userId}", "user-1")
+            .replace("{email}", "someone@example.com")
             .replace("{id}", "1");
         for method in ["get", "post", "put", "patch", "delete"] {
             if item.get(method).is_none() {
@@ -293,6 +294,7 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
                 // Sharing (Cognito authorization's members routes) needs a write grant here.
                 ("post", p) if p.ends_with("/members") => "share",
                 ("put", _) => "share",
+                ("delete", p) if p.contains("/invitations/") => "share",
                 ("post" | "patch", _) => "write",
                 ("delete", "/logs/{logId}") => "delete",
                 // Leaving a sheet: any member may.

@@ -133,6 +133,26 @@ struct User {
 }
 
 impl Stack {
+    /// Sets whether the pool has verified `email`'s address (`email_verified`).
+    async fn set_email_verified(&self, email: &str, verified: bool) -> anyhow::Result<()> {
+        let sdk = self._stack.emulator.sdk_config().await;
+        let conf = aws_sdk_cognitoidentityprovider::config::Builder::from(&sdk)
+            .endpoint_url(self.pool.endpoint.trim_end_matches('/'))
+            .build();
+        let attribute = aws_sdk_cognitoidentityprovider::types::AttributeType::builder()
+            .name("email_verified")
+            .value(verified.to_string())
+            .build()?;
+        aws_sdk_cognitoidentityprovider::Client::from_conf(conf)
+            .admin_update_user_attributes()
+            .user_pool_id(&self.pool.pool_id)
+            .username(email)
+            .user_attributes(attribute)
+            .send()
+            .await?;
+        Ok(())
+    }
+
     /// Signs `email` in with the pool (SRP, as `sheetlog login` does).
     async fn sign_in(&self, email: &str) -> anyhow::Result<User> {
         let v = sheetlog::login::srp_sign_in(
@@ -204,6 +224,14 @@ impl User {
         Ok(v)
     }
 
+    /// Opens a sheet shared with this user by email, as the page does, which claims the
+    /// invitation (a share by email grants nothing before).
+    async fn open(&self, log: &str) -> anyhow::Result<()> {
+        let (status, v) = self.send("GET", &format!("/logs/{log}"), None).await?;
+        anyhow::ensure!(status == StatusCode::OK, "opening {log}: {status}: {v}");
+        Ok(())
+    }
+
     async fn append(&self, log: &str) -> anyhow::Result<(StatusCode, Value)> {
         self.send(
             "POST",
@@ -235,6 +263,7 @@ async fn sheet_routes(
             .replace("{uploadId}", "1")
             .replace("{clientId}", "c1")
             .replace("{userId}", member)
+            .replace("{email}", "someone@example.com")
             .replace("{id}", "1");
         for method in ["get", "post", "put", "patch", "delete"] {
             if item.get(method).is_none() {
@@ -543,6 +572,11 @@ async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()>
             .is_err()
     );
     alice.share(&log, USERS[1], "viewer").await?;
+    assert!(
+        access.authorize(&auth(&bob.token), &channel).await.is_err(),
+        "an invitation not yet claimed subscribes to nothing"
+    );
+    bob.open(&log).await?;
     assert!(access.authorize(&auth(&bob.token), &channel).await.is_ok());
     Ok(())
 }
@@ -752,6 +786,25 @@ async fn catalog_routes_bound_names_ids_emails_and_members() -> anyhow::Result<(
     assert_eq!(status, StatusCode::CONFLICT, "{v}");
     assert_eq!(v["error"]["code"], "too-many-members", "{v}");
     assert_eq!(v["error"]["limit"], max_members, "{v}");
+    // An invitation counts as a member: a full sheet takes none, with the same answer for any
+    // address.
+    let (status, v) = alice
+        .send(
+            "POST",
+            &members,
+            Some(json!({"email": "late@example.com", "role": "viewer"})),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "too-many-members", "{v}");
+    let (status, v) = alice
+        .send(
+            "DELETE",
+            &format!("/logs/{log}/invitations/{long_email}"),
+            None,
+        )
+        .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     let (status, v) = alice
         .send(
             "POST",
@@ -782,6 +835,8 @@ async fn a_demoted_owner_is_refused_owner_actions_on_every_instance_at_once() ->
     let log = alice.create("Owned").await?;
     alice.share(&log, USERS[1], "owner").await?;
     alice.share(&log, USERS[2], "viewer").await?;
+    bob.open(&log).await?;
+    carol.open(&log).await?;
     // Bob, through the other instance, is an owner there: it caches his role.
     let bob_there = bob.via(&stack.other_base);
     let members = format!("/logs/{log}/members");
@@ -880,9 +935,12 @@ async fn a_demoted_owner_is_refused_owner_actions_on_every_instance_at_once() ->
     Ok(())
 }
 
-/// Sharing by email answers the same whether or not anyone signs in with the address (status
-/// and body, no user id), so an owner cannot use it to learn who has an account; an address
-/// without one is shared with nobody.
+/// Sharing by email answers the same whether or not anyone signs in with the address, and the
+/// members list shows the same invitation for both (issue 41: the list showed a person with an
+/// account as a member at once, and nothing for an address without one). An invitation becomes
+/// a membership when the person signed in with that address, verified by the pool, opens the
+/// sheet or lists their sheets; an unverified address claims nothing; owners withdraw
+/// invitations.
 #[tokio::test]
 async fn sharing_by_email_does_not_tell_who_has_an_account() -> anyhow::Result<()> {
     let Some(stack) = start("cognito-enumerate", Duration::from_secs(30)).await? else {
@@ -890,6 +948,8 @@ async fn sharing_by_email_does_not_tell_who_has_an_account() -> anyhow::Result<(
     };
     let alice = stack.sign_in(USERS[0]).await?;
     let bob = stack.sign_in(USERS[1]).await?;
+    let carol = stack.sign_in(USERS[2]).await?;
+    stack.set_email_verified(USERS[2], false).await?;
     let log = alice.create("Probe").await?;
     let members = format!("/logs/{log}/members");
     let mut answers = Vec::new();
@@ -902,34 +962,80 @@ async fn sharing_by_email_does_not_tell_who_has_an_account() -> anyhow::Result<(
             )
             .await?;
         assert_eq!(status, StatusCode::ACCEPTED, "{email}: {v}");
-        assert!(v.get("userId").is_none(), "{email}: {v}");
         assert_eq!(v, json!({"email": email, "role": "viewer"}));
-        let keys: Vec<String> = v
+        answers.push(status);
+    }
+    assert_eq!(answers[0], answers[1], "the two answers differ");
+    // The list shows two invitations alike, and no new member.
+    let (_, v) = alice.send("GET", &members, None).await?;
+    assert_eq!(v["members"].as_array().map(Vec::len), Some(1), "{v}");
+    let invitations = v["invitations"].as_array().cloned().unwrap_or_default();
+    assert_eq!(invitations.len(), 2, "{v}");
+    let shape = |i: &Value| {
+        let keys: Vec<String> = i
             .as_object()
             .map(|o| o.keys().cloned().collect())
             .unwrap_or_default();
-        answers.push((status, keys));
-    }
-    assert_eq!(answers[0], answers[1], "the two answers differ");
-    // Bob, who has an account, is a viewer now; the stranger is nowhere.
-    assert_eq!(
-        bob.send("GET", &format!("/logs/{log}"), None).await?.0,
-        StatusCode::OK
-    );
+        (keys, i["role"].clone())
+    };
+    assert_eq!(shape(&invitations[0]), shape(&invitations[1]), "{v}");
+
+    // Bob opens the sheet: his invitation is claimed; the stranger's stays one.
+    let (status, v) = bob.send("GET", &format!("/logs/{log}"), None).await?;
+    assert_eq!(status, StatusCode::OK, "bob opens the shared sheet: {v}");
     let (_, v) = alice.send("GET", &members, None).await?;
     let listed = v["members"].as_array().cloned().unwrap_or_default();
-    assert_eq!(listed.len(), 2, "{v}");
-    assert!(!v.to_string().contains("stranger"), "{v}");
-    // Sharing again changes the role, with the same answer.
-    let (status, v) = alice
-        .send(
-            "POST",
-            &members,
-            Some(json!({"email": USERS[1], "role": "editor"})),
-        )
-        .await?;
-    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    assert!(
+        listed.iter().any(|m| m["userId"] == bob.id.as_str()
+            && m["email"] == USERS[1]
+            && m["role"] == "viewer"),
+        "{v}"
+    );
+    assert_eq!(
+        v["invitations"],
+        json!([{"email": "stranger@example.com", "role": "viewer",
+            "invitedAt": invitations.iter().find(|i| i["email"] == "stranger@example.com")
+                .map(|i| i["invitedAt"].clone()).unwrap_or_default()}]),
+        "{v}"
+    );
+    // Sharing a member's address again changes their role at once.
+    alice.share(&log, USERS[1], "editor").await?;
     assert_eq!(bob.append(&log).await?.0, StatusCode::CREATED);
+
+    // Carol's address is not verified: opening the sheet and listing hers claim nothing.
+    alice.share(&log, USERS[2], "viewer").await?;
+    let (status, v) = carol.send("GET", &format!("/logs/{log}"), None).await?;
+    assert_forbidden(status, &v, "an unverified address claims nothing");
+    let (_, v) = carol.send("GET", "/sheets", None).await?;
+    assert!(!v.to_string().contains(&log), "{v}");
+    // Verified, she lists her sheets (on the other instance, which has not read her address)
+    // and finds the sheet, joined.
+    stack.set_email_verified(USERS[2], true).await?;
+    let (status, v) = carol
+        .via(&stack.other_base)
+        .send("GET", "/sheets", None)
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let sheets = v["sheets"].as_array().cloned().unwrap_or_default();
+    assert!(
+        sheets
+            .iter()
+            .any(|s| s["logId"] == log.as_str() && s["role"] == "viewer" && s["name"] == "Probe"),
+        "carol's listing shows the sheet she joined: {v}"
+    );
+
+    // Withdrawing: owners only, any case of the address, once.
+    let stranger = format!("/logs/{log}/invitations/STRANGER@example.com");
+    let (status, v) = bob.send("DELETE", &stranger, None).await?;
+    assert_forbidden(status, &v, "an editor withdraws an invitation");
+    let (status, v) = alice.send("DELETE", &stranger, None).await?;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{v}");
+    let (status, v) = alice.send("DELETE", &stranger, None).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    assert_eq!(v["error"]["code"], "invitation-not-found", "{v}");
+    let (_, v) = alice.send("GET", &members, None).await?;
+    assert_eq!(v["invitations"], json!([]), "{v}");
+    assert_eq!(v["members"].as_array().map(Vec::len), Some(3), "{v}");
     Ok(())
 }
 
@@ -948,6 +1054,8 @@ async fn former_owners_repeat_a_delete_and_it_removes_leftovers() -> anyhow::Res
     let log = alice.create("doomed").await?;
     alice.share(&log, USERS[1], "owner").await?;
     alice.share(&log, USERS[2], "editor").await?;
+    bob.open(&log).await?;
+    carol.open(&log).await?;
     let (status, v) = alice.append(&log).await?;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let (status, v) = alice.send("DELETE", &format!("/logs/{log}"), None).await?;

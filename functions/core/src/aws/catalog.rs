@@ -1,12 +1,15 @@
 //! [`DynamoCatalog`]: the catalog port over one DynamoDB table (`docs/storage.md`, "The
 //! catalog"). Key schema: partition `pk`, sort `sk`, GSI `gsi1` (`gsi1pk`, `gsi1sk`, all
-//! attributes projected). Two item shapes:
+//! attributes projected). Three item shapes:
 //!
 //! - the sheet: `pk = LOG#<logId>`, `sk = SHEET`; `name`, `owner`, `createdAt`, `updatedAt`
 //!   (ms), `owners` (how many members are owners: the last-owner rule is a condition on it);
 //! - a member: `pk = LOG#<logId>`, `sk = MEMBER#<userId>`; `userId`, `email`, `role`, `logId`,
 //!   and `gsi1pk = USER#<userId>`, `gsi1sk = <createdAt 15 digits>.<logId>`, so one Query of
-//!   `gsi1` lists a user's sheets newest first.
+//!   `gsi1` lists a user's sheets newest first;
+//! - an invitation: `pk = LOG#<logId>`, `sk = INVITE#<email, lower case>`; `email` (as given),
+//!   `role`, `invitedAt`, `logId`, and `gsi1pk = INVITE#<email, lower case>`, `gsi1sk = <logId>`,
+//!   so one Query of `gsi1` finds the sheets an address is invited to.
 //!
 //! The name and last-changed time live on the sheet item only; a listing reads them with one
 //! BatchGetItem per page (see `docs/storage.md` for why, and what it costs).
@@ -25,8 +28,8 @@ use aws_sdk_dynamodb::types::{
 
 use super::dynamo::{cancellation_reasons, ddb_error};
 use crate::catalog::{
-    Catalog, CatalogError, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage, listing_key,
-    parse_listing_key,
+    Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage,
+    invitation_key, listing_key, parse_listing_key,
 };
 use crate::domain::LogId;
 use crate::error::StoreError;
@@ -45,6 +48,10 @@ fn member_sk(user: &str) -> String {
 }
 fn user_pk(user: &str) -> String {
     format!("USER#{user}")
+}
+/// The sort key of an invitation in its sheet's partition, and its `gsi1pk`.
+fn invite_key(email: &str) -> String {
+    format!("INVITE#{}", invitation_key(email))
 }
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
@@ -95,6 +102,29 @@ struct MemberItem {
     gsi1sk: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     email: Option<String>,
+}
+
+/// An invitation item's attributes.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InviteItem {
+    pk: String,
+    sk: String,
+    email: String,
+    role: String,
+    invited_at: i64,
+    log_id: String,
+    gsi1pk: String,
+    gsi1sk: String,
+}
+
+fn invitation_of(item: &Item) -> Result<Invitation, CatalogError> {
+    let it: InviteItem = from_item(item, "invitation item")?;
+    Ok(Invitation {
+        email: it.email,
+        role: it.role.parse().map_err(corrupt)?,
+        invited_ms: it.invited_at,
+    })
 }
 
 /// The one attribute a role check reads.
@@ -230,13 +260,15 @@ impl DynamoCatalog {
         })
     }
 
-    /// Applies a membership change to `current` (the member as read) in one transaction that
-    /// keeps the sheet's owner count; `Ok(false)` when the member changed since it was read.
+    /// Applies a membership change to `current` (the member as read), with `writes` (the
+    /// member's write first), in one transaction that keeps the sheet's owner count;
+    /// `Ok(false)` when one of the writes' conditions failed (the member changed since it was
+    /// read).
     async fn change(
         &self,
         log: LogId,
         current: Option<Role>,
-        write: TransactWriteItem,
+        writes: Vec<TransactWriteItem>,
         next: Option<Role>,
     ) -> Result<bool, CatalogError> {
         let owner = |r: Option<Role>| i64::from(r == Some(Role::Owner));
@@ -271,10 +303,11 @@ impl DynamoCatalog {
                 )
                 .build()
         };
+        let guard_at = writes.len();
         let result = self
             .client
             .transact_write_items()
-            .transact_items(write)
+            .set_transact_items(Some(writes))
             .transact_items(guard)
             .send()
             .await;
@@ -283,14 +316,14 @@ impl DynamoCatalog {
         };
         let failed =
             |i: usize| reasons.get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
-        if failed(1) {
+        if failed(guard_at) {
             return Err(match self.get(log_pk(log), SHEET_SK.into()).await? {
                 None => CatalogError::SheetNotFound(log),
                 Some(_) if delta < 0 => CatalogError::LastOwner(log),
                 Some(_) => return Ok(false),
             });
         }
-        if failed(0)
+        if (0..guard_at).any(failed)
             || reasons
                 .iter()
                 .any(|r| r.code() == Some("TransactionConflict"))
@@ -311,7 +344,8 @@ impl DynamoCatalog {
         }
     }
 
-    async fn query_log(&self, log: LogId, members_only: bool) -> Result<Vec<Item>, CatalogError> {
+    /// Every item of a sheet's partition whose sort key starts with `prefix` (all with `None`).
+    async fn query_log(&self, log: LogId, prefix: Option<&str>) -> Result<Vec<Item>, CatalogError> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
@@ -322,11 +356,11 @@ impl DynamoCatalog {
                 .consistent_read(true)
                 .expression_attribute_values(":p", s(log_pk(log)))
                 .set_exclusive_start_key(start);
-            q = if members_only {
-                q.key_condition_expression("pk = :p AND begins_with(sk, :m)")
-                    .expression_attribute_values(":m", s("MEMBER#"))
-            } else {
-                q.key_condition_expression("pk = :p")
+            q = match prefix {
+                Some(prefix) => q
+                    .key_condition_expression("pk = :p AND begins_with(sk, :m)")
+                    .expression_attribute_values(":m", s(prefix)),
+                None => q.key_condition_expression("pk = :p"),
             };
             let out = q.send().await.map_err(|e| ddb_error("Query", e))?;
             items.extend(out.items.unwrap_or_default());
@@ -562,7 +596,7 @@ impl Catalog for DynamoCatalog {
     }
 
     async fn members(&self, log: LogId) -> Result<Vec<Member>, CatalogError> {
-        self.query_log(log, true)
+        self.query_log(log, Some("MEMBER#"))
             .await?
             .iter()
             .map(member_of)
@@ -599,7 +633,7 @@ impl Catalog for DynamoCatalog {
                 .map_err(|e| StoreError::service("DynamoDB", "TransactWriteItems", e))?;
             let write = TransactWriteItem::builder().put(put).build();
             if self
-                .change(log, current_role, write, Some(member.role))
+                .change(log, current_role, vec![write], Some(member.role))
                 .await?
             {
                 return Ok(());
@@ -626,7 +660,7 @@ impl Catalog for DynamoCatalog {
                 .build()
                 .map_err(|e| StoreError::service("DynamoDB", "TransactWriteItems", e))?;
             let write = TransactWriteItem::builder().delete(delete).build();
-            match self.change(log, Some(current), write, None).await {
+            match self.change(log, Some(current), vec![write], None).await {
                 Ok(true) => return Ok(true),
                 Ok(false) => continue,
                 // The sheet item is gone but the member item is not (a delete half done).
@@ -646,10 +680,169 @@ impl Catalog for DynamoCatalog {
         Err(CatalogError::Contention(log))
     }
 
+    async fn invitations(&self, log: LogId) -> Result<Vec<Invitation>, CatalogError> {
+        self.query_log(log, Some("INVITE#"))
+            .await?
+            .iter()
+            .map(invitation_of)
+            .collect()
+    }
+
+    async fn invite(&self, log: LogId, invitation: &Invitation) -> Result<(), CatalogError> {
+        let build =
+            |e| CatalogError::Store(StoreError::service("DynamoDB", "TransactWriteItems", e));
+        let key_of = invite_key(&invitation.email);
+        let item = to_item(&InviteItem {
+            pk: log_pk(log),
+            sk: key_of.clone(),
+            email: invitation.email.trim().to_owned(),
+            role: invitation.role.as_str().to_owned(),
+            invited_at: invitation.invited_ms,
+            log_id: log.to_string(),
+            gsi1pk: key_of,
+            gsi1sk: log.to_string(),
+        });
+        let sheet = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(log_pk(log), SHEET_SK.into())))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .map_err(build)?;
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .build()
+            .map_err(build)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().condition_check(sheet).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        match cancellation_reasons(result)? {
+            None => Ok(()),
+            Some(r) if r.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") => {
+                Err(CatalogError::SheetNotFound(log))
+            }
+            Some(_) => Err(CatalogError::Contention(log)),
+        }
+    }
+
+    async fn uninvite(&self, log: LogId, email: &str) -> Result<bool, CatalogError> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(log_pk(log), invite_key(email))))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| ddb_error("DeleteItem", e))?;
+        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
+    }
+
+    async fn invited(&self, email: &str) -> Result<Vec<LogId>, CatalogError> {
+        let mut logs = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(GSI1)
+                .key_condition_expression("gsi1pk = :i")
+                .expression_attribute_values(":i", s(invite_key(email)))
+                .projection_expression("logId")
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ddb_error("Query", e))?;
+            for item in out.items.unwrap_or_default() {
+                let log = get_s(&item, "logId")
+                    .and_then(|l| l.parse().ok())
+                    .ok_or_else(|| corrupt("invitation item without logId"))?;
+                logs.push(log);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(logs);
+            }
+        }
+    }
+
+    async fn claim(
+        &self,
+        log: LogId,
+        user: &str,
+        email: &str,
+    ) -> Result<Option<Role>, CatalogError> {
+        let build =
+            |e| CatalogError::Store(StoreError::service("DynamoDB", "TransactWriteItems", e));
+        let invite_sk = invite_key(email);
+        for _ in 0..ATTEMPTS {
+            let Some(item) = self.get(log_pk(log), invite_sk.clone()).await? else {
+                return Ok(None);
+            };
+            let invited = invitation_of(&item)?.role;
+            let Some(sheet) = self.sheet(log).await? else {
+                // A delete in progress: the invitation is a leftover.
+                self.uninvite(log, email).await?;
+                return Ok(None);
+            };
+            let current = self.role(user, log).await?;
+            let member = Member {
+                user_id: user.to_owned(),
+                email: Some(email.trim().to_owned()),
+                role: invited,
+            };
+            let (condition, value) = Self::member_condition(current);
+            let mut put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(self.member_item(&sheet, &member)))
+                .condition_expression(condition);
+            if let Some(v) = value {
+                put = put
+                    .expression_attribute_names("#r", "role")
+                    .expression_attribute_values(":cur", v);
+            }
+            // The invitation as read: a role changed or withdrawn since is not claimed.
+            let delete = Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(log_pk(log), invite_sk.clone())))
+                .condition_expression("#r = :inv")
+                .expression_attribute_names("#r", "role")
+                .expression_attribute_values(":inv", s(invited.as_str()))
+                .build()
+                .map_err(build)?;
+            let writes = vec![
+                TransactWriteItem::builder()
+                    .put(put.build().map_err(build)?)
+                    .build(),
+                TransactWriteItem::builder().delete(delete).build(),
+            ];
+            match self.change(log, current, writes, Some(invited)).await {
+                Ok(true) => return Ok(Some(invited)),
+                Ok(false) => continue,
+                Err(CatalogError::LastOwner(_)) => {
+                    // The sheet's one owner stays its owner; the invitation is used up.
+                    self.uninvite(log, email).await?;
+                    return Ok(current);
+                }
+                Err(CatalogError::SheetNotFound(_)) => {
+                    self.uninvite(log, email).await?;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(CatalogError::Contention(log))
+    }
+
     async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> {
         // Members first, the sheet item last: a listing skips members whose sheet is gone, and
         // a delete interrupted half-way is finished by the next.
-        let mut items = self.query_log(log, false).await?;
+        let mut items = self.query_log(log, None).await?;
         items.sort_by_key(|i| get_s(i, "sk") == Some(SHEET_SK));
         for item in items {
             let (Some(pk), Some(sk)) = (get_s(&item, "pk"), get_s(&item, "sk")) else {

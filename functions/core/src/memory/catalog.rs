@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::lock;
 use crate::catalog::{
-    Catalog, CatalogError, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage, listing_key,
-    parse_listing_key,
+    Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage,
+    invitation_key, listing_key, parse_listing_key,
 };
 use crate::domain::LogId;
 
@@ -18,6 +18,8 @@ struct State {
     sheets: HashMap<LogId, Sheet>,
     /// Members by sheet, then user.
     members: HashMap<LogId, BTreeMap<String, Member>>,
+    /// Invitations by sheet, then [`invitation_key`].
+    invitations: HashMap<LogId, BTreeMap<String, Invitation>>,
 }
 
 #[derive(Debug, Default)]
@@ -176,10 +178,82 @@ impl Catalog for MemCatalog {
         }
     }
 
+    async fn invitations(&self, log: LogId) -> Result<Vec<Invitation>, CatalogError> {
+        Ok(lock(&self.state)?
+            .invitations
+            .get(&log)
+            .map(|i| i.values().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn invite(&self, log: LogId, invitation: &Invitation) -> Result<(), CatalogError> {
+        let mut st = lock(&self.state)?;
+        if !st.sheets.contains_key(&log) {
+            return Err(CatalogError::SheetNotFound(log));
+        }
+        st.invitations
+            .entry(log)
+            .or_default()
+            .insert(invitation_key(&invitation.email), invitation.clone());
+        Ok(())
+    }
+
+    async fn uninvite(&self, log: LogId, email: &str) -> Result<bool, CatalogError> {
+        Ok(lock(&self.state)?
+            .invitations
+            .get_mut(&log)
+            .and_then(|i| i.remove(&invitation_key(email)))
+            .is_some())
+    }
+
+    async fn invited(&self, email: &str) -> Result<Vec<LogId>, CatalogError> {
+        let key = invitation_key(email);
+        Ok(lock(&self.state)?
+            .invitations
+            .iter()
+            .filter(|(_, i)| i.contains_key(&key))
+            .map(|(log, _)| *log)
+            .collect())
+    }
+
+    async fn claim(
+        &self,
+        log: LogId,
+        user: &str,
+        email: &str,
+    ) -> Result<Option<Role>, CatalogError> {
+        let mut st = lock(&self.state)?;
+        let Some(invitation) = st
+            .invitations
+            .get_mut(&log)
+            .and_then(|i| i.remove(&invitation_key(email)))
+        else {
+            return Ok(None);
+        };
+        if !st.sheets.contains_key(&log) {
+            return Ok(None);
+        }
+        let members = st.members.entry(log).or_default();
+        let current = members.get(user).map(|m| m.role);
+        if current == Some(Role::Owner) && invitation.role != Role::Owner && owners(members) < 2 {
+            return Ok(current);
+        }
+        members.insert(
+            user.to_owned(),
+            Member {
+                user_id: user.to_owned(),
+                email: Some(email.trim().to_owned()),
+                role: invitation.role,
+            },
+        );
+        Ok(Some(invitation.role))
+    }
+
     async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> {
         let mut st = lock(&self.state)?;
         st.sheets.remove(&log);
         st.members.remove(&log);
+        st.invitations.remove(&log);
         Ok(())
     }
 }
