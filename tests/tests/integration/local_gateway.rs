@@ -284,3 +284,85 @@ async fn a_repeated_idempotency_key_arrives_joined_and_is_refused() -> anyhow::R
     assert_eq!(r.status(), StatusCode::CREATED);
     Ok(())
 }
+
+/// The page counts a push as Lambda's event will hold it (`eventBytes`, `MAX_PUSH_BYTES` in
+/// `web/src/push.ts`); the gateway stand-in counts the whole event (`lambda_event_len`). The two
+/// must agree on every kind of text a push carries, and the room `MAX_PUSH_BYTES` leaves must hold
+/// the rest of a push's event, or the page would send pushes Lambda refuses. The page's code runs
+/// under Node, as its tests run it.
+#[test]
+fn the_page_counts_a_push_as_the_gateway_does() -> anyhow::Result<()> {
+    let mutation = |value: Value| {
+        json!({"clientID": "c1", "id": 7, "name": "set", "timestamp": 1.5,
+            "args": {"cells": [{"ref": "A1", "value": value}]}})
+        .to_string()
+    };
+    let texts: Vec<String> = [
+        json!("plain"),
+        json!("say \"hi\""),
+        json!("C:\\temp\\x"),
+        json!("two\nlines\tand\r\u{1}\u{1f}"),
+        json!("héllo wörld, 日本語"),
+        json!("𝄞 and 😀"),
+        json!("\u{2028}\u{2029}"),
+        json!("\"\\\"\\\\"),
+        json!(""),
+    ]
+    .into_iter()
+    .map(mutation)
+    .collect();
+    let script = "const { eventBytes, MAX_PUSH_BYTES } = await import('./web/src/push.ts');\n\
+        let input = '';\n\
+        for await (const chunk of process.stdin) input += chunk;\n\
+        const texts = JSON.parse(input);\n\
+        console.log(JSON.stringify({ counts: texts.map(eventBytes), max: MAX_PUSH_BYTES }));";
+    let mut child = std::process::Command::new("node")
+        .args(["--import", "tsx", "--input-type=module", "-e", script])
+        .current_dir(sheetlog_tests::emulator::workspace_root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("running node (npm ci installs tsx)")?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().context("node's stdin")?;
+        stdin.write_all(serde_json::to_string(&texts)?.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "node failed: {:?}", out.status);
+    let page: Value = serde_json::from_slice(&out.stdout)?;
+
+    let parts = |auth_bytes: usize| {
+        axum::http::Request::post(format!("/logs/{}/replicache/push", uuid::Uuid::nil()))
+            .header("content-type", "application/json")
+            .header("authorization", "x".repeat(auth_bytes))
+            .body(())
+            .map(|r| r.into_parts().0)
+    };
+    let small = parts(0)?;
+    let empty = local_gateway::lambda_event_len(&small, b"");
+    for (i, text) in texts.iter().enumerate() {
+        let gateway = local_gateway::lambda_event_len(&small, text.as_bytes()) - empty;
+        assert_eq!(
+            page["counts"][i].as_u64(),
+            Some(gateway as u64),
+            "the page and the gateway count {text} differently"
+        );
+    }
+    // A push at the page's byte limit, with a large token (API Gateway takes at most 10 KiB of
+    // headers) and the push's envelope around the mutations, fits Lambda's event.
+    let max = page["max"].as_u64().context("MAX_PUSH_BYTES")? as usize;
+    let envelope = json!({"pushVersion": 1, "clientGroupID": uuid::Uuid::nil().to_string(),
+        "profileID": uuid::Uuid::nil().to_string(), "schemaVersion": "", "mutations": []})
+    .to_string();
+    let rest = local_gateway::lambda_event_len(&parts(10 * 1024)?, envelope.as_bytes());
+    assert!(
+        max + rest <= LAMBDA_REQUEST_LIMIT,
+        "MAX_PUSH_BYTES ({max}) leaves {} bytes for the rest of the event, which takes {rest}",
+        LAMBDA_REQUEST_LIMIT - max
+    );
+    println!(
+        "the page's push budget: {max} bytes of mutations + {rest} for the rest of the event <= {LAMBDA_REQUEST_LIMIT}"
+    );
+    Ok(())
+}
