@@ -476,7 +476,10 @@ describe('the catalog', () => {
     await cat.uninvite('L', 'Bob+x@example.com');
     assert.equal(await cat.roleOf('L', 'u1'), 'owner');
     assert.equal(await cat.roleOf('L', 'u2'), undefined, 'an invitation is no role');
-    assert.deepEqual((await cat.members('L')).invitations.map((i) => i.email), ['u2@x']);
+    assert.deepEqual(
+      (await cat.members('L')).invitations.map((i) => i.email),
+      ['u2@x'],
+    );
     assert.deepEqual(seen, [
       'GET /sheets?limit=50',
       'GET /sheets?limit=10&cursor=c%2F%2B1',
