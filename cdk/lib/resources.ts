@@ -138,8 +138,32 @@ export interface LocalHttpApi {
   readonly routes: LocalRoute[];
 }
 
+/**
+ * The user pool (authMode=cognito) as the local pool must reproduce it: what sign-in asks of a
+ * person (MFA, the password policy) and how people are known (by email, case-insensitively).
+ */
+export interface LocalUserPool {
+  /** `OFF`, `OPTIONAL` or `ON` (CloudFormation's `MfaConfiguration`). */
+  readonly mfaConfiguration: string;
+  /** `SOFTWARE_TOKEN_MFA`, `SMS_MFA`. */
+  readonly enabledMfas: string[];
+  /** Sign-in by these attributes (`email`), or by user name when empty. */
+  readonly usernameAttributes: string[];
+  readonly caseSensitive: boolean;
+  readonly allowAdminCreateUserOnly: boolean;
+  readonly passwordPolicy: {
+    readonly minimumLength: number;
+    readonly requireLowercase: boolean;
+    readonly requireUppercase: boolean;
+    readonly requireNumbers: boolean;
+    readonly requireSymbols: boolean;
+  };
+}
+
 export interface LocalResources {
   readonly format: number;
+  /** The user pool, in a template with one (authMode=cognito). */
+  readonly userPool: LocalUserPool | null;
   readonly tables: LocalTable[];
   readonly buckets: LocalBucket[];
   readonly queues: LocalQueue[];
@@ -324,6 +348,7 @@ export function describeLocalResources(template: Json): LocalResources {
   return {
     format: LOCAL_RESOURCES_FORMAT,
     httpApi: describeHttpApi(resources, binaryOf),
+    userPool: describeUserPool(resources),
     tables,
     buckets,
     queues,
@@ -331,6 +356,28 @@ export function describeLocalResources(template: Json): LocalResources {
     streamConsumers,
     queueConsumers,
     openRoutes,
+  };
+}
+
+function describeUserPool(resources: Record<string, Json>): LocalUserPool | null {
+  const pools = Object.values(resources).filter((r) => r.Type === 'AWS::Cognito::UserPool');
+  if (pools.length === 0) return null;
+  if (pools.length > 1) throw new Error(`the local stack has one user pool; the template has ${pools.length}`);
+  const p = pools[0].Properties ?? {};
+  const policy = p.Policies?.PasswordPolicy ?? {};
+  return {
+    mfaConfiguration: p.MfaConfiguration ?? 'OFF',
+    enabledMfas: p.EnabledMfas ?? [],
+    usernameAttributes: p.UsernameAttributes ?? [],
+    caseSensitive: p.UsernameConfiguration?.CaseSensitive ?? true,
+    allowAdminCreateUserOnly: p.AdminCreateUserConfig?.AllowAdminCreateUserOnly ?? false,
+    passwordPolicy: {
+      minimumLength: policy.MinimumLength ?? 8,
+      requireLowercase: policy.RequireLowercase ?? false,
+      requireUppercase: policy.RequireUppercase ?? false,
+      requireNumbers: policy.RequireNumbers ?? false,
+      requireSymbols: policy.RequireSymbols ?? false,
+    },
   };
 }
 

@@ -47,6 +47,8 @@ checks (see "Cognito" below):
   accepts any PASSWORD_CLAIM_SIGNATURE, so any password signed in. Here the server side of
   Cognito's SRP-6a runs for real against the user's password, and a wrong one is refused.
 - An app client's ExplicitAuthFlows are enforced: moto lets every client use every flow.
+- Authenticator-app (TOTP) codes are checked: moto checks a code against the secret it hands out
+  only with MOTO_COGNITO_IDP_USER_POOL_ENABLE_TOTP, which is set here unless given.
 """
 
 import base64
@@ -59,6 +61,8 @@ import secrets
 import sys
 import threading
 import time
+
+os.environ.setdefault("MOTO_COGNITO_IDP_USER_POOL_ENABLE_TOTP", "true")
 
 from moto.cognitoidp.exceptions import InvalidParameterException, NotAuthorizedError
 from moto.cognitoidp.models import CognitoIdpBackend

@@ -549,7 +549,7 @@ pub async fn put_upload(
 pub async fn template_gateway() -> anyhow::Result<sheetlog::local_gateway::GatewaySettings> {
     static DESCRIPTION: tokio::sync::OnceCell<Vec<u8>> = tokio::sync::OnceCell::const_new();
     let json = DESCRIPTION
-        .get_or_try_init(sheetlog::dev::describe_template)
+        .get_or_try_init(|| sheetlog::dev::describe_template(&[]))
         .await?;
     sheetlog::local_gateway::GatewaySettings::from_description(json)
 }

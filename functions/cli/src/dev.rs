@@ -73,6 +73,11 @@ pub struct DevArgs {
     /// it, `sheetlog dev` runs that script itself in the repository it is started in.
     #[arg(long, env = "SHEETLOG_LOCAL_RESOURCES")]
     pub resources: Option<PathBuf>,
+    /// Context for the template the local stack is described from, as `cdk synth -c` takes it
+    /// (repeatable): `-c cognitoMfa=required` gives the local user pool the deployed one's MFA.
+    /// `--auth cognito` adds `authMode=cognito`. Ignored with `--resources`.
+    #[arg(short = 'c', long = "context", value_name = "KEY=VALUE")]
+    pub context: Vec<String>,
 }
 
 /// Runs the local stack until Ctrl-C or SIGTERM.
@@ -106,7 +111,17 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     if !(args.worker_time_budget.is_finite() && args.worker_time_budget >= 0.0) {
         bail!("--worker-time-budget must be a non-negative number of seconds");
     }
-    let gateway = gateway_settings(args.resources.as_deref()).await?;
+    let mut context = args.context.clone();
+    if cognito {
+        context.push("authMode=cognito".into());
+    }
+    let description = match args.resources.as_deref() {
+        Some(path) => tokio::fs::read(path)
+            .await
+            .with_context(|| format!("reading the template's description {}", path.display()))?,
+        None => describe_template(&context).await?,
+    };
+    let gateway = GatewaySettings::from_description(&description)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     info!(prefix = %args.prefix, "creating tables, bucket and queues");
     let stack = create_local_stack(&sdk, &args.prefix)
@@ -121,12 +136,18 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         )
         .await
         .context("creating the catalog table")?;
-        let pool = crate::local_cognito::create_pool(
+        let settings = crate::local_cognito::PoolSettings::from_description(&description)?
+            .context(
+                "the template's description has no user pool: describe the stack with \
+                 `npx tsx cdk/bin/local-resources.ts -c authMode=cognito` for --resources",
+            )?;
+        let pool = crate::local_cognito::create_pool_with(
             &sdk,
             &endpoint,
             &format!("{}-users", args.prefix),
             &crate::local_cognito::DEMO_USERS,
             crate::local_cognito::DEMO_PASSWORD,
+            &settings,
         )
         .await?;
         cfg.auth_mode = AuthMode::Cognito;
@@ -319,21 +340,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The local gateway's settings: from `path`, or from the template's description printed by
-/// `cdk/bin/local-resources.ts` in the repository around the working directory.
-async fn gateway_settings(path: Option<&Path>) -> anyhow::Result<GatewaySettings> {
-    let json = match path {
-        Some(path) => tokio::fs::read(path)
-            .await
-            .with_context(|| format!("reading the template's description {}", path.display()))?,
-        None => describe_template().await?,
-    };
-    GatewaySettings::from_description(&json)
-}
-
-/// Runs `npx --no tsx cdk/bin/local-resources.ts` in the repository (`SHEETLOG_ROOT`, or the
-/// nearest directory above the working directory that has the script).
-pub async fn describe_template() -> anyhow::Result<Vec<u8>> {
+/// Runs `npx --no tsx cdk/bin/local-resources.ts [-c KEY=VALUE ...]` in the repository
+/// (`SHEETLOG_ROOT`, or the nearest directory above the working directory that has the script).
+pub async fn describe_template(context: &[String]) -> anyhow::Result<Vec<u8>> {
     const SCRIPT: &str = "cdk/bin/local-resources.ts";
     let root = match std::env::var_os("SHEETLOG_ROOT") {
         Some(root) => PathBuf::from(root),
@@ -354,6 +363,7 @@ pub async fn describe_template() -> anyhow::Result<Vec<u8>> {
     info!("reading the template's description ({SCRIPT}; about 15 s)");
     let out = tokio::process::Command::new("npx")
         .args(["--no", "tsx", SCRIPT])
+        .args(context.iter().flat_map(|c| ["-c", c.as_str()]))
         .current_dir(&root)
         .output()
         .await

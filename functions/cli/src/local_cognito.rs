@@ -10,8 +10,81 @@
 use anyhow::Context;
 use aws_sdk_cognitoidentityprovider::types::{
     AdminCreateUserConfigType, AttributeType, ExplicitAuthFlowsType, MessageActionType,
-    VerifiedAttributeType,
+    PasswordPolicyType, SoftwareTokenMfaConfigType, UserPoolMfaType, UserPoolPolicyType,
+    UsernameConfigurationType, VerifiedAttributeType,
 };
+use serde::Deserialize;
+
+/// What the local pool takes from the template's user pool (`userPool` in the description
+/// `cdk/bin/local-resources.ts` prints): MFA, the password policy, who creates accounts, and
+/// whether user names are case-sensitive. The deployed pool signs people in by their email as
+/// an alias of a generated user name (`usernameAttributes`); the local pool names each user by
+/// their email, which signs in the same way with the same SRP exchange.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSettings {
+    /// `OFF`, `OPTIONAL` or `ON`.
+    pub mfa_configuration: String,
+    /// `SOFTWARE_TOKEN_MFA` (an authenticator app); `SMS_MFA` is not used.
+    pub enabled_mfas: Vec<String>,
+    pub username_attributes: Vec<String>,
+    pub case_sensitive: bool,
+    pub allow_admin_create_user_only: bool,
+    pub password_policy: PasswordPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordPolicy {
+    pub minimum_length: i32,
+    pub require_lowercase: bool,
+    pub require_uppercase: bool,
+    pub require_numbers: bool,
+    pub require_symbols: bool,
+}
+
+impl Default for PoolSettings {
+    /// A pool without MFA, for tests that need only signed tokens.
+    fn default() -> Self {
+        Self {
+            mfa_configuration: "OFF".into(),
+            enabled_mfas: Vec::new(),
+            username_attributes: vec!["email".into()],
+            case_sensitive: false,
+            allow_admin_create_user_only: true,
+            password_policy: PasswordPolicy {
+                minimum_length: 12,
+                require_lowercase: true,
+                require_uppercase: true,
+                require_numbers: true,
+                require_symbols: true,
+            },
+        }
+    }
+}
+
+impl PoolSettings {
+    /// The user pool of a template's description; `None` when the template has none (a stack
+    /// described without `-c authMode=cognito`).
+    pub fn from_description(json: &[u8]) -> anyhow::Result<Option<Self>> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Description {
+            #[serde(default)]
+            user_pool: Option<PoolSettings>,
+        }
+        let d: Description = serde_json::from_slice(json)
+            .context("reading the user pool of the template's description")?;
+        Ok(d.user_pool)
+    }
+
+    /// Whether a person signs in with an authenticator app's code (`ON`: everyone, set up at
+    /// the first sign-in; `OPTIONAL`: those who set one up).
+    pub fn totp(&self) -> bool {
+        self.mfa_configuration != "OFF"
+            && self.enabled_mfas.iter().any(|m| m == "SOFTWARE_TOKEN_MFA")
+    }
+}
 
 /// The demo users `sheetlog dev --auth cognito` creates.
 pub const DEMO_USERS: [&str; 2] = ["alice@example.com", "bob@example.com"];
@@ -63,6 +136,26 @@ pub async fn create_pool(
     users: &[&str],
     password: &str,
 ) -> anyhow::Result<LocalPool> {
+    create_pool_with(
+        sdk,
+        endpoint,
+        name,
+        users,
+        password,
+        &PoolSettings::default(),
+    )
+    .await
+}
+
+/// [`create_pool`] with the template's `settings`.
+pub async fn create_pool_with(
+    sdk: &aws_config::SdkConfig,
+    endpoint: &str,
+    name: &str,
+    users: &[&str],
+    password: &str,
+    settings: &PoolSettings,
+) -> anyhow::Result<LocalPool> {
     let endpoint = format!("{}/", endpoint.trim_end_matches('/'));
     let region = sdk
         .region()
@@ -73,15 +166,37 @@ pub async fn create_pool(
         .build();
     let idp = aws_sdk_cognitoidentityprovider::Client::from_conf(conf);
     let on_emulator = |op: &str| format!("Cognito {op} on the emulator");
+    let policy = &settings.password_policy;
+    let mfa = UserPoolMfaType::from(settings.mfa_configuration.as_str());
     let pool = idp
         .create_user_pool()
         .pool_name(name)
         .auto_verified_attributes(VerifiedAttributeType::Email)
         .admin_create_user_config(
             AdminCreateUserConfigType::builder()
-                .allow_admin_create_user_only(true)
+                .allow_admin_create_user_only(settings.allow_admin_create_user_only)
                 .build(),
         )
+        .policies(
+            UserPoolPolicyType::builder()
+                .password_policy(
+                    PasswordPolicyType::builder()
+                        .minimum_length(policy.minimum_length)
+                        .require_lowercase(policy.require_lowercase)
+                        .require_uppercase(policy.require_uppercase)
+                        .require_numbers(policy.require_numbers)
+                        .require_symbols(policy.require_symbols)
+                        .build(),
+                )
+                .build(),
+        )
+        .username_configuration(
+            UsernameConfigurationType::builder()
+                .case_sensitive(settings.case_sensitive)
+                .build()
+                .context("the pool's username configuration")?,
+        )
+        .mfa_configuration(mfa.clone())
         .send()
         .await
         .with_context(|| on_emulator("CreateUserPool"))?;
@@ -90,6 +205,17 @@ pub async fn create_pool(
         .and_then(|p| p.id())
         .context("CreateUserPool answered no pool id")?
         .to_owned();
+    if settings.totp() {
+        idp.set_user_pool_mfa_config()
+            .user_pool_id(&pool_id)
+            .mfa_configuration(mfa)
+            .software_token_mfa_configuration(
+                SoftwareTokenMfaConfigType::builder().enabled(true).build(),
+            )
+            .send()
+            .await
+            .with_context(|| on_emulator("SetUserPoolMfaConfig"))?;
+    }
     let client = idp
         .create_user_pool_client()
         .user_pool_id(&pool_id)

@@ -62,6 +62,9 @@ struct Description {
     /// start (`sheetlog::local_gateway`), so they are compared by reading them the same way
     /// ([`the_local_gateway_takes_its_settings_from_the_template`]).
     http_api: Option<HttpApi>,
+    /// The user pool (authMode=cognito). `sheetlog dev --auth cognito` creates the local pool
+    /// from it ([`the_local_user_pool_takes_its_settings_from_the_template`]).
+    user_pool: Option<sheetlog::local_cognito::PoolSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -203,7 +206,7 @@ struct QueueConsumer {
 }
 
 /// Runs `npx tsx cdk/bin/local-resources.ts` in the workspace root and parses its output.
-async fn template_description(root: &Path) -> anyhow::Result<Description> {
+async fn template_description(root: &Path, context: &[&str]) -> anyhow::Result<Description> {
     // Without the CDK app's packages there is nothing to compare with; failing (never skipping)
     // keeps a machine without them from passing this test silently.
     if !root.join("node_modules/.bin/tsx").exists() {
@@ -216,6 +219,7 @@ async fn template_description(root: &Path) -> anyhow::Result<Description> {
     }
     let out = tokio::process::Command::new("npx")
         .args(["--no", "tsx", "cdk/bin/local-resources.ts"])
+        .args(context.iter().flat_map(|c| ["-c", c]))
         .current_dir(root)
         .output()
         .await
@@ -431,6 +435,9 @@ async fn observe(
         open_routes: desc.open_routes.clone(),
         // Read by the local gateway at start: checked by reading (below).
         http_api: desc.http_api.clone(),
+        // Made by `sheetlog dev --auth cognito` from the description: checked by making it
+        // (below).
+        user_pool: desc.user_pool.clone(),
     })
 }
 
@@ -960,7 +967,7 @@ async fn created_names(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Result<()> {
     let root = workspace_root();
-    let template = template_description(&root).await?;
+    let template = template_description(&root, &[]).await?;
 
     let emu = Emulator::start()?;
     let prefix = unique_prefix("template");
@@ -1065,7 +1072,7 @@ async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Resu
 /// the description: what it would enforce is what the template deploys.
 #[tokio::test]
 async fn the_local_gateway_takes_its_settings_from_the_template() -> anyhow::Result<()> {
-    let template = template_description(&workspace_root()).await?;
+    let template = template_description(&workspace_root(), &[]).await?;
     let gateway = sheetlog_tests::api::template_gateway().await?;
     let api = template
         .http_api
@@ -1094,6 +1101,89 @@ async fn the_local_gateway_takes_its_settings_from_the_template() -> anyhow::Res
         gateway.throttle,
         api.throttle
     );
+    Ok(())
+}
+
+/// `sheetlog dev --auth cognito` creates the local user pool from the template's (MFA, the
+/// password policy, who creates accounts, case-insensitive names): described with
+/// `cognitoMfa=required`, the pool made on the emulator has each setting as the template has it.
+#[tokio::test]
+async fn the_local_user_pool_takes_its_settings_from_the_template() -> anyhow::Result<()> {
+    let template = template_description(
+        &workspace_root(),
+        &["authMode=cognito", "cognitoMfa=required"],
+    )
+    .await?;
+    let settings = template
+        .user_pool
+        .clone()
+        .context("a cognito template without a user pool")?;
+    let emulator = Emulator::start()?;
+    let sdk = emulator.sdk_config().await;
+    let pool = sheetlog::local_cognito::create_pool_with(
+        &sdk,
+        emulator.endpoint(),
+        &unique_prefix("pool-parity"),
+        &[],
+        "",
+        &settings,
+    )
+    .await?;
+    let idp = aws_sdk_cognitoidentityprovider::Client::from_conf(
+        aws_sdk_cognitoidentityprovider::config::Builder::from(&sdk)
+            .endpoint_url(emulator.endpoint())
+            .build(),
+    );
+    let described = idp
+        .describe_user_pool()
+        .user_pool_id(&pool.pool_id)
+        .send()
+        .await?;
+    let p = described.user_pool().context("no pool described")?;
+    let mfa = idp
+        .get_user_pool_mfa_config()
+        .user_pool_id(&pool.pool_id)
+        .send()
+        .await?;
+    let policy = p
+        .policies()
+        .and_then(|x| x.password_policy())
+        .context("no password policy")?;
+    let mut enabled = Vec::new();
+    if mfa
+        .software_token_mfa_configuration()
+        .is_some_and(|c| c.enabled())
+    {
+        enabled.push("SOFTWARE_TOKEN_MFA".to_owned());
+    }
+    let local = sheetlog::local_cognito::PoolSettings {
+        mfa_configuration: p
+            .mfa_configuration()
+            .map(|m| m.as_str().to_owned())
+            .unwrap_or_default(),
+        enabled_mfas: enabled,
+        // The local pool names users by their email (local_cognito.rs says why).
+        username_attributes: settings.username_attributes.clone(),
+        case_sensitive: p
+            .username_configuration()
+            .is_none_or(|u| u.case_sensitive()),
+        allow_admin_create_user_only: p
+            .admin_create_user_config()
+            .is_some_and(|c| c.allow_admin_create_user_only()),
+        password_policy: sheetlog::local_cognito::PasswordPolicy {
+            minimum_length: policy.minimum_length().unwrap_or(0),
+            require_lowercase: policy.require_lowercase(),
+            require_uppercase: policy.require_uppercase(),
+            require_numbers: policy.require_numbers(),
+            require_symbols: policy.require_symbols(),
+        },
+    };
+    println!("compared: user pool {settings:?}");
+    ensure!(
+        local == settings,
+        "the local pool differs from the template's:\n local    {local:?}\n template {settings:?}"
+    );
+    ensure!(settings.mfa_configuration == "ON" && settings.totp());
     Ok(())
 }
 
@@ -1153,7 +1243,7 @@ fn instantiate(route: &str) -> String {
 async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::Result<()> {
     use sheetlog::local_auth::{JwtAuthorizer, authorize};
 
-    let template = template_description(&workspace_root()).await?;
+    let template = template_description(&workspace_root(), &[]).await?;
     ensure!(
         template.open_routes.iter().any(|k| k == "GET /config.json"),
         "the template serves GET /config.json behind an authorizer: the page cannot read how to \

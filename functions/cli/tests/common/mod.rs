@@ -39,7 +39,32 @@ impl DevProcess {
             "{label}-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
-        let resources = description_file().await?;
+        let context: Vec<String> = args
+            .windows(2)
+            .filter(|w| w[0] == "-c")
+            .map(|w| w[1].to_owned())
+            .chain(
+                args.windows(2)
+                    .any(|w| w == ["--auth", "cognito"])
+                    .then(|| "authMode=cognito".to_owned()),
+            )
+            .collect();
+        let resources = description_file(context).await?;
+        let args: Vec<&str> = {
+            // `-c` is for the description, made here once per context.
+            let mut kept = Vec::new();
+            let mut skip = false;
+            for a in args {
+                if skip {
+                    skip = false;
+                } else if *a == "-c" {
+                    skip = true;
+                } else {
+                    kept.push(*a);
+                }
+            }
+            kept
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_sheetlog"))
             .arg("dev")
             .env("SHEETLOG_LOCAL_RESOURCES", resources)
@@ -77,18 +102,23 @@ impl DevProcess {
     }
 }
 
-/// The template's description for `sheetlog dev --resources`, made once per test process (it
-/// takes about 15 s) and kept in a temporary file.
-async fn description_file() -> anyhow::Result<&'static Path> {
-    static FILE: tokio::sync::OnceCell<tempfile::TempPath> = tokio::sync::OnceCell::const_new();
-    let path = FILE
-        .get_or_try_init(|| async {
-            use std::io::Write;
-            let json = sheetlog::dev::describe_template().await?;
-            let mut file = tempfile::NamedTempFile::new()?;
-            file.write_all(&json)?;
-            anyhow::Ok(file.into_temp_path())
-        })
-        .await?;
-    Ok(path)
+/// The template's description for `sheetlog dev --resources` with `context` (as `-c`), made
+/// once per context and test process (it takes about 15 s) and kept in a temporary file.
+async fn description_file(context: Vec<String>) -> anyhow::Result<std::path::PathBuf> {
+    use std::collections::HashMap;
+    static FILES: tokio::sync::Mutex<Option<HashMap<Vec<String>, tempfile::TempPath>>> =
+        tokio::sync::Mutex::const_new(None);
+    let mut files = FILES.lock().await;
+    let files = files.get_or_insert_with(HashMap::new);
+    if let Some(path) = files.get(&context) {
+        return Ok(path.to_path_buf());
+    }
+    use std::io::Write;
+    let json = sheetlog::dev::describe_template(&context).await?;
+    let mut file = tempfile::NamedTempFile::new()?;
+    file.write_all(&json)?;
+    let path = file.into_temp_path();
+    let out = path.to_path_buf();
+    files.insert(context, path);
+    Ok(out)
 }
