@@ -36,10 +36,16 @@ export interface Tokens {
   expiresIn: number;
 }
 
-/** What a sign-in returns: tokens, or a new password to choose (an invited user's first sign-in). */
+/**
+ * What a sign-in returns: tokens, or the next step: a new password to choose (an invited user's
+ * first sign-in), the code of the person's authenticator app (`cognitoMfa`), or setting one up
+ * (MFA required and none set up yet).
+ */
 export type SignInResult =
   | { kind: 'signed-in'; tokens: Tokens }
-  | { kind: 'new-password'; session: string; username: string };
+  | { kind: 'new-password'; session: string; username: string }
+  | { kind: 'mfa-code'; session: string; username: string }
+  | { kind: 'mfa-setup'; session: string; username: string };
 
 export class CognitoError extends Error {
   constructor(
@@ -75,6 +81,8 @@ export function explainCognito(code: string, said: string): string {
     case 'LimitExceededException':
       return 'Too many attempts: wait a moment and try again.';
     case 'CodeMismatchException':
+    case 'EnableSoftwareTokenMFAException':
+      return 'That code is not right: enter the one your authenticator app shows now.';
     case 'ExpiredCodeException':
       return 'The sign-in took too long: start again.';
     default:
@@ -133,12 +141,15 @@ export class CognitoClient {
   }
 
   private static result(r: AuthAnswer, username: string): SignInResult {
-    if (r.ChallengeName === 'NEW_PASSWORD_REQUIRED')
-      return {
-        kind: 'new-password',
-        session: String(r.Session ?? ''),
-        username: r.ChallengeParameters?.USER_ID_FOR_SRP ?? r.ChallengeParameters?.USERNAME ?? username,
-      };
+    const next = {
+      session: String(r.Session ?? ''),
+      username: r.ChallengeParameters?.USER_ID_FOR_SRP ?? r.ChallengeParameters?.USERNAME ?? username,
+    };
+    if (r.ChallengeName === 'NEW_PASSWORD_REQUIRED') return { kind: 'new-password', ...next };
+    if (r.ChallengeName === 'SOFTWARE_TOKEN_MFA') return { kind: 'mfa-code', ...next };
+    // Cognito lists what may be set up as a JSON string; the page sets up an authenticator app.
+    if (r.ChallengeName === 'MFA_SETUP' && JSON.stringify(r.ChallengeParameters ?? {}).includes('SOFTWARE_TOKEN_MFA'))
+      return { kind: 'mfa-setup', ...next };
     if (r.ChallengeName)
       throw new CognitoError(
         `This account needs a sign-in step the page does not support yet (${r.ChallengeName}).`,
@@ -208,6 +219,44 @@ export class CognitoClient {
       ClientId: this.config.clientId,
       Session: session,
       ChallengeResponses: { USERNAME: username, NEW_PASSWORD: newPassword },
+    });
+    return CognitoClient.result(r, username);
+  }
+
+  /** Answers SOFTWARE_TOKEN_MFA with the authenticator app's code. */
+  async answerMfa(session: string, username: string, code: string): Promise<SignInResult> {
+    const r = await this.call<AuthAnswer>('RespondToAuthChallenge', {
+      ChallengeName: 'SOFTWARE_TOKEN_MFA',
+      ClientId: this.config.clientId,
+      Session: session,
+      ChallengeResponses: { USERNAME: username, SOFTWARE_TOKEN_MFA_CODE: code.trim() },
+    });
+    return CognitoClient.result(r, username);
+  }
+
+  /** MFA_SETUP, first step: the key of a new authenticator app (`AssociateSoftwareToken`). */
+  async startMfaSetup(session: string): Promise<{ secret: string; session: string }> {
+    const r = await this.call<{ SecretCode?: string; Session?: string }>('AssociateSoftwareToken', {
+      Session: session,
+    });
+    if (!r.SecretCode) throw new CognitoError('The sign-in service answered without a key.', 'no-key');
+    return { secret: r.SecretCode, session: r.Session ?? session };
+  }
+
+  /** MFA_SETUP, second step: the app's first code (`VerifySoftwareToken`), then the challenge. */
+  async finishMfaSetup(session: string, username: string, code: string): Promise<SignInResult> {
+    const v = await this.call<{ Status?: string; Session?: string }>('VerifySoftwareToken', {
+      Session: session,
+      UserCode: code.trim(),
+      FriendlyDeviceName: 'sheetlog',
+    });
+    if (v.Status !== 'SUCCESS')
+      throw new CognitoError(explainCognito('EnableSoftwareTokenMFAException', ''), 'EnableSoftwareTokenMFAException');
+    const r = await this.call<AuthAnswer>('RespondToAuthChallenge', {
+      ChallengeName: 'MFA_SETUP',
+      ClientId: this.config.clientId,
+      Session: v.Session ?? session,
+      ChallengeResponses: { USERNAME: username },
     });
     return CognitoClient.result(r, username);
   }

@@ -182,19 +182,12 @@ function signInPage(session: Session, done: () => void): void {
     submit,
     error,
   );
-  const finish = (r: Awaited<ReturnType<Session['signIn']>>) => {
-    if (r.kind === 'signed-in') {
-      done();
-      return;
-    }
-    newPasswordForm(session, r.session, r.username, email.value, done);
-  };
   form.onsubmit = async (ev) => {
     ev.preventDefault();
     submit.disabled = true;
     error.textContent = '';
     try {
-      finish(await session.signIn(email.value, password.value));
+      nextStep(session, await session.signIn(email.value, password.value), email.value, done);
     } catch (e) {
       error.textContent = words(e);
       submit.disabled = false;
@@ -206,6 +199,136 @@ function signInPage(session: Session, done: () => void): void {
     el('main', { className: 'list' }, form),
   );
   (email.value ? password : email).focus();
+}
+
+type SignInStep = Awaited<ReturnType<Session['signIn']>>;
+
+/** Shows what a sign-in asks next, or finishes it. */
+function nextStep(session: Session, r: SignInStep, email: string, done: () => void): void {
+  switch (r.kind) {
+    case 'signed-in':
+      done();
+      return;
+    case 'new-password':
+      newPasswordForm(session, r.session, r.username, email, done);
+      return;
+    case 'mfa-code':
+      mfaCodeForm(session, r.session, r.username, email, done);
+      return;
+    case 'mfa-setup':
+      void mfaSetupForm(session, r.session, r.username, email, done);
+      return;
+  }
+}
+
+/** A six-digit code field for an authenticator app. */
+function codeInput(): HTMLInputElement {
+  return el('input', {
+    type: 'text',
+    inputMode: 'numeric',
+    autocomplete: 'one-time-code',
+    pattern: '[0-9]{6}',
+    maxLength: 6,
+    required: true,
+    ariaLabel: 'authenticator code',
+  });
+}
+
+/** A form of one code field that calls `send` with the code and goes on with its answer. */
+function codeForm(
+  className: string,
+  intro: HTMLElement[],
+  label: string,
+  send: (code: string) => Promise<SignInStep>,
+  session: Session,
+  email: string,
+  done: () => void,
+): void {
+  const code = codeInput();
+  const error = el('p', { className: 'form-error', role: 'alert' });
+  const submit = el('button', { type: 'submit', className: 'primary' }, label);
+  const form = el(
+    'form',
+    { className: `sign-in ${className}` },
+    ...intro,
+    el('label', {}, 'Code', code),
+    submit,
+    error,
+  );
+  form.onsubmit = async (ev) => {
+    ev.preventDefault();
+    submit.disabled = true;
+    error.textContent = '';
+    try {
+      nextStep(session, await send(code.value), email, done);
+    } catch (e) {
+      error.textContent = words(e);
+      code.select();
+    } finally {
+      submit.disabled = false;
+    }
+  };
+  root.querySelector('main')?.replaceChildren(form);
+  code.focus();
+}
+
+/** SOFTWARE_TOKEN_MFA: the code the person's authenticator app shows. */
+function mfaCodeForm(session: Session, challenge: string, username: string, email: string, done: () => void): void {
+  codeForm(
+    'mfa-code',
+    [
+      el('h1', {}, 'Enter your code'),
+      el('p', { className: 'hint' }, 'Open your authenticator app and enter the code it shows for sheetlog.'),
+    ],
+    'Sign in',
+    (code) => session.answerMfa(challenge, username, email, code),
+    session,
+    email,
+    done,
+  );
+}
+
+/**
+ * MFA_SETUP (`cognitoMfa=required`, first sign-in): the key for a new authenticator app, as text
+ * and as an `otpauth://` link (which phone apps open), then the app's first code.
+ */
+async function mfaSetupForm(
+  session: Session,
+  challenge: string,
+  username: string,
+  email: string,
+  done: () => void,
+): Promise<void> {
+  let started: { secret: string; session: string };
+  try {
+    started = await session.startMfaSetup(challenge);
+  } catch (e) {
+    root.querySelector('main')?.replaceChildren(el('p', { className: 'form-error', role: 'alert' }, words(e)));
+    return;
+  }
+  const uri = `otpauth://totp/${encodeURIComponent(`sheetlog:${email}`)}?secret=${started.secret}&issuer=sheetlog`;
+  const key = el('code', { className: 'mfa-key' }, started.secret.replace(/(.{4})/g, '$1 ').trim());
+  key.dataset.secret = started.secret;
+  codeForm(
+    'mfa-setup',
+    [
+      el('h1', {}, 'Set up your authenticator app'),
+      el(
+        'p',
+        { className: 'hint' },
+        'This stack asks for a code from an authenticator app at every sign-in. Add this key to your app (time-based, 6 digits), or open ',
+        el('a', { href: uri }, 'this link'),
+        ' on your phone:',
+      ),
+      key,
+      el('p', { className: 'hint' }, 'Then enter the code the app shows.'),
+    ],
+    'Verify and sign in',
+    (code) => session.finishMfaSetup(started.session, username, email, code),
+    session,
+    email,
+    done,
+  );
 }
 
 /** NEW_PASSWORD_REQUIRED: an invited person's first sign-in replaces the temporary password. */
@@ -244,8 +367,8 @@ function newPasswordForm(session: Session, challenge: string, username: string, 
     error.textContent = '';
     try {
       const r = await session.completeNewPassword(challenge, username, email, pw.value);
-      if (r.kind === 'signed-in') done();
-      else error.textContent = 'Cognito asked for yet another new password; try again.';
+      if (r.kind === 'new-password') error.textContent = 'Cognito asked for yet another new password; try again.';
+      else nextStep(session, r, email, done);
     } catch (e) {
       error.textContent = words(e);
     } finally {

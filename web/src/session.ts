@@ -111,6 +111,29 @@ export class Session {
     return r;
   }
 
+  /** Answers an MFA challenge (`mfa-code`) with the authenticator app's code. */
+  async answerMfa(session: string, username: string, email: string, code: string): Promise<SignInResult> {
+    return this.settle(await this.client.answerMfa(session, username, code), email);
+  }
+
+  /** Starts setting up an authenticator app (`mfa-setup`): the key to add to it. */
+  startMfaSetup(session: string): Promise<{ secret: string; session: string }> {
+    return this.client.startMfaSetup(session);
+  }
+
+  /** Finishes setting up the app with its first code, and signs in. */
+  async finishMfaSetup(session: string, username: string, email: string, code: string): Promise<SignInResult> {
+    return this.settle(await this.client.finishMfaSetup(session, username, code), email);
+  }
+
+  private settle(r: SignInResult, email: string): SignInResult {
+    if (r.kind === 'signed-in') {
+      this.adopt(r.tokens, email.trim());
+      this.onChange(true);
+    }
+    return r;
+  }
+
   async completeNewPassword(
     session: string,
     username: string,

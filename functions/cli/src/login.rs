@@ -164,7 +164,104 @@ pub async fn srp_sign_in(
     if let Some(session) = v["Session"].as_str() {
         body["Session"] = json!(session);
     }
-    cognito(endpoint, "RespondToAuthChallenge", body).await
+    let mut answer = cognito(endpoint, "RespondToAuthChallenge", body).await?;
+    // A next challenge (MFA) is answered for the same user; Cognito names it only here.
+    if answer["ChallengeName"].is_string()
+        && answer["ChallengeParameters"]["USER_ID_FOR_SRP"].is_null()
+        && let Some(params) = answer
+            .as_object_mut()
+            .map(|o| o.entry("ChallengeParameters").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+    {
+        params.insert("USER_ID_FOR_SRP".into(), json!(user_id));
+    }
+    Ok(answer)
+}
+
+/// Where a sign-in gets the code of the person's authenticator app: given what to show them
+/// first (the key to add, at the first sign-in), it answers the six digits.
+pub type CodeSource<'a> = &'a mut (dyn FnMut(&str) -> Result<String, CliError> + Send);
+
+/// Answers the challenges a pool with MFA (`cognitoMfa`) asks after the password, until it
+/// answers tokens: `SOFTWARE_TOKEN_MFA` with the app's code; `MFA_SETUP` (MFA required and none
+/// set up yet) by associating an authenticator app (`AssociateSoftwareToken`: the key the person
+/// adds to their app), verifying its first code (`VerifySoftwareToken`) and completing the
+/// challenge. Any other challenge is returned as it is.
+pub async fn answer_mfa(
+    endpoint: &str,
+    client_id: &str,
+    email: &str,
+    mut v: Value,
+    code: CodeSource<'_>,
+) -> Result<Value, CliError> {
+    for _ in 0..3 {
+        let params = &v["ChallengeParameters"];
+        let user = params["USER_ID_FOR_SRP"]
+            .as_str()
+            .or(params["USERNAME"].as_str())
+            .unwrap_or(email)
+            .to_owned();
+        let session = v["Session"].as_str().unwrap_or_default().to_owned();
+        let respond = |name: &str, session: &str, responses: Value| {
+            json!({"ChallengeName": name, "ClientId": client_id, "Session": session,
+                   "ChallengeResponses": responses})
+        };
+        v = match v["ChallengeName"].as_str() {
+            Some("SOFTWARE_TOKEN_MFA") => {
+                let digits = code("code from your authenticator app: ")?;
+                let body = respond(
+                    "SOFTWARE_TOKEN_MFA",
+                    &session,
+                    json!({"USERNAME": user, "SOFTWARE_TOKEN_MFA_CODE": digits}),
+                );
+                cognito(endpoint, "RespondToAuthChallenge", body).await?
+            }
+            Some("MFA_SETUP") => {
+                if !params["MFAS_CAN_SETUP"]
+                    .to_string()
+                    .contains("SOFTWARE_TOKEN_MFA")
+                {
+                    return Err(CliError::Input(format!(
+                        "the user pool asks to set up MFA by {} only; sheetlog sets up an authenticator app",
+                        params["MFAS_CAN_SETUP"]
+                    )));
+                }
+                let a = cognito(
+                    endpoint,
+                    "AssociateSoftwareToken",
+                    json!({"Session": session}),
+                )
+                .await?;
+                let secret = a["SecretCode"].as_str().ok_or_else(|| {
+                    CliError::Other("the user pool answered no authenticator key".into())
+                })?;
+                let session = a["Session"].as_str().unwrap_or(&session).to_owned();
+                let digits = code(&format!(
+                    "{email} must sign in with an authenticator app. Add this key to one                      (time-based, 6 digits): {secret}
+                       (or open otpauth://totp/sheetlog:{email}?secret={secret}&issuer=sheetlog)
+                     code from the app: "
+                ))?;
+                let verified = cognito(
+                    endpoint,
+                    "VerifySoftwareToken",
+                    json!({"Session": session, "UserCode": digits,
+                           "FriendlyDeviceName": "sheetlog"}),
+                )
+                .await?;
+                if verified["Status"] != "SUCCESS" {
+                    return Err(CliError::Input(format!(
+                        "the authenticator app's code was not accepted ({})",
+                        verified["Status"]
+                    )));
+                }
+                let session = verified["Session"].as_str().unwrap_or(&session);
+                let body = respond("MFA_SETUP", session, json!({"USERNAME": user}));
+                cognito(endpoint, "RespondToAuthChallenge", body).await?
+            }
+            _ => return Ok(v),
+        };
+    }
+    Ok(v)
 }
 
 /// The `PASSWORD_VERIFIER` answer for a challenge's `SECRET_BLOCK`, `USER_ID_FOR_SRP`, `SALT` and
@@ -247,8 +344,14 @@ pub async fn client_config(api: &str) -> Result<Value, CliError> {
     }
 }
 
-/// Signs in to the stack at `api` and stores the session; returns where.
-pub async fn login(api: &str, email: &str, password: &str) -> Result<PathBuf, CliError> {
+/// Signs in to the stack at `api` and stores the session; returns where. `code` gives an
+/// authenticator app's code when the pool asks for one.
+pub async fn login(
+    api: &str,
+    email: &str,
+    password: &str,
+    code: CodeSource<'_>,
+) -> Result<PathBuf, CliError> {
     let config = client_config(api).await?;
     if config["auth"] != "cognito" {
         return Err(CliError::Input(format!(
@@ -267,6 +370,7 @@ pub async fn login(api: &str, email: &str, password: &str) -> Result<PathBuf, Cl
     let client_id = field("clientId")?;
     let pool_id = field("userPoolId")?;
     let v = srp_sign_in(&endpoint, &pool_id, &client_id, email, password).await?;
+    let v = answer_mfa(&endpoint, &client_id, email, v, code).await?;
     let result = &v["AuthenticationResult"];
     let refresh = result["RefreshToken"].as_str().ok_or_else(|| {
         CliError::Other(format!(

@@ -530,7 +530,28 @@ async fn login(api: &str, email: &str, json: bool) -> Result<(), CliError> {
             line.trim_end_matches(['\r', '\n']).to_owned()
         }
     };
-    let path = sheetlog::login::login(api, email, &password).await?;
+    // An authenticator app's code, when the pool asks: SHEETLOG_MFA_CODE, or the next line of
+    // stdin after the prompt (which names the key to add at the first sign-in).
+    let mut code = |prompt: &str| -> Result<String, CliError> {
+        if let Ok(c) = std::env::var("SHEETLOG_MFA_CODE")
+            && !c.trim().is_empty()
+        {
+            return Ok(c.trim().to_owned());
+        }
+        eprint!("{prompt}");
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(CliError::io("reading the authenticator code from stdin"))?;
+        let line = line.trim();
+        if line.is_empty() {
+            return Err(CliError::Input(
+                "the user pool asks for an authenticator app's code: give it on stdin or in SHEETLOG_MFA_CODE".into(),
+            ));
+        }
+        Ok(line.to_owned())
+    };
+    let path = sheetlog::login::login(api, email, &password, &mut code).await?;
     if json {
         out(&json!({"email": email, "credentials": path}).to_string())
     } else {

@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use anyhow::Context;
 use reqwest::StatusCode;
 use serde_json::Value;
 use sheetlog::local_cognito::{DEMO_PASSWORD, DEMO_USERS};
@@ -185,6 +186,112 @@ async fn a_wrong_password_signs_no_one_in() -> anyhow::Result<()> {
             .join("sheetlog")
             .join("credentials.json")
             .exists()
+    );
+    Ok(())
+}
+
+/// The code an authenticator app shows for `key` (base32, as Cognito hands it out): RFC 6238,
+/// SHA-1, six digits, 30-second steps. Waits for the next step when this one ends within two
+/// seconds, so the code is still current when the pool checks it.
+fn totp(key: &str) -> anyhow::Result<String> {
+    let secret = totp_rs::Secret::try_from_base32(key.trim().to_uppercase())
+        .map_err(|e| anyhow::anyhow!("the key {key:?} is not base32: {e:?}"))?;
+    let app = totp_rs::Builder::new()
+        .with_algorithm(totp_rs::Algorithm::SHA1)
+        .with_digits(6)
+        .with_step_duration(30)
+        .with_secret(secret)
+        .build_noncompliant();
+    if app.ttl() <= 2 {
+        std::thread::sleep(std::time::Duration::from_secs(app.ttl() + 1));
+    }
+    Ok(app.generate_current().to_string())
+}
+
+/// With the template's `cognitoMfa=required` (issue 42: every sign-in then asked for MFA, which
+/// the page refused and the CLI sent to the page, so nobody could sign in), the local pool asks
+/// each person to set up an authenticator app at their first sign-in, as the deployed pool
+/// does. `sheetlog login` shows the key, takes the app's code on stdin and signs in; a wrong code
+/// is refused; the next sign-in asks for the app's code.
+#[tokio::test]
+async fn login_sets_up_and_answers_an_authenticator_app_when_mfa_is_required() -> anyhow::Result<()>
+{
+    use std::io::{BufRead, Read, Write};
+    let args = [
+        "--auth",
+        "cognito",
+        "-c",
+        "cognitoMfa=required",
+        "--catalog-cache-secs",
+        "1",
+    ];
+    let ready = ("/config.json", StatusCode::OK);
+    let stack = DevStack(DevProcess::start("cognito-mfa", &args, &[], ready).await?);
+    let alice = tempfile::tempdir()?;
+    let login = |code: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sheetlog"));
+        cmd.args(["--api", &stack.0.base, "login", "--email", DEMO_USERS[0]])
+            .env("XDG_CONFIG_HOME", alice.path())
+            .env("SHEETLOG_PASSWORD", DEMO_PASSWORD)
+            .env_remove("SHEETLOG_TOKEN")
+            .env_remove("SHEETLOG_MFA_CODE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(code) = code {
+            cmd.env("SHEETLOG_MFA_CODE", code);
+        }
+        cmd
+    };
+
+    // A wrong code at the set-up is refused, and nothing is kept.
+    let wrong = login(Some("000000")).output()?;
+    assert!(!wrong.status.success(), "a wrong code signs in");
+    assert!(
+        !alice.path().join("sheetlog/credentials.json").exists(),
+        "a refused sign-in keeps nothing"
+    );
+
+    // The first sign-in: the key is shown, the app's code is typed on stdin.
+    let mut child = login(None).spawn()?;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().context("stderr")?);
+    let mut shown = String::new();
+    let key = loop {
+        let mut line = String::new();
+        anyhow::ensure!(
+            stderr.read_line(&mut line)? > 0,
+            "login ended without showing a key: {shown}"
+        );
+        shown.push_str(&line);
+        if let Some(rest) = line.split_once("(time-based, 6 digits): ") {
+            break rest.1.trim().to_owned();
+        }
+    };
+    let code = totp(&key)?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(format!("{code}\n").as_bytes())?;
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest)?;
+    let status = child.wait()?;
+    assert!(status.success(), "the first sign-in: {shown}{rest}");
+    stack.ok(alice.path(), &["logs", "create"]).await?;
+
+    // The next sign-in asks for the app's code (here from SHEETLOG_MFA_CODE).
+    let out = login(Some(&totp(&key)?)).output()?;
+    assert!(
+        out.status.success(),
+        "the second sign-in: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = login(None).stdin(Stdio::null()).output()?;
+    assert!(!out.status.success(), "a sign-in without the code");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("authenticator"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
 }
