@@ -547,9 +547,14 @@ pub async fn put_upload(
 /// The local gateway's settings from the synthesized template (`cdk/bin/local-resources.ts`,
 /// run once per test process: it takes about 15 s).
 pub async fn template_gateway() -> anyhow::Result<sheetlog::local_gateway::GatewaySettings> {
+    sheetlog::local_gateway::GatewaySettings::from_description(template_description().await?)
+}
+
+/// The synthesized template's description (`cdk/bin/local-resources.ts`, run once per test
+/// process: it takes about 15 s).
+pub async fn template_description() -> anyhow::Result<&'static [u8]> {
     static DESCRIPTION: tokio::sync::OnceCell<Vec<u8>> = tokio::sync::OnceCell::const_new();
-    let json = DESCRIPTION
+    Ok(DESCRIPTION
         .get_or_try_init(|| sheetlog::dev::describe_template(&[]))
-        .await?;
-    sheetlog::local_gateway::GatewaySettings::from_description(json)
+        .await?)
 }

@@ -217,9 +217,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     .with_poker(poker);
     // Lambda's limits around the function: the event's size and the function's timeout.
     let app = local_gateway::invocation(sheetlog_api::router(Arc::new(state)), &gateway);
+    let timeouts = function_timeouts(&description)?;
+    info!(?timeouts, "functions cut off at the template's timeouts");
     let pipeline_cfg = LocalPipelineConfig {
         worker_time_budget: Duration::from_secs_f64(args.worker_time_budget),
         stream_failure_queue: Some(stack.stream_failure_queue.clone()),
+        timeouts,
         ..LocalPipelineConfig::default()
     };
     let mut pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;
@@ -338,6 +341,36 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The template's timeout of each function the local pipeline runs (`functions` in the
+/// description); a function the template does not have gets none.
+pub fn function_timeouts(
+    description: &[u8],
+) -> anyhow::Result<sheetlog_pipeline::FunctionTimeouts> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Function {
+        binary: String,
+        timeout_secs: u64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Description {
+        functions: Vec<Function>,
+    }
+    let d: Description = serde_json::from_slice(description)
+        .context("reading the functions of the template's description")?;
+    let of = |binary: &str| {
+        d.functions
+            .iter()
+            .find(|f| f.binary == binary)
+            .map(|f| Duration::from_secs(f.timeout_secs))
+    };
+    Ok(sheetlog_pipeline::FunctionTimeouts {
+        stream_router: of("sheetlog-stream-router"),
+        snapshot_worker: of("sheetlog-snapshot-worker"),
+        sync_writer: of("sheetlog-sync-writer"),
+    })
 }
 
 /// Runs `npx --no tsx cdk/bin/local-resources.ts [-c KEY=VALUE ...]` in the repository

@@ -68,6 +68,28 @@ pub struct LocalPipelineConfig {
     /// The sync writer's settings (its snapshot trigger should match the API's).
     pub writer: WriterConfig,
     pub log: LogConfig,
+    /// Each function's timeout (the template's), past which the driver cuts an invocation off
+    /// as Lambda does; `None`: no limit.
+    pub timeouts: FunctionTimeouts,
+}
+
+/// The functions' timeouts, as the template sets them (`sheetlog dev` reads them from its
+/// description). An invocation still running at its function's timeout is cut off, as Lambda
+/// cuts it off, and fails: a stream batch is retried from its first record, a queue message
+/// comes back after its visibility timeout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FunctionTimeouts {
+    pub stream_router: Option<Duration>,
+    pub snapshot_worker: Option<Duration>,
+    pub sync_writer: Option<Duration>,
+}
+
+/// Runs one invocation's future, cut off at `limit` when there is one: `None` when it was.
+pub async fn within<T>(limit: Option<Duration>, invocation: impl Future<Output = T>) -> Option<T> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, invocation).await.ok(),
+        None => Some(invocation.await),
+    }
 }
 
 impl Default for LocalPipelineConfig {
@@ -81,6 +103,7 @@ impl Default for LocalPipelineConfig {
             worker: WorkerConfig::default(),
             writer: WriterConfig::default(),
             log: LogConfig::default(),
+            timeouts: FunctionTimeouts::default(),
         }
     }
 }
@@ -93,6 +116,7 @@ pub struct LocalPipeline {
     /// The sync writer on the sync FIFO queue, when pushes are queued ([`Self::with_sync_writer`]).
     pub sync: Option<SyncDriver>,
     poll_interval: Duration,
+    sync_timeout: Option<Duration>,
 }
 
 impl LocalPipeline {
@@ -129,7 +153,8 @@ impl LocalPipeline {
             effects,
             FilterPatterns::entry_stream()?,
             cfg.stream_retry_attempts,
-        );
+        )
+        .with_timeout(cfg.timeouts.stream_router);
         if let Some(url) = &cfg.stream_failure_queue {
             stream = stream.with_failure_queue(sqs.clone(), url);
         }
@@ -139,12 +164,14 @@ impl LocalPipeline {
             Handler::new(worker, job_queue),
             cfg.worker_time_budget,
             cfg.worker_concurrency,
-        );
+        )
+        .with_timeout(cfg.timeouts.snapshot_worker);
         Ok(Self {
             stream,
             queue,
             sync: None,
             poll_interval: cfg.poll_interval,
+            sync_timeout: cfg.timeouts.sync_writer,
         })
     }
 
@@ -156,11 +183,10 @@ impl LocalPipeline {
         url: &str,
         writer: sheetlog_sync_writer::Handler,
     ) -> Self {
-        self.sync = Some(SyncDriver::new(
-            aws_sdk_sqs::Client::new(sdk),
-            url,
-            Arc::new(writer),
-        ));
+        self.sync = Some(
+            SyncDriver::new(aws_sdk_sqs::Client::new(sdk), url, Arc::new(writer))
+                .with_timeout(self.sync_timeout),
+        );
         self
     }
 

@@ -23,6 +23,8 @@ pub struct QueueDriver {
     /// chunk), so a small budget exercises hand-off locally.
     time_budget: Duration,
     concurrency: usize,
+    /// The function's timeout: an invocation still running then is cut off.
+    timeout: Option<Duration>,
 }
 
 impl QueueDriver {
@@ -39,7 +41,14 @@ impl QueueDriver {
             handler,
             time_budget,
             concurrency: concurrency.max(1),
+            timeout: None,
         }
+    }
+
+    /// Cuts each invocation off at `timeout` (the function's), as Lambda does.
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// Receives up to `max` messages (waiting up to `wait` for the first).
@@ -82,7 +91,23 @@ impl QueueDriver {
         let mut event = SqsEvent::default();
         event.records = vec![message];
         let handoff_at = Instant::now() + self.time_budget;
-        let mut results = self.handler.handle_detailed(event, handoff_at).await;
+        let id = message_id(&event);
+        let handled = self.handler.handle_detailed(event, handoff_at);
+        let Some(mut results) = crate::within(self.timeout, handled).await else {
+            // Cut off, as Lambda cuts it off: the message is not deleted and comes back after
+            // its visibility timeout; the worker resumes from its last checkpoint.
+            let limit = self.timeout.unwrap_or_default();
+            warn!(
+                ?limit,
+                "a snapshot worker invocation ran past the function's timeout; cut off"
+            );
+            return MessageResult {
+                message_id: id,
+                job: None,
+                result: Err(sheetlog_snapshot_worker::WorkerError::TimedOut(limit)),
+                keep: true,
+            };
+        };
         let result = results.pop().unwrap_or_else(|| MessageResult {
             message_id: String::new(),
             job: None,
@@ -144,4 +169,12 @@ impl QueueDriver {
             }
         }
     }
+}
+
+fn message_id(event: &SqsEvent) -> String {
+    event
+        .records
+        .first()
+        .and_then(|m| m.message_id.clone())
+        .unwrap_or_default()
 }

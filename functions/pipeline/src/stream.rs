@@ -42,6 +42,8 @@ pub struct StreamDriver {
     effects: Arc<dyn Effects>,
     filter: FilterPatterns,
     retry_attempts: u32,
+    /// The function's timeout: an invocation still running then is cut off and its batch fails.
+    timeout: Option<Duration>,
     /// Where records given up on are described (SQS client and queue URL), as Lambda's
     /// on-failure destination does; without one they are only logged.
     on_failure: Option<(aws_sdk_sqs::Client, String)>,
@@ -77,11 +79,18 @@ impl StreamDriver {
             effects,
             filter,
             retry_attempts,
+            timeout: None,
             on_failure: None,
             stream_arn: None,
             shards: BTreeMap::new(),
             closed: Vec::new(),
         }
+    }
+
+    /// Cuts each invocation off at `timeout` (the function's), as Lambda does.
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// Describes records given up on to this queue, as the stack's on-failure destination (the
@@ -255,7 +264,27 @@ impl StreamDriver {
         while !batch.is_empty() {
             let mut event = Event::default();
             event.records = std::mem::take(&mut batch);
-            let report = route(self.effects.as_ref(), &event).await;
+            let report =
+                match crate::within(self.timeout, route(self.effects.as_ref(), &event)).await {
+                    Some(report) => report,
+                    // Cut off, as Lambda cuts it off: the invocation failed, so the whole batch is
+                    // retried from its first record.
+                    None => {
+                        warn!(
+                            records = event.records.len(),
+                            "a stream router invocation ran past the function's timeout; cut off"
+                        );
+                        let first = event
+                            .records
+                            .first()
+                            .and_then(|r| r.change.sequence_number.clone());
+                        RouteReport {
+                            // An id naming no record fails the whole batch too (below).
+                            failed: vec![first.unwrap_or_default()],
+                            ..RouteReport::default()
+                        }
+                    }
+                };
             total.jobs_sent += report.jobs_sent;
             total.payloads_committed += report.payloads_committed;
             total.payloads_missing += report.payloads_missing;

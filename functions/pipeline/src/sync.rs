@@ -27,6 +27,7 @@ pub struct SyncDriver {
     url: String,
     handler: Arc<Handler>,
     early: SqsDelete,
+    timeout: Option<Duration>,
 }
 
 impl SyncDriver {
@@ -37,7 +38,14 @@ impl SyncDriver {
             sqs,
             url,
             handler,
+            timeout: None,
         }
+    }
+
+    /// Cuts each invocation off at `timeout` (the function's), as Lambda does.
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     pub fn handler(&self) -> &Handler {
@@ -128,10 +136,16 @@ impl SyncDriver {
         let t1 = Instant::now();
         let mut event = SqsEvent::default();
         event.records = messages.clone();
-        let results = self
-            .handler
-            .handle_detailed_with(event, Some(&self.early))
-            .await;
+        let handled = self.handler.handle_detailed_with(event, Some(&self.early));
+        let Some(results) = crate::within(self.timeout, handled).await else {
+            // As under Lambda: the batch failed; what the handler deleted is gone, the rest
+            // comes back after the visibility timeout and the writer skips what it applied.
+            anyhow::bail!(
+                "the sync writer ran past the function's timeout ({:?}) and was cut off; its \
+                 messages come back after the visibility timeout",
+                self.timeout.unwrap_or_default()
+            );
+        };
         let t2 = Instant::now();
         self.delete(&messages, &results).await?;
         let t3 = Instant::now();

@@ -131,6 +131,10 @@ pub enum WorkerError {
     /// A [`StepHook`] stopped the worker after this step (a simulated crash).
     #[error("stopped by a step hook after {0}")]
     Stopped(Step),
+    /// The invocation ran past the function's timeout and was cut off, as Lambda cuts it off
+    /// (set by the local stack's queue driver, `sheetlog_pipeline::QueueDriver`).
+    #[error("cut off at the function's timeout ({0:?})")]
+    TimedOut(std::time::Duration),
 }
 
 /// Builds snapshots for jobs: the log (generic over its store and payloads, [`AwsLog`] by

@@ -1091,6 +1091,25 @@ async fn the_local_gateway_takes_its_settings_from_the_template() -> anyhow::Res
         api.routes.len()
     );
     ensure!(gateway.function == function.binary);
+    // The local pipeline cuts its functions off at the template's timeouts.
+    let timeouts =
+        sheetlog::dev::function_timeouts(sheetlog_tests::api::template_description().await?)?;
+    let of = |binary: &str| {
+        template
+            .functions
+            .iter()
+            .find(|f| f.binary == binary)
+            .map(|f| Duration::from_secs(f.timeout_secs))
+    };
+    println!("compared: the pipeline's function timeouts {timeouts:?}");
+    ensure!(
+        timeouts.stream_router == of("sheetlog-stream-router") && timeouts.stream_router.is_some()
+    );
+    ensure!(
+        timeouts.snapshot_worker == of("sheetlog-snapshot-worker")
+            && timeouts.snapshot_worker.is_some()
+    );
+    ensure!(timeouts.sync_writer == of("sheetlog-sync-writer") && timeouts.sync_writer.is_some());
     ensure!(gateway.function_timeout == Duration::from_secs(function.timeout_secs));
     ensure!(
         gateway

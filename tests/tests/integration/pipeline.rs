@@ -1357,3 +1357,79 @@ async fn a_job_past_the_hand_off_cap_is_parked_and_reprocess_resumes_it() -> any
     px.assert_no_orphans(log, &[&root1, &root2]).await?;
     Ok(())
 }
+
+/// A snapshot worker invocation still running at the function's timeout is cut off, as Lambda
+/// cuts it off (issue 42: the local drivers ran handlers without the template's timeouts): it
+/// fails, its message is not deleted (it comes back after the visibility timeout), and the job
+/// still completes, with nothing orphaned, on the next try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_invocation_past_the_functions_timeout_is_cut_off() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-timeout").await?;
+    let cfg = LocalPipelineConfig {
+        worker_concurrency: 1,
+        timeouts: sheetlog_pipeline::FunctionTimeouts {
+            snapshot_worker: Some(Duration::from_millis(1)),
+            ..Default::default()
+        },
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = px.pipeline(cfg, px.worker(test_worker_config())?)?;
+    let (log, at) = one_snapshot_log(&px).await?;
+    px.job_queue().send(&at.job, Duration::ZERO).await?;
+    let results = pipeline.queue.poll_once().await?;
+    ensure!(results.len() == 1, "{results:?}");
+    ensure!(
+        matches!(results[0].result, Err(WorkerError::TimedOut(_))) && results[0].keep,
+        "cut off and kept: {results:?}"
+    );
+    let (visible, in_flight, _) = px.queue_depth(&px.queues.snapshot_queue).await?;
+    ensure!(
+        visible + in_flight == 1,
+        "the message stays on the queue ({visible} visible, {in_flight} in flight)"
+    );
+    drive(&px.worker(test_worker_config())?, at.job).await?;
+    let root = assert_complete(&px, at).await?;
+    px.assert_no_orphans(log, &[&root]).await?;
+    Ok(())
+}
+
+/// A stream router invocation still running at the function's timeout is cut off: the batch
+/// fails as a whole, is retried from its first record, and is given up on (described on the
+/// failure queue) after the retries, as Lambda's stream source would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_router_invocation_past_the_functions_timeout_fails_its_batch() -> anyhow::Result<()> {
+    let (px, log) = PipelineStack::with_new_log("pipeline-router-timeout").await?;
+    append(&px, log, rows_event(1, 80, "a")?).await?;
+    append(&px, log, snapshot_entry()).await?;
+    let failures = create_stream_failure_queue(
+        &px.sqs,
+        &sheetlog_tests::emulator::unique_prefix("router-timeout"),
+        QueueSettings::default(),
+    )
+    .await?;
+    let mut driver = StreamDriver::new(
+        &px.sdk,
+        &px.stack.resources.entry_table,
+        Arc::new(AwsEffects::new(px.job_queue(), px.payloads())),
+        FilterPatterns::entry_stream()?,
+        1,
+    )
+    .with_timeout(Some(Duration::from_micros(1)))
+    .with_failure_queue(px.sqs.clone(), &failures);
+    let report = driver.poll_once().await?;
+    ensure!(!report.failed.is_empty(), "the batch failed: {report:?}");
+    let described = px
+        .sqs
+        .receive_message()
+        .queue_url(&failures)
+        .max_number_of_messages(10)
+        .send()
+        .await?
+        .messages
+        .unwrap_or_default();
+    ensure!(
+        described.len() == 1,
+        "one description of the batch given up on: {described:?}"
+    );
+    Ok(())
+}

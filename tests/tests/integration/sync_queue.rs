@@ -713,3 +713,59 @@ fn the_pages_push_limits_are_the_servers() -> anyhow::Result<()> {
     // `local_gateway::the_page_counts_a_push_as_the_gateway_does`.
     Ok(())
 }
+
+/// A sync writer invocation still running at the function's timeout is cut off, as Lambda cuts
+/// it off: the batch fails and its messages stay on the queue, in flight until their visibility
+/// timeout runs out (`a_redelivered_batch_applies_nothing_twice...` shows a redelivery applies
+/// nothing twice).
+#[tokio::test]
+async fn a_writer_invocation_past_the_functions_timeout_is_cut_off() -> anyhow::Result<()> {
+    use anyhow::Context;
+    let emulator = sheetlog_tests::Emulator::start()?;
+    let sdk = emulator.sdk_config().await;
+    let stack = create_local_stack(
+        &sdk,
+        &sheetlog_tests::emulator::unique_prefix("sync-timeout"),
+    )
+    .await?;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
+    let writer = Arc::new(Handler::from_sdk(
+        &sdk,
+        &stack.resources,
+        LogConfig::default(),
+        WriterConfig::default(),
+    )?);
+    let cut = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, writer.clone())
+        .with_timeout(Some(Duration::from_micros(1)));
+    let log = cut.handler().log().create().await?.log;
+    let push = queued(log, "a", 1..=2);
+    queue
+        .send(&log.to_string(), &push.dedupe_id(), push.to_json())
+        .await?;
+    let err = cut
+        .poll_once(Duration::from_secs(1))
+        .await
+        .err()
+        .context("a cut-off invocation fails")?;
+    assert!(format!("{err:#}").contains("timeout"), "{err:#}");
+    let messages = cut.receive(Duration::ZERO).await?;
+    assert!(messages.is_empty(), "still in flight");
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&stack.sync_queues.queue)
+        .attribute_names(
+            aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        )
+        .send()
+        .await?;
+    let in_flight = attrs
+        .attributes()
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        })
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(in_flight, "1", "the message was not deleted");
+    Ok(())
+}
