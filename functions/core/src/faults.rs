@@ -36,7 +36,9 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::catalog::{Catalog, CatalogError, CatalogLayer, Member, Sheet, SheetPage};
+use crate::catalog::{
+    Catalog, CatalogError, CatalogLayer, Invitation, Member, Role, Sheet, SheetPage, invitation_key,
+};
 use crate::domain::dedupe::DedupeRecord;
 use crate::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use crate::error::StoreError;
@@ -204,6 +206,9 @@ struct Recent {
     /// Catalog memberships (user, sheet) added: a listing (a GSI, never strongly consistent)
     /// may not show them yet.
     members: HashMap<(String, LogId), Instant>,
+    /// Invitations (address key, sheet) made: the index of invitations by address may not show
+    /// them yet.
+    invitations: HashMap<(String, LogId), Instant>,
 }
 
 impl Faults {
@@ -746,8 +751,9 @@ impl Faults {
 }
 
 /// The catalog: every call counted, maybe delayed or throttled; a create may lose its response,
-/// and a listing (read from a global secondary index, so eventually consistent) may miss a
-/// membership added within the window.
+/// and the reads of its global secondary index (eventually consistent) may miss what was written
+/// within the window: a listing a membership added (a share, a claimed invitation), the
+/// invitations of an address one just made.
 #[async_trait]
 impl CatalogLayer for Arc<Faults> {
     async fn create_sheet<S: Catalog + ?Sized>(
@@ -777,6 +783,60 @@ impl CatalogLayer for Arc<Faults> {
         inner.put_member(log, member).await?;
         self.note_member(&member.user_id, log);
         Ok(())
+    }
+
+    async fn invite<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        log: LogId,
+        invitation: &Invitation,
+    ) -> Result<(), CatalogError> {
+        self.before(DDB, "TransactWriteItems").await?;
+        inner.invite(log, invitation).await?;
+        if self.remembers()
+            && let Ok(mut r) = self.recent.lock()
+        {
+            let window = self.profile.stale_for;
+            r.invitations.retain(|_, t| t.elapsed() < window);
+            r.invitations
+                .insert((invitation_key(&invitation.email), log), Instant::now());
+        }
+        Ok(())
+    }
+
+    async fn invited<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        email: &str,
+    ) -> Result<Vec<LogId>, CatalogError> {
+        self.before(DDB, "Query").await?;
+        let mut logs = inner.invited(email).await?;
+        if self.stale(Consistency::Eventual)
+            && let Ok(r) = self.recent.lock()
+        {
+            let key = invitation_key(email);
+            let before = logs.len();
+            logs.retain(|l| !self.is_recent(r.invitations.get(&(key.clone(), *l))));
+            if logs.len() < before {
+                self.stale_read_seen();
+            }
+        }
+        Ok(logs)
+    }
+
+    async fn claim<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        log: LogId,
+        user: &str,
+        email: &str,
+    ) -> Result<Option<Role>, CatalogError> {
+        self.before(DDB, "TransactWriteItems").await?;
+        let role = inner.claim(log, user, email).await?;
+        if role.is_some() {
+            self.note_member(user, log);
+        }
+        Ok(role)
     }
 
     async fn list_sheets<S: Catalog + ?Sized>(

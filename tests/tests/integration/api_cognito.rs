@@ -1138,3 +1138,61 @@ async fn former_owners_repeat_a_delete_and_it_removes_leftovers() -> anyhow::Res
     );
     Ok(())
 }
+
+/// The catalog's index is eventually consistent on AWS and immediate on the emulator (issue 42):
+/// right after a claim the listing's Query may miss the new membership, and the index of
+/// invitations by address may miss an invitation made a moment ago. Under the fault adapter's
+/// stale index reads (every index read misses what was written in the last 30 s): the sheet a
+/// listing claims is in that listing, and an invitation the index does not show yet is still
+/// claimed by opening the sheet, which reads the sheet's invitations strongly.
+#[tokio::test]
+async fn claims_hold_when_the_catalog_index_lags() -> anyhow::Result<()> {
+    use sheetlog_core::catalog::Invitation;
+    use std::sync::atomic::Ordering;
+    let faults = Faults::new(
+        FaultProfile {
+            stale_read: 1.0,
+            stale_for: Duration::from_secs(30),
+            ..FaultProfile::none()
+        },
+        7,
+    );
+    let Some(stack) = start_with("cognito-stale", zero_cache(), Some(faults.clone())).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let carol = stack.sign_in(USERS[2]).await?;
+
+    // An invitation the index already shows (made long enough ago: here, past the adapter).
+    let listed = alice.create("Listed").await?;
+    let invitation = Invitation {
+        email: USERS[1].into(),
+        role: Role::Viewer,
+        invited_ms: 1,
+    };
+    stack.catalog.invite(listed.parse()?, &invitation).await?;
+    let (status, v) = bob.send("GET", "/sheets", None).await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let sheets = v["sheets"].as_array().cloned().unwrap_or_default();
+    assert!(
+        sheets
+            .iter()
+            .any(|s| s["logId"] == listed.as_str() && s["role"] == "viewer"),
+        "the listing that claimed the sheet shows it, though the index does not yet: {v}"
+    );
+
+    // An invitation made a moment ago: the index of invitations misses it, so listing claims
+    // nothing yet; opening the sheet claims it.
+    let opened = alice.create("Opened").await?;
+    alice.share(&opened, USERS[2], "editor").await?;
+    let (_, v) = carol.send("GET", "/sheets", None).await?;
+    assert!(!v.to_string().contains(&opened), "{v}");
+    carol.open(&opened).await?;
+    assert_eq!(carol.append(&opened).await?.0, StatusCode::CREATED);
+    assert!(
+        faults.counts.stale_reads.load(Ordering::Relaxed) >= 2,
+        "the adapter served stale index reads"
+    );
+    Ok(())
+}
