@@ -190,16 +190,21 @@ fn queued(
     }
 }
 
-#[tokio::test]
-async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the_sheet()
--> anyhow::Result<()> {
+/// A stack on the emulator with the sync writer on its sync FIFO queue, driven as the pipeline
+/// drives it.
+struct WriterStack {
+    emulator: sheetlog_tests::Emulator,
+    sdk: aws_config::SdkConfig,
+    stack: sheetlog_pipeline::LocalStack,
+    sqs: aws_sdk_sqs::Client,
+    queue: SqsPushQueue,
+    driver: SyncDriver,
+}
+
+async fn writer_stack(label: &str) -> anyhow::Result<WriterStack> {
     let emulator = sheetlog_tests::Emulator::start()?;
     let sdk = emulator.sdk_config().await;
-    let stack = create_local_stack(
-        &sdk,
-        &sheetlog_tests::emulator::unique_prefix("sync-redeliver"),
-    )
-    .await?;
+    let stack = create_local_stack(&sdk, &sheetlog_tests::emulator::unique_prefix(label)).await?;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
     let writer = Handler::from_sdk(
@@ -209,6 +214,27 @@ async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the
         WriterConfig::default(),
     )?;
     let driver = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, Arc::new(writer));
+    Ok(WriterStack {
+        emulator,
+        sdk,
+        stack,
+        sqs,
+        queue,
+        driver,
+    })
+}
+
+#[tokio::test]
+async fn a_redelivered_batch_applies_nothing_twice_and_poison_does_not_block_the_sheet()
+-> anyhow::Result<()> {
+    let WriterStack {
+        emulator: _emulator,
+        stack,
+        sqs,
+        queue,
+        driver,
+        ..
+    } = writer_stack("sync-redeliver").await?;
     let log = driver.handler().log().create().await?.log;
     let group = log.to_string();
 
@@ -611,22 +637,14 @@ async fn a_maximal_push_with_base_seq_applies_and_another_editor_lands_too() -> 
 #[tokio::test]
 async fn a_push_to_a_deleted_sheet_is_dropped_not_applied() -> anyhow::Result<()> {
     use sheetlog_core::ports::LogPurge;
-    let emulator = sheetlog_tests::Emulator::start()?;
-    let sdk = emulator.sdk_config().await;
-    let stack = create_local_stack(
-        &sdk,
-        &sheetlog_tests::emulator::unique_prefix("sync-deleted"),
-    )
-    .await?;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
-    let writer = Handler::from_sdk(
-        &sdk,
-        &stack.resources,
-        LogConfig::default(),
-        WriterConfig::default(),
-    )?;
-    let driver = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, Arc::new(writer));
+    let WriterStack {
+        emulator: _emulator,
+        sdk,
+        stack,
+        sqs,
+        queue,
+        driver,
+    } = writer_stack("sync-deleted").await?;
     let log = driver.handler().log().create().await?.log;
     let push = queued(log, "a", 1..=2);
     queue
@@ -721,23 +739,15 @@ fn the_pages_push_limits_are_the_servers() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_writer_invocation_past_the_functions_timeout_is_cut_off() -> anyhow::Result<()> {
     use anyhow::Context;
-    let emulator = sheetlog_tests::Emulator::start()?;
-    let sdk = emulator.sdk_config().await;
-    let stack = create_local_stack(
-        &sdk,
-        &sheetlog_tests::emulator::unique_prefix("sync-timeout"),
-    )
-    .await?;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
-    let writer = Arc::new(Handler::from_sdk(
-        &sdk,
-        &stack.resources,
-        LogConfig::default(),
-        WriterConfig::default(),
-    )?);
-    let cut = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, writer.clone())
-        .with_timeout(Some(Duration::from_micros(1)));
+    let WriterStack {
+        emulator: _emulator,
+        stack,
+        sqs,
+        queue,
+        driver,
+        ..
+    } = writer_stack("sync-timeout").await?;
+    let cut = driver.with_timeout(Some(Duration::from_micros(1)));
     let log = cut.handler().log().create().await?.log;
     let push = queued(log, "a", 1..=2);
     queue
