@@ -4,7 +4,9 @@
 - no import circle between source files: file A uses something defined in file B (a `use` of
   `crate::`, `super::`, `self::` or a child module, or such a path inline) and B, directly or
   through other files, uses something defined in A;
-- no non-test Rust source file over 900 lines.
+- no non-test Rust source file over 900 lines;
+- every non-test child module a file declares is named in that file's `//!` header (its name or
+  its file's), so the layout a header gives cannot fall behind the code.
 
 A path is resolved to the file that defines its item: through the module tree (`mod x;`), and
 through `pub use` re-exports, so a `mod.rs` that only declares and re-exports its children is not
@@ -319,6 +321,16 @@ def main(argv: list[str]) -> int:
             if m.test or m.path in seen_files:
                 continue
             seen_files.add(m.path)
+            header = "\n".join(
+                line for line in m.path.read_text().splitlines() if line.lstrip().startswith("//!")
+            )
+            for name, child in sorted(m.children.items()):
+                if child.test or re.search(rf"\b{re.escape(name)}\b", header):
+                    continue
+                problems.append(
+                    f"{m.path.relative_to(root)}: its //! header does not name its module `{name}` "
+                    f"({child.path.relative_to(root)}); add a line for it"
+                )
             lines = m.path.read_text().count("\n")
             if lines > MAX_LINES:
                 problems.append(
@@ -329,7 +341,10 @@ def main(argv: list[str]) -> int:
     if problems:
         print(f"check_modules: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"check_modules: no import circles, no non-test source file over {MAX_LINES} lines")
+    print(
+        f"check_modules: no import circles, no non-test source file over {MAX_LINES} lines, "
+        "every module named in its parent's header"
+    )
     return 0
 
 

@@ -5,9 +5,11 @@
 //! - [`api`]      — the API under test: in-process over loopback HTTP, or a deployment by URL
 //! - [`bench_dedupe`] — the Dedupe table's figures in `./scripts/bench log`
 //! - [`bench_log`] — the `./scripts/bench log` measurements
+//! - [`bench_archive`] — what an archived segment costs: bytes, and requests per 1,000 entries read
 //! - [`bench_max_push`] — its maximal push through the queue and the sync writer
 //! - [`chaos`]    — the history checker: concurrent writers and readers over the fault adapter
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
+//! - [`lambda_watch`] — the functions' built binaries under a Lambda runtime (`cargo lambda watch`)
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
 //! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
 //! - [`stack`]    — create a uniquely named set of tables and bucket and an `EventLog` over them

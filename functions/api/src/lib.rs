@@ -7,6 +7,10 @@
 //! - `uploads.rs` — large entries: presigned upload URLs and the commit that appends them
 //! - `trigger.rs` — append plus the snapshot / new-segment trigger that runs after it
 //! - `sync.rs`    — Replicache push/pull and the client queries (`docs/sync.md`)
+//! - `sync_clients.rs` — a client's last mutation, where a mutation landed, replaying a range
+//! - `pull_gather.rs` — pulls of one sheet that arrive together share one read
+//! - `lambda_limit.rs` — Lambda's 6 MB response limit, kept on every stack
+//! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
 //! - `entry_json.rs` — the JSON form of stored entry bodies (events, `mutations` entries)

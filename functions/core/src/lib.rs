@@ -7,6 +7,7 @@
 //! - [`domain`] — ids, entries, segments, pending snapshots, key layout, request-unit arithmetic (no SDK types)
 //! - [`log`]    — the event log: create, append, start segment, load, read since
 //! - [`ports`]  — narrow async traits for the stores
+//! - [`layer`]  — the one way to decorate a port (the fault adapter, request counting)
 //! - [`aws`]    — DynamoDB, S3 and SQS adapters, the shared stream filter
 //! - [`memory`] — in-memory stores behind the same ports, for fast tests (feature `memory`)
 //! - [`faults`] — a seeded fault-injecting adapter modelling AWS's failure modes (feature `faults`)

@@ -5,6 +5,7 @@
 //! - [`archive`]   — segment retention: archive old segments to S3, or delete them
 //! - [`rebuild`]   — rebuild every snapshot's objects from the log
 //! - [`index_clients`] — give Clients items written before the `byLog` index its key attribute
+//! - [`logs`]      — find every log of a stack (a scan of the Segment table's keys)
 //! - `main.rs`     — the `sheetlog-maintenance` command line
 
 pub mod archive;

@@ -2,6 +2,8 @@
 //! [`PayloadStore`] port), snapshot manifests and chunks and import files (the engine's
 //! `BlobStore` and `ImportSource` ports), the auto-delete tag, and presigned URLs all go through
 //! it, with one error type ([`StoreError`]) and one test for a missing key ([`is_missing`]).
+//! `multipart.rs` writes an object as its parts are produced (a multipart upload once it
+//! outgrows one part).
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -9,6 +9,12 @@
 //! - `chain.rs`    — the read chain across segments and archives
 //! - `load.rs`     — load, read since, read from, scan, resolving offloaded bodies
 //! - `batch.rs`, `clients.rs`, `rebase.rs` — sync client runs, group commit, rebasing
+//! - `pushed.rs`   — one mutation as a sync client pushed it
+//! - `push_rebase.rs` — rebasing pushed mutations made against an older view (`baseSeq`)
+//! - `deferred.rs` — clients' range items written after their group commit, a window at a time
+//! - `trigger.rs`  — the snapshot trigger after every append (API and sync writer)
+//! - `archive.rs`, `archive_cache.rs` — archived segments in S3, and the one a reader read last
+//! - `purge.rs`    — deleting a log: tombstone, then every item and object, in pages
 //! - `retry.rs`    — exponential backoff with full jitter for the append and segment loops
 
 mod append;

@@ -1,6 +1,7 @@
 //! In-memory stores behind the same ports as the AWS adapters: the Entry and Segment tables
-//! ([`MemLogStore`]), payload objects ([`MemPayloadStore`]) and the Pending Snapshots table
-//! ([`MemPendingStore`]). They keep the conditions the adapters rely on (put if absent,
+//! ([`MemLogStore`]), payload objects ([`MemPayloadStore`], `objects.rs`), the Pending Snapshots
+//! table ([`MemPendingStore`], `pending.rs`), the sync FIFO queue (`queue.rs`) and the catalog
+//! (`catalog.rs`). They keep the conditions the adapters rely on (put if absent,
 //! all-or-nothing transactions, increment-guarded updates) and are strongly consistent, so
 //! protocol tests run in milliseconds; the adapters themselves are tested against the emulator.
 //!
