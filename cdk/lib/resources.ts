@@ -160,8 +160,21 @@ export interface LocalUserPool {
   };
 }
 
+/**
+ * A channel namespace of the Event API (the pokes) as the local stand-in runs it: its name, its
+ * handlers' code (APPSYNC_JS, run under Node locally) and the table its onSubscribe data source
+ * reads (by logical id, and the environment variable that names it to the functions).
+ */
+export interface LocalChannelNamespace {
+  readonly name: string;
+  readonly code: string | null;
+  readonly subscribeTable: { readonly logicalId: string; readonly env: string | null } | null;
+}
+
 export interface LocalResources {
   readonly format: number;
+  /** The Event API's channel namespaces (none in a template without one). */
+  readonly channelNamespaces: LocalChannelNamespace[];
   /** The user pool, in a template with one (authMode=cognito). */
   readonly userPool: LocalUserPool | null;
   readonly tables: LocalTable[];
@@ -349,6 +362,7 @@ export function describeLocalResources(template: Json): LocalResources {
     format: LOCAL_RESOURCES_FORMAT,
     httpApi: describeHttpApi(resources, binaryOf),
     userPool: describeUserPool(resources),
+    channelNamespaces: describeChannelNamespaces(resources, envOf),
     tables,
     buckets,
     queues,
@@ -357,6 +371,30 @@ export function describeLocalResources(template: Json): LocalResources {
     queueConsumers,
     openRoutes,
   };
+}
+
+function describeChannelNamespaces(
+  resources: Record<string, Json>,
+  envOf: Map<string, string>,
+): LocalChannelNamespace[] {
+  const sources = new Map<string, Json>(
+    Object.values(resources)
+      .filter((r) => r.Type === 'AWS::AppSync::DataSource')
+      .map((r) => [r.Properties?.Name, r.Properties]),
+  );
+  return Object.values(resources)
+    .filter((r) => r.Type === 'AWS::AppSync::ChannelNamespace')
+    .map((r) => {
+      const p = r.Properties ?? {};
+      const source = sources.get(p.HandlerConfigs?.OnSubscribe?.Integration?.DataSourceName);
+      const table = source?.DynamoDBConfig?.TableName?.Ref;
+      return {
+        name: String(p.Name),
+        code: typeof p.CodeHandlers === 'string' ? p.CodeHandlers : null,
+        subscribeTable: typeof table === 'string' ? { logicalId: table, env: envOf.get(table) ?? null } : null,
+      };
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
 }
 
 function describeUserPool(resources: Record<string, Json>): LocalUserPool | null {

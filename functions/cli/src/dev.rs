@@ -238,7 +238,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {addr} (choose another with --port or SHEETLOG_PORT)"))?;
     let app = if let Some(pool) = &pool {
-        use crate::local_auth::MemberChannelAccess;
         let authorizer = Arc::new(pool.authorizer());
         println!(
             "Cognito authorization: user pool {} (client {}) on the emulator; roles cached {} s\n\
@@ -252,15 +251,33 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             crate::local_cognito::DEMO_PASSWORD,
             crate::local_cognito::DEMO_USERS[0],
         );
-        let catalog = Arc::new(sheetlog_core::aws::DynamoCatalog::new(
+        // The template's onSubscribe handler decides who may subscribe (under Node, its GetItem
+        // on the local catalog table).
+        let namespace = crate::local_appsync::ChannelNamespace::from_description(
+            &description,
+            &pokes.namespace,
+        )?
+        .with_context(|| format!("the template has no channel namespace {}", pokes.namespace))?;
+        let table = match namespace
+            .subscribe_table
+            .as_ref()
+            .and_then(|t| t.env.as_deref())
+        {
+            None => None,
+            Some("SHEETLOG_CATALOG_TABLE") => Some(format!("{}-catalog", args.prefix)),
+            Some(other) => bail!(
+                "the poke namespace's handler reads the table named by {other}, which the local stack does not make"
+            ),
+        };
+        let access = crate::local_appsync::HandlerAccess::start(
+            &repository_root()?,
+            &namespace,
+            authorizer.clone(),
             aws_sdk_dynamodb::Client::new(&sdk),
-            format!("{}-catalog", args.prefix),
-        ));
-        let events = LocalEvents::new(Arc::new(MemberChannelAccess {
-            authorizer: authorizer.clone(),
-            catalog,
-            namespace: pokes.namespace.clone(),
-        }));
+            table,
+        )
+        .await?;
+        let events = LocalEvents::new(Arc::new(access));
         local_gateway::front(
             app.layer(axum::middleware::from_fn_with_state(
                 authorizer,
@@ -377,22 +394,7 @@ pub fn function_timeouts(
 /// (`SHEETLOG_ROOT`, or the nearest directory above the working directory that has the script).
 pub async fn describe_template(context: &[String]) -> anyhow::Result<Vec<u8>> {
     const SCRIPT: &str = "cdk/bin/local-resources.ts";
-    let root = match std::env::var_os("SHEETLOG_ROOT") {
-        Some(root) => PathBuf::from(root),
-        None => {
-            let cwd = std::env::current_dir().context("reading the working directory")?;
-            cwd.ancestors()
-                .find(|d| d.join(SCRIPT).is_file())
-                .map(Path::to_path_buf)
-                .with_context(|| {
-                    format!(
-                        "no {SCRIPT} above {}: run `sheetlog dev` in the repository (./scripts/dev), \
-                         or give --resources FILE",
-                        cwd.display()
-                    )
-                })?
-        }
-    };
+    let root = repository_root()?;
     info!("reading the template's description ({SCRIPT}; about 15 s)");
     let out = tokio::process::Command::new("npx")
         .args(["--no", "tsx", SCRIPT])
@@ -409,6 +411,26 @@ pub async fn describe_template(context: &[String]) -> anyhow::Result<Vec<u8>> {
         );
     }
     Ok(out.stdout)
+}
+
+/// The repository `sheetlog dev` runs in: `SHEETLOG_ROOT`, or the nearest directory above the
+/// working directory that has the CDK app's description script.
+pub fn repository_root() -> anyhow::Result<PathBuf> {
+    const SCRIPT: &str = "cdk/bin/local-resources.ts";
+    if let Some(root) = std::env::var_os("SHEETLOG_ROOT") {
+        return Ok(PathBuf::from(root));
+    }
+    let cwd = std::env::current_dir().context("reading the working directory")?;
+    cwd.ancestors()
+        .find(|d| d.join(SCRIPT).is_file())
+        .map(Path::to_path_buf)
+        .with_context(|| {
+            format!(
+                "no {SCRIPT} above {}: run `sheetlog dev` in the repository (./scripts/dev), \
+                 or give --resources FILE",
+                cwd.display()
+            )
+        })
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what `scripts/dev` forwards).

@@ -7,6 +7,8 @@
 //! - `commands.rs` — what the commands do: cell assignments, appends, the upload flow with
 //!   progress, paging through the log
 //! - `dev.rs` — `sheetlog dev`: the local stack, its stand-ins and drivers, in one process
+//! - `local_appsync.rs` — the poke namespace's onSubscribe handler from the template, run under
+//!   Node with its GetItem on the emulator (`sheetlog dev --auth cognito`)
 //! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `local_cognito.rs` — the local stack's user pool on the emulator (`sheetlog dev --auth cognito`)
@@ -24,6 +26,7 @@
 pub mod api;
 pub mod commands;
 pub mod dev;
+pub mod local_appsync;
 pub mod local_auth;
 pub mod local_cognito;
 pub mod local_gateway;

@@ -459,43 +459,6 @@ impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
     }
 }
 
-/// Who may subscribe to a sheet's poke channel on the local Event API with `--auth cognito`: a
-/// token the pool signed whose `sub` is a member of the sheet in the catalog (any role), as the
-/// HTTP API requires to pull it.
-#[derive(Debug)]
-pub struct MemberChannelAccess {
-    pub authorizer: Arc<JwtAuthorizer>,
-    pub catalog: Arc<dyn sheetlog_core::catalog::Catalog>,
-    pub namespace: String,
-}
-
-impl sheetlog_pipeline::events::SubscribeAuth for MemberChannelAccess {
-    fn authorize(
-        &self,
-        auth: &serde_json::Map<String, Value>,
-        channel: &str,
-    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
-        let (token, log) = subscriber(auth, &self.namespace, channel);
-        let authorizer = self.authorizer.clone();
-        let catalog = self.catalog.clone();
-        Box::pin(async move {
-            let Some(log) = log else {
-                return Err("not a sheet's channel".to_owned());
-            };
-            let claims = authorizer
-                .verify_appsync(token.as_deref())
-                .await
-                .map_err(|e| format!("token refused: {e}"))?;
-            let sub = claims.get("sub").map(String::as_str).unwrap_or("");
-            match catalog.role(sub, log).await {
-                Ok(Some(_)) => Ok(()),
-                Ok(None) => Err(format!("sheet {log} is not shared with this user")),
-                Err(e) => Err(format!("the catalog could not be read: {e}")),
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sheetlog::local_auth::{JwtAuthorizer, MemberChannelAccess, authorize};
+use sheetlog::local_auth::{JwtAuthorizer, authorize};
 use sheetlog::local_cognito::{LocalPool, create_pool};
 use sheetlog_api::config::AuthMode;
 use sheetlog_api::{ApiConfig, AppState};
@@ -35,6 +35,7 @@ struct Stack {
     other_base: String,
     pool: LocalPool,
     catalog: Arc<DynamoCatalog>,
+    catalog_table: String,
     authorizer: Arc<JwtAuthorizer>,
     server: tokio::task::JoinHandle<()>,
     other_server: tokio::task::JoinHandle<()>,
@@ -117,7 +118,8 @@ async fn start_with(
         base,
         other_base,
         other_server,
-        catalog: Arc::new(DynamoCatalog::new(stack.dynamo.clone(), table)),
+        catalog: Arc::new(DynamoCatalog::new(stack.dynamo.clone(), table.clone())),
+        catalog_table: table,
         pool,
         authorizer,
         server,
@@ -547,11 +549,20 @@ async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()>
     let alice = stack.sign_in(USERS[0]).await?;
     let bob = stack.sign_in(USERS[1]).await?;
     let log = alice.create("Pokes").await?;
-    let access = MemberChannelAccess {
-        authorizer: stack.authorizer.clone(),
-        catalog: stack.catalog.clone(),
-        namespace: "sheets".into(),
-    };
+    // The template's onSubscribe handler, run as AppSync runs it (`sheetlog::local_appsync`):
+    // its GetItem on the catalog table, the item handed to its response function.
+    let description = sheetlog::dev::describe_template(&["authMode=cognito".into()]).await?;
+    let namespace =
+        sheetlog::local_appsync::ChannelNamespace::from_description(&description, "sheets")?
+            .ok_or_else(|| anyhow::anyhow!("no poke namespace in the template"))?;
+    let access = sheetlog::local_appsync::HandlerAccess::start(
+        &sheetlog_tests::emulator::workspace_root(),
+        &namespace,
+        stack.authorizer.clone(),
+        stack._stack.dynamo.clone(),
+        Some(stack.catalog_table.clone()),
+    )
+    .await?;
     let auth = |token: &str| {
         let mut m = serde_json::Map::new();
         m.insert("Authorization".into(), json!(token));
@@ -571,6 +582,19 @@ async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()>
             .await
             .is_err()
     );
+    // The handler's reading of the channel: the id in any case, nothing else.
+    let upper = format!("/sheets/{}", log.to_uppercase());
+    assert!(access.authorize(&auth(&alice.token), &upper).await.is_ok());
+    for other in [
+        "/sheets".to_owned(),
+        format!("{channel}/more"),
+        format!("/other/{log}"),
+    ] {
+        assert!(
+            access.authorize(&auth(&alice.token), &other).await.is_err(),
+            "{other}"
+        );
+    }
     alice.share(&log, USERS[1], "viewer").await?;
     assert!(
         access.authorize(&auth(&bob.token), &channel).await.is_err(),

@@ -65,6 +65,10 @@ struct Description {
     /// The user pool (authMode=cognito). `sheetlog dev --auth cognito` creates the local pool
     /// from it ([`the_local_user_pool_takes_its_settings_from_the_template`]).
     user_pool: Option<sheetlog::local_cognito::PoolSettings>,
+    /// The Event API's channel namespaces, with their handler code: the local Event API runs the
+    /// poke namespace's handler from here (`sheetlog::local_appsync`; run by
+    /// `api_cognito::only_members_subscribe_to_a_sheets_poke_channel`).
+    channel_namespaces: Vec<sheetlog::local_appsync::ChannelNamespace>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -438,6 +442,8 @@ async fn observe(
         // Made by `sheetlog dev --auth cognito` from the description: checked by making it
         // (below).
         user_pool: desc.user_pool.clone(),
+        // Run, not created: the local Event API runs the handler code from the description.
+        channel_namespaces: desc.channel_namespaces.clone(),
     })
 }
 
