@@ -111,10 +111,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     if !(args.worker_time_budget.is_finite() && args.worker_time_budget >= 0.0) {
         bail!("--worker-time-budget must be a non-negative number of seconds");
     }
-    let mut context = args.context.clone();
-    if cognito {
-        context.push("authMode=cognito".into());
-    }
+    let context = template_context(&args.auth, &args.access_claim, &args.context);
     let description = match args.resources.as_deref() {
         Some(path) => tokio::fs::read(path)
             .await
@@ -302,11 +299,21 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             args.access_claim,
             path.display()
         );
-        let events = LocalEvents::new(Arc::new(crate::local_auth::ChannelAccess {
-            authorizer: authorizer.clone(),
-            claim: args.access_claim.clone(),
-            namespace: pokes.namespace.clone(),
-        }));
+        // The template's onSubscribe handler (the access claim's grants) decides, under Node.
+        let namespace = crate::local_appsync::ChannelNamespace::from_description(
+            &description,
+            &pokes.namespace,
+        )?
+        .with_context(|| format!("the template has no channel namespace {}", pokes.namespace))?;
+        let access = crate::local_appsync::HandlerAccess::start(
+            &repository_root()?,
+            &namespace,
+            authorizer.clone(),
+            aws_sdk_dynamodb::Client::new(&sdk),
+            None,
+        )
+        .await?;
+        let events = LocalEvents::new(Arc::new(access));
         local_gateway::front(
             app.layer(axum::middleware::from_fn_with_state(
                 authorizer,
@@ -358,6 +365,26 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The context the template is described with for `sheetlog dev --auth AUTH` (and its access
+/// claim), after the `-c` given: the stack a deployment in that mode would have, whose poke
+/// namespace's handler the local Event API runs. Under `jwt` the issuer and audience are
+/// placeholders (the local issuer's address is known only once the port is bound); nothing the
+/// local stack takes from the description depends on them.
+pub fn template_context(auth: &str, access_claim: &str, given: &[String]) -> Vec<String> {
+    let mut context = given.to_vec();
+    match auth {
+        "cognito" => context.push("authMode=cognito".into()),
+        "jwt" => context.extend([
+            "authMode=jwt".into(),
+            "jwtIssuer=https://local-issuer.invalid".into(),
+            "jwtAudience=sheetlog-local".into(),
+            format!("jwtAccessClaim={access_claim}"),
+        ]),
+        _ => {}
+    }
+    context
 }
 
 /// The template's timeout of each function the local pipeline runs (`functions` in the

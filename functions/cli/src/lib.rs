@@ -8,7 +8,7 @@
 //!   progress, paging through the log
 //! - `dev.rs` — `sheetlog dev`: the local stack, its stand-ins and drivers, in one process
 //! - `local_appsync.rs` — the poke namespace's onSubscribe handler from the template, run under
-//!   Node with its GetItem on the emulator (`sheetlog dev --auth cognito`)
+//!   Node with its GetItem on the emulator (`sheetlog dev --auth jwt|cognito`)
 //! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `local_cognito.rs` — the local stack's user pool on the emulator (`sheetlog dev --auth cognito`)

@@ -1,5 +1,5 @@
 //! The poke namespace's onSubscribe handler from the template, run locally the way AppSync Events
-//! runs it (issue 42): the handler code exactly as the synthesized template holds it, under Node
+//! runs it (issue 42; `sheetlog dev --auth jwt` and `--auth cognito`): the handler code exactly as the synthesized template holds it, under Node
 //! (`scripts/lib/appsync_handler.mjs`), with the GetItem it asks for performed on the emulator's
 //! table through the SDK and the item handed to its response function. So the local stack admits
 //! a subscriber by the deployed code and the real item shape, not by a Rust re-telling of them.

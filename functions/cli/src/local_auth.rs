@@ -398,67 +398,6 @@ pub async fn authorize(
     }
 }
 
-/// What a subscriber to a poke channel sent: its token (the `Authorization` field, as AppSync
-/// Events takes it) and the sheet its channel `/<namespace>/<logId>` names.
-fn subscriber(
-    auth: &serde_json::Map<String, Value>,
-    namespace: &str,
-    channel: &str,
-) -> (Option<String>, Option<sheetlog_core::LogId>) {
-    let token = auth
-        .get("Authorization")
-        .or_else(|| auth.get("authorization"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    // The id's one form, as the deployed onSubscribe handler reads it (`access::log_target`).
-    let log = channel
-        .strip_prefix(&format!("/{namespace}/"))
-        .and_then(sheetlog_api::access::log_target)
-        .map(sheetlog_core::LogId::from_uuid);
-    (token, log)
-}
-
-/// Who may subscribe to a sheet's poke channel on the local Event API with `--auth jwt`: a
-/// token the issuer signed whose access claim grants at least read on the channel's sheet,
-/// as the HTTP API requires to pull it (`sheetlog_api::access`). The token comes as the
-/// `Authorization` field of the connection's `header-…` subprotocol (or the subscribe
-/// message's `authorization`), as AppSync Events takes it.
-#[derive(Debug)]
-pub struct ChannelAccess {
-    pub authorizer: Arc<JwtAuthorizer>,
-    pub claim: String,
-    pub namespace: String,
-}
-
-impl sheetlog_pipeline::events::SubscribeAuth for ChannelAccess {
-    fn authorize(
-        &self,
-        auth: &serde_json::Map<String, Value>,
-        channel: &str,
-    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
-        let (token, log) = subscriber(auth, &self.namespace, channel);
-        let authorizer = self.authorizer.clone();
-        let claim = self.claim.clone();
-        Box::pin(async move {
-            let Some(log) = log else {
-                return Err("not a sheet's channel".to_owned());
-            };
-            let claims = authorizer
-                .verify_appsync(token.as_deref())
-                .await
-                .map_err(|e| format!("token refused: {e}"))?;
-            let grants = sheetlog_api::access::Grants::parse(
-                claims.get(&claim).map(String::as_str).unwrap_or(""),
-            );
-            if grants.allows(sheetlog_api::access::Need::Read, Some(*log.as_uuid())) {
-                Ok(())
-            } else {
-                Err(format!("the token grants no read access to sheet {log}"))
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,29 +408,6 @@ mod tests {
         assert_eq!(claim_string(&json!(["x", "y:read"])), "[x y:read]");
         assert_eq!(claim_string(&json!(42)), "42");
         assert_eq!(claim_string(&json!(true)), "true");
-    }
-
-    /// The channels of the shared grant table that name no sheet are no sheet's channel here
-    /// either, whatever the token grants (`cdk/test/fixtures/grants.json`).
-    #[test]
-    fn only_a_sheets_channel_names_a_sheet() {
-        let table: Value =
-            serde_json::from_str(include_str!("../../../cdk/test/fixtures/grants.json"))
-                .expect("the grants fixture is JSON");
-        let channels = table["nonSheetChannels"].as_array().expect("channels");
-        assert!(!channels.is_empty());
-        let auth = serde_json::Map::new();
-        for channel in channels {
-            let channel = channel.as_str().unwrap_or_default();
-            assert_eq!(subscriber(&auth, "sheets", channel).1, None, "{channel}");
-        }
-        for log in table["logs"].as_array().expect("logs") {
-            let log = log.as_str().unwrap_or_default();
-            for id in [log.to_owned(), log.to_uppercase()] {
-                let (_, got) = subscriber(&auth, "sheets", &format!("/sheets/{id}"));
-                assert_eq!(got.map(|l| l.to_string()), Some(log.to_owned()), "{id}");
-            }
-        }
     }
 
     #[test]

@@ -348,7 +348,8 @@ async fn subscribe_with(
     next_event_message(&mut ws).await
 }
 
-/// The local Event API runs the deployed onSubscribe rule (`ChannelAccess`): a token that
+/// The local Event API runs the template's onSubscribe handler (`sheetlog::local_appsync`): a
+/// token that
 /// grants sheet X joins X's poke channel and is refused Y's.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_for_one_sheet_cannot_subscribe_to_another_sheets_pokes() -> anyhow::Result<()> {

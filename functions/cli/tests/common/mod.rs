@@ -39,16 +39,22 @@ impl DevProcess {
             "{label}-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
-        let context: Vec<String> = args
+        let value = |flag: &str| {
+            args.windows(2)
+                .find(|w| w[0] == flag)
+                .map(|w| w[1].to_owned())
+        };
+        let given: Vec<String> = args
             .windows(2)
             .filter(|w| w[0] == "-c")
             .map(|w| w[1].to_owned())
-            .chain(
-                args.windows(2)
-                    .any(|w| w == ["--auth", "cognito"])
-                    .then(|| "authMode=cognito".to_owned()),
-            )
             .collect();
+        let context = sheetlog::dev::template_context(
+            &value("--auth").unwrap_or_else(|| "none".into()),
+            &value("--access-claim")
+                .unwrap_or_else(|| sheetlog_api::access::DEFAULT_ACCESS_CLAIM.into()),
+            &given,
+        );
         let resources = description_file(context).await?;
         let args: Vec<&str> = {
             // `-c` is for the description, made here once per context.
