@@ -153,6 +153,10 @@ impl Default for ApiConfig {
     }
 }
 
+/// The environment variable that names the catalog table (Cognito authorization); the local
+/// stack maps the template's reference to it onto its own catalog table.
+pub const CATALOG_TABLE_VAR: &str = "SHEETLOG_CATALOG_TABLE";
+
 impl ApiConfig {
     /// The authorization mode as callers see it: IAM with an access claim is JWT.
     pub fn effective_auth_mode(&self) -> AuthMode {
@@ -197,7 +201,7 @@ impl ApiConfig {
             c.auth_mode = v.trim().parse()?;
         }
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        c.catalog_table = var("SHEETLOG_CATALOG_TABLE");
+        c.catalog_table = var(CATALOG_TABLE_VAR);
         if let Some(v) = env_parse::<u64>("SHEETLOG_CATALOG_CACHE_SECS")? {
             c.catalog_cache = Duration::from_secs(v);
         }

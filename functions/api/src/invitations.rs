@@ -140,9 +140,7 @@ pub async fn remove_invitation(
     Path((log_id, email)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let log = parse_log_id(&log_id)?;
-    let catalog = state.catalog.as_deref().ok_or(ApiError::NoCatalog {
-        mode: state.cfg.effective_auth_mode().as_str(),
-    })?;
+    let catalog = state.require_catalog()?;
     if email.len() > MAX_EMAIL_BYTES {
         return Err(ApiError::InvalidEntry(format!(
             "email is at most {MAX_EMAIL_BYTES} bytes (got {})",

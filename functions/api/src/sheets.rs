@@ -157,12 +157,6 @@ fn member_dto(m: &Member) -> MemberDto {
     }
 }
 
-fn catalog(state: &SharedState) -> ApiResult<&dyn Catalog> {
-    state.catalog.as_deref().ok_or(ApiError::NoCatalog {
-        mode: state.cfg.effective_auth_mode().as_str(),
-    })
-}
-
 fn subject(caller: &Option<axum::Extension<Caller>>, need: &'static str) -> ApiResult<String> {
     caller
         .as_ref()
@@ -208,7 +202,7 @@ pub async fn me(
     State(state): State<SharedState>,
     caller: Option<axum::Extension<Caller>>,
 ) -> ApiResult<Json<Me>> {
-    catalog(&state)?;
+    state.require_catalog()?;
     let user_id = subject(&caller, "sign-in")?;
     let email = match &state.users {
         Some(users) => users
@@ -233,7 +227,7 @@ pub async fn list_sheets(
     caller: Option<axum::Extension<Caller>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<SheetList>> {
-    let catalog = catalog(&state)?;
+    let catalog = state.require_catalog()?;
     let user = subject(&caller, "sign-in")?;
     reject_unknown_params(&q, &["limit", "cursor"])?;
     let limit = match q.get("limit") {
@@ -278,7 +272,7 @@ pub async fn rename(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<SheetDto>> {
     let log = parse_log_id(&log_id)?;
-    let catalog = catalog(&state)?;
+    let catalog = state.require_catalog()?;
     let user = subject(&caller, "write")?;
     let req: RenameRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let name = catalog::clean_name(&req.name).map_err(ApiError::InvalidEntry)?;
@@ -304,7 +298,7 @@ pub async fn members(
     Path(log_id): Path<String>,
 ) -> ApiResult<Json<MemberList>> {
     let log = parse_log_id(&log_id)?;
-    let catalog = catalog(&state)?;
+    let catalog = state.require_catalog()?;
     let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
     let invitations = catalog
         .invitations(log)
@@ -353,7 +347,7 @@ pub async fn add_member(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
-    let catalog = catalog(&state)?;
+    let catalog = state.require_catalog()?;
     let req: AddMemberRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
     match (&req.email, &req.user_id) {
@@ -481,7 +475,7 @@ pub async fn set_role(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<MemberDto>> {
     let log = parse_log_id(&log_id)?;
-    let catalog = catalog(&state)?;
+    let catalog = state.require_catalog()?;
     let req: RoleRequest = parse_body(body, state.cfg.max_request_bytes)?;
     let role = parse_role(&req.role)?;
     check_len("userId", &user_id, MAX_USER_ID_BYTES)?;
@@ -508,7 +502,7 @@ pub async fn remove_member(
     Path((log_id, user_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let log = parse_log_id(&log_id)?;
-    let catalog = catalog(&state)?;
+    let catalog = state.require_catalog()?;
     check_len("userId", &user_id, MAX_USER_ID_BYTES)?;
     let me = subject(&caller, "share")?;
     if me != user_id {

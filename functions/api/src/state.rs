@@ -126,6 +126,15 @@ impl AppState {
         self
     }
 
+    /// The catalog, or the `no-catalog` answer of a stack without Cognito authorization.
+    pub fn require_catalog(&self) -> Result<&dyn Catalog, crate::error::ApiError> {
+        self.catalog
+            .as_deref()
+            .ok_or(crate::error::ApiError::NoCatalog {
+                mode: self.cfg.effective_auth_mode().as_str(),
+            })
+    }
+
     /// `user`'s role on `log`: from this instance's cache when read within
     /// `cfg.catalog_cache` and it allows `at_least`; otherwise from the catalog (one strongly
     /// consistent GetItem), so a new share or a promotion counts at once and a removal or a

@@ -261,7 +261,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .and_then(|t| t.env.as_deref())
         {
             None => None,
-            Some("SHEETLOG_CATALOG_TABLE") => Some(format!("{}-catalog", args.prefix)),
+            Some(sheetlog_api::config::CATALOG_TABLE_VAR) => {
+                Some(format!("{}-catalog", args.prefix))
+            }
             Some(other) => bail!(
                 "the poke namespace's handler reads the table named by {other}, which the local stack does not make"
             ),

@@ -44,20 +44,22 @@ pub struct PasswordPolicy {
 }
 
 impl Default for PoolSettings {
-    /// A pool without MFA, for tests that need only signed tokens.
+    /// A plain pool (no MFA, Cognito's default password length, no character rules) for tests
+    /// that need only signed tokens. Not the template's pool: `sheetlog dev` and every test of
+    /// sign-in take that from the description ([`PoolSettings::from_description`]).
     fn default() -> Self {
         Self {
             mfa_configuration: "OFF".into(),
             enabled_mfas: Vec::new(),
-            username_attributes: vec!["email".into()],
-            case_sensitive: false,
+            username_attributes: Vec::new(),
+            case_sensitive: true,
             allow_admin_create_user_only: true,
             password_policy: PasswordPolicy {
-                minimum_length: 12,
-                require_lowercase: true,
-                require_uppercase: true,
-                require_numbers: true,
-                require_symbols: true,
+                minimum_length: 8,
+                require_lowercase: false,
+                require_uppercase: false,
+                require_numbers: false,
+                require_symbols: false,
             },
         }
     }
