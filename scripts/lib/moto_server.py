@@ -73,6 +73,8 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+import iam_recorder
 from moto.server import main
 import moto.sqs.models as sqs_models
 from moto.sqs.models import SQSBackend
@@ -438,6 +440,10 @@ CognitoIdpBackend.respond_to_auth_challenge = _srp_respond_to_auth_challenge
 
 if os.environ.get("SHEETLOG_MOTO_REQUEST_LOG") != "1":
     WSGIRequestHandler.log_request = lambda self, code="-", size="-": None
+
+# SHEETLOG_IAM_RECORD=<file>: record the IAM action and resource of every request a function's
+# role signs (scripts/lib/iam_recorder.py), for the IAM check of ./scripts/test.
+iam_recorder.install_from_env(DomainDispatcherApplication)
 
 if os.environ.get("SHEETLOG_MOTO_SWITCH_INTERVAL"):
     sys.setswitchinterval(float(os.environ["SHEETLOG_MOTO_SWITCH_INTERVAL"]))

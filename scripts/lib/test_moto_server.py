@@ -360,3 +360,125 @@ class CognitoSrpTest(unittest.TestCase):
 if __name__ == "__main__":
     time.tzset()
     unittest.main()
+
+
+class IamRecorderTest(unittest.TestCase):
+    """The recorder (iam_recorder.py) in front of a real moto server: each call a role's key signs
+    becomes the IAM actions and resources AWS authorizes it by; other keys are not recorded."""
+
+    KEY = "role:sheetlog-api:p"
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+
+        import iam_recorder
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+        from moto.server import ThreadedMotoServer
+
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.path = os.path.join(cls.dir.name, "calls.jsonl")
+        cls.original = DomainDispatcherApplication.__call__
+        iam_recorder.install(DomainDispatcherApplication, cls.path)
+        cls.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        cls.server.start()
+        host, port = cls.server.get_host_and_port()
+        cls.endpoint = f"http://{host}:{port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+        cls.server.stop()
+        DomainDispatcherApplication.__call__ = cls.original
+        cls.dir.cleanup()
+
+    def client(self, service, key=KEY):
+        from botocore.config import Config
+
+        return boto3.client(service, region_name=REGION, endpoint_url=self.endpoint,
+                            aws_access_key_id=key, aws_secret_access_key="x",
+                            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+
+    def recorded(self):
+        with open(self.path, encoding="utf-8") as f:
+            return {(c["key"], c["action"], c["resource"]) for c in map(json.loads, f)}
+
+    def expect(self, *calls):
+        got = self.recorded()
+        for action, resource in calls:
+            self.assertIn((self.KEY, action, resource), got)
+
+    def test_dynamodb_calls_need_each_items_action_on_its_table_or_index(self):
+        setup = self.client("dynamodb", key="test")
+        setup.create_table(
+            TableName="a", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"},
+                                  {"AttributeName": "g", "AttributeType": "S"}],
+            GlobalSecondaryIndexes=[{"IndexName": "byG", "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                                     "Projection": {"ProjectionType": "KEYS_ONLY"}}],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})
+        setup.create_table(TableName="b", BillingMode="PAY_PER_REQUEST",
+                           KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                           AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
+        ddb = self.client("dynamodb")
+        ddb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": "a", "Item": {"k": {"S": "1"}, "g": {"S": "x"}}}},
+            {"Update": {"TableName": "b", "Key": {"k": {"S": "1"}}, "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"S": "v"}}}},
+        ])
+        ddb.query(TableName="a", IndexName="byG", KeyConditionExpression="g = :g",
+                  ExpressionAttributeValues={":g": {"S": "x"}})
+        ddb.batch_write_item(RequestItems={"b": [{"DeleteRequest": {"Key": {"k": {"S": "1"}}}}]})
+        arn = setup.describe_table(TableName="a")["Table"]["LatestStreamArn"]
+        streams = self.client("dynamodbstreams")
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        streams.get_records(ShardIterator=it["ShardIterator"])
+        table = f"arn:aws:dynamodb:{REGION}:123456789012:table"
+        self.expect(("dynamodb:PutItem", f"{table}/a"), ("dynamodb:UpdateItem", f"{table}/b"),
+                    ("dynamodb:Query", f"{table}/a/index/byG"), ("dynamodb:BatchWriteItem", f"{table}/b"),
+                    ("dynamodb:DescribeStream", arn), ("dynamodb:GetShardIterator", arn),
+                    ("dynamodb:GetRecords", arn))
+        self.assertNotIn("dynamodb:TransactWriteItems", {a for _, a, _ in self.recorded()})
+        self.assertNotIn("test", {k for k, _, _ in self.recorded()}, "the set-up's key is not recorded")
+
+    def test_s3_calls_need_the_operations_actions_and_a_presigned_url_its_signers(self):
+        import urllib.request
+
+        self.client("s3", key="test").create_bucket(Bucket="bkt")
+        s3 = self.client("s3")
+        s3.put_object(Bucket="bkt", Key="payloads/a", Body=b"x", Tagging="t=1")
+        s3.copy_object(Bucket="bkt", Key="payloads/b", CopySource="bkt/payloads/a",
+                       Tagging="t=2", TaggingDirective="REPLACE")
+        s3.head_object(Bucket="bkt", Key="payloads/b")
+        s3.list_objects_v2(Bucket="bkt", Prefix="payloads/")
+        s3.delete_objects(Bucket="bkt", Delete={"Objects": [{"Key": "payloads/a"}, {"Key": "payloads/b"}]})
+        url = s3.generate_presigned_url("put_object", Params={"Bucket": "bkt", "Key": "pushes/c"})
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"y", method="PUT")).read()
+        except urllib.error.HTTPError as e:
+            raise AssertionError(url + " " + e.read().decode()) from e
+        self.expect(("s3:PutObject", "arn:aws:s3:::bkt/payloads/a"),
+                    ("s3:PutObjectTagging", "arn:aws:s3:::bkt/payloads/a"),
+                    ("s3:PutObject", "arn:aws:s3:::bkt/payloads/b"),
+                    ("s3:GetObject", "arn:aws:s3:::bkt/payloads/a"),
+                    ("s3:PutObjectTagging", "arn:aws:s3:::bkt/payloads/b"),
+                    ("s3:GetObject", "arn:aws:s3:::bkt/payloads/b"),
+                    ("s3:ListBucket", "arn:aws:s3:::bkt"),
+                    ("s3:DeleteObject", "arn:aws:s3:::bkt/payloads/a"),
+                    ("s3:DeleteObject", "arn:aws:s3:::bkt/payloads/b"),
+                    ("s3:PutObject", "arn:aws:s3:::bkt/pushes/c"))
+
+    def test_sqs_batches_need_the_single_message_action_and_cognito_the_pools_arn(self):
+        url = self.client("sqs", key="test").create_queue(QueueName="q")["QueueUrl"]
+        sqs = self.client("sqs")
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "m"}])
+        got = sqs.receive_message(QueueUrl=url)["Messages"][0]
+        sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": "1", "ReceiptHandle": got["ReceiptHandle"]}])
+        pool = self.client("cognito-idp", key="test").create_user_pool(PoolName="p")["UserPool"]["Id"]
+        self.client("cognito-idp").list_users(UserPoolId=pool, Filter='sub = "x"')
+        queue = f"arn:aws:sqs:{REGION}:123456789012:q"
+        self.expect(("sqs:SendMessage", queue), ("sqs:ReceiveMessage", queue), ("sqs:DeleteMessage", queue),
+                    ("cognito-idp:ListUsers", f"arn:aws:cognito-idp:{REGION}:123456789012:userpool/{pool}"))
