@@ -176,6 +176,16 @@ def _json_body(body):
         return {}
 
 
+def if_missing(environ):
+    """What a read of a missing S3 object needs besides its own action to be answered 404 (S3
+    answers 403 without `s3:ListBucket` on the bucket, and sheetlog tells a missing key by its
+    404): the authorization requests to add when the answer is 404."""
+    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        return []
+    bucket, _, key = urllib.parse.unquote(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
+    return [("s3:ListBucket", f"arn:aws:s3:::{bucket}")] if key else []
+
+
 def authorization_requests(environ):
     """(access key id, [(action, resource)], call) for a request signed with a role's key, else
     None. Reads the body when the mapping needs it and puts it back for moto."""
@@ -218,14 +228,13 @@ class Recorder:
         self.seen = set()
         self.lock = threading.Lock()
 
-    def record(self, environ):
+    def requests_of(self, environ):
         try:
-            found = authorization_requests(environ)
+            return authorization_requests(environ)
         except Exception as err:  # noqa: BLE001 - a request we cannot map must fail the check, not moto
-            found = (ROLE_KEY_PREFIX + "?", [("unmapped", repr(err))], environ.get("PATH_INFO", ""))
-        if not found:
-            return
-        key, requests, call = found
+            return (ROLE_KEY_PREFIX + "?", [("unmapped", repr(err))], environ.get("PATH_INFO", ""))
+
+    def write(self, key, requests, call):
         lines = []
         with self.lock:
             for action, resource in requests:
@@ -242,13 +251,27 @@ class Recorder:
 
 
 def install(dispatcher_class, path):
-    """Wraps the dispatcher's WSGI entry point so every request is recorded before moto runs it."""
+    """Wraps the dispatcher's WSGI entry point so every request signed with a role's key is
+    recorded, with what its answer adds (a 404 for a missing object needs `s3:ListBucket`)."""
     recorder = Recorder(path)
     original = dispatcher_class.__call__
 
     def __call__(self, environ, start_response):
-        recorder.record(environ)
-        return original(self, environ, start_response)
+        found = recorder.requests_of(environ)
+        if not found:
+            return original(self, environ, start_response)
+        key, requests, call = found
+        statuses = []
+
+        def capture(status, headers, *exc_info):
+            statuses.append(status)
+            return start_response(status, headers, *exc_info)
+
+        response = original(self, environ, capture)
+        if statuses and statuses[-1].startswith("404") and _credential(environ)[2] == "s3":
+            requests = requests + if_missing(environ)
+        recorder.write(key, requests, call)
+        return response
 
     dispatcher_class.__call__ = __call__
     return recorder

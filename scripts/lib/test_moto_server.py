@@ -471,6 +471,22 @@ class IamRecorderTest(unittest.TestCase):
                     ("s3:DeleteObject", "arn:aws:s3:::bkt/payloads/b"),
                     ("s3:PutObject", "arn:aws:s3:::bkt/pushes/c"))
 
+    def test_a_read_answered_404_needs_list_bucket_and_one_answered_200_does_not(self):
+        from botocore.exceptions import ClientError
+
+        setup = self.client("s3", key="test")
+        for bucket in ("found-bkt", "missing-bkt"):
+            setup.create_bucket(Bucket=bucket)
+        setup.put_object(Bucket="found-bkt", Key="k", Body=b"x")
+        s3 = self.client("s3")
+        s3.head_object(Bucket="found-bkt", Key="k")
+        with self.assertRaises(ClientError):
+            s3.get_object(Bucket="missing-bkt", Key="k")
+        got = self.recorded()
+        self.assertIn((self.KEY, "s3:GetObject", "arn:aws:s3:::missing-bkt/k"), got)
+        self.assertIn((self.KEY, "s3:ListBucket", "arn:aws:s3:::missing-bkt"), got)
+        self.assertNotIn((self.KEY, "s3:ListBucket", "arn:aws:s3:::found-bkt"), got)
+
     def test_sqs_batches_need_the_single_message_action_and_cognito_the_pools_arn(self):
         url = self.client("sqs", key="test").create_queue(QueueName="q")["QueueUrl"]
         sqs = self.client("sqs")
