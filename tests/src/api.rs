@@ -58,7 +58,7 @@ impl TestApi {
             });
         }
         let stack = TestStack::new(label).await?;
-        let sdk = stack.emulator.sdk_config().await;
+        let sdk = stack.roles(&[], None, None).await?.api;
         let state = AppState::from_sdk(&sdk, &stack.resources, log_cfg, cfg)?;
         let (base, server) = serve(sheetlog_api::router(Arc::new(state))).await?;
         Ok(Self {
@@ -123,7 +123,7 @@ impl TestApi {
             return Ok(None);
         }
         let stack = TestStack::new(label).await?;
-        let sdk = stack.emulator.sdk_config().await;
+        let sdk = stack.roles(&[], None, None).await?.api;
         let state = AppState::from_sdk(&sdk, &stack.resources, LogConfig::default(), cfg)?;
         let (base, server) = serve(wrap(sheetlog_api::router(Arc::new(state)))).await?;
         Ok(Some(Self {
@@ -179,7 +179,7 @@ impl TestApi {
             return Ok(None);
         }
         let stack = TestStack::new(label).await?;
-        let sdk = stack.emulator.sdk_config().await;
+        let sdk = stack.roles(&[], None, None).await?.api;
         let state = AppState::from_sdk_wrapped(
             &sdk,
             &stack.resources,
@@ -226,13 +226,17 @@ impl TestApi {
         let local =
             sheetlog_pipeline::create_local_stack(&sdk, &crate::emulator::unique_prefix(label))
                 .await?;
+        let roles = crate::stack::recorded_roles(&sdk, &[], |description| {
+            sheetlog_pipeline::Counterparts::pair(description, &local, None)
+        })
+        .await?;
         let cfg = ApiConfig {
             sync_writes: sheetlog_api::SyncWrites::Queued,
             sync_queue_url: Some(local.sync_queues.queue.clone()),
             ..cfg
         };
         let writer = sheetlog_sync_writer::Handler::from_sdk(
-            &sdk,
+            &roles.sync_writer,
             &local.resources,
             LogConfig::default(),
             sheetlog_sync_writer::WriterConfig {
@@ -243,7 +247,7 @@ impl TestApi {
                 ..Default::default()
             },
         )?;
-        let state = AppState::from_sdk(&sdk, &local.resources, LogConfig::default(), cfg)?;
+        let state = AppState::from_sdk(&roles.api, &local.resources, LogConfig::default(), cfg)?;
         let app = sheetlog_api::router(Arc::new(state));
         let pipeline_cfg = sheetlog_pipeline::LocalPipelineConfig {
             poll_interval: std::time::Duration::from_millis(50),
@@ -251,12 +255,12 @@ impl TestApi {
             ..Default::default()
         };
         let pipeline = sheetlog_pipeline::LocalPipeline::new(
-            &sdk,
+            &roles,
             &local.resources,
             &local.queues,
             pipeline_cfg,
         )?
-        .with_sync_writer(&sdk, &local.sync_queues.queue, writer);
+        .with_sync_writer(&roles.sync_writer, &local.sync_queues.queue, writer);
         let pipeline = tokio::spawn(pipeline.run(std::future::pending::<()>()));
         let (base, server) = serve(app).await?;
         let stack = TestStack {

@@ -20,8 +20,9 @@ use sheetlog_core::snapshot::{
 };
 use sheetlog_core::snapshot_input::log_entries;
 use sheetlog_pipeline::provision::{QueueSettings, QueueUrls, create_snapshot_queues};
-use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig};
+use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, Roles};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
+use sheetlog_stream_router::AwsEffects;
 
 use crate::emulator::unique_prefix;
 use crate::stack::{AwsLog, TestStack};
@@ -45,6 +46,9 @@ pub fn test_worker_config() -> WorkerConfig {
 #[derive(Debug)]
 pub struct PipelineStack {
     pub sdk: SdkConfig,
+    /// What the stream router and the snapshot worker call AWS with (their own role keys when
+    /// `./scripts/test` records calls for the IAM check: [`TestStack::roles`]).
+    pub roles: Roles,
     pub sqs: aws_sdk_sqs::Client,
     pub queues: QueueUrls,
     pub log: AwsLog,
@@ -80,6 +84,7 @@ impl PipelineStack {
         let sdk = stack.emulator.sdk_config().await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let queues = create_snapshot_queues(&sqs, &unique_prefix(label), settings).await?;
+        let roles = stack.roles(&[], Some(&queues), None).await?;
         let pending = DynamoPendingStore::new(
             stack.dynamo.clone(),
             stack.resources.require_pending_table()?,
@@ -91,21 +96,49 @@ impl PipelineStack {
             queues,
             sqs,
             sdk,
+            roles,
             stack,
         })
     }
 
     pub fn worker(&self, cfg: WorkerConfig) -> anyhow::Result<Worker> {
         Ok(Worker::from_sdk(
-            &self.sdk,
+            &self.roles.snapshot_worker,
             &self.stack.resources,
             LogConfig::default(),
             cfg,
         )?)
     }
 
+    /// The functions' roles with the stream router's failure queue at `url` paired too (a test
+    /// that creates one; a new line in the IAM record when calls are recorded).
+    pub async fn roles_with_failure_queue(&self, url: &str) -> anyhow::Result<Roles> {
+        self.stack
+            .roles(&[], Some(&self.queues), Some(&url.to_owned()))
+            .await
+    }
+
+    /// The stream router's effects over this stack (snapshot jobs, un-tagging payloads), with
+    /// the router's role.
+    pub fn router_effects(&self) -> AwsEffects {
+        AwsEffects::new(
+            SqsJobQueue::new(
+                aws_sdk_sqs::Client::new(&self.roles.stream_router),
+                &self.queues.snapshot_queue,
+            ),
+            S3Bucket::new(
+                sheetlog_core::aws::s3_client(&self.roles.stream_router),
+                &self.stack.resources.bucket,
+            ),
+        )
+    }
+
+    /// The snapshot queue as the worker's handler sends to it.
     pub fn job_queue(&self) -> SqsJobQueue {
-        SqsJobQueue::new(self.sqs.clone(), &self.queues.snapshot_queue)
+        SqsJobQueue::new(
+            aws_sdk_sqs::Client::new(&self.roles.snapshot_worker),
+            &self.queues.snapshot_queue,
+        )
     }
 
     pub fn handler(&self, worker: Worker) -> Handler {
@@ -122,7 +155,13 @@ impl PipelineStack {
         cfg: LocalPipelineConfig,
         worker: Worker,
     ) -> anyhow::Result<LocalPipeline> {
-        LocalPipeline::with_worker(&self.sdk, &self.stack.resources, &self.queues, cfg, worker)
+        LocalPipeline::with_worker(
+            &self.roles,
+            &self.stack.resources,
+            &self.queues,
+            cfg,
+            worker,
+        )
     }
 
     /// Messages on the snapshot queue: (visible, in flight, delayed).

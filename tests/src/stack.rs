@@ -1,11 +1,48 @@
 //! A complete, uniquely named set of sheetlog resources on the emulator.
 
+use std::collections::BTreeMap;
+
+use aws_config::SdkConfig;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::log::EventLog;
+use sheetlog_pipeline::{Counterparts, QueueUrls, Roles};
 
 use crate::emulator::{Emulator, unique_prefix};
+
+/// Each function's SDK configuration: with `SHEETLOG_IAM_RECORD` set, its own role key (see
+/// [`sheetlog_pipeline::roles`]), and a line in the record pairing the template, described with
+/// `context`, with the local resources by `pair`; otherwise `sdk` for every function.
+pub async fn recorded_roles(
+    sdk: &SdkConfig,
+    context: &[&str],
+    pair: impl FnOnce(&[u8]) -> anyhow::Result<Counterparts>,
+) -> anyhow::Result<Roles> {
+    let recording =
+        std::env::var_os(sheetlog_pipeline::roles::IAM_RECORD_VAR).is_some_and(|p| !p.is_empty());
+    if !recording {
+        return Ok(Roles::shared(sdk));
+    }
+    // One description per context and test process (each takes about 15 s).
+    static DESCRIPTIONS: tokio::sync::Mutex<BTreeMap<Vec<String>, Vec<u8>>> =
+        tokio::sync::Mutex::const_new(BTreeMap::new());
+    let context: Vec<String> = context.iter().map(|c| (*c).to_owned()).collect();
+    let description = {
+        let mut cache = DESCRIPTIONS.lock().await;
+        match cache.get(&context) {
+            Some(d) => d.clone(),
+            None => {
+                let d = sheetlog::dev::describe_template(&context).await?;
+                cache.insert(context.clone(), d.clone());
+                d
+            }
+        }
+    };
+    let name = unique_prefix("roles");
+    sheetlog_pipeline::roles::record_stack(&name, &context, &pair(&description)?)?;
+    Ok(Roles::per_function(sdk, &name))
+}
 
 pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 
@@ -48,6 +85,30 @@ impl TestStack {
             s3,
             emulator,
         })
+    }
+
+    /// Each function's SDK configuration over this stack: with `SHEETLOG_IAM_RECORD` set (as
+    /// `./scripts/test` runs), each function's own role key and this stack's line in the record
+    /// for the IAM check, its template described with `context` (`KEY=VALUE`, as `-c` takes
+    /// them) and paired with the tables, the bucket, and `snapshot_queues` and
+    /// `stream_failure_queue` when given; otherwise every function with the stack's own
+    /// configuration.
+    pub async fn roles(
+        &self,
+        context: &[&str],
+        snapshot_queues: Option<&QueueUrls>,
+        stream_failure_queue: Option<&String>,
+    ) -> anyhow::Result<Roles> {
+        let sdk = self.emulator.sdk_config().await;
+        recorded_roles(&sdk, context, |description| {
+            Counterparts::pair_storage(
+                description,
+                &self.resources,
+                snapshot_queues,
+                stream_failure_queue,
+            )
+        })
+        .await
     }
 
     pub fn log_store(&self) -> DynamoLogStore {

@@ -303,7 +303,7 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
         let _ = axum::serve(listener, app).await;
     });
     let mut pipeline = LocalPipeline::new(
-        &sdk,
+        &sheetlog_pipeline::Roles::shared(&sdk),
         &local.resources,
         &local.queues,
         LocalPipelineConfig {

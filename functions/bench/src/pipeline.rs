@@ -257,7 +257,12 @@ async fn latency(
         stream_failure_queue: Some(stack.stream_failure_queue.clone()),
         ..LocalPipelineConfig::default()
     };
-    let pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, cfg)?;
+    let pipeline = LocalPipeline::new(
+        &sheetlog_pipeline::Roles::shared(&sdk),
+        &stack.resources,
+        &stack.queues,
+        cfg,
+    )?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(pipeline.run(async {
         let _ = stopped.await;

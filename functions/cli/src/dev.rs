@@ -17,7 +17,9 @@ use sheetlog_core::config::LogConfig;
 use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
 use sheetlog_core::poke::{PokeConfig, Poker};
 use sheetlog_pipeline::events::LocalEvents;
-use sheetlog_pipeline::{LocalPipeline, LocalPipelineConfig, create_local_stack};
+use sheetlog_pipeline::{
+    Counterparts, LocalPipeline, LocalPipelineConfig, Roles, create_local_stack,
+};
 use tracing::info;
 
 use crate::local_gateway::{self, GatewaySettings};
@@ -120,6 +122,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     };
     let gateway = GatewaySettings::from_description(&description)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    // Each function calls the emulator as itself (`role:<binary>:<prefix>`), so the IAM check can
+    // hold each call against that function's role in the template (sheetlog_pipeline::roles).
+    // The stack's name in those keys: unique, since several stacks may record to one file.
+    let stack_name = format!(
+        "{}-{}",
+        args.prefix,
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let roles = Roles::per_function(&sdk, &stack_name);
     info!(prefix = %args.prefix, "creating tables, bucket and queues");
     let stack = create_local_stack(&sdk, &args.prefix)
         .await
@@ -155,6 +166,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let mut counterparts = Counterparts::pair(&description, &stack, cfg.catalog_table.as_deref())?;
+    counterparts.user_pool = pool.as_ref().map(|p| p.pool_id.clone());
+    sheetlog_pipeline::roles::record_stack(&stack_name, &context, &counterparts)?;
     let faults = match &args.faults {
         Some(spec) => {
             let (profile, seed) = FaultProfile::parse(spec).map_err(anyhow::Error::msg)?;
@@ -173,7 +187,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         ..PokeConfig::new(format!("http://{addr}/event"))
     };
     cfg.pokes = Some(pokes.clone());
-    let poker = Arc::new(Poker::from_sdk(&sdk, &pokes)?);
+    // Each function signs its pokes with its own role.
+    let api_poker = Arc::new(Poker::from_sdk(&roles.api, &pokes)?);
+    let writer_poker = Arc::new(Poker::from_sdk(&roles.sync_writer, &pokes)?);
     let wrap = |faults: Option<Arc<Faults>>| {
         move |store: Arc<dyn sheetlog_core::ports::LogStore>,
               payloads: Arc<dyn sheetlog_core::ports::PayloadStore>|
@@ -191,7 +207,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         }
     };
     let writer = sheetlog_sync_writer::Handler::from_sdk_wrapped(
-        &sdk,
+        &roles.sync_writer,
         &stack.resources,
         LogConfig::from_env()?,
         sheetlog_sync_writer::WriterConfig {
@@ -203,15 +219,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         },
         wrap(faults.clone()),
     )?
-    .with_poker(poker.clone());
+    .with_poker(writer_poker);
     let state = AppState::from_sdk_wrapped(
-        &sdk,
+        &roles.api,
         &stack.resources,
         LogConfig::from_env()?,
         cfg,
         wrap(faults.clone()),
     )?
-    .with_poker(poker);
+    .with_poker(api_poker);
     // Lambda's limits around the function: the event's size and the function's timeout.
     let app = local_gateway::invocation(sheetlog_api::router(Arc::new(state)), &gateway);
     let timeouts = function_timeouts(&description)?;
@@ -222,9 +238,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         timeouts,
         ..LocalPipelineConfig::default()
     };
-    let mut pipeline = LocalPipeline::new(&sdk, &stack.resources, &stack.queues, pipeline_cfg)?;
+    let mut pipeline = LocalPipeline::new(&roles, &stack.resources, &stack.queues, pipeline_cfg)?;
     if sync_writes == SyncWrites::Queued {
-        pipeline = pipeline.with_sync_writer(&sdk, &stack.sync_queues.queue, writer);
+        pipeline = pipeline.with_sync_writer(&roles.sync_writer, &stack.sync_queues.queue, writer);
     }
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let pipeline_task = tokio::spawn(pipeline.run(async move {

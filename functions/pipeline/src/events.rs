@@ -138,17 +138,17 @@ async fn publish(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let signed = headers
+    let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("AWS4-HMAC-SHA256 "));
-    if !signed {
+        .filter(|v| v.starts_with("AWS4-HMAC-SHA256 "));
+    let Some(authorization) = authorization else {
         return errors(
             StatusCode::UNAUTHORIZED,
             "UnauthorizedException",
             "publishing needs a SigV4-signed request",
         );
-    }
+    };
     let Ok(req) = serde_json::from_slice::<Value>(&body) else {
         return errors(
             StatusCode::BAD_REQUEST,
@@ -167,6 +167,7 @@ async fn publish(
             "`channel` must be a channel path such as /namespace/channel",
         );
     };
+    crate::roles::record_event_publish(authorization, &channel);
     let events = match req.get("events").and_then(Value::as_array) {
         Some(e) if (1..=MAX_EVENTS).contains(&e.len()) => e,
         _ => {

@@ -9,9 +9,10 @@
 //! - [`authorizer`] — the request context API Gateway's JWT authorizer passes, built locally
 //! - [`events`] — [`LocalEvents`](events::LocalEvents): the AppSync Events subset pokes use (publish, WebSocket)
 //! - [`filter`] — the Lambda filter-pattern subset `stream_filter.json` uses
-//! - [`stream`] — [`StreamDriver`]: DescribeStream / GetShardIterator / GetRecords → router
+//! - [`stream`] — [`StreamDriver`]: ListStreams / DescribeStream / GetShardIterator / GetRecords → router
 //! - [`provision`] — tables, bucket and queues created as the CDK stack defines them
 //! - [`local_stack`] — creates every local resource (what `sheetlog dev` runs on)
+//! - [`roles`]  — [`Roles`]: each function's own credentials, and the stack's line for the IAM check
 //! - [`queue`]  — [`QueueDriver`]: ReceiveMessage → worker handler → DeleteMessage
 //! - [`sync`]   — [`SyncDriver`]: ReceiveMessage (FIFO, batches of ten) → sync writer → DeleteMessageBatch
 //! - `lib.rs`   — [`LocalPipeline`], the drivers until shutdown
@@ -24,6 +25,7 @@ pub mod filter;
 pub mod local_stack;
 pub mod provision;
 pub mod queue;
+pub mod roles;
 pub mod stream;
 pub mod sync;
 
@@ -38,6 +40,7 @@ pub use provision::{
     create_sync_queues,
 };
 pub use queue::QueueDriver;
+pub use roles::{Counterparts, Roles};
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
 use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_snapshot_worker::{Handler, Worker, WorkerConfig};
@@ -92,6 +95,48 @@ pub async fn within<T>(limit: Option<Duration>, invocation: impl Future<Output =
     }
 }
 
+/// What Lambda checks when it creates an SQS event-source mapping, with the function's role (the
+/// reason that role holds `sqs:GetQueueAttributes`): a queue whose visibility timeout is shorter
+/// than the function's timeout is refused, since a message could come back while its invocation
+/// still runs. The local drivers look once when they start and warn, as the queue is the test's.
+pub async fn check_queue_visibility(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    timeout: Option<Duration>,
+    function: &str,
+) {
+    let found = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout)
+        .send()
+        .await;
+    let visibility = match found {
+        Ok(out) => out
+            .attributes
+            .and_then(|a| {
+                a.get(&aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .map(Duration::from_secs),
+        Err(e) => {
+            warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), url, "reading the queue's attributes failed");
+            return;
+        }
+    };
+    if let (Some(visibility), Some(timeout)) = (visibility, timeout)
+        && visibility < timeout
+    {
+        warn!(
+            url,
+            function,
+            ?visibility,
+            ?timeout,
+            "the queue's visibility timeout is shorter than the function's: Lambda would refuse this event source mapping"
+        );
+    }
+}
+
 impl Default for LocalPipelineConfig {
     fn default() -> Self {
         Self {
@@ -120,35 +165,41 @@ pub struct LocalPipeline {
 }
 
 impl LocalPipeline {
-    /// Builds the router's effects, the worker and both drivers from SDK configuration (pointed
-    /// at the emulator through `AWS_ENDPOINT_URL` or an explicit endpoint).
+    /// Builds the router's effects, the worker and both drivers from each function's SDK
+    /// configuration (pointed at the emulator through `AWS_ENDPOINT_URL` or an explicit
+    /// endpoint). The drivers stand in for Lambda's event-source mappings, which read with the
+    /// consuming function's role: the stream driver and its failure queue with the router's, the
+    /// queue driver with the worker's.
     pub fn new(
-        sdk: &aws_config::SdkConfig,
+        roles: &Roles,
         resources: &Resources,
         queues: &QueueUrls,
         cfg: LocalPipelineConfig,
     ) -> anyhow::Result<Self> {
-        let worker = Worker::from_sdk(sdk, resources, cfg.log.clone(), cfg.worker.clone())?;
-        Self::with_worker(sdk, resources, queues, cfg, worker)
+        let worker = Worker::from_sdk(
+            &roles.snapshot_worker,
+            resources,
+            cfg.log.clone(),
+            cfg.worker.clone(),
+        )?;
+        Self::with_worker(roles, resources, queues, cfg, worker)
     }
 
     /// As [`new`](Self::new), with a worker the caller built (tests pass one with a step hook).
     pub fn with_worker(
-        sdk: &aws_config::SdkConfig,
+        roles: &Roles,
         resources: &Resources,
         queues: &QueueUrls,
         cfg: LocalPipelineConfig,
         worker: Worker,
     ) -> anyhow::Result<Self> {
-        let sqs = aws_sdk_sqs::Client::new(sdk);
-        let s3 = s3_client(sdk);
-        let job_queue = SqsJobQueue::new(sqs.clone(), &queues.snapshot_queue);
+        let router_sqs = aws_sdk_sqs::Client::new(&roles.stream_router);
         let effects = Arc::new(AwsEffects::new(
-            job_queue.clone(),
-            S3Bucket::new(s3, &resources.bucket),
+            SqsJobQueue::new(router_sqs.clone(), &queues.snapshot_queue),
+            S3Bucket::new(s3_client(&roles.stream_router), &resources.bucket),
         ));
         let mut stream = StreamDriver::new(
-            sdk,
+            &roles.stream_router,
             &resources.entry_table,
             effects,
             FilterPatterns::entry_stream()?,
@@ -156,10 +207,12 @@ impl LocalPipeline {
         )
         .with_timeout(cfg.timeouts.stream_router);
         if let Some(url) = &cfg.stream_failure_queue {
-            stream = stream.with_failure_queue(sqs.clone(), url);
+            stream = stream.with_failure_queue(router_sqs, url);
         }
+        let worker_sqs = aws_sdk_sqs::Client::new(&roles.snapshot_worker);
+        let job_queue = SqsJobQueue::new(worker_sqs.clone(), &queues.snapshot_queue);
         let queue = QueueDriver::new(
-            sqs,
+            worker_sqs,
             &queues.snapshot_queue,
             Handler::new(worker, job_queue),
             cfg.worker_time_budget,
@@ -176,7 +229,8 @@ impl LocalPipeline {
     }
 
     /// Also runs the sync writer on the sync FIFO queue at `url`, with `writer` (build it with
-    /// [`sheetlog_sync_writer::Handler::from_sdk`] or `from_sdk_wrapped`).
+    /// [`sheetlog_sync_writer::Handler::from_sdk`] or `from_sdk_wrapped`); `sdk` is the writer's
+    /// (the queue's event-source mapping reads with its role).
     pub fn with_sync_writer(
         mut self,
         sdk: &aws_config::SdkConfig,

@@ -148,6 +148,8 @@ impl QueueDriver {
     /// Invocations still running at shutdown are dropped, like a Lambda killed mid-job; the
     /// protocol picks their jobs up again.
     pub async fn run(&self, poll: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        crate::check_queue_visibility(&self.sqs, &self.url, self.timeout, "the snapshot worker")
+            .await;
         tokio::pin!(shutdown);
         let mut running = FuturesUnordered::new();
         loop {

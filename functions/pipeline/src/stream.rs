@@ -36,7 +36,6 @@ struct ShardState {
 
 /// Polls one table's stream and feeds the stream router.
 pub struct StreamDriver {
-    dynamo: aws_sdk_dynamodb::Client,
     streams: aws_sdk_dynamodbstreams::Client,
     table: String,
     effects: Arc<dyn Effects>,
@@ -73,7 +72,6 @@ impl StreamDriver {
         retry_attempts: u32,
     ) -> Self {
         Self {
-            dynamo: aws_sdk_dynamodb::Client::new(sdk),
             streams: aws_sdk_dynamodbstreams::Client::new(sdk),
             table: table.into(),
             effects,
@@ -104,15 +102,20 @@ impl StreamDriver {
         if let Some(arn) = &self.stream_arn {
             return Ok(arn.clone());
         }
+        // ListStreams, as Lambda's event-source mapping may with the function's role (the role
+        // holds dynamodb:ListStreams for it); the newest stream if the table has had several.
         let arn = self
-            .dynamo
-            .describe_table()
+            .streams
+            .list_streams()
             .table_name(&self.table)
             .send()
             .await
-            .with_context(|| format!("describing table {}", self.table))?
-            .table
-            .and_then(|t| t.latest_stream_arn)
+            .with_context(|| format!("listing the streams of table {}", self.table))?
+            .streams
+            .unwrap_or_default()
+            .into_iter()
+            .max_by(|a, b| a.stream_label.cmp(&b.stream_label))
+            .and_then(|s| s.stream_arn)
             .with_context(|| format!("table {} has no stream", self.table))?;
         self.stream_arn = Some(arn.clone());
         Ok(arn)

@@ -166,6 +166,7 @@ impl SyncDriver {
     /// shutdown is dropped, like a Lambda killed mid-batch: its messages come back after the
     /// visibility timeout.
     pub async fn run(&self, poll: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        crate::check_queue_visibility(&self.sqs, &self.url, self.timeout, "the sync writer").await;
         tokio::pin!(shutdown);
         let pollers = futures::future::join_all((0..SYNC_POLLERS).map(|_| self.poll_loop(poll)));
         tokio::select! {

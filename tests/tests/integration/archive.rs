@@ -8,6 +8,7 @@ use anyhow::{Context, bail, ensure};
 use serde_json::json;
 use sheetlog_core::LogError;
 use sheetlog_core::SegmentHint;
+use sheetlog_core::aws::{S3Bucket, s3_client};
 use sheetlog_core::domain::{Entry, LogId, SegmentRecord, SnapshotJob};
 use sheetlog_core::log::AppendOptions;
 use sheetlog_core::ports::{Consistency, LogEntries};
@@ -102,18 +103,25 @@ async fn items(px: &PipelineStack, log: LogId, segment: u64) -> anyhow::Result<u
         .len())
 }
 
-fn retention(px: &PipelineStack, mode: Mode) -> Retention {
-    Retention::new(
-        px.stack.dynamo.clone(),
+/// The archiver's tool over the stack, calling AWS with the archiver's role (checked against the
+/// template's with the IAM check of `./scripts/test`).
+async fn retention(px: &PipelineStack, mode: Mode) -> anyhow::Result<Retention> {
+    let context = match mode {
+        Mode::Archive => "retentionMode=archive",
+        Mode::Delete => "retentionMode=delete",
+    };
+    let role = px.stack.roles(&[context], None, None).await?.archiver;
+    Ok(Retention::new(
+        aws_sdk_dynamodb::Client::new(&role),
         &px.stack.resources.entry_table,
         &px.stack.resources.segment_table,
-        px.stack.bucket(),
+        S3Bucket::new(s3_client(&role), &px.stack.resources.bucket),
         Policy {
             mode,
             keep_segments: 2,
             after_days: None,
         },
-    )
+    ))
 }
 
 fn opts() -> RunOptions {
@@ -143,7 +151,7 @@ async fn archived_segments_read_the_same_every_way_and_survive_a_crash_after_eac
     let before = all_entries(&px, log).await?;
     let probes = [5, 33, 64, 100, 140, before.len() as u64 - 1];
     let reads_before = history_reads(&px, log, &probes).await?;
-    let tool = retention(&px, Mode::Archive);
+    let tool = retention(&px, Mode::Archive).await?;
     let selected: Vec<u64> = tool
         .selected(log, opts().now)
         .await?
@@ -279,6 +287,7 @@ async fn an_appender_and_a_reader_during_archiving_see_no_gap_and_no_change() ->
         })
     };
     let report = retention(&px, Mode::Archive)
+        .await?
         .run(opts(), &mut |_, _| {})
         .await?;
     stop.store(true, Ordering::SeqCst);
@@ -304,6 +313,7 @@ async fn the_delete_policy_removes_only_history_and_says_so() -> anyhow::Result<
     // segment 3, so segment 3 and later stay whatever the policy says.
     px.log.start_segment(log).await?;
     let report = retention(&px, Mode::Delete)
+        .await?
         .run(opts(), &mut |_, _| {})
         .await?;
     ensure!(

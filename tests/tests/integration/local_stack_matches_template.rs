@@ -34,7 +34,9 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Deserialize;
 use serde_json::Value;
 use sheetlog_pipeline::stream::BATCH_SIZE;
-use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, LocalStack, create_local_stack};
+use sheetlog_pipeline::{
+    Counterparts, FilterPatterns, LocalPipelineConfig, LocalStack, create_local_stack,
+};
 use sheetlog_snapshot_worker::WorkerConfig;
 use sheetlog_tests::emulator::{Emulator, unique_prefix, workspace_root};
 
@@ -246,98 +248,6 @@ async fn template_description(root: &Path, context: &[&str]) -> anyhow::Result<D
         desc.format
     );
     Ok(desc)
-}
-
-/// Which local resource stands for each of the template's, by logical id.
-#[derive(Debug, Default)]
-struct Counterparts {
-    tables: BTreeMap<String, String>,
-    buckets: BTreeMap<String, String>,
-    /// Logical id → queue URL.
-    queues: BTreeMap<String, String>,
-}
-
-/// Pairs the template's resources with the local stack's, through what the functions are told
-/// (the environment variable naming each resource) and the references between resources (a
-/// queue's dead-letter target, the stream consumer's failure queue). A template resource with no
-/// counterpart is an error: the local stack must create it.
-fn counterparts(desc: &Description, stack: &LocalStack) -> anyhow::Result<Counterparts> {
-    let r = &stack.resources;
-    let mut c = Counterparts::default();
-    for t in &desc.tables {
-        let local = match t.env.as_deref() {
-            Some("SHEETLOG_ENTRY_TABLE") => r.entry_table.clone(),
-            Some("SHEETLOG_SEGMENT_TABLE") => r.segment_table.clone(),
-            Some("SHEETLOG_PENDING_TABLE") => r
-                .pending_table
-                .clone()
-                .context("the local stack has no Pending Snapshots table")?,
-            Some("SHEETLOG_DEDUPE_TABLE") => r
-                .dedupe_table
-                .clone()
-                .context("the local stack has no Dedupe table")?,
-            Some("SHEETLOG_CLIENTS_TABLE") => r
-                .clients_table
-                .clone()
-                .context("the local stack has no Clients table")?,
-            other => bail!(
-                "template table {} (environment variable {other:?}) has no local counterpart: \
-                 create it in create_local_stack and pair it here",
-                t.logical_id
-            ),
-        };
-        c.tables.insert(t.logical_id.clone(), local);
-    }
-    for b in &desc.buckets {
-        match b.env.as_deref() {
-            Some("SHEETLOG_BUCKET") => {
-                c.buckets.insert(b.logical_id.clone(), r.bucket.clone());
-            }
-            other => bail!(
-                "template bucket {} (environment variable {other:?}) has no local counterpart",
-                b.logical_id
-            ),
-        }
-    }
-    for q in &desc.queues {
-        if q.env.as_deref() == Some("SHEETLOG_SNAPSHOT_QUEUE_URL") {
-            c.queues
-                .insert(q.logical_id.clone(), stack.queues.snapshot_queue.clone());
-            if let Some(dl) = &q.dead_letter {
-                c.queues.insert(
-                    dl.logical_id.clone(),
-                    stack.queues.dead_letter_queue.clone(),
-                );
-            }
-        }
-    }
-    for q in &desc.queues {
-        if q.env.as_deref() == Some("SHEETLOG_SYNC_QUEUE_URL") {
-            c.queues
-                .insert(q.logical_id.clone(), stack.sync_queues.queue.clone());
-            if let Some(dl) = &q.dead_letter {
-                c.queues.insert(
-                    dl.logical_id.clone(),
-                    stack.sync_queues.dead_letter_queue.clone(),
-                );
-            }
-        }
-    }
-    for s in &desc.stream_consumers {
-        if let Some(id) = &s.on_failure_queue {
-            c.queues
-                .insert(id.clone(), stack.stream_failure_queue.clone());
-        }
-    }
-    for q in &desc.queues {
-        ensure!(
-            c.queues.contains_key(&q.logical_id),
-            "template queue {} has no local counterpart: create it in create_local_stack and \
-             pair it here",
-            q.logical_id
-        );
-    }
-    Ok(c)
 }
 
 /// Reads back what the local stack created, in the description's shape (logical ids and
@@ -978,7 +888,12 @@ async fn local_stack_creates_the_resources_of_the_cdk_template() -> anyhow::Resu
     let emu = Emulator::start()?;
     let prefix = unique_prefix("template");
     let stack = create_local_stack(&emu.sdk_config().await, &prefix).await?;
-    let pairs = counterparts(&template, &stack)?;
+    // The pairing `sheetlog dev` also writes down for the IAM check.
+    let pairs = Counterparts::pair(
+        sheetlog_tests::api::template_description().await?,
+        &stack,
+        None,
+    )?;
     let local = observe(&emu, &template, &stack, &pairs).await?;
 
     let found = differences(&template, &local);

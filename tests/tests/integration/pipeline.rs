@@ -815,7 +815,7 @@ async fn the_stream_router_retries_from_the_first_failed_record_as_lambda_does()
     append(&px, log, snapshot_entry()).await?;
     let effects = |failures| {
         Arc::new(Flaky {
-            inner: AwsEffects::new(px.job_queue(), px.payloads()),
+            inner: px.router_effects(),
             fail_key: bad.clone(),
             failures_left: AtomicUsize::new(failures),
             commits: Mutex::new(Vec::new()),
@@ -833,14 +833,15 @@ async fn the_stream_router_retries_from_the_first_failed_record_as_lambda_does()
     )
     .await?;
     let flaky = effects(usize::MAX);
+    let roles = px.roles_with_failure_queue(&failures).await?;
     let mut driver = StreamDriver::new(
-        &px.sdk,
+        &roles.stream_router,
         &px.stack.resources.entry_table,
         flaky.clone(),
         FilterPatterns::entry_stream()?,
         0,
     )
-    .with_failure_queue(px.sqs.clone(), &failures);
+    .with_failure_queue(aws_sdk_sqs::Client::new(&roles.stream_router), &failures);
     let report = driver.poll_once().await?;
     ensure!(report.failed.len() == 1, "{report:?}");
     let described = px
@@ -876,7 +877,7 @@ async fn the_stream_router_retries_from_the_first_failed_record_as_lambda_does()
     // the record before it is not sent again, the snapshot entry after it is.
     let flaky = effects(1);
     let mut driver = StreamDriver::new(
-        &px.sdk,
+        &px.roles.stream_router,
         &px.stack.resources.entry_table,
         flaky.clone(),
         FilterPatterns::entry_stream()?,
@@ -969,9 +970,9 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
         .await?;
 
     let mut driver = StreamDriver::new(
-        &px.sdk,
+        &px.roles.stream_router,
         &px.stack.resources.entry_table,
-        Arc::new(AwsEffects::new(px.job_queue(), px.payloads())),
+        Arc::new(px.router_effects()),
         FilterPatterns::entry_stream()?,
         3,
     );
@@ -1407,15 +1408,16 @@ async fn a_router_invocation_past_the_functions_timeout_fails_its_batch() -> any
         QueueSettings::default(),
     )
     .await?;
+    let roles = px.roles_with_failure_queue(&failures).await?;
     let mut driver = StreamDriver::new(
-        &px.sdk,
+        &roles.stream_router,
         &px.stack.resources.entry_table,
-        Arc::new(AwsEffects::new(px.job_queue(), px.payloads())),
+        Arc::new(px.router_effects()),
         FilterPatterns::entry_stream()?,
         1,
     )
     .with_timeout(Some(Duration::from_micros(1)))
-    .with_failure_queue(px.sqs.clone(), &failures);
+    .with_failure_queue(aws_sdk_sqs::Client::new(&roles.stream_router), &failures);
     let report = driver.poll_once().await?;
     ensure!(!report.failed.is_empty(), "the batch failed: {report:?}");
     let described = px

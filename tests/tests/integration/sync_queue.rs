@@ -205,15 +205,28 @@ async fn writer_stack(label: &str) -> anyhow::Result<WriterStack> {
     let emulator = sheetlog_tests::Emulator::start()?;
     let sdk = emulator.sdk_config().await;
     let stack = create_local_stack(&sdk, &sheetlog_tests::emulator::unique_prefix(label)).await?;
+    // The API sends pushes and the writer takes them, each with its own role (IAM-checked when
+    // ./scripts/test records calls).
+    let roles = sheetlog_tests::stack::recorded_roles(&sdk, &[], |description| {
+        sheetlog_pipeline::Counterparts::pair(description, &stack, None)
+    })
+    .await?;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let queue = SqsPushQueue::new(sqs.clone(), &stack.sync_queues.queue);
+    let queue = SqsPushQueue::new(
+        aws_sdk_sqs::Client::new(&roles.api),
+        &stack.sync_queues.queue,
+    );
     let writer = Handler::from_sdk(
-        &sdk,
+        &roles.sync_writer,
         &stack.resources,
         LogConfig::default(),
         WriterConfig::default(),
     )?;
-    let driver = SyncDriver::new(sqs.clone(), &stack.sync_queues.queue, Arc::new(writer));
+    let driver = SyncDriver::new(
+        aws_sdk_sqs::Client::new(&roles.sync_writer),
+        &stack.sync_queues.queue,
+        Arc::new(writer),
+    );
     Ok(WriterStack {
         emulator,
         sdk,
