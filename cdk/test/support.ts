@@ -5,6 +5,7 @@
 import * as assert from 'node:assert/strict';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { BINARY_TAG } from '../lib/constructs/sheetlog-function';
+import { resourceKey, roleStatements } from '../lib/iam-calls';
 import { buildApp, type SheetlogApp } from '../lib/sheetlog-app';
 
 // biome-ignore lint/suspicious/noExplicitAny: a synthesized template is untyped JSON, walked by key.
@@ -53,24 +54,7 @@ export function functionByBinary(json: Json, binary: string): [string, Json] {
   );
 }
 
-/** Every IAM statement attached to the function's execution role. */
-export function roleStatements(json: Json, binary: string): Json[] {
-  const [, fn] = functionByBinary(json, binary);
-  const roleId = fn.Properties.Role['Fn::GetAtt'][0];
-  return resourcesOfType(json, 'AWS::IAM::Policy')
-    .filter(([, p]) => p.Properties.Roles.some((r: Json) => r.Ref === roleId))
-    .flatMap(([, p]) => p.Properties.PolicyDocument.Statement as Json[]);
-}
-
-/** A readable key for a statement's resource: a logical id, `<id>/prefix*`, or a literal. */
-export function resourceKey(resource: unknown): string {
-  if (typeof resource === 'string') return resource;
-  const r = resource as Json;
-  if (r.Ref) return r.Ref;
-  if (r['Fn::GetAtt']) return r['Fn::GetAtt'][1] === 'Arn' ? r['Fn::GetAtt'][0] : r['Fn::GetAtt'].join('.');
-  if (r['Fn::Join']) return r['Fn::Join'][1].map(resourceKey).join('');
-  return JSON.stringify(r);
-}
+export { resourceKey, roleStatements };
 
 /** Actions the role holds, as "resource -> sorted actions" (Allow statements only). */
 export function grantsByResource(json: Json, binary: string): Record<string, string[]> {
