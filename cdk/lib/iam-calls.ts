@@ -244,8 +244,23 @@ export async function evaluateRecord(lines: RecordLine[], templateFor: TemplateF
     const policyKey = `${stackName}\n${binary}`;
     let policy = policies.get(policyKey);
     if (policy === undefined) {
-      policy = localPolicy(templateFor(contextOf(stack)), binary, stack.counterparts);
+      try {
+        policy = localPolicy(templateFor(contextOf(stack)), binary, stack.counterparts);
+      } catch (err) {
+        // A function this stack's template lacks (say, the archiver of a stack described
+        // without retentionMode): no role allows its calls.
+        policy = null;
+        verdicts.push({ ...base, allowed: false, reason: (err as Error).message });
+      }
       policies.set(policyKey, policy);
+      if (policy === null) continue;
+    } else if (policy === null) {
+      verdicts.push({
+        ...base,
+        allowed: false,
+        reason: `the template of stack ${stackName} has no function ${binary}`,
+      });
+      continue;
     }
     const reason = await evaluate(policy, binary, l.action, l.resource);
     verdicts.push(reason === null ? { ...base, allowed: true } : { ...base, allowed: false, reason });

@@ -580,13 +580,8 @@ export class SheetlogStack extends Stack {
       // Records a snapshot's root on its entry and advances the segment's Last Snapshot.
       .bindTable(ENV.entryTable, this.entryTable, ['Query', 'UpdateItem'])
       .bindTable(ENV.segmentTable, this.segmentTable, ['GetItem', 'Query', 'UpdateItem'])
-      .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, [
-        'GetItem',
-        'Query',
-        'PutItem',
-        'UpdateItem',
-        'DeleteItem',
-      ])
+      // No GetItem: the Query for the log's earliest pending item returns it, checkpoint and all.
+      .bindTable(ENV.pendingTable, this.pendingSnapshotsTable, ['Query', 'PutItem', 'UpdateItem', 'DeleteItem'])
       // The log's tombstone: a deleted log's snapshot is not built.
       .bindTable(ENV.clientsTable, this.clientsTable, ['GetItem'], [])
       .bindBucket(ENV.bucket, this.bucket, [

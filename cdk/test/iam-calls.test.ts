@@ -131,6 +131,15 @@ describe('recorded calls are held against the roles in the template', () => {
     );
     assert.equal(orphan.allowed, false);
     assert.match(orphan.reason ?? '', /no stack line/);
+    const keep = synth({}).json;
+    const archiver = await verdict(
+      keep,
+      ARCHIVER_CRATE.binaryName,
+      's3:GetObject',
+      'arn:aws:s3:::p-databucket/payloads/x',
+    );
+    assert.equal(archiver.allowed, false);
+    assert.match(archiver.reason ?? '', /has no function sheetlog-archiver/);
   });
 
   test("every Resource of every function's role resolves to a local ARN", () => {

@@ -2,8 +2,8 @@
 //! read back, payloads streamed from S3, missing objects.
 
 use bytes::Bytes;
-use sheetlog_core::aws::S3Bucket;
 use sheetlog_core::aws::s3::UPLOAD_PART_BYTES;
+use sheetlog_core::aws::{S3Bucket, Untagged, s3_client};
 use sheetlog_core::sheet::{
     CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
 };
@@ -12,7 +12,9 @@ use sheetlog_core::snapshot::{
     SnapshotBuilder, build_snapshot, chunk_key, list_key, load_manifest, manifest_key, materialize,
     read_range,
 };
+use sheetlog_pipeline::Roles;
 use sheetlog_sheet::sample::write_sample_csv;
+use sheetlog_tests::TestStack;
 use sheetlog_tests::emulator::{Emulator, RequestCount, unique_prefix};
 use uuid::Uuid;
 
@@ -252,11 +254,22 @@ async fn open_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<u
     Ok(out.uploads().len())
 }
 
+/// The bucket of a stack of its own, and each function's SDK configuration over it (their own
+/// role keys when `./scripts/test` records calls for the IAM check).
+async fn stack_with_roles(label: &str) -> anyhow::Result<(TestStack, Roles)> {
+    let stack = TestStack::new(label).await?;
+    let roles = stack.roles(&[], None, None).await?;
+    Ok((stack, roles))
+}
+
 #[tokio::test]
 async fn an_object_written_in_parts_round_trips_through_a_multipart_upload() -> anyhow::Result<()> {
-    let emu = Emulator::start()?;
-    let (s3, name) = bucket(&emu).await?;
-    let store = S3Bucket::new(s3.clone(), &name);
+    // The snapshot worker writes a large manifest this way (and the API a fork's first one):
+    // with their roles, so the IAM check sees the multipart calls and the abort.
+    let (stack, roles) = stack_with_roles("multipart").await?;
+    let s3 = stack.s3.clone();
+    let name = stack.resources.bucket.clone();
+    let store = S3Bucket::new(s3_client(&roles.snapshot_worker), &name);
 
     // 12 MiB in 1 MiB pieces: three upload parts (5, 5 and 2 MiB), completed into one object.
     let mib = 1 << 20;
@@ -328,6 +341,49 @@ async fn an_object_written_in_parts_round_trips_through_a_multipart_upload() -> 
         0,
         "the failed upload was aborted"
     );
+    // The same failure as the API's (a fork's first manifest): aborted with its role too.
+    let api = S3Bucket::new(s3_client(&roles.api), &name);
+    failing.sent = 0;
+    assert!(
+        api.put_parts("snapshots/failed-fork", &mut failing)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        open_uploads(&s3, &name).await?,
+        0,
+        "the fork's upload was aborted"
+    );
+    Ok(())
+}
+
+/// Each function that may look for an object that is not there (an expired upload or push, a
+/// chunk not written yet, a payload the lifecycle rule removed) is told "missing", not an error.
+/// On AWS that needs `s3:ListBucket` besides the read (else S3 answers 403): run with each
+/// function's role, the IAM check sees that every one of them holds it.
+#[tokio::test]
+async fn every_function_that_reads_a_missing_key_is_told_it_is_missing() -> anyhow::Result<()> {
+    let (stack, roles) = stack_with_roles("missing-keys").await?;
+    let name = &stack.resources.bucket;
+    let bucket = |sdk: &aws_config::SdkConfig| S3Bucket::new(s3_client(sdk), name);
+    assert_eq!(bucket(&roles.api).get("payloads/gone").await?, None);
+    assert_eq!(
+        bucket(&roles.snapshot_worker).get("snapshots/gone").await?,
+        None
+    );
+    assert_eq!(bucket(&roles.sync_writer).get("pushes/gone").await?, None);
+    // The archiver exists in a stack whose retentionMode is not keep.
+    let archiver = stack
+        .roles(&["retentionMode=archive"], None, None)
+        .await?
+        .archiver;
+    assert_eq!(bucket(&archiver).get("payloads/gone").await?, None);
+    assert!(matches!(
+        bucket(&roles.stream_router)
+            .remove_auto_delete_tag("payloads/gone")
+            .await?,
+        Untagged::Missing
+    ));
     Ok(())
 }
 

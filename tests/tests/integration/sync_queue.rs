@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_core::aws::SqsPushQueue;
@@ -790,5 +791,53 @@ async fn a_writer_invocation_past_the_functions_timeout_is_cut_off() -> anyhow::
         .cloned()
         .unwrap_or_default();
     assert_eq!(in_flight, "1", "the message was not deleted");
+    Ok(())
+}
+
+/// A queued batch whose entry body is over `inlineBodyMaxBytes` (16 KiB) is offloaded by the
+/// writer to `payloads/` (with the auto-delete tag until it commits) and reads back whole: the
+/// cells and the entry's body. Run with the functions' own roles, this is also where the IAM
+/// check sees the writer's offload grants used.
+#[tokio::test]
+async fn a_queued_batch_over_the_inline_limit_is_offloaded_and_reads_back() -> anyhow::Result<()> {
+    let Some((api, c, log)) = queued_log("sync-queue-offload").await? else {
+        return Ok(());
+    };
+    let text = |id: u64| format!("{id}-{}", "x".repeat(8_000));
+    let mutations: Vec<Value> = (1..=3)
+        .map(|id| {
+            json!({"clientID": "wide", "id": id, "name": "set",
+                   "args": {"cells": [{"ref": format!("A{id}"), "value": text(id)}]}})
+        })
+        .collect();
+    let r = c
+        .post(api.url(&format!("/logs/{log}/replicache/push")))
+        .json(&push_body("gwide", json!(mutations)))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::OK);
+    landed(&c, &api, &log, "wide", 3).await?;
+    let v: Value = c
+        .get(api.url(&format!("/logs/{log}/cells?range=A1:A3")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(v["values"], json!([[text(1)], [text(2)], [text(3)]]));
+    let (ids, _) = applied(&c, &api, &log).await?;
+    assert_eq!(ids["wide"], vec![1, 2, 3]);
+    // The body went to S3: a payloads/ object of this log exists.
+    let stack = api.stack.as_ref().context("an in-process stack")?;
+    let listed = stack
+        .s3
+        .list_objects_v2()
+        .bucket(&stack.resources.bucket)
+        .prefix(format!("payloads/{log}/"))
+        .send()
+        .await?;
+    assert!(
+        listed.key_count().unwrap_or_default() > 0,
+        "no offloaded body under payloads/{log}/"
+    );
     Ok(())
 }
