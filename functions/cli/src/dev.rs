@@ -56,12 +56,13 @@ pub struct DevArgs {
     /// before it answers).
     #[arg(long, env = "SHEETLOG_SYNC_WRITES", default_value = "queued")]
     pub sync_writes: String,
-    /// How requests are authorized: `none` (every request may use every log), `jwt` (a local
-    /// token issuer and API Gateway's JWT authorizer in front of the API, with per-log access
-    /// from the token's access claim; mint tokens with `sheetlog dev-token`) or `cognito` (a
-    /// user pool on the emulator with demo users, access from the catalog of sheets; sign in
-    /// with `sheetlog login`).
-    #[arg(long, env = "SHEETLOG_AUTH", default_value = "none", value_parser = ["none", "jwt", "cognito"])]
+    /// How requests are authorized: `none` (every request may use every log), `iam` (API
+    /// Gateway's IAM authorization, as a stack deploys by default: every request SigV4-signed by
+    /// a local user; `sheetlog --iam` signs), `jwt` (a local token issuer and API Gateway's JWT
+    /// authorizer in front of the API, with per-log access from the token's access claim; mint
+    /// tokens with `sheetlog dev-token`) or `cognito` (a user pool on the emulator with demo
+    /// users, access from the catalog of sheets; sign in with `sheetlog login`).
+    #[arg(long, env = "SHEETLOG_AUTH", default_value = "none", value_parser = ["none", "iam", "jwt", "cognito"])]
     pub auth: String,
     /// With `--auth cognito`: seconds the API trusts a role it read from the catalog (how long
     /// a removed member may keep access).
@@ -341,6 +342,34 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         )
         .merge(crate::local_auth::issuer_routes(Arc::new(key)))
         .merge(events.router())
+    } else if args.auth == "iam" {
+        let region = sdk
+            .region()
+            .map_or_else(|| "us-east-1".to_owned(), ToString::to_string);
+        let authorizer = Arc::new(crate::local_iam::IamAuthorizer::local(&region));
+        let (name, key, secret) = crate::local_iam::DEMO_USERS[0];
+        println!(
+            "IAM authorization: every request but the open routes SigV4-signed for execute-api in {region}\n\
+             users:       your AWS_ACCESS_KEY_ID (\"local\" under ./scripts/dev) and {}\n\
+             sign in:     AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={secret} AWS_REGION={region} \\\n\
+             {:13}sheetlog --api http://{addr} --iam logs create   (as {name})",
+            crate::local_iam::DEMO_USERS
+                .iter()
+                .map(|(n, k, s)| format!("{n} ({k} / {s})"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            "",
+        );
+        // Pokes: the page cannot sign a subscription here, so anyone may subscribe (as
+        // `--auth none`); publishing is SigV4-signed by the functions either way.
+        local_gateway::front(
+            app.layer(axum::middleware::from_fn_with_state(
+                authorizer,
+                crate::local_iam::authorize,
+            )),
+            &gateway,
+        )
+        .merge(LocalEvents::default().router())
     } else {
         local_gateway::front(app, &gateway).merge(LocalEvents::default().router())
     };
@@ -393,6 +422,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 pub fn template_context(auth: &str, access_claim: &str, given: &[String]) -> Vec<String> {
     let mut context = given.to_vec();
     match auth {
+        "iam" => context.push("authMode=iam".into()),
         "cognito" => context.push("authMode=cognito".into()),
         "jwt" => context.extend([
             "authMode=jwt".into(),

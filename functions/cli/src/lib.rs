@@ -12,6 +12,8 @@
 //! - `local_auth.rs` — the local stack's JWT issuer and API Gateway JWT authorizer stand-in
 //!   (`sheetlog dev --auth jwt`, `sheetlog dev-token`)
 //! - `local_cognito.rs` — the local stack's user pool on the emulator (`sheetlog dev --auth cognito`)
+//! - `local_iam.rs` — the local stack's stand-in for API Gateway's IAM authorization: SigV4
+//!   signatures checked with the local users' secrets (`sheetlog dev --auth iam`)
 //! - `local_gateway.rs` — the local stack's API Gateway stand-in: the stage's throttle, joined
 //!   duplicate headers, Lambda's request size limit and the function's timeout, from the template
 //! - `login.rs` — `sheetlog login`/`logout`: Cognito sign-in, the stored refresh token
@@ -30,6 +32,7 @@ pub mod local_appsync;
 pub mod local_auth;
 pub mod local_cognito;
 pub mod local_gateway;
+pub mod local_iam;
 pub mod login;
 pub mod private_file;
 pub mod sigv4;

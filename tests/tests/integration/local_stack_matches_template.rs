@@ -1174,16 +1174,49 @@ fn instantiate(route: &str) -> String {
 }
 
 /// The template's routes without an authorizer (read from the synthesized template through
-/// `cdk/bin/local-resources.ts`) are the requests the local stand-in for API Gateway's
-/// authorizer lets through without a token, and no others: every route of the API (its OpenAPI
-/// document), every open route, and near misses of them (another method, a deeper path), each
-/// sent over HTTP to the stand-in in front of a handler that answers 200. A 401 means the
-/// stand-in wanted a token.
+/// `cdk/bin/local-resources.ts`) are the requests the local stand-ins for API Gateway's
+/// authorizers (JWT and IAM) let through without a token or a signature, and no others: every
+/// route of the API (its OpenAPI document), every open route, and near misses of them (another
+/// method, a deeper path), each sent over HTTP to the stand-in in front of a handler that
+/// answers 200. A 401 (JWT) or 403 (IAM) means the stand-in wanted a token or a signature.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::Result<()> {
     use sheetlog::local_auth::{JwtAuthorizer, authorize};
 
     let template = template_description(&workspace_root(), &[]).await?;
+    // No token is ever sent, so the issuer is never asked for its keys.
+    let jwt = std::sync::Arc::new(JwtAuthorizer::new(
+        "http://127.0.0.1:9/unused",
+        vec!["unused".into()],
+    ));
+    let iam = std::sync::Arc::new(sheetlog::local_iam::IamAuthorizer::local("us-east-1"));
+    let passed = axum::Router::new().fallback(|| async { "passed the authorizer" });
+    only_the_open_routes_pass(
+        &template,
+        passed
+            .clone()
+            .layer(axum::middleware::from_fn_with_state(jwt, authorize)),
+        reqwest::StatusCode::UNAUTHORIZED,
+    )
+    .await?;
+    only_the_open_routes_pass(
+        &template,
+        passed.layer(axum::middleware::from_fn_with_state(
+            iam,
+            sheetlog::local_iam::authorize,
+        )),
+        reqwest::StatusCode::FORBIDDEN,
+    )
+    .await
+}
+
+/// Every route and near miss sent to `app` without credentials: open exactly when the template
+/// has it open, else answered `refused`.
+async fn only_the_open_routes_pass(
+    template: &Description,
+    app: axum::Router,
+    refused: reqwest::StatusCode,
+) -> anyhow::Result<()> {
     ensure!(
         template.open_routes.iter().any(|k| k == "GET /config.json"),
         "the template serves GET /config.json behind an authorizer: the page cannot read how to \
@@ -1191,14 +1224,6 @@ async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::R
         template.open_routes
     );
 
-    // No token is ever sent, so the issuer is never asked for its keys.
-    let authorizer = std::sync::Arc::new(JwtAuthorizer::new(
-        "http://127.0.0.1:9/unused",
-        vec!["unused".into()],
-    ));
-    let app = axum::Router::new()
-        .fallback(|| async { "passed the authorizer" })
-        .layer(axum::middleware::from_fn_with_state(authorizer, authorize));
     let (base, server) = sheetlog_tests::api::serve(app).await?;
 
     let methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
@@ -1236,7 +1261,7 @@ async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::R
                 .await
                 .with_context(|| format!("{method} {path}"))?
                 .status();
-            let open = status != reqwest::StatusCode::UNAUTHORIZED;
+            let open = status != refused;
             opened += usize::from(open);
             if open != expected {
                 wrong.push(format!(
@@ -1247,9 +1272,9 @@ async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::R
                         "behind the authorizer"
                     },
                     if open {
-                        "lets it through"
+                        "lets it through".to_owned()
                     } else {
-                        "answers 401"
+                        format!("answers {refused}")
                     },
                 ));
             }
