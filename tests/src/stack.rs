@@ -112,8 +112,12 @@ impl TestStack {
     }
 
     pub fn log_store(&self) -> DynamoLogStore {
+        self.log_store_with(self.dynamo.clone())
+    }
+
+    fn log_store_with(&self, dynamo: aws_sdk_dynamodb::Client) -> DynamoLogStore {
         let store = DynamoLogStore::new(
-            self.dynamo.clone(),
+            dynamo,
             &self.resources.entry_table,
             &self.resources.segment_table,
         );
@@ -134,6 +138,16 @@ impl TestStack {
     /// An event log with the given configuration.
     pub fn log_with(&self, cfg: LogConfig) -> anyhow::Result<AwsLog> {
         Ok(EventLog::new(self.log_store(), self.bucket(), cfg)?)
+    }
+
+    /// An event log with the production defaults that calls AWS with `sdk` (a function's role
+    /// from [`Self::roles`]).
+    pub fn log_as(&self, sdk: &SdkConfig) -> anyhow::Result<AwsLog> {
+        Ok(EventLog::new(
+            self.log_store_with(aws_sdk_dynamodb::Client::new(sdk)),
+            S3Bucket::new(sheetlog_core::aws::s3_client(sdk), &self.resources.bucket),
+            LogConfig::default(),
+        )?)
     }
 
     /// An event log with the production defaults.

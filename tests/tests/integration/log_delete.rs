@@ -392,11 +392,25 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
         )
         .await?;
 
+    // A snapshot still pending when the delete comes (a worker mid-build): its item goes too.
+    {
+        use sheetlog_core::ports::PendingSnapshots;
+        let pending = sheetlog_core::aws::DynamoPendingStore::new(
+            stack.dynamo.clone(),
+            stack.resources.require_pending_table()?,
+        );
+        let key = sheetlog_core::domain::PendingKey::new(doomed_id, 0, 1_000_000);
+        pending
+            .create(key, sheetlog_core::domain::now_secs())
+            .await?;
+    }
+
     let before = holdings(stack, &doomed, &doomed_keys).await?;
     // Everything the sheet owns is there to be deleted: range, group and index mark items too.
     assert!(before.entries >= 10, "{before:?}");
     assert!(before.segments >= 1 && before.clients >= 3, "{before:?}");
     assert!(before.payloads >= 2 && before.snapshots >= 1, "{before:?}");
+    assert!(before.pending >= 1, "{before:?}");
     assert_eq!(before.dedupe, 2 * doomed_keys.len(), "{before:?}");
     let kept_before = holdings(stack, &kept, &kept_keys).await?;
     assert_eq!(kept_before.dedupe, 2 * kept_keys.len(), "{kept_before:?}");

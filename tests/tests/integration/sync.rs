@@ -134,7 +134,8 @@ async fn deferred_runs_are_indexed_by_window_on_the_emulator() -> anyhow::Result
     use sheetlog_core::ports::ClientRuns;
 
     let stack = TestStack::new("sync-deferred").await?;
-    let log = stack.log()?;
+    // The sync writer's work, with its role (IAM-checked when ./scripts/test records calls).
+    let log = stack.log_as(&stack.roles(&[], None, None).await?.sync_writer)?;
     let id = log.create().await?.log;
     let mut known = KnownClients::default();
     let clients = ["c1", "c2", "c3"];
