@@ -34,10 +34,23 @@ use serde_json::json;
 pub const LOCAL_ACCOUNT: &str = "123456789012";
 /// How far a request's `x-amz-date` may be from now (AWS: 15 minutes, "Signature expired").
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
-/// Demo users besides the machine's own credentials: (name, access key id, secret).
-pub const DEMO_USERS: [(&str, &str, &str); 2] = [
+/// Demo users besides the machine's own credentials: (name, access key id, secret). A name
+/// `role/session` is a session of an assumed role, as code on EC2, ECS or Lambda calls: its ARN
+/// is the session's (`arn:aws:sts::…:assumed-role/role/session`), and the two `editor` sessions
+/// stand for one role whose session name changed (a credential refresh).
+pub const DEMO_USERS: [(&str, &str, &str); 4] = [
     ("alice", "AKIALOCALALICE000001", "alice-local-secret"),
     ("bob", "AKIALOCALBOB00000001", "bob-local-secret"),
+    (
+        "editor/session-1",
+        "ASIALOCALEDITOR00001",
+        "editor-1-local-secret",
+    ),
+    (
+        "editor/session-2",
+        "ASIALOCALEDITOR00002",
+        "editor-2-local-secret",
+    ),
 ];
 
 /// One local IAM user.
@@ -49,11 +62,18 @@ pub struct IamUser {
 }
 
 impl IamUser {
+    /// An IAM user `name`, or a session of an assumed role when `name` is `role/session`.
     pub fn new(name: &str, access_key: &str, secret: &str) -> Self {
+        let arn = match name.split_once('/') {
+            Some((role, session)) => {
+                format!("arn:aws:sts::{LOCAL_ACCOUNT}:assumed-role/{role}/{session}")
+            }
+            None => format!("arn:aws:iam::{LOCAL_ACCOUNT}:user/{name}"),
+        };
         Self {
             access_key: access_key.to_owned(),
             secret: secret.to_owned(),
-            arn: format!("arn:aws:iam::{LOCAL_ACCOUNT}:user/{name}"),
+            arn,
         }
     }
 }
@@ -437,6 +457,18 @@ mod tests {
         assert_eq!(
             refused(auth.verify(&Method::POST, &uri, &headers, body, later)),
             Some(Refusal::Expired)
+        );
+    }
+
+    #[test]
+    fn a_role_session_is_an_sts_arn_and_a_user_an_iam_one() {
+        assert_eq!(
+            IamUser::new("editor/session-1", "K", "S").arn,
+            "arn:aws:sts::123456789012:assumed-role/editor/session-1"
+        );
+        assert_eq!(
+            IamUser::new("bob", "K", "S").arn,
+            "arn:aws:iam::123456789012:user/bob"
         );
     }
 

@@ -165,5 +165,37 @@ async fn only_signed_requests_of_known_users_pass_and_each_is_its_own_caller() -
     let (status, v) = signed(base, user("bob"), "POST", &path, Some(push("cb", 1))).await?;
     assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
     assert_eq!(v["error"]["code"], "client-group-forbidden", "{v}");
+
+    // Two sessions of one assumed role (the session name changes at every credential refresh
+    // on EC2, ECS or Lambda) are one caller: the group the first session used stays the role's.
+    let group = |client: &str, id: u64| {
+        let mut p = push(client, id);
+        p["clientGroupID"] = json!("g-editor");
+        p
+    };
+    let (status, v) = signed(
+        base,
+        user("editor/session-1"),
+        "POST",
+        &path,
+        Some(group("e1", 1)),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (status, v) = signed(
+        base,
+        user("editor/session-2"),
+        "POST",
+        &path,
+        Some(group("e1", 2)),
+    )
+    .await?;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a new session of the same role: {v}"
+    );
+    let (status, v) = signed(base, alice, "POST", &path, Some(group("e9", 1))).await?;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
     Ok(())
 }
