@@ -5,7 +5,8 @@
 //! Layout:
 //! - `routes.rs`  — the handlers (validation first, then one linchpin write)
 //! - `uploads.rs` — large entries: presigned upload URLs and the commit that appends them
-//! - `trigger.rs` — append plus the snapshot / new-segment trigger that runs after it
+//! - `append.rs` — an append through the API (idempotency key, replay), then the snapshot /
+//!   new-segment trigger that runs after it
 //! - `sync.rs`    — Replicache push/pull and the client queries (`docs/sync.md`)
 //! - `sync_clients.rs` — a client's last mutation, where a mutation landed, replaying a range
 //! - `pull_gather.rs` — pulls of one sheet that arrive together share one read
@@ -24,6 +25,7 @@
 //! - `invitations.rs` — shares by email: invitations, claimed by listing sheets or opening one
 
 pub mod access;
+pub mod append;
 pub mod cells;
 pub mod config;
 pub mod dto;
@@ -39,7 +41,6 @@ pub mod sheets;
 pub mod state;
 pub mod sync;
 pub mod sync_clients;
-pub mod trigger;
 pub mod uploads;
 pub mod web;
 

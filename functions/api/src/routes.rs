@@ -16,14 +16,14 @@ use sheetlog_core::sheet::Event;
 use sheetlog_core::sheet::entry::EntryBody;
 use tracing::{info, warn};
 
+use crate::append::AppendResult;
 use crate::dto::*;
 use crate::entry_json::{batch_json, event_body, mutations_json};
 use crate::error::ApiError;
 pub use crate::request::{ApiResult, parse_log_id};
 use crate::request::{body_bytes, parse_body, parse_json, reject_unknown_params};
 use crate::state::SharedState;
-use crate::trigger::AppendResult;
-use crate::{cells, trigger};
+use crate::{append, cells};
 
 const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
@@ -409,7 +409,7 @@ pub async fn append_entry(
         });
     }
     let entry = NewEntry::new(EntryType(code), version, encoded);
-    let out = trigger::append_and_trigger(
+    let out = append::append_and_trigger(
         &state,
         log,
         &log_id,

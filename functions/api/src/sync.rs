@@ -379,7 +379,7 @@ pub(crate) async fn apply_client(
                 appended,
                 rejected,
             } => {
-                crate::trigger::after_append(state, log, &appended).await;
+                crate::append::after_append(state, log, &appended).await;
                 let last = range.last;
                 ranges.push(range);
                 reasons.extend(rejected);

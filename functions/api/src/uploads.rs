@@ -19,12 +19,12 @@ use sheetlog_core::sheet::{Event, import};
 use tracing::info;
 use uuid::Uuid;
 
+use crate::append;
 use crate::dto::*;
 use crate::error::ApiError;
 use crate::request::{ApiResult, body_bytes, parse_body, parse_json, parse_log_id};
 use crate::routes::{created, idempotency_key};
 use crate::state::SharedState;
-use crate::trigger;
 
 const XLSX_MEDIA_TYPE: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 /// Object metadata recording what an upload is for (sent by the client as signed headers).
@@ -207,7 +207,7 @@ pub async fn commit_upload(
         .map_err(|e| ApiError::from_log(&log_id, e))?
     {
         return Ok(created(
-            trigger::replay(&state, log, &log_id, done.seq()).await?,
+            append::replay(&state, log, &log_id, done.seq()).await?,
         ));
     }
     let upload = upload_key(log, &upload_id);
@@ -293,7 +293,7 @@ pub async fn commit_upload(
     // Two commits racing to here still append once: the upload id's key and the entry are
     // written in one transaction, and the key stands for the upload, not for the copy.
     let once = IdempotencyKey::upload(&upload_id);
-    let out = trigger::append_and_trigger(
+    let out = append::append_and_trigger(
         &state,
         log,
         &log_id,
