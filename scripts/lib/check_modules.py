@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the Rust sources' module structure (issue 28; `docs/design.md`, "Layers"):
+"""Checks the Rust sources' module structure (issue 28; `docs/design.md`, "Tiers"):
 
 - no import circle between source files: file A uses something defined in file B (a `use` of
   `crate::`, `super::`, `self::` or a child module, or such a path inline) and B, directly or
