@@ -554,11 +554,8 @@ pub async fn template_gateway() -> anyhow::Result<sheetlog::local_gateway::Gatew
     sheetlog::local_gateway::GatewaySettings::from_description(template_description().await?)
 }
 
-/// The synthesized template's description (`cdk/bin/local-resources.ts`, run once per test
-/// process: it takes about 15 s).
+/// The synthesized template's description with the default settings
+/// ([`crate::stack::described`]: once per test process).
 pub async fn template_description() -> anyhow::Result<&'static [u8]> {
-    static DESCRIPTION: tokio::sync::OnceCell<Vec<u8>> = tokio::sync::OnceCell::const_new();
-    Ok(DESCRIPTION
-        .get_or_try_init(|| sheetlog::dev::describe_template(&[]))
-        .await?)
+    crate::stack::described(&[]).await
 }

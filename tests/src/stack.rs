@@ -11,6 +11,26 @@ use sheetlog_pipeline::{Counterparts, QueueUrls, Roles};
 
 use crate::emulator::{Emulator, unique_prefix};
 
+/// The synthesized template's description under `context` (`KEY=VALUE`, as `-c` takes them):
+/// `cdk/bin/local-resources.ts`, run once per context and test process (about 15 s each).
+pub async fn described(context: &[&str]) -> anyhow::Result<&'static [u8]> {
+    static DESCRIPTIONS: tokio::sync::Mutex<BTreeMap<Vec<String>, &'static [u8]>> =
+        tokio::sync::Mutex::const_new(BTreeMap::new());
+    let context: Vec<String> = context.iter().map(|c| (*c).to_owned()).collect();
+    let mut cache = DESCRIPTIONS.lock().await;
+    if let Some(d) = cache.get(&context) {
+        return Ok(d);
+    }
+    // Kept for the process: one per context, and a test process uses a few.
+    let d: &'static [u8] = Box::leak(
+        sheetlog::dev::describe_template(&context)
+            .await?
+            .into_boxed_slice(),
+    );
+    cache.insert(context, d);
+    Ok(d)
+}
+
 /// Each function's SDK configuration: with `SHEETLOG_IAM_RECORD` set, its own role key (see
 /// [`sheetlog_pipeline::roles`]), and a line in the record pairing the template, described with
 /// `context`, with the local resources by `pair`; otherwise `sdk` for every function.
@@ -19,28 +39,13 @@ pub async fn recorded_roles(
     context: &[&str],
     pair: impl FnOnce(&[u8]) -> anyhow::Result<Counterparts>,
 ) -> anyhow::Result<Roles> {
-    let recording =
-        std::env::var_os(sheetlog_pipeline::roles::IAM_RECORD_VAR).is_some_and(|p| !p.is_empty());
-    if !recording {
+    if sheetlog_pipeline::roles::recording().is_none() {
         return Ok(Roles::shared(sdk));
     }
-    // One description per context and test process (each takes about 15 s).
-    static DESCRIPTIONS: tokio::sync::Mutex<BTreeMap<Vec<String>, Vec<u8>>> =
-        tokio::sync::Mutex::const_new(BTreeMap::new());
-    let context: Vec<String> = context.iter().map(|c| (*c).to_owned()).collect();
-    let description = {
-        let mut cache = DESCRIPTIONS.lock().await;
-        match cache.get(&context) {
-            Some(d) => d.clone(),
-            None => {
-                let d = sheetlog::dev::describe_template(&context).await?;
-                cache.insert(context.clone(), d.clone());
-                d
-            }
-        }
-    };
+    let description = described(context).await?;
     let name = unique_prefix("roles");
-    sheetlog_pipeline::roles::record_stack(&name, &context, &pair(&description)?)?;
+    let context: Vec<String> = context.iter().map(|c| (*c).to_owned()).collect();
+    sheetlog_pipeline::roles::record_stack(&name, &context, &pair(description)?)?;
     Ok(Roles::per_function(sdk, &name))
 }
 

@@ -459,9 +459,9 @@ pub fn function_timeouts(
             .map(|f| Duration::from_secs(f.timeout_secs))
     };
     Ok(sheetlog_pipeline::FunctionTimeouts {
-        stream_router: of("sheetlog-stream-router"),
-        snapshot_worker: of("sheetlog-snapshot-worker"),
-        sync_writer: of("sheetlog-sync-writer"),
+        stream_router: of(sheetlog_pipeline::roles::STREAM_ROUTER),
+        snapshot_worker: of(sheetlog_pipeline::roles::SNAPSHOT_WORKER),
+        sync_writer: of(sheetlog_pipeline::roles::SYNC_WRITER),
     })
 }
 

@@ -154,6 +154,15 @@ impl GatewaySettings {
     }
 }
 
+/// A request's whole body, as the gateway buffers it before an authorizer or the function sees
+/// it; past 16 times Lambda's limit it stops reading and answers `413` (nothing that large can
+/// reach the function anyway).
+pub async fn buffer_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response> {
+    axum::body::to_bytes(body, 16 * LAMBDA_REQUEST_LIMIT)
+        .await
+        .map_err(|_| gateway_error(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"))
+}
+
 /// API Gateway's own error answer: `{"message": …}` with a status.
 fn gateway_error(status: StatusCode, message: &str) -> Response {
     let mut resp = (
@@ -236,8 +245,9 @@ async fn invocation_layer(
 ) -> Response {
     let (parts, body) = req.into_parts();
     // The gateway buffers the whole body before it invokes the function; so does this.
-    let Ok(bytes) = axum::body::to_bytes(body, 16 * LAMBDA_REQUEST_LIMIT).await else {
-        return gateway_error(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large");
+    let bytes = match buffer_body(body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
     let size = lambda_event_len(&parts, &bytes);
     if size > LAMBDA_REQUEST_LIMIT {

@@ -29,9 +29,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, Request, StatusCode, header};
 use serde_json::json;
+use sheetlog_pipeline::authorizer::SigV4Header;
+pub use sheetlog_pipeline::roles::LOCAL_ACCOUNT;
 
-/// The emulator's account: the local users' ARNs are in it.
-pub const LOCAL_ACCOUNT: &str = "123456789012";
 /// How far a request's `x-amz-date` may be from now (AWS: 15 minutes, "Signature expired").
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
 /// Demo users besides the machine's own credentials: (name, access key id, secret). A name
@@ -105,50 +105,12 @@ pub struct IamAuthorizer {
     region: String,
 }
 
-/// The parts of an `Authorization: AWS4-HMAC-SHA256 …` header.
-struct Parsed<'a> {
-    key: &'a str,
-    date: &'a str,
-    region: &'a str,
-    service: &'a str,
-    signed_headers: Vec<&'a str>,
-    signature: &'a str,
-}
-
-fn parse(authorization: &str) -> Result<Parsed<'_>, Refusal> {
-    let rest = authorization
-        .strip_prefix("AWS4-HMAC-SHA256 ")
-        .ok_or(Refusal::Unsigned)?;
-    let mut credential = None;
-    let mut signed = None;
-    let mut signature = None;
-    for part in rest.split(',').map(str::trim) {
-        if let Some(v) = part.strip_prefix("Credential=") {
-            credential = Some(v);
-        } else if let Some(v) = part.strip_prefix("SignedHeaders=") {
-            signed = Some(v);
-        } else if let Some(v) = part.strip_prefix("Signature=") {
-            signature = Some(v);
-        }
+/// The signature's parts, or API Gateway's refusal of a header that is not one.
+fn parse(authorization: &str) -> Result<SigV4Header<'_>, Refusal> {
+    if !authorization.starts_with(SigV4Header::SCHEME) {
+        return Err(Refusal::Unsigned);
     }
-    let credential = credential.ok_or(Refusal::Malformed("no Credential"))?;
-    let scope: Vec<&str> = credential.split('/').collect();
-    let [key, date, region, service, "aws4_request"] = scope[..] else {
-        return Err(Refusal::Malformed(
-            "Credential is not key/date/region/service/aws4_request",
-        ));
-    };
-    Ok(Parsed {
-        key,
-        date,
-        region,
-        service,
-        signed_headers: signed
-            .ok_or(Refusal::Malformed("no SignedHeaders"))?
-            .split(';')
-            .collect(),
-        signature: signature.ok_or(Refusal::Malformed("no Signature"))?,
-    })
+    SigV4Header::parse(authorization).map_err(Refusal::Malformed)
 }
 
 /// `x-amz-date` (`20261127T230000Z`) as a time.
@@ -175,7 +137,7 @@ fn amz_date(value: &str) -> Option<SystemTime> {
 }
 
 impl IamAuthorizer {
-    /// `users` plus the machine's own credentials, when set, as the user `local`.
+    /// Exactly `users`, checking signatures for `region`.
     pub fn new(region: &str, users: Vec<IamUser>) -> Self {
         Self {
             users: users
@@ -309,9 +271,10 @@ pub async fn authorize(
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
-    // The gateway in front has already refused a body over Lambda's limit.
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return StatusCode::BAD_REQUEST.into_response();
+    // The signature covers the body: read it whole, as the gateway does, within its bound.
+    let bytes = match crate::local_gateway::buffer_body(body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
     let user = match auth.verify(
         &parts.method,
@@ -458,6 +421,23 @@ mod tests {
             refused(auth.verify(&Method::POST, &uri, &headers, body, later)),
             Some(Refusal::Expired)
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_gateways_bound_is_refused_before_it_is_read_whole() {
+        use tower::ServiceExt;
+        let app = axum::Router::new().fallback(|| async { "passed" }).layer(
+            axum::middleware::from_fn_with_state(
+                Arc::new(IamAuthorizer::new(REGION, vec![alice()])),
+                authorize,
+            ),
+        );
+        let huge = vec![b'x'; 16 * crate::local_gateway::LAMBDA_REQUEST_LIMIT + 1];
+        let req = Request::post("/logs/x/entries")
+            .body(Body::from(huge))
+            .expect("request");
+        let resp = app.oneshot(req).await.expect("answer");
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     }
 
     #[test]

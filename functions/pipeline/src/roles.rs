@@ -25,12 +25,30 @@ use serde::{Deserialize, Serialize};
 use sheetlog_core::config::Resources;
 
 use crate::LocalStack;
+use crate::authorizer::SigV4Header;
 use crate::provision::{QueueUrls, SyncQueueUrls};
 
 /// What an access key id of a function's local credentials starts with.
 pub const ROLE_KEY_PREFIX: &str = "role:";
 /// The file the emulator records calls to, and [`record_stack`] writes a stack's counterparts to.
 pub const IAM_RECORD_VAR: &str = "SHEETLOG_IAM_RECORD";
+/// The emulator's account (moto's default): in the ARNs of local resources and local callers.
+pub const LOCAL_ACCOUNT: &str = "123456789012";
+
+/// The IAM record's file, when calls are being recorded (`SHEETLOG_IAM_RECORD` is set).
+pub fn recording() -> Option<std::ffi::OsString> {
+    std::env::var_os(IAM_RECORD_VAR).filter(|p| !p.is_empty())
+}
+
+/// Appends `line` (one JSON document and its newline) to the IAM record: one write, in append
+/// mode, since the emulators and the local Event API append to the same file.
+fn append_to_record(path: &std::ffi::OsStr, line: &[u8]) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line))
+}
 
 /// The functions' binaries, as the template names them (`CRATES` in `cdk/lib/sheetlog-stack.ts`).
 pub const API: &str = "sheetlog-api";
@@ -113,10 +131,6 @@ pub struct Counterparts {
     pub queues: BTreeMap<String, String>,
     /// The local user pool's id (authMode=cognito).
     pub user_pool: Option<String>,
-    /// The catalog table's local name (authMode=cognito), paired with the template's table whose
-    /// environment variable is `SHEETLOG_CATALOG_TABLE`.
-    #[serde(skip)]
-    pub catalog_table: Option<String>,
 }
 
 // The parts of the description (`npx tsx cdk/bin/local-resources.ts`) the pairing reads.
@@ -241,10 +255,7 @@ impl Counterparts {
         r: &Resources,
         catalog_table: Option<&str>,
     ) -> anyhow::Result<Self> {
-        let mut c = Counterparts {
-            catalog_table: catalog_table.map(str::to_owned),
-            ..Self::default()
-        };
+        let mut c = Counterparts::default();
         for t in &desc.tables {
             let local = match t.env.as_deref() {
                 Some("SHEETLOG_ENTRY_TABLE") => Some(r.entry_table.clone()),
@@ -252,7 +263,7 @@ impl Counterparts {
                 Some("SHEETLOG_PENDING_TABLE") => r.pending_table.clone(),
                 Some("SHEETLOG_DEDUPE_TABLE") => r.dedupe_table.clone(),
                 Some("SHEETLOG_CLIENTS_TABLE") => r.clients_table.clone(),
-                Some("SHEETLOG_CATALOG_TABLE") => c.catalog_table.clone(),
+                Some("SHEETLOG_CATALOG_TABLE") => catalog_table.map(str::to_owned),
                 _ => None,
             };
             let Some(local) = local else {
@@ -298,7 +309,7 @@ pub fn record_stack(
     context: &[String],
     counterparts: &Counterparts,
 ) -> anyhow::Result<()> {
-    let Some(path) = std::env::var_os(IAM_RECORD_VAR).filter(|p| !p.is_empty()) else {
+    let Some(path) = recording() else {
         return Ok(());
     };
     let mut line = serde_json::to_vec(&StackLine {
@@ -308,11 +319,7 @@ pub fn record_stack(
         counterparts,
     })?;
     line.push(b'\n');
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(&line))
+    append_to_record(&path, &line)
         .with_context(|| format!("appending to {IAM_RECORD_VAR}={}", path.to_string_lossy()))
 }
 
@@ -327,19 +334,10 @@ pub const LOCAL_EVENT_API_ID: &str = "local";
 pub fn record_event_publish(authorization: &str, channel: &str) {
     static SEEN: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
         std::sync::Mutex::new(None);
-    let Some(path) = std::env::var_os(IAM_RECORD_VAR).filter(|p| !p.is_empty()) else {
+    let Some(path) = recording() else {
         return;
     };
-    // Credential=<key>/<date>/<region>/<service>/aws4_request
-    let Some(scope) = authorization
-        .split("Credential=")
-        .nth(1)
-        .and_then(|s| s.split([',', ' ']).next())
-    else {
-        return;
-    };
-    let parts: Vec<&str> = scope.split('/').collect();
-    let [key, _, region, ..] = parts[..] else {
+    let Ok(SigV4Header { key, region, .. }) = SigV4Header::parse(authorization) else {
         return;
     };
     if !key.starts_with(ROLE_KEY_PREFIX) {
@@ -351,7 +349,7 @@ pub fn record_event_publish(authorization: &str, channel: &str) {
         .next()
         .unwrap_or("");
     let resource = format!(
-        "arn:aws:appsync:{region}:123456789012:apis/{LOCAL_EVENT_API_ID}/channelNamespace/{namespace}"
+        "arn:aws:appsync:{region}:{LOCAL_ACCOUNT}:apis/{LOCAL_EVENT_API_ID}/channelNamespace/{namespace}"
     );
     {
         let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -369,12 +367,7 @@ pub fn record_event_publish(authorization: &str, channel: &str) {
         "resource": resource,
         "call": "POST /event",
     });
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
-    if let Err(e) = written {
+    if let Err(e) = append_to_record(&path, format!("{line}\n").as_bytes()) {
         tracing::warn!(error = %e, "recording an Event API publish for the IAM check failed");
     }
 }
