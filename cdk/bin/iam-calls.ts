@@ -15,7 +15,7 @@
  * makes (take it off the list).
  */
 import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { allowListFiles, readAllowList } from '../lib/allow-lists';
 import {
   type CallLine,
   contextOf,
@@ -31,8 +31,6 @@ import {
 import { LOCAL_STACK_CONTEXT } from '../lib/resources';
 import { buildApp } from '../lib/sheetlog-app';
 import { ARCHIVER_CRATE, CRATES } from '../lib/sheetlog-stack';
-
-const FUNCTIONS_DIR = path.resolve(__dirname, '..', '..', 'functions');
 
 function usage(): never {
   process.stderr.write('usage: iam-calls RECORD.jsonl [--require BINARY ...]\n');
@@ -56,21 +54,21 @@ function templateFor(context: Record<string, string>): Json {
   return template;
 }
 
-/** The allow-list files of a function: its own, and the cognito one for a cognito stack. */
-function allowListFiles(binary: string, context: Record<string, string>): string[] {
-  const crate = [...Object.values(CRATES), ARCHIVER_CRATE].find((c) => c.binaryName === binary);
-  if (!crate) return [];
-  const files = ['iam-allow-list.json'];
-  if (context.authMode === 'cognito') files.push('iam-allow-list.cognito.json');
-  return files.map((name) => path.join(FUNCTIONS_DIR, crate.dir, name)).filter((f) => fs.existsSync(f));
+function crateOf(binary: string) {
+  return [...Object.values(CRATES), ARCHIVER_CRATE].find((c) => c.binaryName === binary);
+}
+
+/** The allow-lists of `binary` in a stack described with `context`. */
+function allowLists(binary: string, context: Record<string, string>) {
+  const crate = crateOf(binary);
+  return crate ? allowListFiles(crate, context.authMode === 'cognito').map(readAllowList) : [];
 }
 
 /** The allow-lists' `_untested` entries (`<action> on <resource>` → why no test makes it). */
 function untested(binary: string, context: Record<string, string>): Map<string, string> {
   const out = new Map<string, string>();
-  for (const file of allowListFiles(binary, context)) {
-    const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as { _untested?: Record<string, string> };
-    for (const [k, why] of Object.entries(parsed._untested ?? {})) out.set(k, why);
+  for (const list of allowLists(binary, context)) {
+    for (const [k, why] of Object.entries(list.untested)) out.set(k, String(why));
   }
   return out;
 }
@@ -78,11 +76,9 @@ function untested(binary: string, context: Record<string, string>): Map<string, 
 /** The allow-list's reason for each `key\naction` (the cognito file too for a cognito stack). */
 function reasons(binary: string, context: Record<string, string>): Map<string, string> {
   const out = new Map<string, string>();
-  for (const file of allowListFiles(binary, context)) {
-    const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, Record<string, string> | string>;
-    for (const [resource, actions] of Object.entries(parsed)) {
-      if (resource.startsWith('_') || typeof actions !== 'object') continue;
-      for (const [action, why] of Object.entries(actions)) out.set(`${resource}\n${action}`, why);
+  for (const list of allowLists(binary, context)) {
+    for (const [resource, actions] of Object.entries(list.grants)) {
+      for (const [action, why] of Object.entries(actions)) out.set(`${resource}\n${action}`, String(why));
     }
   }
   return out;

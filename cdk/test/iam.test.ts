@@ -9,21 +9,18 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
+import { allowListFiles, FUNCTIONS_DIR, readAllowList } from '../lib/allow-lists';
 import type { FunctionCrate } from '../lib/constructs/sheetlog-function';
 import { ARCHIVER_CRATE, CRATES } from '../lib/sheetlog-stack';
 import { functionByBinary, grantsByResource, type Json, synth } from './support';
-
-const FUNCTIONS_DIR = path.resolve(__dirname, '..', '..', 'functions');
 
 function allowList(crate: FunctionCrate): Record<string, string[]> {
   return allowListFile(path.join(FUNCTIONS_DIR, crate.dir, 'iam-allow-list.json'));
 }
 
 function allowListFile(file: string): Record<string, string[]> {
-  const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, Record<string, string> | string>;
   const out: Record<string, string[]> = {};
-  for (const [resource, actions] of Object.entries(parsed)) {
-    if (resource.startsWith('_')) continue;
+  for (const [resource, actions] of Object.entries(readAllowList(file).grants)) {
     assert.equal(typeof actions, 'object', `${file}: ${resource}`);
     for (const [action, why] of Object.entries(actions)) {
       assert.ok(typeof why === 'string' && why.length > 0, `${file}: ${resource} ${action} says why`);
@@ -101,12 +98,9 @@ describe('execution roles hold exactly the actions in the allow-list next to the
 
   test("an allow-list's _untested names grants it holds, each with a reason", () => {
     for (const crate of [...Object.values(CRATES), ARCHIVER_CRATE]) {
-      for (const name of ['iam-allow-list.json', 'iam-allow-list.cognito.json']) {
-        const file = path.join(FUNCTIONS_DIR, crate.dir, name);
-        if (!fs.existsSync(file)) continue;
-        const parsed = JSON.parse(fs.readFileSync(file, 'utf8'));
+      for (const file of allowListFiles(crate, true)) {
         const held = allowListFile(file);
-        for (const [entry, why] of Object.entries(parsed._untested ?? {})) {
+        for (const [entry, why] of Object.entries(readAllowList(file).untested)) {
           const [action, resource] = entry.split(' on ');
           assert.ok(held[resource]?.includes(action), `${file}: _untested ${entry} is not held`);
           assert.ok(typeof why === 'string' && why.length > 0, `${file}: _untested ${entry} says why`);
