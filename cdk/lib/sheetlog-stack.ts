@@ -590,9 +590,10 @@ export class SheetlogStack extends Stack {
         { prefix: PREFIXES.payloads, access: ['read'] },
       ])
       .bindQueue(ENV.snapshotQueueUrl, this.snapshotQueue, 'consume')
-      .bindSetting(ENV.pendingTimeoutSecs, config.pendingTimeoutSecs)
-      .bindSetting(ENV.snapshotInterval, config.snapshotInterval)
-      .bindSetting(ENV.segmentMaxEntries, config.segmentMaxEntries);
+      // The snapshot trigger's settings are the API's and the writer's: the worker builds what
+      // it is sent (tests/tests/integration/function_environment.rs holds each function to what
+      // it reads).
+      .bindSetting(ENV.pendingTimeoutSecs, config.pendingTimeoutSecs);
 
     this.syncWriter = new SheetlogFunction(this, 'SyncWriter', {
       ...common,

@@ -121,7 +121,7 @@ describe('configuration values', () => {
     assert.equal(api.RUST_LOG, 'debug,hyper=info');
     const worker = functionByBinary(json, CRATES.snapshotWorker.binaryName)[1].Properties.Environment.Variables;
     assert.equal(worker[ENV.pendingTimeoutSecs], '60');
-    assert.equal(worker[ENV.snapshotInterval], '50');
+    assert.equal(worker[ENV.snapshotInterval], undefined, 'the worker does not read the snapshot trigger');
     const rules = json.Resources[LOGICAL_IDS.bucket].Properties.LifecycleConfiguration.Rules;
     assert.equal(rules.find((r: { TagFilters?: unknown }) => r.TagFilters).ExpirationInDays, 7);
     const [, stage] = onlyResource(json, 'AWS::ApiGatewayV2::Stage');

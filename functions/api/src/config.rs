@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sheetlog_core::config::{ConfigError, env_parse};
+use sheetlog_core::config::{ConfigError, Env, EnvVar, LogConfig, Resources, environment};
 use sheetlog_core::poke::PokeConfig;
 
 /// How requests are authorized (`SHEETLOG_AUTH_MODE`; `docs/api.md`, "Access to logs").
@@ -153,6 +153,46 @@ impl Default for ApiConfig {
     }
 }
 
+/// Everything the API function reads at start-up, from one [`Env`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub resources: Resources,
+    pub log: LogConfig,
+    pub api: ApiConfig,
+}
+
+impl Settings {
+    /// The API function's declaration of the variables it reads (see [`sheetlog_core::config::Given`]).
+    pub fn environment() -> Vec<EnvVar> {
+        environment(&[
+            sheetlog_core::telemetry::LAMBDA_ENVIRONMENT,
+            Resources::ENVIRONMENT,
+            LogConfig::ENVIRONMENT,
+            ApiConfig::ENVIRONMENT,
+            PokeConfig::ENVIRONMENT,
+            &[
+                // The API appends (pending snapshots, idempotency keys, sync clients) and gives
+                // pages the Event API's addresses.
+                EnvVar::stack("SHEETLOG_PENDING_TABLE"),
+                EnvVar::stack("SHEETLOG_DEDUPE_TABLE"),
+                EnvVar::stack("SHEETLOG_CLIENTS_TABLE"),
+                EnvVar::stack("SHEETLOG_EVENTS_HTTP_URL"),
+                EnvVar::stack("SHEETLOG_EVENTS_REALTIME_URL"),
+                // `sheetlog dev` serves the page from its build directory (`web.rs`).
+                EnvVar::local("SHEETLOG_WEB_DIR"),
+            ],
+        ])
+    }
+
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            resources: Resources::from_vars(env)?,
+            log: LogConfig::from_vars(env)?,
+            api: ApiConfig::from_vars(env)?,
+        })
+    }
+}
+
 /// The environment variable that names the catalog table (Cognito authorization); the local
 /// stack maps the template's reference to it onto its own catalog table.
 pub const CATALOG_TABLE_VAR: &str = "SHEETLOG_CATALOG_TABLE";
@@ -167,56 +207,78 @@ impl ApiConfig {
     }
 
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(&Env::process())
+    }
+
+    /// What [`ApiConfig::from_vars`] reads. The Cognito variables are needed only with
+    /// `SHEETLOG_AUTH_MODE=cognito` (the loader fails without them then), the catalog only with
+    /// a mode that has users, the sync queue only with queued writes.
+    pub const ENVIRONMENT: &[EnvVar] = &[
+        EnvVar::optional("SHEETLOG_SNAPSHOT_INTERVAL"),
+        EnvVar::optional("SHEETLOG_SEGMENT_MAX_ENTRIES"),
+        EnvVar::optional("SHEETLOG_UPLOAD_URL_TTL_SECS"),
+        EnvVar::optional("SHEETLOG_MAX_UPLOAD_BYTES"),
+        EnvVar::optional("SHEETLOG_ACCESS_CLAIM"),
+        EnvVar::optional("SHEETLOG_SYNC_WRITES"),
+        EnvVar::optional("SHEETLOG_SYNC_QUEUE_URL"),
+        EnvVar::optional("SHEETLOG_AUTH_MODE"),
+        EnvVar::optional(CATALOG_TABLE_VAR),
+        EnvVar::optional("SHEETLOG_CATALOG_CACHE_SECS"),
+        EnvVar::optional("SHEETLOG_USER_POOL_ID"),
+        EnvVar::optional("SHEETLOG_USER_POOL_CLIENT_ID"),
+        EnvVar::optional("SHEETLOG_COGNITO_ENDPOINT"),
+        EnvVar::lambda("AWS_REGION"),
+        EnvVar::lambda("AWS_DEFAULT_REGION"),
+    ];
+
+    /// [`ApiConfig::from_env`] from any [`Env`].
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
         let mut c = Self::default();
-        if let Some(v) = env_parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {
             c.snapshot_interval = v;
         }
-        if let Some(v) = env_parse::<u64>("SHEETLOG_SEGMENT_MAX_ENTRIES")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_SEGMENT_MAX_ENTRIES")? {
             c.segment_max_entries = v;
         }
-        if let Some(v) = env_parse::<u64>("SHEETLOG_UPLOAD_URL_TTL_SECS")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_UPLOAD_URL_TTL_SECS")? {
             c.upload_url_ttl = Duration::from_secs(v);
         }
-        if let Some(v) = env_parse::<u64>("SHEETLOG_MAX_UPLOAD_BYTES")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_MAX_UPLOAD_BYTES")? {
             c.max_upload_bytes = v;
         }
-        if let Ok(v) = std::env::var("SHEETLOG_ACCESS_CLAIM") {
-            c.access_claim = Some(v).filter(|v| !v.trim().is_empty());
+        c.access_claim = env.text("SHEETLOG_ACCESS_CLAIM")?;
+        if let Some(v) = env.text("SHEETLOG_SYNC_WRITES")? {
+            c.sync_writes = v.parse()?;
         }
-        if let Ok(v) = std::env::var("SHEETLOG_SYNC_WRITES")
-            && !v.trim().is_empty()
-        {
-            c.sync_writes = v.trim().parse()?;
-        }
-        if let Ok(v) = std::env::var("SHEETLOG_SYNC_QUEUE_URL") {
-            c.sync_queue_url = Some(v).filter(|v| !v.trim().is_empty());
-        }
-        c.pokes = PokeConfig::from_env()?;
+        c.sync_queue_url = env.text("SHEETLOG_SYNC_QUEUE_URL")?;
+        c.pokes = PokeConfig::from_vars(env)?;
         if c.access_claim.is_some() {
             c.auth_mode = AuthMode::Jwt;
         }
-        if let Ok(v) = std::env::var("SHEETLOG_AUTH_MODE")
-            && !v.trim().is_empty()
-        {
-            c.auth_mode = v.trim().parse()?;
+        if let Some(v) = env.text("SHEETLOG_AUTH_MODE")? {
+            c.auth_mode = v.parse()?;
         }
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        c.catalog_table = var(CATALOG_TABLE_VAR);
-        if let Some(v) = env_parse::<u64>("SHEETLOG_CATALOG_CACHE_SECS")? {
+        c.catalog_table = env.text(CATALOG_TABLE_VAR)?;
+        if let Some(v) = env.parse::<u64>("SHEETLOG_CATALOG_CACHE_SECS")? {
             c.catalog_cache = Duration::from_secs(v);
         }
+        // Read in every mode, so what the function reads does not depend on the mode.
+        let pool_id = env.text("SHEETLOG_USER_POOL_ID")?;
+        let client_id = env.text("SHEETLOG_USER_POOL_CLIENT_ID")?;
+        let endpoint = env.text("SHEETLOG_COGNITO_ENDPOINT")?;
+        let region = match env.text("AWS_REGION")? {
+            Some(r) => Some(r),
+            None => env.text("AWS_DEFAULT_REGION")?,
+        };
         if c.auth_mode == AuthMode::Cognito {
-            let region = var("AWS_REGION")
-                .or_else(|| var("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|| "us-east-1".into());
-            let need = |name: &str| {
-                var(name)
-                    .ok_or_else(|| ConfigError(format!("SHEETLOG_AUTH_MODE=cognito needs {name}")))
+            let region = region.unwrap_or_else(|| "us-east-1".into());
+            let need = |name: &str, v: Option<String>| {
+                v.ok_or_else(|| ConfigError(format!("SHEETLOG_AUTH_MODE=cognito needs {name}")))
             };
             c.cognito = Some(CognitoConfig {
-                user_pool_id: need("SHEETLOG_USER_POOL_ID")?,
-                client_id: need("SHEETLOG_USER_POOL_CLIENT_ID")?,
-                endpoint: var("SHEETLOG_COGNITO_ENDPOINT")
+                user_pool_id: need("SHEETLOG_USER_POOL_ID", pool_id)?,
+                client_id: need("SHEETLOG_USER_POOL_CLIENT_ID", client_id)?,
+                endpoint: endpoint
                     .unwrap_or_else(|| sheetlog_core::users::default_endpoint(&region)),
                 region,
             });

@@ -7,8 +7,9 @@
 use std::time::{Duration, Instant};
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
+use sheetlog_archiver::Settings;
 use sheetlog_core::aws::{S3Bucket, s3_client};
-use sheetlog_core::config::env_required;
+use sheetlog_core::config::Env;
 use sheetlog_maintenance::{Retention, RunOptions};
 
 /// Left for the run in progress to finish its segment and answer.
@@ -16,15 +17,16 @@ const RESERVE: Duration = Duration::from_secs(60);
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    sheetlog_core::telemetry::init_lambda();
-    let policy = sheetlog_maintenance::archive::policy_from_env()?;
+    let env = Env::process();
+    sheetlog_core::telemetry::init_lambda(&env);
+    let settings = Settings::from_vars(&env)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let retention = Retention::new(
         aws_sdk_dynamodb::Client::new(&sdk),
-        &env_required("SHEETLOG_ENTRY_TABLE")?,
-        &env_required("SHEETLOG_SEGMENT_TABLE")?,
-        S3Bucket::new(s3_client(&sdk), env_required("SHEETLOG_BUCKET")?),
-        policy,
+        &settings.entry_table,
+        &settings.segment_table,
+        S3Bucket::new(s3_client(&sdk), settings.bucket),
+        settings.policy,
     );
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let retention = retention.clone();

@@ -1,6 +1,8 @@
 //! Typed configuration, read once at start-up. The CDK stack owns the environment variable names;
 //! every one has a default that suits production.
 
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::domain::keys::MAX_ITEM_ATTRIBUTE_BYTES;
@@ -99,17 +101,30 @@ impl LogConfig {
     /// `SHEETLOG_MAX_ENTRY_BYTES`, `SHEETLOG_DEDUPE_KEYS_PER_MONTH`), keeping defaults
     /// for anything unset.
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(&Env::process())
+    }
+
+    /// What [`LogConfig::from_vars`] reads: tuning, every one with a default.
+    pub const ENVIRONMENT: &[EnvVar] = &[
+        EnvVar::optional("SHEETLOG_INLINE_BODY_MAX_BYTES"),
+        EnvVar::optional("SHEETLOG_MAX_ENTRY_BYTES"),
+        EnvVar::optional("SHEETLOG_READ_BUDGET_BYTES"),
+        EnvVar::optional("SHEETLOG_DEDUPE_KEYS_PER_MONTH"),
+    ];
+
+    /// [`LogConfig::from_env`] from any [`Env`].
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
         let mut cfg = Self::default();
-        if let Some(v) = env_parse::<usize>("SHEETLOG_INLINE_BODY_MAX_BYTES")? {
+        if let Some(v) = env.parse::<usize>("SHEETLOG_INLINE_BODY_MAX_BYTES")? {
             cfg.inline_body_max_bytes = v;
         }
-        if let Some(v) = env_parse::<usize>("SHEETLOG_MAX_ENTRY_BYTES")? {
+        if let Some(v) = env.parse::<usize>("SHEETLOG_MAX_ENTRY_BYTES")? {
             cfg.max_body_bytes = v;
         }
-        if let Some(v) = env_parse::<usize>("SHEETLOG_READ_BUDGET_BYTES")? {
+        if let Some(v) = env.parse::<usize>("SHEETLOG_READ_BUDGET_BYTES")? {
             cfg.read_budget_bytes = v;
         }
-        if let Some(rate) = env_parse::<u64>("SHEETLOG_DEDUPE_KEYS_PER_MONTH")? {
+        if let Some(rate) = env.parse::<u64>("SHEETLOG_DEDUPE_KEYS_PER_MONTH")? {
             cfg.dedupe_prefix_bits = crate::domain::dedupe::prefix_bits_for_rate(rate);
         }
         cfg.validate()?;
@@ -117,25 +132,140 @@ impl LogConfig {
     }
 }
 
-/// Parses an optional environment variable, failing with the variable's name on bad input.
-pub fn env_parse<T: std::str::FromStr>(name: &str) -> Result<Option<T>, ConfigError>
-where
-    T::Err: std::fmt::Display,
-{
-    match std::env::var(name) {
-        Ok(raw) => raw
-            .trim()
-            .parse::<T>()
-            .map(Some)
-            .map_err(|e| ConfigError(format!("{name}={raw:?}: {e}"))),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(e) => Err(ConfigError(format!("{name}: {e}"))),
+/// How a variable in a function's environment reaches it; each function declares what it reads
+/// (its crate's `ENVIRONMENT`), and `tests/tests/integration/function_environment.rs` holds the
+/// declarations against the template and against what the function's loader asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Given {
+    /// The stack sets it, in every configuration: the function needs it.
+    Stack,
+    /// A setting with a default, or one only some configurations need (the loader says which
+    /// when it is missing). The stack may set it or leave it out.
+    Optional,
+    /// Set by Lambda's runtime (a reserved name the template cannot set).
+    Lambda,
+    /// Read only on the local stack, never set by the template.
+    Local,
+}
+
+/// One variable a function reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: &'static str,
+    pub given: Given,
+}
+
+impl EnvVar {
+    pub const fn stack(name: &'static str) -> Self {
+        Self {
+            name,
+            given: Given::Stack,
+        }
+    }
+    pub const fn optional(name: &'static str) -> Self {
+        Self {
+            name,
+            given: Given::Optional,
+        }
+    }
+    pub const fn lambda(name: &'static str) -> Self {
+        Self {
+            name,
+            given: Given::Lambda,
+        }
+    }
+    pub const fn local(name: &'static str) -> Self {
+        Self {
+            name,
+            given: Given::Local,
+        }
     }
 }
 
-/// Reads a required environment variable.
-pub fn env_required(name: &str) -> Result<String, ConfigError> {
-    std::env::var(name).map_err(|_| ConfigError(format!("{name} is not set")))
+/// A function's declaration from parts: each part's variables in turn, a later part's entry
+/// replacing an earlier one of the same name (a function that needs what a shared loader takes as
+/// optional says so in a later part).
+pub fn environment(parts: &[&[EnvVar]]) -> Vec<EnvVar> {
+    let mut out: Vec<EnvVar> = Vec::new();
+    for var in parts.iter().flat_map(|p| p.iter()) {
+        match out.iter_mut().find(|v| v.name == var.name) {
+            Some(v) => *v = *var,
+            None => out.push(*var),
+        }
+    }
+    out
+}
+
+/// Where settings are read from: the process's environment (a function's start-up), or a given
+/// set of variables (a test loading a function's settings from the template's environment).
+/// Remembers every name it was asked for, present or not.
+#[derive(Debug)]
+pub struct Env {
+    vars: Option<BTreeMap<String, String>>,
+    asked: RefCell<BTreeSet<String>>,
+}
+
+impl Env {
+    pub fn process() -> Self {
+        Self {
+            vars: None,
+            asked: RefCell::default(),
+        }
+    }
+
+    pub fn from_map(vars: BTreeMap<String, String>) -> Self {
+        Self {
+            vars: Some(vars),
+            asked: RefCell::default(),
+        }
+    }
+
+    /// The raw value; a value that is not Unicode is an error naming the variable.
+    pub fn lookup(&self, name: &str) -> Result<Option<String>, ConfigError> {
+        self.asked.borrow_mut().insert(name.to_owned());
+        match &self.vars {
+            Some(vars) => Ok(vars.get(name).cloned()),
+            None => match std::env::var(name) {
+                Ok(v) => Ok(Some(v)),
+                Err(std::env::VarError::NotPresent) => Ok(None),
+                Err(e) => Err(ConfigError(format!("{name}: {e}"))),
+            },
+        }
+    }
+
+    /// The value trimmed; unset and blank are both `None`.
+    pub fn text(&self, name: &str) -> Result<Option<String>, ConfigError> {
+        Ok(self
+            .lookup(name)?
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty()))
+    }
+
+    /// An optional value parsed, failing with the variable's name on bad input.
+    pub fn parse<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.lookup(name)? {
+            Some(raw) => raw
+                .trim()
+                .parse::<T>()
+                .map(Some)
+                .map_err(|e| ConfigError(format!("{name}={raw:?}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    /// A value the function cannot start without.
+    pub fn required(&self, name: &str) -> Result<String, ConfigError> {
+        self.text(name)?
+            .ok_or_else(|| ConfigError(format!("{name} is not set")))
+    }
+
+    /// Every name asked for so far.
+    pub fn asked(&self) -> BTreeSet<String> {
+        self.asked.borrow().clone()
+    }
 }
 
 /// Names of the tables and bucket, as the CDK stack passes them.
@@ -154,19 +284,29 @@ pub struct Resources {
 
 impl Resources {
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(&Env::process())
+    }
+
+    /// What [`Resources::from_vars`] reads. The three tables only some functions use are
+    /// optional here; a function that needs one declares it [`Given::Stack`].
+    pub const ENVIRONMENT: &[EnvVar] = &[
+        EnvVar::stack("SHEETLOG_ENTRY_TABLE"),
+        EnvVar::stack("SHEETLOG_SEGMENT_TABLE"),
+        EnvVar::optional("SHEETLOG_PENDING_TABLE"),
+        EnvVar::optional("SHEETLOG_DEDUPE_TABLE"),
+        EnvVar::optional("SHEETLOG_CLIENTS_TABLE"),
+        EnvVar::stack("SHEETLOG_BUCKET"),
+    ];
+
+    /// [`Resources::from_env`] from any [`Env`].
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            entry_table: env_required("SHEETLOG_ENTRY_TABLE")?,
-            segment_table: env_required("SHEETLOG_SEGMENT_TABLE")?,
-            pending_table: std::env::var("SHEETLOG_PENDING_TABLE")
-                .ok()
-                .filter(|s| !s.is_empty()),
-            dedupe_table: std::env::var("SHEETLOG_DEDUPE_TABLE")
-                .ok()
-                .filter(|s| !s.is_empty()),
-            clients_table: std::env::var("SHEETLOG_CLIENTS_TABLE")
-                .ok()
-                .filter(|s| !s.is_empty()),
-            bucket: env_required("SHEETLOG_BUCKET")?,
+            entry_table: env.required("SHEETLOG_ENTRY_TABLE")?,
+            segment_table: env.required("SHEETLOG_SEGMENT_TABLE")?,
+            pending_table: env.text("SHEETLOG_PENDING_TABLE")?,
+            dedupe_table: env.text("SHEETLOG_DEDUPE_TABLE")?,
+            clients_table: env.text("SHEETLOG_CLIENTS_TABLE")?,
+            bucket: env.required("SHEETLOG_BUCKET")?,
         })
     }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::config::{ConfigError, env_parse};
+use crate::config::{ConfigError, Env, EnvVar};
 use crate::domain::LogId;
 use crate::sigv4::Signer;
 
@@ -88,23 +88,34 @@ impl PokeConfig {
 
     /// `None` when `SHEETLOG_EVENTS_HTTP_URL` is unset or empty: no pokes (pages poll).
     pub fn from_env() -> Result<Option<Self>, ConfigError> {
-        let Some(url) = std::env::var("SHEETLOG_EVENTS_HTTP_URL")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-        else {
+        Self::from_vars(&Env::process())
+    }
+
+    /// What [`PokeConfig::from_vars`] reads. The stack always has an Event API; a function that
+    /// publishes declares its URL [`crate::config::Given::Stack`].
+    pub const ENVIRONMENT: &[EnvVar] = &[
+        EnvVar::optional("SHEETLOG_EVENTS_HTTP_URL"),
+        EnvVar::optional("SHEETLOG_EVENTS_REALTIME_URL"),
+        EnvVar::optional("SHEETLOG_EVENTS_NAMESPACE"),
+        EnvVar::optional("SHEETLOG_POKE_COALESCE_MS"),
+    ];
+
+    /// [`PokeConfig::from_env`] from any [`Env`]. Reads every variable it knows even when there
+    /// is no URL, so a function's declaration does not depend on the stack having pokes.
+    pub fn from_vars(env: &Env) -> Result<Option<Self>, ConfigError> {
+        let url = env.text("SHEETLOG_EVENTS_HTTP_URL")?;
+        let realtime_url = env.text("SHEETLOG_EVENTS_REALTIME_URL")?;
+        let namespace = env.text("SHEETLOG_EVENTS_NAMESPACE")?;
+        let window = env.parse::<u64>("SHEETLOG_POKE_COALESCE_MS")?;
+        let Some(url) = url else {
             return Ok(None);
         };
-        let mut c = Self::new(url.trim());
-        c.realtime_url = std::env::var("SHEETLOG_EVENTS_REALTIME_URL")
-            .ok()
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty());
-        if let Ok(ns) = std::env::var("SHEETLOG_EVENTS_NAMESPACE")
-            && !ns.trim().is_empty()
-        {
-            c.namespace = ns.trim().to_owned();
+        let mut c = Self::new(url);
+        c.realtime_url = realtime_url;
+        if let Some(ns) = namespace {
+            c.namespace = ns;
         }
-        if let Some(ms) = env_parse::<u64>("SHEETLOG_POKE_COALESCE_MS")? {
+        if let Some(ms) = window {
             c.window = Duration::from_millis(ms);
         }
         c.validate()?;

@@ -1,11 +1,16 @@
 //! Tracing set-up, in one place for every binary.
 
+use crate::config::{Env, EnvVar};
+
+/// What a Lambda function's logging reads.
+pub const LAMBDA_ENVIRONMENT: &[EnvVar] = &[EnvVar::optional("RUST_LOG")];
+
 /// For a Lambda function: one JSON object per line (CloudWatch Logs Insights reads the fields),
 /// no timestamp (CloudWatch stamps every line), filtered by `RUST_LOG` (default: info).
-pub fn init_lambda() {
+pub fn init_lambda(env: &Env) {
     tracing_subscriber::fmt()
         .json()
-        .with_env_filter(filter("info"))
+        .with_env_filter(lambda_filter(env))
         .with_current_span(false)
         .without_time()
         .init();
@@ -19,6 +24,15 @@ pub fn init_cli(default_filter: &str) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+/// The filter [`init_lambda`] logs with: `RUST_LOG`, or `info` when it is unset or invalid.
+pub fn lambda_filter(env: &Env) -> tracing_subscriber::EnvFilter {
+    env.text("RUST_LOG")
+        .ok()
+        .flatten()
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| "info".into())
 }
 
 fn filter(default: &str) -> tracing_subscriber::EnvFilter {

@@ -23,6 +23,7 @@ use std::time::Instant;
 use crate::logs::{LogIds, segment_entries};
 use serde::Serialize;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
+use sheetlog_core::config::{ConfigError, Env, EnvVar};
 use sheetlog_core::domain::{EntryRecord, LogId, RequestUnits, SegmentRecord};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::archive::{self, ArchiveError};
@@ -76,28 +77,21 @@ impl Policy {
     }
 }
 
+/// What [`policy_from_vars`] reads.
+pub const POLICY_ENVIRONMENT: &[EnvVar] = &[
+    EnvVar::stack("SHEETLOG_RETENTION_MODE"),
+    EnvVar::optional("SHEETLOG_RETENTION_KEEP_SEGMENTS"),
+    EnvVar::optional("SHEETLOG_RETENTION_AFTER_DAYS"),
+];
+
 /// The policy from the environment the stack sets: `SHEETLOG_RETENTION_MODE` (`archive` or
 /// `delete`), `SHEETLOG_RETENTION_KEEP_SEGMENTS` (default 3) and `SHEETLOG_RETENTION_AFTER_DAYS`
 /// (optional).
-pub fn policy_from_env() -> Result<Policy, sheetlog_core::config::ConfigError> {
-    policy_from(|name| std::env::var(name).ok())
-}
-
-/// [`policy_from_env`] over any source of variables.
-pub fn policy_from(
-    get: impl Fn(&str) -> Option<String>,
-) -> Result<Policy, sheetlog_core::config::ConfigError> {
-    use sheetlog_core::config::ConfigError;
-    let number = |name: &str| -> Result<Option<u64>, ConfigError> {
-        get(name)
-            .map(|v| {
-                v.trim()
-                    .parse::<u64>()
-                    .map_err(|e| ConfigError(format!("{name}={v:?}: {e}")))
-            })
-            .transpose()
-    };
-    let mode = match get("SHEETLOG_RETENTION_MODE").as_deref() {
+pub fn policy_from_vars(env: &Env) -> Result<Policy, ConfigError> {
+    let mode = env.text("SHEETLOG_RETENTION_MODE")?;
+    let keep_segments = env.parse::<u64>("SHEETLOG_RETENTION_KEEP_SEGMENTS")?;
+    let after_days = env.parse::<u64>("SHEETLOG_RETENTION_AFTER_DAYS")?;
+    let mode = match mode.as_deref() {
         Some("archive") => Mode::Archive,
         Some("delete") => Mode::Delete,
         other => {
@@ -108,8 +102,8 @@ pub fn policy_from(
     };
     let policy = Policy {
         mode,
-        keep_segments: number("SHEETLOG_RETENTION_KEEP_SEGMENTS")?.unwrap_or(3),
-        after_days: number("SHEETLOG_RETENTION_AFTER_DAYS")?,
+        keep_segments: keep_segments.unwrap_or(3),
+        after_days,
     };
     policy.validate().map_err(ConfigError)?;
     Ok(policy)
@@ -390,15 +384,15 @@ mod tests {
 
     #[test]
     fn the_policy_is_read_from_the_variables_the_stack_sets() {
-        let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
+        let vars = |pairs: &[(&str, &str)]| {
+            Env::from_map(
                 pairs
                     .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| (*v).to_owned())
-            }
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            )
         };
-        let p = policy_from(vars(&[
+        let p = policy_from_vars(&vars(&[
             ("SHEETLOG_RETENTION_MODE", "delete"),
             ("SHEETLOG_RETENTION_AFTER_DAYS", "90"),
         ]))
@@ -411,10 +405,10 @@ mod tests {
                 after_days: Some(90)
             }
         );
-        assert!(policy_from(vars(&[("SHEETLOG_RETENTION_MODE", "keep")])).is_err());
-        assert!(policy_from(vars(&[])).is_err());
+        assert!(policy_from_vars(&vars(&[("SHEETLOG_RETENTION_MODE", "keep")])).is_err());
+        assert!(policy_from_vars(&vars(&[])).is_err());
         assert!(
-            policy_from(vars(&[
+            policy_from_vars(&vars(&[
                 ("SHEETLOG_RETENTION_MODE", "archive"),
                 ("SHEETLOG_RETENTION_KEEP_SEGMENTS", "1")
             ]))

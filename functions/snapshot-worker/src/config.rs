@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sheetlog_core::config::{ConfigError, env_parse};
+use sheetlog_core::config::{ConfigError, Env, EnvVar, LogConfig, Resources, environment};
 use sheetlog_core::snapshot::BuildConfig;
 
 #[derive(Debug, Clone)]
@@ -55,11 +55,22 @@ impl Default for WorkerConfig {
 
 impl WorkerConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(&Env::process())
+    }
+
+    /// What [`WorkerConfig::from_vars`] reads.
+    pub const ENVIRONMENT: &[EnvVar] = &[
+        EnvVar::stack("SHEETLOG_PENDING_TIMEOUT_SECS"),
+        EnvVar::optional("SHEETLOG_MAX_HANDOFFS"),
+    ];
+
+    /// [`WorkerConfig::from_env`] from any [`Env`].
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
         let mut c = Self::default();
-        if let Some(v) = env_parse::<u64>("SHEETLOG_PENDING_TIMEOUT_SECS")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_PENDING_TIMEOUT_SECS")? {
             c.pending_timeout = Duration::from_secs(v);
         }
-        if let Some(v) = env_parse::<u32>("SHEETLOG_MAX_HANDOFFS")? {
+        if let Some(v) = env.parse::<u32>("SHEETLOG_MAX_HANDOFFS")? {
             c.max_handoffs = v;
         }
         c.validate()?;
@@ -83,5 +94,42 @@ impl WorkerConfig {
     /// Whole seconds of the pending timeout, as the Pending Snapshots timestamps count.
     pub fn pending_timeout_secs(&self) -> i64 {
         i64::try_from(self.pending_timeout.as_secs().max(1)).unwrap_or(i64::MAX)
+    }
+}
+
+/// Everything the worker function reads at start-up, from one [`Env`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub resources: Resources,
+    pub log: LogConfig,
+    pub worker: WorkerConfig,
+    /// The snapshot queue, which a job is handed off (sent again) to.
+    pub queue_url: String,
+}
+
+impl Settings {
+    /// The worker's declaration of the variables it reads (`sheetlog_core::config::Given`).
+    pub fn environment() -> Vec<EnvVar> {
+        environment(&[
+            sheetlog_core::telemetry::LAMBDA_ENVIRONMENT,
+            Resources::ENVIRONMENT,
+            LogConfig::ENVIRONMENT,
+            WorkerConfig::ENVIRONMENT,
+            &[
+                EnvVar::stack("SHEETLOG_PENDING_TABLE"),
+                // Window indexing reads sync clients' ranges.
+                EnvVar::stack("SHEETLOG_CLIENTS_TABLE"),
+                EnvVar::stack("SHEETLOG_SNAPSHOT_QUEUE_URL"),
+            ],
+        ])
+    }
+
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            resources: Resources::from_vars(env)?,
+            log: LogConfig::from_vars(env)?,
+            worker: WorkerConfig::from_vars(env)?,
+            queue_url: env.required("SHEETLOG_SNAPSHOT_QUEUE_URL")?,
+        })
     }
 }

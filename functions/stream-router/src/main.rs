@@ -5,15 +5,14 @@ use std::sync::Arc;
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, s3_client};
-use sheetlog_core::config::env_required;
-use sheetlog_stream_router::{AwsEffects, handle};
+use sheetlog_core::config::Env;
+use sheetlog_stream_router::{AwsEffects, Settings, handle};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    sheetlog_core::telemetry::init_lambda();
-    // The stack gives the router only what it needs: the queue and the bucket.
-    let queue_url = env_required("SHEETLOG_SNAPSHOT_QUEUE_URL")?;
-    let bucket = env_required("SHEETLOG_BUCKET")?;
+    let env = Env::process();
+    sheetlog_core::telemetry::init_lambda(&env);
+    let Settings { queue_url, bucket } = Settings::from_vars(&env)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let effects = Arc::new(AwsEffects::new(
         SqsJobQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url),

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use sheetlog_core::config::{ConfigError, env_parse};
+use sheetlog_core::config::{ConfigError, Env, EnvVar, LogConfig, Resources, environment};
 use sheetlog_core::log::SnapshotTrigger;
+use sheetlog_core::poke::PokeConfig;
 
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
@@ -35,11 +36,22 @@ impl Default for WriterConfig {
 
 impl WriterConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(&Env::process())
+    }
+
+    /// What [`WriterConfig::from_vars`] reads: the snapshot trigger's settings, as the API's.
+    pub const ENVIRONMENT: &[EnvVar] = &[
+        EnvVar::optional("SHEETLOG_SNAPSHOT_INTERVAL"),
+        EnvVar::optional("SHEETLOG_SEGMENT_MAX_ENTRIES"),
+    ];
+
+    /// [`WriterConfig::from_env`] from any [`Env`].
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
         let mut c = Self::default();
-        if let Some(v) = env_parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_SNAPSHOT_INTERVAL")? {
             c.trigger.interval = v;
         }
-        if let Some(v) = env_parse::<u64>("SHEETLOG_SEGMENT_MAX_ENTRIES")? {
+        if let Some(v) = env.parse::<u64>("SHEETLOG_SEGMENT_MAX_ENTRIES")? {
             c.trigger.segment_max_entries = v;
         }
         if c.trigger.interval < 2 {
@@ -53,5 +65,41 @@ impl WriterConfig {
             ));
         }
         Ok(c)
+    }
+}
+
+/// Everything the writer function reads at start-up, from one [`Env`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub resources: Resources,
+    pub log: LogConfig,
+    pub writer: WriterConfig,
+    pub pokes: Option<PokeConfig>,
+}
+
+impl Settings {
+    /// The writer's declaration of the variables it reads (`sheetlog_core::config::Given`).
+    pub fn environment() -> Vec<EnvVar> {
+        environment(&[
+            sheetlog_core::telemetry::LAMBDA_ENVIRONMENT,
+            Resources::ENVIRONMENT,
+            LogConfig::ENVIRONMENT,
+            WriterConfig::ENVIRONMENT,
+            PokeConfig::ENVIRONMENT,
+            &[
+                // It keeps sync clients' ranges and pokes the sheet after each commit.
+                EnvVar::stack("SHEETLOG_CLIENTS_TABLE"),
+                EnvVar::stack("SHEETLOG_EVENTS_HTTP_URL"),
+            ],
+        ])
+    }
+
+    pub fn from_vars(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            resources: Resources::from_vars(env)?,
+            log: LogConfig::from_vars(env)?,
+            writer: WriterConfig::from_vars(env)?,
+            pokes: PokeConfig::from_vars(env)?,
+        })
     }
 }

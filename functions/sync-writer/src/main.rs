@@ -8,20 +8,21 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sheetlog_core::config::{LogConfig, Resources};
-use sheetlog_core::poke::{PokeConfig, Poker};
-use sheetlog_sync_writer::{EarlyDelete, Handler, SqsDelete, WriterConfig};
+use sheetlog_core::config::Env;
+use sheetlog_core::poke::Poker;
+use sheetlog_sync_writer::config::Settings;
+use sheetlog_sync_writer::{EarlyDelete, Handler, SqsDelete};
 use tokio::sync::OnceCell;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    sheetlog_core::telemetry::init_lambda();
-    let resources = Resources::from_env()?;
-    let cfg = WriterConfig::from_env()?;
+    let env = Env::process();
+    sheetlog_core::telemetry::init_lambda(&env);
+    let settings = Settings::from_vars(&env)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let mut handler = Handler::from_sdk(&sdk, &resources, LogConfig::from_env()?, cfg)?;
-    if let Some(pokes) = PokeConfig::from_env()? {
-        handler = handler.with_poker(Arc::new(Poker::from_sdk(&sdk, &pokes)?));
+    let mut handler = Handler::from_sdk(&sdk, &settings.resources, settings.log, settings.writer)?;
+    if let Some(pokes) = &settings.pokes {
+        handler = handler.with_poker(Arc::new(Poker::from_sdk(&sdk, pokes)?));
     }
     let handler = Arc::new(handler);
     // The queue the event source reads, for deleting a batch's messages as soon as they are
