@@ -11,16 +11,13 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { CognitoClient, type SignInResult } from '../src/cognito.ts';
+import { edit, Pages, shareAs, shot, WAIT, waitCell } from './cognito-pages.mts';
 
 const BASE = process.env.SHEETLOG_API_URL ?? '';
 if (!BASE) throw new Error('SHEETLOG_API_URL is not set: run scripts/test-web');
-const CHROMIUM = process.env.SHEETLOG_CHROMIUM ?? '/usr/bin/chromium';
-const SHOTS = process.env.SHEETLOG_SCREENSHOTS ?? 'target/web-screenshots';
-const WAIT = { timeout: 30_000 };
 const ALICE = 'alice@example.com';
 const BOB = 'bob@example.com';
 const PASSWORD: Record<string, string> = { [ALICE]: 'Alice-web-test-1', [BOB]: 'Bob-web-test-1' };
@@ -85,47 +82,17 @@ async function api(token: string, method: string, path: string, body?: unknown):
   });
 }
 
-let browser: Browser;
-const contexts: BrowserContext[] = [];
+const pages = new Pages(BASE);
+// An open sheet checks the person's role every second instead of every 30 s.
+const ROLE_POLL = { 'sheetlog.rolePollMs': '1000' };
 
-async function newPage(): Promise<Page> {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 720 } });
-  contexts.push(ctx);
-  // An open sheet checks the person's role every second instead of every 30 s.
-  await ctx.addInitScript(() => localStorage.setItem('sheetlog.rolePollMs', '1000'));
-  const page = await ctx.newPage();
-  page.on('pageerror', (e) => console.error(`page error: ${e.message}`));
-  if (process.env.SHEETLOG_WEB_DEBUG) page.on('console', (m) => console.error(`console: ${m.text()}`));
-  return page;
+function newPage(): Promise<Page> {
+  return pages.newPage(ROLE_POLL);
 }
 
 /** Opens the page and signs in through its form, as a person does. */
-async function signIn(email: string, password = PASSWORD[email]): Promise<Page> {
-  const page = await newPage();
-  await page.goto(`${BASE}/`);
-  await page.fill('form.sign-in input[aria-label="email"]', email);
-  await page.fill('form.sign-in input[aria-label="password"]', password);
-  await page.click('form.sign-in button[type="submit"]');
-  await page.waitForSelector('table.sheets[data-loaded]', WAIT);
-  return page;
-}
-
-async function shot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: `${SHOTS}/${name}.png` });
-}
-
-async function edit(page: Page, ref: string, text: string): Promise<void> {
-  await page.click(`[data-ref="${ref}"]`);
-  await page.keyboard.type(text);
-  await page.keyboard.press('Enter');
-}
-
-async function waitCell(page: Page, ref: string, text: string): Promise<void> {
-  await page.waitForFunction(
-    ([r, t]) => document.querySelector(`[data-ref="${r}"]`)?.textContent === t,
-    [ref, text] as const,
-    WAIT,
-  );
+function signIn(email: string, password = PASSWORD[email]): Promise<Page> {
+  return pages.signIn(email, password, ROLE_POLL);
 }
 
 async function cells(token: string, logId: string, range: string): Promise<unknown[][]> {
@@ -134,37 +101,17 @@ async function cells(token: string, logId: string, range: string): Promise<unkno
   return ((await r.json()) as { values: unknown[][] }).values;
 }
 
-/** Sets a member's role in the share dialog of the sheet open on `page`. */
-async function shareAs(page: Page, email: string, role: string): Promise<void> {
-  await page.click('header button.share');
-  await page.waitForSelector('dialog.share[data-loaded]', WAIT);
-  const row = page.locator(`dialog.share li[data-email="${email}"]`);
-  if (await row.count()) {
-    await row.locator('select').selectOption(role);
-  } else {
-    await page.fill('dialog.share input[aria-label="email"]', email);
-    await page.selectOption('dialog.share select[aria-label="new member role"]', role);
-    await page.click('dialog.share button[type="submit"]');
-  }
-  await page.waitForSelector(`dialog.share li[data-email="${email}"][data-role="${role}"]`, WAIT);
-}
-
 describe('sign-in, the sheet list and sharing (cognito mode)', () => {
   before(async () => {
-    mkdirSync(SHOTS, { recursive: true });
     const r = await fetch(`${BASE}/config.json`);
     assert.equal(r.status, 200, 'GET /config.json');
     config = (await r.json()) as Config;
     assert.equal(config.auth, 'cognito', 'this test needs a stack started with ./scripts/dev --auth cognito');
     for (const [email, pw] of Object.entries(PASSWORD)) await setPassword(email, pw);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-    });
+    await pages.launch();
   });
   after(async () => {
-    for (const c of contexts) await c.close().catch(() => {});
-    await browser?.close();
+    await pages.close();
   });
 
   test('a wrong password is refused in words; the password itself is never sent', async () => {
