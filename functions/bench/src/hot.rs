@@ -4,9 +4,15 @@
 //! router and snapshot worker running, as `sheetlog dev` runs them), in each write mode
 //! (`syncWrites`: `queued` through the FIFO sync queue and its writer, `direct` in the request).
 //!
+//! The API is served behind the local stand-in for API Gateway (`sheetlog::local_gateway`): the
+//! stage's throttle (`--throttle`: by default the rate and burst of the template's stage, as a
+//! deployed stack has them), joined duplicate headers, Lambda's request limit and the function's
+//! timeout. A throttled request is answered `429` as API Gateway answers it.
+//!
 //! Each client behaves as Replicache does: it keeps its pending mutations (those no pull has shown
 //! applied) and pushes all of them, serially, whenever it has a new one; an answer other than 200
-//! (or no answer within 30 s, API Gateway's limit) is retried with a growing backoff; it pulls
+//! (or no answer within 30 s, API Gateway's limit) is retried with a growing backoff, and so is a
+//! pull that fails; it pulls
 //! (`view=none`) when the sheet's poke announces a sequence past its cookie and once a minute
 //! besides (`--pull-on poke`, the default; `--pull-on timer` pulls every `--pull-ms` while it
 //! has pending mutations instead) and drops those that `lastMutationIDChanges` says were
@@ -16,6 +22,9 @@
 //! Figures (per mode; the queued mode's keys start `hot_`, the direct mode's `direct_`):
 //! - `mutations_applied`: distinct mutations found in the log, read back entry by entry;
 //! - `push_refusals`: answers other than 200 (and timeouts) that a client had to retry;
+//! - `push_throttled` / `pull_throttled`: of the pushes and pulls, those the stage's throttle
+//!   answered `429`; `requests_per_s`: pushes and pulls per second over the run;
+//!   `throttle_rate_limit` / `throttle_burst_limit`: the throttle in front (null when off);
 //! - `duplicates`, `out_of_order`, `payload_mismatches`: CHECKED on the read-back log. Every
 //!   mutation carries a unique payload (cell `<client column><id>` = `"c<client>-m<id>"`): each
 //!   must appear once, with its own payload, and each client's ids must appear in increasing
@@ -42,6 +51,7 @@ use sheetlog_tests::emulator::unique_prefix;
 use tokio::task::JoinHandle;
 
 use crate::pipeline::round1;
+use sheetlog::local_gateway::{self, GatewaySettings, Throttle};
 use sheetlog_tests::wire::WireCounter;
 
 /// API Gateway's integration limit: a push still unanswered then is a 503/504 to the client.
@@ -149,6 +159,12 @@ pub struct HotArgs {
     /// With `--pull-on timer`: how often a client with pending mutations pulls (milliseconds).
     #[arg(long, default_value_t = 250)]
     pub pull_ms: u64,
+    /// The stage's throttle in front of the API: `template` (the rate and burst of the template's
+    /// `$default` stage, described with the stack's default settings), `off`, or `RATE:BURST`
+    /// (requests per second and bucket size, as the stack's `throttlingRateLimit` and
+    /// `throttlingBurstLimit` take them).
+    #[arg(long, default_value = "template")]
+    pub throttle: String,
     /// Draw push -> visible (p50, p99) against the client counts of the run, per mode, into
     /// this SVG file.
     #[arg(long)]
@@ -196,11 +212,12 @@ pub fn run(args: HotArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let gateway = rt.block_on(gateway_settings(&args.throttle))?;
     let mut runs = Vec::new();
     for &clients in &args.clients {
         let mut out = Map::new();
         for &mode in modes {
-            let f = rt.block_on(measure(mode, clients, &args))?;
+            let f = rt.block_on(measure(mode, clients, &args, &gateway))?;
             for (k, v) in f {
                 out.insert(format!("{}_{k}", mode.prefix()), v);
             }
@@ -282,7 +299,39 @@ impl Drop for HotStack {
     }
 }
 
-async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
+/// The gateway stand-in's settings: the template's (its stage's throttle, the API function's
+/// timeout), with the throttle `--throttle` asks for.
+async fn gateway_settings(throttle: &str) -> anyhow::Result<GatewaySettings> {
+    eprintln!("[bench hot] describing the template for the gateway's settings ...");
+    let description = sheetlog::dev::describe_template(&[]).await?;
+    let mut settings = GatewaySettings::from_description(&description)?;
+    match throttle {
+        "template" => {}
+        "off" => settings.throttle = None,
+        given => {
+            let (rate, burst) = given
+                .split_once(':')
+                .context("--throttle takes template, off or RATE:BURST")?;
+            let rate_limit: f64 = rate
+                .parse()
+                .with_context(|| format!("--throttle rate {rate:?}"))?;
+            let burst_limit: u32 = burst
+                .parse()
+                .with_context(|| format!("--throttle burst {burst:?}"))?;
+            ensure!(
+                rate_limit.is_finite() && rate_limit > 0.0 && burst_limit >= 1,
+                "--throttle needs a positive rate and a burst of at least 1"
+            );
+            settings.throttle = Some(Throttle {
+                rate_limit,
+                burst_limit,
+            });
+        }
+    }
+    Ok(settings)
+}
+
+async fn start_stack(mode: Mode, gateway: &GatewaySettings) -> anyhow::Result<HotStack> {
     let emulator = Emulator::start()?;
     let sdk = emulator.sdk_config().await;
     let local = create_local_stack(&sdk, &unique_prefix(&format!("hot-{}", mode.name()))).await?;
@@ -296,7 +345,10 @@ async fn start_stack(mode: Mode) -> anyhow::Result<HotStack> {
     ));
     let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?
         .with_poker(poker.clone());
-    let app = sheetlog_api::router(Arc::new(state));
+    let app = local_gateway::front(
+        local_gateway::invocation(sheetlog_api::router(Arc::new(state)), gateway),
+        gateway,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let server = tokio::spawn(async move {
@@ -372,6 +424,8 @@ struct ClientReport {
     refusals: u64,
     pushes: u64,
     pulls: u64,
+    push_throttled: u64,
+    pull_throttled: u64,
     /// Push -> visible, per confirmed mutation (ms).
     visible_ms: Vec<f64>,
     /// Made -> visible, per confirmed mutation (ms).
@@ -434,6 +488,8 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
     let mut retry_at: Option<Instant> = None;
     let mut backoff = RETRY_MIN;
     let mut next_pull = run.start;
+    // A failed pull is tried again after a growing wait, as Replicache does.
+    let mut pull_backoff = RETRY_MIN;
     let mut cookie = Value::Null;
     let mut pokes = run.pokes.clone();
     // With pokes: a poke newer than what this client has seen asks for a pull.
@@ -471,6 +527,10 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
                 "profileID": "bench-hot", "schemaVersion": ""});
             report.pushes += 1;
             let ok = match run.client.post(&push_url).json(&body).send().await {
+                Ok(r) if r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS => {
+                    report.push_throttled += 1;
+                    false
+                }
                 Ok(r) if r.status() == reqwest::StatusCode::OK => {
                     // A Replicache error (`{"error": ...}` with 200) is a refusal too.
                     let v: Value = r.json().await.unwrap_or(Value::Null);
@@ -503,11 +563,28 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
             report.pulls += 1;
             let body = json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
                 "profileID": "bench-hot", "schemaVersion": ""});
-            if let Ok(r) = run.client.post(&pull_url).json(&body).send().await
-                && r.status() == reqwest::StatusCode::OK
-                && let Ok(v) = r.json::<Value>().await
-                && v.get("error").is_none()
+            let answer = run.client.post(&pull_url).json(&body).send().await;
+            if let Ok(r) = &answer
+                && r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
             {
+                report.pull_throttled += 1;
+            }
+            let pulled = match answer {
+                Ok(r) if r.status() == reqwest::StatusCode::OK => r
+                    .json::<Value>()
+                    .await
+                    .ok()
+                    .filter(|v| v.get("error").is_none()),
+                _ => None,
+            };
+            match &pulled {
+                Some(_) => pull_backoff = RETRY_MIN,
+                None => {
+                    next_pull = Instant::now() + pull_backoff;
+                    pull_backoff = (pull_backoff * 2).min(RETRY_MAX);
+                }
+            }
+            if let Some(v) = pulled {
                 let seen = Instant::now();
                 if let Some(c) = v.get("cookie") {
                     cookie = c.clone();
@@ -568,7 +645,12 @@ async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<Client
 }
 
 /// One mode, measured on its own fresh stack.
-pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result<Figures> {
+pub async fn measure(
+    mode: Mode,
+    clients: u32,
+    args: &HotArgs,
+    gateway: &GatewaySettings,
+) -> anyhow::Result<Figures> {
     eprintln!(
         "[bench hot] {}: {} clients x {} pushes/s for {} s ...",
         mode.name(),
@@ -576,7 +658,7 @@ pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result
         args.rate,
         args.seconds
     );
-    let stack = start_stack(mode).await?;
+    let stack = start_stack(mode, gateway).await?;
     let http = reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(1024)
@@ -652,6 +734,28 @@ pub async fn measure(mode: Mode, clients: u32, args: &HotArgs) -> anyhow::Result
             }),
         ),
         ("pulls", json!(reports.iter().map(|r| r.pulls).sum::<u64>())),
+        (
+            "throttle_rate_limit",
+            json!(gateway.throttle.map(|t| t.rate_limit)),
+        ),
+        (
+            "throttle_burst_limit",
+            json!(gateway.throttle.map(|t| t.burst_limit)),
+        ),
+        (
+            "push_throttled",
+            json!(reports.iter().map(|r| r.push_throttled).sum::<u64>()),
+        ),
+        (
+            "pull_throttled",
+            json!(reports.iter().map(|r| r.pull_throttled).sum::<u64>()),
+        ),
+        (
+            "requests_per_s",
+            json!(round1(
+                reports.iter().map(|r| r.pushes + r.pulls).sum::<u64>() as f64 / elapsed
+            )),
+        ),
         ("mutations_made", json!(made)),
         ("mutations_applied", json!(read.applied)),
         ("mutations_confirmed_by_pull", json!(confirmed)),
@@ -774,13 +878,18 @@ async fn read_back(
     let mut last_id: HashMap<u32, u64> = HashMap::new();
     let mut from = 0u64;
     loop {
-        let page: Value = http
-            .get(format!("{base}/logs/{log}/entries?from={from}&limit=1000"))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
+        let url = format!("{base}/logs/{log}/entries?from={from}&limit=1000");
+        // The stage's throttle applies to the read-back too: wait for its bucket to refill.
+        let mut tries = 0;
+        let page: Value = loop {
+            let r = http.get(&url).send().await?;
+            if r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS && tries < 40 {
+                tries += 1;
+                tokio::time::sleep(RETRY_MIN).await;
+                continue;
+            }
+            break r.error_for_status()?.json().await?;
+        };
         let entries = page
             .get("entries")
             .and_then(Value::as_array)

@@ -33,8 +33,20 @@ fn tiny(mode: ModeArg) -> HotArgs {
         drain_secs: 60,
         pull_ms: 100,
         pull_on: PullOn::Timer,
+        throttle: "off".into(),
         svg: None,
         from_json: Vec::new(),
+    }
+}
+
+/// The gateway in front: the stage's throttle given, the API function's timeout as the
+/// template's.
+fn gateway(throttle: Option<Throttle>) -> GatewaySettings {
+    GatewaySettings {
+        throttle,
+        function_timeout: Duration::from_secs(25),
+        function: sheetlog_pipeline::roles::API.into(),
+        integration_timeout: local_gateway::INTEGRATION_TIMEOUT,
     }
 }
 
@@ -47,7 +59,7 @@ fn count(f: &Figures, key: &str) -> u64 {
 /// The same through the FIFO sync queue and its writer (syncWrites=queued).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_queued_run_applies_every_mutation_once_in_order() {
-    let f = measure(Mode::Queued, 4, &tiny(ModeArg::Queued))
+    let f = measure(Mode::Queued, 4, &tiny(ModeArg::Queued), &gateway(None))
         .await
         .expect("the queued run completes");
     assert_eq!(count(&f, "mutations_made"), 16, "{f:?}");
@@ -66,7 +78,7 @@ async fn a_tiny_queued_run_applies_every_mutation_once_in_order() {
 /// with its payload, and the wire counter saw the writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_direct_run_applies_every_mutation_once_in_order() {
-    let f = measure(Mode::Direct, 4, &tiny(ModeArg::Direct))
+    let f = measure(Mode::Direct, 4, &tiny(ModeArg::Direct), &gateway(None))
         .await
         .expect("the direct run completes");
     let made = count(&f, "mutations_made");
@@ -83,4 +95,34 @@ async fn a_tiny_direct_run_applies_every_mutation_once_in_order() {
     assert!(wru >= 1.0, "a direct push writes at least its entry: {f:?}");
     let appends = f["appends_per_mutation"].as_f64().unwrap_or(0.0);
     assert!(appends > 0.0 && appends <= 1.0, "{f:?}");
+}
+
+/// Behind a stage throttle far below what the clients ask for, pushes and pulls are answered
+/// `429` and the clients, backing off as Replicache does, still get every mutation applied and
+/// confirmed, once each and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_throttled_by_the_stage_still_land_every_mutation() {
+    let tight = Throttle {
+        rate_limit: 4.0,
+        burst_limit: 4,
+    };
+    let f = measure(
+        Mode::Direct,
+        4,
+        &tiny(ModeArg::Direct),
+        &gateway(Some(tight)),
+    )
+    .await
+    .expect("the throttled run completes");
+    assert!(
+        count(&f, "push_throttled") + count(&f, "pull_throttled") > 0,
+        "4 clients pulling every 100 ms exceed 4 requests/s: {f:?}"
+    );
+    let made = count(&f, "mutations_made");
+    assert_eq!(made, 16, "{f:?}");
+    assert_eq!(count(&f, "mutations_applied"), made, "{f:?}");
+    assert_eq!(count(&f, "mutations_confirmed_by_pull"), made, "{f:?}");
+    assert_eq!(count(&f, "duplicates"), 0, "{f:?}");
+    assert_eq!(count(&f, "out_of_order"), 0, "{f:?}");
+    assert_eq!(f["throttle_rate_limit"], json!(4.0), "{f:?}");
 }
