@@ -293,7 +293,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             table,
         )
         .await?;
-        let events = LocalEvents::new(Arc::new(access));
+        let events =
+            LocalEvents::new(Arc::new(access.clone())).with_publish_handler(Arc::new(access));
         local_gateway::front(
             app.layer(axum::middleware::from_fn_with_state(
                 authorizer,
@@ -332,7 +333,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             None,
         )
         .await?;
-        let events = LocalEvents::new(Arc::new(access));
+        let events =
+            LocalEvents::new(Arc::new(access.clone())).with_publish_handler(Arc::new(access));
         local_gateway::front(
             app.layer(axum::middleware::from_fn_with_state(
                 authorizer,

@@ -1,4 +1,4 @@
-//! The poke namespace's onSubscribe handler from the template, run locally the way AppSync Events
+//! The poke namespace's onSubscribe and onPublish handlers from the template, run locally the way AppSync Events
 //! runs it (issue 42; `sheetlog dev --auth jwt` and `--auth cognito`): the handler code exactly as the synthesized template holds it, under Node
 //! (`scripts/lib/appsync_handler.mjs`), with the GetItem it asks for performed on the emulator's
 //! table through the SDK and the item handed to its response function. So the local stack admits
@@ -245,5 +245,102 @@ impl sheetlog_pipeline::events::SubscribeAuth for HandlerAccess {
         let this = self.clone();
         let channel = channel.to_owned();
         Box::pin(async move { this.decide(token, channel).await })
+    }
+}
+
+impl sheetlog_pipeline::events::PublishHandler for HandlerAccess {
+    /// The template's onPublish on the published events (`{id, payload}`), with the channel in
+    /// `ctx.info`; the events it answers are broadcast.
+    fn on_publish(
+        &self,
+        channel: &str,
+        events: Vec<Value>,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<Value>, String>> {
+        let this = self.clone();
+        let channel = channel.to_owned();
+        Box::pin(async move {
+            let segments: Vec<&str> = channel.trim_start_matches('/').split('/').collect();
+            let ctx = json!({
+                "events": events,
+                "channel": channel,
+                "info": {"channel": {"path": channel, "segments": segments},
+                         "channelNamespace": {"name": this.namespace},
+                         "operation": "PUBLISH"},
+                // The publishers are the functions, signed with their roles (IAM).
+                "identity": null,
+            });
+            let answer = this.runner.call("publish", &ctx).await?;
+            match answer.value {
+                Value::Array(kept) => Ok(kept),
+                Value::Null => Ok(Vec::new()),
+                other => Err(format!(
+                    "the onPublish handler answered {other}, not a list of events"
+                )),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn publish_ctx(events: Value) -> Value {
+        json!({"events": events, "channel": "/sheets/a",
+               "info": {"channel": {"path": "/sheets/a", "segments": ["sheets", "a"]},
+                        "channelNamespace": {"name": "sheets"}, "operation": "PUBLISH"},
+               "identity": null})
+    }
+
+    /// The runner runs the code's onPublish on the events and answers what it returns.
+    #[tokio::test]
+    async fn on_publish_answers_the_events_the_handler_returns() -> anyhow::Result<()> {
+        let code = "import { util } from '@aws-appsync/utils';\n\
+            export function onSubscribe(ctx) {}\n\
+            export function onPublish(ctx) {\n\
+              return ctx.events\n\
+                .filter((e) => e.payload.seq % 2 === 0)\n\
+                .map((e) => ({ id: e.id, payload: { ...e.payload, on: ctx.info.channel.path } }));\n\
+            }\n";
+        let runner = Runner::start(&root(), code).await?;
+        let events =
+            json!([{"id": "1", "payload": {"seq": 1}}, {"id": "2", "payload": {"seq": 2}}]);
+        let answer = runner
+            .call("publish", &publish_ctx(events))
+            .await
+            .map_err(anyhow::Error::msg)?;
+        assert_eq!(
+            answer.value,
+            json!([{"id": "2", "payload": {"seq": 2, "on": "/sheets/a"}}])
+        );
+        Ok(())
+    }
+
+    /// Code without onPublish broadcasts the events as published (AppSync's default), and a
+    /// handler that throws is an error, not a silent drop.
+    #[tokio::test]
+    async fn without_on_publish_events_pass_and_a_throw_is_an_error() -> anyhow::Result<()> {
+        let events = json!([{"id": "1", "payload": {"seq": 1}}]);
+        let plain = Runner::start(&root(), "export function onSubscribe(ctx) {}\n").await?;
+        let answer = plain
+            .call("publish", &publish_ctx(events.clone()))
+            .await
+            .map_err(anyhow::Error::msg)?;
+        assert_eq!(answer.value, events);
+        let throws = Runner::start(
+            &root(),
+            "export function onPublish(ctx) { return util.error('no'); }\n",
+        )
+        .await?;
+        let err = throws
+            .call("publish", &publish_ctx(events))
+            .await
+            .expect_err("the handler threw");
+        assert!(err.contains("no"), "{err}");
+        Ok(())
     }
 }

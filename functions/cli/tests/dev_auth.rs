@@ -315,7 +315,9 @@ async fn next_event_message(ws: &mut Ws) -> anyhow::Result<Value> {
 /// connection's `header-…` subprotocol and in the subscribe message's authorization. The
 /// answer: `subscribe_success` or `subscribe_error`.
 async fn subscribe_as(dev: &DevStack, token: &str, channel: &str) -> anyhow::Result<Value> {
-    subscribe_with(dev, token, channel).await
+    subscribe_with(dev, token, channel)
+        .await
+        .map(|(_, answer)| answer)
 }
 
 /// A subscription whose `Authorization` field is `authorization`, as written.
@@ -323,7 +325,7 @@ async fn subscribe_with(
     dev: &DevStack,
     authorization: &str,
     channel: &str,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<(Ws, Value)> {
     use base64::Engine;
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
@@ -345,7 +347,8 @@ async fn subscribe_with(
     let subscribe = json!({"type": "subscribe", "id": "s1", "channel": channel,
                            "authorization": auth});
     ws.send(Message::Text(subscribe.to_string().into())).await?;
-    next_event_message(&mut ws).await
+    let answer = next_event_message(&mut ws).await?;
+    Ok((ws, answer))
 }
 
 /// The local Event API runs the template's onSubscribe handler (`sheetlog::local_appsync`): a
@@ -359,8 +362,23 @@ async fn a_token_for_one_sheet_cannot_subscribe_to_another_sheets_pokes() -> any
     let y = dev.create_log(&admin).await?;
     let reader = dev.token("reader", &[&format!("{x}:read")]).await?;
 
-    let ok = subscribe_as(&dev, &reader, &format!("/sheets/{x}")).await?;
+    let (mut ws, ok) = subscribe_with(&dev, &reader, &format!("/sheets/{x}")).await?;
     assert_eq!(ok, json!({"type": "subscribe_success", "id": "s1"}));
+    // An edit's poke reaches the subscriber through the template's onPublish handler, which
+    // the local Event API runs on every publish (under Node, as the onSubscribe handler).
+    let (status, v) = dev
+        .send(
+            Some(&admin),
+            "POST",
+            &format!("/logs/{x}/replicache/push"),
+            Some(push_body("g-poke", "c-poke", 1, json!({"A1": "1"}))),
+        )
+        .await?;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let data = next_event_message(&mut ws).await?;
+    assert_eq!(data["type"], "data", "{data}");
+    let poke: Value = serde_json::from_str(data["event"].as_str().unwrap_or_default())?;
+    assert!(poke["seq"].as_u64().is_some_and(|s| s >= 1), "{data}");
     let refused = subscribe_as(&dev, &reader, &format!("/sheets/{y}")).await?;
     assert_eq!(refused["type"], "subscribe_error", "{refused}");
     assert_eq!(refused["id"], "s1", "{refused}");
@@ -382,9 +400,9 @@ async fn a_bearer_prefixed_poke_subscription_is_refused_as_appsync_refuses_it() 
     let admin = dev.token("admin", &["*"]).await?;
     let x = dev.create_log(&admin).await?;
     let channel = format!("/sheets/{x}");
-    let refused = subscribe_with(&dev, &format!("Bearer {admin}"), &channel).await?;
+    let (_, refused) = subscribe_with(&dev, &format!("Bearer {admin}"), &channel).await?;
     assert_eq!(refused["type"], "subscribe_error", "{refused}");
-    let ok = subscribe_with(&dev, &admin, &channel).await?;
+    let (_, ok) = subscribe_with(&dev, &admin, &channel).await?;
     assert_eq!(ok, json!({"type": "subscribe_success", "id": "s1"}));
     Ok(())
 }

@@ -19,6 +19,9 @@
 //! Who may subscribe to which channel is a [`SubscribeAuth`]: everyone ([`AllowAll`]) on a stack
 //! without authorization; `sheetlog dev --auth jwt` checks the token's access claim, as the
 //! deployed namespace's onSubscribe handler does.
+//! What a publish broadcasts is decided by a [`PublishHandler`] when one is given (`sheetlog dev`
+//! runs the template's onPublish code); without one the events go out as published, AppSync's
+//! default.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -55,6 +58,19 @@ pub trait SubscribeAuth: Send + Sync + fmt::Debug {
     ) -> futures::future::BoxFuture<'static, Result<(), String>>;
 }
 
+/// The namespace's onPublish handler: what it does with the events published to a channel.
+/// Without one, AppSync broadcasts the events as they came (its default handler).
+pub trait PublishHandler: Send + Sync + fmt::Debug {
+    /// `events` are `{"id", "payload"}` objects (the payload parsed), as AppSync hands them to
+    /// onPublish; the answer is the events to broadcast, in the same shape. `Err` fails every
+    /// event of the publish.
+    fn on_publish(
+        &self,
+        channel: &str,
+        events: Vec<Value>,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<Value>, String>>;
+}
+
 /// Everyone may subscribe to every channel (a stack without authorization).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AllowAll;
@@ -74,6 +90,7 @@ impl SubscribeAuth for AllowAll {
 pub struct LocalEvents {
     hub: broadcast::Sender<(String, String)>,
     auth: Arc<dyn SubscribeAuth>,
+    on_publish: Option<Arc<dyn PublishHandler>>,
     keep_alive: Duration,
 }
 
@@ -98,8 +115,15 @@ impl LocalEvents {
         Self {
             hub,
             auth,
+            on_publish: None,
             keep_alive: Duration::from_secs(60),
         }
+    }
+
+    /// Runs `handler` on every publish, broadcasting what it answers (the template's onPublish).
+    pub fn with_publish_handler(mut self, handler: Arc<dyn PublishHandler>) -> Self {
+        self.on_publish = Some(handler);
+        self
     }
 
     /// How often connections get a `ka` (AppSync sends one about every minute).
@@ -194,14 +218,49 @@ async fn publish(
             }
         }
     }
-    let successful: Vec<Value> = out
-        .into_iter()
+    let ids: Vec<String> = out
+        .iter()
+        .map(|_| uuid::Uuid::new_v4().to_string())
+        .collect();
+    let broadcast = match &ev.on_publish {
+        None => out,
+        Some(handler) => {
+            let incoming = ids
+                .iter()
+                .zip(&out)
+                .map(|(id, e)| {
+                    let payload = serde_json::from_str::<Value>(e).unwrap_or(Value::Null);
+                    json!({"id": id, "payload": payload})
+                })
+                .collect();
+            match handler.on_publish(&channel, incoming).await {
+                // What the handler answers goes out; an entry without a payload is dropped.
+                Ok(kept) => kept
+                    .iter()
+                    .filter_map(|e| e.get("payload").map(Value::to_string))
+                    .collect(),
+                Err(message) => {
+                    tracing::warn!(%channel, %message, "the onPublish handler failed");
+                    let failed: Vec<Value> = ids
+                        .iter()
+                        .enumerate()
+                        .map(|(index, id)| {
+                            json!({"identifier": id, "index": index, "code": 500, "message": message})
+                        })
+                        .collect();
+                    return axum::Json(json!({"successful": [], "failed": failed})).into_response();
+                }
+            }
+        }
+    };
+    for event in broadcast {
+        // No subscriber is not an error: the event just reaches nobody.
+        let _ = ev.hub.send((channel.clone(), event));
+    }
+    let successful: Vec<Value> = ids
+        .iter()
         .enumerate()
-        .map(|(index, event)| {
-            // No subscriber is not an error: the event just reaches nobody.
-            let _ = ev.hub.send((channel.clone(), event));
-            json!({"identifier": uuid::Uuid::new_v4().to_string(), "index": index})
-        })
+        .map(|(index, id)| json!({"identifier": id, "index": index}))
         .collect();
     axum::Json(json!({"successful": successful, "failed": []})).into_response()
 }

@@ -13,7 +13,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::poke::{PokeConfig, Poked, Poker};
-use sheetlog_pipeline::events::{LocalEvents, SUBPROTOCOL, SubscribeAuth};
+use sheetlog_pipeline::events::{LocalEvents, PublishHandler, SUBPROTOCOL, SubscribeAuth};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
 
 type Ws =
@@ -234,4 +234,69 @@ async fn a_connection_without_the_auth_subprotocol_is_refused() {
         .into_client_request()
         .unwrap();
     assert!(tokio_tungstenite::connect_async(req).await.is_err());
+}
+
+/// An onPublish that keeps the events whose `seq` is even, marked, and fails on `seq` 13.
+#[derive(Debug)]
+struct EvenOnly;
+
+impl PublishHandler for EvenOnly {
+    fn on_publish(
+        &self,
+        _channel: &str,
+        events: Vec<Value>,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<Value>, String>> {
+        Box::pin(async move {
+            if events.iter().any(|e| e["payload"]["seq"] == 13) {
+                return Err("unlucky".to_owned());
+            }
+            Ok(events
+                .into_iter()
+                .filter(|e| e["payload"]["seq"].as_u64().is_some_and(|s| s % 2 == 0))
+                .map(|e| json!({"id": e["id"], "payload": {"seq": e["payload"]["seq"], "kept": true}}))
+                .collect())
+        })
+    }
+}
+
+/// With an onPublish handler, subscribers get what it answers, not what was published; a
+/// handler that fails fails the publish's events.
+#[tokio::test]
+async fn the_publish_handler_decides_what_is_broadcast() {
+    let host = serve(LocalEvents::default().with_publish_handler(Arc::new(EvenOnly))).await;
+    let mut ws = connect(&host, json!({"host": host})).await;
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(next(&mut ws).await["type"], "connection_ack");
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "id": "s1", "channel": "/sheets/a",
+        "authorization": {"host": host}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "subscribe_success");
+    let http = reqwest::Client::new();
+    let publish = |events: Value| {
+        http.post(format!("http://{host}/event"))
+            .header("authorization", "AWS4-HMAC-SHA256 Credential=x/20260101/us-east-1/appsync/aws4_request, SignedHeaders=host, Signature=00")
+            .json(&json!({"channel": "/sheets/a", "events": events}))
+            .send()
+    };
+    let r = publish(json!(["{\"seq\":1}", "{\"seq\":2}"]))
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["successful"].as_array().map(Vec::len),
+        Some(2),
+        "{body}"
+    );
+    let data = next(&mut ws).await;
+    assert_eq!(data["type"], "data");
+    let event: Value = serde_json::from_str(data["event"].as_str().unwrap()).unwrap();
+    assert_eq!(event, json!({"seq": 2, "kept": true}));
+
+    let r = publish(json!(["{\"seq\":13}"])).await.unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["successful"], json!([]), "{body}");
+    assert_eq!(body["failed"][0]["message"], "unlucky", "{body}");
 }
