@@ -109,7 +109,12 @@ export interface SheetlogConfig {
    * from a browser. A browser client's origin has to be listed.
    */
   readonly corsAllowedOrigins: string[];
-  /** Steady-state request rate limit of the HTTP API (requests per second). */
+  /**
+   * Steady-state request rate limit of the HTTP API (requests per second). Every push pokes the
+   * sheet and every open page pulls on a poke, so one sheet of 100 editors asks for bursts of
+   * about 1,000 requests a second (`docs/bench/hot-throttle.json`, `./scripts/bench hot
+   * --throttle RATE:BURST`): below that its pages wait on `429`s.
+   */
   readonly throttlingRateLimit: number;
   /** Burst limit of the HTTP API (requests). */
   readonly throttlingBurstLimit: number;
@@ -171,8 +176,8 @@ export const DEFAULT_CONFIG: SheetlogConfig = {
   jwt: undefined,
   cognito: undefined,
   corsAllowedOrigins: [],
-  throttlingRateLimit: 100,
-  throttlingBurstLimit: 200,
+  throttlingRateLimit: 1000,
+  throttlingBurstLimit: 2000,
   retentionMode: 'keep',
   retentionKeepSegments: 3,
   retentionAfterDays: undefined,

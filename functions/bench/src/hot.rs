@@ -25,6 +25,7 @@
 //! - `push_throttled` / `pull_throttled`: of the pushes and pulls, those the stage's throttle
 //!   answered `429`; `requests_per_s`: pushes and pulls per second over the run;
 //!   `throttle_rate_limit` / `throttle_burst_limit`: the throttle in front (null when off);
+//!   `gateway`: whether the stand-in was in front at all (`--no-gateway` serves the router bare);
 //! - `duplicates`, `out_of_order`, `payload_mismatches`: CHECKED on the read-back log. Every
 //!   mutation carries a unique payload (cell `<client column><id>` = `"c<client>-m<id>"`): each
 //!   must appear once, with its own payload, and each client's ids must appear in increasing
@@ -165,6 +166,10 @@ pub struct HotArgs {
     /// `throttlingBurstLimit` take them).
     #[arg(long, default_value = "template")]
     pub throttle: String,
+    /// Serve the router bare, without the API Gateway stand-in (no throttle, no request limit,
+    /// no timeout), to see what the stand-in itself costs.
+    #[arg(long)]
+    pub no_gateway: bool,
     /// Draw push -> visible (p50, p99) against the client counts of the run, per mode, into
     /// this SVG file.
     #[arg(long)]
@@ -212,12 +217,15 @@ pub fn run(args: HotArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let gateway = rt.block_on(gateway_settings(&args.throttle))?;
+    let gateway = match args.no_gateway {
+        true => None,
+        false => Some(rt.block_on(gateway_settings(&args.throttle))?),
+    };
     let mut runs = Vec::new();
     for &clients in &args.clients {
         let mut out = Map::new();
         for &mode in modes {
-            let f = rt.block_on(measure(mode, clients, &args, &gateway))?;
+            let f = rt.block_on(measure(mode, clients, &args, gateway.as_ref()))?;
             for (k, v) in f {
                 out.insert(format!("{}_{k}", mode.prefix()), v);
             }
@@ -331,7 +339,7 @@ async fn gateway_settings(throttle: &str) -> anyhow::Result<GatewaySettings> {
     Ok(settings)
 }
 
-async fn start_stack(mode: Mode, gateway: &GatewaySettings) -> anyhow::Result<HotStack> {
+async fn start_stack(mode: Mode, gateway: Option<&GatewaySettings>) -> anyhow::Result<HotStack> {
     let emulator = Emulator::start()?;
     let sdk = emulator.sdk_config().await;
     let local = create_local_stack(&sdk, &unique_prefix(&format!("hot-{}", mode.name()))).await?;
@@ -345,10 +353,11 @@ async fn start_stack(mode: Mode, gateway: &GatewaySettings) -> anyhow::Result<Ho
     ));
     let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?
         .with_poker(poker.clone());
-    let app = local_gateway::front(
-        local_gateway::invocation(sheetlog_api::router(Arc::new(state)), gateway),
-        gateway,
-    );
+    let app = sheetlog_api::router(Arc::new(state));
+    let app = match gateway {
+        Some(g) => local_gateway::front(local_gateway::invocation(app, g), g),
+        None => app,
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let server = tokio::spawn(async move {
@@ -649,7 +658,7 @@ pub async fn measure(
     mode: Mode,
     clients: u32,
     args: &HotArgs,
-    gateway: &GatewaySettings,
+    gateway: Option<&GatewaySettings>,
 ) -> anyhow::Result<Figures> {
     eprintln!(
         "[bench hot] {}: {} clients x {} pushes/s for {} s ...",
@@ -736,16 +745,17 @@ pub async fn measure(
         ("pulls", json!(reports.iter().map(|r| r.pulls).sum::<u64>())),
         (
             "throttle_rate_limit",
-            json!(gateway.throttle.map(|t| t.rate_limit)),
+            json!(gateway.and_then(|g| g.throttle).map(|t| t.rate_limit)),
         ),
         (
             "throttle_burst_limit",
-            json!(gateway.throttle.map(|t| t.burst_limit)),
+            json!(gateway.and_then(|g| g.throttle).map(|t| t.burst_limit)),
         ),
         (
             "push_throttled",
             json!(reports.iter().map(|r| r.push_throttled).sum::<u64>()),
         ),
+        ("gateway", json!(gateway.is_some())),
         (
             "pull_throttled",
             json!(reports.iter().map(|r| r.pull_throttled).sum::<u64>()),

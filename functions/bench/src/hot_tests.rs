@@ -34,6 +34,7 @@ fn tiny(mode: ModeArg) -> HotArgs {
         pull_ms: 100,
         pull_on: PullOn::Timer,
         throttle: "off".into(),
+        no_gateway: false,
         svg: None,
         from_json: Vec::new(),
     }
@@ -59,9 +60,14 @@ fn count(f: &Figures, key: &str) -> u64 {
 /// The same through the FIFO sync queue and its writer (syncWrites=queued).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_queued_run_applies_every_mutation_once_in_order() {
-    let f = measure(Mode::Queued, 4, &tiny(ModeArg::Queued), &gateway(None))
-        .await
-        .expect("the queued run completes");
+    let f = measure(
+        Mode::Queued,
+        4,
+        &tiny(ModeArg::Queued),
+        Some(&gateway(None)),
+    )
+    .await
+    .expect("the queued run completes");
     assert_eq!(count(&f, "mutations_made"), 16, "{f:?}");
     assert_eq!(count(&f, "mutations_applied"), 16, "{f:?}");
     assert_eq!(count(&f, "mutations_confirmed_by_pull"), 16, "{f:?}");
@@ -78,9 +84,14 @@ async fn a_tiny_queued_run_applies_every_mutation_once_in_order() {
 /// with its payload, and the wire counter saw the writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_direct_run_applies_every_mutation_once_in_order() {
-    let f = measure(Mode::Direct, 4, &tiny(ModeArg::Direct), &gateway(None))
-        .await
-        .expect("the direct run completes");
+    let f = measure(
+        Mode::Direct,
+        4,
+        &tiny(ModeArg::Direct),
+        Some(&gateway(None)),
+    )
+    .await
+    .expect("the direct run completes");
     let made = count(&f, "mutations_made");
     // 4 clients x 2 pushes/s x 2 s: every slot of the schedule is made, even one that came
     // while the client waited for a push.
@@ -110,7 +121,7 @@ async fn clients_throttled_by_the_stage_still_land_every_mutation() {
         Mode::Direct,
         4,
         &tiny(ModeArg::Direct),
-        &gateway(Some(tight)),
+        Some(&gateway(Some(tight))),
     )
     .await
     .expect("the throttled run completes");
