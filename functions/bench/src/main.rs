@@ -1,4 +1,4 @@
-//! `sheetlog-bench`: measured figures for the README and docs, run through `./scripts/bench`.
+//! `sheetlog-bench`: measured figures for `docs/measured.md` and the other docs, run through `./scripts/bench`.
 //!
 //! Layout:
 //! - `main.rs` — the command line (one subcommand per benchmark).
@@ -16,13 +16,14 @@
 //!   size, init-to-ready time, the API's peak memory after its largest allowed requests.
 //! - `scale.rs` — `scale`: a log of many segments, concurrent writers and pushes, a large
 //!   import end to end, snapshot bytes against edits; sizes are flags.
+//! - `hot_client.rs` — `hot`'s simulated Replicache client (pushes, pulls, backoff)
 //! - `hot.rs` — `hot`: many simulated Replicache clients pushing to one sheet through the local
 //!   stack's API, in each write mode (`syncWrites`); every mutation checked in the read-back log.
 //! - `sheetlog_tests::wire` — a proxy in front of the emulator that counts DynamoDB request units
 //!   on the wire (shared with the integration tests).
 //! - `api_costs.rs` — part of `log`: a push of one mutation and an unchanged pull through the
 //!   HTTP API, units counted on the wire.
-//! - `chart.rs` — log-log SVG charts (plotters) for the README, also used by `examples/peers.rs`.
+//! - `chart.rs` — log-log SVG charts (plotters) for the docs, also used by `examples/peers.rs`.
 //! - `chaos`: the history checker (`sheetlog_tests::chaos`) over the fault adapter, every fault
 //!   profile, 100,000 operations each by default.
 //!
@@ -31,6 +32,7 @@
 mod api_costs;
 mod chart;
 mod hot;
+mod hot_client;
 mod import;
 mod lambda;
 mod pipeline;
