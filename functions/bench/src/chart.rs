@@ -1,4 +1,4 @@
-//! Log-log line charts for the README, drawn with plotters' SVG backend. Text is written as SVG
+//! Log-log line charts for the docs, drawn with plotters' SVG backend. Text is written as SVG
 //! `<text>` in the viewer's sans-serif font, so the file needs no font to draw and stays small.
 //!
 //! Shared by the `scale` benchmark and the `peers` example (which includes this file by path:

@@ -10,7 +10,7 @@
 //! - The API's peak resident memory (`VmHWM` of the function process) after the largest requests
 //!   it allows: a Replicache push just under Lambda's 6 MB request limit, an entries page cut just
 //!   under the 6 MB response limit, and the commit of an upload of `--upload-mib` (the default
-//!   upload limit, 256 MiB). The API's memory setting is chosen from this figure (README).
+//!   upload limit, 256 MiB). The API's memory setting is chosen from this figure (`docs/measured.md`).
 
 use std::io::Write;
 use std::path::Path;
