@@ -214,7 +214,7 @@ describe('local resources description', () => {
   });
 
   test("describes the HTTP API's stage throttle and every route with its authorization and function", () => {
-    assert.deepEqual(local.httpApi?.throttle, { rateLimit: 100, burstLimit: 200 });
+    assert.deepEqual(local.httpApi?.throttle, { rateLimit: 1000, burstLimit: 2000 });
     const routes = local.httpApi?.routes ?? [];
     assert.deepEqual(
       routes.map((r) => r.routeKey),

@@ -345,9 +345,8 @@ describe('functions', () => {
       SHEETLOG_CLIENTS_TABLE: { Ref: LOGICAL_IDS.clientsTable },
       SHEETLOG_BUCKET: { Ref: LOGICAL_IDS.bucket },
       SHEETLOG_SNAPSHOT_QUEUE_URL: { Ref: LOGICAL_IDS.snapshotQueue },
+      // Not the snapshot trigger's settings: the worker builds what it is sent.
       SHEETLOG_PENDING_TIMEOUT_SECS: '120',
-      SHEETLOG_SNAPSHOT_INTERVAL: '100',
-      SHEETLOG_SEGMENT_MAX_ENTRIES: '10000',
     });
     // The writer appends pushes and runs the snapshot trigger after them, as the direct push does.
     assert.deepEqual(env(WRITER), {
@@ -589,7 +588,7 @@ describe('HTTP API', () => {
     const [, stage] = onlyResource(json, 'AWS::ApiGatewayV2::Stage');
     assert.equal(stage.Properties.StageName, '$default');
     assert.equal(stage.Properties.AutoDeploy, true);
-    assert.deepEqual(stage.Properties.DefaultRouteSettings, { ThrottlingRateLimit: 100, ThrottlingBurstLimit: 200 });
+    assert.deepEqual(stage.Properties.DefaultRouteSettings, { ThrottlingRateLimit: 1000, ThrottlingBurstLimit: 2000 });
     const format = JSON.parse(stage.Properties.AccessLogSettings.Format);
     assert.equal(format.requestId, '$context.requestId');
     const logGroup = json.Resources[stage.Properties.AccessLogSettings.DestinationArn['Fn::GetAtt'][0]];
