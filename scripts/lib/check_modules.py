@@ -6,7 +6,12 @@
   through other files, uses something defined in A;
 - no non-test Rust source file over 900 lines;
 - every non-test child module a file declares is named in that file's `//!` header (its name or
-  its file's), so the layout a header gives cannot fall behind the code.
+  its file's), so the layout a header gives cannot fall behind the code;
+- the crate tiers of `docs/architecture.md`: every workspace member declares its tier in its
+  manifest (`[package.metadata.sheetlog] tier = "…"`: model, core, library, function, tool) and
+  depends only on crates of a lower tier (tools may use tools), so no function crate depends on
+  another; and no loop runs through the crates' dependencies, dev-dependencies included
+  (`KNOWN_LOOPS` names the one left, with its reason).
 
 A path is resolved to the file that defines its item: through the module tree (`mod x;`), and
 through `pub use` re-exports, so a `mod.rs` that only declares and re-exports its children is not
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 MAX_LINES = 900
@@ -252,17 +258,18 @@ class Crate:
         return out
 
 
-def cycles(edges: dict[Path, set[Path]]) -> list[list[Path]]:
-    """Strongly connected components with more than one file (Tarjan)."""
-    index: dict[Path, int] = {}
-    low: dict[Path, int] = {}
-    stack: list[Path] = []
-    on: set[Path] = set()
-    out: list[list[Path]] = []
+def cycles(edges: dict) -> list[list]:
+    """Strongly connected components with more than one node (Tarjan); nodes are files or crate
+    names."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on: set = set()
+    out: list[list] = []
     counter = [0]
     sys.setrecursionlimit(10000)
 
-    def visit(v: Path) -> None:
+    def visit(v) -> None:
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)
@@ -290,6 +297,75 @@ def cycles(edges: dict[Path, set[Path]]) -> list[list[Path]]:
     return out
 
 
+# The tiers, lowest first: a crate may depend on crates of a lower tier; only tools on tools.
+TIERS = ["model", "core", "library", "function", "tool"]
+SAME_TIER_ALLOWED = {"tool"}
+# Dependency loops through dev-dependencies that are known and not yet removed: the pair of
+# crates, and why the loop is there.
+KNOWN_LOOPS = {
+    frozenset({"sheetlog", "sheetlog-tests"}): (
+        "the CLI's integration tests use the test harness (dev-dependency), and the harness uses "
+        "the CLI's local stand-ins (local_gateway, local_auth, ...) and client; moving the "
+        "stand-ins to sheetlog-pipeline removes it (issue 43)"
+    ),
+}
+
+
+def workspace_manifests(root: Path) -> dict[str, tuple[Path, dict]]:
+    """Each workspace member's package name -> (manifest path, parsed manifest)."""
+    workspace = tomllib.loads((root / "Cargo.toml").read_text())["workspace"]
+    out = {}
+    for pattern in workspace.get("members", []):
+        for member in sorted(root.glob(pattern)):
+            manifest = member / "Cargo.toml"
+            if manifest.exists():
+                data = tomllib.loads(manifest.read_text())
+                out[data["package"]["name"]] = (manifest, data)
+    return out
+
+
+def crate_problems(root: Path) -> list[str]:
+    """The crate rules: declared tiers, dependencies only downwards, no dependency loop."""
+    crates = workspace_manifests(root)
+    problems = []
+    tier: dict[str, int] = {}
+    for name, (manifest, data) in crates.items():
+        declared = data["package"].get("metadata", {}).get("sheetlog", {}).get("tier")
+        if declared not in TIERS:
+            problems.append(
+                f"{manifest.relative_to(root)}: declares no tier ([package.metadata.sheetlog] "
+                f"tier = one of {', '.join(TIERS)}), got {declared!r}"
+            )
+            continue
+        tier[name] = TIERS.index(declared)
+    edges: dict[str, set[str]] = {name: set() for name in crates}
+    for name, (manifest, data) in crates.items():
+        for section in ("dependencies", "dev-dependencies", "build-dependencies"):
+            for dep in data.get(section, {}):
+                if dep not in crates or dep == name:
+                    continue
+                edges[name].add(dep)
+                if section != "dependencies" or name not in tier or dep not in tier:
+                    continue
+                if tier[dep] > tier[name] or (
+                    tier[dep] == tier[name] and TIERS[tier[name]] not in SAME_TIER_ALLOWED
+                ):
+                    problems.append(
+                        f"{manifest.relative_to(root)}: {name} ({TIERS[tier[name]]}) depends on "
+                        f"{dep} ({TIERS[tier[dep]]}); a crate depends only on lower tiers"
+                    )
+    for loop in crate_loops(edges):
+        if len(loop) == 2 and frozenset(loop) in KNOWN_LOOPS:
+            continue
+        problems.append("dependency loop (dev-dependencies included): " + " -> ".join(loop + loop[:1]))
+    return problems
+
+
+def crate_loops(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected set of more than one crate, as a list of names."""
+    return [sorted(comp) for comp in cycles(edges)]
+
+
 def crate_roots(root: Path) -> list[Path]:
     roots = []
     for manifest in sorted(root.glob("functions/*/Cargo.toml")) + [root / "tests/Cargo.toml"]:
@@ -303,7 +379,7 @@ def crate_roots(root: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     root = Path(argv[1] if len(argv) > 1 else ".").resolve()
-    problems = []
+    problems = crate_problems(root)
     seen_files: set[Path] = set()
     for crate_root in crate_roots(root):
         crate = Crate(crate_root)
@@ -343,7 +419,7 @@ def main(argv: list[str]) -> int:
         return 1
     print(
         f"check_modules: no import circles, no non-test source file over {MAX_LINES} lines, "
-        "every module named in its parent's header"
+        "every module named in its parent's header, every crate in its tier, no dependency loop"
     )
     return 0
 
