@@ -246,7 +246,7 @@ def repo_facts(root: Path) -> Facts:
     bench, ambiguous = bench_figures(
         {f.stem: json.loads(f.read_text()) for f in sorted((root / "docs" / "bench").glob("*.json"))}
     )
-    stack = (root / "cdk" / "lib" / "sheetlog-stack.ts").read_text()
+    stack = (root / "cdk" / "lib" / "stack" / "names.ts").read_text()
     ids = re.search(r"export const LOGICAL_IDS = \{(.*?)\}", stack, re.S)
     tables = set()
     for logical in re.findall(r"'(\w+)Table'", ids.group(1) if ids else ""):

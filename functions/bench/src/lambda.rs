@@ -40,7 +40,7 @@ pub struct LambdaArgs {
     upload_mib: u64,
 }
 
-/// The memory (MB) and timeout (s) each function is configured with (cdk/lib/sheetlog-stack.ts).
+/// The memory (MB) and timeout (s) each function is configured with (cdk/lib/stack/functions.ts).
 fn settings(binary: &str) -> (u32, u32) {
     match binary {
         "sheetlog-api" => (1024, 25),

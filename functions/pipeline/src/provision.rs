@@ -308,7 +308,7 @@ pub async fn create_all(
 }
 
 /// Settings of the snapshot queue pair. The defaults are the CDK stack's `TIMINGS`
-/// (`cdk/lib/sheetlog-stack.ts`); the local stack uses them so jobs behave as they do in AWS.
+/// (`cdk/lib/stack/names.ts`); the local stack uses them so jobs behave as they do in AWS.
 #[derive(Debug, Clone, Copy)]
 pub struct QueueSettings {
     /// How long a received job stays invisible: six times the worker's 5-minute timeout.

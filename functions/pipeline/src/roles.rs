@@ -50,7 +50,7 @@ fn append_to_record(path: &std::ffi::OsStr, line: &[u8]) -> std::io::Result<()> 
         .and_then(|mut f| f.write_all(line))
 }
 
-/// The functions' binaries, as the template names them (`CRATES` in `cdk/lib/sheetlog-stack.ts`).
+/// The functions' binaries, as the template names them (`CRATES` in `cdk/lib/stack/names.ts`).
 pub const API: &str = "sheetlog-api";
 pub const STREAM_ROUTER: &str = "sheetlog-stream-router";
 pub const SNAPSHOT_WORKER: &str = "sheetlog-snapshot-worker";
