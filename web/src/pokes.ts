@@ -2,7 +2,7 @@
  * Pokes: the sheet's channel on AWS AppSync Events (or the local stack's stand-in), over the
  * Event API's WebSocket protocol. Every `data` message on the channel means "entries were
  * committed, pull now". The connection reconnects with jittered exponential backoff; while it is
- * down the page falls back to a slow pull (sheet.ts).
+ * down the page falls back to a slow pull (sheet-sync.ts).
  *
  * Protocol (the subset the server side implements, docs/operations.md): subprotocols
  * `aws-appsync-event-ws` and `header-<base64url JSON of the authorization headers>`;

@@ -31,7 +31,7 @@ const A = { email: env('SHEETLOG_WEB_USER_A'), password: env('SHEETLOG_WEB_PASSW
 const B = { email: env('SHEETLOG_WEB_USER_B'), password: env('SHEETLOG_WEB_PASSWORD_B') };
 /** How long a poked edit may take to show on the other page. */
 const POKE_MS = Number(process.env.SHEETLOG_WEB_POKE_MS) || 10_000;
-/** The pages' fallback pull (sheet.ts: 30 s by default, and only while the poke channel is down). */
+/** The pages' fallback pull (sheet-sync.ts: 30 s by default, and only while the poke channel is down). */
 const NO_POLL = { 'sheetlog.fallbackPullMs': '600000' };
 
 const pages = new Pages(BASE);

@@ -1,0 +1,132 @@
+/**
+ * One sheet's history panel: the last 200 entries with what, when and who (this tab, another
+ * client, or the API), and a slider over every version still kept. Picking one pins the view at
+ * the sheet as it was after that entry (`at = seq + 1`, no overlay), read-only, with a banner
+ * back to the live sheet.
+ */
+import { ApiError, call, type EntriesPage, type Entry } from './api';
+import type { SheetContext } from './sheet-context';
+import type { SheetView } from './sheet-view';
+import { el } from './ui';
+
+export interface SheetHistory {
+  /** Lists the entries again if the sheet moved since the last listing. */
+  refresh(): Promise<void>;
+  /** Back to the live sheet. */
+  exit(): void;
+}
+
+/** Wires the History button, the slider and the list. `clientID` names this tab's Replicache client. */
+export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () => string): SheetHistory {
+  const { ui, messages, api } = ctx;
+  const { grid } = view;
+  const { historyBtn, historyPanel, historyList, slider, banner } = ui;
+
+  historyBtn.onclick = async () => {
+    historyPanel.hidden = !historyPanel.hidden;
+    historyBtn.classList.toggle('on', !historyPanel.hidden);
+    if (historyPanel.hidden) exit();
+    else await refresh();
+  };
+  slider.oninput = () => pin(Number(slider.value));
+
+  let lastListed = -1;
+  async function refresh(): Promise<void> {
+    const end = ctx.live?.seq ?? 0;
+    if (end === lastListed) return;
+    lastListed = end;
+    try {
+      const from = Math.max(0, end - 200);
+      let first = 0;
+      const page = await call<EntriesPage>('GET', `${api}/entries?from=${from}&limit=200`).catch((e: unknown) => {
+        // The oldest entries were removed by the retention policy: list from the first kept.
+        if (!(e instanceof ApiError && e.code === 'truncated')) throw e;
+        first = Number(e.detail.firstSeq ?? from);
+        return call<EntriesPage>('GET', `${api}/entries?from=${first}&limit=200`);
+      });
+      // The list shows the newest 200 entries; the slider reaches every version still kept.
+      slider.min = String(first);
+      slider.max = String(Math.max(0, end - 1));
+      if (ctx.historyAt === undefined) slider.value = slider.max;
+      historyList.replaceChildren(
+        ...page.entries
+          .slice()
+          .reverse()
+          .map((e) => {
+            const item = el(
+              'li',
+              {},
+              el('button', { type: 'button', className: 'entry', onclick: () => pin(e.seq) }, ...describe(e, clientID)),
+            );
+            item.dataset.seq = String(e.seq);
+            if (ctx.historyAt === e.seq + 1) item.classList.add('on');
+            return item;
+          }),
+      );
+    } catch (e) {
+      messages.error(e instanceof ApiError ? e.message : String(e), 'history');
+    }
+  }
+
+  function pin(seq: number): void {
+    ctx.historyAt = seq + 1;
+    slider.value = String(seq);
+    grid.readOnly = true;
+    grid.el.classList.add('readonly');
+    for (const li of historyList.querySelectorAll('li')) li.classList.toggle('on', li.dataset.seq === String(seq));
+    banner.hidden = false;
+    banner.replaceChildren(
+      `Version ${seq}: the sheet as it was after this entry. Read-only. `,
+      el('button', { type: 'button', onclick: () => exit() }, 'Back to the live sheet'),
+    );
+    void view.show({ seq: seq + 1, cells: new Map(), shapes: [] });
+  }
+
+  function exit(): void {
+    ctx.historyAt = undefined;
+    grid.readOnly = ctx.viewOnly;
+    grid.el.classList.toggle('readonly', ctx.viewOnly);
+    banner.hidden = true;
+    if (ctx.live) void view.show(ctx.live);
+  }
+
+  return { refresh, exit };
+}
+
+/** An entry as the list shows it: its number, what it did (60 characters at most), when and who. */
+function describe(e: Entry, clientID: () => string): (string | HTMLElement)[] {
+  const b = e.body;
+  let what: string = e.type;
+  let who = 'API';
+  const cells = (x: unknown) => (x as { cells?: { ref: string; value: unknown }[] })?.cells ?? [];
+  if (e.type === 'set')
+    what = cells(b)
+      .map((c) => `${c.ref}=${JSON.stringify(c.value)}`)
+      .join(' ');
+  if (e.type === 'mutations') {
+    // One client's run, or a group commit's runs (queued pushes of several clients together).
+    type Run = { clientID?: string; mutations?: { name: string; args: unknown }[] };
+    const runs = Array.isArray(b.runs) ? (b.runs as Run[]) : [b as Run];
+    const name = (id: unknown) => (id === clientID() ? 'this tab' : `client ${String(id).slice(0, 8)}`);
+    const clients = [...new Set(runs.map((r) => r.clientID))];
+    who = clients.length === 1 ? name(clients[0]) : `${clients.length} clients`;
+    what =
+      runs
+        .flatMap((r) => r.mutations ?? [])
+        .map((m) =>
+          m.name === 'set'
+            ? cells(m.args)
+                .map((c) => `${c.ref}=${JSON.stringify(c.value)}`)
+                .join(' ')
+            : m.name,
+        )
+        .join('; ') || 'rejected edits';
+  }
+  if (e.type === 'import') what = `import ${String(b.format ?? '').toUpperCase()}`;
+  const when = new Date(e.created);
+  return [
+    el('span', { className: 'v' }, `#${e.seq}`),
+    el('span', { className: 'what' }, what.length > 60 ? `${what.slice(0, 60)}…` : what),
+    el('span', { className: 'meta' }, `${when.toLocaleString()} · ${who}`),
+  ];
+}

@@ -1,0 +1,166 @@
+/**
+ * The elements of one sheet's page: the toolbar (name box, contents, format picker, edit buttons,
+ * import, export, history, progress, save status, link state), the banner, the grid's host and
+ * the history panel. Only the elements: what they do is wired by the other `sheet-*.ts` modules.
+ */
+import type { Grid } from './grid';
+import { el } from './ui';
+
+/** The number formats the picker offers: [code, label]. */
+const FORMATS: [string, string][] = [
+  ['', 'General'],
+  ['0', '0'],
+  ['0.00', '0.00'],
+  ['#,##0', '#,##0'],
+  ['#,##0.00', '#,##0.00'],
+  ['0%', '0%'],
+  ['0.00%', '0.00%'],
+  ['$#,##0.00', '$#,##0.00'],
+  ['yyyy-mm-dd', 'Date'],
+];
+
+export interface SheetLayout {
+  nameBox: HTMLInputElement;
+  formula: HTMLInputElement;
+  format: HTMLSelectElement;
+  insRow: HTMLButtonElement;
+  delRow: HTMLButtonElement;
+  insCol: HTMLButtonElement;
+  delCol: HTMLButtonElement;
+  fileInput: HTMLInputElement;
+  importLabel: HTMLLabelElement;
+  exportBtn: HTMLButtonElement;
+  historyBtn: HTMLButtonElement;
+  progress: HTMLProgressElement;
+  progressText: HTMLSpanElement;
+  status: HTMLSpanElement;
+  link: HTMLSpanElement;
+  banner: HTMLDivElement;
+  gridHost: HTMLDivElement;
+  historyList: HTMLOListElement;
+  slider: HTMLInputElement;
+  historyPanel: HTMLElement;
+}
+
+export interface LayoutOptions {
+  /** The sheet's name, shown instead of its id. */
+  name?: string;
+  /** A viewer's sheet: the toolbar shows a "View only" badge. */
+  viewOnly: boolean;
+  /** More toolbar controls, at its end. */
+  actions?: HTMLElement[];
+}
+
+/** Builds the toolbar's controls. */
+function toolbarControls() {
+  const nameBox = el('input', {
+    className: 'namebox',
+    value: 'A1',
+    title: 'Go to a cell (e.g. A900000)',
+    ariaLabel: 'cell reference',
+  });
+  const formula = el('input', { className: 'formula', readOnly: true, ariaLabel: 'cell contents' });
+  const format = el('select', { ariaLabel: 'number format', title: 'Number format of the selected cell' });
+  for (const [code, label] of FORMATS) format.append(el('option', { value: code, textContent: label }));
+  const button = (text: string, title: string) => el('button', { type: 'button', textContent: text, title });
+  const insRow = button('+ Row', 'Insert a row above the selected cell');
+  const delRow = button('− Row', "Delete the selected cell's row");
+  const insCol = button('+ Column', 'Insert a column left of the selected cell');
+  const delCol = button('− Column', "Delete the selected cell's column");
+  const fileInput = el('input', {
+    type: 'file',
+    accept: '.csv,.xlsx,text/csv',
+    className: 'file',
+    ariaLabel: 'import a file',
+  });
+  const importLabel = el(
+    'label',
+    { className: 'button', title: 'Replace the sheet with a CSV or XLSX file' },
+    'Import…',
+    fileInput,
+  );
+  const exportBtn = button(
+    'Export CSV',
+    "Download the sheet as shown, as CSV. Texts that would run as formulas in a spreadsheet program get a leading ' " +
+      '(Alt-click: every text exactly as stored)',
+  );
+  const historyBtn = button('History', 'See the sheet as it was at any version');
+  const progress = el('progress', { className: 'progress', hidden: true, max: 1 });
+  const progressText = el('span', { className: 'progress-text' });
+  const status = el('span', { className: 'status', role: 'status' });
+  const link = el('span', { className: 'link', title: 'How this page hears of other people’s edits' });
+  return {
+    nameBox,
+    formula,
+    format,
+    insRow,
+    delRow,
+    insCol,
+    delCol,
+    fileInput,
+    importLabel,
+    exportBtn,
+    historyBtn,
+    progress,
+    progressText,
+    status,
+    link,
+  };
+}
+
+/** Builds a sheet's page into `root` (replacing what it held) and returns its elements. */
+export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOptions): SheetLayout {
+  const c = toolbarControls();
+  const banner = el('div', { className: 'banner', hidden: true });
+  const gridHost = el('div', { className: 'grid-host' });
+  const historyList = el('ol', { className: 'history-list' });
+  const slider = el('input', { type: 'range', min: '0', max: '0', value: '0', ariaLabel: 'version' });
+  const historyPanel = el(
+    'aside',
+    { className: 'history', hidden: true },
+    el('h2', {}, 'History'),
+    el('p', { className: 'hint' }, 'Pick a version to see the sheet as it was after it (read-only).'),
+    slider,
+    historyList,
+  );
+  root.replaceChildren(
+    el(
+      'header',
+      { className: 'toolbar' },
+      el('a', { href: '/', className: 'home', title: 'All sheets' }, 'sheetlog'),
+      opts.name
+        ? el('span', { className: 'sheet-name', title: logId }, opts.name)
+        : el('span', { className: 'sheet-id', title: logId }, logId.slice(0, 8)),
+      ...(opts.viewOnly
+        ? [el('span', { className: 'badge view-only', title: 'Your role is viewer' }, 'View only')]
+        : []),
+      c.nameBox,
+      c.formula,
+      c.format,
+      c.insRow,
+      c.delRow,
+      c.insCol,
+      c.delCol,
+      c.importLabel,
+      c.exportBtn,
+      c.historyBtn,
+      c.progress,
+      c.progressText,
+      c.status,
+      c.link,
+      ...(opts.actions ?? []),
+    ),
+    banner,
+    el('main', { className: 'sheet' }, gridHost, historyPanel),
+  );
+  return { ...c, banner, gridHost, historyList, slider, historyPanel };
+}
+
+/** A viewer's sheet: the grid takes no typing and the edit controls and import are off. */
+export function lockForViewer(ui: SheetLayout, grid: Grid): void {
+  grid.readOnly = true;
+  grid.el.classList.add('readonly');
+  grid.el.dataset.readOnly = 'true';
+  for (const b of [ui.insRow, ui.delRow, ui.insCol, ui.delCol, ui.format, ui.fileInput]) b.disabled = true;
+  ui.importLabel.hidden = true;
+}
