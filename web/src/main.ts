@@ -1,17 +1,19 @@
 /**
- * The page's entry: `/` lists sheets, `/sheets/<logId>` opens one. It reads `/config.json` first:
- * in `cognito` mode it signs in (session.ts), lists the server's sheets with names and roles, and
- * shares them (share.ts); in the other modes the list is this browser's (sheets.ts). Anything
- * thrown reaches the message area in words; the page is never left blank.
+ * The page's entry: `/` lists sheets, `/sheets/<logId>` opens one (sheet.ts). It reads
+ * `/config.json` first: in `cognito` mode it signs in (the forms in signin.ts, the calls in
+ * session.ts), lists the server's sheets with names and roles, and shares them (share.ts); in the
+ * other modes the list is this browser's (sheets.ts). Anything thrown reaches the message area in
+ * words; the page is never left blank.
  */
 import { ApiError, call, setAuthProvider, setToken, token, tokenProvider } from './api';
-import { CognitoClient, CognitoError } from './cognito';
+import { CognitoClient } from './cognito';
 import { type AuthMode, loadConfig } from './config';
 import { Session } from './session';
 import { shareDialog } from './share';
 import { openSheet } from './sheet';
 import { ago, Catalog, can, forget, known, MAX_NAME, type SheetInfo, UUID } from './sheets';
-import { el, Messages } from './ui';
+import { signInPage } from './signin';
+import { el, Messages, words } from './ui';
 
 const root = document.getElementById('app') as HTMLElement;
 const messages = new Messages(document.getElementById('messages') as HTMLElement);
@@ -21,8 +23,6 @@ window.addEventListener('error', (e) => messages.error(`Something went wrong: ${
 window.addEventListener('unhandledrejection', (e) =>
   messages.error(e.reason instanceof ApiError ? e.reason.message : `Something went wrong: ${String(e.reason)}`),
 );
-
-const words = (e: unknown) => (e instanceof ApiError || e instanceof CognitoError ? e.message : String(e));
 
 function tokenForm(): HTMLElement {
   const input = el('input', {
@@ -151,232 +151,6 @@ function nameOf(logId: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-function signInPage(session: Session, done: () => void): void {
-  document.title = 'Sign in · sheetlog';
-  const email = el('input', {
-    type: 'email',
-    name: 'email',
-    autocomplete: 'username',
-    required: true,
-    ariaLabel: 'email',
-    placeholder: 'you@example.com',
-    value: session.email ?? '',
-  });
-  const password = el('input', {
-    type: 'password',
-    name: 'password',
-    autocomplete: 'current-password',
-    required: true,
-    ariaLabel: 'password',
-  });
-  const error = el('p', { className: 'form-error', role: 'alert' });
-  const submit = el('button', { type: 'submit', className: 'primary' }, 'Sign in');
-  const form = el(
-    'form',
-    { className: 'sign-in' },
-    el('h1', {}, 'Sign in'),
-    el('label', {}, 'Email', email),
-    el('label', {}, 'Password', password),
-    submit,
-    error,
-  );
-  form.onsubmit = async (ev) => {
-    ev.preventDefault();
-    submit.disabled = true;
-    error.textContent = '';
-    try {
-      nextStep(session, await session.signIn(email.value, password.value), email.value, done);
-    } catch (e) {
-      error.textContent = words(e);
-      submit.disabled = false;
-      password.select();
-    }
-  };
-  root.replaceChildren(
-    el('header', { className: 'toolbar' }, el('a', { href: '/', className: 'home' }, 'sheetlog')),
-    el('main', { className: 'list' }, form),
-  );
-  (email.value ? password : email).focus();
-}
-
-type SignInStep = Awaited<ReturnType<Session['signIn']>>;
-
-/** Shows what a sign-in asks next, or finishes it. */
-function nextStep(session: Session, r: SignInStep, email: string, done: () => void): void {
-  switch (r.kind) {
-    case 'signed-in':
-      done();
-      return;
-    case 'new-password':
-      newPasswordForm(session, r.session, r.username, email, done);
-      return;
-    case 'mfa-code':
-      mfaCodeForm(session, r.session, r.username, email, done);
-      return;
-    case 'mfa-setup':
-      void mfaSetupForm(session, r.session, r.username, email, done);
-      return;
-  }
-}
-
-/** A six-digit code field for an authenticator app. */
-function codeInput(): HTMLInputElement {
-  return el('input', {
-    type: 'text',
-    inputMode: 'numeric',
-    autocomplete: 'one-time-code',
-    pattern: '[0-9]{6}',
-    maxLength: 6,
-    required: true,
-    ariaLabel: 'authenticator code',
-  });
-}
-
-/** A form of one code field that calls `send` with the code and goes on with its answer. */
-function codeForm(
-  className: string,
-  intro: HTMLElement[],
-  label: string,
-  send: (code: string) => Promise<SignInStep>,
-  session: Session,
-  email: string,
-  done: () => void,
-): void {
-  const code = codeInput();
-  const error = el('p', { className: 'form-error', role: 'alert' });
-  const submit = el('button', { type: 'submit', className: 'primary' }, label);
-  const form = el(
-    'form',
-    { className: `sign-in ${className}` },
-    ...intro,
-    el('label', {}, 'Code', code),
-    submit,
-    error,
-  );
-  form.onsubmit = async (ev) => {
-    ev.preventDefault();
-    submit.disabled = true;
-    error.textContent = '';
-    try {
-      nextStep(session, await send(code.value), email, done);
-    } catch (e) {
-      error.textContent = words(e);
-      code.select();
-    } finally {
-      submit.disabled = false;
-    }
-  };
-  root.querySelector('main')?.replaceChildren(form);
-  code.focus();
-}
-
-/** SOFTWARE_TOKEN_MFA: the code the person's authenticator app shows. */
-function mfaCodeForm(session: Session, challenge: string, username: string, email: string, done: () => void): void {
-  codeForm(
-    'mfa-code',
-    [
-      el('h1', {}, 'Enter your code'),
-      el('p', { className: 'hint' }, 'Open your authenticator app and enter the code it shows for sheetlog.'),
-    ],
-    'Sign in',
-    (code) => session.answerMfa(challenge, username, email, code),
-    session,
-    email,
-    done,
-  );
-}
-
-/**
- * MFA_SETUP (`cognitoMfa=required`, first sign-in): the key for a new authenticator app, as text
- * and as an `otpauth://` link (which phone apps open), then the app's first code.
- */
-async function mfaSetupForm(
-  session: Session,
-  challenge: string,
-  username: string,
-  email: string,
-  done: () => void,
-): Promise<void> {
-  let started: { secret: string; session: string };
-  try {
-    started = await session.startMfaSetup(challenge);
-  } catch (e) {
-    root.querySelector('main')?.replaceChildren(el('p', { className: 'form-error', role: 'alert' }, words(e)));
-    return;
-  }
-  const uri = `otpauth://totp/${encodeURIComponent(`sheetlog:${email}`)}?secret=${started.secret}&issuer=sheetlog`;
-  const key = el('code', { className: 'mfa-key' }, started.secret.replace(/(.{4})/g, '$1 ').trim());
-  key.dataset.secret = started.secret;
-  codeForm(
-    'mfa-setup',
-    [
-      el('h1', {}, 'Set up your authenticator app'),
-      el(
-        'p',
-        { className: 'hint' },
-        'This stack asks for a code from an authenticator app at every sign-in. Add this key to your app (time-based, 6 digits), or open ',
-        el('a', { href: uri }, 'this link'),
-        ' on your phone:',
-      ),
-      key,
-      el('p', { className: 'hint' }, 'Then enter the code the app shows.'),
-    ],
-    'Verify and sign in',
-    (code) => session.finishMfaSetup(started.session, username, email, code),
-    session,
-    email,
-    done,
-  );
-}
-
-/** NEW_PASSWORD_REQUIRED: an invited person's first sign-in replaces the temporary password. */
-function newPasswordForm(session: Session, challenge: string, username: string, email: string, done: () => void): void {
-  const pw = el('input', {
-    type: 'password',
-    autocomplete: 'new-password',
-    required: true,
-    ariaLabel: 'new password',
-  });
-  const again = el('input', {
-    type: 'password',
-    autocomplete: 'new-password',
-    required: true,
-    ariaLabel: 'repeat new password',
-  });
-  const error = el('p', { className: 'form-error', role: 'alert' });
-  const submit = el('button', { type: 'submit', className: 'primary' }, 'Set password and sign in');
-  const form = el(
-    'form',
-    { className: 'sign-in new-password' },
-    el('h1', {}, 'Choose your password'),
-    el('p', { className: 'hint' }, `Welcome, ${email}. You signed in with a temporary password: choose your own.`),
-    el('label', {}, 'New password', pw),
-    el('label', {}, 'Repeat it', again),
-    submit,
-    error,
-  );
-  form.onsubmit = async (ev) => {
-    ev.preventDefault();
-    if (pw.value !== again.value) {
-      error.textContent = 'The two passwords differ.';
-      return;
-    }
-    submit.disabled = true;
-    error.textContent = '';
-    try {
-      const r = await session.completeNewPassword(challenge, username, email, pw.value);
-      if (r.kind === 'new-password') error.textContent = 'Cognito asked for yet another new password; try again.';
-      else nextStep(session, r, email, done);
-    } catch (e) {
-      error.textContent = words(e);
-    } finally {
-      submit.disabled = false;
-    }
-  };
-  root.querySelector('main')?.replaceChildren(form);
-  pw.focus();
 }
 
 function accountBar(session: Session): HTMLElement {
@@ -640,11 +414,11 @@ async function boot(): Promise<void> {
   session.onChange = (signedIn) => {
     if (!signedIn) {
       messages.warn('You were signed out: sign in again.', 'signed-out');
-      signInPage(session, () => location.reload());
+      signInPage(root, session, () => location.reload());
     }
   };
   if (await session.restore()) route();
-  else signInPage(session, route);
+  else signInPage(root, session, route);
 }
 
 boot().catch((e) => messages.error(words(e)));

@@ -1,4 +1,6 @@
 /** Small DOM helpers and the message area where every error is said in words. */
+import { ApiError } from './api';
+import { CognitoError } from './cognito';
 
 type Props<K extends keyof HTMLElementTagNameMap> = Partial<Omit<HTMLElementTagNameMap[K], 'style'>> &
   Record<string, unknown>;
@@ -17,6 +19,9 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   e.append(...children);
   return e;
 }
+
+/** An error as the page says it: the API's or Cognito's message, else the error as text. */
+export const words = (e: unknown) => (e instanceof ApiError || e instanceof CognitoError ? e.message : String(e));
 
 export type Level = 'error' | 'warn' | 'info';
 
