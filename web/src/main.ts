@@ -165,6 +165,87 @@ function accountBar(session: Session): HTMLElement {
   return el('span', { className: 'account' }, el('span', { className: 'who' }, session.email ?? ''), out);
 }
 
+/** What a row of the server's list needs: who is signed in, the catalog, and how to list again. */
+interface CatalogList {
+  session: Session;
+  catalog: Catalog;
+  refresh: () => Promise<void>;
+}
+
+/** A sheet in the server's list: its name, role and last change; rename, share or members, leave. */
+function sheetRow(list: CatalogList, s: SheetInfo): HTMLElement {
+  const { session, catalog } = list;
+  rememberName(s);
+  const link = el('a', { href: `/sheets/${s.logId}`, className: 'name' }, s.name);
+  const nameCell = el('td', {}, link);
+  const actions = el('td', { className: 'actions' });
+  const tr = el(
+    'tr',
+    {},
+    nameCell,
+    el('td', { className: 'role' }, s.role),
+    el('td', { className: 'meta', title: new Date(s.updatedAt).toLocaleString() }, ago(s.updatedAt)),
+    actions,
+  );
+  tr.dataset.logId = s.logId;
+  tr.dataset.name = s.name;
+  tr.dataset.role = s.role;
+  if (can(s.role, 'edit')) {
+    const rename = el('button', { type: 'button', className: 'rename' }, 'Rename');
+    rename.onclick = () => {
+      const input = el('input', { value: s.name, ariaLabel: 'sheet name', maxLength: MAX_NAME });
+      const f = el('form', { className: 'rename-form' }, input, el('button', { type: 'submit' }, 'Save'));
+      f.onsubmit = async (ev) => {
+        ev.preventDefault();
+        try {
+          const updated = await catalog.rename(s.logId, input.value);
+          tr.replaceWith(sheetRow(list, { ...s, ...updated }));
+        } catch (e) {
+          messages.error(words(e));
+        }
+      };
+      input.onkeydown = (e) => {
+        if (e.key === 'Escape') tr.replaceWith(sheetRow(list, s));
+      };
+      nameCell.replaceChildren(f);
+      input.select();
+    };
+    actions.append(rename);
+  }
+  const share = el('button', { type: 'button', className: 'share' }, can(s.role, 'share') ? 'Share' : 'Members');
+  share.onclick = () =>
+    void shareDialog({
+      catalog,
+      messages,
+      logId: s.logId,
+      name: s.name,
+      me: session.userId() ?? '',
+      myEmail: session.email,
+      onLeft: () => tr.remove(),
+    }).then(() => list.refresh());
+  const leave = el('button', { type: 'button', className: 'leave' }, 'Leave');
+  leave.onclick = async () => {
+    if (leave.dataset.confirm !== 'yes') {
+      leave.dataset.confirm = 'yes';
+      leave.textContent = 'Really leave?';
+      return;
+    }
+    try {
+      await catalog.remove(s.logId, session.userId() ?? '');
+      tr.remove();
+      messages.info(`You left “${s.name}”.`);
+    } catch (e) {
+      messages.error(
+        e instanceof ApiError && e.status === 409
+          ? 'You are this sheet’s only owner: make someone else owner before you leave.'
+          : words(e),
+      );
+    }
+  };
+  actions.append(share, leave);
+  return tr;
+}
+
 function catalogListPage(session: Session, catalog: Catalog): void {
   document.title = 'sheetlog';
   const name = el('input', {
@@ -200,85 +281,13 @@ function catalogListPage(session: Session, catalog: Catalog): void {
   );
   let cursor: string | null = null;
 
-  function row(s: SheetInfo): HTMLElement {
-    rememberName(s);
-    const link = el('a', { href: `/sheets/${s.logId}`, className: 'name' }, s.name);
-    const nameCell = el('td', {}, link);
-    const actions = el('td', { className: 'actions' });
-    const tr = el(
-      'tr',
-      {},
-      nameCell,
-      el('td', { className: 'role' }, s.role),
-      el('td', { className: 'meta', title: new Date(s.updatedAt).toLocaleString() }, ago(s.updatedAt)),
-      actions,
-    );
-    tr.dataset.logId = s.logId;
-    tr.dataset.name = s.name;
-    tr.dataset.role = s.role;
-    if (can(s.role, 'edit')) {
-      const rename = el('button', { type: 'button', className: 'rename' }, 'Rename');
-      rename.onclick = () => {
-        const input = el('input', { value: s.name, ariaLabel: 'sheet name', maxLength: MAX_NAME });
-        const f = el('form', { className: 'rename-form' }, input, el('button', { type: 'submit' }, 'Save'));
-        f.onsubmit = async (ev) => {
-          ev.preventDefault();
-          try {
-            const updated = await catalog.rename(s.logId, input.value);
-            tr.replaceWith(row({ ...s, ...updated }));
-          } catch (e) {
-            messages.error(words(e));
-          }
-        };
-        input.onkeydown = (e) => {
-          if (e.key === 'Escape') tr.replaceWith(row(s));
-        };
-        nameCell.replaceChildren(f);
-        input.select();
-      };
-      actions.append(rename);
-    }
-    const share = el('button', { type: 'button', className: 'share' }, can(s.role, 'share') ? 'Share' : 'Members');
-    share.onclick = () =>
-      void shareDialog({
-        catalog,
-        messages,
-        logId: s.logId,
-        name: s.name,
-        me: session.userId() ?? '',
-        myEmail: session.email,
-        onLeft: () => tr.remove(),
-      }).then(() => refresh());
-    const leave = el('button', { type: 'button', className: 'leave' }, 'Leave');
-    leave.onclick = async () => {
-      if (leave.dataset.confirm !== 'yes') {
-        leave.dataset.confirm = 'yes';
-        leave.textContent = 'Really leave?';
-        return;
-      }
-      try {
-        await catalog.remove(s.logId, session.userId() ?? '');
-        tr.remove();
-        messages.info(`You left “${s.name}”.`);
-      } catch (e) {
-        messages.error(
-          e instanceof ApiError && e.status === 409
-            ? 'You are this sheet’s only owner: make someone else owner before you leave.'
-            : words(e),
-        );
-      }
-    };
-    actions.append(share, leave);
-    return tr;
-  }
-
   async function page(reset: boolean): Promise<void> {
     more.disabled = true;
     try {
       const p = await catalog.list(reset ? null : cursor);
       cursor = p.cursor;
       if (reset) rows.replaceChildren();
-      rows.append(...p.sheets.map(row));
+      rows.append(...p.sheets.map((s) => sheetRow(list, s)));
       if (!rows.children.length)
         rows.append(el('tr', {}, el('td', { className: 'empty', colSpan: 4 }, 'No sheets yet: make one.')));
       more.hidden = !cursor;
@@ -290,6 +299,7 @@ function catalogListPage(session: Session, catalog: Catalog): void {
     }
   }
   const refresh = () => page(true);
+  const list: CatalogList = { session, catalog, refresh };
   more.onclick = () => void page(false);
 
   root.replaceChildren(
