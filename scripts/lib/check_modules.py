@@ -11,7 +11,8 @@
   manifest (`[package.metadata.sheetlog] tier = "…"`: model, core, library, function, tool) and
   depends only on crates of a lower tier (tools may use tools), so no function crate depends on
   another; and no loop runs through the crates' dependencies, dev-dependencies included
-  (`KNOWN_LOOPS` names the one left, with its reason).
+  (`KNOWN_LOOPS` names the one left, with its reason);
+- no non-test TypeScript source (`cdk/lib`, `cdk/bin`, `web/src`) over 600 lines.
 
 A path is resolved to the file that defines its item: through the module tree (`mod x;`), and
 through `pub use` re-exports, so a `mod.rs` that only declares and re-exports its children is not
@@ -29,6 +30,8 @@ import tomllib
 from pathlib import Path
 
 MAX_LINES = 900
+MAX_TS_LINES = 600
+TS_SOURCES = ("cdk/lib", "cdk/bin", "web/src")
 
 MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.M)
 USE_STMT = re.compile(r"\buse\s+([^;]+);", re.S)
@@ -366,6 +369,19 @@ def crate_loops(edges: dict[str, set[str]]) -> list[list[str]]:
     return [sorted(comp) for comp in cycles(edges)]
 
 
+def typescript_problems(root: Path) -> list[str]:
+    """Non-test TypeScript files over MAX_TS_LINES."""
+    problems = []
+    for folder in TS_SOURCES:
+        for path in sorted((root / folder).rglob("*.ts")):
+            lines = path.read_text().count("\n")
+            if lines > MAX_TS_LINES:
+                problems.append(
+                    f"{path.relative_to(root)}: {lines} lines (TypeScript sources stay within {MAX_TS_LINES})"
+                )
+    return problems
+
+
 def crate_roots(root: Path) -> list[Path]:
     roots = []
     for manifest in sorted(root.glob("functions/*/Cargo.toml")) + [root / "tests/Cargo.toml"]:
@@ -379,7 +395,7 @@ def crate_roots(root: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     root = Path(argv[1] if len(argv) > 1 else ".").resolve()
-    problems = crate_problems(root)
+    problems = crate_problems(root) + typescript_problems(root)
     seen_files: set[Path] = set()
     for crate_root in crate_roots(root):
         crate = Crate(crate_root)
@@ -419,7 +435,8 @@ def main(argv: list[str]) -> int:
         return 1
     print(
         f"check_modules: no import circles, no non-test source file over {MAX_LINES} lines, "
-        "every module named in its parent's header, every crate in its tier, no dependency loop"
+        "every module named in its parent's header, every crate in its tier, no dependency loop, "
+        f"no TypeScript source over {MAX_TS_LINES} lines"
     )
     return 0
 

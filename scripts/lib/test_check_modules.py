@@ -114,9 +114,25 @@ class FileRules(unittest.TestCase):
         self.assertEqual(self.ws.run(), 1)
 
 
+class TypeScriptRules(unittest.TestCase):
+    def test_a_long_typescript_source_fails_and_a_long_test_does_not(self) -> None:
+        ws = Workspace()
+        self.addCleanup(ws.dir.cleanup)
+        (ws.root / "web/src").mkdir(parents=True)
+        (ws.root / "web/test").mkdir(parents=True)
+        (ws.root / "web/src/ok.ts").write_text("export {};\n" * 600)
+        (ws.root / "web/test/long.test.ts").write_text("export {};\n" * 700)
+        self.assertEqual(check_modules.typescript_problems(ws.root), [])
+        (ws.root / "web/src/long.ts").write_text("export {};\n" * 601)
+        problems = check_modules.typescript_problems(ws.root)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("web/src/long.ts: 601 lines", problems[0])
+
+
 class Repository(unittest.TestCase):
     def test_the_repository_keeps_every_rule(self) -> None:
         self.assertEqual(check_modules.crate_problems(REPO), [])
+        self.assertEqual(check_modules.typescript_problems(REPO), [])
 
 
 if __name__ == "__main__":
