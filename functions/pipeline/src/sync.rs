@@ -4,7 +4,7 @@
 //! the batch, then delete the messages it did not report as batch item failures. One batch at a
 //! time, so each log's pushes are applied in the order they were sent. The handler deletes a
 //! log's messages itself once they are committed, before it pokes (as it does under Lambda, see
-//! `sheetlog_sync_writer::early`); the driver deletes what is left.
+//! `sheetlog_sync_writer::early_delete`); the driver deletes what is left.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

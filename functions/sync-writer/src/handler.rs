@@ -31,7 +31,7 @@ use sheetlog_core::sync_queue::{PushMessage, QueuedPush, client_pushes};
 use tracing::{debug, error, info, warn};
 
 use crate::config::WriterConfig;
-use crate::early::EarlyDelete;
+use crate::early_delete::EarlyDelete;
 
 /// The writer's log: the AWS adapters, or the same wrapped in the fault-injecting adapter.
 pub type WriterLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
@@ -193,7 +193,7 @@ impl Handler {
 
     /// As [`handle_detailed`](Self::handle_detailed), deleting each log's handled messages
     /// through `early` as soon as its group commit is written, before its poke (see
-    /// [`crate::early`]); those results say `deleted`.
+    /// [`crate::early_delete`]); those results say `deleted`.
     pub async fn handle_detailed_with(
         &self,
         event: SqsEvent,

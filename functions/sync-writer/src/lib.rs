@@ -6,16 +6,16 @@
 //!
 //! Layout:
 //! - [`handler`] — [`Handler`]: an SQS batch → per-log group commits → batch item failures
-//! - [`config`]  — [`WriterConfig`], from the environment
-//! - [`early`]   — [`EarlyDelete`]: a committed batch's messages deleted before its poke
+//! - [`config`]  — [`WriterConfig`] and the function's [`config::Settings`], from the environment
+//! - [`early_delete`] — [`EarlyDelete`]: a committed batch's messages deleted before its poke
 //! - `main.rs`   — Lambda wiring
 
 pub mod config;
-pub mod early;
+pub mod early_delete;
 pub mod handler;
 
 pub use config::WriterConfig;
-pub use early::{EarlyDelete, SqsDelete};
+pub use early_delete::{EarlyDelete, SqsDelete};
 pub use handler::{Handler, MessageOutcome, MessageResult, WriterLog};
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ async fn main() -> Result<(), Error> {
     }
     let handler = Arc::new(handler);
     // The queue the event source reads, for deleting a batch's messages as soon as they are
-    // committed (`early.rs`); looked up from the first event's source ARN, once per process.
+    // committed (`early_delete.rs`); looked up from the first event's source ARN, once per process.
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let early: Arc<OnceCell<Option<SqsDelete>>> = Arc::new(OnceCell::new());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {

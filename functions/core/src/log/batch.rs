@@ -8,7 +8,7 @@
 //! last mutation id, so the effects and the ids become visible together, and the conditional put
 //! keeps every mutation applied at most once (a writer whose view of the clients is stale loses
 //! the append). The runs' range items (and a new client's place in its group) are written by
-//! window afterwards (`super::deferred`).
+//! window afterwards (`super::range_index`).
 //!
 //! A client whose mutations cannot be applied because of what they are (another group's client,
 //! a gap, an unknown client past its first mutation) is refused on its own: the other clients'
@@ -21,8 +21,8 @@ use tracing::{debug, warn};
 
 use super::append::Head;
 use super::clients::MAX_RUN_BODY_BYTES;
-use super::deferred::{LoggedRun, index_due};
 use super::push_rebase::{Caught, PushRebase, positions, sent_forms};
+use super::range_index::{LoggedRun, index_due};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};

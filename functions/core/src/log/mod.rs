@@ -11,7 +11,7 @@
 //! - `batch.rs`, `clients.rs`, `rebase.rs` — sync client runs, group commit, rebasing
 //! - `pushed.rs`   — one mutation as a sync client pushed it
 //! - `push_rebase.rs` — rebasing pushed mutations made against an older view (`baseSeq`)
-//! - `deferred.rs` — clients' range items written after their group commit, a window at a time
+//! - `range_index.rs` — clients' range items written after their group commit, a window at a time
 //! - `trigger.rs`  — the snapshot trigger after every append (API and sync writer)
 //! - `archive.rs`, `archive_cache.rs` — archived segments in S3, and the one a reader read last
 //! - `purge.rs`    — deleting a log: tombstone, then every item and object, in pages
@@ -34,11 +34,11 @@ mod batch;
 #[cfg(feature = "engine")]
 mod clients;
 #[cfg(feature = "engine")]
-mod deferred;
-#[cfg(feature = "engine")]
 mod push_rebase;
 #[cfg(feature = "engine")]
 mod pushed;
+#[cfg(feature = "engine")]
+mod range_index;
 // Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
 #[cfg(feature = "engine")]
 mod rebase;
@@ -52,13 +52,13 @@ mod trigger;
 pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_CLIENTS};
 #[cfg(feature = "engine")]
 pub use clients::{Rejected, RunOutcome, RunSource, RunState, oversize_reason};
-#[cfg(feature = "engine")]
-pub use deferred::{INDEX_WINDOW, LoggedRun, Tail, index_due};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
 pub use push_rebase::MAX_REBASE_ENTRIES;
 #[cfg(feature = "engine")]
 pub use pushed::PushedMutation;
+#[cfg(feature = "engine")]
+pub use range_index::{INDEX_WINDOW, LoggedRun, Tail, index_due};
 #[cfg(feature = "engine")]
 pub use rebase::RebasedAppend;
 pub use retry::Backoff;
@@ -303,9 +303,9 @@ mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
 #[cfg(test)]
-mod deferred_tests;
-#[cfg(test)]
 mod push_rebase_tests;
+#[cfg(test)]
+mod range_index_tests;
 #[cfg(test)]
 mod rebase_tests;
 #[cfg(test)]

@@ -26,11 +26,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::SnapshotError;
+pub use super::chunk_list::{Piece, Pieces};
 use super::format::{ChunkRows, FORMAT_VERSION, Manifest, manifest_key};
 use super::import_reader::{EncodedRx, ImportMsg, ImportRx, spawn_encoded_import, spawn_import};
 pub use super::output::{BuildStats, load_chunk};
 use super::output::{ManifestParts, Output};
-pub use super::pieces_codec::{Piece, Pieces};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
 use crate::entry::EntryBody;
@@ -100,7 +100,7 @@ pub struct Checkpoint {
     /// First row of the next chunk.
     pub next_chunk_start: u32,
     /// The chunks so far: the parts of the list written to the store, named, and the records
-    /// after them (about 44 bytes per new chunk, 60 in base64): see `pieces_codec`. A resumed
+    /// after them (about 44 bytes per new chunk, 60 in base64): see `chunk_list`. A resumed
     /// build reads the parts back from the store when it writes the manifest.
     pub pieces: Pieces,
     pub stats: BuildStats,

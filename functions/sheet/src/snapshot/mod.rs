@@ -12,16 +12,16 @@
 //! - `stream.rs` — events as streaming row transforms ([`stream::Stage`]), position mapping.
 //! - `builder.rs` — the incremental, resumable builder and its checkpoints.
 //! - `output.rs` — the builder's output: chunk cuts and writes, the chunk list written out in
-//!   parts as it fills (`pieces_codec.rs` encodes it), the manifest streamed to the store.
+//!   parts as it fills (`chunk_list.rs` encodes it), the manifest streamed to the store.
 //! - `import_reader.rs` — the import file read on a blocking thread, its rows handed to the
 //!   builder decoded or already encoded as chunk bytes.
 //! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
 
 pub mod builder;
+mod chunk_list;
 pub mod format;
 mod import_reader;
 mod output;
-mod pieces_codec;
 pub mod read;
 pub mod store;
 pub mod stream;

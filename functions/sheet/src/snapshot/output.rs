@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::SnapshotError;
+use super::chunk_list::{Piece, Pieces, records};
 use super::format::{
     Appended, ChunkBuilder, ChunkEncoder, ChunkHash, ChunkRef, ChunkRows, EncodedRow,
     FORMAT_VERSION, Manifest, ManifestTotals, ManifestWriter, chunk_key, list_key, open_blob,
 };
-use super::pieces_codec::{Piece, Pieces, records};
 use super::store::{BlobError, BlobParts, BlobStore};
 use super::stream::{Item, Span};
 use crate::Row;

@@ -352,7 +352,7 @@ proptest! {
                     .iter()
                     .flat_map(|h| {
                         let b = store.snapshot()[&list_key(LOG, h)].clone();
-                        super::pieces_codec::records(&b).map(Result::unwrap).collect::<Vec<_>>()
+                        super::chunk_list::records(&b).map(Result::unwrap).collect::<Vec<_>>()
                     })
                     .collect();
                 let keep: Vec<String> = base
@@ -1246,7 +1246,7 @@ fn chunks_are_written_together_and_stored_before_any_checkpoint_names_them() {
                         let part = stored
                             .get(&list_key(LOG, h))
                             .unwrap_or_else(|| panic!("list part {h:?} not stored"));
-                        super::pieces_codec::records(part)
+                        super::chunk_list::records(part)
                             .map(Result::unwrap)
                             .collect::<Vec<_>>()
                     })
