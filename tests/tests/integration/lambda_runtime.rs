@@ -1,4 +1,4 @@
-//! Each function's binary (the `lambda-check` profile) under a Lambda runtime (`cargo lambda watch`'s Runtime API
+//! Each function's binary (the dev profile) under a Lambda runtime (`cargo lambda watch`'s Runtime API
 //! emulator, `sheetlog_tests::lambda_watch`), driven with the events AWS sends it: API Gateway
 //! HTTP API v2 requests (with and without JWT claims), a DynamoDB stream batch of real Entry
 //! records, an SQS batch in which one record fails (partial batch response), an SQS FIFO batch of
@@ -17,7 +17,7 @@ use sheetlog_tests::stack::TestStack;
 
 #[tokio::test]
 async fn the_api_binary_answers_http_api_v2_events() -> anyhow::Result<()> {
-    let bin = build_functions(FunctionProfile::Check)?;
+    let bin = build_functions(FunctionProfile::Dev)?;
     let stack = TestStack::new("lambda-api").await?;
     let env = function_env(&stack.resources, stack.emulator.endpoint());
     let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), 512, 25, &env).await?;
@@ -70,7 +70,7 @@ async fn the_api_binary_answers_http_api_v2_events() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn the_api_binary_reads_jwt_claims_from_the_request_context() -> anyhow::Result<()> {
-    let bin = build_functions(FunctionProfile::Check)?;
+    let bin = build_functions(FunctionProfile::Dev)?;
     let stack = TestStack::new("lambda-jwt").await?;
     let mut env = function_env(&stack.resources, stack.emulator.endpoint());
     env.push(("SHEETLOG_ACCESS_CLAIM".into(), "sheetlog_logs".into()));
@@ -112,7 +112,7 @@ async fn the_api_binary_reads_jwt_claims_from_the_request_context() -> anyhow::R
 
 #[tokio::test]
 async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> anyhow::Result<()> {
-    let bin = build_functions(FunctionProfile::Check)?;
+    let bin = build_functions(FunctionProfile::Dev)?;
     let px = PipelineStack::new("lambda-pipe").await?;
     let mut env = function_env(&px.stack.resources, px.stack.emulator.endpoint());
     env.push((
@@ -190,7 +190,7 @@ async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> any
 
 #[tokio::test]
 async fn the_sync_writer_binary_applies_a_fifo_batch_of_queued_pushes() -> anyhow::Result<()> {
-    let bin = build_functions(FunctionProfile::Check)?;
+    let bin = build_functions(FunctionProfile::Dev)?;
     let stack = TestStack::new("lambda-sync").await?;
     let env = function_env(&stack.resources, stack.emulator.endpoint());
     let log = stack.log()?;
@@ -236,7 +236,7 @@ async fn the_sync_writer_binary_applies_a_fifo_batch_of_queued_pushes() -> anyho
 
 #[tokio::test]
 async fn the_archiver_binary_runs_on_the_scheduled_event() -> anyhow::Result<()> {
-    let bin = build_functions(FunctionProfile::Check)?;
+    let bin = build_functions(FunctionProfile::Dev)?;
     let px = PipelineStack::new("lambda-archiver").await?;
     let worker = px.worker(test_worker_config())?;
     // A log of four segments, each ended by a built snapshot.
