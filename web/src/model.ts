@@ -174,7 +174,7 @@ type Tx = Pick<WriteTransaction, 'clientID' | 'get' | 'scan'>;
 
 /**
  * What a pending mutation made against `baseSeq` must be moved through, the way the server will
- * (functions/core/src/log/push_rebase.rs): the changes committed at `baseSeq` and after (this
+ * (functions/core/src/log/rebase/push.rs): the changes committed at `baseSeq` and after (this
  * client's own as its view held them), then this client's earlier pending changes.
  */
 async function history(tx: Tx, baseSeq: number | undefined): Promise<Step[]> {

@@ -21,8 +21,8 @@ use tracing::{debug, warn};
 
 use super::append::Head;
 use super::clients::MAX_RUN_BODY_BYTES;
-use super::push_rebase::{Caught, PushRebase, positions, sent_forms};
 use super::range_index::{LoggedRun, index_due};
+use super::rebase::push::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};

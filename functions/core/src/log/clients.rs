@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use tracing::{debug, warn};
 
-use super::push_rebase::{Caught, PushRebase, sent_forms};
 use super::pushed::PushedMutation;
+use super::rebase::push::{Caught, PushRebase, sent_forms};
 use super::{Appended, EventLog, SegmentHint, Tail, corrupt, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};

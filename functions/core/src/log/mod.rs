@@ -8,9 +8,9 @@
 //! - `append.rs`   — append (with idempotency keys and rebasing) and the head lookups
 //! - `chain.rs`    — the read chain across segments and archives
 //! - `load.rs`     — load, read since, read from, scan, resolving offloaded bodies
-//! - `batch.rs`, `clients.rs`, `rebase.rs` — sync client runs, group commit, rebasing
+//! - `batch.rs`, `clients.rs` — sync client runs and group commit
 //! - `pushed.rs`   — one mutation as a sync client pushed it
-//! - `push_rebase.rs` — rebasing pushed mutations made against an older view (`baseSeq`)
+//! - `rebase/`     — rebasing an edit made against an older view (`baseSeq`): an append's, a push's
 //! - `range_index.rs` — clients' range items written after their group commit, a window at a time
 //! - `trigger.rs`  — the snapshot trigger after every append (API and sync writer)
 //! - `archive.rs`, `archive_cache.rs` — archived segments in S3, and the one a reader read last
@@ -34,16 +34,10 @@ mod batch;
 #[cfg(feature = "engine")]
 mod clients;
 #[cfg(feature = "engine")]
-mod push_rebase;
-#[cfg(feature = "engine")]
 mod pushed;
 #[cfg(feature = "engine")]
 mod range_index;
 // Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
-#[cfg(feature = "engine")]
-mod rebase;
-#[cfg(not(feature = "engine"))]
-#[path = "rebase_none.rs"]
 mod rebase;
 mod retry;
 mod trigger;
@@ -54,13 +48,13 @@ pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_
 pub use clients::{Rejected, RunOutcome, RunSource, RunState, oversize_reason};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
-pub use push_rebase::MAX_REBASE_ENTRIES;
-#[cfg(feature = "engine")]
 pub use pushed::PushedMutation;
 #[cfg(feature = "engine")]
 pub use range_index::{INDEX_WINDOW, LoggedRun, Tail, index_due};
 #[cfg(feature = "engine")]
 pub use rebase::RebasedAppend;
+#[cfg(feature = "engine")]
+pub use rebase::push::MAX_REBASE_ENTRIES;
 pub use retry::Backoff;
 pub use trigger::{SnapshotTrigger, Triggered};
 
@@ -303,11 +297,7 @@ mod clients_tests;
 #[cfg(test)]
 mod dedupe_tests;
 #[cfg(test)]
-mod push_rebase_tests;
-#[cfg(test)]
 mod range_index_tests;
-#[cfg(test)]
-mod rebase_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

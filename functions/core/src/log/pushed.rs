@@ -1,5 +1,5 @@
 //! One mutation as a sync client pushed it, shared by client runs (`clients.rs`), group commits
-//! (`batch.rs`) and rebasing a push (`push_rebase.rs`).
+//! (`batch.rs`) and rebasing a push (`rebase/push.rs`).
 
 use crate::sheet::event::Event;
 

@@ -3,10 +3,10 @@
 //! earlier mutations, which its author already saw (as sent).
 #![cfg(feature = "engine")]
 
-use super::tests::always_stale;
-use super::*;
 use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
+use crate::log::tests::always_stale;
+use crate::log::*;
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::LogStore;
 use crate::sheet::entry::EntryBody;
@@ -68,7 +68,7 @@ fn text(s: &Sheet, a1: &str) -> Option<String> {
     })
 }
 
-use super::test_support::mem_log;
+use crate::log::test_support::mem_log;
 
 /// A log whose column A holds r1..r6; the view after it (the pull cookie) is returned.
 async fn log_with_rows<S: LogStore>(log: &EventLog<S, MemPayloadStore>) -> (LogId, u64) {

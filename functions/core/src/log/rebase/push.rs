@@ -15,10 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use super::EventLog;
-use super::pushed::PushedMutation;
 use crate::domain::{LogId, RequestUnits};
 use crate::error::LogError;
+use crate::log::EventLog;
+use crate::log::pushed::PushedMutation;
 use crate::ports::{LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{Event, InsertRows};
@@ -34,7 +34,7 @@ pub const MAX_REBASE_ENTRIES: u64 = 5_000;
 
 /// Why an edit made against `base` is not rebased onto a log at `head`: the view is further back
 /// than [`MAX_REBASE_ENTRIES`] (or no longer retained).
-pub(super) fn too_old(base: u64, head: u64) -> String {
+pub(in crate::log) fn too_old(base: u64, head: u64) -> String {
     format!(
         "made against a view of the sheet more than {MAX_REBASE_ENTRIES} entries old \
          (baseSeq {base}, the log is at {head}); pull and edit again"
@@ -43,7 +43,7 @@ pub(super) fn too_old(base: u64, head: u64) -> String {
 
 /// The positions an event moves, without the values an insert carries; `None` for cell edits,
 /// which move nothing.
-pub(super) fn positions(event: &Event) -> Option<Event> {
+pub(in crate::log) fn positions(event: &Event) -> Option<Event> {
     match event {
         Event::Set(_) => None,
         Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
@@ -69,13 +69,13 @@ struct Past {
 /// A mutation after rebasing: its event moved (or why it cannot apply), and the form it was
 /// sent in when rebasing changed a row or column change or rejected it.
 #[derive(Debug, Clone)]
-pub(super) struct Rebased {
+pub(in crate::log) struct Rebased {
     pub mutation: PushedMutation,
     pub sent: Option<Event>,
 }
 
 /// Whether the entries up to the head were all read.
-pub(super) enum Caught {
+pub(in crate::log) enum Caught {
     Yes,
     /// The head read is ahead of what an entries query shows yet, or a base is past it: read the
     /// head again, strongly.
@@ -84,7 +84,7 @@ pub(super) enum Caught {
 
 /// The state of rebasing one push (or a batch of pushes) across attempts.
 #[derive(Debug)]
-pub(super) struct PushRebase {
+pub(in crate::log) struct PushRebase {
     /// The newest base of the mutations.
     newest: u64,
     /// Entries from the oldest base up to this were read (or are too old to read).
@@ -103,7 +103,7 @@ pub(super) struct PushRebase {
 
 impl PushRebase {
     /// `None` when no mutation carries a base: nothing to rebase, the push applies as sent.
-    pub(super) fn new<'a>(
+    pub(in crate::log) fn new<'a>(
         mutations: impl IntoIterator<Item = &'a PushedMutation>,
     ) -> Option<PushRebase> {
         let mut bases: Vec<u64> = mutations.into_iter().filter_map(|m| m.base).collect();
@@ -123,7 +123,7 @@ impl PushRebase {
     /// Reads what was committed in `read_to..next_seq`, positions only. With a strong head read
     /// (`strong`), a base past the head is the client's mistake and its mutation is rejected;
     /// with an eventual one it may be the read lagging.
-    pub(super) async fn catch_up<S: LogEntries, P: PayloadStore>(
+    pub(in crate::log) async fn catch_up<S: LogEntries, P: PayloadStore>(
         &mut self,
         log: &EventLog<S, P>,
         id: LogId,
@@ -239,7 +239,7 @@ impl PushRebase {
     /// when some step of its history moves rows or columns ([`rebase`] returns the edit as sent
     /// otherwise), the client's own cell edits are no step at all (they move nothing), and the
     /// committed history since a base is found by binary search.
-    pub(super) fn apply(
+    pub(in crate::log) fn apply(
         &self,
         client: &str,
         pending: &[&PushedMutation],
@@ -375,7 +375,7 @@ fn finish(m: &PushedMutation, rebased: Result<Vec<Event>, String>, sent: Option<
 }
 
 /// The sent forms of a run's mutations, by id, for [`EventLog::build_run`].
-pub(super) fn sent_forms(rebased: &[Rebased]) -> BTreeMap<u64, Event> {
+pub(in crate::log) fn sent_forms(rebased: &[Rebased]) -> BTreeMap<u64, Event> {
     rebased
         .iter()
         .filter_map(|r| r.sent.clone().map(|e| (r.mutation.id, e)))
@@ -383,5 +383,5 @@ pub(super) fn sent_forms(rebased: &[Rebased]) -> BTreeMap<u64, Event> {
 }
 
 #[cfg(test)]
-#[path = "push_rebase_oracle.rs"]
+#[path = "push_oracle.rs"]
 mod oracle;

@@ -4,11 +4,11 @@
 
 use tokio::sync::Barrier;
 
-use super::push_rebase::MAX_REBASE_ENTRIES;
-use super::tests::{RacingPuts, always_stale};
-use super::*;
 use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
+use crate::log::MAX_REBASE_ENTRIES;
+use crate::log::tests::{RacingPuts, always_stale};
+use crate::log::*;
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::LogStore;
 use crate::sheet::entry::EntryBody;

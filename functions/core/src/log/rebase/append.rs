@@ -4,10 +4,10 @@
 //! written. A lost race reads only the entries that arrived since, and rebases again from the
 //! edit as sent.
 
-use super::push_rebase::{MAX_REBASE_ENTRIES, too_old};
-use super::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
+use super::push::{MAX_REBASE_ENTRIES, too_old};
 use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
+use crate::log::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
 use crate::ports::{DedupeKeys, LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{Event, InsertRows};
@@ -25,7 +25,7 @@ pub struct RebasedAppend {
 }
 
 /// The state of one rebasing append across its attempts.
-pub(super) struct Rebasing {
+pub(in crate::log) struct Rebasing {
     sent: Event,
     base: u64,
     /// Structural events committed in `base..read_to`, in log order. Cell edits move nothing and
@@ -33,18 +33,18 @@ pub(super) struct Rebasing {
     moves: Vec<Event>,
     read_to: u64,
     /// The event the last attempt would write.
-    pub(super) current: Event,
+    pub(in crate::log) current: Event,
 }
 
 /// Whether the entries up to the head were all read.
-pub(super) enum CaughtUp {
+pub(in crate::log) enum CaughtUp {
     Yes,
     /// The head read is ahead of what an entries query shows yet (or behind the base): read again.
     NotVisible,
 }
 
 impl Rebasing {
-    pub(super) fn new(entry: &NewEntry, base: u64) -> Result<Rebasing, LogError> {
+    pub(in crate::log) fn new(entry: &NewEntry, base: u64) -> Result<Rebasing, LogError> {
         let sent = Event::decode(entry.kind.0, entry.version, &entry.body)
             .map_err(|e| LogError::InvalidEntry(format!("baseSeq needs a sheet event: {e}")))?;
         Ok(Rebasing {
@@ -56,18 +56,18 @@ impl Rebasing {
         })
     }
 
-    pub(super) fn base(&self) -> u64 {
+    pub(in crate::log) fn base(&self) -> u64 {
         self.base
     }
 
-    pub(super) fn changed(&self) -> Option<&Event> {
+    pub(in crate::log) fn changed(&self) -> Option<&Event> {
         (self.current != self.sent).then_some(&self.current)
     }
 
     /// Reads what was committed in `read_to..next_seq` and rebases the edit through everything
     /// since its base. Errors when the base is no longer retained (the caller must reload) or
     /// when nothing of the edit is left to apply.
-    pub(super) async fn catch_up<S: LogEntries, P: PayloadStore>(
+    pub(in crate::log) async fn catch_up<S: LogEntries, P: PayloadStore>(
         &mut self,
         log: &EventLog<S, P>,
         id: LogId,
@@ -133,7 +133,7 @@ impl Rebasing {
     }
 
     /// The entry for the current event.
-    pub(super) fn entry(&self) -> NewEntry {
+    pub(in crate::log) fn entry(&self) -> NewEntry {
         let (code, version, body) = self.current.encode();
         NewEntry::new(EntryType(code), version, body)
     }
