@@ -59,8 +59,9 @@ def strip_comments_and_strings(src: str) -> str:
                     j += 1
             out.append("\n" * src.count("\n", i, j))
             i = j
-        elif c == "r" and re.match(r'r#*"', src[i:]) and (i == 0 or not src[i - 1].isalnum()):
-            m = re.match(r'r(#*)"', src[i:])
+        elif re.match(r'b?r#*"', src[i:]) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
+            # A raw string, or a raw byte string (`br#"…"#`): no escapes inside.
+            m = re.match(r'b?r(#*)"', src[i:])
             end = '"' + m.group(1)
             j = src.find(end, i + len(m.group(0)))
             j = n if j < 0 else j + len(end)

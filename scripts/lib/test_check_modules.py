@@ -43,6 +43,15 @@ class Workspace:
         return check_modules.main(["check_modules.py", str(self.root)])
 
 
+class Lexing(unittest.TestCase):
+    def test_strings_and_comments_are_blanked_keeping_lines(self) -> None:
+        src = 'let a = br#"{"k":"}"#;\nlet b = r"\\";\nlet c = \'{\'; // }\nlet d = "}\\"{";\n'
+        self.assertEqual(
+            check_modules.strip_comments_and_strings(src),
+            'let a = "";\nlet b = "";\nlet c = \' \'; \nlet d = "";\n',
+        )
+
+
 class CrateRules(unittest.TestCase):
     def setUp(self) -> None:
         self.ws = Workspace()
