@@ -118,6 +118,18 @@ class FileRules(unittest.TestCase):
         self.ws.crate("core", "core", files={"lib.rs": "//! Nothing listed.\nmod hidden;\n", "hidden.rs": ""})
         self.assertEqual(self.ws.run(), 1)
 
+    def test_a_module_at_a_path_attribute_is_checked(self) -> None:
+        lib = '//! - `pushes` (`chaos_pushes.rs`)\n#[path = "chaos_pushes.rs"]\nmod pushes;\n'
+        self.ws.crate("core", "core", files={"lib.rs": lib, "chaos_pushes.rs": "// line\n" * 900})
+        self.assertEqual(self.ws.run(), 0, "a header may name the module by its file")
+        (self.ws.root / "functions/core/src/chaos_pushes.rs").write_text("// line\n" * 901)
+        self.assertEqual(self.ws.run(), 1)
+
+    def test_only_the_attributes_just_above_a_module_make_it_test_code(self) -> None:
+        lib = "//! - `real`\n#[cfg(test)]\nmod tests;\nmod real;\n"
+        self.ws.crate("core", "core", files={"lib.rs": lib, "tests.rs": "", "real.rs": "// line\n" * 901})
+        self.assertEqual(self.ws.run(), 1)
+
     def test_a_long_file_fails(self) -> None:
         self.ws.crate("core", "core", files={"lib.rs": "//! Long.\n" + "// line\n" * 901})
         self.assertEqual(self.ws.run(), 1)
