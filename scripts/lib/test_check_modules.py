@@ -3,9 +3,12 @@ the repository itself passes."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 import check_modules
 
@@ -40,7 +43,19 @@ class Workspace:
         return check_modules.crate_problems(self.root)
 
     def run(self) -> int:
-        return check_modules.main(["check_modules.py", str(self.root)])
+        return self.check()[0]
+
+    def check(self) -> tuple[int, str]:
+        """The whole check's exit code and what it printed."""
+        out = io.StringIO()
+        with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+            code = check_modules.main(["check_modules.py", str(self.root)])
+        return code, out.getvalue()
+
+
+def function(name: str, lines: int, signature: str = "()") -> str:
+    """A Rust function of exactly `lines` lines, from its `fn` line to its closing brace."""
+    return f"pub fn {name}{signature} {{\n" + "    let _ = 1;\n" * (lines - 2) + "}\n"
 
 
 class Lexing(unittest.TestCase):
@@ -50,6 +65,12 @@ class Lexing(unittest.TestCase):
             check_modules.strip_comments_and_strings(src),
             'let a = "";\nlet b = "";\nlet c = \' \'; \nlet d = "";\n',
         )
+
+
+    def test_a_test_item_is_blanked_whole_keeping_lines(self) -> None:
+        src = "#[cfg(test)]\nfn f(k: [u8; 4]) {\n    g();\n}\nfn h() {}\n"
+        self.assertEqual(check_modules.strip_test_blocks(src), "\n\n\n\nfn h() {}\n")
+        self.assertEqual(check_modules.strip_test_blocks("#[cfg(test)]\nmod tests;\nmod a;\n"), "\n\nmod a;\n")
 
 
 class CrateRules(unittest.TestCase):
@@ -133,6 +154,103 @@ class FileRules(unittest.TestCase):
     def test_a_long_file_fails(self) -> None:
         self.ws.crate("core", "core", files={"lib.rs": "//! Long.\n" + "// line\n" * 901})
         self.assertEqual(self.ws.run(), 1)
+
+
+class FunctionRules(unittest.TestCase):
+    """No non-test Rust function over 100 lines but the at most five LONG_FUNCTIONS lists."""
+
+    def setUp(self) -> None:
+        self.ws = Workspace()
+        self.addCleanup(self.ws.dir.cleanup)
+        patch = mock.patch.object(check_modules, "LONG_FUNCTIONS", {})
+        patch.start()
+        self.addCleanup(patch.stop)
+
+    def lib(self, text: str, **files: str) -> None:
+        self.ws.crate("core", "core", files={"lib.rs": text, **files})
+
+    def test_a_function_over_100_lines_fails_naming_file_function_and_length(self) -> None:
+        self.lib("//! Long.\n\n" + function("short", 100) + function("long", 101))
+        code, out = self.ws.check()
+        self.assertEqual(code, 1)
+        self.assertIn("functions/core/src/lib.rs:103: fn long is 101 lines", out)
+        self.assertNotIn("fn short", out)
+
+    def test_lines_are_counted_from_fn_to_brace_with_comments_strings_and_nesting_inside(self) -> None:
+        body = (
+            "pub async fn outer(key: [u8; 4]) -> Result<(), ()> {\n"
+            "    // a comment with a brace }\n"
+            '    let s = "}}}";\n'
+            "    let f = |x: u8| {\n"
+            + "        let _ = x;\n" * 40
+            + "    };\n"
+            "    fn inner() {\n"
+            + "        let _ = '}';\n" * 50
+            + "    }\n"
+            "    Ok(())\n"
+            "}\n"
+        )
+        blanked = check_modules.strip_comments_and_strings(body)
+        self.assertEqual(check_modules.functions(blanked), [("outer", 1, 99)])
+        self.assertEqual(check_modules.functions("trait T {\n    fn declared(&self);\n}\n"), [])
+        self.lib("//! Nested.\n" + body.replace("Ok(())\n", "Ok(())\n" * 3))
+        code, out = self.ws.check()
+        self.assertIn("fn outer is 101 lines", out)
+        self.assertNotIn("inner", out)
+
+    def test_test_code_is_not_counted(self) -> None:
+        self.lib(
+            "//! - `other`\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod helpers;\nmod other;\n"
+            "#[cfg(test)]\nmod inline {\n" + function("long_inline", 150) + "}\n"
+            "#[cfg(test)]\n" + function("long_item", 150),
+            **{
+                "tests.rs": function("long_test", 150),
+                "helpers.rs": function("long_helper", 150),
+                "other.rs": "//! - `more`\n#[cfg(test)]\nmod more;\n",
+            },
+        )
+        (self.ws.root / "functions/core/src/other").mkdir(exist_ok=True)
+        (self.ws.root / "functions/core/src/other/more.rs").write_text(function("long_more", 150))
+        tests = self.ws.root / "functions/core/tests"
+        tests.mkdir()
+        (tests / "integration.rs").write_text(function("long_integration", 150))
+        code, out = self.ws.check()
+        self.assertEqual(code, 0, out)
+
+    def test_a_listed_exception_passes(self) -> None:
+        self.lib("//! Long.\n" + function("long", 150))
+        check_modules.LONG_FUNCTIONS[("functions/core/src/lib.rs", "long")] = "a table of cases"
+        self.assertEqual(self.ws.run(), 0)
+
+    def test_more_than_five_exceptions_fail(self) -> None:
+        self.lib("//! Long.\n" + "".join(function(f"long{i}", 150) for i in range(6)))
+        for i in range(6):
+            check_modules.LONG_FUNCTIONS[("functions/core/src/lib.rs", f"long{i}")] = "why"
+        code, out = self.ws.check()
+        self.assertEqual(code, 1)
+        self.assertIn("LONG_FUNCTIONS lists 6 functions; at most 5", out)
+        del check_modules.LONG_FUNCTIONS[("functions/core/src/lib.rs", "long5")]
+        self.assertEqual(self.ws.check()[0], 1, "long5 is no longer excepted")
+        self.lib_rewrite("//! Long.\n" + "".join(function(f"long{i}", 150) for i in range(5)))
+        self.assertEqual(self.ws.run(), 0)
+
+    def lib_rewrite(self, text: str) -> None:
+        (self.ws.root / "functions/core/src/lib.rs").write_text(text)
+
+    def test_a_stale_exception_fails(self) -> None:
+        self.lib("//! Short.\n" + function("was_long", 100))
+        check_modules.LONG_FUNCTIONS[("functions/core/src/lib.rs", "was_long")] = "it was long"
+        code, out = self.ws.check()
+        self.assertEqual(code, 1)
+        self.assertIn("functions/core/src/lib.rs `fn was_long`, which no longer exists or is no longer over 100", out)
+        check_modules.LONG_FUNCTIONS.clear()
+        check_modules.LONG_FUNCTIONS[("functions/core/src/gone.rs", "gone")] = "the file was removed"
+        self.assertEqual(self.ws.run(), 1)
+
+    def test_an_exception_needs_a_reason(self) -> None:
+        self.lib("//! Long.\n" + function("long", 150))
+        check_modules.LONG_FUNCTIONS[("functions/core/src/lib.rs", "long")] = " "
+        self.assertIn("without a reason", self.ws.check()[1])
 
 
 class TypeScriptRules(unittest.TestCase):
