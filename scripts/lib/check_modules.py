@@ -12,14 +12,18 @@
   depends only on crates of a lower tier (tools may use tools), so no function crate depends on
   another; and no loop runs through the crates' dependencies, dev-dependencies included
   (`KNOWN_LOOPS` names the one left, with its reason);
-- no non-test TypeScript source (`cdk/lib`, `cdk/bin`, `web/src`) over 600 lines.
+- no non-test TypeScript source (`cdk/lib`, `cdk/bin`, `web/src`) over 600 lines;
+- no non-test Rust function over 100 lines, counted from its `fn` line to its closing brace with
+  nested functions and closures inside their parent, but the at most five `LONG_FUNCTIONS` lists,
+  each with its reason (an entry that no longer exists or is no longer long fails too).
 
-A path is resolved to the file that defines its item: through the module tree (`mod x;`), and
-through `pub use` re-exports, so a `mod.rs` that only declares and re-exports its children is not
-an edge. Test code is left out: files declared under `#[cfg(test)]`, `tests.rs` and
+A path is resolved to the file that defines its item: through the module tree (`mod x;`, or the
+file a `#[path = "…"]` attribute names), and through `pub use` re-exports, so a `mod.rs` that only
+declares and re-exports its children is not an edge. Test code is left out: files declared under
+`#[cfg(test)]` (an attribute in the run of attributes just above the `mod`), `tests.rs` and
 `*_tests.rs`, and inline `#[cfg(test)]` blocks.
 
-Usage: check_modules.py [ROOT]   (exits 1 and names each circle and long file)
+Usage: check_modules.py [ROOT]   (exits 1 and names each problem: circle, long file or function, …)
 """
 
 from __future__ import annotations
@@ -32,7 +36,15 @@ from pathlib import Path
 MAX_LINES = 900
 MAX_TS_LINES = 600
 TS_SOURCES = ("cdk/lib", "cdk/bin", "web/src")
+MAX_FN_LINES = 100
+MAX_LONG_FUNCTIONS = 5
+# Non-test Rust functions allowed over MAX_FN_LINES: (path from the repository root, function
+# name) -> why it is long. At most MAX_LONG_FUNCTIONS; an entry whose function is gone or no
+# longer over the limit fails the check, so the list cannot go stale. A name stands for every
+# function of that name in the file (methods of two types may share one).
+LONG_FUNCTIONS: dict[tuple[str, str], str] = {}
 
+FN_ITEM = re.compile(r"\bfn\s+(\w+)\s*(?=[<(])")
 MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.M)
 USE_STMT = re.compile(r"\buse\s+([^;]+);", re.S)
 PATH_RE = re.compile(r"\b((?:crate|super|self)(?:\s*::\s*\w+)+)")
@@ -59,8 +71,9 @@ def strip_comments_and_strings(src: str) -> str:
                     j += 1
             out.append("\n" * src.count("\n", i, j))
             i = j
-        elif c == "r" and re.match(r'r#*"', src[i:]) and (i == 0 or not src[i - 1].isalnum()):
-            m = re.match(r'r(#*)"', src[i:])
+        elif re.match(r'b?r#*"', src[i:]) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
+            # A raw string, or a raw byte string (`br#"…"#`): no escapes inside.
+            m = re.match(r'b?r(#*)"', src[i:])
             end = '"' + m.group(1)
             j = src.find(end, i + len(m.group(0)))
             j = n if j < 0 else j + len(end)
@@ -83,29 +96,72 @@ def strip_comments_and_strings(src: str) -> str:
 
 
 def strip_test_blocks(src: str) -> str:
-    """Removes inline `#[cfg(test)]` items (a `mod tests { ... }` block or a single item)."""
+    """Blanks inline `#[cfg(test)]` items (a `mod tests { ... }` block or a single item), keeping
+    line structure."""
     while True:
         m = re.search(r"#\[cfg\(test\)\]", src)
         if not m:
             return src
-        j = m.end()
         # The item ends at its first `;` before any `{`, else at the matching `}`.
-        brace = src.find("{", j)
-        semi = src.find(";", j)
-        if semi >= 0 and (brace < 0 or semi < brace):
-            end = semi + 1
-        else:
-            depth, k = 0, brace
-            while k < len(src):
-                if src[k] == "{":
-                    depth += 1
-                elif src[k] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k += 1
-            end = k + 1
-        src = src[: m.start()] + src[end:]
+        k = item_body(src, m.end())
+        end = k + 1 if k == len(src) or src[k] == ";" else matching_brace(src, k) + 1
+        src = src[: m.start()] + "\n" * src.count("\n", m.start(), end) + src[end:]
+
+
+def attributes(lines: list[str], index: int) -> list[str]:
+    """The outer attributes (`#[...]`, one a line) just above line `index` of a file."""
+    out = []
+    while index > 0 and lines[index - 1].strip().startswith("#["):
+        index -= 1
+        out.append(lines[index].strip())
+    return out
+
+
+def functions(code: str) -> list[tuple[str, int, int]]:
+    """Each function with a body in `code` (comments and strings blanked): its name, the line of
+    its `fn` and its length in lines, from that line to its closing brace inclusive. Outermost
+    functions only: a nested function or a closure counts in its parent."""
+    out = []
+    pos = 0
+    while m := FN_ITEM.search(code, pos):
+        k = item_body(code, m.end())
+        if k == len(code) or code[k] == ";":
+            # A declaration with no body, in a trait or an extern block.
+            pos = k + 1
+            continue
+        end = matching_brace(code, k)
+        first = code.count("\n", 0, m.start()) + 1
+        out.append((m.group(1), first, code.count("\n", m.start(), end) + 1))
+        pos = end + 1
+    return out
+
+
+def item_body(code: str, start: int) -> int:
+    """The index of the `{` that opens the body of the item whose text goes on at `start`, or of
+    the `;` that ends it first (either outside parentheses and brackets, so `[u8; 4]` in a
+    signature is neither), or the end of `code`."""
+    depth = 0
+    for k in range(start, len(code)):
+        if code[k] in "([":
+            depth += 1
+        elif code[k] in ")]":
+            depth -= 1
+        elif depth <= 0 and code[k] in "{;":
+            return k
+    return len(code)
+
+
+def matching_brace(code: str, start: int) -> int:
+    """The index of the `}` that closes the `{` at `start` (the end of `code` if none does)."""
+    depth = 0
+    for k in range(start, len(code)):
+        if code[k] == "{":
+            depth += 1
+        elif code[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(code)
 
 
 def expand_use_tree(tree: str) -> list[list[str]]:
@@ -167,14 +223,24 @@ class Crate:
         m.code = strip_test_blocks(code)
         self.modules.append(m)
         base = m.path.parent if m.is_dir_owner else m.path.parent / m.path.stem
+        raw_lines = raw.splitlines()
         for decl in MOD_DECL.finditer(code):
             name = decl.group(1)
-            before = code[: decl.start()].rstrip().splitlines()[-3:]
-            child_test = test or any("cfg(test)" in line for line in before)
-            for cand, owner in ((base / f"{name}.rs", False), (base / name / "mod.rs", True)):
+            attrs = attributes(raw_lines, code.count("\n", 0, decl.start()))
+            child_test = test or any(re.search(r"#\[cfg\(test\)\]", a) for a in attrs)
+            where = [re.search(r'#\[path\s*=\s*"([^"]+)"\s*\]', a) for a in attrs]
+            named = [w.group(1) for w in where if w]
+            if named:
+                # `#[path = "x.rs"] mod y;` names its file relative to the declaring file's folder.
+                cands = [(m.path.parent / named[0], True)]
+            else:
+                cands = [(base / f"{name}.rs", False), (base / name / "mod.rs", True)]
+            for cand, owner in cands:
                 if cand.exists():
                     child = Module(cand, m.name + [name], owner)
-                    m.children[name] = child
+                    # Two declarations of one name under exclusive cfgs (a stand-in for a
+                    # feature left out): the first is the module paths resolve to.
+                    m.children.setdefault(name, child)
                     self._load(child, child_test)
                     break
 
@@ -382,6 +448,35 @@ def typescript_problems(root: Path) -> list[str]:
     return problems
 
 
+def function_problems(long: dict[tuple[str, str], list[tuple[int, int]]]) -> list[str]:
+    """The function rule, given each non-test function over MAX_FN_LINES ((path, name) -> its
+    (line, length) for each function of that name): every one is listed in LONG_FUNCTIONS, which
+    holds at most MAX_LONG_FUNCTIONS entries, each with a reason and each still over the limit."""
+    problems = []
+    if len(LONG_FUNCTIONS) > MAX_LONG_FUNCTIONS:
+        problems.append(
+            f"LONG_FUNCTIONS lists {len(LONG_FUNCTIONS)} functions; at most {MAX_LONG_FUNCTIONS} "
+            "may be excepted: split one instead"
+        )
+    for (path, name), why in sorted(LONG_FUNCTIONS.items()):
+        if (path, name) not in long:
+            problems.append(
+                f"LONG_FUNCTIONS lists {path} `fn {name}`, which no longer exists or is no longer "
+                f"over {MAX_FN_LINES} lines; remove the entry"
+            )
+        if not why.strip():
+            problems.append(f"LONG_FUNCTIONS lists {path} `fn {name}` without a reason")
+    for (path, name), found in sorted(long.items(), key=lambda item: (item[0][0], min(item[1]))):
+        if (path, name) in LONG_FUNCTIONS:
+            continue
+        for line, lines in found:
+            problems.append(
+                f"{path}:{line}: fn {name} is {lines} lines (non-test functions stay within "
+                f"{MAX_FN_LINES}; split it, or list it in LONG_FUNCTIONS with its reason)"
+            )
+    return problems
+
+
 def crate_roots(root: Path) -> list[Path]:
     roots = []
     for manifest in sorted(root.glob("functions/*/Cargo.toml")) + [root / "tests/Cargo.toml"]:
@@ -397,6 +492,7 @@ def main(argv: list[str]) -> int:
     root = Path(argv[1] if len(argv) > 1 else ".").resolve()
     problems = crate_problems(root) + typescript_problems(root)
     seen_files: set[Path] = set()
+    long: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for crate_root in crate_roots(root):
         crate = Crate(crate_root)
         edges = crate.edges()
@@ -417,7 +513,9 @@ def main(argv: list[str]) -> int:
                 line for line in m.path.read_text().splitlines() if line.lstrip().startswith("//!")
             )
             for name, child in sorted(m.children.items()):
-                if child.test or re.search(rf"\b{re.escape(name)}\b", header):
+                if child.test or any(
+                    re.search(rf"\b{re.escape(n)}\b", header) for n in (name, child.path.stem)
+                ):
                     continue
                 problems.append(
                     f"{m.path.relative_to(root)}: its //! header does not name its module `{name}` "
@@ -428,6 +526,10 @@ def main(argv: list[str]) -> int:
                 problems.append(
                     f"{m.path.relative_to(root)}: {lines} lines (non-test files stay within {MAX_LINES})"
                 )
+            for name, line, length in functions(m.code):
+                if length > MAX_FN_LINES:
+                    long.setdefault((m.path.relative_to(root).as_posix(), name), []).append((line, length))
+    problems += function_problems(long)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
@@ -436,7 +538,8 @@ def main(argv: list[str]) -> int:
     print(
         f"check_modules: no import circles, no non-test source file over {MAX_LINES} lines, "
         "every module named in its parent's header, every crate in its tier, no dependency loop, "
-        f"no TypeScript source over {MAX_TS_LINES} lines"
+        f"no TypeScript source over {MAX_TS_LINES} lines, no non-test function over {MAX_FN_LINES} "
+        f"lines but the {len(LONG_FUNCTIONS)} listed"
     )
     return 0
 

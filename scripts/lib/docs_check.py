@@ -12,7 +12,10 @@ Run by ./scripts/check-docs (part of ./scripts/test). It fails when
   not exist;
 - a doc names a DynamoDB table the stack does not have, or counts "the N tables" wrongly;
 - a doc names a CDK setting (`-c key=…`, or a row of docs/deploy.md's configuration table) that
-  cdk/lib/config.ts does not read.
+  cdk/lib/config.ts does not read;
+- docs/architecture.md has no "Where to find" section, or one of fewer than 25 entries (table
+  rows or list items), or an entry that names no file, or names one by anything but its path
+  from the repository root, or a path that does not exist (issue 43).
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ KEY = r"[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+"
 NUM = r"-?\d[\d,]*(?:\.\d+)?"
 UNIT = r"(?:RRU|WRU|read units?|write units?)"
 SIZE_UNITS = {"KB": 1e3, "MB": 1e6, "GB": 1e9}
+# The index from a concept to its files (issue 43): which doc holds it, and how many entries.
+WHERE_TO_FIND_DOC = "docs/architecture.md"
+WHERE_TO_FIND_MIN = 25
+# A backticked token that names a file or folder: `a/b/c.rs`, `docs/bench/`, `Cargo.toml`. Not a
+# route (`/logs/…`), a placeholder or glob (`functions/*/…`), or a Rust path (`a::b`).
+PATH_LIKE = re.compile(r"^[\w.-]+(?:/[\w.-]*)+$|^[\w.-]+\.(?:rs|ts|mts|mjs|js|json|py|md|toml|sh)$")
 
 
 @dataclass
@@ -242,6 +251,75 @@ def check_paths(where: str, doc: str, line: str, facts: Facts) -> list[str]:
     return errors
 
 
+def where_to_find_entries(text: str) -> list[tuple[int, str]] | None:
+    """The entries of a doc's "Where to find" section, as (line, text): its table's rows (not the
+    header row or the separator) and its list items. None when the doc has no such section."""
+    found = None
+    level = 0
+    section: list[tuple[int, str]] = []
+    for lineno, line in blocks(text):
+        heading = re.match(r"^(#+)\s+(.*)$", line)
+        if heading and found is None and heading.group(2).strip().lower() == "where to find":
+            found, level = True, len(heading.group(1))
+            continue
+        if found and heading and len(heading.group(1)) <= level:
+            break
+        if found:
+            section.append((lineno, line))
+    if found is None:
+        return None
+    entries = []
+    for i, (lineno, line) in enumerate(section):
+        if line.startswith("|"):
+            if re.fullmatch(r"[|:\-\s]+", line):
+                continue  # the separator
+            following = section[i + 1][1] if i + 1 < len(section) else ""
+            if re.fullmatch(r"\|[|:\-\s]+", following):
+                continue  # the header row
+            entries.append((lineno, line))
+        elif re.match(r"^([-*+]|\d+\.) ", line):
+            entries.append((lineno, line))
+    return entries
+
+
+def check_where_to_find(name: str, text: str, facts: Facts) -> list[str]:
+    """The "Where to find" index: present, at least WHERE_TO_FIND_MIN entries, each naming at
+    least one file by its path from the repository root, and every path it names existing."""
+    entries = where_to_find_entries(text)
+    if entries is None:
+        return [f"{name}: no \"Where to find\" section (the index from a concept to its files)"]
+    errors = []
+    if len(entries) < WHERE_TO_FIND_MIN:
+        errors.append(
+            f"{name}: the \"Where to find\" section has {len(entries)} entries; it needs at least {WHERE_TO_FIND_MIN}"
+        )
+    for lineno, line in entries:
+        where = f"{name}:{lineno}"
+        # A path may end in a line (`a.rs:12`) or an anchor (`docs/sync.md#pokes`).
+        tokens = [re.sub(r":\d+(-\d+)?$", "", t.split("#", 1)[0]) for t in re.findall(r"`([^`\s]+)`", line)]
+        paths = [t for t in tokens if PATH_LIKE.match(t)]
+        if not paths:
+            errors.append(f"{where}: a \"Where to find\" entry that names no file: {line[:80]}")
+        for path in paths:
+            if not facts.exists(path):
+                # Under a top-level folder, the message check_paths gives, so it is reported once.
+                hint = ""
+                if path.split("/", 1)[0] not in TOP_DIRS:
+                    hint = " (name a file by its path from the repository root)"
+                errors.append(f"{where}: {path} does not exist{hint}")
+    return errors
+
+
+def check_doc(name: str, text: str, facts: Facts) -> list[str]:
+    """Every check of one doc (its path from the repository root), each problem once."""
+    errors = check_text(name, text, facts)
+    if name == "docs/deploy.md":
+        errors += check_settings_table(name, text, facts)
+    if name == WHERE_TO_FIND_DOC:
+        errors += check_where_to_find(name, text, facts)
+    return list(dict.fromkeys(errors))
+
+
 def repo_facts(root: Path) -> Facts:
     bench, ambiguous = bench_figures(
         {f.stem: json.loads(f.read_text()) for f in sorted((root / "docs" / "bench").glob("*.json"))}
@@ -284,11 +362,7 @@ def main() -> int:
         return 1
     errors: list[str] = []
     for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
-        rel = str(doc.relative_to(root))
-        text = doc.read_text()
-        errors += check_text(rel, text, facts)
-        if rel == "docs/deploy.md":
-            errors += check_settings_table(rel, text, facts)
+        errors += check_doc(str(doc.relative_to(root)), doc.read_text(), facts)
     for e in errors:
         print(e, file=sys.stderr)
     if errors:

@@ -5,7 +5,15 @@ import unittest
 
 from pathlib import Path
 
-from docs_check import Facts, bench_figures, check_settings_table, check_text, repo_facts
+from docs_check import (
+    Facts,
+    bench_figures,
+    check_doc,
+    check_settings_table,
+    check_text,
+    check_where_to_find,
+    repo_facts,
+)
 
 FACTS = Facts(
     bench={"api_push_one_mutation_rru": 2.5, "api_push_one_mutation_wru": 4.0, "idle_pull_rru": 0.5,
@@ -123,6 +131,67 @@ class Names(unittest.TestCase):
 
     def test_code_blocks_are_not_checked(self):
         self.assertFalse(errors("```\nthe three tables, `functions/nope.rs`\n```\n"))
+
+
+class WhereToFind(unittest.TestCase):
+    """docs/architecture.md's index from a concept to its files (issue 43)."""
+
+    FILES = {f"functions/core/src/f{i}.rs" for i in range(30)} | {"functions", "Cargo.toml", "docs/bench"}
+    FACTS = Facts(bench={"k_rru": 1.0}, tables=set(), settings=set(), exists=lambda p: p.rstrip("/") in WhereToFind.FILES)
+
+    def page(self, rows: list[str], heading: str = "## Where to find") -> str:
+        table = "| concept | where |\n|---|---|\n" + "".join(f"| {r} |\n" for r in rows)
+        return f"# Architecture\n\nText.\n\n{heading}\n\nOne row per concept.\n\n{table}\n## After\n\n| a | b |\n|---|---|\n| x | y |\n"
+
+    def rows(self, n: int) -> list[str]:
+        return [f"concept {i} | `functions/core/src/f{i}.rs`" for i in range(n)]
+
+    def errors(self, text: str) -> list[str]:
+        return check_doc("docs/architecture.md", text, self.FACTS)
+
+    def test_a_section_of_25_entries_each_naming_files_that_exist_passes(self):
+        self.assertEqual(self.errors(self.page(self.rows(25))), [])
+        rows = self.rows(24) + ["the benches | `docs/bench/`, `Cargo.toml:3`, `EventLog::append`, `POST /logs/{logId}`"]
+        self.assertEqual(self.errors(self.page(rows)), [])
+        listed = "# A\n\n## Where to find\n\n" + "".join(f"- concept {i}: `functions/core/src/f{i}.rs`\n" for i in range(25))
+        self.assertEqual(self.errors(listed), [])
+
+    def test_a_missing_section_fails(self):
+        found = self.errors(self.page(self.rows(25), heading="## Where things are"))
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("no \"Where to find\" section", found[0])
+        self.assertEqual(check_doc("docs/design.md", "# Design\n", self.FACTS), [], "only architecture.md needs one")
+
+    def test_fewer_than_25_entries_fail(self):
+        found = self.errors(self.page(self.rows(24)))
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("has 24 entries; it needs at least 25", found[0])
+
+    def test_the_rows_of_the_next_section_are_not_entries(self):
+        text = self.page(self.rows(24)).replace("## After\n\n| a | b |\n|---|---|\n| x | y |\n", "### More\n\n- x `functions/`\n")
+        self.assertEqual(self.errors(text), [], "a subsection's items are the section's")
+        self.assertTrue(self.errors(self.page(self.rows(24))), "the next section's are not")
+
+    def test_an_entry_naming_a_missing_file_fails_once(self):
+        rows = self.rows(25) + ["gone | `functions/core/src/gone.rs`"]
+        found = self.errors(self.page(rows))
+        self.assertEqual(len(found), 1, found)
+        self.assertRegex(found[0], r"^docs/architecture.md:\d+: functions/core/src/gone.rs does not exist$")
+
+    def test_an_entry_naming_a_file_by_a_shortened_path_fails(self):
+        found = self.errors(self.page(self.rows(25) + ["retries | `log/retry.rs`"]))
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("log/retry.rs does not exist (name a file by its path from the repository root)", found[0])
+
+    def test_an_entry_naming_no_file_fails(self):
+        found = self.errors(self.page(self.rows(25) + ["append | `EventLog::append` in the core", "x | `Cargo.toml:9`"]))
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("names no file", found[0])
+
+    def test_the_repositorys_index_passes(self):
+        root = Path(__file__).resolve().parents[2]
+        text = (root / "docs" / "architecture.md").read_text()
+        self.assertEqual(check_where_to_find("docs/architecture.md", text, repo_facts(root)), [])
 
 
 if __name__ == "__main__":
