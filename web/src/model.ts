@@ -152,7 +152,7 @@ const CELL_PREFIX = 'cell/';
 /** Row and column changes others committed, as the pull brings them (`move/<seq>/<n>`). */
 export const MOVE_PREFIX = 'move/';
 
-/** A committed row or column change, as a `view=none` pull puts it (functions/api/src/sync.rs). */
+/** A committed row or column change, as a `view=none` pull puts it (functions/api/src/sync/view.rs). */
 export interface Move {
   seq: number;
   /** The client and mutation id, when a client's mutation made it. */
@@ -232,7 +232,7 @@ async function move(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
 
 /**
  * The client side of each mutator: the name is the entry type and the args its body, exactly
- * what the server applies (functions/api/src/sync.rs), so the overlay shows what will land.
+ * what the server applies (functions/core/src/log/rebase/push.rs), so the overlay shows what will land.
  */
 export const mutators = {
   async set(tx: WriteTransaction, args: SetArgs) {

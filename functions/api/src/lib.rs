@@ -7,9 +7,8 @@
 //! - `uploads.rs` — large entries: presigned upload URLs and the commit that appends them
 //! - `append.rs` — an append through the API (idempotency key, replay), then the snapshot /
 //!   new-segment trigger that runs after it
-//! - `sync.rs`    — Replicache push/pull and the client queries (`docs/sync.md`)
-//! - `sync_clients.rs` — a client's last mutation, where a mutation landed, replaying a range
-//! - `pull_gather.rs` — pulls of one sheet that arrive together share one read
+//! - `sync/`      — Replicache push and pull, pulls that share a read, and the client queries
+//!   (`docs/sync.md`)
 //! - `lambda_limit.rs` — Lambda's 6 MB response limit, kept on every stack
 //! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
@@ -34,13 +33,11 @@ pub mod error;
 pub mod invitations;
 pub mod lambda_limit;
 pub mod open_routes;
-pub mod pull_gather;
 pub mod request;
 pub mod routes;
 pub mod sheets;
 pub mod state;
 pub mod sync;
-pub mod sync_clients;
 pub mod uploads;
 pub mod web;
 
@@ -77,11 +74,11 @@ pub use state::{AppState, SharedState};
         routes::list_segments,
         routes::read_cells,
         routes::read_extent,
-        sync::push,
-        sync::pull,
-        sync_clients::client,
-        sync_clients::mutation,
-        sync_clients::replay,
+        sync::push::push,
+        sync::pull::pull,
+        sync::clients::client,
+        sync::clients::mutation,
+        sync::clients::replay,
         sheets::config_json,
         sheets::me,
         sheets::list_sheets,
@@ -248,16 +245,16 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
-        .route(access::PUSH_ROUTE, post(sync::push))
-        .route("/logs/{log_id}/replay", post(sync_clients::replay))
-        .route("/logs/{log_id}/replicache/pull", post(sync::pull))
+        .route(access::PUSH_ROUTE, post(sync::push::push))
+        .route("/logs/{log_id}/replay", post(sync::clients::replay))
+        .route("/logs/{log_id}/replicache/pull", post(sync::pull::pull))
         .route(
             "/logs/{log_id}/clients/{client_id}",
-            get(sync_clients::client),
+            get(sync::clients::client),
         )
         .route(
             "/logs/{log_id}/clients/{client_id}/mutations/{id}",
-            get(sync_clients::mutation),
+            get(sync::clients::mutation),
         )
         // After routing (so an unknown path stays a 404 `not-found`), before any handler.
         .route_layer(axum::middleware::from_fn_with_state(

@@ -79,8 +79,8 @@ pub struct AppState {
     touched: Mutex<HashMap<LogId, i64>>,
     /// When this instance last found each log not deleted (queued pushes, [`LIVE_FOR`]).
     live: Mutex<HashMap<LogId, Instant>>,
-    /// Pulls of one sheet and cookie that arrive together share one read (`pull_gather.rs`).
-    pub pull_gather: crate::pull_gather::PullGather,
+    /// Pulls of one sheet and cookie that arrive together share one read (`sync/gather.rs`).
+    pub pull_gather: crate::sync::gather::PullGather,
 }
 
 pub type SharedState = Arc<AppState>;

@@ -14,11 +14,12 @@ use sheetlog_core::log::{PushedMutation, RunSource};
 use sheetlog_core::sheet::EntryBody;
 use tracing::{info, warn};
 
+use super::push::apply_client;
+use super::{check, check_group_owner};
 use crate::dto::ErrorResponse;
 use crate::error::ApiError;
 use crate::request::{ApiResult, parse_body, parse_log_id};
 use crate::state::SharedState;
-use crate::sync::{apply_client, check, check_group_owner};
 
 /// A sync client's last applied mutation and the sequence of the entry that holds it.
 #[utoipa::path(get, path = "/logs/{logId}/clients/{clientId}",
