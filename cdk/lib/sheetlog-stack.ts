@@ -13,8 +13,9 @@
  * - `auth.ts`: the user pool and its app client (authMode=cognito);
  * - `functions.ts`: the functions, built by the house construct `SheetlogFunction` (each
  *   environment variable bound together with its permission), their event sources, the archiver;
- * - `pokes.ts` and `handlers.ts`: the Event API, its namespace and onSubscribe handlers
- *   (`onSubscribeCode` and `onSubscribeCatalogCode`, re-exported here);
+ * - `pokes.ts` and `handlers.ts`: the Event API, its namespace and its handlers' code
+ *   (`onSubscribeCode` and `onSubscribeCatalogCode`, re-exported here), which `handlers.ts` reads
+ *   from the AppSync JavaScript modules in `cdk/lib/stack/appsync/`;
  * - `http-api.ts`: the HTTP API, its authorizer, open routes and stage;
  * - `alarms.ts`: the alarm topic, the alarms and the dashboard;
  * - `outputs.ts`: the stack's outputs.

@@ -2,11 +2,22 @@
  * authMode=cognito (issue 31): the user pool and its app client, the catalog table, the HTTP API's
  * authorizer, the API function's environment and grants, the poke channel's membership check, and
  * the outputs. Asserted on the synthesized template; the onSubscribe handler is run from the
- * template's own code string.
+ * template's own code string (cdk/test/handlers.test.ts runs its module,
+ * cdk/lib/stack/appsync/subscribe-catalog.js).
  */
 import * as assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { CATALOG_GSI, CATALOG_MEMBER_KEY, CRATES, ENV, LOGICAL_IDS, OPEN_ROUTES } from '../lib/sheetlog-stack';
+import {
+  CATALOG_GSI,
+  CATALOG_MEMBER_KEY,
+  CATALOG_ROLES,
+  CRATES,
+  ENV,
+  LOGICAL_IDS,
+  OPEN_ROUTES,
+  onSubscribeCatalogCode,
+} from '../lib/sheetlog-stack';
+import { channelCtx, runTemplateHandler } from './appsync/run';
 import {
   assertKeptTable,
   functionByBinary,
@@ -325,81 +336,48 @@ describe('cognito mode: pokes', () => {
     );
   });
 
-  /**
-   * Runs the template's handler code with stand-ins for `@aws-appsync/utils` and its DynamoDB
-   * module: the request it builds, and the answer for a catalog item (or none).
-   */
-  const handler = () => {
+  test('the template’s onSubscribe handler asks for the membership item and admits the catalog’s roles only', () => {
+    // The code that deploys, with the stack's key prefixes and roles, run as the local stack runs
+    // it (scripts/lib/appsync_handler.mjs); cdk/test/handlers.test.ts runs the module itself.
     const code = String(ns.Properties.CodeHandlers);
-    const body = code
-      .replace(/^import .*$/gm, '')
-      .replace(/^export const onSubscribe/m, 'const onSubscribe')
-      .replace(/^export function/gm, 'function')
-      .concat('\nreturn onSubscribe;');
-    const denied = new Error('unauthorized');
-    const util = {
-      unauthorized: () => {
-        throw denied;
-      },
-    };
-    const ddb = { get: (req: Json) => ({ operation: 'GetItem', ...req }) };
-    const onSubscribe = new Function('util', 'ddb', body)(util, ddb) as {
-      request: (ctx: Json) => Json;
-      response: (ctx: Json) => void;
-    };
-    const ctxFor = (channel: string, sub: string | undefined, result?: Json | null, error?: Json) => ({
-      info: { channel: { path: channel, segments: channel.split('/').filter((s) => s !== '') } },
-      identity: sub === undefined ? {} : { sub, claims: { sub } },
-      result,
-      error,
-    });
-    const allowed = (f: () => unknown): boolean => {
-      try {
-        f();
-        return true;
-      } catch (e) {
-        if (e === denied) return false;
-        throw e;
-      }
-    };
-    return { onSubscribe, ctxFor, allowed };
-  };
-
-  test('onSubscribe asks for the person’s membership item of the sheet, strongly consistent', () => {
-    const { onSubscribe, ctxFor, allowed } = handler();
+    assert.equal(code, onSubscribeCatalogCode());
     const log = '0b6f3c1e-4a53-4d8e-9a41-6c1d2f0e7a10';
     const sub = '7c1e2d3f-0000-4000-8000-00000000000a';
-    assert.deepEqual(onSubscribe.request(ctxFor(`/sheets/${log.toUpperCase()}`, sub)), {
-      operation: 'GetItem',
-      key: { pk: `${CATALOG_MEMBER_KEY.pkPrefix}${log}`, sk: `${CATALOG_MEMBER_KEY.skPrefix}${sub}` },
-      consistentRead: true,
+    const identity = { sub, claims: { sub } };
+    const roles = [...CATALOG_ROLES, 'admin'];
+    const [member, namespace, deeper, nobody, ...answers] = runTemplateHandler(code, [
+      { phase: 'request', ctx: channelCtx(`/sheets/${log.toUpperCase()}`, identity) },
+      { phase: 'request', ctx: channelCtx('/sheets', identity) },
+      { phase: 'request', ctx: channelCtx(`/sheets/${log}/more`, identity) },
+      { phase: 'request', ctx: channelCtx(`/sheets/${log}`, {}) },
+      ...roles.map((role) => ({
+        phase: 'response' as const,
+        ctx: channelCtx(`/sheets/${log}`, identity, { result: { role } }),
+      })),
+      { phase: 'response', ctx: channelCtx(`/sheets/${log}`, identity, { result: null }) },
+      {
+        phase: 'response',
+        ctx: channelCtx(`/sheets/${log}`, identity, { result: { role: 'owner' }, error: { message: 'throttled' } }),
+      },
+    ]);
+    assert.deepEqual(member, {
+      kind: 'resolver',
+      unauthorized: false,
+      value: {
+        operation: 'GetItem',
+        key: { pk: `${CATALOG_MEMBER_KEY.pkPrefix}${log}`, sk: `${CATALOG_MEMBER_KEY.skPrefix}${sub}` },
+        consistentRead: true,
+      },
     });
-    assert.equal(
-      allowed(() => onSubscribe.request(ctxFor('/sheets', sub))),
-      false,
-      'the namespace itself',
+    assert.deepEqual(
+      [namespace, deeper, nobody].map((a) => a.unauthorized),
+      [true, true, true],
+      'the namespace itself, a deeper channel, no identity',
     );
-    assert.equal(
-      allowed(() => onSubscribe.request(ctxFor(`/sheets/${log}/more`, sub))),
-      false,
-      'a deeper channel',
+    assert.deepEqual(
+      answers.map((a) => a.unauthorized),
+      [...CATALOG_ROLES.map(() => false), true, true, true],
+      'each role, an unknown role, no membership item, a failed read',
     );
-    assert.equal(
-      allowed(() => onSubscribe.request(ctxFor(`/sheets/${log}`, undefined))),
-      false,
-      'no identity',
-    );
-  });
-
-  test('onSubscribe admits every member role and no one else', () => {
-    const { onSubscribe, ctxFor, allowed } = handler();
-    const answer = (result: Json | null | undefined, error?: Json) =>
-      allowed(() => onSubscribe.response(ctxFor('/sheets/x', 's', result, error)));
-    for (const role of ['owner', 'editor', 'viewer']) assert.equal(answer({ role }), true, role);
-    assert.equal(answer(null), false, 'no membership item');
-    assert.equal(answer(undefined), false, 'no result');
-    assert.equal(answer({}), false, 'an item without a role');
-    assert.equal(answer({ role: 'admin' }), false, 'an unknown role');
-    assert.equal(answer({ role: 'owner' }, { message: 'throttled' }), false, 'a failed read denies');
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Pokes (docs/sync.md, "Pokes"): the AppSync Event API, its one channel namespace `/sheets/<logId>`
- * with the onSubscribe handler of the stack's authorization (handlers.ts), the catalog data source
- * that handler reads under cognito authorization, and the publishers' grants and settings.
+ * with the handlers of the stack's authorization (the modules in `appsync/`, as handlers.ts reads
+ * them), the catalog data source the cognito handler reads, and the publishers' grants and settings.
  */
 
 import type { Stack } from 'aws-cdk-lib';
