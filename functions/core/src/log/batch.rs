@@ -160,7 +160,7 @@ fn retryable(e: &LogError) -> bool {
 }
 
 /// A client's state while a batch is written.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Slot {
     /// The newest range as last read or written; `None` when it must be read again.
     newest: Option<Option<ClientRange>>,
@@ -168,6 +168,128 @@ struct Slot {
     remembered: bool,
     ranges: Vec<ClientRange>,
     done: Option<Result<u64, LogError>>,
+}
+
+/// One client's run in a round's entry.
+struct PlannedRun {
+    /// The client's place in the batch (its [`Slot`]).
+    slot: usize,
+    /// Whether it is the client's first run ever.
+    first: bool,
+    run: Mutations,
+}
+
+/// What a round will write.
+enum Plan {
+    /// A client was refused on what an earlier call left: read everything afresh first.
+    Recheck,
+    /// Every client is decided: the batch is done.
+    Decided,
+    /// The runs of the round's entry.
+    Runs(Vec<PlannedRun>),
+}
+
+/// What one call of [`EventLog::push_batch`] carries from round to round.
+struct Rounds {
+    units: RequestUnits,
+    hint: Option<SegmentHint>,
+    consistency: Consistency,
+    backoff: retry::Backoff,
+    slots: Vec<Slot>,
+    /// Whether `known` came from an earlier call rather than being built in this one.
+    inherited: bool,
+    appended: Vec<Appended>,
+    /// Rounds lost in a row (to a race, a throttle or an unseen entry).
+    failures: u32,
+}
+
+impl Rounds {
+    /// Each undecided client's newest range, as `known` now has it.
+    fn refresh_slots(&mut self, pushes: &[ClientPush], known: &KnownClients) {
+        for (push, slot) in pushes.iter().zip(self.slots.iter_mut()) {
+            if slot.done.is_none() {
+                slot.newest = known.newest.get(&push.client).cloned();
+                slot.remembered = slot.remembered || self.inherited;
+            }
+        }
+    }
+
+    /// Counts a lost round; out of attempts, the call fails with [`LogError::Contention`].
+    fn lost_round(&mut self, log: LogId, max_attempts: u32) -> Result<(), LogError> {
+        self.failures += 1;
+        if self.failures >= max_attempts {
+            return Err(LogError::Contention {
+                log,
+                attempts: max_attempts,
+            });
+        }
+        Ok(())
+    }
+
+    /// A round's entry is written: its clients' ranges are known, and the next round reads
+    /// strongly (our own entry may not show in an eventually consistent read yet).
+    fn settle_written(
+        &mut self,
+        known: &mut KnownClients,
+        head: &Head,
+        record: &EntryRecord,
+        runs: &[PlannedRun],
+        written: Vec<ClientRange>,
+    ) {
+        let next_seq = head.next_seq();
+        for (planned, range) in runs.iter().zip(written) {
+            known
+                .newest
+                .insert(range.client.clone(), Some(range.clone()));
+            self.slots[planned.slot].newest = Some(Some(range.clone()));
+            self.slots[planned.slot].ranges.push(range);
+        }
+        known.next_seq = Some(next_seq + 1);
+        self.appended.push(Appended {
+            seq: next_seq,
+            segment: head.at.segment,
+            entry: record.num,
+            next_seq: next_seq + 1,
+            hint: head.at,
+            attempts: self.failures + 1,
+            units: RequestUnits::default(),
+        });
+        self.failures = 0;
+        self.hint = Some(head.at);
+        self.consistency = Consistency::Strong;
+    }
+
+    /// The batch's outcome: each client's result, the entries written, the units spent (also
+    /// on the last entry).
+    fn finish(mut self) -> BatchOutcome {
+        if let Some(last) = self.appended.last_mut() {
+            last.units = self.units;
+        }
+        let clients = self
+            .slots
+            .into_iter()
+            .map(|s| match s.done {
+                Some(Ok(last)) => ClientResult::Done {
+                    last,
+                    ranges: s.ranges,
+                },
+                Some(Err(error)) => ClientResult::Refused {
+                    error,
+                    ranges: s.ranges,
+                },
+                // Every slot is decided before the loop ends.
+                None => ClientResult::Refused {
+                    error: LogError::InvalidEntry("client left undecided".into()),
+                    ranges: s.ranges,
+                },
+            })
+            .collect();
+        BatchOutcome {
+            clients,
+            appended: self.appended,
+            units: self.units,
+        }
+    }
 }
 
 impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
@@ -210,6 +332,9 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         out
     }
 
+    /// The rounds of a batch: bring what is known of the clients to the head (and the push
+    /// rebase with it), [`plan`](Self::plan_round) the runs of one entry, [`write`](Self::write_round)
+    /// it with one conditional put, then settle what the put found, until every client is decided.
     async fn push_batch_inner(
         &self,
         log: LogId,
@@ -224,23 +349,17 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 dup.client
             )));
         }
-        let mut units = RequestUnits::default();
-        let mut hint = hint;
-        let mut consistency = Consistency::Eventual;
-        let mut backoff = retry::Backoff::new(&self.cfg);
-        let mut slots: Vec<Slot> = pushes
-            .iter()
-            .map(|_| Slot {
-                newest: None,
-                remembered: false,
-                ranges: Vec::new(),
-                done: None,
-            })
-            .collect();
-        // Whether `known` came from an earlier call rather than being built in this one.
-        let mut inherited = known.next_seq.is_some();
-        let mut appended = Vec::new();
-        let mut failures = 0u32;
+        let mut st = Rounds {
+            units: RequestUnits::default(),
+            hint,
+            consistency: Consistency::Eventual,
+            backoff: retry::Backoff::new(&self.cfg),
+            slots: pushes.iter().map(|_| Slot::default()).collect(),
+            // Whether `known` came from an earlier call rather than being built in this one.
+            inherited: known.next_seq.is_some(),
+            appended: Vec::new(),
+            failures: 0,
+        };
         let mut at: SegmentHint;
         let mut rebasing = PushRebase::new(pushes.iter().flat_map(|p| p.mutations.iter()));
         loop {
@@ -249,190 +368,70 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             let head = match self
                 .bring_known(
                     log,
-                    hint,
-                    consistency,
+                    st.hint,
+                    st.consistency,
                     known,
                     pushes,
-                    &mut slots,
-                    &mut units,
+                    &mut st.slots,
+                    &mut st.units,
                 )
                 .await
             {
                 Ok((head, rebuilt)) => {
-                    inherited = inherited && !rebuilt;
+                    st.inherited = st.inherited && !rebuilt;
                     head
                 }
-                Err(e) if retryable(&e) && failures + 1 < self.cfg.max_attempts => {
+                Err(e) if retryable(&e) && st.failures + 1 < self.cfg.max_attempts => {
                     debug!(log = %log, error = %e, "reading the clients failed; trying again");
-                    failures += 1;
-                    consistency = Consistency::Strong;
-                    backoff.sleep().await;
+                    st.failures += 1;
+                    st.consistency = Consistency::Strong;
+                    st.backoff.sleep().await;
                     continue;
                 }
                 Err(e) => return Err(e),
             };
             let next_seq = head.next_seq();
             at = head.at;
-            for (push, slot) in pushes.iter().zip(slots.iter_mut()) {
-                if slot.done.is_none() {
-                    slot.newest = known.newest.get(&push.client).cloned();
-                    slot.remembered = slot.remembered || inherited;
-                }
-            }
+            st.refresh_slots(pushes, known);
             if let Some(r) = rebasing.as_mut() {
-                let strong = consistency == Consistency::Strong;
-                if let Caught::NotVisible =
-                    r.catch_up(self, log, next_seq, strong, &mut units).await?
-                {
-                    consistency = Consistency::Strong;
-                    hint = Some(head.at);
-                    backoff.sleep().await;
-                    failures += 1;
-                    if failures >= self.cfg.max_attempts {
-                        return Err(LogError::Contention {
-                            log,
-                            attempts: self.cfg.max_attempts,
-                        });
-                    }
-                    continue;
-                }
-            }
-            // The runs of this round, within one entry's limits; a client that does not fit
-            // waits for the next round. Each run's mutations are rebased through the runs
-            // before it in the entry (`before`).
-            let mut runs: Vec<(usize, Mutations, bool)> = Vec::new();
-            let mut before: Vec<Event> = Vec::new();
-            let mut bytes = BATCH_FRAME_BYTES;
-            let budget = MAX_RUN_BODY_BYTES.min(self.cfg.max_body_bytes);
-            let mut recheck = false;
-            for (i, (push, slot)) in pushes.iter().zip(slots.iter_mut()).enumerate() {
-                if slot.done.is_some() {
-                    continue;
-                }
-                let newest = slot.newest.as_ref().and_then(Option::as_ref);
-                let run = match self.next_run(push, newest, rebasing.as_ref(), &before) {
-                    // Never refuse a client on what an earlier call left: build it afresh first.
-                    Err(_) if slot.remembered => {
-                        recheck = true;
-                        continue;
-                    }
-                    Ok(Some(run)) => run,
-                    Ok(None) => {
-                        slot.done = Some(match newest {
-                            Some(n) => Ok(n.last),
-                            None => Err(LogError::InvalidEntry(format!(
-                                "client {} pushed no mutations",
-                                push.client
-                            ))),
-                        });
-                        continue;
-                    }
-                    Err(e) => {
-                        slot.done = Some(Err(e));
-                        continue;
-                    }
-                };
-                // Each run alone is within the entry-size rule (`build_run`); together they must
-                // be too, framing included, or `place_body` would refuse the whole entry.
-                let size = run.encode().2.len() + BATCH_RUN_FRAME_BYTES;
-                if !runs.is_empty()
-                    && (bytes + size > budget
-                        || runs.len() >= MAX_RUNS_PER_ENTRY.min(MAX_RANGES_PER_TRANSACTION))
-                {
-                    continue;
-                }
-                bytes += size;
-                before.extend(run.applied.iter().filter_map(|m| positions(&m.event)));
-                runs.push((i, run, newest.is_none()));
-            }
-            if recheck {
-                *known = KnownClients::default();
-                for slot in &mut slots {
-                    slot.remembered = false;
-                }
-                continue;
-            }
-            if runs.is_empty() {
-                break;
-            }
-            // The index mark exists before the first entry that defers range items.
-            if known.mark == Some(None) {
-                if self
-                    .store
-                    .start_index_mark(log, next_seq - 1, &mut units)
+                let strong = st.consistency == Consistency::Strong;
+                if let Caught::NotVisible = r
+                    .catch_up(self, log, next_seq, strong, &mut st.units)
                     .await?
                 {
-                    known.mark = Some(Some(next_seq - 1));
-                } else {
-                    // Someone else set it, and may have deferred runs since: read afresh.
-                    *known = KnownClients::default();
+                    st.consistency = Consistency::Strong;
+                    st.hint = Some(head.at);
+                    st.backoff.sleep().await;
+                    st.lost_round(log, self.cfg.max_attempts)?;
                     continue;
                 }
             }
-            let batch = MutationBatch {
-                runs: runs.iter().map(|(_, r, _)| r.clone()).collect(),
+            let runs = match self.plan_round(pushes, &mut st.slots, rebasing.as_ref()) {
+                Plan::Recheck => {
+                    *known = KnownClients::default();
+                    for slot in &mut st.slots {
+                        slot.remembered = false;
+                    }
+                    continue;
+                }
+                Plan::Decided => break,
+                Plan::Runs(runs) => runs,
             };
-            let (code, version, body) = batch.encode_deferred();
-            let entry = NewEntry::new(EntryType(code), version, body);
-            let (body, external) = self.place_body(log, &entry).await?;
-            let record = EntryRecord {
-                segment: head.at.segment,
-                num: head.next_num(),
-                created: self.clock.now(),
-                kind: entry.kind,
-                version: entry.version,
-                body,
-                external,
-                snapshot_root: None,
-                attempt: Some(rand::random()),
-            };
-            let written: Vec<ClientRange> = runs
-                .iter()
-                .map(|(_, run, first)| ClientRange {
-                    group: run.group.clone(),
-                    client: run.client.clone(),
-                    // Every client's first range is keyed 1 (`ClientRange::key`).
-                    key: if *first { 1 } else { run.first },
-                    first: run.first,
-                    last: run.last,
-                    seq: next_seq,
-                    rejected: run.rejected(),
-                    runs: Vec::new(),
-                })
-                .collect();
-            // The range items (and a new client's group membership) follow by window.
-            let outcome = match self.store.put_entry(log, &record, &mut units).await {
-                Ok(PutOutcome::Written) => ClientPutOutcome::Written,
-                Ok(PutOutcome::Taken(w)) => ClientPutOutcome::Taken(w),
-                // Throttled, or timed out with the entry perhaps written: the next round reads
-                // the head, and finds our entry if it landed.
-                Err(e) if e.is_retryable() => ClientPutOutcome::Interrupted,
-                Err(e) => return Err(e.into()),
-            };
+            // The index mark exists before the first entry that defers range items.
+            if !self
+                .ensure_index_mark(log, known, next_seq, &mut st.units)
+                .await?
+            {
+                // Someone else set it, and may have deferred runs since: read afresh.
+                *known = KnownClients::default();
+                continue;
+            }
+            let (record, written, outcome) =
+                self.write_round(log, &head, &runs, &mut st.units).await?;
             match outcome {
                 ClientPutOutcome::Written => {
                     debug!(log = %log, seq = next_seq, clients = written.len(), "batch applied");
-                    for ((i, _, _), range) in runs.iter().zip(written) {
-                        known
-                            .newest
-                            .insert(range.client.clone(), Some(range.clone()));
-                        slots[*i].newest = Some(Some(range.clone()));
-                        slots[*i].ranges.push(range);
-                    }
-                    known.next_seq = Some(next_seq + 1);
-                    appended.push(Appended {
-                        seq: next_seq,
-                        segment: head.at.segment,
-                        entry: record.num,
-                        next_seq: next_seq + 1,
-                        hint: head.at,
-                        attempts: failures + 1,
-                        units: RequestUnits::default(),
-                    });
-                    failures = 0;
-                    hint = Some(head.at);
-                    // Our own entry may not show in an eventually consistent read yet.
-                    consistency = Consistency::Strong;
+                    st.settle_written(known, &head, &record, &runs, written);
                     // A push that takes many entries gives the other sheets of the writer's
                     // batch (polled on the same task) a turn between them: one sheet's large
                     // push never holds up another's commit.
@@ -446,59 +445,171 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 }
                 // The log moved: the next round reads the entries in between.
                 ClientPutOutcome::Taken(winner) => {
-                    hint = Some(match winner {
+                    st.hint = Some(match winner {
                         Some(w) if w.is_end_segment() => SegmentHint {
                             segment: head.at.segment + 1,
                             base_seq: head.at.base_seq + w.num + 1,
                         },
                         _ => head.at,
                     });
-                    consistency = Consistency::Strong;
-                    backoff.sleep().await;
+                    st.consistency = Consistency::Strong;
+                    st.backoff.sleep().await;
                 }
                 ClientPutOutcome::Interrupted => {
-                    hint = Some(head.at);
-                    consistency = Consistency::Strong;
-                    backoff.sleep().await;
+                    st.hint = Some(head.at);
+                    st.consistency = Consistency::Strong;
+                    st.backoff.sleep().await;
                 }
             }
-            failures += 1;
-            if failures >= self.cfg.max_attempts {
-                return Err(LogError::Contention {
-                    log,
-                    attempts: self.cfg.max_attempts,
-                });
-            }
+            st.lost_round(log, self.cfg.max_attempts)?;
         }
         // Indexing the windows this call completed is the caller's, off the sheet's critical
         // path ([`KnownClients::index_due`]).
         known.at = Some(at);
-        if let Some(last) = appended.last_mut() {
-            last.units = units;
+        Ok(st.finish())
+    }
+
+    /// Plans one round: the runs of one entry, within its limits, in push order; a client that
+    /// does not fit waits for the next round. Each run's mutations are rebased through the runs
+    /// before it in the entry. A client with nothing left to apply, or refused, is decided here.
+    fn plan_round(
+        &self,
+        pushes: &[ClientPush],
+        slots: &mut [Slot],
+        rebasing: Option<&PushRebase>,
+    ) -> Plan {
+        let mut runs: Vec<PlannedRun> = Vec::new();
+        let mut before: Vec<Event> = Vec::new();
+        let mut bytes = BATCH_FRAME_BYTES;
+        let budget = MAX_RUN_BODY_BYTES.min(self.cfg.max_body_bytes);
+        let mut recheck = false;
+        for (i, (push, slot)) in pushes.iter().zip(slots.iter_mut()).enumerate() {
+            if slot.done.is_some() {
+                continue;
+            }
+            let newest = slot.newest.as_ref().and_then(Option::as_ref);
+            let run = match self.next_run(push, newest, rebasing, &before) {
+                // Never refuse a client on what an earlier call left: build it afresh first.
+                Err(_) if slot.remembered => {
+                    recheck = true;
+                    continue;
+                }
+                Ok(Some(run)) => run,
+                Ok(None) => {
+                    slot.done = Some(match newest {
+                        Some(n) => Ok(n.last),
+                        None => Err(LogError::InvalidEntry(format!(
+                            "client {} pushed no mutations",
+                            push.client
+                        ))),
+                    });
+                    continue;
+                }
+                Err(e) => {
+                    slot.done = Some(Err(e));
+                    continue;
+                }
+            };
+            // Each run alone is within the entry-size rule (`build_run`); together they must be
+            // too, framing included, or `place_body` would refuse the whole entry.
+            let size = run.encode().2.len() + BATCH_RUN_FRAME_BYTES;
+            if !runs.is_empty()
+                && (bytes + size > budget
+                    || runs.len() >= MAX_RUNS_PER_ENTRY.min(MAX_RANGES_PER_TRANSACTION))
+            {
+                continue;
+            }
+            bytes += size;
+            before.extend(run.applied.iter().filter_map(|m| positions(&m.event)));
+            runs.push(PlannedRun {
+                slot: i,
+                first: newest.is_none(),
+                run,
+            });
         }
-        let clients = slots
-            .into_iter()
-            .map(|s| match s.done {
-                Some(Ok(last)) => ClientResult::Done {
-                    last,
-                    ranges: s.ranges,
-                },
-                Some(Err(error)) => ClientResult::Refused {
-                    error,
-                    ranges: s.ranges,
-                },
-                // Every slot is decided before the loop ends.
-                None => ClientResult::Refused {
-                    error: LogError::InvalidEntry("client left undecided".into()),
-                    ranges: s.ranges,
-                },
+        if recheck {
+            Plan::Recheck
+        } else if runs.is_empty() {
+            Plan::Decided
+        } else {
+            Plan::Runs(runs)
+        }
+    }
+
+    /// Makes sure the index mark exists before the first entry that defers range items: `false`
+    /// when someone else set it meanwhile.
+    async fn ensure_index_mark(
+        &self,
+        log: LogId,
+        known: &mut KnownClients,
+        next_seq: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, LogError> {
+        if known.mark != Some(None) {
+            return Ok(true);
+        }
+        if self
+            .store
+            .start_index_mark(log, next_seq - 1, units)
+            .await?
+        {
+            known.mark = Some(Some(next_seq - 1));
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Writes one round's runs as one deferred batch entry at the head, with one conditional put:
+    /// the record, the range each run gives its client (written later, by window), and what the
+    /// put found. A throttled or timed-out put is [`ClientPutOutcome::Interrupted`]: the next round
+    /// reads the head and finds the entry if it landed.
+    async fn write_round(
+        &self,
+        log: LogId,
+        head: &Head,
+        runs: &[PlannedRun],
+        units: &mut RequestUnits,
+    ) -> Result<(EntryRecord, Vec<ClientRange>, ClientPutOutcome), LogError> {
+        let next_seq = head.next_seq();
+        let batch = MutationBatch {
+            runs: runs.iter().map(|p| p.run.clone()).collect(),
+        };
+        let (code, version, body) = batch.encode_deferred();
+        let entry = NewEntry::new(EntryType(code), version, body);
+        let (body, external) = self.place_body(log, &entry).await?;
+        let record = EntryRecord {
+            segment: head.at.segment,
+            num: head.next_num(),
+            created: self.clock.now(),
+            kind: entry.kind,
+            version: entry.version,
+            body,
+            external,
+            snapshot_root: None,
+            attempt: Some(rand::random()),
+        };
+        let written: Vec<ClientRange> = runs
+            .iter()
+            .map(|p| ClientRange {
+                group: p.run.group.clone(),
+                client: p.run.client.clone(),
+                // Every client's first range is keyed 1 (`ClientRange::key`).
+                key: if p.first { 1 } else { p.run.first },
+                first: p.run.first,
+                last: p.run.last,
+                seq: next_seq,
+                rejected: p.run.rejected(),
+                runs: Vec::new(),
             })
             .collect();
-        Ok(BatchOutcome {
-            clients,
-            appended,
-            units,
-        })
+        let outcome = match self.store.put_entry(log, &record, units).await {
+            Ok(PutOutcome::Written) => ClientPutOutcome::Written,
+            Ok(PutOutcome::Taken(w)) => ClientPutOutcome::Taken(w),
+            Err(e) if e.is_retryable() => ClientPutOutcome::Interrupted,
+            Err(e) => return Err(e.into()),
+        };
+        Ok((record, written, outcome))
     }
 
     /// Indexes what `known` says is due ([`KnownClients::index_due`]) and records the mark it
