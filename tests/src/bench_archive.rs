@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use sheetlog_core::aws::{DynamoLogStore, S3Bucket};
 use sheetlog_core::config::LogConfig;
-use sheetlog_core::domain::{EntryType, NewEntry};
+use sheetlog_core::domain::{EntryType, LogId, NewEntry};
 use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
 use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport};
 
@@ -31,6 +31,30 @@ pub async fn run(
     body: Bytes,
     entries: u64,
 ) -> anyhow::Result<ArchiveBench> {
+    let (id, report) = archive_segment(stack, kind, body, entries).await?;
+    let archived = report.entries_removed;
+    let read = read_back(stack, id, archived).await?;
+    let per_1000 = |n: f64| n * 1000.0 / read.entries as f64;
+    let (d, s) = (read.dynamo_requests, read.s3_requests);
+    Ok(ArchiveBench {
+        archived_entries: archived,
+        archive_bytes: report.archive_bytes,
+        archive_bytes_per_entry: report.archive_bytes as f64 / archived as f64,
+        archived_read_requests_per_1000_entries: per_1000(d + s),
+        archived_read_dynamodb_requests_per_1000_entries: per_1000(d),
+        archived_read_s3_requests_per_1000_entries: per_1000(s),
+        archived_read_rru_per_1000_entries: per_1000(read.rru),
+    })
+}
+
+/// Fills segment 0 of a new log with `entries` entries, makes it history (two more segments,
+/// the middle one's snapshot complete) and archives it. Returns the log and the archive's report.
+async fn archive_segment(
+    stack: &TestStack,
+    kind: EntryType,
+    body: Bytes,
+    entries: u64,
+) -> anyhow::Result<(LogId, RetentionReport)> {
     let log = stack.log()?;
     let id = log.create().await?.log;
     let mut hint = None;
@@ -66,9 +90,20 @@ pub async fn run(
     let seg0 = log.segments(id).await?.0[0].clone();
     let mut report = RetentionReport::default();
     tool.segment(id, &seg0, None, &mut report).await?;
-    let archived = report.entries_removed;
+    Ok((id, report))
+}
 
-    // A reader over clients that count what they send.
+/// What reading the archive back took: entries, read units, and requests per service.
+struct ArchiveRead {
+    entries: u64,
+    rru: f64,
+    dynamo_requests: f64,
+    s3_requests: f64,
+}
+
+/// Reads `archived` entries from sequence 0 in pages of 1,000, over clients that count what
+/// they send.
+async fn read_back(stack: &TestStack, id: LogId, archived: u64) -> anyhow::Result<ArchiveRead> {
     let (dynamo_count, s3_count) = (RequestCount::default(), RequestCount::default());
     let sdk = stack.emulator.sdk_config().await;
     let dynamo = aws_sdk_dynamodb::Client::from_conf(
@@ -112,16 +147,10 @@ pub async fn run(
         read += page.entries.len() as u64;
         rru += page.units.read;
     }
-    let per_1000 = |n: f64| n * 1000.0 / read as f64;
-    let d = dynamo_count.get() as f64;
-    let s = s3_count.get() as f64;
-    Ok(ArchiveBench {
-        archived_entries: archived,
-        archive_bytes: report.archive_bytes,
-        archive_bytes_per_entry: report.archive_bytes as f64 / archived as f64,
-        archived_read_requests_per_1000_entries: per_1000(d + s),
-        archived_read_dynamodb_requests_per_1000_entries: per_1000(d),
-        archived_read_s3_requests_per_1000_entries: per_1000(s),
-        archived_read_rru_per_1000_entries: per_1000(rru),
+    Ok(ArchiveRead {
+        entries: read,
+        rru,
+        dynamo_requests: dynamo_count.get() as f64,
+        s3_requests: s3_count.get() as f64,
     })
 }

@@ -9,11 +9,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde::Serialize;
 use sheetlog_core::aws::items::{entry_key, item_size};
-use sheetlog_core::domain::{EntryType, NewEntry, RequestUnits};
-use sheetlog_core::log::{AppendOnce, AppendOptions, IdempotencyKey};
+use sheetlog_core::domain::{EntryType, LogId, NewEntry, RequestUnits};
+use sheetlog_core::log::{AppendOnce, AppendOptions, IdempotencyKey, SegmentHint};
 
 use crate::bench_dedupe;
-use crate::stack::TestStack;
+use crate::stack::{AwsLog, TestStack};
 
 /// One operation's cost.
 #[derive(Debug, Serialize)]
@@ -167,17 +167,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
         )
         .await?,
     )?;
-    let entry_bytes = item_size(
-        &stack
-            .dynamo
-            .get_item()
-            .table_name(&stack.resources.entry_table)
-            .set_key(Some(entry_key(id, one.segment, one.entry)))
-            .send()
-            .await?
-            .item
-            .unwrap_or_default(),
-    );
+    let entry_bytes = entry_item_bytes(stack, id, one.segment, one.entry).await?;
     let range_bytes = item_size(&client_range_to_item(id, &range));
     let batch = (3..=102).map(set).collect::<anyhow::Result<Vec<_>>>()?;
     let (_, hundred) = applied(
@@ -248,152 +238,304 @@ fn op(
 pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Result<LogBench> {
     eprintln!("starting emulator and creating tables…");
     let stack = TestStack::new("bench-log").await?;
-    let log = Arc::new(stack.log()?);
-    let mut ops = Vec::new();
+    let mut b = Bench {
+        stack: &stack,
+        log: Arc::new(stack.log()?),
+        kind: set_cell_type,
+        body: set_cell_body.clone(),
+        ops: Vec::new(),
+    };
+    let appends = b.appends().await?;
+    let hint = b.reads_and_segment(appends.id).await?;
+    let idempotent = b.idempotent(appends.id, hint).await?;
+    let dedupe = b.dedupe().await?;
+    let contention = contention(&b.log, set_cell_type, &set_cell_body).await?;
+    let sync = b.sync().await?;
 
-    let created = log.create().await?;
-    let id = created.log;
-    ops.push(op(
-        "create log",
-        created.units,
-        None,
-        "transaction: segment 0 + snapshot entry 0",
-    ));
-
-    let cell = || NewEntry::new(set_cell_type, 1, set_cell_body.clone());
-    let first = log.append(id, cell(), AppendOptions::default()).await?;
-    ops.push(op(
-        "append (no hint)",
-        first.units,
-        None,
-        "segment query + entry query + conditional put",
-    ));
-
-    eprintln!("timing 200 uncontended appends…");
-    let mut hint = first.hint;
-    let mut latencies = Vec::new();
-    let mut hinted = None;
-    for _ in 0..200 {
-        let t = Instant::now();
-        let a = log
-            .append(
-                id,
-                cell(),
-                AppendOptions {
-                    expected_seq: None,
-                    segment_hint: Some(hint),
-                },
-            )
-            .await?;
-        latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-        hint = a.hint;
-        hinted = Some(a);
+    eprintln!("archiving a segment of 2,000 one-cell entries…");
+    let archive =
+        crate::bench_archive::run(&stack, set_cell_type, set_cell_body.clone(), 2_000).await?;
+    let max_push = crate::bench_max_push::run().await?;
+    Ok(Measured {
+        appends,
+        idempotent,
+        dedupe,
+        contention,
+        sync,
+        archive,
+        max_push,
+        ops: b.ops,
     }
-    let hinted = hinted.ok_or_else(|| anyhow::anyhow!("no append ran"))?;
+    .into_bench())
+}
+
+/// The log under measurement, and the operations' costs so far.
+struct Bench<'a> {
+    stack: &'a TestStack,
+    log: Arc<AwsLog>,
+    /// The type and stored body of a one-cell `set` event.
+    kind: EntryType,
+    body: Bytes,
+    ops: Vec<OpCost>,
+}
+
+/// The plain appends: without a hint, then with one (timed, 200 of them).
+struct Appends {
+    id: LogId,
+    first: RequestUnits,
+    hinted: RequestUnits,
+    /// The Entry item of a one-cell `set`.
+    cell_bytes: u64,
+    /// The hinted appends' latencies (ms), sorted.
+    latencies: Vec<f64>,
+}
+
+/// An append with an idempotency key, and its retry.
+struct Idempotent {
+    keyed: RequestUnits,
+    retried: RequestUnits,
+}
+
+/// The Dedupe table: the model checked on the emulator, the simulated fill, the conflicts.
+struct Dedupe {
+    checked: usize,
+    fill: bench_dedupe::DedupeFill,
+    conflicts: f64,
+}
+
+/// Concurrent writers on one log: every append's attempts (sorted), and the seconds they took.
+struct Contention {
+    writers: usize,
+    attempts: Vec<u32>,
+    elapsed: f64,
+}
+
+/// The Entry item's size in bytes (0 when there is none).
+async fn entry_item_bytes(
+    stack: &TestStack,
+    id: LogId,
+    segment: u64,
+    entry: u64,
+) -> anyhow::Result<u64> {
     let item = stack
         .dynamo
         .get_item()
         .table_name(&stack.resources.entry_table)
-        .set_key(Some(entry_key(id, hinted.segment, hinted.entry)))
+        .set_key(Some(entry_key(id, segment, entry)))
         .send()
         .await?
         .item
         .unwrap_or_default();
-    let cell_bytes = item_size(&item);
-    ops.push(op(
-        "append (segment hint)",
-        hinted.units,
-        Some(cell_bytes),
-        "entry query + conditional put; one-cell set event",
-    ));
-    latencies.sort_by(f64::total_cmp);
+    Ok(item_size(&item))
+}
 
-    let big = log
-        .append(
+impl Bench<'_> {
+    /// A one-cell `set` entry.
+    fn cell(&self) -> NewEntry {
+        NewEntry::new(self.kind, 1, self.body.clone())
+    }
+
+    /// Creates the log, appends without a hint, then 200 times with one.
+    async fn appends(&mut self) -> anyhow::Result<Appends> {
+        let created = self.log.create().await?;
+        let id = created.log;
+        self.ops.push(op(
+            "create log",
+            created.units,
+            None,
+            "transaction: segment 0 + snapshot entry 0",
+        ));
+        let first = self
+            .log
+            .append(id, self.cell(), AppendOptions::default())
+            .await?;
+        self.ops.push(op(
+            "append (no hint)",
+            first.units,
+            None,
+            "segment query + entry query + conditional put",
+        ));
+
+        eprintln!("timing 200 uncontended appends…");
+        let mut hint = first.hint;
+        let mut latencies = Vec::new();
+        let mut hinted = None;
+        for _ in 0..200 {
+            let t = Instant::now();
+            let a = self
+                .log
+                .append(
+                    id,
+                    self.cell(),
+                    AppendOptions {
+                        expected_seq: None,
+                        segment_hint: Some(hint),
+                    },
+                )
+                .await?;
+            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+            hint = a.hint;
+            hinted = Some(a);
+        }
+        let hinted = hinted.ok_or_else(|| anyhow::anyhow!("no append ran"))?;
+        let cell_bytes = entry_item_bytes(self.stack, id, hinted.segment, hinted.entry).await?;
+        self.ops.push(op(
+            "append (segment hint)",
+            hinted.units,
+            Some(cell_bytes),
+            "entry query + conditional put; one-cell set event",
+        ));
+        latencies.sort_by(f64::total_cmp);
+        Ok(Appends {
             id,
-            NewEntry::new(set_cell_type, 1, vec![0u8; 100 * 1024]),
-            AppendOptions::default(),
-        )
-        .await?;
-    ops.push(op(
-        "append 100 KB body",
-        big.units,
-        None,
-        "body to S3 first (1 PUT), item keeps the key",
-    ));
+            first: first.units,
+            hinted: hinted.units,
+            cell_bytes,
+            latencies,
+        })
+    }
 
-    let page = log.read_since(id, 1, 100).await?;
-    ops.push(op(
-        "read 100 entries",
-        page.units,
-        None,
-        "segment query + one entry query page",
-    ));
-    let loaded = log.load(id).await?;
-    ops.push(op(
-        "load",
-        loaded.units,
-        None,
-        "two segments + entries since the snapshot",
-    ));
-    let started = log.start_segment(id).await?;
-    ops.push(op(
-        "start segment",
-        started.units,
-        None,
-        "transaction of three conditional puts",
-    ));
+    /// A 100 KB append, a read, a load and a new segment; the new segment's hint.
+    async fn reads_and_segment(&mut self, id: LogId) -> anyhow::Result<SegmentHint> {
+        let big = self
+            .log
+            .append(
+                id,
+                NewEntry::new(self.kind, 1, vec![0u8; 100 * 1024]),
+                AppendOptions::default(),
+            )
+            .await?;
+        self.ops.push(op(
+            "append 100 KB body",
+            big.units,
+            None,
+            "body to S3 first (1 PUT), item keeps the key",
+        ));
 
-    eprintln!("idempotent appends…");
-    let key = IdempotencyKey::request("bench-key");
-    let keyed = log
-        .append_once(
-            id,
-            cell(),
-            AppendOptions {
-                expected_seq: None,
-                segment_hint: Some(started.hint),
-            },
-            &key,
-        )
-        .await?;
-    let AppendOnce::Appended(keyed) = keyed else {
-        anyhow::bail!("a fresh key was a duplicate");
-    };
-    ops.push(op(
-        "idempotent append",
-        keyed.units,
-        None,
-        "entry query + transaction: entry put, Dedupe update",
-    ));
-    let retried = log
-        .append_once(
-            id,
-            cell(),
-            AppendOptions {
-                expected_seq: None,
-                segment_hint: Some(keyed.hint),
-            },
-            &key,
-        )
-        .await?;
-    anyhow::ensure!(
-        matches!(retried, AppendOnce::Duplicate { seq, .. } if seq == keyed.seq),
-        "the retry was not a duplicate of seq {}: {retried:?}",
-        keyed.seq
-    );
-    ops.push(op(
-        "duplicate append",
-        retried.units(),
-        None,
-        "entry query + cancelled transaction (charged)",
-    ));
-    let checked = bench_dedupe::check_model_on_emulator(&stack, &cell(), 300).await?;
-    let rate = sheetlog_core::config::DEFAULT_DEDUPE_KEYS_PER_MONTH;
-    eprintln!("simulating two months of Dedupe items at {rate} keys/month…");
-    let fill = bench_dedupe::simulate_fill(rate, 7);
-    let conflicts = bench_dedupe::conflict_share(fill.prefix_bits, 100, 2000, 11);
+        let page = self.log.read_since(id, 1, 100).await?;
+        self.ops.push(op(
+            "read 100 entries",
+            page.units,
+            None,
+            "segment query + one entry query page",
+        ));
+        let loaded = self.log.load(id).await?;
+        self.ops.push(op(
+            "load",
+            loaded.units,
+            None,
+            "two segments + entries since the snapshot",
+        ));
+        let started = self.log.start_segment(id).await?;
+        self.ops.push(op(
+            "start segment",
+            started.units,
+            None,
+            "transaction of three conditional puts",
+        ));
+        Ok(started.hint)
+    }
 
+    /// An append with an idempotency key, then its retry, which must be a duplicate.
+    async fn idempotent(&mut self, id: LogId, hint: SegmentHint) -> anyhow::Result<Idempotent> {
+        eprintln!("idempotent appends…");
+        let key = IdempotencyKey::request("bench-key");
+        let keyed = self
+            .log
+            .append_once(
+                id,
+                self.cell(),
+                AppendOptions {
+                    expected_seq: None,
+                    segment_hint: Some(hint),
+                },
+                &key,
+            )
+            .await?;
+        let AppendOnce::Appended(keyed) = keyed else {
+            anyhow::bail!("a fresh key was a duplicate");
+        };
+        self.ops.push(op(
+            "idempotent append",
+            keyed.units,
+            None,
+            "entry query + transaction: entry put, Dedupe update",
+        ));
+        let retried = self
+            .log
+            .append_once(
+                id,
+                self.cell(),
+                AppendOptions {
+                    expected_seq: None,
+                    segment_hint: Some(keyed.hint),
+                },
+                &key,
+            )
+            .await?;
+        anyhow::ensure!(
+            matches!(retried, AppendOnce::Duplicate { seq, .. } if seq == keyed.seq),
+            "the retry was not a duplicate of seq {}: {retried:?}",
+            keyed.seq
+        );
+        self.ops.push(op(
+            "duplicate append",
+            retried.units(),
+            None,
+            "entry query + cancelled transaction (charged)",
+        ));
+        Ok(Idempotent {
+            keyed: keyed.units,
+            retried: retried.units(),
+        })
+    }
+
+    /// The Dedupe model checked on the emulator, then two simulated months of its items.
+    async fn dedupe(&self) -> anyhow::Result<Dedupe> {
+        let checked = bench_dedupe::check_model_on_emulator(self.stack, &self.cell(), 300).await?;
+        let rate = sheetlog_core::config::DEFAULT_DEDUPE_KEYS_PER_MONTH;
+        eprintln!("simulating two months of Dedupe items at {rate} keys/month…");
+        let fill = bench_dedupe::simulate_fill(rate, 7);
+        let conflicts = bench_dedupe::conflict_share(fill.prefix_bits, 100, 2000, 11);
+        Ok(Dedupe {
+            checked,
+            fill,
+            conflicts,
+        })
+    }
+
+    /// The sync pushes' costs ([`sync_costs`]), as operations too.
+    async fn sync(&mut self) -> anyhow::Result<SyncCosts> {
+        eprintln!("pushing sync mutations…");
+        let sync = sync_costs(self.stack).await?;
+        self.ops.push(op(
+            "push 1 mutation",
+            sync.one,
+            Some(sync.entry_bytes),
+            "entry query + index mark + client range query + transaction (entry, range item)",
+        ));
+        self.ops.push(op(
+            "push 100 mutations",
+            sync.hundred,
+            None,
+            "as one mutation: the 100 share one entry and one range item",
+        ));
+        self.ops.push(op(
+            "rebased push",
+            sync.rebased,
+            None,
+            "push 1 mutation + a read of the 10 row inserts since its baseSeq",
+        ));
+        Ok(sync)
+    }
+}
+
+/// 8 writers appending 50 one-cell entries each to one new log, each with its own hint.
+async fn contention(
+    log: &Arc<AwsLog>,
+    kind: EntryType,
+    body: &Bytes,
+) -> anyhow::Result<Contention> {
     let writers = 8;
     let per_writer = 50;
     eprintln!("{writers} writers x {per_writer} appends on one log…");
@@ -402,7 +544,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     let mut tasks = Vec::new();
     for _ in 0..writers {
         let log = log.clone();
-        let body = set_cell_body.clone();
+        let body = body.clone();
         tasks.push(tokio::spawn(async move {
             let mut attempts = Vec::new();
             let mut hint = None;
@@ -410,7 +552,7 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
                 let a = log
                     .append(
                         contended,
-                        NewEntry::new(set_cell_type, 1, body.clone()),
+                        NewEntry::new(kind, 1, body.clone()),
                         AppendOptions {
                             expected_seq: None,
                             segment_hint: hint,
@@ -429,80 +571,87 @@ pub async fn run(set_cell_type: EntryType, set_cell_body: Bytes) -> anyhow::Resu
     }
     let elapsed = t.elapsed().as_secs_f64();
     attempts.sort_unstable();
-
-    eprintln!("pushing sync mutations…");
-    let sync = sync_costs(&stack).await?;
-    ops.push(op(
-        "push 1 mutation",
-        sync.one,
-        Some(sync.entry_bytes),
-        "entry query + index mark + client range query + transaction (entry, range item)",
-    ));
-    ops.push(op(
-        "push 100 mutations",
-        sync.hundred,
-        None,
-        "as one mutation: the 100 share one entry and one range item",
-    ));
-    ops.push(op(
-        "rebased push",
-        sync.rebased,
-        None,
-        "push 1 mutation + a read of the 10 row inserts since its baseSeq",
-    ));
-
-    eprintln!("archiving a segment of 2,000 one-cell entries…");
-    let archive =
-        crate::bench_archive::run(&stack, set_cell_type, set_cell_body.clone(), 2_000).await?;
-    let max_push = crate::bench_max_push::run().await?;
-    Ok(LogBench {
-        api: ApiSyncCosts::default(),
-        push_one_mutation_wru: sync.one.write,
-        push_one_mutation_rru: sync.one.read,
-        push_100_mutations_wru: sync.hundred.write,
-        push_100_mutations_rru: sync.hundred.read,
-        push_first_mutation_wru: sync.first_wru,
-        rebased_push_wru: sync.rebased.write,
-        rebased_push_rru: sync.rebased.read,
-        mutations_entry_item_bytes: sync.entry_bytes,
-        client_range_item_bytes: sync.range_bytes,
-        archive,
-        max_push,
-        append_rru: hinted.units.read,
-        append_wru: hinted.units.write,
-        set_cell_item_bytes: cell_bytes,
-        append_no_hint_rru: first.units.read,
-        append_latency_ms_p50: percentile(&latencies, 0.5),
-        append_latency_ms_p99: percentile(&latencies, 0.99),
-        contended_writers: writers,
-        contended_appends: attempts.len(),
-        contended_appends_per_s: attempts.len() as f64 / elapsed,
-        contended_attempts_p50: attempts.get(attempts.len() / 2).copied().unwrap_or(0),
-        contended_attempts_max: attempts.last().copied().unwrap_or(0),
-        idempotent_append_wru: keyed.units.write,
-        idempotent_append_rru: keyed.units.read,
-        duplicate_append_wru: retried.units().write,
-        duplicate_append_rru: retried.units().read,
-        dedupe_keys_per_month: fill.keys_per_month,
-        dedupe_prefix_bits: fill.prefix_bits,
-        dedupe_item_bytes_p50: fill.item_bytes_p50,
-        dedupe_item_bytes_p99: fill.item_bytes_p99,
-        dedupe_item_bytes_max: fill.item_bytes_max,
-        dedupe_items_over_1kb: fill.items_over_1kb,
-        dedupe_keys_per_item_mean: fill.keys_per_item_mean,
-        dedupe_keys_per_item_max: fill.keys_per_item_max,
-        dedupe_bytes_per_key: fill.bytes_per_key,
-        dedupe_naive_bytes_per_key: bench_dedupe::NAIVE_BYTES_PER_KEY,
-        dedupe_model_items_checked: checked,
-        dedupe_conflict_share_100_in_flight: conflicts,
-        dedupe_prefix_bits_by_rate: bench_dedupe::prefix_table(&[
-            1_000_000,
-            100_000_000,
-            10_000_000_000,
-            300_000_000_000,
-        ]),
-        operations: ops,
+    Ok(Contention {
+        writers,
+        attempts,
+        elapsed,
     })
+}
+
+/// Everything [`run`] measured, before it is laid out as a [`LogBench`].
+struct Measured {
+    appends: Appends,
+    idempotent: Idempotent,
+    dedupe: Dedupe,
+    contention: Contention,
+    sync: SyncCosts,
+    archive: crate::bench_archive::ArchiveBench,
+    max_push: crate::bench_max_push::MaxPushBench,
+    ops: Vec<OpCost>,
+}
+
+impl Measured {
+    fn into_bench(self) -> LogBench {
+        let Measured {
+            appends: a,
+            idempotent,
+            dedupe,
+            contention: c,
+            sync,
+            archive,
+            max_push,
+            ops,
+        } = self;
+        let fill = dedupe.fill;
+        LogBench {
+            api: ApiSyncCosts::default(),
+            push_one_mutation_wru: sync.one.write,
+            push_one_mutation_rru: sync.one.read,
+            push_100_mutations_wru: sync.hundred.write,
+            push_100_mutations_rru: sync.hundred.read,
+            push_first_mutation_wru: sync.first_wru,
+            rebased_push_wru: sync.rebased.write,
+            rebased_push_rru: sync.rebased.read,
+            mutations_entry_item_bytes: sync.entry_bytes,
+            client_range_item_bytes: sync.range_bytes,
+            archive,
+            max_push,
+            append_rru: a.hinted.read,
+            append_wru: a.hinted.write,
+            set_cell_item_bytes: a.cell_bytes,
+            append_no_hint_rru: a.first.read,
+            append_latency_ms_p50: percentile(&a.latencies, 0.5),
+            append_latency_ms_p99: percentile(&a.latencies, 0.99),
+            contended_writers: c.writers,
+            contended_appends: c.attempts.len(),
+            contended_appends_per_s: c.attempts.len() as f64 / c.elapsed,
+            contended_attempts_p50: c.attempts.get(c.attempts.len() / 2).copied().unwrap_or(0),
+            contended_attempts_max: c.attempts.last().copied().unwrap_or(0),
+            idempotent_append_wru: idempotent.keyed.write,
+            idempotent_append_rru: idempotent.keyed.read,
+            duplicate_append_wru: idempotent.retried.write,
+            duplicate_append_rru: idempotent.retried.read,
+            dedupe_keys_per_month: fill.keys_per_month,
+            dedupe_prefix_bits: fill.prefix_bits,
+            dedupe_item_bytes_p50: fill.item_bytes_p50,
+            dedupe_item_bytes_p99: fill.item_bytes_p99,
+            dedupe_item_bytes_max: fill.item_bytes_max,
+            dedupe_items_over_1kb: fill.items_over_1kb,
+            dedupe_keys_per_item_mean: fill.keys_per_item_mean,
+            dedupe_keys_per_item_max: fill.keys_per_item_max,
+            dedupe_bytes_per_key: fill.bytes_per_key,
+            dedupe_naive_bytes_per_key: bench_dedupe::NAIVE_BYTES_PER_KEY,
+            dedupe_model_items_checked: dedupe.checked,
+            dedupe_conflict_share_100_in_flight: dedupe.conflicts,
+            dedupe_prefix_bits_by_rate: bench_dedupe::prefix_table(&[
+                1_000_000,
+                100_000_000,
+                10_000_000_000,
+                300_000_000_000,
+            ]),
+            operations: ops,
+        }
+    }
 }
 
 /// Prints the result as a table (or one JSON object).
@@ -511,11 +660,29 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(b)?);
         return Ok(());
     }
+    print_operations(&b.operations);
+    print_latencies(b);
+    print_dedupe(b);
+    print_sync(b);
+    print_archive(&b.archive);
+    println!(
+        "contention, {} writers on one log: {} appends at {:.0}/s, attempts p50 {} max {}",
+        b.contended_writers,
+        b.contended_appends,
+        b.contended_appends_per_s,
+        b.contended_attempts_p50,
+        b.contended_attempts_max
+    );
+    Ok(())
+}
+
+/// The table of operations, then a blank line.
+fn print_operations(operations: &[OpCost]) {
     println!(
         "{:<24} {:>10} {:>11} {:>11}  note",
         "operation", "read units", "write units", "item bytes"
     );
-    for o in &b.operations {
+    for o in operations {
         let bytes = o
             .item_bytes
             .map(|b| b.to_string())
@@ -526,6 +693,10 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         );
     }
     println!();
+}
+
+/// An append's latency on the emulator, and the maximal push's.
+fn print_latencies(b: &LogBench) {
     println!(
         "emulator latency, uncontended append with hint: p50 {:.1} ms, p99 {:.1} ms",
         b.append_latency_ms_p50, b.append_latency_ms_p99
@@ -537,6 +708,10 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         b.max_push.max_push_apply_ms,
         b.max_push.max_push_other_editor_wait_ms
     );
+}
+
+/// The Dedupe items: their sizes, their storage, and the prefix bits by rate.
+fn print_dedupe(b: &LogBench) {
     println!(
         "Dedupe items after two months at {} keys/month (n = {} bits): p50 {} B, p99 {} B, max {} B, \
          {:.4}% over 1 KB; keys per item mean {:.1}, max {}",
@@ -562,6 +737,10 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
             "  {rate:>16} keys/month -> n = {n:>2} bits, {mean:.1} keys per item at the fullest"
         );
     }
+}
+
+/// The sync pushes, in the core and through the HTTP API, and the catalog's and delete's reads.
+fn print_sync(b: &LogBench) {
     println!(
         "sync push: 1 mutation {} WRU + {} RRU (a client's first: {} WRU), 100 mutations in one push {} WRU + {} RRU, \
          1 mutation rebased through 10 row inserts {} WRU + {} RRU; mutations entry {} B, range item {} B",
@@ -593,7 +772,10 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         "delete of a sheet among 10,000 other sheets' sync clients: {} RRU spent on theirs",
         b.api.delete_clients_rru_other_logs
     );
-    let a = &b.archive;
+}
+
+/// The archived segment: its bytes, and a reader's requests.
+fn print_archive(a: &crate::bench_archive::ArchiveBench) {
     println!(
         "archived segment of {} one-cell entries: {} bytes in S3 ({:.1} per entry); reading it back in pages of 1000: \
          {:.1} requests per 1000 entries ({:.1} DynamoDB, {:.1} S3), {:.2} RRU",
@@ -605,13 +787,4 @@ pub fn print(b: &LogBench, json: bool) -> anyhow::Result<()> {
         a.archived_read_s3_requests_per_1000_entries,
         a.archived_read_rru_per_1000_entries
     );
-    println!(
-        "contention, {} writers on one log: {} appends at {:.0}/s, attempts p50 {} max {}",
-        b.contended_writers,
-        b.contended_appends,
-        b.contended_appends_per_s,
-        b.contended_attempts_p50,
-        b.contended_attempts_max
-    );
-    Ok(())
 }

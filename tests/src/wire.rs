@@ -169,25 +169,8 @@ async fn forward(State(p): State<Proxy>, req: Request) -> Response {
 
 async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     p.counts.requests.fetch_add(1, Ordering::Relaxed);
-    if req.method() == axum::http::Method::PUT
-        && req.headers().contains_key("if-none-match")
-        && p.counts
-            .s3_conflicts_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-    {
-        p.counts.s3_conflicts_sent.fetch_add(1, Ordering::SeqCst);
-        let mut r = Response::new(Body::from(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ConditionalRequestConflict</Code>\
-             <Message>A conflicting conditional operation is currently in progress against this \
-             resource. Please try again.</Message><RequestId>0000000000000000</RequestId></Error>",
-        ));
-        *r.status_mut() = StatusCode::CONFLICT;
-        r.headers_mut().insert(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/xml"),
-        );
-        return Ok(r);
+    if let Some(conflict) = s3_conflict(p, &req) {
+        return Ok(conflict);
     }
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, 256 * 1024 * 1024)
@@ -202,31 +185,7 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     if let Some(op) = &op {
         count_dynamo(p, op, &body);
     }
-    let name = match (
-        &op,
-        parts
-            .headers
-            .get("x-amz-target")
-            .and_then(|v| v.to_str().ok()),
-    ) {
-        (Some(op), _) => {
-            let table = serde_json::from_slice::<Value>(&body)
-                .ok()
-                .and_then(|v| {
-                    v.get("TableName")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
-                .unwrap_or_default();
-            format!("ddb:{op}:{}", table.rsplit('-').next().unwrap_or(""))
-        }
-        (None, Some(t)) => t.replace("AmazonSQS.", "sqs:"),
-        (None, None) => format!(
-            "{}:{}",
-            parts.method,
-            parts.uri.path().split('/').nth(2).unwrap_or("")
-        ),
-    };
+    let name = op_name(op.as_deref(), &parts, &body);
     if let Ok(mut m) = p.counts.by_op.lock() {
         *m.entry(name).or_default() += 1;
     }
@@ -250,29 +209,8 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     let bytes = resp.bytes().await.context("upstream body")?;
     if let Some(op) = &op
         && status.is_success()
-        && let (Ok(req), Ok(answer)) = (
-            serde_json::from_slice::<Value>(&request),
-            serde_json::from_slice::<Value>(&bytes),
-        )
-        && let Some(half) = read_request_half_units(op, &req, &answer)
     {
-        p.counts.read_half_units.fetch_add(half, Ordering::Relaxed);
-        if let (Some(table), Ok(mut m)) = (
-            req.get("TableName").and_then(Value::as_str),
-            p.counts.read_half_units_by_table.lock(),
-        ) {
-            *m.entry(table.to_owned()).or_default() += half;
-        }
-        if std::env::var_os("SHEETLOG_WIRE_TRACE").is_some() {
-            eprintln!(
-                "wire: {op} {} consistent={} {} RRU",
-                req.get("TableName").and_then(Value::as_str).unwrap_or("-"),
-                req.get("ConsistentRead")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                half as f64 / 2.0
-            );
-        }
+        count_read(p, op, &request, &bytes);
     }
     let mut r = Response::new(Body::from(bytes));
     *r.status_mut() = status;
@@ -282,6 +220,93 @@ async fn forward_inner(p: &Proxy, req: Request) -> anyhow::Result<Response> {
         }
     }
     Ok(r)
+}
+
+/// S3's `409 ConditionalRequestConflict` for a conditional PUT, while
+/// [`WireCounter::conflict_conditional_puts`] has some left to send.
+fn s3_conflict(p: &Proxy, req: &Request) -> Option<Response> {
+    if !(req.method() == axum::http::Method::PUT
+        && req.headers().contains_key("if-none-match")
+        && p.counts
+            .s3_conflicts_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok())
+    {
+        return None;
+    }
+    p.counts.s3_conflicts_sent.fetch_add(1, Ordering::SeqCst);
+    let mut r = Response::new(Body::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ConditionalRequestConflict</Code>\
+         <Message>A conflicting conditional operation is currently in progress against this \
+         resource. Please try again.</Message><RequestId>0000000000000000</RequestId></Error>",
+    ));
+    *r.status_mut() = StatusCode::CONFLICT;
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/xml"),
+    );
+    Some(r)
+}
+
+/// The name a request is counted under in [`WireCounts::by_op`]: `ddb:<op>:<table suffix>`,
+/// `sqs:<action>`, or `<method>:<bucket>`.
+fn op_name(op: Option<&str>, parts: &axum::http::request::Parts, body: &[u8]) -> String {
+    match (
+        op,
+        parts
+            .headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        (Some(op), _) => {
+            let table = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| {
+                    v.get("TableName")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default();
+            format!("ddb:{op}:{}", table.rsplit('-').next().unwrap_or(""))
+        }
+        (None, Some(t)) => t.replace("AmazonSQS.", "sqs:"),
+        (None, None) => format!(
+            "{}:{}",
+            parts.method,
+            parts.uri.path().split('/').nth(2).unwrap_or("")
+        ),
+    }
+}
+
+/// Adds the read units of a DynamoDB read that succeeded (by table too), from its request and
+/// answer; traced to stderr with `SHEETLOG_WIRE_TRACE`.
+fn count_read(p: &Proxy, op: &str, request: &[u8], answer: &[u8]) {
+    let (Ok(req), Ok(answer)) = (
+        serde_json::from_slice::<Value>(request),
+        serde_json::from_slice::<Value>(answer),
+    ) else {
+        return;
+    };
+    let Some(half) = read_request_half_units(op, &req, &answer) else {
+        return;
+    };
+    p.counts.read_half_units.fetch_add(half, Ordering::Relaxed);
+    if let (Some(table), Ok(mut m)) = (
+        req.get("TableName").and_then(Value::as_str),
+        p.counts.read_half_units_by_table.lock(),
+    ) {
+        *m.entry(table.to_owned()).or_default() += half;
+    }
+    if std::env::var_os("SHEETLOG_WIRE_TRACE").is_some() {
+        eprintln!(
+            "wire: {op} {} consistent={} {} RRU",
+            req.get("TableName").and_then(Value::as_str).unwrap_or("-"),
+            req.get("ConsistentRead")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            half as f64 / 2.0
+        );
+    }
 }
 
 fn count_dynamo(p: &Proxy, op: &str, body: &[u8]) {

@@ -40,7 +40,11 @@ async fn serve(
         LogConfig::default(),
         ApiConfig::default(),
     )?;
-    let app = sheetlog_api::router(Arc::new(state));
+    listen(sheetlog_api::router(Arc::new(state))).await
+}
+
+/// Serves `app` on a loopback port.
+async fn listen(app: axum::Router) -> anyhow::Result<Api> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let task = tokio::spawn(async move {
@@ -213,6 +217,9 @@ async fn delete_costs(emulator: &Emulator, sdk: &aws_config::SdkConfig) -> anyho
 /// Sheets of the person whose listing is measured.
 const LISTED_SHEETS: i64 = 1_000;
 
+/// The person whose sheets are listed.
+const CATALOG_USER: &str = "bench-catalog-user";
+
 /// The catalog's costs under Cognito authorization, counted on the wire: `GET /sheets` (one
 /// page of 50) for a person with 1,000 sheets, and one request's access check on an instance
 /// without a cached role. The router runs behind a layer that attaches the verified-token
@@ -221,94 +228,17 @@ async fn catalog_costs(
     emulator: &Emulator,
     sdk: &aws_config::SdkConfig,
 ) -> anyhow::Result<(f64, f64)> {
-    use sheetlog_core::aws::DynamoCatalog;
-    use sheetlog_core::catalog::{Catalog, Sheet};
-    const USER: &str = "bench-catalog-user";
     let local = create_local_stack(sdk, &unique_prefix("bench-catalog")).await?;
     let table = format!("{}-catalog", local.resources.entry_table);
-    let dynamo = aws_sdk_dynamodb::Client::new(sdk);
-    DynamoCatalog::create_table(&dynamo, &table).await?;
-    let seed = Arc::new(DynamoCatalog::new(dynamo, table.clone()));
-    let mut tasks = tokio::task::JoinSet::new();
-    for chunk in 0..4_i64 {
-        let seed = seed.clone();
-        tasks.spawn(async move {
-            for i in (chunk..LISTED_SHEETS).step_by(4) {
-                let sheet = Sheet {
-                    log: sheetlog_core::LogId::new_random(),
-                    name: format!("Quarterly budget {i}"),
-                    owner: USER.into(),
-                    created_ms: 1_700_000_000_000 + i * 1000,
-                    updated_ms: 1_700_000_000_000 + i * 1000,
-                };
-                seed.create_sheet(&sheet, Some("bench@example.com")).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done??;
-    }
+    seed_catalog(sdk, &table).await?;
 
     let wire = WireCounter::start(emulator.endpoint(), &local.resources.entry_table).await?;
     let counted = wire.sdk_config(sdk);
-    let cfg = ApiConfig {
-        auth_mode: sheetlog_api::config::AuthMode::Cognito,
-        catalog_table: Some(table),
-        cognito: Some(sheetlog_api::config::CognitoConfig {
-            region: "us-east-1".into(),
-            user_pool_id: "us-east-1_bench".into(),
-            client_id: "bench".into(),
-            endpoint: format!("{}/", emulator.endpoint()),
-        }),
-        ..ApiConfig::default()
-    };
-    let signed_in = |req: axum::extract::Request| async move {
-        let mut req = req;
-        let claims = std::collections::HashMap::from([("sub".to_owned(), USER.to_owned())]);
-        if let Ok(ctx) = sheetlog_pipeline::authorizer::jwt_request_context(
-            req.method().as_str(),
-            req.uri().path(),
-            &claims,
-        ) {
-            req.extensions_mut().insert(ctx);
-        }
-        req
-    };
-    let start = || async {
-        let state = AppState::from_sdk(
-            &counted,
-            &local.resources,
-            LogConfig::default(),
-            cfg.clone(),
-        )?;
-        let app =
-            sheetlog_api::router(Arc::new(state)).layer(axum::middleware::map_request(signed_in));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        anyhow::Ok(Api { base, task })
-    };
+    let cfg = cognito_config(emulator, table);
     let http = reqwest::Client::new();
-    let get = |api: &Api, path: &str| {
-        let url = format!("{}{path}", api.base);
-        let http = http.clone();
-        async move {
-            let v: Value = http
-                .get(&url)
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
-            anyhow::Ok(v)
-        }
-    };
-    let api = start().await?;
+    let api = serve_signed_in(&counted, &local, &cfg).await?;
     let before = wire.counts.read_units();
-    let page = get(&api, "/sheets").await?;
+    let page = get_json(&http, &api, "/sheets").await?;
     let list = wire.counts.read_units() - before;
     let sheets = page["sheets"].as_array().map_or(0, Vec::len);
     ensure!(
@@ -322,13 +252,96 @@ async fn catalog_costs(
 
     // The same member request on a fresh instance (no cached role) and again (cached): the
     // difference is the access check.
-    let cold = start().await?;
+    let cold = serve_signed_in(&counted, &local, &cfg).await?;
     let path = format!("/logs/{log}/members");
     let before = wire.counts.read_units();
-    get(&cold, &path).await?;
+    get_json(&http, &cold, &path).await?;
     let first = wire.counts.read_units() - before;
     let before = wire.counts.read_units();
-    get(&cold, &path).await?;
+    get_json(&http, &cold, &path).await?;
     let cached = wire.counts.read_units() - before;
     Ok((list, first - cached))
+}
+
+/// Creates the catalog table and writes [`LISTED_SHEETS`] sheets of [`CATALOG_USER`] into it,
+/// four writers at once.
+async fn seed_catalog(sdk: &aws_config::SdkConfig, table: &str) -> anyhow::Result<()> {
+    use sheetlog_core::aws::DynamoCatalog;
+    use sheetlog_core::catalog::{Catalog, Sheet};
+    let dynamo = aws_sdk_dynamodb::Client::new(sdk);
+    DynamoCatalog::create_table(&dynamo, table).await?;
+    let seed = Arc::new(DynamoCatalog::new(dynamo, table.to_owned()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in 0..4_i64 {
+        let seed = seed.clone();
+        tasks.spawn(async move {
+            for i in (chunk..LISTED_SHEETS).step_by(4) {
+                let sheet = Sheet {
+                    log: sheetlog_core::LogId::new_random(),
+                    name: format!("Quarterly budget {i}"),
+                    owner: CATALOG_USER.into(),
+                    created_ms: 1_700_000_000_000 + i * 1000,
+                    updated_ms: 1_700_000_000_000 + i * 1000,
+                };
+                seed.create_sheet(&sheet, Some("bench@example.com")).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+/// The API's settings with Cognito authorization and the catalog in `table`.
+fn cognito_config(emulator: &Emulator, table: String) -> ApiConfig {
+    ApiConfig {
+        auth_mode: sheetlog_api::config::AuthMode::Cognito,
+        catalog_table: Some(table),
+        cognito: Some(sheetlog_api::config::CognitoConfig {
+            region: "us-east-1".into(),
+            user_pool_id: "us-east-1_bench".into(),
+            client_id: "bench".into(),
+            endpoint: format!("{}/", emulator.endpoint()),
+        }),
+        ..ApiConfig::default()
+    }
+}
+
+/// Attaches the context API Gateway attaches for a verified token of [`CATALOG_USER`].
+async fn signed_in(mut req: axum::extract::Request) -> axum::extract::Request {
+    let claims = std::collections::HashMap::from([("sub".to_owned(), CATALOG_USER.to_owned())]);
+    if let Ok(ctx) = sheetlog_pipeline::authorizer::jwt_request_context(
+        req.method().as_str(),
+        req.uri().path(),
+        &claims,
+    ) {
+        req.extensions_mut().insert(ctx);
+    }
+    req
+}
+
+/// A fresh API process with `cfg`, every request signed in as [`CATALOG_USER`].
+async fn serve_signed_in(
+    sdk: &aws_config::SdkConfig,
+    local: &sheetlog_pipeline::LocalStack,
+    cfg: &ApiConfig,
+) -> anyhow::Result<Api> {
+    let state = AppState::from_sdk(sdk, &local.resources, LogConfig::default(), cfg.clone())?;
+    let app = sheetlog_api::router(Arc::new(state)).layer(axum::middleware::map_request(signed_in));
+    listen(app).await
+}
+
+/// `GET` of `path` on `api`, its JSON answer.
+async fn get_json(http: &reqwest::Client, api: &Api, path: &str) -> anyhow::Result<Value> {
+    let url = format!("{}{path}", api.base);
+    let v: Value = http
+        .get(&url)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(v)
 }

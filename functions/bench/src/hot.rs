@@ -423,6 +423,55 @@ pub async fn measure(
         .pool_max_idle_per_host(1024)
         .build()?;
     let log = sheetlog_tests::api::create_log(&http, &stack.base).await?;
+    let tag = unique_prefix("h");
+    let driven = drive_clients(&stack, &http, &log, &tag, clients, args).await?;
+    eprintln!(
+        "[bench hot] {}: requests through the API and writer: {}",
+        mode.name(),
+        stack.wire.counts.ops_summary()
+    );
+    let read = read_back(&http, &stack.base, &log, &tag, clients).await?;
+    let mut figures = settings_figures(clients, args, gateway);
+    figures.extend(request_figures(&driven));
+    figures.extend(mutation_figures(&driven, &read));
+    figures.extend(latency_figures(&driven));
+    eprintln!(
+        "[bench hot] {}: {} of {} applied, {} refusals, {} duplicates, {} out of order",
+        mode.name(),
+        read.applied,
+        driven.total(|r| r.made),
+        figures["push_refusals"],
+        read.duplicates,
+        read.out_of_order
+    );
+    Ok(figures)
+}
+
+/// What the clients of one mode saw, and what the API and writer wrote meanwhile.
+struct Driven {
+    reports: Vec<ClientReport>,
+    /// Seconds from the start of the making until the last client stopped.
+    elapsed: f64,
+    write_units: u64,
+    entry_puts: u64,
+}
+
+impl Driven {
+    /// The sum of one count over every client.
+    fn total(&self, count: impl Fn(&ClientReport) -> u64) -> u64 {
+        self.reports.iter().map(count).sum()
+    }
+}
+
+/// Runs `clients` clients against the stack until each is done, counting the writes on the wire.
+async fn drive_clients(
+    stack: &HotStack,
+    http: &reqwest::Client,
+    log: &str,
+    tag: &str,
+    clients: u32,
+    args: &HotArgs,
+) -> anyhow::Result<Driven> {
     let writes_before = stack.wire.counts.write_units();
     let entry_puts_before = stack.wire.counts.entry_puts();
     let start = Instant::now();
@@ -430,7 +479,7 @@ pub async fn measure(
     let run = Arc::new(Run {
         client: http.clone(),
         base: stack.base.clone(),
-        log: log.clone(),
+        log: log.to_owned(),
         period: Duration::from_secs_f64(1.0 / args.rate),
         start,
         make_until,
@@ -439,10 +488,9 @@ pub async fn measure(
         pull_on: args.pull_on,
         pokes: stack.pokes.clone(),
     });
-    let tag = unique_prefix("h");
     let mut tasks = Vec::new();
     for c in 0..clients {
-        tasks.push(tokio::spawn(run_client(run.clone(), c, tag.clone())));
+        tasks.push(tokio::spawn(run_client(run.clone(), c, tag.to_owned())));
     }
     let mut reports = Vec::new();
     for t in tasks {
@@ -451,30 +499,23 @@ pub async fn measure(
     let elapsed = start.elapsed().as_secs_f64();
     let write_units = stack.wire.counts.write_units() - writes_before;
     let entry_puts = stack.wire.counts.entry_puts() - entry_puts_before;
-    eprintln!(
-        "[bench hot] {}: requests through the API and writer: {}",
-        mode.name(),
-        stack.wire.counts.ops_summary()
-    );
+    Ok(Driven {
+        reports,
+        elapsed,
+        write_units,
+        entry_puts,
+    })
+}
 
-    let read = read_back(&http, &stack.base, &log, &tag, clients).await?;
-    let made: u64 = reports.iter().map(|r| r.made).sum();
-    let confirmed: u64 = reports.iter().map(|r| r.confirmed).sum();
-    let mut visible: Vec<f64> = reports.iter().flat_map(|r| r.visible_ms.clone()).collect();
-    visible.sort_by(f64::total_cmp);
-    let mut made_visible: Vec<f64> = reports
-        .iter()
-        .flat_map(|r| r.made_visible_ms.clone())
-        .collect();
-    made_visible.sort_by(f64::total_cmp);
-    let per = |x: f64| {
-        if read.applied == 0 {
-            0.0
-        } else {
-            x / read.applied as f64
-        }
-    };
-    let figures: Figures = [
+/// Figures from (key, value) pairs.
+fn table<const N: usize>(pairs: [(&str, Value); N]) -> Figures {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// The run's settings: clients, rate, pulls and the gateway in front.
+fn settings_figures(clients: u32, args: &HotArgs, gateway: Option<&GatewaySettings>) -> Figures {
+    let throttle = gateway.and_then(|g| g.throttle);
+    table([
         ("clients", json!(clients)),
         ("rate_per_client", json!(args.rate)),
         ("seconds", json!(args.seconds)),
@@ -492,65 +533,84 @@ pub async fn measure(
                 PullOn::Timer => args.pull_ms,
             }),
         ),
-        ("pulls", json!(reports.iter().map(|r| r.pulls).sum::<u64>())),
-        (
-            "throttle_rate_limit",
-            json!(gateway.and_then(|g| g.throttle).map(|t| t.rate_limit)),
-        ),
+        ("throttle_rate_limit", json!(throttle.map(|t| t.rate_limit))),
         (
             "throttle_burst_limit",
-            json!(gateway.and_then(|g| g.throttle).map(|t| t.burst_limit)),
-        ),
-        (
-            "push_throttled",
-            json!(reports.iter().map(|r| r.push_throttled).sum::<u64>()),
+            json!(throttle.map(|t| t.burst_limit)),
         ),
         ("gateway", json!(gateway.is_some())),
-        (
-            "pull_throttled",
-            json!(reports.iter().map(|r| r.pull_throttled).sum::<u64>()),
-        ),
+    ])
+}
+
+/// The clients' pushes and pulls: how many, how many refused or throttled, how many a second.
+fn request_figures(d: &Driven) -> Figures {
+    table([
+        ("pulls", json!(d.total(|r| r.pulls))),
+        ("push_throttled", json!(d.total(|r| r.push_throttled))),
+        ("pull_throttled", json!(d.total(|r| r.pull_throttled))),
         (
             "requests_per_s",
-            json!(round1(
-                reports.iter().map(|r| r.pushes + r.pulls).sum::<u64>() as f64 / elapsed
-            )),
+            json!(round1(d.total(|r| r.pushes + r.pulls) as f64 / d.elapsed)),
         ),
+        ("pushes", json!(d.total(|r| r.pushes))),
+        ("push_refusals", json!(d.total(|r| r.refusals))),
+    ])
+}
+
+/// The mutations made, applied and confirmed, the checks on the log, and the writes per mutation.
+fn mutation_figures(d: &Driven, read: &ReadBack) -> Figures {
+    let made = d.total(|r| r.made);
+    let per = |x: f64| {
+        if read.applied == 0 {
+            0.0
+        } else {
+            x / read.applied as f64
+        }
+    };
+    table([
         ("mutations_made", json!(made)),
         ("mutations_applied", json!(read.applied)),
-        ("mutations_confirmed_by_pull", json!(confirmed)),
+        (
+            "mutations_confirmed_by_pull",
+            json!(d.total(|r| r.confirmed)),
+        ),
         (
             "mutations_not_applied",
             json!(made.saturating_sub(read.applied)),
-        ),
-        (
-            "pushes",
-            json!(reports.iter().map(|r| r.pushes).sum::<u64>()),
-        ),
-        (
-            "push_refusals",
-            json!(reports.iter().map(|r| r.refusals).sum::<u64>()),
         ),
         ("duplicates", json!(read.duplicates)),
         ("out_of_order", json!(read.out_of_order)),
         ("payload_mismatches", json!(read.mismatches)),
         (
             "confirmed_but_missing",
-            json!(confirmed_missing(&reports, &read)),
+            json!(confirmed_missing(&d.reports, read)),
         ),
-        ("wru_per_mutation", json!(round2(per(write_units as f64)))),
+        ("wru_per_mutation", json!(round2(per(d.write_units as f64)))),
         (
             "appends_per_mutation",
             json!(round2(per(read.appends as f64))),
         ),
         (
             "entry_put_attempts_per_mutation",
-            json!(round2(per(entry_puts as f64))),
+            json!(round2(per(d.entry_puts as f64))),
         ),
         (
             "mutations_applied_per_s",
-            json!(round1(read.applied as f64 / elapsed)),
+            json!(round1(read.applied as f64 / d.elapsed)),
         ),
+    ])
+}
+
+/// Push -> visible and made -> visible (p50, p99), and the run's length.
+fn latency_figures(d: &Driven) -> Figures {
+    let sorted = |ms: fn(&ClientReport) -> &Vec<f64>| {
+        let mut all: Vec<f64> = d.reports.iter().flat_map(|r| ms(r).clone()).collect();
+        all.sort_by(f64::total_cmp);
+        all
+    };
+    let visible = sorted(|r| &r.visible_ms);
+    let made_visible = sorted(|r| &r.made_visible_ms);
+    table([
         (
             "push_to_visible_ms_p50",
             json!(round1(percentile(&visible, 0.5))),
@@ -567,21 +627,8 @@ pub async fn measure(
             "made_to_visible_ms_p99",
             json!(round1(percentile(&made_visible, 0.99))),
         ),
-        ("elapsed_s", json!(round1(elapsed))),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    eprintln!(
-        "[bench hot] {}: {} of {} applied, {} refusals, {} duplicates, {} out of order",
-        mode.name(),
-        read.applied,
-        made,
-        figures["push_refusals"],
-        read.duplicates,
-        read.out_of_order
-    );
-    Ok(figures)
+        ("elapsed_s", json!(round1(d.elapsed))),
+    ])
 }
 
 fn round2(x: f64) -> f64 {

@@ -90,173 +90,255 @@ pub(crate) struct Run {
     pub(crate) pokes: tokio::sync::watch::Receiver<u64>,
 }
 
-pub(crate) async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<ClientReport> {
-    let group = format!("g-{tag}-{c}");
-    let client_id = format!("c-{tag}-{c}");
-    let push_url = format!("{}/logs/{}/replicache/push", run.base, run.log);
-    let pull_url = format!("{}/logs/{}/replicache/pull?view=none", run.base, run.log);
-    let mut report = ClientReport::default();
-    let mut pending: Vec<Made> = Vec::new();
-    let mut next_id = 1u64;
-    // Clients start spread over one period, as people do not type in step.
-    let offset = run.period.mul_f64(f64::from(c) / 997.0 % 1.0);
-    let mut next_make = run.start + offset;
-    let mut unpushed = false;
-    let mut retry_at: Option<Instant> = None;
-    let mut backoff = RETRY_MIN;
-    let mut next_pull = run.start;
+/// One client's state, carried from one step of its loop to the next.
+struct Client {
+    run: Arc<Run>,
+    c: u32,
+    group: String,
+    client_id: String,
+    push_url: String,
+    pull_url: String,
+    report: ClientReport,
+    pending: Vec<Made>,
+    next_id: u64,
+    next_make: Instant,
+    unpushed: bool,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    next_pull: Instant,
     // A failed pull is tried again after a growing wait, as Replicache does.
-    let mut pull_backoff = RETRY_MIN;
-    let mut cookie = Value::Null;
-    let mut pokes = run.pokes.clone();
+    pull_backoff: Duration,
+    cookie: Value,
+    pokes: tokio::sync::watch::Receiver<u64>,
     // With pokes: a poke newer than what this client has seen asks for a pull.
-    let mut poked = false;
+    poked: bool,
+}
+
+pub(crate) async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Result<ClientReport> {
+    let mut client = Client::new(run, c, &tag);
     loop {
         let now = Instant::now();
-        let done = |pending: &Vec<Made>, next_make: Instant| {
-            Instant::now() >= run.make_until && next_make >= run.make_until && pending.is_empty()
-        };
-        if now >= run.give_up_at || done(&pending, next_make) {
+        if now >= client.run.give_up_at || client.done() {
             break;
         }
-        while next_make <= now && next_make < run.make_until {
-            pending.push(Made {
-                id: next_id,
-                made_at: next_make,
-                first_sent: None,
-            });
-            report.made += 1;
-            next_id += 1;
-            unpushed = true;
-            next_make += run.period;
-        }
-        if unpushed && retry_at.is_none_or(|t| t <= now) {
-            let batch: Vec<Value> = pending
-                .iter()
-                .take(MAX_PUSH_MUTATIONS)
-                .map(|m| mutation_json(c, &client_id, m.id))
-                .collect();
-            let sent_at = Instant::now();
-            for m in pending.iter_mut().take(MAX_PUSH_MUTATIONS) {
-                m.first_sent.get_or_insert(sent_at);
-            }
-            let body = json!({"pushVersion": 1, "clientGroupID": group, "mutations": batch,
-                "profileID": "bench-hot", "schemaVersion": ""});
-            report.pushes += 1;
-            let ok = match run.client.post(&push_url).json(&body).send().await {
-                Ok(r) if r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS => {
-                    report.push_throttled += 1;
-                    false
-                }
-                Ok(r) if r.status() == reqwest::StatusCode::OK => {
-                    // A Replicache error (`{"error": ...}` with 200) is a refusal too.
-                    let v: Value = r.json().await.unwrap_or(Value::Null);
-                    v.get("error").is_none()
-                }
-                Ok(_) | Err(_) => false,
-            };
-            if ok {
-                unpushed = pending.len() > MAX_PUSH_MUTATIONS;
-                retry_at = None;
-                backoff = RETRY_MIN;
-            } else {
-                report.refusals += 1;
-                retry_at = Some(Instant::now() + backoff);
-                backoff = (backoff * 2).min(RETRY_MAX);
-            }
+        client.make_due(now);
+        if client.unpushed && client.retry_at.is_none_or(|t| t <= now) {
+            client.push().await;
         }
         let now = Instant::now();
-        let pull_due = match run.pull_on {
-            PullOn::Timer => pending.iter().any(|m| m.first_sent.is_some()) && next_pull <= now,
-            PullOn::Poke => poked || next_pull <= now,
-        };
-        if pull_due {
-            poked = false;
-            next_pull = now
-                + match run.pull_on {
-                    PullOn::Timer => run.pull_every,
-                    PullOn::Poke => POKE_FALLBACK_PULL,
-                };
-            report.pulls += 1;
-            let body = json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
-                "profileID": "bench-hot", "schemaVersion": ""});
-            let answer = run.client.post(&pull_url).json(&body).send().await;
-            if let Ok(r) = &answer
-                && r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
-            {
-                report.pull_throttled += 1;
-            }
-            let pulled = match answer {
-                Ok(r) if r.status() == reqwest::StatusCode::OK => r
-                    .json::<Value>()
-                    .await
-                    .ok()
-                    .filter(|v| v.get("error").is_none()),
-                _ => None,
-            };
-            match &pulled {
-                Some(_) => pull_backoff = RETRY_MIN,
-                None => {
-                    next_pull = Instant::now() + pull_backoff;
-                    pull_backoff = (pull_backoff * 2).min(RETRY_MAX);
-                }
-            }
-            if let Some(v) = pulled {
-                let seen = Instant::now();
-                if let Some(c) = v.get("cookie") {
-                    cookie = c.clone();
-                }
-                if let Some(last) = v
-                    .pointer(&format!("/lastMutationIDChanges/{client_id}"))
-                    .and_then(Value::as_u64)
-                {
-                    report.confirmed = report.confirmed.max(last);
-                    pending.retain(|m| {
-                        if m.id > last {
-                            return true;
-                        }
-                        if let Some(t) = m.first_sent {
-                            report
-                                .visible_ms
-                                .push(seen.duration_since(t).as_secs_f64() * 1000.0);
-                        }
-                        report
-                            .made_visible_ms
-                            .push(seen.duration_since(m.made_at).as_secs_f64() * 1000.0);
-                        false
-                    });
-                }
-            }
+        if client.pull_due(now) {
+            client.pull(now).await;
         }
-        if done(&pending, next_make) {
+        if client.done() {
             break;
         }
-        // Sleep until the next thing to do.
+        client.sleep().await;
+    }
+    Ok(client.report)
+}
+
+impl Client {
+    fn new(run: Arc<Run>, c: u32, tag: &str) -> Self {
+        // Clients start spread over one period, as people do not type in step.
+        let offset = run.period.mul_f64(f64::from(c) / 997.0 % 1.0);
+        Client {
+            c,
+            group: format!("g-{tag}-{c}"),
+            client_id: format!("c-{tag}-{c}"),
+            push_url: format!("{}/logs/{}/replicache/push", run.base, run.log),
+            pull_url: format!("{}/logs/{}/replicache/pull?view=none", run.base, run.log),
+            report: ClientReport::default(),
+            pending: Vec::new(),
+            next_id: 1,
+            next_make: run.start + offset,
+            unpushed: false,
+            retry_at: None,
+            backoff: RETRY_MIN,
+            next_pull: run.start,
+            pull_backoff: RETRY_MIN,
+            cookie: Value::Null,
+            pokes: run.pokes.clone(),
+            poked: false,
+            run,
+        }
+    }
+
+    /// Nothing more to make and nothing pending: the client is done.
+    fn done(&self) -> bool {
+        Instant::now() >= self.run.make_until
+            && self.next_make >= self.run.make_until
+            && self.pending.is_empty()
+    }
+
+    /// Makes the mutations whose slots have come, up to the end of the making.
+    fn make_due(&mut self, now: Instant) {
+        while self.next_make <= now && self.next_make < self.run.make_until {
+            self.pending.push(Made {
+                id: self.next_id,
+                made_at: self.next_make,
+                first_sent: None,
+            });
+            self.report.made += 1;
+            self.next_id += 1;
+            self.unpushed = true;
+            self.next_make += self.run.period;
+        }
+    }
+
+    /// Pushes the pending mutations (at most [`MAX_PUSH_MUTATIONS`]); a refusal backs off.
+    async fn push(&mut self) {
+        let batch: Vec<Value> = self
+            .pending
+            .iter()
+            .take(MAX_PUSH_MUTATIONS)
+            .map(|m| mutation_json(self.c, &self.client_id, m.id))
+            .collect();
+        let sent_at = Instant::now();
+        for m in self.pending.iter_mut().take(MAX_PUSH_MUTATIONS) {
+            m.first_sent.get_or_insert(sent_at);
+        }
+        let body = json!({"pushVersion": 1, "clientGroupID": self.group, "mutations": batch,
+            "profileID": "bench-hot", "schemaVersion": ""});
+        self.report.pushes += 1;
+        let ok = match self
+            .run
+            .client
+            .post(&self.push_url)
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(r) if r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS => {
+                self.report.push_throttled += 1;
+                false
+            }
+            Ok(r) if r.status() == reqwest::StatusCode::OK => {
+                // A Replicache error (`{"error": ...}` with 200) is a refusal too.
+                let v: Value = r.json().await.unwrap_or(Value::Null);
+                v.get("error").is_none()
+            }
+            Ok(_) | Err(_) => false,
+        };
+        if ok {
+            self.unpushed = self.pending.len() > MAX_PUSH_MUTATIONS;
+            self.retry_at = None;
+            self.backoff = RETRY_MIN;
+        } else {
+            self.report.refusals += 1;
+            self.retry_at = Some(Instant::now() + self.backoff);
+            self.backoff = (self.backoff * 2).min(RETRY_MAX);
+        }
+    }
+
+    fn pull_due(&self, now: Instant) -> bool {
+        match self.run.pull_on {
+            PullOn::Timer => {
+                self.pending.iter().any(|m| m.first_sent.is_some()) && self.next_pull <= now
+            }
+            PullOn::Poke => self.poked || self.next_pull <= now,
+        }
+    }
+
+    /// Pulls (`view=none`); a failed pull backs off, an answer confirms mutations.
+    async fn pull(&mut self, now: Instant) {
+        self.poked = false;
+        self.next_pull = now
+            + match self.run.pull_on {
+                PullOn::Timer => self.run.pull_every,
+                PullOn::Poke => POKE_FALLBACK_PULL,
+            };
+        self.report.pulls += 1;
+        let body = json!({"pullVersion": 1, "clientGroupID": self.group, "cookie": self.cookie,
+            "profileID": "bench-hot", "schemaVersion": ""});
+        let answer = self
+            .run
+            .client
+            .post(&self.pull_url)
+            .json(&body)
+            .send()
+            .await;
+        if let Ok(r) = &answer
+            && r.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
+        {
+            self.report.pull_throttled += 1;
+        }
+        let pulled = match answer {
+            Ok(r) if r.status() == reqwest::StatusCode::OK => r
+                .json::<Value>()
+                .await
+                .ok()
+                .filter(|v| v.get("error").is_none()),
+            _ => None,
+        };
+        match &pulled {
+            Some(_) => self.pull_backoff = RETRY_MIN,
+            None => {
+                self.next_pull = Instant::now() + self.pull_backoff;
+                self.pull_backoff = (self.pull_backoff * 2).min(RETRY_MAX);
+            }
+        }
+        if let Some(v) = pulled {
+            self.confirm(&v);
+        }
+    }
+
+    /// Takes a pull's cookie, and drops the pending mutations it says were applied, timing each.
+    fn confirm(&mut self, v: &Value) {
+        let seen = Instant::now();
+        if let Some(c) = v.get("cookie") {
+            self.cookie = c.clone();
+        }
+        let Some(last) = v
+            .pointer(&format!("/lastMutationIDChanges/{}", self.client_id))
+            .and_then(Value::as_u64)
+        else {
+            return;
+        };
+        let report = &mut self.report;
+        report.confirmed = report.confirmed.max(last);
+        self.pending.retain(|m| {
+            if m.id > last {
+                return true;
+            }
+            if let Some(t) = m.first_sent {
+                report
+                    .visible_ms
+                    .push(seen.duration_since(t).as_secs_f64() * 1000.0);
+            }
+            report
+                .made_visible_ms
+                .push(seen.duration_since(m.made_at).as_secs_f64() * 1000.0);
+            false
+        });
+    }
+
+    /// Sleeps until the next thing to do (with pokes, or until a poke arrives).
+    async fn sleep(&mut self) {
+        let run = &self.run;
         let mut wake = run.give_up_at;
-        if next_make < run.make_until {
-            wake = wake.min(next_make.max(Instant::now()));
+        if self.next_make < run.make_until {
+            wake = wake.min(self.next_make.max(Instant::now()));
         } else if Instant::now() < run.make_until {
             // Nothing more to make: wake at the end of the making, when an empty pending list
             // means this client is done.
             wake = wake.min(run.make_until);
         }
-        if unpushed {
-            wake = wake.min(retry_at.unwrap_or_else(Instant::now));
+        if self.unpushed {
+            wake = wake.min(self.retry_at.unwrap_or_else(Instant::now));
         }
-        if run.pull_on == PullOn::Poke || pending.iter().any(|m| m.first_sent.is_some()) {
-            wake = wake.min(next_pull);
+        if run.pull_on == PullOn::Poke || self.pending.iter().any(|m| m.first_sent.is_some()) {
+            wake = wake.min(self.next_pull);
         }
         if run.pull_on == PullOn::Poke {
             tokio::select! {
                 _ = tokio::time::sleep_until(wake.max(Instant::now()).into()) => {}
-                changed = pokes.changed() => {
-                    let seen = cookie.as_u64().unwrap_or(0);
-                    poked = changed.is_ok() && *pokes.borrow_and_update() > seen;
+                changed = self.pokes.changed() => {
+                    let seen = self.cookie.as_u64().unwrap_or(0);
+                    self.poked = changed.is_ok() && *self.pokes.borrow_and_update() > seen;
                 }
             }
         } else {
             tokio::time::sleep_until(wake.max(Instant::now()).into()).await;
         }
     }
-    Ok(report)
 }

@@ -165,21 +165,51 @@ async fn api_memory(
 ) -> anyhow::Result<Value> {
     let (memory, timeout) = settings("sheetlog-api");
     let mut api = LambdaProcess::start(&bin.join("sheetlog-api"), memory, timeout, env).await?;
-    let rss = |api: &LambdaProcess| {
-        api.peak_rss_kib()
-            .map_or(f64::NAN, |k| round1(k as f64 / 1024.0))
-    };
-    let call = |method: &'static str, path: String, body: Option<Value>| {
-        http_api_event(method, &path, body.as_ref(), None)
-    };
     let answer = api.invoke(&call("POST", "/logs".into(), None)).await?;
     let log = http_body(&answer)?["logId"]
         .as_str()
         .map(str::to_owned)
         .context("no logId")?;
-    let after_start = rss(&api);
+    let after_start = peak_mb(&api);
+    let push_bytes = largest_push(&mut api, &log).await?;
+    let after_push = peak_mb(&api);
+    let (page_bytes, page_entries) = largest_page(&mut api, &log).await?;
+    let after_page = peak_mb(&api);
+    let commit = largest_commit(&mut api, &log, upload_mib).await?;
+    let after_commit = peak_mb(&api);
+    let _ = px;
 
-    // A push just under Lambda's 6 MB request limit: 60 mutations of 24 cells of 4 KB strings.
+    Ok(json!({
+        "api_rss_mb_after_start": after_start,
+        "api_push_request_bytes": push_bytes,
+        "api_peak_rss_mb_after_6mb_push": after_push,
+        "api_entries_page_response_bytes": page_bytes,
+        "api_entries_page_entries": page_entries,
+        "api_peak_rss_mb_after_6mb_page": after_page,
+        "api_upload_bytes": commit.size,
+        "api_commit_ms": commit.ms.round(),
+        // The API process's own CPU time for the commit (the emulator's is not in it): what
+        // Lambda's memory setting buys, at 1,769 MB per vCPU.
+        "api_commit_cpu_s": round1(commit.cpu_s),
+        "api_peak_rss_mb": after_commit,
+        "api_memory_mb_configured": memory,
+    }))
+}
+
+/// The process's peak resident memory so far, in MB (NaN when unknown).
+fn peak_mb(api: &LambdaProcess) -> f64 {
+    api.peak_rss_kib()
+        .map_or(f64::NAN, |k| round1(k as f64 / 1024.0))
+}
+
+/// An API Gateway event of one request.
+fn call(method: &'static str, path: String, body: Option<Value>) -> Value {
+    http_api_event(method, &path, body.as_ref(), None)
+}
+
+/// A push just under Lambda's 6 MB request limit: 60 mutations of 24 cells of 4 KB strings.
+/// Returns the request's bytes.
+async fn largest_push(api: &mut LambdaProcess, log: &str) -> anyhow::Result<usize> {
     eprintln!("lambda: API, a 6 MB push ...");
     let text = "x".repeat(4000);
     let mutations: Vec<Value> = (1..=60)
@@ -202,9 +232,12 @@ async fn api_memory(
         ))
         .await?;
     anyhow::ensure!(answer["statusCode"] == 200, "push: {answer}");
-    let after_push = rss(&api);
+    Ok(push_bytes)
+}
 
-    // An entries page cut just under the 6 MB response limit: 420 entries of about 15 KB (inline).
+/// An entries page cut just under the 6 MB response limit: 420 entries of about 15 KB (inline).
+/// Returns the response's bytes and entries.
+async fn largest_page(api: &mut LambdaProcess, log: &str) -> anyhow::Result<(usize, usize)> {
     eprintln!("lambda: API, 420 appends of 15 KB, then a 6 MB entries page ...");
     let cell = "y".repeat(15_000);
     for _ in 0..420 {
@@ -225,9 +258,22 @@ async fn api_memory(
     let page_entries = http_body(&answer)?["entries"]
         .as_array()
         .map_or(0, Vec::len);
-    let after_page = rss(&api);
+    Ok((page_bytes, page_entries))
+}
 
-    // The commit of the largest upload: the API copies it, streams the copy to /tmp, validates it.
+/// The commit of the largest upload: its size, and the commit's time and the API's CPU time.
+struct Commit {
+    size: u64,
+    ms: f64,
+    cpu_s: f64,
+}
+
+/// The commit of the largest upload: the API copies it, streams the copy to /tmp, validates it.
+async fn largest_commit(
+    api: &mut LambdaProcess,
+    log: &str,
+    upload_mib: u64,
+) -> anyhow::Result<Commit> {
     eprintln!("lambda: API, committing a {upload_mib} MiB CSV upload ...");
     let dir = tempfile::tempdir()?;
     let csv = dir.path().join("upload.csv");
@@ -251,25 +297,8 @@ async fn api_memory(
             None,
         ))
         .await?;
-    let commit_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let commit_cpu_s = api.cpu_seconds().unwrap_or(f64::NAN) - cpu_before;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let cpu_s = api.cpu_seconds().unwrap_or(f64::NAN) - cpu_before;
     anyhow::ensure!(answer["statusCode"] == 201, "commit: {answer}");
-    let after_commit = rss(&api);
-    let _ = px;
-
-    Ok(json!({
-        "api_rss_mb_after_start": after_start,
-        "api_push_request_bytes": push_bytes,
-        "api_peak_rss_mb_after_6mb_push": after_push,
-        "api_entries_page_response_bytes": page_bytes,
-        "api_entries_page_entries": page_entries,
-        "api_peak_rss_mb_after_6mb_page": after_page,
-        "api_upload_bytes": size,
-        "api_commit_ms": commit_ms.round(),
-        // The API process's own CPU time for the commit (the emulator's is not in it): what
-        // Lambda's memory setting buys, at 1,769 MB per vCPU.
-        "api_commit_cpu_s": round1(commit_cpu_s),
-        "api_peak_rss_mb": after_commit,
-        "api_memory_mb_configured": memory,
-    }))
+    Ok(Commit { size, ms, cpu_s })
 }

@@ -249,8 +249,36 @@ async fn latency(
     let emu = Emulator::start()?;
     let sdk = emu.sdk_config().await;
     let stack = create_local_stack(&sdk, &unique_prefix("bench-pipeline")).await?;
-    let log_store = event_log(&emu, &stack).await?;
-    let dynamo = emu.dynamodb().await;
+    let mut timing = Timing {
+        log_store: event_log(&emu, &stack).await?,
+        dynamo: emu.dynamodb().await,
+        entry_table: &stack.resources.entry_table,
+        row: 1,
+    };
+    let (stop, running) = start_pipeline(&sdk, &stack, poll)?;
+
+    let result = async {
+        let out = timing.snapshots(snapshots, edits, poll).await?;
+        let (lags, all_done) = timing.burst(burst).await?;
+        anyhow::Ok((out, lags, all_done))
+    }
+    .await;
+
+    let _ = stop.send(());
+    running.await?;
+    result
+}
+
+/// Starts the local pipeline's drivers in a task, as `sheetlog dev` runs them (but for the poll
+/// interval). They stop when the sender is sent to or dropped.
+fn start_pipeline(
+    sdk: &aws_config::SdkConfig,
+    stack: &LocalStack,
+    poll: Duration,
+) -> anyhow::Result<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+)> {
     // The same settings `sheetlog dev` runs with, but for the poll interval when one is given.
     let cfg = LocalPipelineConfig {
         poll_interval: poll,
@@ -258,7 +286,7 @@ async fn latency(
         ..LocalPipelineConfig::default()
     };
     let pipeline = LocalPipeline::new(
-        &sheetlog_pipeline::Roles::shared(&sdk),
+        &sheetlog_pipeline::Roles::shared(sdk),
         &stack.resources,
         &stack.queues,
         cfg,
@@ -267,75 +295,119 @@ async fn latency(
     let running = tokio::spawn(pipeline.run(async {
         let _ = stopped.await;
     }));
+    Ok((stop, running))
+}
 
-    let result = async {
-        let log = log_store.create().await?.log;
+/// The log the timed snapshots are appended to, and where their completion is looked for.
+struct Timing<'a> {
+    log_store: AwsLog,
+    dynamo: aws_sdk_dynamodb::Client,
+    entry_table: &'a str,
+    /// The sample row the next edit writes.
+    row: u64,
+}
+
+impl Timing<'_> {
+    /// Appends `n` edits, one sample row each.
+    async fn edit(&mut self, log: LogId, n: u32) -> anyhow::Result<()> {
+        for _ in 0..n {
+            self.log_store
+                .append(log, row_edit(self.row)?, AppendOptions::default())
+                .await?;
+            self.row += 1;
+        }
+        Ok(())
+    }
+
+    /// `snapshots` snapshots on a new log, each after `edits` edits: milliseconds from each
+    /// Snapshot entry's append to its completion.
+    async fn snapshots(
+        &mut self,
+        snapshots: u32,
+        edits: u32,
+        poll: Duration,
+    ) -> anyhow::Result<Vec<f64>> {
+        let log = self.log_store.create().await?.log;
         let mut out = Vec::with_capacity(snapshots as usize);
-        let mut row = 1u64;
         say(&format!(
             "timing {snapshots} snapshots, each after {edits} set entries (drivers poll every {} ms)",
             poll.as_millis()
         ));
         for i in 0..snapshots {
-            for _ in 0..edits {
-                log_store
-                    .append(log, row_edit(row)?, AppendOptions::default())
-                    .await?;
-                row += 1;
-            }
+            self.edit(log, edits).await?;
             let started = Instant::now();
-            let a = log_store
+            let a = self
+                .log_store
                 .append(log, snapshot_entry(), AppendOptions::default())
                 .await?;
             let job = SnapshotJob::new(log, a.segment, a.entry);
-            wait_complete(&dynamo, &stack.resources.entry_table, &job, started).await?;
+            wait_complete(&self.dynamo, self.entry_table, &job, started).await?;
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             say(&format!("snapshot {}/{snapshots}: {ms:.0} ms", i + 1));
             out.push(ms);
         }
+        Ok(out)
+    }
 
-        say(&format!("a burst of {burst} snapshots, 5 edits apart, appended back to back"));
-        let log = log_store.create().await?.log;
+    /// `burst` Snapshot entries on a new log, 5 edits apart, appended back to back: seconds from
+    /// each append to its completion, and from the last append until all were complete.
+    async fn burst(&mut self, burst: u32) -> anyhow::Result<(Vec<f64>, f64)> {
+        say(&format!(
+            "a burst of {burst} snapshots, 5 edits apart, appended back to back"
+        ));
+        let log = self.log_store.create().await?.log;
         let mut appended = Vec::new();
         for _ in 0..burst {
-            for _ in 0..5 {
-                log_store
-                    .append(log, row_edit(row)?, AppendOptions::default())
-                    .await?;
-                row += 1;
-            }
-            let a = log_store
+            self.edit(log, 5).await?;
+            let a = self
+                .log_store
                 .append(log, snapshot_entry(), AppendOptions::default())
                 .await?;
             appended.push((SnapshotJob::new(log, a.segment, a.entry), Instant::now()));
         }
         let last = Instant::now();
+        let lags = self.lags(&appended, last).await?;
+        let all_done = last.elapsed().as_secs_f64();
+        say(&format!(
+            "lag of each snapshot, append -> complete (s): {}",
+            lags.iter()
+                .map(|l| format!("{l:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+        say(&format!(
+            "burst complete {all_done:.1} s after its last append"
+        ));
+        Ok((lags, all_done))
+    }
+
+    /// Waits for every appended job to complete: seconds from each one's append.
+    async fn lags(
+        &self,
+        appended: &[(SnapshotJob, Instant)],
+        last: Instant,
+    ) -> anyhow::Result<Vec<f64>> {
         let mut lags = vec![None; appended.len()];
         while lags.iter().any(Option::is_none) {
             if last.elapsed() > SNAPSHOT_TIMEOUT * 5 {
-                bail!("the burst did not complete within {} s", (SNAPSHOT_TIMEOUT * 5).as_secs());
+                bail!(
+                    "the burst did not complete within {} s",
+                    (SNAPSHOT_TIMEOUT * 5).as_secs()
+                );
             }
             for (i, (job, at)) in appended.iter().enumerate() {
-                if lags[i].is_none() && snapshot_root(&dynamo, &stack.resources.entry_table, job).await?.is_some() {
+                if lags[i].is_none()
+                    && snapshot_root(&self.dynamo, self.entry_table, job)
+                        .await?
+                        .is_some()
+                {
                     lags[i] = Some(at.elapsed().as_secs_f64());
                 }
             }
             tokio::time::sleep(COMPLETION_POLL * 10).await;
         }
-        let all_done = last.elapsed().as_secs_f64();
-        let lags: Vec<f64> = lags.into_iter().flatten().collect();
-        say(&format!(
-            "lag of each snapshot, append -> complete (s): {}",
-            lags.iter().map(|l| format!("{l:.1}")).collect::<Vec<_>>().join(" ")
-        ));
-        say(&format!("burst complete {all_done:.1} s after its last append"));
-        anyhow::Ok((out, lags, all_done))
+        Ok(lags.into_iter().flatten().collect())
     }
-    .await;
-
-    let _ = stop.send(());
-    running.await?;
-    result
 }
 
 async fn wait_complete(

@@ -34,12 +34,12 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::config::LogConfig;
-use sheetlog_core::domain::{EntryType, SnapshotJob};
+use sheetlog_core::domain::{EntryType, LogId, SnapshotJob};
 use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
 use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
 use sheetlog_core::ports::{LogStore, PayloadStore, PendingSnapshots};
-use sheetlog_core::sheet::{Event, Range};
+use sheetlog_core::sheet::{Event, Range, Row};
 use sheetlog_core::snapshot::{
     BlobStore, ImportSource, MemBlobs, MemImports, ReadBudget, read_rows,
 };
@@ -317,7 +317,58 @@ async fn log_figures<S: LogStore, P: PayloadStore>(
     imports: &dyn ImportSource,
     faults: &Faults,
 ) -> anyhow::Result<Figures> {
+    let el = worker.log();
+    let (log, appended, build_s) = build_log(args, worker).await?;
+    let (loaded, load_s, load_requests) = counted(faults, el.load(log)).await?;
+    let (cold, catch_up_s, cold_requests) = counted(faults, cold_read(el, log)).await?;
+    let old = appended / 10;
+    let (rows, history_s, history_requests) =
+        counted(faults, history_read(el, blobs, imports, log, old)).await?;
+    let non_empty: usize = rows.iter().map(|r| r.cells.len()).sum();
+
+    Ok(Figures::from_iter([
+        ("log_entries".into(), json!(appended)),
+        ("log_segments".into(), json!(args.segments)),
+        ("log_build_s".into(), json!(round1(build_s))),
+        ("load_ms".into(), json!(round1(load_s * 1000.0))),
+        ("load_requests".into(), json!(load_requests)),
+        ("load_rru".into(), json!(loaded.units.read)),
+        (
+            "load_entries_after_snapshot".into(),
+            json!(loaded.entries.len()),
+        ),
+        ("cold_read_entries".into(), json!(cold.entries)),
+        ("cold_read_pages".into(), json!(cold.pages)),
+        ("cold_read_requests".into(), json!(cold_requests)),
+        ("cold_read_rru".into(), json!(cold.rru)),
+        ("cold_read_s".into(), json!(round1(catch_up_s))),
+        ("history_read_at_seq".into(), json!(old)),
+        ("history_read_ms".into(), json!(round1(history_s * 1000.0))),
+        ("history_read_log_requests".into(), json!(history_requests)),
+        ("history_read_cells".into(), json!(non_empty)),
+    ]))
+}
+
+/// Runs `work`, returning what it returned, the seconds it took and the log-store requests that
+/// `faults` counted meanwhile.
+async fn counted<T, E>(
+    faults: &Faults,
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<(T, f64, u64), E> {
     let calls = || faults.counts.calls.load(Ordering::Relaxed);
+    let before = calls();
+    let t = Instant::now();
+    let out = work.await?;
+    let seconds = t.elapsed().as_secs_f64();
+    Ok((out, seconds, calls() - before))
+}
+
+/// Creates the scaled log and fills it, every segment ended by a Snapshot entry whose job
+/// `worker` runs. Returns the log, its next sequence and the seconds the build took.
+async fn build_log<S: LogStore, P: PayloadStore>(
+    args: &ScaleArgs,
+    worker: &Worker<S, P>,
+) -> anyhow::Result<(LogId, u64, f64)> {
     let per_segment = (args.log_entries / args.segments.max(1)).max(2);
     eprintln!(
         "scale: a log of {} entries, {} segments of {per_segment}, on the {} stores ...",
@@ -364,19 +415,23 @@ async fn log_figures<S: LogStore, P: PayloadStore>(
             );
         }
     }
-    let build_s = t.elapsed().as_secs_f64();
+    Ok((log, appended, t.elapsed().as_secs_f64()))
+}
 
-    let before = calls();
-    let t = Instant::now();
-    let loaded = el.load(log).await?;
-    let load_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let load_requests = calls() - before;
+/// What a cold reader read: entries, pages and read units.
+struct ColdRead {
+    entries: u64,
+    pages: u64,
+    rru: f64,
+}
 
-    // A reader following the whole log from sequence 0, in pages of 1,000: each page starts
-    // where the previous one ended (its last entry's segment and number), so a page costs one
-    // query per segment it spans.
-    let before = calls();
-    let t = Instant::now();
+/// A reader following the whole log from sequence 0, in pages of 1,000: each page starts where
+/// the previous one ended (its last entry's segment and number), so a page costs one query per
+/// segment it spans.
+async fn cold_read<S: LogStore, P: PayloadStore>(
+    el: &EventLog<S, P>,
+    log: LogId,
+) -> anyhow::Result<ColdRead> {
     let mut at = SegmentHint {
         segment: 0,
         base_seq: 0,
@@ -405,14 +460,22 @@ async fn log_figures<S: LogStore, P: PayloadStore>(
             eprintln!("scale: cold reader at sequence {} ...", page.next_seq);
         }
     }
-    let catch_up_s = t.elapsed().as_secs_f64();
-    let cold_requests = calls() - before;
+    Ok(ColdRead {
+        entries: read,
+        pages,
+        rru,
+    })
+}
 
-    // What `GET /logs/{id}/cells?range=A1:A1000&at=<old>` does: the newest completed snapshot at
-    // or before the sequence, the entries after it, and the range read over both.
-    let old = appended / 10;
-    let before = calls();
-    let t = Instant::now();
+/// What `GET /logs/{id}/cells?range=A1:A1000&at=<old>` does: the newest completed snapshot at
+/// or before the sequence, the entries after it, and the range read over both.
+async fn history_read<S: LogStore, P: PayloadStore>(
+    el: &EventLog<S, P>,
+    blobs: &dyn BlobStore,
+    imports: &dyn ImportSource,
+    log: LogId,
+    old: u64,
+) -> anyhow::Result<Vec<Row>> {
     let sheet = snapshot_input::sheet_as_of(el, blobs, log, old).await?;
     let range: Range = "A1:A1000".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     let (rows, _) = read_rows(
@@ -428,31 +491,7 @@ async fn log_figures<S: LogStore, P: PayloadStore>(
         },
     )
     .await?;
-    let history_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let history_requests = calls() - before;
-    let non_empty: usize = rows.iter().map(|r| r.cells.len()).sum();
-
-    Ok(Figures::from_iter([
-        ("log_entries".into(), json!(appended)),
-        ("log_segments".into(), json!(args.segments)),
-        ("log_build_s".into(), json!(round1(build_s))),
-        ("load_ms".into(), json!(round1(load_ms))),
-        ("load_requests".into(), json!(load_requests)),
-        ("load_rru".into(), json!(loaded.units.read)),
-        (
-            "load_entries_after_snapshot".into(),
-            json!(loaded.entries.len()),
-        ),
-        ("cold_read_entries".into(), json!(read)),
-        ("cold_read_pages".into(), json!(pages)),
-        ("cold_read_requests".into(), json!(cold_requests)),
-        ("cold_read_rru".into(), json!(rru)),
-        ("cold_read_s".into(), json!(round1(catch_up_s))),
-        ("history_read_at_seq".into(), json!(old)),
-        ("history_read_ms".into(), json!(round1(history_ms))),
-        ("history_read_log_requests".into(), json!(history_requests)),
-        ("history_read_cells".into(), json!(non_empty)),
-    ]))
+    Ok(rows)
 }
 
 fn pct(sorted: &[u32], p: f64) -> u32 {

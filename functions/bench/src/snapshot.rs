@@ -379,7 +379,42 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
         return sweep(json, &targets);
     }
     let tmp = tempfile::tempdir()?;
-    let say = |s: &str| eprintln!("[bench snapshot] {s}");
+    let (stores, on_tmpfs) = fs_stores()?;
+    let mut extra = serde_json::Map::new();
+    extra.insert("build_store_on_tmpfs".into(), on_tmpfs.into());
+    if let Some(n) = cells {
+        build_n_cells(n, tmp.path(), stores.path(), &mut extra)?;
+    }
+
+    say("generating 1M-cell CSV (100,000 rows x 10 columns)");
+    let csv_1m = tmp.path().join("1m.csv");
+    write_csv(&csv_1m, 100_000, 1)?;
+    say("building a 1M-cell snapshot from scratch (child process, filesystem store)");
+    let b1 = run_child(&csv_1m, Some(&stores.path().join("store-1m")))?;
+    let b10 = builds_10m(tmp.path(), stores.path(), &mut extra)?;
+
+    say("incremental snapshot after 100 clustered edits to the 1M-cell sheet");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let inc = rt.block_on(incremental(&csv_1m, BuildConfig::default()))?;
+    let imp = import_100mb(tmp.path())?;
+
+    let f = figures(&b1, &b10, &inc, &imp, extra);
+    if json {
+        println!("{}", serde_json::to_string(&f)?);
+    } else {
+        print_table(&f);
+    }
+    Ok(())
+}
+
+fn say(s: &str) {
+    eprintln!("[bench snapshot] {s}");
+}
+
+/// A directory for the filesystem stores, and whether it is on tmpfs.
+fn fs_stores() -> anyhow::Result<(tempfile::TempDir, bool)> {
     // The filesystem stores go to tmpfs where there is one: on a disk, creating a file per chunk
     // costs what the disk's inode allocator costs that day (on this machine's ext4, half the
     // build's CPU went to skipping recently deleted inodes, and the 10M figure ranged from 4 M
@@ -400,55 +435,72 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
             "no /dev/shm: the disk"
         }
     ));
+    Ok((stores, on_tmpfs))
+}
 
-    let mut extra = serde_json::Map::new();
-    extra.insert("build_store_on_tmpfs".into(), on_tmpfs.into());
-    if let Some(n) = cells {
-        let (lines, per_line) = sample_shape(n);
-        say(&format!(
-            "generating a {n}-cell CSV ({lines} lines x {} columns)",
-            10 * per_line
-        ));
-        let csv_n = tmp.path().join("n.csv");
-        let bytes = write_csv(&csv_n, lines, per_line)?;
-        say(&format!(
-            "building a {n}-cell snapshot from scratch ({bytes} bytes of CSV; child process, filesystem store)"
-        ));
-        let b = run_child(&csv_n, Some(&stores.path().join("store-n")))?;
-        std::fs::remove_file(&csv_n)?;
-        let _ = std::fs::remove_dir_all(stores.path().join("store-n"));
-        let tag = format!("{}m", n / 1_000_000);
-        extra.insert(format!("build_cells_{tag}"), b.cells.into());
-        extra.insert(
-            format!("build_cells_per_s_{tag}"),
-            (b.cells as f64 / b.seconds).into(),
-        );
-        extra.insert(format!("build_seconds_{tag}"), b.seconds.into());
-        extra.insert(format!("build_cpu_seconds_{tag}"), b.cpu_seconds.into());
-        extra.insert(format!("build_peak_rss_mb_{tag}"), b.peak_rss_mb.into());
-        extra.insert(
-            format!("build_checkpoint_max_bytes_{tag}"),
-            b.checkpoint_max_bytes.into(),
-        );
-        extra.insert(format!("build_chunks_{tag}"), b.chunks.into());
-        extra.insert(format!("build_stored_bytes_{tag}"), b.stored_bytes.into());
-        extra.insert(format!("build_csv_bytes_{tag}"), bytes.into());
-    }
+/// `--cells N`: builds an N-cell sheet from scratch in a child and adds its `_<N>m` figures.
+fn build_n_cells(
+    n: u64,
+    tmp: &Path,
+    stores: &Path,
+    extra: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let (lines, per_line) = sample_shape(n);
+    say(&format!(
+        "generating a {n}-cell CSV ({lines} lines x {} columns)",
+        10 * per_line
+    ));
+    let csv_n = tmp.join("n.csv");
+    let bytes = write_csv(&csv_n, lines, per_line)?;
+    say(&format!(
+        "building a {n}-cell snapshot from scratch ({bytes} bytes of CSV; child process, filesystem store)"
+    ));
+    let b = run_child(&csv_n, Some(&stores.join("store-n")))?;
+    std::fs::remove_file(&csv_n)?;
+    let _ = std::fs::remove_dir_all(stores.join("store-n"));
+    let tag = format!("{}m", n / 1_000_000);
+    extra.insert(format!("build_cells_{tag}"), b.cells.into());
+    extra.insert(
+        format!("build_cells_per_s_{tag}"),
+        (b.cells as f64 / b.seconds).into(),
+    );
+    extra.insert(format!("build_seconds_{tag}"), b.seconds.into());
+    extra.insert(format!("build_cpu_seconds_{tag}"), b.cpu_seconds.into());
+    extra.insert(format!("build_peak_rss_mb_{tag}"), b.peak_rss_mb.into());
+    extra.insert(
+        format!("build_checkpoint_max_bytes_{tag}"),
+        b.checkpoint_max_bytes.into(),
+    );
+    extra.insert(format!("build_chunks_{tag}"), b.chunks.into());
+    extra.insert(format!("build_stored_bytes_{tag}"), b.stored_bytes.into());
+    extra.insert(format!("build_csv_bytes_{tag}"), bytes.into());
+    Ok(())
+}
 
-    say("generating 1M-cell CSV (100,000 rows x 10 columns)");
-    let csv_1m = tmp.path().join("1m.csv");
-    write_csv(&csv_1m, 100_000, 1)?;
-    say("building a 1M-cell snapshot from scratch (child process, filesystem store)");
-    let b1 = run_child(&csv_1m, Some(&stores.path().join("store-1m")))?;
+/// The 10M-cell builds: into a filesystem store and a discarding one, on two CPUs and pinned to
+/// one (the run of least CPU time of [`PINNED_RUNS`]).
+struct Builds10m {
+    fs: ChildReport,
+    mem: ChildReport,
+    fs_1cpu: ChildReport,
+    mem_1cpu: ChildReport,
+}
 
+/// Builds the 10M-cell sheet in children, each way of [`Builds10m`]; the pinned runs' CPU times
+/// go into `extra`.
+fn builds_10m(
+    tmp: &Path,
+    stores: &Path,
+    extra: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Builds10m> {
     say("generating 10M-cell CSV (1,000,000 rows x 10 columns)");
-    let csv_10m = tmp.path().join("10m.csv");
+    let csv_10m = tmp.join("10m.csv");
     write_csv(&csv_10m, 1_000_000, 1)?;
     say("building a 10M-cell snapshot from scratch (child process, filesystem store)");
-    let b10 = run_child(&csv_10m, Some(&stores.path().join("store-10m")))?;
-    let _ = std::fs::remove_dir_all(stores.path().join("store-10m"));
+    let fs = run_child(&csv_10m, Some(&stores.join("store-10m")))?;
+    let _ = std::fs::remove_dir_all(stores.join("store-10m"));
     say("the 10M-cell build into a discarding store, on two CPUs");
-    let m10 = run_child(&csv_10m, None)?;
+    let mem = run_child(&csv_10m, None)?;
     say(&format!(
         "both pinned to one CPU, {PINNED_RUNS} times each, alternating (the least CPU time counts)"
     ));
@@ -456,10 +508,10 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
     for _ in 0..PINNED_RUNS {
         fs_runs.push(run_child_on(
             &csv_10m,
-            Some(&stores.path().join("store-10m")),
+            Some(&stores.join("store-10m")),
             Some(0),
         )?);
-        let _ = std::fs::remove_dir_all(stores.path().join("store-10m"));
+        let _ = std::fs::remove_dir_all(stores.join("store-10m"));
         mem_runs.push(run_child_on(&csv_10m, None, Some(0))?);
     }
     extra.insert(
@@ -470,30 +522,56 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
         "build_cpu_seconds_10m_1cpu_mem_runs".into(),
         cpu_seconds_of(&mem_runs).into(),
     );
-    let b10_1 = least_cpu(fs_runs)?;
-    let m10_1 = least_cpu(mem_runs)?;
+    let fs_1cpu = least_cpu(fs_runs)?;
+    let mem_1cpu = least_cpu(mem_runs)?;
     std::fs::remove_file(&csv_10m)?;
-    let _ = std::fs::remove_dir_all(stores.path().join("store-10m"));
+    let _ = std::fs::remove_dir_all(stores.join("store-10m"));
+    Ok(Builds10m {
+        fs,
+        mem,
+        fs_1cpu,
+        mem_1cpu,
+    })
+}
 
-    say("incremental snapshot after 100 clustered edits to the 1M-cell sheet");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let inc = rt.block_on(incremental(&csv_1m, BuildConfig::default()))?;
+/// The import of a 100 MB CSV: its rows and bytes, and the child's report.
+struct Import100 {
+    rows: u64,
+    bytes: u64,
+    child: ChildReport,
+}
 
+/// Imports a 100 MB CSV in a child into a discarding store, checking the cells it produced.
+fn import_100mb(tmp: &Path) -> anyhow::Result<Import100> {
     say("importing a 100 MB CSV (child process, counting store that discards)");
-    let csv_100 = tmp.path().join("100mb.csv");
-    let (rows_100, bytes_100) = write_csv_of_size(&csv_100, 100_000_000, 1)?;
-    let imp = run_child(&csv_100, None)?;
-    if imp.cells != rows_100 * u64::from(SAMPLE_COLS) {
+    let csv_100 = tmp.join("100mb.csv");
+    let (rows, bytes) = write_csv_of_size(&csv_100, 100_000_000, 1)?;
+    let child = run_child(&csv_100, None)?;
+    if child.cells != rows * u64::from(SAMPLE_COLS) {
         bail!(
             "import produced {} cells, expected {}",
-            imp.cells,
-            rows_100 * u64::from(SAMPLE_COLS)
+            child.cells,
+            rows * u64::from(SAMPLE_COLS)
         );
     }
+    Ok(Import100 { rows, bytes, child })
+}
 
-    let f = Figures {
+/// The full run's figures from its builds, incremental snapshot and import.
+fn figures(
+    b1: &ChildReport,
+    b10: &Builds10m,
+    inc: &Incremental,
+    imp: &Import100,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Figures {
+    let Builds10m {
+        fs: b10,
+        mem: m10,
+        fs_1cpu: b10_1,
+        mem_1cpu: m10_1,
+    } = b10;
+    Figures {
         chunk_target_bytes: BuildConfig::default().chunk_target,
         build_cells_1m: b1.cells,
         build_cells_per_s_1m: b1.cells as f64 / b1.seconds,
@@ -521,19 +599,13 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
         insert_row_blobs_written: inc.insert_blobs,
         range_read_1000_rows_ms: inc.range_read_ms,
         range_read_1000_rows_chunks: inc.range_chunks,
-        csv_import_file_bytes: bytes_100,
-        csv_import_rows: rows_100,
-        csv_import_rows_per_s: rows_100 as f64 / imp.seconds,
-        csv_import_mb_per_s: bytes_100 as f64 / 1e6 / imp.seconds,
-        csv_import_peak_rss_mb: imp.peak_rss_mb,
+        csv_import_file_bytes: imp.bytes,
+        csv_import_rows: imp.rows,
+        csv_import_rows_per_s: imp.rows as f64 / imp.child.seconds,
+        csv_import_mb_per_s: imp.bytes as f64 / 1e6 / imp.child.seconds,
+        csv_import_peak_rss_mb: imp.child.peak_rss_mb,
         extra,
-    };
-    if json {
-        println!("{}", serde_json::to_string(&f)?);
-    } else {
-        print_table(&f);
     }
-    Ok(())
 }
 
 /// What [`incremental`] measured for one chunk target.

@@ -60,73 +60,12 @@ async fn main() -> anyhow::Result<()> {
     let bucket = sheetlog_core::aws::S3Bucket::new(emulator.s3().await, &resources.bucket);
     let log: AwsLog = sheetlog_core::log::EventLog::new(store, bucket.clone(), cfg)?;
     if op == "snapshot" {
-        let job = sheetlog_core::domain::SnapshotJob::new(
-            id,
-            arg_u64(&args, 4, "segment")?,
-            arg_u64(&args, 5, "entry")?,
-        );
-        let bucket = std::sync::Arc::new(bucket);
-        let worker = sheetlog_snapshot_worker::Worker::new(
-            log,
-            std::sync::Arc::new(sheetlog_core::memory::MemPendingStore::new()),
-            bucket.clone(),
-            bucket,
-            sheetlog_snapshot_worker::WorkerConfig::default(),
-        );
-        worker.log().next_seq(id).await?;
-        let baseline = peak_rss_kib()?;
-        let outcome = worker
-            .run(
-                &job,
-                std::time::Instant::now() + std::time::Duration::from_secs(3600),
-            )
-            .await?;
-        let peak = peak_rss_kib()?;
-        let sheetlog_snapshot_worker::Outcome::Completed { root } = outcome else {
-            bail!("the snapshot was not built: {outcome:?}");
-        };
-        println!(
-            "{}",
-            serde_json::json!({
-                "op": op,
-                "baselineKib": baseline,
-                "peakKib": peak,
-                "outcome": "ok",
-                "root": root,
-            })
-        );
-        return Ok(());
+        return snapshot(&args, op, id, log, bucket).await;
     }
     // One request first, so the baseline includes the runtime, the clients and a connection.
     log.next_seq(id).await?;
     let baseline = peak_rss_kib()?;
-    let (entries, body_bytes, complete, outcome) = match op.as_str() {
-        "load" => {
-            let l = log.load(id).await?;
-            let bytes: usize = l.entries.iter().map(|e| e.body.len()).sum();
-            (l.entries.len(), bytes, l.complete, "ok")
-        }
-        "entries" | "pull" => {
-            // The API's page limit for an entries page, and the entries an incremental pull
-            // reads before it falls back to a reset.
-            let limit = if op == "entries" { 1000 } else { 5000 };
-            let p = log
-                .read_since(id, arg_u64(&args, 4, "from")?, limit)
-                .await?;
-            let bytes: usize = p.entries.iter().map(|e| e.body.len()).sum();
-            (p.entries.len(), bytes, p.complete, "ok")
-        }
-        "history" => match as_of(&log, id, arg_u64(&args, 4, "at")?).await {
-            Ok(a) => {
-                let bytes: usize = a.entries.iter().map(|e| e.body.len()).sum();
-                let decoded = into_log_entries(a.entries)?;
-                (decoded.len(), bytes, true, "ok")
-            }
-            Err(InputError::TooLarge { .. }) => (0, 0, false, "history-too-large"),
-            Err(e) => return Err(e.into()),
-        },
-        other => bail!("unknown read {other:?}"),
-    };
+    let (entries, body_bytes, complete, outcome) = read(&args, op, id, &log).await?;
     let peak = peak_rss_kib()?;
     println!(
         "{}",
@@ -141,4 +80,86 @@ async fn main() -> anyhow::Result<()> {
         })
     );
     Ok(())
+}
+
+/// `snapshot <segment> <entry>`: builds that Snapshot entry's snapshot in a worker and prints
+/// the peak memory before and after, and the root.
+async fn snapshot(
+    args: &[String],
+    op: &str,
+    id: LogId,
+    log: AwsLog,
+    bucket: sheetlog_core::aws::S3Bucket,
+) -> anyhow::Result<()> {
+    let job = sheetlog_core::domain::SnapshotJob::new(
+        id,
+        arg_u64(args, 4, "segment")?,
+        arg_u64(args, 5, "entry")?,
+    );
+    let bucket = std::sync::Arc::new(bucket);
+    let worker = sheetlog_snapshot_worker::Worker::new(
+        log,
+        std::sync::Arc::new(sheetlog_core::memory::MemPendingStore::new()),
+        bucket.clone(),
+        bucket,
+        sheetlog_snapshot_worker::WorkerConfig::default(),
+    );
+    worker.log().next_seq(id).await?;
+    let baseline = peak_rss_kib()?;
+    let outcome = worker
+        .run(
+            &job,
+            std::time::Instant::now() + std::time::Duration::from_secs(3600),
+        )
+        .await?;
+    let peak = peak_rss_kib()?;
+    let sheetlog_snapshot_worker::Outcome::Completed { root } = outcome else {
+        bail!("the snapshot was not built: {outcome:?}");
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "op": op,
+            "baselineKib": baseline,
+            "peakKib": peak,
+            "outcome": "ok",
+            "root": root,
+        })
+    );
+    Ok(())
+}
+
+/// The read `op` names: the entries it returned, their body bytes, whether it was complete, and
+/// its outcome (`ok`, or `history-too-large`).
+async fn read(
+    args: &[String],
+    op: &str,
+    id: LogId,
+    log: &AwsLog,
+) -> anyhow::Result<(usize, usize, bool, &'static str)> {
+    Ok(match op {
+        "load" => {
+            let l = log.load(id).await?;
+            let bytes: usize = l.entries.iter().map(|e| e.body.len()).sum();
+            (l.entries.len(), bytes, l.complete, "ok")
+        }
+        "entries" | "pull" => {
+            // The API's page limit for an entries page, and the entries an incremental pull
+            // reads before it falls back to a reset.
+            let limit = if op == "entries" { 1000 } else { 5000 };
+            let p = log.read_since(id, arg_u64(args, 4, "from")?, limit).await?;
+            let bytes: usize = p.entries.iter().map(|e| e.body.len()).sum();
+            (p.entries.len(), bytes, p.complete, "ok")
+        }
+        "history" => match as_of(log, id, arg_u64(args, 4, "at")?).await {
+            Ok(a) => {
+                let bytes: usize = a.entries.iter().map(|e| e.body.len()).sum();
+                let decoded = into_log_entries(a.entries)?;
+                (decoded.len(), bytes, true, "ok")
+            }
+            Err(InputError::TooLarge { .. }) => (0, 0, false, "history-too-large"),
+            Err(e) => return Err(e.into()),
+        },
+        other => bail!("unknown read {other:?}"),
+    })
 }
