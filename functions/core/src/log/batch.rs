@@ -259,6 +259,40 @@ impl Rounds {
         self.consistency = Consistency::Strong;
     }
 
+    /// A round's entry is not written; the next round reads strongly, after a pause.
+    async fn settle_lost(
+        &mut self,
+        known: &mut KnownClients,
+        head: &Head,
+        outcome: ClientPutOutcome,
+    ) {
+        match outcome {
+            ClientPutOutcome::Written => {}
+            // Another writer gave one of these clients its first run first (a direct push, or
+            // our own earlier try whose answer was lost): read afresh.
+            ClientPutOutcome::RangeTaken => {
+                *known = KnownClients::default();
+            }
+            // The log moved: the next round reads the entries in between.
+            ClientPutOutcome::Taken(winner) => {
+                self.hint = Some(match winner {
+                    Some(w) if w.is_end_segment() => SegmentHint {
+                        segment: head.at.segment + 1,
+                        base_seq: head.at.base_seq + w.num + 1,
+                    },
+                    _ => head.at,
+                });
+                self.consistency = Consistency::Strong;
+                self.backoff.sleep().await;
+            }
+            ClientPutOutcome::Interrupted => {
+                self.hint = Some(head.at);
+                self.consistency = Consistency::Strong;
+                self.backoff.sleep().await;
+            }
+        }
+    }
+
     /// The batch's outcome: each client's result, the entries written, the units spent (also
     /// on the last entry).
     fn finish(mut self) -> BatchOutcome {
@@ -363,32 +397,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         let mut at: SegmentHint;
         let mut rebasing = PushRebase::new(pushes.iter().flat_map(|p| p.mutations.iter()));
         loop {
-            // A throttled or timed-out read costs a round, not the batch: nothing is written
-            // before the entry's put, and what is known stays exact.
-            let head = match self
-                .bring_known(
-                    log,
-                    st.hint,
-                    st.consistency,
-                    known,
-                    pushes,
-                    &mut st.slots,
-                    &mut st.units,
-                )
-                .await
-            {
-                Ok((head, rebuilt)) => {
-                    st.inherited = st.inherited && !rebuilt;
-                    head
-                }
-                Err(e) if retryable(&e) && st.failures + 1 < self.cfg.max_attempts => {
-                    debug!(log = %log, error = %e, "reading the clients failed; trying again");
-                    st.failures += 1;
-                    st.consistency = Consistency::Strong;
-                    st.backoff.sleep().await;
-                    continue;
-                }
-                Err(e) => return Err(e),
+            let Some(head) = self.read_head(log, known, pushes, &mut st).await? else {
+                continue;
             };
             let next_seq = head.next_seq();
             at = head.at;
@@ -428,45 +438,59 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             }
             let (record, written, outcome) =
                 self.write_round(log, &head, &runs, &mut st.units).await?;
-            match outcome {
-                ClientPutOutcome::Written => {
-                    debug!(log = %log, seq = next_seq, clients = written.len(), "batch applied");
-                    st.settle_written(known, &head, &record, &runs, written);
-                    // A push that takes many entries gives the other sheets of the writer's
-                    // batch (polled on the same task) a turn between them: one sheet's large
-                    // push never holds up another's commit.
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                // Another writer gave one of these clients its first run first (a direct push,
-                // or our own earlier try whose answer was lost): read afresh.
-                ClientPutOutcome::RangeTaken => {
-                    *known = KnownClients::default();
-                }
-                // The log moved: the next round reads the entries in between.
-                ClientPutOutcome::Taken(winner) => {
-                    st.hint = Some(match winner {
-                        Some(w) if w.is_end_segment() => SegmentHint {
-                            segment: head.at.segment + 1,
-                            base_seq: head.at.base_seq + w.num + 1,
-                        },
-                        _ => head.at,
-                    });
-                    st.consistency = Consistency::Strong;
-                    st.backoff.sleep().await;
-                }
-                ClientPutOutcome::Interrupted => {
-                    st.hint = Some(head.at);
-                    st.consistency = Consistency::Strong;
-                    st.backoff.sleep().await;
-                }
+            if let ClientPutOutcome::Written = outcome {
+                debug!(log = %log, seq = next_seq, clients = written.len(), "batch applied");
+                st.settle_written(known, &head, &record, &runs, written);
+                // A push that takes many entries gives the other sheets of the writer's batch
+                // (polled on the same task) a turn between them: one sheet's large push never
+                // holds up another's commit.
+                tokio::task::yield_now().await;
+                continue;
             }
+            st.settle_lost(known, &head, outcome).await;
             st.lost_round(log, self.cfg.max_attempts)?;
         }
         // Indexing the windows this call completed is the caller's, off the sheet's critical
         // path ([`KnownClients::index_due`]).
         known.at = Some(at);
         Ok(st.finish())
+    }
+
+    /// A round's head, with what is known brought to it: `None` (after a pause) when a throttled
+    /// or timed-out read costs this round, not the batch; nothing is written before the entry's
+    /// put, and what is known stays exact.
+    async fn read_head(
+        &self,
+        log: LogId,
+        known: &mut KnownClients,
+        pushes: &[ClientPush],
+        st: &mut Rounds,
+    ) -> Result<Option<Head>, LogError> {
+        let read = self
+            .bring_known(
+                log,
+                st.hint,
+                st.consistency,
+                known,
+                pushes,
+                &mut st.slots,
+                &mut st.units,
+            )
+            .await;
+        match read {
+            Ok((head, rebuilt)) => {
+                st.inherited = st.inherited && !rebuilt;
+                Ok(Some(head))
+            }
+            Err(e) if retryable(&e) && st.failures + 1 < self.cfg.max_attempts => {
+                debug!(log = %log, error = %e, "reading the clients failed; trying again");
+                st.failures += 1;
+                st.consistency = Consistency::Strong;
+                st.backoff.sleep().await;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Plans one round: the runs of one entry, within its limits, in push order; a client that
