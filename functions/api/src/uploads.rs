@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use sheetlog_core::StoreError;
-use sheetlog_core::aws::s3::{Copied, UploadSpec};
+use sheetlog_core::aws::s3::{Copied, ObjectHead, UploadSpec};
 use sheetlog_core::domain::keys::{file_key, upload_key};
 use sheetlog_core::domain::{EntryType, NewEntry};
 use sheetlog_core::log::IdempotencyKey;
@@ -211,9 +211,45 @@ pub async fn commit_upload(
         ));
     }
     let upload = upload_key(log, &upload_id);
-    let head = match state.bucket.head(&upload).await {
+    let head = checked_upload(&state, &upload, &upload_id).await?;
+    let file = file_key(log, &upload_id, head.etag.as_deref());
+    copy_upload(&state, &upload, &file, head.etag.as_deref(), &upload_id).await?;
+    let format = match head.metadata.get(META_FORMAT).map(String::as_str) {
+        Some("xlsx") => ImportFormat::Xlsx,
+        Some("csv") => ImportFormat::Csv,
+        _ => sniff_format(&state, &file).await?,
+    };
+    let summary = validate_copy(&state, &file, format, &upload_id).await?;
+    let (code, version, encoded) = Event::Import(Import { format }).encode();
+    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&file);
+    // Two commits racing to here still append once: the upload id's key and the entry are
+    // written in one transaction, and the key stands for the upload, not for the copy.
+    let once = IdempotencyKey::upload(&upload_id);
+    let out = append::append_and_trigger(
+        &state,
+        log,
+        &log_id,
+        entry,
+        req.expected_seq,
+        None,
+        Some(&once),
+    )
+    .await?;
+    info!(log = %log, upload = %upload_id, file = %file, seq = out.body.seq,
+        replayed = out.replayed, rows = ?summary, "upload committed");
+    Ok(created(out))
+}
+
+/// The uploaded object's head, once it is known to exist within the upload limit and to be the
+/// size its upload declared.
+async fn checked_upload(
+    state: &SharedState,
+    upload: &str,
+    upload_id: &str,
+) -> ApiResult<ObjectHead> {
+    let head = match state.bucket.head(upload).await {
         Ok(h) => h,
-        Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadNotFound(upload_id)),
+        Err(StoreError::NotFound { .. }) => return Err(ApiError::UploadNotFound(upload_id.into())),
         Err(e) => return Err(ApiError::from_store(e)),
     };
     let limit = state.cfg.max_upload_bytes;
@@ -236,76 +272,82 @@ pub async fn commit_upload(
             limit: None,
         });
     }
-    // The entry will name a copy under a key nobody holds a URL for, so a second PUT to the
-    // upload URL after the commit changes nothing the log refers to. The copy is pinned to the
-    // version just checked, born discardable (if this commit loses or fails, the lifecycle rule
-    // removes it), and its tag is removed by the stream router once the entry exists.
-    //
-    // The copy's key names the upload and the version copied (`file_key`): a commit retried after
-    // a failure or a timeout finds the copy an earlier try made and does not copy again, so
-    // retries cost one copy, not one per attempt. (Writing the same key again would also re-tag
-    // a copy that a committed entry already names.)
-    let file = file_key(log, &upload_id, head.etag.as_deref());
-    let copied_before = head.etag.is_some()
+    Ok(head)
+}
+
+/// Copies the upload to `file`, the key the entry will name: nobody holds a URL for it, so a
+/// second PUT to the upload URL after the commit changes nothing the log refers to. The copy is
+/// pinned to the version just checked (`etag`), born discardable (if this commit loses or fails,
+/// the lifecycle rule removes it), and its tag is removed by the stream router once the entry
+/// exists.
+///
+/// The copy's key names the upload and the version copied (`file_key`): a commit retried after a
+/// failure or a timeout finds the copy an earlier try made and does not copy again, so retries
+/// cost one copy, not one per attempt. (Writing the same key again would also re-tag a copy that
+/// a committed entry already names.)
+async fn copy_upload(
+    state: &SharedState,
+    upload: &str,
+    file: &str,
+    etag: Option<&str>,
+    upload_id: &str,
+) -> ApiResult<()> {
+    let copied_before = etag.is_some()
         && state
             .bucket
-            .object_exists(&file)
+            .object_exists(file)
             .await
             .map_err(ApiError::from_store)?;
-    if !copied_before {
-        match state
-            .bucket
-            .copy_discardable(&upload, &file, head.etag.as_deref())
-            .await
-            .map_err(ApiError::from_store)?
-        {
-            Copied::Done => {}
-            Copied::Missing => return Err(ApiError::UploadNotFound(upload_id)),
-            Copied::Changed => return Err(ApiError::UploadChanged { upload_id }),
-        }
+    if copied_before {
+        return Ok(());
     }
-    let format = match head.metadata.get(META_FORMAT).map(String::as_str) {
-        Some("xlsx") => ImportFormat::Xlsx,
-        Some("csv") => ImportFormat::Csv,
-        _ => sniff_format(&state, &file).await?,
-    };
-    // Validate the copy (the bytes the entry will name) before the linchpin write: a file that
-    // will not import never enters the log. Streamed to a temporary file and read from there,
-    // so memory stays bounded whatever the file's size.
-    let local = match state.bucket.download(&file, limit).await {
+    match state
+        .bucket
+        .copy_discardable(upload, file, etag)
+        .await
+        .map_err(ApiError::from_store)?
+    {
+        Copied::Done => Ok(()),
+        Copied::Missing => Err(ApiError::UploadNotFound(upload_id.into())),
+        Copied::Changed => Err(ApiError::UploadChanged {
+            upload_id: upload_id.into(),
+        }),
+    }
+}
+
+/// Validates the copy (the bytes the entry will name) before the linchpin write: a file that will
+/// not import never enters the log. Streamed to a temporary file and read from there, so memory
+/// stays bounded whatever the file's size.
+async fn validate_copy(
+    state: &SharedState,
+    file: &str,
+    format: ImportFormat,
+    upload_id: &str,
+) -> ApiResult<import::ImportSummary> {
+    let local = match state
+        .bucket
+        .download(file, state.cfg.max_upload_bytes)
+        .await
+    {
         Ok(f) => f,
-        // The copy was pinned to the version whose size was checked above, so a longer one was
+        // The copy was pinned to the version whose size was checked, so a longer one was
         // replaced in between (possible only where copies are not pinned: the emulator).
-        Err(StoreError::TooLarge { .. }) => return Err(ApiError::UploadChanged { upload_id }),
+        Err(StoreError::TooLarge { .. }) => {
+            return Err(ApiError::UploadChanged {
+                upload_id: upload_id.into(),
+            });
+        }
         Err(e) => return Err(ApiError::from_store(e)),
     };
     let reader = Box::new(std::io::BufReader::with_capacity(256 * 1024, local));
-    let summary = tokio::task::spawn_blocking(move || import::validate(format, reader))
+    tokio::task::spawn_blocking(move || import::validate(format, reader))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .map_err(|e| ApiError::InvalidPayload {
             format: format_name(format),
             limit: e.limit(),
             reason: e.to_string(),
-        })?;
-    let (code, version, encoded) = Event::Import(Import { format }).encode();
-    let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&file);
-    // Two commits racing to here still append once: the upload id's key and the entry are
-    // written in one transaction, and the key stands for the upload, not for the copy.
-    let once = IdempotencyKey::upload(&upload_id);
-    let out = append::append_and_trigger(
-        &state,
-        log,
-        &log_id,
-        entry,
-        req.expected_seq,
-        None,
-        Some(&once),
-    )
-    .await?;
-    info!(log = %log, upload = %upload_id, file = %file, seq = out.body.seq,
-        replayed = out.replayed, rows = ?summary, "upload committed");
-    Ok(created(out))
+        })
 }
 
 async fn sniff_format(state: &SharedState, key: &str) -> ApiResult<ImportFormat> {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::log::{PushedMutation, RunSource};
 use sheetlog_core::sheet::EntryBody;
+use sheetlog_core::sheet::mutations::Mutations;
 use tracing::{info, warn};
 
 use super::push::apply_client;
@@ -221,26 +222,7 @@ pub async fn replay(
                 ApiError::Internal(format!("source entry {} does not decode: {err}", e.seq))
             })?;
             for m in body.runs() {
-                let mut events = m.applied.iter().peekable();
-                let mutations: Vec<PushedMutation> = (m.first..=m.last)
-                    .map(|id| match events.next_if(|a| a.id == id) {
-                        // A split delete recorded several events under its id: all replay.
-                        Some(a) => PushedMutation {
-                            id,
-                            event: Ok(a.event.clone()),
-                            base: None,
-                            then: std::iter::from_fn(|| events.next_if(|b| b.id == id))
-                                .map(|b| b.event.clone())
-                                .collect(),
-                        },
-                        None => PushedMutation {
-                            id,
-                            event: Err(format!("rejected in log {source} at sequence {}", e.seq)),
-                            base: None,
-                            then: Vec::new(),
-                        },
-                    })
-                    .collect();
+                let mutations = as_pushed(m, source, e.seq);
                 let (ranges, _, _) = apply_client(
                     &state,
                     log,
@@ -271,4 +253,29 @@ pub async fn replay(
         "entriesAppended": appended,
         "nextSeq": next_seq,
     })))
+}
+
+/// A source run's mutations as a push of them: each id from `first` to `last` with the events it
+/// applied (a split delete recorded several under its id: all replay), or, for an id the run
+/// rejected, a rejection that says where.
+fn as_pushed(run: &Mutations, source: LogId, seq: u64) -> Vec<PushedMutation> {
+    let mut events = run.applied.iter().peekable();
+    (run.first..=run.last)
+        .map(|id| match events.next_if(|a| a.id == id) {
+            Some(a) => PushedMutation {
+                id,
+                event: Ok(a.event.clone()),
+                base: None,
+                then: std::iter::from_fn(|| events.next_if(|b| b.id == id))
+                    .map(|b| b.event.clone())
+                    .collect(),
+            },
+            None => PushedMutation {
+                id,
+                event: Err(format!("rejected in log {source} at sequence {seq}")),
+                base: None,
+                then: Vec::new(),
+            },
+        })
+        .collect()
 }
