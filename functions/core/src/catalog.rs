@@ -278,11 +278,42 @@ pub mod conformance {
         }
     }
 
+    fn invitation(email: &str, role: Role) -> Invitation {
+        Invitation {
+            email: email.into(),
+            role,
+            invited_ms: 7_000,
+        }
+    }
+
+    /// The people of a run: names prefixed so runs on a shared table stay apart.
+    struct People {
+        prefix: String,
+        alice: String,
+        bob: String,
+    }
+
     /// Runs every rule; users are prefixed with `prefix` so runs on a shared table stay apart.
     pub async fn check(c: &dyn Catalog, prefix: &str) -> Result<(), String> {
+        let p = People {
+            prefix: prefix.to_owned(),
+            alice: format!("{prefix}alice"),
+            bob: format!("{prefix}bob"),
+        };
+        let s1 = creates(c, &p).await?;
+        lists(c, &p, &s1).await?;
+        renames(c, &p, &s1).await?;
+        shares(c, &p, &s1).await?;
+        invites(c, &p, &s1).await?;
+        keeps_the_last_owner(c, &p, &s1).await?;
+        deletes(c, &p, &s1).await
+    }
+
+    /// Create: the creator is the one owner; the same create again (a retry) is done, a create
+    /// of the same id by someone else fails.
+    async fn creates(c: &dyn Catalog, p: &People) -> Result<Sheet, String> {
         let e = |x: CatalogError| x.to_string();
-        let alice = format!("{prefix}alice");
-        let bob = format!("{prefix}bob");
+        let (alice, bob) = (p.alice.clone(), p.bob.clone());
         // Create: the creator is the one owner; the same create again (a retry) is done, a
         // create of the same id by someone else fails.
         let s1 = sheet(&alice, 1_000);
@@ -313,7 +344,13 @@ pub mod conformance {
             c.sheet(s1.log).await.map_err(e)? == Some(s1.clone()),
             "sheet reads back",
         )?;
+        Ok(s1)
+    }
 
+    /// Listing: newest first, paged, with the caller's role and the sheet's name.
+    async fn lists(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let alice = p.alice.clone();
         // Listing: newest first, paged, with the caller's role and the sheet's name.
         let mut created = vec![s1.clone()];
         for i in 1..5 {
@@ -347,7 +384,13 @@ pub mod conformance {
             ),
             "a foreign cursor is refused",
         )?;
+        Ok(())
+    }
 
+    /// Rename shows in the listing; touch only moves forward.
+    async fn renames(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let alice = p.alice.clone();
         // Rename shows in the listing; touch only moves forward.
         let renamed = c.rename(s1.log, "Budget", 5_000).await.map_err(e)?;
         ensure(
@@ -369,7 +412,14 @@ pub mod conformance {
             ),
             "renaming an unknown sheet",
         )?;
+        Ok(())
+    }
 
+    /// Share, change, leave; the last owner stays.
+    async fn shares(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let alice = p.alice.clone();
+        let bob = p.bob.clone();
         // Share, change, leave; the last owner stays.
         c.put_member(s1.log, &member(&bob, Role::Viewer))
             .await
@@ -454,21 +504,25 @@ pub mod conformance {
             ),
             "sharing an unknown sheet",
         )?;
+        Ok(())
+    }
 
+    /// Invitations: apart from members, one per address whatever its case, claimed once.
+    async fn invites(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let prefix = p.prefix.clone();
         // Invitations: apart from members, one per address whatever its case, claimed once.
         let carol = format!("{prefix}carol");
         let carol_mail = format!("{carol}@Example.com");
-        let inv = |email: &str, role| Invitation {
-            email: email.into(),
-            role,
-            invited_ms: 7_000,
-        };
-        c.invite(s1.log, &inv(&carol_mail, Role::Viewer))
+        c.invite(s1.log, &invitation(&carol_mail, Role::Viewer))
             .await
             .map_err(e)?;
-        c.invite(s1.log, &inv(&carol_mail.to_uppercase(), Role::Editor))
-            .await
-            .map_err(e)?;
+        c.invite(
+            s1.log,
+            &invitation(&carol_mail.to_uppercase(), Role::Editor),
+        )
+        .await
+        .map_err(e)?;
         let invs = c.invitations(s1.log).await.map_err(e)?;
         ensure(
             invs.len() == 1 && invs[0].role == Role::Editor,
@@ -516,7 +570,7 @@ pub mod conformance {
             "an invitation is claimed once",
         )?;
         let dave_mail = format!("{prefix}dave@example.com");
-        c.invite(s1.log, &inv(&dave_mail, Role::Viewer))
+        c.invite(s1.log, &invitation(&dave_mail, Role::Viewer))
             .await
             .map_err(e)?;
         ensure(
@@ -531,15 +585,22 @@ pub mod conformance {
         )?;
         ensure(
             matches!(
-                c.invite(LogId::new_random(), &inv(&dave_mail, Role::Viewer))
+                c.invite(LogId::new_random(), &invitation(&dave_mail, Role::Viewer))
                     .await,
                 Err(CatalogError::SheetNotFound(_))
             ),
             "inviting to an unknown sheet",
         )?;
+        Ok(())
+    }
+
+    /// The last owner claiming a smaller role keeps ownership; the invitation goes.
+    async fn keeps_the_last_owner(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let bob = p.bob.clone();
         // The last owner claiming a smaller role keeps ownership; the invitation goes.
         let bob_mail = format!("{bob}@example.com");
-        c.invite(s1.log, &inv(&bob_mail, Role::Viewer))
+        c.invite(s1.log, &invitation(&bob_mail, Role::Viewer))
             .await
             .map_err(e)?;
         let kept = c.claim(s1.log, &bob, &bob_mail).await.map_err(e)?;
@@ -547,11 +608,17 @@ pub mod conformance {
             kept == Some(Role::Owner) && c.invitations(s1.log).await.map_err(e)?.is_empty(),
             &format!("the last owner stays owner: {kept:?}"),
         )?;
-        let erin_mail = format!("{prefix}erin@example.com");
-        c.invite(s1.log, &inv(&erin_mail, Role::Viewer))
+        Ok(())
+    }
+
+    /// Delete forgets the sheet, its members and its invitations.
+    async fn deletes(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let erin_mail = format!("{}erin@example.com", p.prefix);
+        let bob = p.bob.clone();
+        c.invite(s1.log, &invitation(&erin_mail, Role::Viewer))
             .await
             .map_err(e)?;
-
         // Delete forgets the sheet, its members and its invitations.
         c.delete_sheet(s1.log).await.map_err(e)?;
         ensure(
