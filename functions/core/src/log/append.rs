@@ -143,9 +143,12 @@ impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
         }
         let mut units = RequestUnits::default();
         let dedupe = key.map(|k| self.dedupe_record(log, &entry, k));
-        let (mut body, mut external) = self.place_body(log, &entry).await?;
-        // What `body` holds, when rebasing may replace it between attempts.
-        let mut placed = entry.body.clone();
+        let (body, external) = self.place_body(log, &entry).await?;
+        let mut placement = Placement {
+            body,
+            external,
+            of: entry.body.clone(),
+        };
         let created = self.clock.now();
         let attempt_id: u64 = rand::random();
         let mut hint = opts.segment_hint;
@@ -164,130 +167,49 @@ impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
                     hint = Some(head.at);
                     continue;
                 }
-                // A retry of a request that did append: its expected seq is now behind, and the
-                // key says where the first one landed.
-                if let Some(rec) = &dedupe
-                    && let Some(hit) = self
-                        .store
-                        .find_key(
-                            &rec.key,
-                            &rec.columns.checked,
-                            Consistency::Strong,
-                            &mut units,
-                        )
-                        .await?
-                {
-                    return duplicate(rec, hit.seq, hit.fingerprint, units);
-                }
-                return Err(LogError::Conflict { expected, next_seq });
+                return self
+                    .behind_expected(expected, next_seq, dedupe.as_ref(), &mut units)
+                    .await;
             }
-            if let Some(r) = rebasing.as_deref_mut() {
-                match r.catch_up(self, log, next_seq, &mut units).await? {
-                    rebase::CaughtUp::Yes => {
-                        let now = r.entry();
-                        if now.body != placed {
-                            (body, external) = self.place_body(log, &now).await?;
-                            placed = now.body;
-                        }
-                    }
-                    rebase::CaughtUp::NotVisible => {
-                        if consistency == Consistency::Strong && r.base() > next_seq {
-                            return Err(LogError::OutOfRange {
-                                from: r.base(),
-                                next_seq,
-                            });
-                        }
-                        // The head and the entries disagree (an eventually consistent read, or
-                        // an entry written between the two): read both again, strongly.
-                        consistency = Consistency::Strong;
-                        hint = Some(head.at);
-                        backoff.sleep().await;
-                        continue;
-                    }
-                }
+            if let Some(r) = rebasing.as_deref_mut()
+                && !self
+                    .rebase_to(r, log, next_seq, consistency, &mut placement, &mut units)
+                    .await?
+            {
+                // The head and the entries disagree (an eventually consistent read, or an entry
+                // written between the two): read both again, strongly.
+                consistency = Consistency::Strong;
+                hint = Some(head.at);
+                backoff.sleep().await;
+                continue;
             }
-            let record = EntryRecord {
-                segment: head.at.segment,
-                num: head.next_num(),
-                created,
-                kind: entry.kind,
-                version: entry.version,
-                body: body.clone(),
-                external: external.clone(),
-                snapshot_root: None,
-                attempt: Some(attempt_id),
-            };
-            let outcome = match &dedupe {
-                None => self.store.put_entry(log, &record, &mut units).await?,
-                Some(rec) => {
-                    match self
-                        .store
-                        .put_entry_once(log, &record, next_seq, rec, &mut units)
-                        .await?
-                    {
-                        OnceOutcome::Written => PutOutcome::Written,
-                        OnceOutcome::Taken(w) => PutOutcome::Taken(w),
-                        // Our own write, seen again by a retry after a lost response.
-                        OnceOutcome::Duplicate(hit, Some(w))
-                            if w.attempt == Some(attempt_id) && hit.seq == next_seq =>
-                        {
-                            PutOutcome::Written
-                        }
-                        OnceOutcome::Duplicate(hit, _) => {
-                            return duplicate(rec, hit.seq, hit.fingerprint, units);
-                        }
-                        OnceOutcome::Interrupted => {
-                            consistency = Consistency::Strong;
-                            hint = Some(head.at);
-                            backoff.sleep().await;
-                            continue;
-                        }
-                    }
-                }
-            };
-            let outcome = match outcome {
-                // The SDK retries a PutItem whose response was lost; the retry then fails its
-                // condition against our own item. Recognise it, by this call's identity (never
-                // by equal contents: another caller may append the same body in the same
-                // second), rather than append twice.
-                PutOutcome::Taken(Some(w)) if w.attempt == Some(attempt_id) => PutOutcome::Written,
-                other => other,
-            };
-            match outcome {
-                PutOutcome::Written => {
+            let record = placement.record(&head, &entry, created, attempt_id);
+            let put = self
+                .put_attempt(
+                    log,
+                    &record,
+                    next_seq,
+                    dedupe.as_ref(),
+                    attempt_id,
+                    &mut units,
+                )
+                .await?;
+            match put {
+                Attempt::Written => {
                     debug!(log = %log, seq = next_seq, attempt, "appended");
-                    return Ok(AppendOnce::Appended(Appended {
-                        seq: next_seq,
-                        segment: head.at.segment,
-                        entry: record.num,
-                        next_seq: next_seq + 1,
-                        hint: head.at,
-                        attempts: attempt,
-                        units,
-                    }));
+                    return Ok(AppendOnce::Appended(head.appended(attempt, units)));
                 }
-                PutOutcome::Taken(winner) => {
+                Attempt::Done(answer) => return answer,
+                Attempt::Interrupted => {
+                    consistency = Consistency::Strong;
+                    hint = Some(head.at);
+                    backoff.sleep().await;
+                }
+                Attempt::Taken(winner) => {
                     if let Some(expected) = opts.expected_seq {
-                        let now = self
-                            .head(log, Some(head.at), Consistency::Strong, &mut units)
-                            .await?;
-                        return Err(LogError::Conflict {
-                            expected,
-                            next_seq: now.next_seq(),
-                        });
+                        return self.lost_expected(log, expected, head.at, &mut units).await;
                     }
-                    // Back to the head query after the backoff. The winner returned with the
-                    // failed condition is not necessarily the newest entry by the time we retry
-                    // (continuing from it makes a writer that backed off for long crawl forward
-                    // one number per attempt), but when it is an End Segment entry it tells us
-                    // exactly where the next segment starts.
-                    hint = Some(match winner {
-                        Some(w) if w.is_end_segment() => SegmentHint {
-                            segment: head.at.segment + 1,
-                            base_seq: head.at.base_seq + w.num + 1,
-                        },
-                        _ => head.at,
-                    });
+                    hint = Some(after_lost_race(head.at, winner.as_ref()));
                     // The number we lost exists; an eventually consistent read may still not
                     // show it, and a writer that keeps reading a stale head keeps losing. Read
                     // the head strongly from now on (1 read unit instead of 0.5, only when
@@ -301,6 +223,175 @@ impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
             log,
             attempts: self.cfg.max_attempts,
         })
+    }
+
+    /// Moves a rebasing append through the entries up to `next_seq`, placing its body again when
+    /// rebasing changed it: `false` when the entries do not show up to the head yet (retry,
+    /// strongly). A base past the head under a strong read is out of range.
+    async fn rebase_to(
+        &self,
+        r: &mut rebase::Rebasing,
+        log: LogId,
+        next_seq: u64,
+        consistency: Consistency,
+        placement: &mut Placement,
+        units: &mut RequestUnits,
+    ) -> Result<bool, LogError> {
+        match r.catch_up(self, log, next_seq, units).await? {
+            rebase::CaughtUp::Yes => {
+                let now = r.entry();
+                if now.body != placement.of {
+                    (placement.body, placement.external) = self.place_body(log, &now).await?;
+                    placement.of = now.body;
+                }
+                Ok(true)
+            }
+            rebase::CaughtUp::NotVisible => {
+                if consistency == Consistency::Strong && r.base() > next_seq {
+                    return Err(LogError::OutOfRange {
+                        from: r.base(),
+                        next_seq,
+                    });
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// An append whose expected sequence is behind the head (read strongly). A retry of a request
+    /// that did append finds its key, which says where the first one landed; anything else is a
+    /// [`LogError::Conflict`].
+    async fn behind_expected(
+        &self,
+        expected: u64,
+        next_seq: u64,
+        dedupe: Option<&DedupeRecord>,
+        units: &mut RequestUnits,
+    ) -> Result<AppendOnce, LogError> {
+        if let Some(rec) = dedupe
+            && let Some(hit) = self
+                .store
+                .find_key(&rec.key, &rec.columns.checked, Consistency::Strong, units)
+                .await?
+        {
+            return duplicate(rec, hit.seq, hit.fingerprint, *units);
+        }
+        Err(LogError::Conflict { expected, next_seq })
+    }
+
+    /// An append with an expected sequence lost its number: a [`LogError::Conflict`] naming the
+    /// head as a strong read now finds it.
+    async fn lost_expected(
+        &self,
+        log: LogId,
+        expected: u64,
+        at: SegmentHint,
+        units: &mut RequestUnits,
+    ) -> Result<AppendOnce, LogError> {
+        let now = self.head(log, Some(at), Consistency::Strong, units).await?;
+        Err(LogError::Conflict {
+            expected,
+            next_seq: now.next_seq(),
+        })
+    }
+
+    /// One attempt's conditional put of `record` (with its idempotency key, when there is one).
+    async fn put_attempt(
+        &self,
+        log: LogId,
+        record: &EntryRecord,
+        next_seq: u64,
+        dedupe: Option<&DedupeRecord>,
+        attempt_id: u64,
+        units: &mut RequestUnits,
+    ) -> Result<Attempt, LogError> {
+        let outcome = match dedupe {
+            None => self.store.put_entry(log, record, units).await?,
+            Some(rec) => {
+                match self
+                    .store
+                    .put_entry_once(log, record, next_seq, rec, units)
+                    .await?
+                {
+                    OnceOutcome::Written => PutOutcome::Written,
+                    OnceOutcome::Taken(w) => PutOutcome::Taken(w),
+                    // Our own write, seen again by a retry after a lost response.
+                    OnceOutcome::Duplicate(hit, Some(w))
+                        if w.attempt == Some(attempt_id) && hit.seq == next_seq =>
+                    {
+                        PutOutcome::Written
+                    }
+                    OnceOutcome::Duplicate(hit, _) => {
+                        return Ok(Attempt::Done(duplicate(
+                            rec,
+                            hit.seq,
+                            hit.fingerprint,
+                            *units,
+                        )));
+                    }
+                    OnceOutcome::Interrupted => return Ok(Attempt::Interrupted),
+                }
+            }
+        };
+        Ok(match outcome {
+            // The SDK retries a PutItem whose response was lost; the retry then fails its
+            // condition against our own item. Recognise it, by this call's identity (never by
+            // equal contents: another caller may append the same body in the same second), rather
+            // than append twice.
+            PutOutcome::Taken(Some(w)) if w.attempt == Some(attempt_id) => Attempt::Written,
+            PutOutcome::Written => Attempt::Written,
+            PutOutcome::Taken(winner) => Attempt::Taken(winner),
+        })
+    }
+}
+
+/// Where an append's body is: inline (`body`) or in the payload store (`external`), and the body
+/// it is (`of`), which rebasing may replace between attempts.
+struct Placement {
+    body: Option<Bytes>,
+    external: Option<String>,
+    of: Bytes,
+}
+
+impl Placement {
+    /// The entry's item at the head's next number, for one attempt.
+    fn record(&self, head: &Head, entry: &NewEntry, created: i64, attempt_id: u64) -> EntryRecord {
+        EntryRecord {
+            segment: head.at.segment,
+            num: head.next_num(),
+            created,
+            kind: entry.kind,
+            version: entry.version,
+            body: self.body.clone(),
+            external: self.external.clone(),
+            snapshot_root: None,
+            attempt: Some(attempt_id),
+        }
+    }
+}
+
+/// What one attempt of an append's conditional put found.
+enum Attempt {
+    Written,
+    /// The number was taken: the winner, when the store returned it.
+    Taken(Option<EntryRecord>),
+    /// Throttled or timed out with the outcome unknown: read the head again.
+    Interrupted,
+    /// The call's answer: the key was used before.
+    Done(Result<AppendOnce, LogError>),
+}
+
+/// Where to look for the head after losing entry number to `winner`. The winner returned with the
+/// failed condition is not necessarily the newest entry by the time of the retry (continuing from
+/// it makes a writer that backed off for long crawl forward one number per attempt), but when it
+/// is an End Segment entry it tells exactly where the next segment starts.
+pub(super) fn after_lost_race(at: SegmentHint, winner: Option<&EntryRecord>) -> SegmentHint {
+    match winner {
+        Some(w) if w.is_end_segment() => SegmentHint {
+            segment: at.segment + 1,
+            base_seq: at.base_seq + w.num + 1,
+        },
+        _ => at,
     }
 }
 
@@ -462,6 +553,19 @@ impl Head {
     }
     pub(super) fn next_seq(&self) -> u64 {
         self.at.base_seq + self.next_num()
+    }
+    /// What an entry written at this head's next number is, after `attempts` tries.
+    pub(super) fn appended(&self, attempts: u32, units: RequestUnits) -> Appended {
+        let seq = self.next_seq();
+        Appended {
+            seq,
+            segment: self.at.segment,
+            entry: self.next_num(),
+            next_seq: seq + 1,
+            hint: self.at,
+            attempts,
+            units,
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tracing::{debug, warn};
 
-use super::append::Head;
+use super::append::{Head, after_lost_race};
 use super::clients::MAX_RUN_BODY_BYTES;
 use super::range_index::{LoggedRun, index_due};
 use super::rebase::push::{Caught, PushRebase, positions, sent_forms};
@@ -232,7 +232,6 @@ impl Rounds {
         &mut self,
         known: &mut KnownClients,
         head: &Head,
-        record: &EntryRecord,
         runs: &[PlannedRun],
         written: Vec<ClientRange>,
     ) {
@@ -245,15 +244,8 @@ impl Rounds {
             self.slots[planned.slot].ranges.push(range);
         }
         known.next_seq = Some(next_seq + 1);
-        self.appended.push(Appended {
-            seq: next_seq,
-            segment: head.at.segment,
-            entry: record.num,
-            next_seq: next_seq + 1,
-            hint: head.at,
-            attempts: self.failures + 1,
-            units: RequestUnits::default(),
-        });
+        self.appended
+            .push(head.appended(self.failures + 1, RequestUnits::default()));
         self.failures = 0;
         self.hint = Some(head.at);
         self.consistency = Consistency::Strong;
@@ -275,13 +267,7 @@ impl Rounds {
             }
             // The log moved: the next round reads the entries in between.
             ClientPutOutcome::Taken(winner) => {
-                self.hint = Some(match winner {
-                    Some(w) if w.is_end_segment() => SegmentHint {
-                        segment: head.at.segment + 1,
-                        base_seq: head.at.base_seq + w.num + 1,
-                    },
-                    _ => head.at,
-                });
+                self.hint = Some(after_lost_race(head.at, winner.as_ref()));
                 self.consistency = Consistency::Strong;
                 self.backoff.sleep().await;
             }
@@ -436,11 +422,10 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 *known = KnownClients::default();
                 continue;
             }
-            let (record, written, outcome) =
-                self.write_round(log, &head, &runs, &mut st.units).await?;
+            let (written, outcome) = self.write_round(log, &head, &runs, &mut st.units).await?;
             if let ClientPutOutcome::Written = outcome {
                 debug!(log = %log, seq = next_seq, clients = written.len(), "batch applied");
-                st.settle_written(known, &head, &record, &runs, written);
+                st.settle_written(known, &head, &runs, written);
                 // A push that takes many entries gives the other sheets of the writer's batch
                 // (polled on the same task) a turn between them: one sheet's large push never
                 // holds up another's commit.
@@ -585,7 +570,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
     }
 
     /// Writes one round's runs as one deferred batch entry at the head, with one conditional put:
-    /// the record, the range each run gives its client (written later, by window), and what the
+    /// the range each run gives its client (written later, by window), and what the
     /// put found. A throttled or timed-out put is [`ClientPutOutcome::Interrupted`]: the next round
     /// reads the head and finds the entry if it landed.
     async fn write_round(
@@ -594,7 +579,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         head: &Head,
         runs: &[PlannedRun],
         units: &mut RequestUnits,
-    ) -> Result<(EntryRecord, Vec<ClientRange>, ClientPutOutcome), LogError> {
+    ) -> Result<(Vec<ClientRange>, ClientPutOutcome), LogError> {
         let next_seq = head.next_seq();
         let batch = MutationBatch {
             runs: runs.iter().map(|p| p.run.clone()).collect(),
@@ -633,7 +618,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             Err(e) if e.is_retryable() => ClientPutOutcome::Interrupted,
             Err(e) => return Err(e.into()),
         };
-        Ok((record, written, outcome))
+        Ok((written, outcome))
     }
 
     /// Indexes what `known` says is due ([`KnownClients::index_due`]) and records the mark it
