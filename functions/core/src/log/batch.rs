@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tracing::{debug, warn};
 
 use super::append::{Head, after_lost_race};
-use super::clients::MAX_RUN_BODY_BYTES;
+use super::clients::{MAX_RUN_BODY_BYTES, range_for};
 use super::range_index::{LoggedRun, index_due};
 use super::rebase::push::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
@@ -600,17 +600,7 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         };
         let written: Vec<ClientRange> = runs
             .iter()
-            .map(|p| ClientRange {
-                group: p.run.group.clone(),
-                client: p.run.client.clone(),
-                // Every client's first range is keyed 1 (`ClientRange::key`).
-                key: if p.first { 1 } else { p.run.first },
-                first: p.run.first,
-                last: p.run.last,
-                seq: next_seq,
-                rejected: p.run.rejected(),
-                runs: Vec::new(),
-            })
+            .map(|p| range_for(&p.run, p.first, next_seq))
             .collect();
         let outcome = match self.store.put_entry(log, &record, units).await {
             Ok(PutOutcome::Written) => ClientPutOutcome::Written,

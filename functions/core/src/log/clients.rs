@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 
 use tracing::{debug, warn};
 
+use super::append::{Head, after_lost_race};
 use super::pushed::PushedMutation;
-use super::rebase::push::{Caught, PushRebase, sent_forms};
+use super::rebase::push::{Caught, PushRebase, Rebased, sent_forms};
 use super::{Appended, EventLog, SegmentHint, Tail, corrupt, retry};
 use crate::domain::clients::ClientRange;
 use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
@@ -149,36 +150,13 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             let tail = self.tail_at(log, &head, &mut units).await?;
             let item = self.newest_item(log, client, &mut units).await?;
             let newest = tail.newest_with(client, item);
-            if let Some(n) = &newest
-                && n.group != group
-            {
-                return Err(LogError::ClientGroupMismatch {
-                    client: client.to_owned(),
-                    group: n.group.clone(),
-                    claimed: group.to_owned(),
-                });
-            }
-            let last = newest.as_ref().map_or(0, |n| n.last);
-            let pending: Vec<&PushedMutation> = mutations.iter().filter(|m| m.id > last).collect();
-            let Some(first) = pending.first() else {
+            let Some(pending) = pending_of(mutations, newest.as_ref(), group, client, source)?
+            else {
                 let newest = newest
                     .ok_or_else(|| LogError::InvalidEntry("a push run with no mutations".into()))?;
                 return Ok(RunOutcome::AlreadyApplied { newest, units });
             };
-            let new_replayed = newest.is_none() && source == RunSource::Replay;
-            if first.id != last + 1 && !new_replayed {
-                return Err(match newest {
-                    None => LogError::ClientUnknown {
-                        client: client.to_owned(),
-                        got: first.id,
-                    },
-                    Some(_) => LogError::MutationGap {
-                        client: client.to_owned(),
-                        expected: last + 1,
-                        got: first.id,
-                    },
-                });
-            }
+            let first = pending[0];
             let next_seq = head.next_seq();
             let rebased = match rebasing.as_mut() {
                 None => None,
@@ -197,44 +175,10 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             };
             let (run, rejected) = match &rebased {
                 None => self.build_run(group, client, first.id - 1, &pending, &BTreeMap::new())?,
-                Some(rebased) => {
-                    let moved: Vec<&PushedMutation> = rebased.iter().map(|r| &r.mutation).collect();
-                    self.build_run(group, client, first.id - 1, &moved, &sent_forms(rebased))?
-                }
+                Some(rebased) => self.build_rebased_run(group, client, first.id - 1, rebased)?,
             };
-            let (code, version, body) = run.encode();
-            if body.len() > self.cfg.max_body_bytes {
-                // `build_run` sizes runs by upper bounds, so this cannot happen; refuse rather
-                // than write an entry over the rule.
-                return Err(LogError::BodyTooLarge {
-                    size: body.len(),
-                    limit: self.cfg.max_body_bytes,
-                });
-            }
-            let entry = NewEntry::new(EntryType(code), version, body);
-            let (body, external) = self.place_body(log, &entry).await?;
-            let record = EntryRecord {
-                segment: head.at.segment,
-                num: head.next_num(),
-                created: self.clock.now(),
-                kind: entry.kind,
-                version: entry.version,
-                body,
-                external,
-                snapshot_root: None,
-                attempt: Some(attempt_id),
-            };
-            let range = ClientRange {
-                group: group.to_owned(),
-                client: client.to_owned(),
-                // Every client's first range is keyed 1 (`ClientRange::key`).
-                key: if newest.is_none() { 1 } else { run.first },
-                first: run.first,
-                last: run.last,
-                seq: next_seq,
-                rejected: run.rejected(),
-                runs: Vec::new(),
-            };
+            let record = self.run_record(log, &head, &run, attempt_id).await?;
+            let range = range_for(&run, newest.is_none(), next_seq);
             match self
                 .store
                 .put_client_entries(
@@ -248,42 +192,19 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
                 ClientPutOutcome::Written => {
                     debug!(log = %log, client, first = range.first, last = range.last, seq = next_seq, "mutations applied");
                     if let Some(mark) = tail.mark {
-                        // Keep the tail short when no writer indexes (a stack switched to
-                        // direct pushes): the run is applied whatever becomes of this.
-                        let mut u = RequestUnits::default();
-                        if let Err(e) = self
-                            .index_deferred(log, mark, next_seq + 1, head.at, &mut u)
-                            .await
-                        {
-                            warn!(log = %log, error = %e, "indexing deferred runs failed");
-                        }
-                        units += u;
+                        self.index_after_run(log, mark, &head, &mut units).await;
                     }
                     return Ok(RunOutcome::Applied {
                         range,
                         rejected,
-                        appended: Appended {
-                            seq: next_seq,
-                            segment: head.at.segment,
-                            entry: record.num,
-                            next_seq: next_seq + 1,
-                            hint: head.at,
-                            attempts: attempt,
-                            units,
-                        },
+                        appended: head.appended(attempt, units),
                     });
                 }
                 // Someone applied (some of) these mutations first, perhaps our own earlier try
                 // whose answer was lost: read the client again and skip what is applied.
                 ClientPutOutcome::RangeTaken => {}
                 ClientPutOutcome::Taken(winner) => {
-                    hint = Some(match winner {
-                        Some(w) if w.is_end_segment() => SegmentHint {
-                            segment: head.at.segment + 1,
-                            base_seq: head.at.base_seq + w.num + 1,
-                        },
-                        _ => head.at,
-                    });
+                    hint = Some(after_lost_race(head.at, winner.as_ref()));
                     consistency = Consistency::Strong;
                     backoff.sleep().await;
                 }
@@ -298,6 +219,64 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             log,
             attempts: self.cfg.max_attempts,
         })
+    }
+
+    /// The next run from mutations the push rebase moved (their sent forms recorded).
+    fn build_rebased_run(
+        &self,
+        group: &str,
+        client: &str,
+        last: u64,
+        rebased: &[Rebased],
+    ) -> Result<(Mutations, Vec<Rejected>), LogError> {
+        let moved: Vec<&PushedMutation> = rebased.iter().map(|r| &r.mutation).collect();
+        self.build_run(group, client, last, &moved, &sent_forms(rebased))
+    }
+
+    /// A run's entry item at the head's next number, its body placed.
+    async fn run_record(
+        &self,
+        log: LogId,
+        head: &Head,
+        run: &Mutations,
+        attempt_id: u64,
+    ) -> Result<EntryRecord, LogError> {
+        let (code, version, body) = run.encode();
+        if body.len() > self.cfg.max_body_bytes {
+            // `build_run` sizes runs by upper bounds, so this cannot happen; refuse rather than
+            // write an entry over the rule.
+            return Err(LogError::BodyTooLarge {
+                size: body.len(),
+                limit: self.cfg.max_body_bytes,
+            });
+        }
+        let entry = NewEntry::new(EntryType(code), version, body);
+        let (body, external) = self.place_body(log, &entry).await?;
+        Ok(EntryRecord {
+            segment: head.at.segment,
+            num: head.next_num(),
+            created: self.clock.now(),
+            kind: entry.kind,
+            version: entry.version,
+            body,
+            external,
+            snapshot_root: None,
+            attempt: Some(attempt_id),
+        })
+    }
+
+    /// After a run written past the index mark: index the deferred runs, to keep the tail short
+    /// when no writer indexes (a stack switched to direct pushes). The run is applied whatever
+    /// becomes of this, so a failure is only logged.
+    async fn index_after_run(&self, log: LogId, mark: u64, head: &Head, units: &mut RequestUnits) {
+        let mut u = RequestUnits::default();
+        if let Err(e) = self
+            .index_deferred(log, mark, head.next_seq() + 1, head.at, &mut u)
+            .await
+        {
+            warn!(log = %log, error = %e, "indexing deferred runs failed");
+        }
+        *units += u;
     }
 
     /// The next run from `pending` (which starts at `last + 1`): consecutive ids only, within the
@@ -586,5 +565,61 @@ fn run_of(range: &ClientRange, id: u64) -> ClientRange {
             .collect(),
         runs: Vec::new(),
         ..range.clone()
+    }
+}
+
+/// The client's mutations not yet applied (`None` when every one is), once the client is known
+/// to be in `group` and the first of them to follow its last applied one. A client new to this
+/// log may start past 1 only in a replay.
+fn pending_of<'m>(
+    mutations: &'m [PushedMutation],
+    newest: Option<&ClientRange>,
+    group: &str,
+    client: &str,
+    source: RunSource,
+) -> Result<Option<Vec<&'m PushedMutation>>, LogError> {
+    if let Some(n) = newest
+        && n.group != group
+    {
+        return Err(LogError::ClientGroupMismatch {
+            client: client.to_owned(),
+            group: n.group.clone(),
+            claimed: group.to_owned(),
+        });
+    }
+    let last = newest.map_or(0, |n| n.last);
+    let pending: Vec<&PushedMutation> = mutations.iter().filter(|m| m.id > last).collect();
+    let Some(first) = pending.first() else {
+        return Ok(None);
+    };
+    let new_replayed = newest.is_none() && source == RunSource::Replay;
+    if first.id != last + 1 && !new_replayed {
+        return Err(match newest {
+            None => LogError::ClientUnknown {
+                client: client.to_owned(),
+                got: first.id,
+            },
+            Some(_) => LogError::MutationGap {
+                client: client.to_owned(),
+                expected: last + 1,
+                got: first.id,
+            },
+        });
+    }
+    Ok(Some(pending))
+}
+
+/// The range item a run gives its client once written at `seq`; every client's first range is
+/// keyed 1 (`ClientRange::key`).
+pub(super) fn range_for(run: &Mutations, first: bool, seq: u64) -> ClientRange {
+    ClientRange {
+        group: run.group.clone(),
+        client: run.client.clone(),
+        key: if first { 1 } else { run.first },
+        first: run.first,
+        last: run.last,
+        seq,
+        rejected: run.rejected(),
+        runs: Vec::new(),
     }
 }
