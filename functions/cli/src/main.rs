@@ -6,15 +6,15 @@
 //! drives the stream router and snapshot worker from the emulator's stream and queue (moto runs
 //! no Lambda event-source mappings).
 //!
-//! Layout:
-//! - `main.rs` — argument parsing, one function per command (`Session`), output, exit codes
-//! - `dev.rs` (library) — the `dev` runner
-//! - the library (`lib.rs`): the API client and the commands
+//! This file parses the arguments, runs one function per command (`Session`) and gives the
+//! output and exit codes. The commands run on the API's client, `sheetlog-client`
+//! (`functions/client`); `dev` and `dev-token` on the local stack, `sheetlog-local`
+//! (`functions/local`).
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use sheetlog::api::{Api, Auth, CliError, execute_api_region};
-use sheetlog::commands::{self, out};
+use sheetlog_client::api::{Api, Auth, CliError, execute_api_region};
+use sheetlog_client::commands::{self, out};
 use std::path::Path;
 use std::time::Duration;
 
@@ -151,7 +151,7 @@ enum Command {
         role: String,
     },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
-    Dev(sheetlog::dev::DevArgs),
+    Dev(sheetlog_local::dev::DevArgs),
     /// Mint a token from the local stack's issuer (`./scripts/dev --auth jwt`): prints a JWT for
     /// `--token`/`SHEETLOG_TOKEN` or the web page's `#token=`.
     DevToken(DevTokenArgs),
@@ -212,13 +212,13 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Dev(args) => {
             sheetlog_core::telemetry::init_cli("info,aws_config=warn,aws_smithy_runtime=warn");
-            sheetlog::dev::run(args)
+            sheetlog_local::dev::run(args)
                 .await
                 .map_err(|e| CliError::Other(format!("{e:#}")))
         }
         Command::DevToken(args) => dev_token(&cli.api, args),
         Command::Login { email } => login(&cli.api, &email, json).await,
-        Command::Logout => sheetlog::login::logout(&cli.api).and_then(|had| {
+        Command::Logout => sheetlog_client::login::logout(&cli.api).and_then(|had| {
             out(if had {
                 "signed out"
             } else {
@@ -278,7 +278,7 @@ async fn run(
             poll_secs,
             poll_only,
         } => {
-            let opts = sheetlog::watch::WatchOptions {
+            let opts = sheetlog_client::watch::WatchOptions {
                 log,
                 from,
                 poll: Duration::from_secs(poll_secs),
@@ -299,7 +299,7 @@ async fn run(
 /// else SigV4 with `--iam` or for an `execute-api` URL, else not at all.
 async fn authorization(api_url: &str, token: Option<String>, iam: bool) -> Result<Auth, CliError> {
     let signed_in = match (&token, iam) {
-        (None, false) => sheetlog::login::access_token(api_url).await?,
+        (None, false) => sheetlog_client::login::access_token(api_url).await?,
         _ => None,
     };
     Ok(match (token.or(signed_in), iam) {
@@ -493,8 +493,9 @@ impl Session {
     }
 
     /// `watch`: the entries as they land.
-    async fn watch(&self, opts: sheetlog::watch::WatchOptions) -> Result<(), CliError> {
-        sheetlog::watch::watch(&self.api, &self.auth, opts, |e| history_line(e, self.json)).await
+    async fn watch(&self, opts: sheetlog_client::watch::WatchOptions) -> Result<(), CliError> {
+        sheetlog_client::watch::watch(&self.api, &self.auth, opts, |e| history_line(e, self.json))
+            .await
     }
 
     /// `cat`: the log's entries as JSON lines.
@@ -610,7 +611,7 @@ async fn login(api: &str, email: &str, json: bool) -> Result<(), CliError> {
         }
         Ok(line.to_owned())
     };
-    let path = sheetlog::login::login(api, email, &password, &mut code).await?;
+    let path = sheetlog_client::login::login(api, email, &password, &mut code).await?;
     if json {
         out(&json!({"email": email, "credentials": path}).to_string())
     } else {
@@ -629,7 +630,7 @@ fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
             let url = reqwest::Url::parse(api)
                 .map_err(|e| CliError::Input(format!("--api {api:?} is not a URL: {e}")))?;
             let port = url.port_or_known_default().unwrap_or(80);
-            sheetlog::local_auth::key_path(port)
+            sheetlog_local::local_auth::key_path(port)
         }
     };
     if args.grants.is_empty() {
@@ -640,7 +641,7 @@ fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
     if args.sub.trim().is_empty() {
         return Err(CliError::Input("--sub must not be empty".into()));
     }
-    let key = sheetlog::local_auth::IssuerKey::load(&path)
+    let key = sheetlog_local::local_auth::IssuerKey::load(&path)
         .map_err(|e| CliError::Input(format!("{e:#}")))?;
     let token = key
         .mint(&args.sub, &args.grants.join(" "), args.ttl)
