@@ -1,8 +1,8 @@
 // Runs a channel namespace's handler code from the template (APPSYNC_JS) the way AppSync Events
-// runs it, for the local Event API stand-in (functions/cli/src/local_appsync.rs): the code exactly
-// as the template holds it, with `@aws-appsync/utils` stood in for by the two calls it makes
-// (`util.unauthorized()`, and `ddb.get`, which only describes a GetItem; the caller performs it on
-// the data source's table and hands the item to the response function).
+// runs it, for the local Event API stand-in (functions/local/src/local_appsync.rs): the code
+// exactly as the template holds it, with `@aws-appsync/utils` stood in for by the two calls it
+// makes (`util.unauthorized()`, and `ddb.get`, which only describes a GetItem; the caller performs
+// it on the data source's table and hands the item to the response function).
 //
 //   node scripts/lib/appsync_handler.mjs HANDLER_CODE_FILE
 //

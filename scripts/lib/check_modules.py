@@ -10,8 +10,7 @@
 - the crate tiers of `docs/architecture.md`: every workspace member declares its tier in its
   manifest (`[package.metadata.sheetlog] tier = "…"`: model, core, library, function, tool) and
   depends only on crates of a lower tier (tools may use tools), so no function crate depends on
-  another; and no loop runs through the crates' dependencies, dev-dependencies included
-  (`KNOWN_LOOPS` names the one left, with its reason);
+  another; and no loop runs through the crates' dependencies, dev-dependencies included;
 - no non-test TypeScript source (`cdk/lib`, `cdk/bin`, `web/src`) over 600 lines;
 - no non-test Rust function over 100 lines, counted from its `fn` line to its closing brace with
   nested functions and closures inside their parent, but the at most five `LONG_FUNCTIONS` lists,
@@ -369,15 +368,6 @@ def cycles(edges: dict) -> list[list]:
 # The tiers, lowest first: a crate may depend on crates of a lower tier; only tools on tools.
 TIERS = ["model", "core", "library", "function", "tool"]
 SAME_TIER_ALLOWED = {"tool"}
-# Dependency loops through dev-dependencies that are known and not yet removed: the pair of
-# crates, and why the loop is there.
-KNOWN_LOOPS = {
-    frozenset({"sheetlog", "sheetlog-tests"}): (
-        "the CLI's integration tests use the test harness (dev-dependency), and the harness uses "
-        "the CLI's local stand-ins (local_gateway, local_auth, ...) and client; moving the "
-        "stand-ins to sheetlog-pipeline removes it (issue 43)"
-    ),
-}
 
 
 def workspace_manifests(root: Path) -> dict[str, tuple[Path, dict]]:
@@ -424,8 +414,6 @@ def crate_problems(root: Path) -> list[str]:
                         f"{dep} ({TIERS[tier[dep]]}); a crate depends only on lower tiers"
                     )
     for loop in crate_loops(edges):
-        if len(loop) == 2 and frozenset(loop) in KNOWN_LOOPS:
-            continue
         problems.append("dependency loop (dev-dependencies included): " + " -> ".join(loop + loop[:1]))
     return problems
 

@@ -68,18 +68,18 @@ impl TestApi {
         })
     }
 
-    /// In-process API behind the local API Gateway stand-in (`sheetlog::local_gateway`) with
+    /// In-process API behind the local API Gateway stand-in (`sheetlog_local::local_gateway`) with
     /// `gateway`'s settings: the stage's throttle and joined headers in front, Lambda's event
     /// size limit and the function's timeout around the router. `None` against an external
     /// deployment (which has the real gateway).
     pub async fn start_behind_gateway(
         label: &str,
         cfg: ApiConfig,
-        gateway: &sheetlog::local_gateway::GatewaySettings,
+        gateway: &sheetlog_local::local_gateway::GatewaySettings,
     ) -> anyhow::Result<Option<Self>> {
         Self::start_wrapped(label, cfg, |app| {
-            let app = sheetlog::local_gateway::invocation(app, gateway);
-            sheetlog::local_gateway::front(app, gateway)
+            let app = sheetlog_local::local_gateway::invocation(app, gateway);
+            sheetlog_local::local_gateway::front(app, gateway)
         })
         .await
     }
@@ -550,8 +550,8 @@ pub async fn put_upload(
 
 /// The local gateway's settings from the synthesized template (`cdk/bin/local-resources.ts`,
 /// run once per test process: it takes about 15 s).
-pub async fn template_gateway() -> anyhow::Result<sheetlog::local_gateway::GatewaySettings> {
-    sheetlog::local_gateway::GatewaySettings::from_description(template_description().await?)
+pub async fn template_gateway() -> anyhow::Result<sheetlog_local::local_gateway::GatewaySettings> {
+    sheetlog_local::local_gateway::GatewaySettings::from_description(template_description().await?)
 }
 
 /// The synthesized template's description with the default settings

@@ -25,8 +25,9 @@ pub mod chaos;
 pub mod emulator;
 pub mod lambda_watch;
 pub mod pipeline;
-/// SigV4 signing lives with the CLI, which signs for deployed stacks too.
-pub use sheetlog::sigv4;
+/// SigV4 signing lives with the API's client (`sheetlog-client`), which signs for deployed
+/// stacks too.
+pub use sheetlog_client::sigv4;
 pub mod stack;
 pub mod wire;
 

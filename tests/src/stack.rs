@@ -23,7 +23,7 @@ pub async fn described(context: &[&str]) -> anyhow::Result<&'static [u8]> {
     }
     // Kept for the process: one per context, and a test process uses a few.
     let d: &'static [u8] = Box::leak(
-        sheetlog::dev::describe_template(&context)
+        sheetlog_local::dev::describe_template(&context)
             .await?
             .into_boxed_slice(),
     );

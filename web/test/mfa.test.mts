@@ -16,7 +16,7 @@ if (!BASE) throw new Error('SHEETLOG_API_URL is not set: run scripts/test-web');
 const CHROMIUM = process.env.SHEETLOG_CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = process.env.SHEETLOG_SCREENSHOTS ?? 'target/web-screenshots';
 const WAIT = { timeout: 30_000 };
-// The demo user and password `sheetlog dev --auth cognito` creates (functions/cli/src/local_cognito.rs).
+// The demo user and password `sheetlog dev --auth cognito` creates (functions/local/src/local_cognito.rs).
 const ALICE = 'alice@example.com';
 const PASSWORD = 'Sheetlog-demo-1';
 

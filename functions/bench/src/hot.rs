@@ -4,10 +4,11 @@
 //! router and snapshot worker running, as `sheetlog dev` runs them), in each write mode
 //! (`syncWrites`: `queued` through the FIFO sync queue and its writer, `direct` in the request).
 //!
-//! The API is served behind the local stand-in for API Gateway (`sheetlog::local_gateway`): the
-//! stage's throttle (`--throttle`: by default the rate and burst of the template's stage, as a
-//! deployed stack has them), joined duplicate headers, Lambda's request limit and the function's
-//! timeout. A throttled request is answered `429` as API Gateway answers it.
+//! The API is served behind the local stand-in for API Gateway
+//! (`sheetlog_local::local_gateway`): the stage's throttle (`--throttle`: by default the rate and
+//! burst of the template's stage, as a deployed stack has them), joined duplicate headers,
+//! Lambda's request limit and the function's timeout. A throttled request is answered `429` as
+//! API Gateway answers it.
 //!
 //! Each client behaves as Replicache does: it keeps its pending mutations (those no pull has shown
 //! applied) and pushes all of them, serially, whenever it has a new one; an answer other than 200
@@ -52,7 +53,7 @@ use sheetlog_tests::emulator::unique_prefix;
 use tokio::task::JoinHandle;
 
 use crate::pipeline::round1;
-use sheetlog::local_gateway::{self, GatewaySettings, Throttle};
+use sheetlog_local::local_gateway::{self, GatewaySettings, Throttle};
 use sheetlog_tests::wire::WireCounter;
 
 pub use crate::hot_client::PullOn;
@@ -299,7 +300,7 @@ impl Drop for HotStack {
 /// timeout), with the throttle `--throttle` asks for.
 async fn gateway_settings(throttle: &str) -> anyhow::Result<GatewaySettings> {
     eprintln!("[bench hot] describing the template for the gateway's settings ...");
-    let description = sheetlog::dev::describe_template(&[]).await?;
+    let description = sheetlog_local::dev::describe_template(&[]).await?;
     let mut settings = GatewaySettings::from_description(&description)?;
     match throttle {
         "template" => {}

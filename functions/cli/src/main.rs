@@ -6,15 +6,16 @@
 //! drives the stream router and snapshot worker from the emulator's stream and queue (moto runs
 //! no Lambda event-source mappings).
 //!
-//! Layout:
-//! - `main.rs` — argument parsing, output, exit codes
-//! - `dev.rs` (library) — the `dev` runner
-//! - the library (`lib.rs`): the API client and the commands
+//! This file parses the arguments, runs one function per command (`Session`) and gives the
+//! output and exit codes. The commands run on the API's client, `sheetlog-client`
+//! (`functions/client`); `dev` and `dev-token` on the local stack, `sheetlog-local`
+//! (`functions/local`).
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use sheetlog::api::{Api, Auth, CliError, execute_api_region};
-use sheetlog::commands::{self, out};
+use sheetlog_client::api::{Api, Auth, CliError, execute_api_region};
+use sheetlog_client::commands::{self, out};
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -150,7 +151,7 @@ enum Command {
         role: String,
     },
     /// Run the API locally against the AWS endpoint in AWS_ENDPOINT_URL (use ./scripts/dev).
-    Dev(sheetlog::dev::DevArgs),
+    Dev(sheetlog_local::dev::DevArgs),
     /// Mint a token from the local stack's issuer (`./scripts/dev --auth jwt`): prints a JWT for
     /// `--token`/`SHEETLOG_TOKEN` or the web page's `#token=`.
     DevToken(DevTokenArgs),
@@ -211,13 +212,13 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Dev(args) => {
             sheetlog_core::telemetry::init_cli("info,aws_config=warn,aws_smithy_runtime=warn");
-            sheetlog::dev::run(args)
+            sheetlog_local::dev::run(args)
                 .await
                 .map_err(|e| CliError::Other(format!("{e:#}")))
         }
         Command::DevToken(args) => dev_token(&cli.api, args),
         Command::Login { email } => login(&cli.api, &email, json).await,
-        Command::Logout => sheetlog::login::logout(&cli.api).and_then(|had| {
+        Command::Logout => sheetlog_client::login::logout(&cli.api).and_then(|had| {
             out(if had {
                 "signed out"
             } else {
@@ -239,6 +240,8 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// Runs a command against the API: signs in as the arguments and the stored sign-in say, then
+/// hands the command to its group's function.
 async fn run(
     api_url: String,
     token: Option<String>,
@@ -246,14 +249,63 @@ async fn run(
     json: bool,
     command: Command,
 ) -> Result<(), CliError> {
+    let auth = authorization(&api_url, token, iam).await?;
+    let api = Api::new(&api_url, auth.clone()).await?;
+    let session = Session { api, auth, json };
+    match command {
+        Command::Logs { command } => session.logs(command).await,
+        Command::Set {
+            log,
+            cells,
+            expected_seq,
+            base_seq,
+        } => session.set(&log, &cells, expected_seq, base_seq).await,
+        Command::InsertRows(a) => session.rows("insert-rows", a).await,
+        Command::DeleteRows(a) => session.rows("delete-rows", a).await,
+        Command::InsertColumns(a) => session.columns("insert-columns", a).await,
+        Command::DeleteColumns(a) => session.columns("delete-columns", a).await,
+        Command::Import { log, file } => session.import(&log, &file).await,
+        Command::Export {
+            log,
+            at,
+            output,
+            raw,
+        } => session.export(&log, at, output.as_deref(), raw).await,
+        Command::History { log, from } => session.history(&log, from).await,
+        Command::Watch {
+            log,
+            from,
+            poll_secs,
+            poll_only,
+        } => {
+            let opts = sheetlog_client::watch::WatchOptions {
+                log,
+                from,
+                poll: Duration::from_secs(poll_secs),
+                poll_only,
+            };
+            session.watch(opts).await
+        }
+        Command::Cat { log, from } => session.cat(&log, from).await,
+        Command::Sheets { limit, all } => session.sheets(limit, all).await,
+        Command::Share { log, email, role } => session.share(&log, &email, &role).await,
+        Command::Dev(_) | Command::DevToken(_) | Command::Login { .. } | Command::Logout => Err(
+            CliError::Other("dev, dev-token, login and logout run on their own".into()),
+        ),
+    }
+}
+
+/// How requests are authorized: `--token`, else the stored sign-in for this API (unless `--iam`),
+/// else SigV4 with `--iam` or for an `execute-api` URL, else not at all.
+async fn authorization(api_url: &str, token: Option<String>, iam: bool) -> Result<Auth, CliError> {
     let signed_in = match (&token, iam) {
-        (None, false) => sheetlog::login::access_token(&api_url).await?,
+        (None, false) => sheetlog_client::login::access_token(api_url).await?,
         _ => None,
     };
-    let auth = match (token.or(signed_in), iam) {
+    Ok(match (token.or(signed_in), iam) {
         (Some(token), _) => Auth::Bearer(token),
         (None, iam) => {
-            let region = reqwest::Url::parse(&api_url)
+            let region = reqwest::Url::parse(api_url)
                 .ok()
                 .as_ref()
                 .and_then(execute_api_region);
@@ -263,11 +315,115 @@ async fn run(
                 Auth::None
             }
         }
-    };
-    let api = Api::new(&api_url, auth.clone()).await?;
-    // What an append printed: its sequence, or the answer as JSON.
-    let appended = |v: Value| {
-        if json {
+    })
+}
+
+/// The API the commands run against, how it is authorized, and whether they print JSON.
+struct Session {
+    api: Api,
+    auth: Auth,
+    json: bool,
+}
+
+impl Session {
+    /// `logs create`, `logs show`, `logs delete`.
+    async fn logs(&self, command: LogsCommand) -> Result<(), CliError> {
+        let (api, json) = (&self.api, self.json);
+        match command {
+            LogsCommand::Create => {
+                let v = api.post("logs", &json!({})).await?;
+                let id = v["logId"].as_str().unwrap_or_default();
+                if json {
+                    out(&json!({"logId": id}).to_string())
+                } else {
+                    out(id)
+                }
+            }
+            LogsCommand::Show { log } => {
+                let v = api.get(&format!("logs/{log}")).await?;
+                if json {
+                    out(&v.to_string())
+                } else {
+                    out(&format!(
+                        "log {log}: next sequence {}, newest snapshot at {} ({})",
+                        v["nextSeq"], v["snapshot"]["seq"], v["snapshot"]["status"]
+                    ))
+                }
+            }
+            LogsCommand::Delete { log } => self.delete_log(&log).await,
+        }
+    }
+
+    /// `logs delete`: each request deletes for up to 15 s and says whether more is left (202).
+    async fn delete_log(&self, log: &str) -> Result<(), CliError> {
+        let path = format!("logs/{log}");
+        let mut v = Value::Null;
+        for _ in 0..10_000 {
+            v = self
+                .api
+                .send(reqwest::Method::DELETE, &path, None, None)
+                .await?;
+            if v["done"] == true {
+                break;
+            }
+        }
+        if v["done"] != true {
+            return Err(CliError::Other(format!(
+                "log {log}: the delete is not finished; run it again"
+            )));
+        }
+        if self.json {
+            out(&v.to_string())
+        } else {
+            out(&format!("log {log} deleted"))
+        }
+    }
+
+    /// `set`: cell assignments, appended as they are or based on a sequence.
+    async fn set(
+        &self,
+        log: &str,
+        cells: &[String],
+        expected_seq: Option<u64>,
+        base_seq: Option<u64>,
+    ) -> Result<(), CliError> {
+        let cells = cells
+            .iter()
+            .map(|c| commands::parse_assignment(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let at = match (expected_seq, base_seq) {
+            (Some(seq), _) => Some(commands::Based::Expected(seq)),
+            (None, Some(seq)) => Some(commands::Based::Base(seq)),
+            (None, None) => None,
+        };
+        self.appended(commands::append(&self.api, log, "set", json!({ "cells": cells }), at).await?)
+    }
+
+    /// `insert-rows`, `delete-rows` (`kind`).
+    async fn rows(&self, kind: &str, a: RowsArgs) -> Result<(), CliError> {
+        if a.at == 0 || a.count == 0 {
+            return Err(CliError::Input(
+                "--at and --count start at 1 (row 1 is the first row)".into(),
+            ));
+        }
+        self.appended(shape(&self.api, &a.log, kind, json!(a.at), a.count).await?)
+    }
+
+    /// `insert-columns`, `delete-columns` (`kind`).
+    async fn columns(&self, kind: &str, a: ColumnsArgs) -> Result<(), CliError> {
+        if a.count == 0 || sheetlog_sheet::a1::parse_column(&a.at).is_err() {
+            return Err(CliError::Input(format!(
+                "--at {:?} is not a column (A, B, …, XFD), or --count is 0",
+                a.at
+            )));
+        }
+        let at = json!(a.at.to_ascii_uppercase());
+        self.appended(shape(&self.api, &a.log, kind, at, a.count).await?)
+    }
+
+    /// What an append printed: its sequence, or the answer as JSON.
+    fn appended(&self, v: Value) -> Result<(), CliError> {
+        if self.json {
             out(&v.to_string())
         } else {
             out(&format!(
@@ -281,219 +437,123 @@ async fn run(
                 None => Ok(()),
             }
         }
-    };
-    match command {
-        Command::Logs {
-            command: LogsCommand::Create,
-        } => {
-            let v = api.post("logs", &json!({})).await?;
-            let id = v["logId"].as_str().unwrap_or_default();
-            if json {
-                out(&json!({"logId": id}).to_string())
-            } else {
-                out(id)
+    }
+
+    /// `import`: the file uploaded and committed.
+    async fn import(&self, log: &str, file: &Path) -> Result<(), CliError> {
+        let v = commands::import(&self.api, log, file).await?;
+        if self.json {
+            out(&v.to_string())
+        } else {
+            out(&format!(
+                "imported {} at sequence {} (next {})",
+                file.display(),
+                v["seq"],
+                v["nextSeq"]
+            ))
+        }
+    }
+
+    /// `export`: the sheet as CSV to `output` or stdout; the summary on stderr with `--json`,
+    /// on stdout when written to a file.
+    async fn export(
+        &self,
+        log: &str,
+        at: Option<u64>,
+        output: Option<&Path>,
+        raw: bool,
+    ) -> Result<(), CliError> {
+        let api = &self.api;
+        let done = match output {
+            Some(path) => {
+                let file = std::fs::File::create(path)
+                    .map_err(CliError::io(format!("creating {}", path.display())))?;
+                commands::export(api, log, at, raw, std::io::BufWriter::new(file)).await?
             }
+            None => commands::export(api, log, at, raw, std::io::stdout().lock()).await?,
+        };
+        let summary = json!({"seq": done.seq, "rows": done.rows, "columns": done.columns,
+            "requests": done.requests});
+        if self.json {
+            eprintln!("{summary}");
+        } else if output.is_some() {
+            out(&format!(
+                "exported {} rows x {} columns as of sequence {}",
+                done.rows, done.columns, done.seq
+            ))?;
         }
-        Command::Logs {
-            command: LogsCommand::Show { log },
-        } => {
-            let v = api.get(&format!("logs/{log}")).await?;
-            if json {
-                out(&v.to_string())
-            } else {
-                out(&format!(
-                    "log {log}: next sequence {}, newest snapshot at {} ({})",
-                    v["nextSeq"], v["snapshot"]["seq"], v["snapshot"]["status"]
-                ))
-            }
-        }
-        Command::Logs {
-            command: LogsCommand::Delete { log },
-        } => {
-            // Each request deletes for up to 15 s and says whether more is left (202).
-            let path = format!("logs/{log}");
-            let mut v = Value::Null;
-            for _ in 0..10_000 {
-                v = api.send(reqwest::Method::DELETE, &path, None, None).await?;
-                if v["done"] == true {
-                    break;
-                }
-            }
-            if v["done"] != true {
-                return Err(CliError::Other(format!(
-                    "log {log}: the delete is not finished; run it again"
-                )));
-            }
-            if json {
-                out(&v.to_string())
-            } else {
-                out(&format!("log {log} deleted"))
-            }
-        }
-        Command::Set {
-            log,
-            cells,
-            expected_seq,
-            base_seq,
-        } => {
-            let cells = cells
-                .iter()
-                .map(|c| commands::parse_assignment(c))
-                .collect::<Result<Vec<_>, _>>()?;
-            let at = match (expected_seq, base_seq) {
-                (Some(seq), _) => Some(commands::Based::Expected(seq)),
-                (None, Some(seq)) => Some(commands::Based::Base(seq)),
-                (None, None) => None,
-            };
-            appended(commands::append(&api, &log, "set", json!({ "cells": cells }), at).await?)
-        }
-        Command::InsertRows(a) | Command::DeleteRows(a) if a.at == 0 || a.count == 0 => Err(
-            CliError::Input("--at and --count start at 1 (row 1 is the first row)".into()),
-        ),
-        Command::InsertRows(a) => {
-            appended(shape(&api, &a.log, "insert-rows", json!(a.at), a.count).await?)
-        }
-        Command::DeleteRows(a) => {
-            appended(shape(&api, &a.log, "delete-rows", json!(a.at), a.count).await?)
-        }
-        Command::InsertColumns(a) | Command::DeleteColumns(a)
-            if a.count == 0 || sheetlog_sheet::a1::parse_column(&a.at).is_err() =>
-        {
-            Err(CliError::Input(format!(
-                "--at {:?} is not a column (A, B, …, XFD), or --count is 0",
-                a.at
-            )))
-        }
-        Command::InsertColumns(a) => appended(
-            shape(
-                &api,
-                &a.log,
-                "insert-columns",
-                json!(a.at.to_ascii_uppercase()),
-                a.count,
-            )
-            .await?,
-        ),
-        Command::DeleteColumns(a) => appended(
-            shape(
-                &api,
-                &a.log,
-                "delete-columns",
-                json!(a.at.to_ascii_uppercase()),
-                a.count,
-            )
-            .await?,
-        ),
-        Command::Import { log, file } => {
-            let v = commands::import(&api, &log, &file).await?;
-            if json {
-                out(&v.to_string())
-            } else {
-                out(&format!(
-                    "imported {} at sequence {} (next {})",
-                    file.display(),
-                    v["seq"],
-                    v["nextSeq"]
-                ))
-            }
-        }
-        Command::Export {
-            log,
-            at,
-            output,
-            raw,
-        } => {
-            let done = match &output {
-                Some(path) => {
-                    let file = std::fs::File::create(path)
-                        .map_err(CliError::io(format!("creating {}", path.display())))?;
-                    commands::export(&api, &log, at, raw, std::io::BufWriter::new(file)).await?
-                }
-                None => commands::export(&api, &log, at, raw, std::io::stdout().lock()).await?,
-            };
-            let summary = json!({"seq": done.seq, "rows": done.rows, "columns": done.columns,
-                "requests": done.requests});
-            if json {
-                eprintln!("{summary}");
-            } else if output.is_some() {
-                out(&format!(
-                    "exported {} rows x {} columns as of sequence {}",
-                    done.rows, done.columns, done.seq
-                ))?;
-            }
-            Ok(())
-        }
-        Command::History { log, from } => {
-            commands::read_log(&api, &log, from, |e| history_line(e, json))
-                .await
-                .map(|_| ())
-        }
-        Command::Watch {
-            log,
-            from,
-            poll_secs,
-            poll_only,
-        } => {
-            let opts = sheetlog::watch::WatchOptions {
-                log,
-                from,
-                poll: Duration::from_secs(poll_secs),
-                poll_only,
-            };
-            sheetlog::watch::watch(&api, &auth, opts, |e| history_line(e, json)).await
-        }
-        Command::Cat { log, from } => commands::read_log(&api, &log, from, |e| out(&e.to_string()))
+        Ok(())
+    }
+
+    /// `history`: the log's entries, one line each.
+    async fn history(&self, log: &str, from: u64) -> Result<(), CliError> {
+        commands::read_log(&self.api, log, from, |e| history_line(e, self.json))
             .await
-            .map(|_| ()),
-        Command::Sheets { limit, all } => {
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut path = format!("sheets?limit={limit}");
-                if let Some(c) = &cursor {
-                    path.push_str(&format!("&cursor={c}"));
-                }
-                let v = api.get(&path).await?;
-                for s in v["sheets"].as_array().into_iter().flatten() {
-                    if json {
-                        out(&s.to_string())?;
-                    } else {
-                        out(&format!(
-                            "{}  {:<6}  {}  {}",
-                            s["logId"].as_str().unwrap_or(""),
-                            s["role"].as_str().unwrap_or(""),
-                            s["updatedAt"].as_str().unwrap_or(""),
-                            s["name"].as_str().unwrap_or("")
-                        ))?;
-                    }
-                }
-                cursor = v["cursor"].as_str().map(str::to_owned);
-                if !all || cursor.is_none() {
-                    return Ok(());
+            .map(|_| ())
+    }
+
+    /// `watch`: the entries as they land.
+    async fn watch(&self, opts: sheetlog_client::watch::WatchOptions) -> Result<(), CliError> {
+        sheetlog_client::watch::watch(&self.api, &self.auth, opts, |e| history_line(e, self.json))
+            .await
+    }
+
+    /// `cat`: the log's entries as JSON lines.
+    async fn cat(&self, log: &str, from: u64) -> Result<(), CliError> {
+        commands::read_log(&self.api, log, from, |e| out(&e.to_string()))
+            .await
+            .map(|_| ())
+    }
+
+    /// `sheets`: the sheets shared with the caller, page by page.
+    async fn sheets(&self, limit: u32, all: bool) -> Result<(), CliError> {
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("sheets?limit={limit}");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let v = self.api.get(&path).await?;
+            for s in v["sheets"].as_array().into_iter().flatten() {
+                if self.json {
+                    out(&s.to_string())?;
+                } else {
+                    out(&format!(
+                        "{}  {:<6}  {}  {}",
+                        s["logId"].as_str().unwrap_or(""),
+                        s["role"].as_str().unwrap_or(""),
+                        s["updatedAt"].as_str().unwrap_or(""),
+                        s["name"].as_str().unwrap_or("")
+                    ))?;
                 }
             }
-        }
-        Command::Share { log, email, role } => {
-            let v = api
-                .post(
-                    &format!("logs/{log}/members"),
-                    &json!({"email": email, "role": role}),
-                )
-                .await?;
-            if json {
-                out(&v.to_string())
-            } else {
-                // The API does not say whether the address has an account (docs/api.md,
-                // "Sharing by email"), so neither can this: it is an invitation.
-                out(&format!(
-                    "invited {} to {log} as {}: they join when they sign in to this stack with that address and run `sheetlog sheets` or open the sheet (an administrator creates accounts)",
-                    v["email"].as_str().unwrap_or(&email),
-                    v["role"].as_str().unwrap_or(&role)
-                ))
+            cursor = v["cursor"].as_str().map(str::to_owned);
+            if !all || cursor.is_none() {
+                return Ok(());
             }
         }
-        Command::Dev(_) | Command::DevToken(_) | Command::Login { .. } | Command::Logout => Err(
-            CliError::Other("dev, dev-token, login and logout run on their own".into()),
-        ),
+    }
+
+    /// `share`: an invitation to the sheet for an email address.
+    async fn share(&self, log: &str, email: &str, role: &str) -> Result<(), CliError> {
+        let v = self
+            .api
+            .post(
+                &format!("logs/{log}/members"),
+                &json!({"email": email, "role": role}),
+            )
+            .await?;
+        if self.json {
+            out(&v.to_string())
+        } else {
+            // The API does not say whether the address has an account (docs/api.md,
+            // "Sharing by email"), so neither can this: it is an invitation.
+            out(&format!(
+                "invited {} to {log} as {}: they join when they sign in to this stack with that address and run `sheetlog sheets` or open the sheet (an administrator creates accounts)",
+                v["email"].as_str().unwrap_or(email),
+                v["role"].as_str().unwrap_or(role)
+            ))
+        }
     }
 }
 
@@ -551,7 +611,7 @@ async fn login(api: &str, email: &str, json: bool) -> Result<(), CliError> {
         }
         Ok(line.to_owned())
     };
-    let path = sheetlog::login::login(api, email, &password, &mut code).await?;
+    let path = sheetlog_client::login::login(api, email, &password, &mut code).await?;
     if json {
         out(&json!({"email": email, "credentials": path}).to_string())
     } else {
@@ -570,7 +630,7 @@ fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
             let url = reqwest::Url::parse(api)
                 .map_err(|e| CliError::Input(format!("--api {api:?} is not a URL: {e}")))?;
             let port = url.port_or_known_default().unwrap_or(80);
-            sheetlog::local_auth::key_path(port)
+            sheetlog_local::local_auth::key_path(port)
         }
     };
     if args.grants.is_empty() {
@@ -581,7 +641,7 @@ fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
     if args.sub.trim().is_empty() {
         return Err(CliError::Input("--sub must not be empty".into()));
     }
-    let key = sheetlog::local_auth::IssuerKey::load(&path)
+    let key = sheetlog_local::local_auth::IssuerKey::load(&path)
         .map_err(|e| CliError::Input(format!("{e:#}")))?;
     let token = key
         .mint(&args.sub, &args.grants.join(" "), args.ttl)

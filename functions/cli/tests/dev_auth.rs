@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sheetlog::local_auth::IssuerKey;
+use sheetlog_local::local_auth::IssuerKey;
 
 mod common;
 use common::DevProcess;
@@ -351,7 +351,7 @@ async fn subscribe_with(
     Ok((ws, answer))
 }
 
-/// The local Event API runs the template's onSubscribe handler (`sheetlog::local_appsync`): a
+/// The local Event API runs the template's onSubscribe handler (`sheetlog_local::local_appsync`): a
 /// token that
 /// grants sheet X joins X's poke channel and is refused Y's.
 #[tokio::test(flavor = "multi_thread")]

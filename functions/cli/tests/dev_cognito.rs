@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use anyhow::Context;
 use reqwest::StatusCode;
 use serde_json::Value;
-use sheetlog::local_cognito::{DEMO_PASSWORD, DEMO_USERS};
+use sheetlog_local::local_cognito::{DEMO_PASSWORD, DEMO_USERS};
 
 mod common;
 use common::DevProcess;

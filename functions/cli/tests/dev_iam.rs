@@ -8,8 +8,8 @@ use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sheetlog::local_iam::DEMO_USERS;
 use sheetlog_core::sigv4::Signer;
+use sheetlog_local::local_iam::DEMO_USERS;
 
 mod common;
 use common::DevProcess;

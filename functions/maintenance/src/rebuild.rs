@@ -240,6 +240,15 @@ pub const PAGE_ENTRIES: usize = 1_000;
 /// ... and about this many bytes of bodies (a page always holds at least one entry).
 const PAGE_BYTES: usize = 32 << 20;
 
+/// One log's walk: which log, the run's options, the bucket as the run writes to it, and
+/// whether a segment of the log is archived.
+struct LogWalk<'a> {
+    log: LogId,
+    opts: RebuildOptions,
+    blobs: &'a CountedBucket,
+    archived: &'a dyn Fn(u64) -> bool,
+}
+
 /// Logs already done in this run (rebuilt, skipped or being rebuilt).
 type Done = HashSet<LogId>;
 
@@ -340,8 +349,13 @@ impl Rebuilder {
                 .iter()
                 .any(|s| s.num == segment && s.archive.is_some())
         };
-        let dry_run = opts.dry_run;
-        let blobs = Counting::over(&self.bucket, dry_run);
+        let blobs = Counting::over(&self.bucket, opts.dry_run);
+        let walk = LogWalk {
+            log,
+            opts,
+            blobs: &blobs,
+            archived: &archived,
+        };
         let mut pages = Pages::new(log, next_seq, opts.page_entries.max(1));
         let mut page = pages.next(&self.log, report).await?.unwrap_or_default();
         if page.first().is_none_or(|e| e.seq != 0) {
@@ -351,26 +365,70 @@ impl Rebuilder {
                 expected: next_seq,
             });
         }
-        let mut first = page.remove(0);
-        if let Some(root) = first.snapshot_root.clone() {
-            match self
-                .fork_first(log, &first, &root, opts, &blobs, report, done, progress)
-                .await?
-            {
-                ForkBase::Whole(new_root) => {
-                    if new_root != root {
-                        self.replace_root(log, &first, &new_root, dry_run, &archived, report)
-                            .await?;
-                        first.snapshot_root = Some(new_root);
-                    }
-                }
-                ForkBase::Missing => {
-                    report.fork_bases_missing += 1;
-                    return Ok(());
-                }
-            }
+        let first = page.remove(0);
+        let Some(first) = self
+            .whole_first(&walk, first, report, done, progress)
+            .await?
+        else {
+            report.fork_bases_missing += 1;
+            return Ok(());
+        };
+        self.rebuild_snapshots(&walk, &mut pages, page, first, report)
+            .await?;
+        if pages.short() {
+            return Err(RebuildError::ShortRead {
+                log,
+                got: pages.read,
+                expected: next_seq,
+            });
         }
-        let uuid = *log.as_uuid();
+        let (written, present) = blobs.layer().counts();
+        report.objects_written += written;
+        report.objects_present += present;
+        Ok(())
+    }
+
+    /// The log's entry 0, its snapshot (a fork's first) made whole with its root as rebuilt;
+    /// `None` when it is a fork whose base is gone and cannot be built again.
+    async fn whole_first(
+        &self,
+        walk: &LogWalk<'_>,
+        mut first: Entry,
+        report: &mut RebuildReport,
+        done: &mut Done,
+        progress: &mut (dyn FnMut(LogId, &RebuildReport) + Send),
+    ) -> Result<Option<Entry>, RebuildError> {
+        let Some(root) = first.snapshot_root.clone() else {
+            return Ok(Some(first));
+        };
+        let (log, opts) = (walk.log, walk.opts);
+        match self
+            .fork_first(log, &first, &root, opts, walk.blobs, report, done, progress)
+            .await?
+        {
+            ForkBase::Whole(new_root) => {
+                if new_root != root {
+                    self.replace_root(log, &first, &new_root, opts.dry_run, walk.archived, report)
+                        .await?;
+                    first.snapshot_root = Some(new_root);
+                }
+                Ok(Some(first))
+            }
+            ForkBase::Missing => Ok(None),
+        }
+    }
+
+    /// Walks the log from `first` (the page after it in hand, the rest from `pages`), each
+    /// completed snapshot left alone when intact and built again otherwise, up to the first
+    /// Snapshot entry without a root.
+    async fn rebuild_snapshots(
+        &self,
+        walk: &LogWalk<'_>,
+        pages: &mut Pages,
+        mut page: Vec<Entry>,
+        first: Entry,
+        report: &mut RebuildReport,
+    ) -> Result<(), RebuildError> {
         // The entries from the last completed snapshot (first) up to the next one: what a build
         // needs, so memory holds one snapshot interval, not the log.
         let mut window = vec![first];
@@ -385,31 +443,14 @@ impl Rebuilder {
                     pages.stop();
                     break;
                 };
-                if !opts.verify && self.intact(&blobs, log, &root).await? {
+                if !walk.opts.verify && self.intact(walk.blobs, walk.log, &root).await? {
                     report.snapshots_intact += 1;
                     window = vec![entry];
                     continue;
                 }
-                let manifest = base_manifest(&blobs, log, &window[0]).await?;
-                let input = log_entries(&window)?;
-                let built = SnapshotBuilder::new(
-                    &blobs,
-                    &self.bucket,
-                    opts.build,
-                    uuid,
-                    entry.seq,
-                    manifest,
-                    input,
-                )?
-                .run(|_| {})
-                .await?;
-                report.snapshots_rebuilt += 1;
-                let mut entry = entry;
-                if built.manifest_key != root {
-                    self.replace_root(log, &entry, &built.manifest_key, dry_run, &archived, report)
-                        .await?;
-                    entry.snapshot_root = Some(built.manifest_key);
-                }
+                let entry = self
+                    .rebuild_snapshot(walk, &window, entry, &root, report)
+                    .await?;
                 window = vec![entry];
             }
             match pages.next(&self.log, report).await? {
@@ -417,17 +458,46 @@ impl Rebuilder {
                 None => break,
             }
         }
-        if pages.short() {
-            return Err(RebuildError::ShortRead {
-                log,
-                got: pages.read,
-                expected: next_seq,
-            });
-        }
-        let (written, present) = blobs.layer().counts();
-        report.objects_written += written;
-        report.objects_present += present;
         Ok(())
+    }
+
+    /// Builds the snapshot of the Snapshot `entry` (whose root is `root`) again from `window`,
+    /// the entries since the previous one; answers the entry with the root as rebuilt.
+    async fn rebuild_snapshot(
+        &self,
+        walk: &LogWalk<'_>,
+        window: &[Entry],
+        mut entry: Entry,
+        root: &str,
+        report: &mut RebuildReport,
+    ) -> Result<Entry, RebuildError> {
+        let manifest = base_manifest(walk.blobs, walk.log, &window[0]).await?;
+        let input = log_entries(window)?;
+        let built = SnapshotBuilder::new(
+            walk.blobs,
+            &self.bucket,
+            walk.opts.build,
+            *walk.log.as_uuid(),
+            entry.seq,
+            manifest,
+            input,
+        )?
+        .run(|_| {})
+        .await?;
+        report.snapshots_rebuilt += 1;
+        if built.manifest_key != root {
+            self.replace_root(
+                walk.log,
+                &entry,
+                &built.manifest_key,
+                walk.opts.dry_run,
+                walk.archived,
+                report,
+            )
+            .await?;
+            entry.snapshot_root = Some(built.manifest_key);
+        }
+        Ok(entry)
     }
 
     /// Records a rebuilt root that differs from the one on the Snapshot entry (which only a

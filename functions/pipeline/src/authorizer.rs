@@ -68,7 +68,7 @@ pub fn iam_request_context(
 /// The parts of a SigV4 `Authorization` header
 /// (`AWS4-HMAC-SHA256 Credential=<key>/<date>/<region>/<service>/aws4_request,
 /// SignedHeaders=a;b, Signature=<hex>`): what the local IAM authorizer checks
-/// (`sheetlog::local_iam`) and the local Event API records a publish by.
+/// (`sheetlog_local::local_iam`) and the local Event API records a publish by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SigV4Header<'a> {
     pub key: &'a str,

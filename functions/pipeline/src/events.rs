@@ -157,49 +157,119 @@ pub fn normalize_channel(raw: &str) -> Option<String> {
     ((1..=5).contains(&segments.len()) && segments.iter().all(ok)).then(|| format!("/{path}"))
 }
 
+/// `POST /event`: a SigV4-signed publish of 1 to [`MAX_EVENTS`] JSON strings to a channel,
+/// broadcast to its subscribers (through the onPublish handler, if there is one).
 async fn publish(
     State(ev): State<LocalEvents>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| v.starts_with("AWS4-HMAC-SHA256 "));
-    let Some(authorization) = authorization else {
-        return errors(
-            StatusCode::UNAUTHORIZED,
-            "UnauthorizedException",
-            "publishing needs a SigV4-signed request",
-        );
-    };
-    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
-        return errors(
+    match ev.publish(&headers, &body).await {
+        Ok(answer) => axum::Json(answer).into_response(),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// Why a publish has no event through: the answer AppSync gives then.
+#[derive(Debug)]
+enum Refused {
+    /// The request is not one AppSync takes: its status, error type and message.
+    Invalid(StatusCode, &'static str, String),
+    /// The onPublish handler failed: every event fails, each with this entry.
+    HandlerFailed(Vec<Value>),
+}
+
+impl Refused {
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::Invalid(
             StatusCode::BAD_REQUEST,
             "BadRequestException",
-            "the body is not JSON",
-        );
+            message.into(),
+        )
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Invalid(status, kind, message) => errors(status, kind, message),
+            Self::HandlerFailed(failed) => {
+                axum::Json(json!({"successful": [], "failed": failed})).into_response()
+            }
+        }
+    }
+}
+
+impl LocalEvents {
+    /// A publish's answer (`successful`, `failed`), its events sent to the channel's
+    /// subscribers.
+    async fn publish(&self, headers: &HeaderMap, body: &[u8]) -> Result<Value, Refused> {
+        let authorization = publish_authorization(headers)?;
+        let (req, channel) = publish_request(body)?;
+        crate::roles::record_event_publish(authorization, &channel);
+        let out = publish_events(&req)?;
+        let ids: Vec<String> = out
+            .iter()
+            .map(|_| uuid::Uuid::new_v4().to_string())
+            .collect();
+        let broadcast = match &self.on_publish {
+            None => out,
+            Some(handler) => run_publish_handler(handler.as_ref(), &channel, &ids, &out).await?,
+        };
+        for event in broadcast {
+            // No subscriber is not an error: the event just reaches nobody.
+            let _ = self.hub.send((channel.clone(), event));
+        }
+        let successful: Vec<Value> = ids
+            .iter()
+            .enumerate()
+            .map(|(index, id)| json!({"identifier": id, "index": index}))
+            .collect();
+        Ok(json!({"successful": successful, "failed": []}))
+    }
+}
+
+/// The publish's SigV4 `Authorization` header; unsigned publishes are refused.
+fn publish_authorization(headers: &HeaderMap) -> Result<&str, Refused> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.starts_with("AWS4-HMAC-SHA256 "))
+        .ok_or_else(|| {
+            Refused::Invalid(
+                StatusCode::UNAUTHORIZED,
+                "UnauthorizedException",
+                "publishing needs a SigV4-signed request".into(),
+            )
+        })
+}
+
+/// The publish's body as JSON, and the channel it names (normalized).
+fn publish_request(body: &[u8]) -> Result<(Value, String), Refused> {
+    let Ok(req) = serde_json::from_slice::<Value>(body) else {
+        return Err(Refused::bad_request("the body is not JSON"));
     };
     let Some(channel) = req
         .get("channel")
         .and_then(Value::as_str)
         .and_then(normalize_channel)
     else {
-        return errors(
-            StatusCode::BAD_REQUEST,
-            "BadRequestException",
+        return Err(Refused::bad_request(
             "`channel` must be a channel path such as /namespace/channel",
-        );
+        ));
     };
-    crate::roles::record_event_publish(authorization, &channel);
+    Ok((req, channel))
+}
+
+/// The publish's events: 1 to [`MAX_EVENTS`] strings, each a JSON document of at most
+/// [`MAX_EVENT_BYTES`].
+fn publish_events(req: &Value) -> Result<Vec<String>, Refused> {
     let events = match req.get("events").and_then(Value::as_array) {
         Some(e) if (1..=MAX_EVENTS).contains(&e.len()) => e,
         _ => {
-            return errors(
-                StatusCode::BAD_REQUEST,
-                "BadRequestException",
-                format!("`events` must be a list of 1 to {MAX_EVENTS} strings"),
-            );
+            return Err(Refused::bad_request(format!(
+                "`events` must be a list of 1 to {MAX_EVENTS} strings"
+            )));
         }
     };
     let mut out = Vec::with_capacity(events.len());
@@ -210,59 +280,48 @@ async fn publish(
         match valid {
             Some(s) => out.push(s.to_owned()),
             None => {
-                return errors(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequestException",
+                return Err(Refused::bad_request(
                     "each event must be a string holding a JSON document",
-                );
+                ));
             }
         }
     }
-    let ids: Vec<String> = out
+    Ok(out)
+}
+
+/// The events the onPublish `handler` lets through to the subscribers.
+async fn run_publish_handler(
+    handler: &dyn PublishHandler,
+    channel: &str,
+    ids: &[String],
+    out: &[String],
+) -> Result<Vec<String>, Refused> {
+    let incoming = ids
         .iter()
-        .map(|_| uuid::Uuid::new_v4().to_string())
+        .zip(out)
+        .map(|(id, e)| {
+            let payload = serde_json::from_str::<Value>(e).unwrap_or(Value::Null);
+            json!({"id": id, "payload": payload})
+        })
         .collect();
-    let broadcast = match &ev.on_publish {
-        None => out,
-        Some(handler) => {
-            let incoming = ids
+    match handler.on_publish(channel, incoming).await {
+        // What the handler answers goes out; an entry without a payload is dropped.
+        Ok(kept) => Ok(kept
+            .iter()
+            .filter_map(|e| e.get("payload").map(Value::to_string))
+            .collect()),
+        Err(message) => {
+            tracing::warn!(%channel, %message, "the onPublish handler failed");
+            let failed: Vec<Value> = ids
                 .iter()
-                .zip(&out)
-                .map(|(id, e)| {
-                    let payload = serde_json::from_str::<Value>(e).unwrap_or(Value::Null);
-                    json!({"id": id, "payload": payload})
+                .enumerate()
+                .map(|(index, id)| {
+                    json!({"identifier": id, "index": index, "code": 500, "message": message})
                 })
                 .collect();
-            match handler.on_publish(&channel, incoming).await {
-                // What the handler answers goes out; an entry without a payload is dropped.
-                Ok(kept) => kept
-                    .iter()
-                    .filter_map(|e| e.get("payload").map(Value::to_string))
-                    .collect(),
-                Err(message) => {
-                    tracing::warn!(%channel, %message, "the onPublish handler failed");
-                    let failed: Vec<Value> = ids
-                        .iter()
-                        .enumerate()
-                        .map(|(index, id)| {
-                            json!({"identifier": id, "index": index, "code": 500, "message": message})
-                        })
-                        .collect();
-                    return axum::Json(json!({"successful": [], "failed": failed})).into_response();
-                }
-            }
+            Err(Refused::HandlerFailed(failed))
         }
-    };
-    for event in broadcast {
-        // No subscriber is not an error: the event just reaches nobody.
-        let _ = ev.hub.send((channel.clone(), event));
     }
-    let successful: Vec<Value> = ids
-        .iter()
-        .enumerate()
-        .map(|(index, id)| json!({"identifier": id, "index": index}))
-        .collect();
-    axum::Json(json!({"successful": successful, "failed": []})).into_response()
 }
 
 /// The authorization headers a `header-<base64url JSON>` subprotocol carries.

@@ -206,12 +206,43 @@ pub async fn create_bucket(
         .send()
         .await
         .map_err(|e| StoreError::service("S3", "PutBucketVersioning", e))?;
+    put_lifecycle(client, bucket, auto_delete_days).await?;
+    put_cors(client, bucket).await
+}
+
+/// The bucket's lifecycle: objects tagged for auto-delete expire after `auto_delete_days`,
+/// incomplete multipart uploads are aborted after a day, noncurrent versions expire.
+async fn put_lifecycle(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    auto_delete_days: i32,
+) -> Result<(), StoreError> {
+    let err = |e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e);
+    let rules = lifecycle_rules(auto_delete_days)?;
+    client
+        .put_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .set_rules(Some(rules))
+                .build()
+                .map_err(err)?,
+        )
+        .send()
+        .await
+        .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?;
+    Ok(())
+}
+
+/// The rules of [`put_lifecycle`].
+fn lifecycle_rules(auto_delete_days: i32) -> Result<Vec<LifecycleRule>, StoreError> {
+    let err = |e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e);
     let tag = Tag::builder()
         .key(AUTO_DELETE_TAG_KEY)
         .value(AUTO_DELETE_TAG_VALUE)
         .build()
-        .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?;
-    let rules = vec![
+        .map_err(err)?;
+    Ok(vec![
         LifecycleRule::builder()
             .id("expire-auto-delete-tagged")
             .status(ExpirationStatus::Enabled)
@@ -222,7 +253,7 @@ pub async fn create_bucket(
                     .build(),
             )
             .build()
-            .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?,
+            .map_err(err)?,
         LifecycleRule::builder()
             .id("abort-incomplete-multipart-uploads")
             .status(ExpirationStatus::Enabled)
@@ -233,7 +264,7 @@ pub async fn create_bucket(
                     .build(),
             )
             .build()
-            .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?,
+            .map_err(err)?,
         LifecycleRule::builder()
             .id("expire-noncurrent-versions")
             .status(ExpirationStatus::Enabled)
@@ -249,20 +280,12 @@ pub async fn create_bucket(
                     .build(),
             )
             .build()
-            .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?,
-    ];
-    client
-        .put_bucket_lifecycle_configuration()
-        .bucket(bucket)
-        .lifecycle_configuration(
-            BucketLifecycleConfiguration::builder()
-                .set_rules(Some(rules))
-                .build()
-                .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?,
-        )
-        .send()
-        .await
-        .map_err(|e| StoreError::service("S3", "PutBucketLifecycleConfiguration", e))?;
+            .map_err(err)?,
+    ])
+}
+
+/// The bucket's CORS rule for browser uploads and downloads.
+async fn put_cors(client: &aws_sdk_s3::Client, bucket: &str) -> Result<(), StoreError> {
     let cors = CorsRule::builder()
         .set_allowed_methods(Some(CORS_ALLOWED_METHODS.map(String::from).to_vec()))
         .set_allowed_origins(Some(CORS_ALLOWED_ORIGINS.map(String::from).to_vec()))

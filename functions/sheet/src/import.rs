@@ -462,60 +462,81 @@ fn read_xlsx(
     mode: Mode,
     f: &mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
 ) -> Result<ImportSummary, ImportError> {
-    let unreadable = |e: calamine::XlsxError| ImportError::Unreadable {
-        format: "XLSX",
-        message: e.to_string(),
-    };
     let mut summary = ImportSummary::default();
     let mut reader = reader;
     if mode == Mode::Strict {
         check_zip(&mut reader)?;
     }
-    let mut book: Xlsx<_> = match Xlsx::new(reader) {
-        Ok(b) => b,
-        Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
-        Err(_) => {
-            summary.truncated = true;
-            return Ok(summary);
-        }
+    let Some(mut book): Option<Xlsx<_>> = or_truncated(Xlsx::new(reader), mode)? else {
+        summary.truncated = true;
+        return Ok(summary);
     };
     let Some(name) = book.sheet_names().first().cloned() else {
         return Ok(summary);
     };
-    let mut cells = match book.worksheet_cells_reader(&name) {
-        Ok(c) => c,
-        Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
-        Err(_) => {
-            summary.truncated = true;
-            return Ok(summary);
-        }
+    let Some(mut cells) = or_truncated(book.worksheet_cells_reader(&name), mode)? else {
+        summary.truncated = true;
+        return Ok(summary);
     };
-    let mut current: Option<Row> = None;
-    // Emits the row being assembled; returns true when the consumer asked to stop.
-    let mut emit = |row: Option<Row>, summary: &mut ImportSummary| -> Result<bool, ImportError> {
-        let Some(row) = row else { return Ok(false) };
-        if row.cells.is_empty() || row.index < from.row {
-            return Ok(false);
-        }
-        summary.rows += 1;
-        summary.cells += row.cells.len() as u64;
-        let pos = ImportPos {
-            row: row.index + 1,
-            ..ImportPos::default()
-        };
-        Ok(f(row, pos).map_err(ImportError::Consumer)?.is_break())
+    let mut rows = XlsxRows {
+        from,
+        mode,
+        f,
+        current: None,
+        summary,
     };
     loop {
-        let cell = match cells.next_cell() {
-            Ok(Some(c)) => c,
-            Ok(None) => break,
-            Err(e) if mode == Mode::Strict => return Err(unreadable(e)),
-            Err(_) => {
-                summary.truncated = true;
+        let cell = match or_truncated(cells.next_cell(), mode)? {
+            Some(Some(c)) => c,
+            Some(None) => break,
+            None => {
+                rows.summary.truncated = true;
                 break;
             }
         };
+        if rows.add(&cell)?.is_break() {
+            return Ok(rows.summary);
+        }
+    }
+    // The last row: the read ends whether or not the consumer asked it to.
+    let _ = rows.emit()?;
+    Ok(rows.summary)
+}
+
+/// A step of reading an XLSX file that failed: an error in strict mode; in lenient mode `None`,
+/// where reading stops and the import is truncated.
+fn or_truncated<T>(
+    step: Result<T, calamine::XlsxError>,
+    mode: Mode,
+) -> Result<Option<T>, ImportError> {
+    match step {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if mode == Mode::Strict => Err(ImportError::Unreadable {
+            format: "XLSX",
+            message: e.to_string(),
+        }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The rows of a worksheet assembled from its cells, which come row by row, each row handed to
+/// the consumer `f` once complete.
+struct XlsxRows<'a> {
+    from: ImportPos,
+    mode: Mode,
+    f: &'a mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
+    /// The row being assembled.
+    current: Option<Row>,
+    summary: ImportSummary,
+}
+
+impl XlsxRows<'_> {
+    /// Adds a cell to its row (emitting the previous row when it starts a new one); a cell
+    /// outside the sheet or out of order is an error (strict) or dropped. `Break` when the
+    /// consumer asked to stop.
+    fn add(&mut self, cell: &calamine::Cell<DataRef<'_>>) -> Result<ControlFlow<()>, ImportError> {
         let (r, c) = cell.get_position();
+        let mode = self.mode;
         if r >= MAX_ROWS || c >= MAX_COLS {
             if mode == Mode::Strict {
                 return Err(if r >= MAX_ROWS {
@@ -526,50 +547,68 @@ fn read_xlsx(
                     }
                 });
             }
-            continue;
+            return Ok(ControlFlow::Continue(()));
         }
         let Some((value, format)) = xlsx_value(cell.get_value(), r, c, mode)? else {
-            continue;
+            return Ok(ControlFlow::Continue(()));
         };
-        let same_row = current.as_ref().is_some_and(|row| row.index == r);
+        let same_row = self.current.as_ref().is_some_and(|row| row.index == r);
         if !same_row {
-            if current.as_ref().is_some_and(|row| row.index > r) {
+            if self.current.as_ref().is_some_and(|row| row.index > r) {
                 // Worksheet XML is row-major in every file Excel writes; a file that is not cannot
                 // be streamed in order, so its out-of-order cells are an error (strict) or dropped.
-                if mode == Mode::Strict {
-                    return Err(ImportError::Unreadable {
-                        format: "XLSX",
-                        message: format!("cell {} is out of row order", CellRef { row: r, col: c }),
-                    });
-                }
-                continue;
+                return out_of_order("row", r, c, mode);
             }
-            if emit(current.take(), &mut summary)? {
-                return Ok(summary);
+            if self.emit()?.is_break() {
+                return Ok(ControlFlow::Break(()));
             }
-            current = Some(Row {
+            self.current = Some(Row {
                 index: r,
                 cells: Vec::new(),
             });
         }
-        if let Some(row) = current.as_mut() {
+        if let Some(row) = self.current.as_mut() {
             if row.cells.last().is_some_and(|(last, _)| *last >= c) {
-                if mode == Mode::Strict {
-                    return Err(ImportError::Unreadable {
-                        format: "XLSX",
-                        message: format!(
-                            "cell {} is out of column order",
-                            CellRef { row: r, col: c }
-                        ),
-                    });
-                }
-                continue;
+                return out_of_order("column", r, c, mode);
             }
             row.cells.push((c, Cell::new(value, format)));
         }
+        Ok(ControlFlow::Continue(()))
     }
-    emit(current.take(), &mut summary)?;
-    Ok(summary)
+
+    /// Emits the row being assembled, if it has cells and is not before `from`; `Break` when
+    /// the consumer asked to stop.
+    fn emit(&mut self) -> Result<ControlFlow<()>, ImportError> {
+        let Some(row) = self.current.take() else {
+            return Ok(ControlFlow::Continue(()));
+        };
+        if row.cells.is_empty() || row.index < self.from.row {
+            return Ok(ControlFlow::Continue(()));
+        }
+        self.summary.rows += 1;
+        self.summary.cells += row.cells.len() as u64;
+        let pos = ImportPos {
+            row: row.index + 1,
+            ..ImportPos::default()
+        };
+        (self.f)(row, pos).map_err(ImportError::Consumer)
+    }
+}
+
+/// A cell out of `order` ("row" or "column"): an error (strict), else dropped.
+fn out_of_order(
+    order: &str,
+    row: u32,
+    col: u32,
+    mode: Mode,
+) -> Result<ControlFlow<()>, ImportError> {
+    if mode == Mode::Strict {
+        return Err(ImportError::Unreadable {
+            format: "XLSX",
+            message: format!("cell {} is out of {order} order", CellRef { row, col }),
+        });
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// Inflates every part of an XLSX file once, counting, before calamine reads it: no part that is

@@ -43,10 +43,12 @@ use sheetlog_core::error::{LogError, StoreError};
 use sheetlog_core::log::EventLog;
 use sheetlog_core::ports::{Consistency, LogPurge, LogStore, PayloadStore, PendingSnapshots};
 use sheetlog_core::snapshot::{
-    BlobStore, Checkpoint, ImportSource, Progress, SnapshotBuilder, SnapshotError,
+    BlobStore, BuildResult, Checkpoint, ImportSource, LogEntry, Manifest, Progress,
+    SnapshotBuilder, SnapshotError,
 };
 use sheetlog_core::snapshot_input::{
-    InputError, InputPages, Located, Target, base_manifest, into_log_entries, locate, target,
+    InputError, InputPages, Located, SnapshotInput, Target, base_manifest, into_log_entries,
+    locate, target,
 };
 use tracing::{debug, info, warn};
 
@@ -59,6 +61,13 @@ pub type AwsLog = EventLog<DynamoLogStore, S3Bucket>;
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Spilled {
     spilled: String,
+}
+
+/// What the last page's build starts from: the manifest the earlier pages were folded into
+/// (or the base snapshot's), and the last page's entries.
+struct BuildInput {
+    base: Option<Manifest>,
+    entries: Vec<LogEntry>,
 }
 
 /// Where a snapshot's spilled checkpoint lives: one object per snapshot, overwritten by each
@@ -393,59 +402,100 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         increment: &mut u64,
     ) -> Result<Outcome, WorkerError> {
         let key = held.key;
-        let input = match locate(self.log.as_ref(), job.log_id, job.segment, job.entry).await? {
-            Located::Ready(input) => input,
-            Located::AlreadyComplete => {
-                // A completion stopped after advancing Last Snapshot: only the cleanup is left.
-                if let Guarded::Lost = self.pending.delete(key, held.increment).await? {
-                    return Ok(Outcome::Duplicate);
-                }
-                self.step(Step::PendingDeleted).await?;
-                return Ok(Outcome::AlreadyComplete);
-            }
-            Located::NotASnapshot => {
-                if let Guarded::Lost = self.pending.delete(key, held.increment).await? {
-                    return Ok(Outcome::Duplicate);
-                }
-                return Ok(Outcome::Rejected {
-                    reason: "no Snapshot entry at that position".into(),
-                });
-            }
-            Located::EarlierUnprocessed { segment, entry, .. } => {
-                // Started before the previous snapshot was: clear the active flag and wait
-                // (`docs/design.md`, Pending Snapshots protocol, step 4).
-                return Ok(
-                    match self
-                        .pending
-                        .release(key, held.increment, now_secs())
-                        .await?
-                    {
-                        Guarded::Lost => Outcome::Duplicate,
-                        Guarded::Done(_) => Outcome::Deferred {
-                            delay: self.backoff(job.deferrals),
-                            reason: DeferReason::EarlierUnprocessed { segment, entry },
-                        },
-                    },
-                );
-            }
+        // 4. Read the log from the previous completed snapshot.
+        let input = match self.locate_input(job, &held).await? {
+            ControlFlow::Continue(input) => input,
+            ControlFlow::Break(outcome) => return Ok(outcome),
         };
         if let Some(root) = &input.target.snapshot_root {
             // The manifest is complete and recorded; a crash cut the completion short.
             let root = root.clone();
             return self.complete(job, key, &root, increment).await;
         }
-
-        let mut base = base_manifest(self.blobs.as_ref(), job.log_id, &input.base).await?;
-        let log_uuid = *job.log_id.as_uuid();
+        // 5. Build with the incremental builder, resuming from the checkpoint if there is one.
+        let Some(last) = self.fold_pages(job, &input, key, increment).await? else {
+            return Ok(Outcome::Duplicate);
+        };
         let seq = input.target.seq;
-        // The entries are folded in a page at a time, so the build holds one page of them
-        // (`docs/operations.md`, "Memory per request"): every page but the last is built into an
-        // intermediate snapshot at the sequence after it (its manifest and chunks are written
-        // like any other; nothing refers to them but the next page's build), which is the base
-        // for the next page. A build of small entries is one page, as before. Checkpoints are
-        // kept only for the last page's build: a resumed job folds the earlier pages again,
-        // which gives the same chunks (already stored, so not written again) and the same base.
-        let mut pages = InputPages::new(&input);
+        let mut builder = self.start_build(job, &held, seq, last).await?;
+        let result = match self
+            .build(job, &mut builder, key, handoff_at, increment)
+            .await?
+        {
+            ControlFlow::Continue(result) => result,
+            ControlFlow::Break(outcome) => return Ok(outcome),
+        };
+        debug!(log = %job.log_id, seq, chunks_written = result.stats.chunks_written,
+            chunks_reused = result.stats.chunks_reused, "snapshot built");
+        // 6. Complete.
+        self.complete(job, key, &result.manifest_key, increment)
+            .await
+    }
+
+    /// Step 4: the snapshot's input (its target and base entries), or what becomes of the job
+    /// when there is none to build from: a completion to finish, a bogus job, or an earlier
+    /// snapshot to wait for.
+    async fn locate_input(
+        &self,
+        job: &SnapshotJob,
+        held: &PendingSnapshot,
+    ) -> Result<ControlFlow<Outcome, Box<SnapshotInput>>, WorkerError> {
+        let key = held.key;
+        let outcome = match locate(self.log.as_ref(), job.log_id, job.segment, job.entry).await? {
+            Located::Ready(input) => return Ok(ControlFlow::Continue(input)),
+            Located::AlreadyComplete => {
+                // A completion stopped after advancing Last Snapshot: only the cleanup is left.
+                if let Guarded::Lost = self.pending.delete(key, held.increment).await? {
+                    return Ok(ControlFlow::Break(Outcome::Duplicate));
+                }
+                self.step(Step::PendingDeleted).await?;
+                Outcome::AlreadyComplete
+            }
+            Located::NotASnapshot => {
+                if let Guarded::Lost = self.pending.delete(key, held.increment).await? {
+                    return Ok(ControlFlow::Break(Outcome::Duplicate));
+                }
+                Outcome::Rejected {
+                    reason: "no Snapshot entry at that position".into(),
+                }
+            }
+            Located::EarlierUnprocessed { segment, entry, .. } => {
+                // Started before the previous snapshot was: clear the active flag and wait
+                // (`docs/design.md`, Pending Snapshots protocol, step 4).
+                match self
+                    .pending
+                    .release(key, held.increment, now_secs())
+                    .await?
+                {
+                    Guarded::Lost => Outcome::Duplicate,
+                    Guarded::Done(_) => Outcome::Deferred {
+                        delay: self.backoff(job.deferrals),
+                        reason: DeferReason::EarlierUnprocessed { segment, entry },
+                    },
+                }
+            }
+        };
+        Ok(ControlFlow::Break(outcome))
+    }
+
+    /// Step 5, the pages before the last: the input's entries are folded in a page at a time,
+    /// so the build holds one page of them (`docs/operations.md`, "Memory per request"): every
+    /// page but the last is built into an intermediate snapshot at the sequence after it (its
+    /// manifest and chunks are written like any other; nothing refers to them but the next
+    /// page's build), which is the base for the next page. A build of small entries is one page,
+    /// as before. Checkpoints are kept only for the last page's build: a resumed job folds the
+    /// earlier pages again, which gives the same chunks (already stored, so not written again)
+    /// and the same base. Answers the last page's build input; `None` when a heartbeat found
+    /// the item taken over.
+    async fn fold_pages(
+        &self,
+        job: &SnapshotJob,
+        input: &SnapshotInput,
+        key: PendingKey,
+        increment: &mut u64,
+    ) -> Result<Option<BuildInput>, WorkerError> {
+        let mut base = base_manifest(self.blobs.as_ref(), job.log_id, &input.base).await?;
+        let mut pages = InputPages::new(input);
         let mut entries = Vec::new();
         while let Some(page) = pages.next_page(self.log.as_ref(), job.log_id).await? {
             entries = into_log_entries(page)?;
@@ -457,14 +507,14 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
                 self.blobs.as_ref(),
                 self.imports.as_ref(),
                 self.cfg.build,
-                log_uuid,
+                *job.log_id.as_uuid(),
                 at,
                 base.take(),
                 std::mem::take(&mut entries),
             )?;
             let folded = loop {
                 match self.step_alive(&mut fold, key, increment).await? {
-                    None => return Ok(Outcome::Duplicate),
+                    None => return Ok(None),
                     Some(Progress::Checkpoint(_)) => {}
                     Some(Progress::Done(r)) => break r,
                 }
@@ -472,38 +522,25 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
             debug!(log = %job.log_id, at, chunks_written = folded.stats.chunks_written, "folded a page of entries");
             base = Some(folded.read_manifest(self.blobs.as_ref()).await?);
         }
-        let checkpoint = self.load_checkpoint(&key, held.state.as_deref()).await?;
-        let mut builder = match &checkpoint {
-            Some(c) => match SnapshotBuilder::resume(
-                self.blobs.as_ref(),
-                self.imports.as_ref(),
-                self.cfg.build,
-                log_uuid,
-                seq,
-                base.clone(),
-                entries.clone(),
-                c,
-            ) {
-                Ok(b) => {
-                    debug!(log = %job.log_id, seq, consumed = c.consumed, "resuming from checkpoint");
-                    b
-                }
-                // A checkpoint from other build settings (say, a changed chunk target):
-                // starting over gives a correct snapshot, only later.
-                Err(e) => {
-                    warn!(log = %job.log_id, error = %e, "checkpoint does not fit; starting over");
-                    SnapshotBuilder::new(
-                        self.blobs.as_ref(),
-                        self.imports.as_ref(),
-                        self.cfg.build,
-                        log_uuid,
-                        seq,
-                        base,
-                        entries,
-                    )?
-                }
-            },
-            None => SnapshotBuilder::new(
+        Ok(Some(BuildInput { base, entries }))
+    }
+
+    /// Step 5, the last page's builder: resumed from the pending item's checkpoint, if it has
+    /// one that fits, else new.
+    async fn start_build(
+        &self,
+        job: &SnapshotJob,
+        held: &PendingSnapshot,
+        seq: u64,
+        last: BuildInput,
+    ) -> Result<SnapshotBuilder<'_>, WorkerError> {
+        let BuildInput { base, entries } = last;
+        let log_uuid = *job.log_id.as_uuid();
+        let checkpoint = self
+            .load_checkpoint(&held.key, held.state.as_deref())
+            .await?;
+        let new = |base, entries| {
+            SnapshotBuilder::new(
                 self.blobs.as_ref(),
                 self.imports.as_ref(),
                 self.cfg.build,
@@ -511,61 +548,112 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
                 seq,
                 base,
                 entries,
-            )?,
+            )
         };
-
-        let mut written = 0u32;
-        let result = loop {
-            let Some(progress) = self.step_alive(&mut builder, key, increment).await? else {
-                return Ok(Outcome::Duplicate);
-            };
-            match progress {
-                Progress::Checkpoint(c) => {
-                    let mut state = serde_json::to_string(&c).map_err(WorkerError::Checkpoint)?;
-                    if state.len() > self.cfg.max_inline_checkpoint_bytes {
-                        let spill = checkpoint_key(&key);
-                        debug!(log = %job.log_id, bytes = state.len(), key = %spill, "checkpoint spills to S3");
-                        self.blobs
-                            .put(&spill, bytes::Bytes::from(state))
-                            .await
-                            .map_err(SnapshotError::from)?;
-                        state = serde_json::to_string(&Spilled { spilled: spill })
-                            .map_err(WorkerError::Checkpoint)?;
-                    }
-                    let write = self
-                        .pending
-                        .checkpoint(key, *increment, &state, now_secs())
-                        .await?;
-                    match write {
-                        // Another invocation took the item over: it carries on, we stop.
-                        Guarded::Lost => return Ok(Outcome::Duplicate),
-                        Guarded::Done(p) => *increment = p.increment,
-                    }
-                    written += 1;
-                    self.step(Step::Checkpoint(written)).await?;
-                    if self.deleted(job.log_id).await? {
-                        // Deleted mid-build: stop here (the delete removes the pending item and
-                        // what was written; releasing it would only recreate it).
-                        return Ok(Outcome::LogDeleted);
-                    }
-                    if Instant::now() >= handoff_at {
-                        return Ok(
-                            match self.pending.release(key, *increment, now_secs()).await? {
-                                Guarded::Lost => Outcome::Duplicate,
-                                Guarded::Done(_) => Outcome::HandedOff {
-                                    checkpoints: written,
-                                },
-                            },
-                        );
-                    }
-                }
-                Progress::Done(r) => break r,
+        let Some(c) = &checkpoint else {
+            return Ok(new(base, entries)?);
+        };
+        match SnapshotBuilder::resume(
+            self.blobs.as_ref(),
+            self.imports.as_ref(),
+            self.cfg.build,
+            log_uuid,
+            seq,
+            base.clone(),
+            entries.clone(),
+            c,
+        ) {
+            Ok(b) => {
+                debug!(log = %job.log_id, seq, consumed = c.consumed, "resuming from checkpoint");
+                Ok(b)
             }
-        };
-        debug!(log = %job.log_id, seq, chunks_written = result.stats.chunks_written,
-            chunks_reused = result.stats.chunks_reused, "snapshot built");
-        self.complete(job, key, &result.manifest_key, increment)
-            .await
+            // A checkpoint from other build settings (say, a changed chunk target):
+            // starting over gives a correct snapshot, only later.
+            Err(e) => {
+                warn!(log = %job.log_id, error = %e, "checkpoint does not fit; starting over");
+                Ok(new(base, entries)?)
+            }
+        }
+    }
+
+    /// Step 5, the build: after each chunk a checkpoint, conditional on the increment (a refused
+    /// write means another invocation took over, and this one bails out); between checkpoints
+    /// a heartbeat keeps `modified` fresh; after a checkpoint, if the invocation's time is
+    /// nearly up, clear active and hand the job off. Answers the built snapshot, or what became
+    /// of the job instead.
+    async fn build(
+        &self,
+        job: &SnapshotJob,
+        builder: &mut SnapshotBuilder<'_>,
+        key: PendingKey,
+        handoff_at: Instant,
+        increment: &mut u64,
+    ) -> Result<ControlFlow<Outcome, BuildResult>, WorkerError> {
+        let mut written = 0u32;
+        loop {
+            let Some(progress) = self.step_alive(builder, key, increment).await? else {
+                return Ok(ControlFlow::Break(Outcome::Duplicate));
+            };
+            let c = match progress {
+                Progress::Checkpoint(c) => c,
+                Progress::Done(r) => return Ok(ControlFlow::Continue(r)),
+            };
+            if let Guarded::Lost = self.write_checkpoint(job, key, &c, increment).await? {
+                // Another invocation took the item over: it carries on, we stop.
+                return Ok(ControlFlow::Break(Outcome::Duplicate));
+            }
+            written += 1;
+            self.step(Step::Checkpoint(written)).await?;
+            if self.deleted(job.log_id).await? {
+                // Deleted mid-build: stop here (the delete removes the pending item and
+                // what was written; releasing it would only recreate it).
+                return Ok(ControlFlow::Break(Outcome::LogDeleted));
+            }
+            if Instant::now() >= handoff_at {
+                return Ok(ControlFlow::Break(
+                    match self.pending.release(key, *increment, now_secs()).await? {
+                        Guarded::Lost => Outcome::Duplicate,
+                        Guarded::Done(_) => Outcome::HandedOff {
+                            checkpoints: written,
+                        },
+                    },
+                ));
+            }
+        }
+    }
+
+    /// Writes checkpoint `c` into the pending item (spilled to S3 when it is too large to hold
+    /// inline), conditional on the increment, which moves on; `Lost` when the item was taken
+    /// over.
+    async fn write_checkpoint(
+        &self,
+        job: &SnapshotJob,
+        key: PendingKey,
+        c: &Checkpoint,
+        increment: &mut u64,
+    ) -> Result<Guarded<()>, WorkerError> {
+        let mut state = serde_json::to_string(c).map_err(WorkerError::Checkpoint)?;
+        if state.len() > self.cfg.max_inline_checkpoint_bytes {
+            let spill = checkpoint_key(&key);
+            debug!(log = %job.log_id, bytes = state.len(), key = %spill, "checkpoint spills to S3");
+            self.blobs
+                .put(&spill, bytes::Bytes::from(state))
+                .await
+                .map_err(SnapshotError::from)?;
+            state = serde_json::to_string(&Spilled { spilled: spill })
+                .map_err(WorkerError::Checkpoint)?;
+        }
+        let write = self
+            .pending
+            .checkpoint(key, *increment, &state, now_secs())
+            .await?;
+        Ok(match write {
+            Guarded::Lost => Guarded::Lost,
+            Guarded::Done(p) => {
+                *increment = p.increment;
+                Guarded::Done(())
+            }
+        })
     }
 
     /// The checkpoint a pending item's state names: inline JSON, or a pointer to a spilled one.

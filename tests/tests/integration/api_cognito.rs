@@ -1,6 +1,7 @@
 //! Cognito authorization on the local stack (issue 31): a user pool on the emulator signs real
 //! access tokens, the local stand-in for API Gateway's JWT authorizer verifies them against the
-//! pool's JWKS (`sheetlog::local_auth`), and the API reads each caller's role from the catalog.
+//! pool's JWKS (`sheetlog_local::local_auth`), and the API reads each caller's role from the
+//! catalog.
 //! Every route of the OpenAPI document is swept: a signed-in non-member gets 403 on every sheet
 //! route (the same answer as for a sheet that does not exist), a viewer 403 on every write; a
 //! removed member loses access within the catalog cache time; a fork and a replay need a role on
@@ -12,8 +13,6 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sheetlog::local_auth::{JwtAuthorizer, authorize};
-use sheetlog::local_cognito::{LocalPool, create_pool};
 use sheetlog_api::config::AuthMode;
 use sheetlog_api::{ApiConfig, AppState};
 use sheetlog_core::aws::DynamoCatalog;
@@ -21,6 +20,8 @@ use sheetlog_core::catalog::{Catalog, Role};
 use sheetlog_core::config::LogConfig;
 use sheetlog_core::faults::{FaultProfile, Faults};
 use sheetlog_core::layer::Layered;
+use sheetlog_local::local_auth::{JwtAuthorizer, authorize};
+use sheetlog_local::local_cognito::{LocalPool, create_pool};
 use sheetlog_pipeline::events::SubscribeAuth;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::{json_str, send_json, serve};
@@ -157,7 +158,7 @@ impl Stack {
 
     /// Signs `email` in with the pool (SRP, as `sheetlog login` does).
     async fn sign_in(&self, email: &str) -> anyhow::Result<User> {
-        let v = sheetlog::login::srp_sign_in(
+        let v = sheetlog_client::login::srp_sign_in(
             &self.pool.endpoint,
             &self.pool.pool_id,
             &self.pool.client_id,
@@ -549,13 +550,13 @@ async fn only_members_subscribe_to_a_sheets_poke_channel() -> anyhow::Result<()>
     let alice = stack.sign_in(USERS[0]).await?;
     let bob = stack.sign_in(USERS[1]).await?;
     let log = alice.create("Pokes").await?;
-    // The template's onSubscribe handler, run as AppSync runs it (`sheetlog::local_appsync`):
+    // The template's onSubscribe handler, run as AppSync runs it (`sheetlog_local::local_appsync`):
     // its GetItem on the catalog table, the item handed to its response function.
-    let description = sheetlog::dev::describe_template(&["authMode=cognito".into()]).await?;
+    let description = sheetlog_local::dev::describe_template(&["authMode=cognito".into()]).await?;
     let namespace =
-        sheetlog::local_appsync::ChannelNamespace::from_description(&description, "sheets")?
+        sheetlog_local::local_appsync::ChannelNamespace::from_description(&description, "sheets")?
             .ok_or_else(|| anyhow::anyhow!("no poke namespace in the template"))?;
-    let access = sheetlog::local_appsync::HandlerAccess::start(
+    let access = sheetlog_local::local_appsync::HandlerAccess::start(
         &sheetlog_tests::emulator::workspace_root(),
         &namespace,
         stack.authorizer.clone(),

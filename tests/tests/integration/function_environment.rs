@@ -83,9 +83,9 @@ fn binaries() -> Vec<Binary> {
 /// both retention modes that deploy the archiver.
 fn configurations() -> Vec<Vec<String>> {
     let mut out = vec![
-        sheetlog::dev::template_context("iam", "", &[]),
-        sheetlog::dev::template_context("jwt", "sub", &[]),
-        sheetlog::dev::template_context("cognito", "", &[]),
+        sheetlog_local::dev::template_context("iam", "", &[]),
+        sheetlog_local::dev::template_context("jwt", "sub", &[]),
+        sheetlog_local::dev::template_context("cognito", "", &[]),
     ];
     out.push(vec!["syncWrites=direct".into()]);
     out.push(vec!["retentionMode=archive".into()]);

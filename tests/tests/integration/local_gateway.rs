@@ -1,4 +1,4 @@
-//! The local API Gateway stand-in (`sheetlog::local_gateway`) with the settings of the
+//! The local API Gateway stand-in (`sheetlog_local::local_gateway`) with the settings of the
 //! synthesized template, in front of the real API router: where AWS is stricter than a bare
 //! local server, the local stack is now as strict, and the clients live with it.
 //!
@@ -19,7 +19,7 @@ use anyhow::Context;
 use axum::routing::get;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sheetlog::local_gateway::{self, GatewaySettings, LAMBDA_REQUEST_LIMIT};
+use sheetlog_local::local_gateway::{self, GatewaySettings, LAMBDA_REQUEST_LIMIT};
 use sheetlog_tests::api::{ApiConfig, TestApi, new_log, template_gateway};
 use tower::ServiceExt;
 
@@ -101,7 +101,7 @@ async fn a_burst_past_the_stages_throttle_gets_429s_and_the_cli_recovers() -> an
         f64::from(throttle.burst_limit) / throttle.rate_limit,
     ))
     .await;
-    let cli = sheetlog::api::Api::new(&api.base, sheetlog::api::Auth::None).await?;
+    let cli = sheetlog_client::api::Api::new(&api.base, sheetlog_client::api::Auth::None).await?;
     let cli = Arc::new(cli);
     let results = futures::future::join_all((0..total).map(|_| {
         let cli = cli.clone();

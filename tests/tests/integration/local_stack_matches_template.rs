@@ -61,16 +61,16 @@ struct Description {
     /// [`local_authorizer_opens_exactly_the_templates_open_routes`].
     open_routes: Vec<String>,
     /// The stage's throttle and the routes. `sheetlog dev` reads them from the description at
-    /// start (`sheetlog::local_gateway`), so they are compared by reading them the same way
+    /// start (`sheetlog_local::local_gateway`), so they are compared by reading them the same way
     /// ([`the_local_gateway_takes_its_settings_from_the_template`]).
     http_api: Option<HttpApi>,
     /// The user pool (authMode=cognito). `sheetlog dev --auth cognito` creates the local pool
     /// from it ([`the_local_user_pool_takes_its_settings_from_the_template`]).
-    user_pool: Option<sheetlog::local_cognito::PoolSettings>,
+    user_pool: Option<sheetlog_local::local_cognito::PoolSettings>,
     /// The Event API's channel namespaces, with their handler code: the local Event API runs the
-    /// poke namespace's handler from here (`sheetlog::local_appsync`; run by
+    /// poke namespace's handler from here (`sheetlog_local::local_appsync`; run by
     /// `api_cognito::only_members_subscribe_to_a_sheets_poke_channel`).
-    channel_namespaces: Vec<sheetlog::local_appsync::ChannelNamespace>,
+    channel_namespaces: Vec<sheetlog_local::local_appsync::ChannelNamespace>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -1014,7 +1014,7 @@ async fn the_local_gateway_takes_its_settings_from_the_template() -> anyhow::Res
     ensure!(gateway.function == function.binary);
     // The local pipeline cuts its functions off at the template's timeouts.
     let timeouts =
-        sheetlog::dev::function_timeouts(sheetlog_tests::api::template_description().await?)?;
+        sheetlog_local::dev::function_timeouts(sheetlog_tests::api::template_description().await?)?;
     let of = |binary: &str| {
         template
             .functions
@@ -1060,7 +1060,7 @@ async fn the_local_user_pool_takes_its_settings_from_the_template() -> anyhow::R
         .context("a cognito template without a user pool")?;
     let emulator = Emulator::start()?;
     let sdk = emulator.sdk_config().await;
-    let pool = sheetlog::local_cognito::create_pool_with(
+    let pool = sheetlog_local::local_cognito::create_pool_with(
         &sdk,
         emulator.endpoint(),
         &unique_prefix("pool-parity"),
@@ -1096,7 +1096,7 @@ async fn the_local_user_pool_takes_its_settings_from_the_template() -> anyhow::R
     {
         enabled.push("SOFTWARE_TOKEN_MFA".to_owned());
     }
-    let local = sheetlog::local_cognito::PoolSettings {
+    let local = sheetlog_local::local_cognito::PoolSettings {
         mfa_configuration: p
             .mfa_configuration()
             .map(|m| m.as_str().to_owned())
@@ -1110,7 +1110,7 @@ async fn the_local_user_pool_takes_its_settings_from_the_template() -> anyhow::R
         allow_admin_create_user_only: p
             .admin_create_user_config()
             .is_some_and(|c| c.allow_admin_create_user_only()),
-        password_policy: sheetlog::local_cognito::PasswordPolicy {
+        password_policy: sheetlog_local::local_cognito::PasswordPolicy {
             minimum_length: policy.minimum_length().unwrap_or(0),
             require_lowercase: policy.require_lowercase(),
             require_uppercase: policy.require_uppercase(),
@@ -1181,7 +1181,7 @@ fn instantiate(route: &str) -> String {
 /// answers 200. A 401 (JWT) or 403 (IAM) means the stand-in wanted a token or a signature.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::Result<()> {
-    use sheetlog::local_auth::{JwtAuthorizer, authorize};
+    use sheetlog_local::local_auth::{JwtAuthorizer, authorize};
 
     let template = template_description(&workspace_root(), &[]).await?;
     // No token is ever sent, so the issuer is never asked for its keys.
@@ -1189,7 +1189,7 @@ async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::R
         "http://127.0.0.1:9/unused",
         vec!["unused".into()],
     ));
-    let iam = std::sync::Arc::new(sheetlog::local_iam::IamAuthorizer::local("us-east-1"));
+    let iam = std::sync::Arc::new(sheetlog_local::local_iam::IamAuthorizer::local("us-east-1"));
     let passed = axum::Router::new().fallback(|| async { "passed the authorizer" });
     only_the_open_routes_pass(
         &template,
@@ -1203,7 +1203,7 @@ async fn local_authorizer_opens_exactly_the_templates_open_routes() -> anyhow::R
         &template,
         passed.layer(axum::middleware::from_fn_with_state(
             iam,
-            sheetlog::local_iam::authorize,
+            sheetlog_local::local_iam::authorize,
         )),
         reqwest::StatusCode::FORBIDDEN,
     )

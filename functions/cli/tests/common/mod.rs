@@ -49,7 +49,7 @@ impl DevProcess {
             .filter(|w| w[0] == "-c")
             .map(|w| w[1].to_owned())
             .collect();
-        let context = sheetlog::dev::template_context(
+        let context = sheetlog_local::dev::template_context(
             &value("--auth").unwrap_or_else(|| "none".into()),
             &value("--access-claim")
                 .unwrap_or_else(|| sheetlog_api::access::DEFAULT_ACCESS_CLAIM.into()),
@@ -120,7 +120,7 @@ async fn description_file(context: Vec<String>) -> anyhow::Result<std::path::Pat
         return Ok(path.to_path_buf());
     }
     use std::io::Write;
-    let json = sheetlog::dev::describe_template(&context).await?;
+    let json = sheetlog_local::dev::describe_template(&context).await?;
     let mut file = tempfile::NamedTempFile::new()?;
     file.write_all(&json)?;
     let path = file.into_temp_path();

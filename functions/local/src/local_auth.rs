@@ -117,7 +117,7 @@ impl IssuerKey {
     /// Saves the key readable by its owner only.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(self)?;
-        crate::private_file::write_private(path, text.as_bytes())
+        sheetlog_client::private_file::write_private(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))
     }
 

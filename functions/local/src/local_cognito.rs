@@ -167,8 +167,33 @@ pub async fn create_pool_with(
         .endpoint_url(endpoint.trim_end_matches('/'))
         .build();
     let idp = aws_sdk_cognitoidentityprovider::Client::from_conf(conf);
-    let on_emulator = |op: &str| format!("Cognito {op} on the emulator");
-    let policy = &settings.password_policy;
+    let pool_id = create_user_pool(&idp, name, settings).await?;
+    let client_id = create_app_client(&idp, &pool_id, name).await?;
+    for user in users {
+        create_user(&idp, &pool_id, user, password).await?;
+    }
+    Ok(LocalPool {
+        issuer: format!("https://cognito-idp.{region}.amazonaws.com/{pool_id}"),
+        jwks_url: format!("{endpoint}{pool_id}/.well-known/jwks.json"),
+        pool_id,
+        client_id,
+        region,
+        endpoint,
+    })
+}
+
+/// The context of a failed call: which Cognito operation, on the emulator.
+fn on_emulator(op: &str) -> String {
+    format!("Cognito {op} on the emulator")
+}
+
+/// Creates the pool itself as `settings` describe it (with TOTP MFA when they ask for it);
+/// returns its id.
+async fn create_user_pool(
+    idp: &aws_sdk_cognitoidentityprovider::Client,
+    name: &str,
+    settings: &PoolSettings,
+) -> anyhow::Result<String> {
     let mfa = UserPoolMfaType::from(settings.mfa_configuration.as_str());
     let pool = idp
         .create_user_pool()
@@ -179,19 +204,7 @@ pub async fn create_pool_with(
                 .allow_admin_create_user_only(settings.allow_admin_create_user_only)
                 .build(),
         )
-        .policies(
-            UserPoolPolicyType::builder()
-                .password_policy(
-                    PasswordPolicyType::builder()
-                        .minimum_length(policy.minimum_length)
-                        .require_lowercase(policy.require_lowercase)
-                        .require_uppercase(policy.require_uppercase)
-                        .require_numbers(policy.require_numbers)
-                        .require_symbols(policy.require_symbols)
-                        .build(),
-                )
-                .build(),
-        )
+        .policies(pool_policies(&settings.password_policy))
         .username_configuration(
             UsernameConfigurationType::builder()
                 .case_sensitive(settings.case_sensitive)
@@ -218,9 +231,33 @@ pub async fn create_pool_with(
             .await
             .with_context(|| on_emulator("SetUserPoolMfaConfig"))?;
     }
+    Ok(pool_id)
+}
+
+/// The pool's password policy.
+fn pool_policies(policy: &PasswordPolicy) -> UserPoolPolicyType {
+    UserPoolPolicyType::builder()
+        .password_policy(
+            PasswordPolicyType::builder()
+                .minimum_length(policy.minimum_length)
+                .require_lowercase(policy.require_lowercase)
+                .require_uppercase(policy.require_uppercase)
+                .require_numbers(policy.require_numbers)
+                .require_symbols(policy.require_symbols)
+                .build(),
+        )
+        .build()
+}
+
+/// The pool's app client `<name>-web`: no secret, SRP and refresh-token sign-in; returns its id.
+async fn create_app_client(
+    idp: &aws_sdk_cognitoidentityprovider::Client,
+    pool_id: &str,
+    name: &str,
+) -> anyhow::Result<String> {
     let client = idp
         .create_user_pool_client()
-        .user_pool_id(&pool_id)
+        .user_pool_id(pool_id)
         .client_name(format!("{name}-web"))
         .generate_secret(false)
         .explicit_auth_flows(ExplicitAuthFlowsType::AllowUserSrpAuth)
@@ -228,11 +265,20 @@ pub async fn create_pool_with(
         .send()
         .await
         .with_context(|| on_emulator("CreateUserPoolClient"))?;
-    let client_id = client
+    Ok(client
         .user_pool_client()
         .and_then(|c| c.client_id())
         .context("CreateUserPoolClient answered no client id")?
-        .to_owned();
+        .to_owned())
+}
+
+/// A user whose name is their (verified) email, with `password` set permanently.
+async fn create_user(
+    idp: &aws_sdk_cognitoidentityprovider::Client,
+    pool_id: &str,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<()> {
     let attribute = |name: &str, value: &str| {
         AttributeType::builder()
             .name(name)
@@ -240,31 +286,22 @@ pub async fn create_pool_with(
             .build()
             .with_context(|| format!("the attribute {name}"))
     };
-    for user in users {
-        idp.admin_create_user()
-            .user_pool_id(&pool_id)
-            .username(*user)
-            .message_action(MessageActionType::Suppress)
-            .user_attributes(attribute("email", user)?)
-            .user_attributes(attribute("email_verified", "true")?)
-            .send()
-            .await
-            .with_context(|| on_emulator("AdminCreateUser"))?;
-        idp.admin_set_user_password()
-            .user_pool_id(&pool_id)
-            .username(*user)
-            .password(password)
-            .permanent(true)
-            .send()
-            .await
-            .with_context(|| on_emulator("AdminSetUserPassword"))?;
-    }
-    Ok(LocalPool {
-        issuer: format!("https://cognito-idp.{region}.amazonaws.com/{pool_id}"),
-        jwks_url: format!("{endpoint}{pool_id}/.well-known/jwks.json"),
-        pool_id,
-        client_id,
-        region,
-        endpoint,
-    })
+    idp.admin_create_user()
+        .user_pool_id(pool_id)
+        .username(user)
+        .message_action(MessageActionType::Suppress)
+        .user_attributes(attribute("email", user)?)
+        .user_attributes(attribute("email_verified", "true")?)
+        .send()
+        .await
+        .with_context(|| on_emulator("AdminCreateUser"))?;
+    idp.admin_set_user_password()
+        .user_pool_id(pool_id)
+        .username(user)
+        .password(password)
+        .permanent(true)
+        .send()
+        .await
+        .with_context(|| on_emulator("AdminSetUserPassword"))?;
+    Ok(())
 }
