@@ -43,7 +43,7 @@ use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
 #[path = "chaos_pushes.rs"]
 mod pushes;
 
-type DynLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
+use pushes::DynLog;
 type DynWorker = Worker<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 
 /// One run's settings.

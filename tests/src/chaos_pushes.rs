@@ -18,7 +18,11 @@ use sheetlog_core::domain::LogId;
 use sheetlog_core::log::{ClientPush, ClientResult, KnownClients, PushedMutation};
 use sheetlog_core::sheet::{EntryBody, Event};
 
-use super::DynLog;
+use sheetlog_core::log::EventLog;
+use sheetlog_core::ports::{LogStore, PayloadStore};
+
+/// The log as the chaos run builds it: over the fault-injecting stores, behind trait objects.
+pub(super) type DynLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
 
 /// Replicache clients of the one writer.
 const CLIENTS: usize = 8;
