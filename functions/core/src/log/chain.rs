@@ -93,57 +93,32 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                 )
                 .await?;
             if page.entries.is_empty() && !page.more {
-                // Nothing at or after `num` in this segment: either `num` is the end of the log,
-                // or the segment ended earlier (End Segment) and `num` lies in a later segment,
-                // or the caller asked past the end.
-                let newest = self
-                    .newest_in_segment(log, at.segment, units, archived)
-                    .await?
-                    .ok_or_else(|| {
-                        corrupt(log, format!("segment {} has no entries", at.segment))
-                    })?;
-                if newest.is_end_segment() && newest.num < num {
-                    // `num` lies past this segment's end: it is entry `num - (end + 1)` of the
-                    // next segment.
-                    let skip = newest.num + 1;
-                    at = SegmentHint {
-                        segment: at.segment + 1,
-                        base_seq: at.base_seq + skip,
-                    };
-                    num -= skip;
-                    consistency = first;
-                    continue;
+                match self.after_empty_page(log, at, num, units, archived).await? {
+                    AfterEmpty::Next(next_at, next_num) => {
+                        (at, num) = (next_at, next_num);
+                        consistency = first;
+                    }
+                    AfterEmpty::End => {
+                        return Ok(Chain {
+                            records,
+                            complete: true,
+                        });
+                    }
+                    AfterEmpty::ArchiveAtHand => {}
+                    AfterEmpty::Reread(newest) => {
+                        rereads += 1;
+                        if rereads > 3 {
+                            return Err(corrupt(
+                                log,
+                                format!(
+                                    "segment {} has entries up to {newest} but reads from {num} return none",
+                                    at.segment
+                                ),
+                            ));
+                        }
+                        consistency = Consistency::Strong;
+                    }
                 }
-                if newest.num + 1 == num {
-                    return Ok(Chain {
-                        records,
-                        complete: true,
-                    });
-                }
-                if newest.num + 1 < num {
-                    return Err(LogError::OutOfRange {
-                        from: at.base_seq + num,
-                        next_seq: at.base_seq + newest.num + 1,
-                    });
-                }
-                // Entries `num..=newest` exist but the page did not show them: it was stale, or
-                // they appeared between the two reads. Read them again, strongly. (Hopping to
-                // the next segment here would skip them.)
-                if archived.as_ref().is_some_and(|a| a.segment == at.segment) {
-                    // The items are gone and the archive is now at hand: read it, not again.
-                    continue;
-                }
-                rereads += 1;
-                if rereads > 3 {
-                    return Err(corrupt(
-                        log,
-                        format!(
-                            "segment {} has entries up to {} but reads from {num} return none",
-                            at.segment, newest.num
-                        ),
-                    ));
-                }
-                consistency = Consistency::Strong;
                 continue;
             }
             let mut ended = None;
@@ -182,6 +157,51 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                 }
             }
         }
+    }
+
+    /// What an empty last page of segment `at` from `num` means: nothing at or after `num` in this
+    /// segment, so either `num` is the end of the log, or the segment ended earlier (End Segment)
+    /// and `num` lies in a later segment, or the caller asked past the end (an error), or the
+    /// page was stale.
+    async fn after_empty_page(
+        &self,
+        log: LogId,
+        at: SegmentHint,
+        num: u64,
+        units: &mut RequestUnits,
+        archived: &mut Option<Archived>,
+    ) -> Result<AfterEmpty, LogError> {
+        let newest = self
+            .newest_in_segment(log, at.segment, units, archived)
+            .await?
+            .ok_or_else(|| corrupt(log, format!("segment {} has no entries", at.segment)))?;
+        if newest.is_end_segment() && newest.num < num {
+            // `num` lies past this segment's end: it is entry `num - (end + 1)` of the next
+            // segment.
+            let skip = newest.num + 1;
+            let next = SegmentHint {
+                segment: at.segment + 1,
+                base_seq: at.base_seq + skip,
+            };
+            return Ok(AfterEmpty::Next(next, num - skip));
+        }
+        if newest.num + 1 == num {
+            return Ok(AfterEmpty::End);
+        }
+        if newest.num + 1 < num {
+            return Err(LogError::OutOfRange {
+                from: at.base_seq + num,
+                next_seq: at.base_seq + newest.num + 1,
+            });
+        }
+        // Entries `num..=newest` exist but the page did not show them: it was stale, or they
+        // appeared between the two reads. Read them again, strongly. (Hopping to the next
+        // segment here would skip them.)
+        if archived.as_ref().is_some_and(|a| a.segment == at.segment) {
+            // The items are gone and the archive is now at hand: read it, not again.
+            return Ok(AfterEmpty::ArchiveAtHand);
+        }
+        Ok(AfterEmpty::Reread(newest.num))
     }
 
     /// One page of a segment's entries from `num`: the Entry table's items, or the segment's
@@ -316,6 +336,18 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
 pub(super) struct Chain {
     pub(super) records: Vec<(u64, EntryRecord)>,
     pub(super) complete: bool,
+}
+
+/// What an empty last page of a segment means for the chain's read ([`EventLog::read_chain`]).
+enum AfterEmpty {
+    /// The position read lies in the next segment: there, at this entry number.
+    Next(SegmentHint, u64),
+    /// The position read is the end of the log.
+    End,
+    /// The segment's items are gone and its archive is now at hand: read that.
+    ArchiveAtHand,
+    /// Entries up to this number exist but the page did not show them: read again, strongly.
+    Reread(u64),
 }
 
 #[cfg(all(test, feature = "engine"))]
