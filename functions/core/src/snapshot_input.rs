@@ -271,38 +271,34 @@ pub async fn locate<S: LogEntries, P: PayloadStore>(
         num = last.num + 1;
     }
     // The two Snapshot entries themselves (bodies empty).
-    let one = |hint: SegmentHint, num: u64, seq: u64| async move {
-        log.read_from(id, hint, num, 1)
-            .await?
-            .entries
-            .into_iter()
-            .next()
-            .filter(|e| e.seq == seq)
-            .ok_or(InputError::ShortRead {
-                from: seq,
-                expected: 1,
-                got: 0,
-            })
-    };
-    let base = one(
-        SegmentHint {
-            segment: base_seg.num,
-            base_seq: base_seg.base_seq,
-        },
-        base_num,
-        from,
-    )
-    .await?;
-    let target = one(
-        SegmentHint {
-            segment: seg.num,
-            base_seq: seg.base_seq,
-        },
-        entry,
-        target_seq,
-    )
-    .await?;
+    let base = entry_at(log, id, &base_seg, base_num).await?;
+    let target = entry_at(log, id, &seg, entry).await?;
     Ok(Located::Ready(Box::new(SnapshotInput { target, base })))
+}
+
+/// Entry `num` of segment `seg`, read alone.
+async fn entry_at<S: LogEntries, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    seg: &SegmentRecord,
+    num: u64,
+) -> Result<Entry, InputError> {
+    let seq = seg.seq_of(num);
+    let hint = SegmentHint {
+        segment: seg.num,
+        base_seq: seg.base_seq,
+    };
+    log.read_from(id, hint, num, 1)
+        .await?
+        .entries
+        .into_iter()
+        .next()
+        .filter(|e| e.seq == seq)
+        .ok_or(InputError::ShortRead {
+            from: seq,
+            expected: 1,
+            got: 0,
+        })
 }
 
 /// The previous completed snapshot's position: this segment's Last Snapshot when it is before
@@ -429,60 +425,89 @@ pub async fn as_of<S: LogEntries, P: PayloadStore>(
         }
         .into());
     };
-    // The scan for an older completed snapshot only needs each entry's kind and root: it reads
-    // positions a page at a time, without bodies, and keeps only the newest match.
-    let page_size = log.config().page_size;
-    let mut base = None;
-    for seg in segments[..=start].iter().rev() {
+    let (seg, num) = completed_snapshot_at(log, id, &segments[..=start], at).await?;
+    entries_from(log, id, &seg, num, at).await
+}
+
+/// The newest completed snapshot at or before `at` in `segments` (the log's, up to the one
+/// holding `at`): its segment and entry number. The scan for an older completed snapshot only
+/// needs each entry's kind and root: it reads positions a page at a time, without bodies, and
+/// keeps only the newest match.
+async fn completed_snapshot_at<S: LogEntries, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    segments: &[SegmentRecord],
+    at: u64,
+) -> Result<(SegmentRecord, u64), InputError> {
+    for seg in segments.iter().rev() {
         if let Some(l) = seg.last_snapshot
             && seg.seq_of(l) <= at
         {
-            base = Some((seg.clone(), l));
-            break;
+            return Ok((seg.clone(), l));
         }
         // The segment's newest completed snapshot is after `at` (or there is none yet): look for
         // an older completed one in the segment, before `at`.
-        let mut found = None;
-        let mut num = 0u64;
-        while seg.base_seq + num <= at {
-            let upto = at - (seg.base_seq + num) + 1;
-            let limit = usize::try_from(upto).unwrap_or(usize::MAX).min(page_size);
-            let hint = SegmentHint {
-                segment: seg.num,
-                base_seq: seg.base_seq,
-            };
-            let page = log.scan_from(id, hint, num, limit).await?;
-            let mut left_segment = false;
-            for m in &page.marks {
-                if m.segment != seg.num || m.seq > at {
-                    left_segment = true;
-                    break;
-                }
-                if m.kind == EntryType::SNAPSHOT && (m.snapshot_root.is_some() || m.seq == 0) {
-                    found = Some(m.num);
-                }
-            }
-            let Some(last) = page.marks.last() else { break };
-            if left_segment || page.complete || last.segment != seg.num {
-                break;
-            }
-            num = last.num + 1;
-        }
-        if let Some(n) = found {
-            base = Some((seg.clone(), n));
-            break;
+        if let Some(n) = older_completed_in(log, id, seg, at).await? {
+            return Ok((seg.clone(), n));
         }
     }
-    let Some((seg, num)) = base else {
-        return Err(LogError::CorruptLog {
-            log: id,
-            detail: format!("no completed snapshot at or before sequence {at}"),
+    Err(LogError::CorruptLog {
+        log: id,
+        detail: format!("no completed snapshot at or before sequence {at}"),
+    }
+    .into())
+}
+
+/// The newest completed snapshot of segment `seg` at or before `at`: a Snapshot entry whose root
+/// is set (completion writes it first), or the log's entry 0.
+async fn older_completed_in<S: LogEntries, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    seg: &SegmentRecord,
+    at: u64,
+) -> Result<Option<u64>, InputError> {
+    let page_size = log.config().page_size;
+    let mut found = None;
+    let mut num = 0u64;
+    while seg.base_seq + num <= at {
+        let upto = at - (seg.base_seq + num) + 1;
+        let limit = usize::try_from(upto).unwrap_or(usize::MAX).min(page_size);
+        let hint = SegmentHint {
+            segment: seg.num,
+            base_seq: seg.base_seq,
+        };
+        let page = log.scan_from(id, hint, num, limit).await?;
+        let mut left_segment = false;
+        for m in &page.marks {
+            if m.segment != seg.num || m.seq > at {
+                left_segment = true;
+                break;
+            }
+            if m.kind == EntryType::SNAPSHOT && (m.snapshot_root.is_some() || m.seq == 0) {
+                found = Some(m.num);
+            }
         }
-        .into());
-    };
+        let Some(last) = page.marks.last() else { break };
+        if left_segment || page.complete || last.segment != seg.num {
+            break;
+        }
+        num = last.num + 1;
+    }
+    Ok(found)
+}
+
+/// The entries from the snapshot at entry `num` of `seg` (included) up to `at` (excluded), or
+/// the snapshot alone when it is at `at`; read a page at a time, their bodies held within the
+/// read budget.
+async fn entries_from<S: LogEntries, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    id: LogId,
+    seg: &SegmentRecord,
+    num: u64,
+    at: u64,
+) -> Result<AsOf, InputError> {
+    let page_size = log.config().page_size;
     let from = seg.seq_of(num);
-    // The entries from the snapshot (included) up to `at` (excluded), or the snapshot alone when
-    // it is at `at`; read a page at a time, their bodies held within the read budget.
     let want = at - from;
     let need = want.max(1);
     let budget = log.config().read_budget_bytes;

@@ -143,16 +143,11 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
                         complete: false,
                     });
                 }
-                None if page.more => {
-                    return Ok(Chain {
-                        records,
-                        complete: false,
-                    });
-                }
+                // The segment goes on: complete unless the page stopped short of its end.
                 None => {
                     return Ok(Chain {
                         records,
-                        complete: true,
+                        complete: !page.more,
                     });
                 }
             }
