@@ -51,4 +51,6 @@ pub use model::{ApplyError, Sheet};
 pub use value::{Cell, ErrorCode, Row, Value};
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

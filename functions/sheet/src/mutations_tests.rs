@@ -1,16 +1,11 @@
 //! Encoding, decoding and validation of client runs and group-commit batches.
 
 use super::*;
-use crate::{CellEdit, CellRef, DeleteRows, EntryBody, RowNumber, SetCells, Value};
+use crate::{CellRef, DeleteRows, EntryBody, RowNumber, Value};
 
+/// B2 set to `v`.
 fn set(v: f64) -> Event {
-    Event::Set(SetCells {
-        cells: vec![CellEdit {
-            at: CellRef { row: 1, col: 1 },
-            value: Value::Number(v),
-            format: None,
-        }],
-    })
+    crate::test_support::set_one(CellRef { row: 1, col: 1 }, Value::Number(v))
 }
 
 fn sample() -> Mutations {

@@ -9,13 +9,7 @@ use super::*;
 use crate::{CellEdit, ImportFormat, Sheet};
 
 fn set(row: u32, col: u32, v: f64) -> Event {
-    Event::Set(SetCells {
-        cells: vec![CellEdit {
-            at: CellRef { row, col },
-            value: Value::Number(v),
-            format: None,
-        }],
-    })
+    crate::test_support::set_one(CellRef { row, col }, Value::Number(v))
 }
 
 fn ins_rows(at: u32, count: u32) -> Event {

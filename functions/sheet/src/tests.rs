@@ -304,16 +304,7 @@ proptest! {
 // ---- the state machine ----
 
 fn set(cells: &[(&str, Value)]) -> Event {
-    Event::Set(SetCells {
-        cells: cells
-            .iter()
-            .map(|(r, v)| CellEdit {
-                at: r.parse().unwrap(),
-                value: v.clone(),
-                format: None,
-            })
-            .collect(),
-    })
+    crate::test_support::set_cells(cells.iter().map(|(r, v)| (r.parse().unwrap(), v.clone())))
 }
 
 fn text(s: &str) -> Value {

@@ -24,7 +24,8 @@ fn at(y: i32, m: u8, d: u8, secs: i64) -> i64 {
     date.midnight().assume_utc().unix_timestamp() + secs
 }
 
-fn mem_log(now: Arc<AtomicI64>) -> EventLog<Arc<MemLogStore>, MemPayloadStore> {
+/// A log over the in-memory stores whose clock reads `now` (seconds), so a test can move time.
+fn log_on_clock(now: Arc<AtomicI64>) -> EventLog<Arc<MemLogStore>, MemPayloadStore> {
     EventLog::new(
         Arc::new(MemLogStore::new()),
         MemPayloadStore::new(),
@@ -36,7 +37,7 @@ fn mem_log(now: Arc<AtomicI64>) -> EventLog<Arc<MemLogStore>, MemPayloadStore> {
 
 #[tokio::test]
 async fn a_retried_key_appends_once_and_answers_the_first_seq() {
-    let log = mem_log(Arc::new(AtomicI64::new(now_secs())));
+    let log = log_on_clock(Arc::new(AtomicI64::new(now_secs())));
     let id = log.create().await.unwrap().log;
     let key = IdempotencyKey::request("order-1");
     let first = log
@@ -92,7 +93,7 @@ async fn a_retried_key_appends_once_and_answers_the_first_seq() {
 
 #[tokio::test]
 async fn a_retry_with_a_now_stale_expected_seq_is_a_duplicate_not_a_conflict() {
-    let log = mem_log(Arc::new(AtomicI64::new(now_secs())));
+    let log = log_on_clock(Arc::new(AtomicI64::new(now_secs())));
     let id = log.create().await.unwrap().log;
     let key = IdempotencyKey::request("k");
     let opts = AppendOptions {

@@ -1,4 +1,5 @@
-//! Setup the log's unit tests share.
+//! Setup the log's unit tests share: logs over the in-memory stores, entries and events to
+//! append, and the sheet a log's entries make.
 
 use bytes::Bytes;
 
@@ -58,4 +59,97 @@ pub(super) fn set_mutations(ids: std::ops::RangeInclusive<u64>) -> Vec<super::Pu
         then: Vec::new(),
     })
     .collect()
+}
+
+/// An entry holding `event`.
+#[cfg(feature = "engine")]
+pub(super) fn entry(event: &crate::sheet::event::Event) -> NewEntry {
+    let (code, version, body) = event.encode();
+    NewEntry::new(EntryType(code), version, body)
+}
+
+/// A `set` of the cell at `a1` to the text `text`.
+#[cfg(feature = "engine")]
+pub(super) fn set(a1: &str, text: &str) -> crate::sheet::event::Event {
+    use crate::sheet::event::{CellEdit, Event, SetCells};
+    Event::Set(SetCells {
+        cells: vec![CellEdit {
+            at: a1.parse().expect("a1"),
+            value: crate::sheet::Value::Text(text.into()),
+            format: None,
+        }],
+    })
+}
+
+/// `count` rows inserted at row number `row_number` (1-based, as the page shows them).
+#[cfg(feature = "engine")]
+pub(super) fn insert_rows(row_number: u32, count: u32) -> crate::sheet::event::Event {
+    use crate::sheet::event::{Event, InsertRows, RowNumber};
+    Event::InsertRows(InsertRows {
+        at: RowNumber(row_number - 1),
+        count,
+        values: vec![],
+    })
+}
+
+/// `count` rows deleted from row number `row_number` (1-based).
+#[cfg(feature = "engine")]
+pub(super) fn delete_rows(row_number: u32, count: u32) -> crate::sheet::event::Event {
+    use crate::sheet::event::{DeleteRows, Event, RowNumber};
+    Event::DeleteRows(DeleteRows {
+        at: RowNumber(row_number - 1),
+        count,
+    })
+}
+
+/// The sheet the log's entries make.
+#[cfg(feature = "engine")]
+pub(super) async fn sheet<S: crate::ports::LogStore>(
+    log: &EventLog<S, MemPayloadStore>,
+    id: LogId,
+) -> crate::sheet::Sheet {
+    let page = log.read_since(id, 0, 10_000).await.expect("read");
+    let mut sheet = crate::sheet::Sheet::new();
+    for e in page.entries {
+        let body =
+            crate::sheet::entry::EntryBody::decode(e.kind.0, e.version, &e.body).expect("decode");
+        for ev in body.events() {
+            sheet.apply(ev, None).expect("apply");
+        }
+    }
+    sheet
+}
+
+/// The cell at `a1` as text (a value of another kind in its debug form), if it is set.
+#[cfg(feature = "engine")]
+pub(super) fn text(s: &crate::sheet::Sheet, a1: &str) -> Option<String> {
+    use crate::sheet::Value;
+    let at: crate::sheet::CellRef = a1.parse().expect("a1");
+    s.get(at).map(|c| match &c.value {
+        Value::Text(t) => t.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+/// A new log whose column A holds r1..r6; the view after it (the pull cookie) is returned.
+#[cfg(feature = "engine")]
+pub(super) async fn log_with_rows<S: crate::ports::LogStore>(
+    log: &EventLog<S, MemPayloadStore>,
+) -> (LogId, u64) {
+    use crate::sheet::event::{CellEdit, Event, SetCells};
+    let id = log.create().await.expect("create").log;
+    let rows = Event::Set(SetCells {
+        cells: (0..6)
+            .map(|r| CellEdit {
+                at: crate::sheet::CellRef { row: r, col: 0 },
+                value: crate::sheet::Value::Text(format!("r{}", r + 1)),
+                format: None,
+            })
+            .collect(),
+    });
+    let a = log
+        .append(id, entry(&rows), AppendOptions::default())
+        .await
+        .expect("rows");
+    (id, a.next_seq)
 }

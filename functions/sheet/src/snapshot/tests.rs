@@ -433,7 +433,7 @@ fn clustered_edits_on_a_million_cell_sheet_write_a_few_percent_of_a_full_snapsho
             let at = CellRef { row: 40_000 + i / 10, col: 2 + i % 10 };
             entries.push(LogEntry::event(
                 2 + u64::from(i),
-                Event::Set(SetCells { cells: vec![CellEdit { at, value: Value::Text(format!("edited {i}")), format: None }] }),
+                crate::test_support::set_one(at, Value::Text(format!("edited {i}"))),
             ));
         }
         store.reset_stats();
@@ -829,13 +829,10 @@ fn a_corrupt_or_missing_chunk_is_reported_not_misread() {
         let store = MemBlobs::new();
         let payloads = MemImports::new();
         let entries = entries_of(
-            &[Spec::Event(Event::Set(SetCells {
-                cells: vec![CellEdit {
-                    at: CellRef { row: 3, col: 3 },
-                    value: Value::Number(1.0),
-                    format: None,
-                }],
-            }))],
+            &[Spec::Event(crate::test_support::set_one(
+                CellRef { row: 3, col: 3 },
+                Value::Number(1.0),
+            ))],
             &payloads,
         );
         let m = build(&store, &payloads, SMALL, 1, None, &entries)
@@ -1040,13 +1037,7 @@ fn the_extent_follows_inserts_and_deletes() {
     let set = |seq, r: &str| {
         LogEntry::event(
             seq,
-            Event::Set(SetCells {
-                cells: vec![CellEdit {
-                    at: r.parse().unwrap(),
-                    value: Value::Number(1.0),
-                    format: None,
-                }],
-            }),
+            crate::test_support::set_one(r.parse().unwrap(), Value::Number(1.0)),
         )
     };
     let entries = [

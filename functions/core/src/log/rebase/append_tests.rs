@@ -4,88 +4,20 @@
 
 use tokio::sync::Barrier;
 
-use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
 use crate::log::MAX_REBASE_ENTRIES;
+use crate::log::test_support::{entry, insert_rows, log_with_rows, mem_log, set, sheet, text};
 use crate::log::tests::{RacingPuts, always_stale};
 use crate::log::*;
 use crate::memory::{MemLogStore, MemPayloadStore};
-use crate::ports::LogStore;
+use crate::sheet::Sheet;
 use crate::sheet::entry::EntryBody;
-use crate::sheet::event::{CellEdit, DeleteRows, Event, InsertRows, RowNumber, SetCells};
-use crate::sheet::{CellRef, Sheet, Value};
-
-fn entry(e: &Event) -> NewEntry {
-    let (code, version, body) = e.encode();
-    NewEntry::new(EntryType(code), version, body)
-}
-
-fn set(a1: &str, text: &str) -> Event {
-    Event::Set(SetCells {
-        cells: vec![CellEdit {
-            at: a1.parse().expect("a1"),
-            value: Value::Text(text.into()),
-            format: None,
-        }],
-    })
-}
-
-fn insert_rows(row_number: u32, count: u32) -> Event {
-    Event::InsertRows(InsertRows {
-        at: RowNumber(row_number - 1),
-        count,
-        values: vec![],
-    })
-}
-
-/// The sheet the log's entries make.
-async fn sheet<S: LogStore>(log: &EventLog<S, MemPayloadStore>, id: LogId) -> Sheet {
-    let page = log.read_since(id, 0, 100).await.expect("read");
-    let mut sheet = Sheet::new();
-    for e in page.entries {
-        let body = EntryBody::decode(e.kind.0, e.version, &e.body).expect("decode");
-        for ev in body.events() {
-            sheet.apply(ev, None).expect("apply");
-        }
-    }
-    sheet
-}
-
-fn text(s: &Sheet, a1: &str) -> Option<String> {
-    let at: CellRef = a1.parse().expect("a1");
-    s.get(at).map(|c| match &c.value {
-        Value::Text(t) => t.to_string(),
-        other => format!("{other:?}"),
-    })
-}
-
-async fn log_with_rows() -> (EventLog<MemLogStore, MemPayloadStore>, LogId, u64) {
-    let log = EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .expect("log");
-    let id = log.create().await.expect("create").log;
-    let rows = Event::Set(SetCells {
-        cells: (0..6)
-            .map(|r| CellEdit {
-                at: CellRef { row: r, col: 0 },
-                value: Value::Text(format!("r{}", r + 1)),
-                format: None,
-            })
-            .collect(),
-    });
-    let a = log
-        .append(id, entry(&rows), AppendOptions::default())
-        .await
-        .expect("rows");
-    (log, id, a.next_seq)
-}
+use crate::sheet::event::{DeleteRows, Event, RowNumber};
 
 #[tokio::test]
 async fn an_edit_follows_its_row_through_an_insert_it_had_not_seen() {
-    let (log, id, base) = log_with_rows().await;
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
     log.append(id, entry(&insert_rows(2, 1)), AppendOptions::default())
         .await
         .expect("insert");
@@ -108,7 +40,8 @@ async fn an_edit_follows_its_row_through_an_insert_it_had_not_seen() {
 
 #[tokio::test]
 async fn an_edit_with_nothing_moved_is_written_as_sent() {
-    let (log, id, base) = log_with_rows().await;
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
     log.append(id, entry(&set("C1", "x")), AppendOptions::default())
         .await
         .expect("set");
@@ -128,7 +61,8 @@ async fn an_edit_with_nothing_moved_is_written_as_sent() {
 
 #[tokio::test]
 async fn an_edit_whose_row_was_deleted_is_rejected_and_nothing_is_written() {
-    let (log, id, base) = log_with_rows().await;
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
     let del = Event::DeleteRows(DeleteRows {
         at: RowNumber(3),
         count: 2,
@@ -157,7 +91,8 @@ async fn an_edit_whose_row_was_deleted_is_rejected_and_nothing_is_written() {
 
 #[tokio::test]
 async fn a_base_past_the_end_or_with_expected_seq_is_refused() {
-    let (log, id, base) = log_with_rows().await;
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
     let err = log
         .append_rebased(
             id,
@@ -184,7 +119,8 @@ async fn a_base_past_the_end_or_with_expected_seq_is_refused() {
 /// head is refused with the push's reason, and nothing is written.
 #[tokio::test]
 async fn a_base_further_back_than_the_reset_limit_is_refused() {
-    let (log, id, base) = log_with_rows().await;
+    let log = mem_log();
+    let (id, base) = log_with_rows(&log).await;
     let mut head = base;
     for i in 0..=MAX_REBASE_ENTRIES {
         head = log

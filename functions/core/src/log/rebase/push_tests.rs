@@ -5,38 +5,15 @@
 
 use crate::domain::NewEntry;
 use crate::faults::FaultyLogStore;
+use crate::log::test_support::{
+    delete_rows, insert_rows, log_with_rows, mem_log, set, sheet, text,
+};
 use crate::log::tests::always_stale;
 use crate::log::*;
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::LogStore;
 use crate::sheet::entry::EntryBody;
-use crate::sheet::event::{CellEdit, DeleteRows, Event, InsertRows, RowNumber, SetCells};
-use crate::sheet::{CellRef, Sheet, Value};
-
-fn set(a1: &str, text: &str) -> Event {
-    Event::Set(SetCells {
-        cells: vec![CellEdit {
-            at: a1.parse().expect("a1"),
-            value: Value::Text(text.into()),
-            format: None,
-        }],
-    })
-}
-
-fn insert_rows(row_number: u32, count: u32) -> Event {
-    Event::InsertRows(InsertRows {
-        at: RowNumber(row_number - 1),
-        count,
-        values: vec![],
-    })
-}
-
-fn delete_rows(row_number: u32, count: u32) -> Event {
-    Event::DeleteRows(DeleteRows {
-        at: RowNumber(row_number - 1),
-        count,
-    })
-}
+use crate::sheet::event::Event;
 
 fn based(id: u64, event: Event, base: u64) -> PushedMutation {
     PushedMutation {
@@ -45,53 +22,6 @@ fn based(id: u64, event: Event, base: u64) -> PushedMutation {
         base: Some(base),
         then: Vec::new(),
     }
-}
-
-/// The sheet the log's entries make.
-async fn sheet<S: LogStore>(log: &EventLog<S, MemPayloadStore>, id: LogId) -> Sheet {
-    let page = log.read_since(id, 0, 10_000).await.expect("read");
-    let mut sheet = Sheet::new();
-    for e in page.entries {
-        let body = EntryBody::decode(e.kind.0, e.version, &e.body).expect("decode");
-        for ev in body.events() {
-            sheet.apply(ev, None).expect("apply");
-        }
-    }
-    sheet
-}
-
-fn text(s: &Sheet, a1: &str) -> Option<String> {
-    let at: CellRef = a1.parse().expect("a1");
-    s.get(at).map(|c| match &c.value {
-        Value::Text(t) => t.to_string(),
-        other => format!("{other:?}"),
-    })
-}
-
-use crate::log::test_support::mem_log;
-
-/// A log whose column A holds r1..r6; the view after it (the pull cookie) is returned.
-async fn log_with_rows<S: LogStore>(log: &EventLog<S, MemPayloadStore>) -> (LogId, u64) {
-    let id = log.create().await.expect("create").log;
-    let rows = Event::Set(SetCells {
-        cells: (0..6)
-            .map(|r| CellEdit {
-                at: CellRef { row: r, col: 0 },
-                value: Value::Text(format!("r{}", r + 1)),
-                format: None,
-            })
-            .collect(),
-    });
-    let (code, version, body) = rows.encode();
-    let a = log
-        .append(
-            id,
-            NewEntry::new(EntryType(code), version, body),
-            AppendOptions::default(),
-        )
-        .await
-        .expect("rows");
-    (id, a.next_seq)
 }
 
 /// Pushes one client's mutations until all are applied; the reasons of the rejected ones.
