@@ -356,17 +356,8 @@ struct Placement {
 impl Placement {
     /// The entry's item at the head's next number, for one attempt.
     fn record(&self, head: &Head, entry: &NewEntry, created: i64, attempt_id: u64) -> EntryRecord {
-        EntryRecord {
-            segment: head.at.segment,
-            num: head.next_num(),
-            created,
-            kind: entry.kind,
-            version: entry.version,
-            body: self.body.clone(),
-            external: self.external.clone(),
-            snapshot_root: None,
-            attempt: Some(attempt_id),
-        }
+        let placed = (self.body.clone(), self.external.clone());
+        head.record(entry, placed, created, attempt_id)
     }
 }
 
@@ -554,6 +545,28 @@ impl Head {
     pub(super) fn next_seq(&self) -> u64 {
         self.at.base_seq + self.next_num()
     }
+    /// The item of `entry` at this head's next number: its body `placed` inline or in the
+    /// payload store ([`EventLog::place_body`]), made at `created` by the attempt `attempt`.
+    pub(super) fn record(
+        &self,
+        entry: &NewEntry,
+        (body, external): (Option<Bytes>, Option<String>),
+        created: i64,
+        attempt: u64,
+    ) -> EntryRecord {
+        EntryRecord {
+            segment: self.at.segment,
+            num: self.next_num(),
+            created,
+            kind: entry.kind,
+            version: entry.version,
+            body,
+            external,
+            snapshot_root: None,
+            attempt: Some(attempt),
+        }
+    }
+
     /// What an entry written at this head's next number is, after `attempts` tries.
     pub(super) fn appended(&self, attempts: u32, units: RequestUnits) -> Appended {
         let seq = self.next_seq();

@@ -586,18 +586,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
         };
         let (code, version, body) = batch.encode_deferred();
         let entry = NewEntry::new(EntryType(code), version, body);
-        let (body, external) = self.place_body(log, &entry).await?;
-        let record = EntryRecord {
-            segment: head.at.segment,
-            num: head.next_num(),
-            created: self.clock.now(),
-            kind: entry.kind,
-            version: entry.version,
-            body,
-            external,
-            snapshot_root: None,
-            attempt: Some(rand::random()),
-        };
+        let placed = self.place_body(log, &entry).await?;
+        let record = head.record(&entry, placed, self.clock.now(), rand::random());
         let written: Vec<ClientRange> = runs
             .iter()
             .map(|p| range_for(&p.run, p.first, next_seq))

@@ -251,18 +251,8 @@ impl<S: LogEntries + ClientRuns, P: PayloadStore> EventLog<S, P> {
             });
         }
         let entry = NewEntry::new(EntryType(code), version, body);
-        let (body, external) = self.place_body(log, &entry).await?;
-        Ok(EntryRecord {
-            segment: head.at.segment,
-            num: head.next_num(),
-            created: self.clock.now(),
-            kind: entry.kind,
-            version: entry.version,
-            body,
-            external,
-            snapshot_root: None,
-            attempt: Some(attempt_id),
-        })
+        let placed = self.place_body(log, &entry).await?;
+        Ok(head.record(&entry, placed, self.clock.now(), attempt_id))
     }
 
     /// After a run written past the index mark: index the deferred runs, to keep the tail short
