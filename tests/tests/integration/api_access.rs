@@ -5,7 +5,9 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{IAM_CALLER_HEADER, JWT_CLAIMS_HEADER, TestApi, json_str, send_json};
+use sheetlog_tests::api::{
+    self, IAM_CALLER_HEADER, JWT_CLAIMS_HEADER, TestApi, json_str, send_json,
+};
 
 const CLAIM: &str = "sheetlog_logs";
 
@@ -377,14 +379,14 @@ async fn an_iam_role_keeps_its_client_group_when_its_session_changes() -> anyhow
 
     let (status, v) = send_json(
         as_caller(&push, &format!("{role}/i-0aaa")),
-        Some(push_body("g1", "c1", 1, 1)),
+        Some(push_one("g1", "c1", 1, 1)),
     )
     .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     // The credentials were refreshed: the same role, a new session name.
     let (status, v) = send_json(
         as_caller(&push, &format!("{role}/i-0bbb")),
-        Some(push_body("g1", "c1", 2, 2)),
+        Some(push_one("g1", "c1", 2, 2)),
     )
     .await?;
     assert_eq!(
@@ -398,22 +400,21 @@ async fn an_iam_role_keeps_its_client_group_when_its_session_changes() -> anyhow
             &push,
             "arn:aws:sts::123456789012:assumed-role/other-app/i-0aaa",
         ),
-        Some(push_body("g1", "c1", 3, 3)),
+        Some(push_one("g1", "c1", 3, 3)),
     )
     .await?;
     assert_group_forbidden(status, &v);
     Ok(())
 }
 
-fn push_body(group: &str, client: &str, id: u64, value: i64) -> Value {
-    json!({"pushVersion": 1, "clientGroupID": group, "profileID": "p", "schemaVersion": "",
-           "mutations": [{"clientID": client, "id": id, "name": "set", "timestamp": 1,
-                          "args": {"cells": [{"ref": "A1", "value": value}]}}]})
+/// A push of one mutation: A1 set to `value`.
+fn push_one(group: &str, client: &str, id: u64, value: i64) -> Value {
+    api::push_body(group, json!([api::set_mutation(client, id, "A1", json!(value))]))
 }
 
-fn pull_body(group: &str) -> Value {
-    json!({"pullVersion": 1, "clientGroupID": group, "cookie": null, "profileID": "p",
-           "schemaVersion": ""})
+/// A client group's first pull.
+fn first_pull(group: &str) -> Value {
+    api::pull_body(group, Value::Null)
 }
 
 fn assert_group_forbidden(status: StatusCode, v: &Value) {
@@ -435,26 +436,26 @@ async fn a_client_group_belongs_to_the_user_who_first_used_it() -> anyhow::Resul
     let pull = format!("/logs/{log}/replicache/pull");
 
     let (status, v) = alice
-        .send("POST", &push, Some(push_body("g-alice", "c-alice", 1, 1)))
+        .send("POST", &push, Some(push_one("g-alice", "c-alice", 1, 1)))
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     // Mallory reads Alice's client id (every reader can) and pushes its next id first.
     let (status, v) = mallory
-        .send("POST", &push, Some(push_body("g-alice", "c-alice", 2, 666)))
+        .send("POST", &push, Some(push_one("g-alice", "c-alice", 2, 666)))
         .await?;
     assert_group_forbidden(status, &v);
     let (status, v) = mallory
-        .send("POST", &pull, Some(pull_body("g-alice")))
+        .send("POST", &pull, Some(first_pull("g-alice")))
         .await?;
     assert_group_forbidden(status, &v);
     // Alice's real mutation 2 still applies, and the sheet holds her value.
     let (status, v) = alice
-        .send("POST", &push, Some(push_body("g-alice", "c-alice", 2, 2)))
+        .send("POST", &push, Some(push_one("g-alice", "c-alice", 2, 2)))
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["applied"], 1, "{v}");
     let (status, v) = alice
-        .send("POST", &pull, Some(pull_body("g-alice")))
+        .send("POST", &pull, Some(first_pull("g-alice")))
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["lastMutationIDChanges"]["c-alice"], 2, "{v}");
@@ -467,16 +468,16 @@ async fn a_client_group_belongs_to_the_user_who_first_used_it() -> anyhow::Resul
         .send(
             "POST",
             &push,
-            Some(push_body("g-mallory", "c-mallory", 1, 3)),
+            Some(push_one("g-mallory", "c-mallory", 1, 3)),
         )
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     let (status, _) = mallory
-        .send("POST", &pull, Some(pull_body("g-fresh")))
+        .send("POST", &pull, Some(first_pull("g-fresh")))
         .await?;
     assert_eq!(status, StatusCode::OK);
     let (status, v) = alice
-        .send("POST", &push, Some(push_body("g-fresh", "c-x", 1, 4)))
+        .send("POST", &push, Some(push_one("g-fresh", "c-x", 1, 4)))
         .await?;
     assert_group_forbidden(status, &v);
     Ok(())
@@ -497,7 +498,7 @@ async fn a_token_without_a_subject_cannot_use_a_client_group() -> anyhow::Result
         .send(
             "POST",
             &format!("/logs/{log}/replicache/push"),
-            Some(push_body("g1", "c1", 1, 1)),
+            Some(push_one("g1", "c1", 1, 1)),
         )
         .await?;
     assert_group_forbidden(status, &v);
@@ -521,7 +522,7 @@ async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<(
     let push = |log: &str| format!("/logs/{log}/replicache/push");
 
     let (status, v) = alice
-        .send("POST", &push(&shared), Some(push_body("ga", "ca", 1, 1)))
+        .send("POST", &push(&shared), Some(push_one("ga", "ca", 1, 1)))
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     // Bob pushes 50 junk mutations as Alice's group and client where the group is free.
@@ -531,7 +532,7 @@ async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<(
                    "args": {"cells": [{"ref": "A1", "value": "junk"}]}})
         })
         .collect();
-    let mut body = push_body("ga", "ca", 1, 0);
+    let mut body = push_one("ga", "ca", 1, 0);
     body["mutations"] = json!(junk);
     let (status, v) = bob.send("POST", &push(&scratch), Some(body)).await?;
     assert_eq!(status, StatusCode::OK, "{v}");
@@ -562,7 +563,7 @@ async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<(
     assert_eq!(cell["values"], json!([[1]]), "{cell}");
     // Alice's next edit is applied, not acknowledged and dropped.
     let (status, v) = alice
-        .send("POST", &push(&shared), Some(push_body("ga", "ca", 2, 2)))
+        .send("POST", &push(&shared), Some(push_one("ga", "ca", 2, 2)))
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["applied"], 1, "{v}");
@@ -584,7 +585,7 @@ async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<(
 
     // Bob's own group replays: its runs are credited to him.
     let (status, v) = bob
-        .send("POST", &push(&scratch), Some(push_body("gb", "cb", 1, 7)))
+        .send("POST", &push(&scratch), Some(push_one("gb", "cb", 1, 7)))
         .await?;
     assert_eq!(status, StatusCode::OK, "{v}");
     let (_, head) = bob.send("GET", &format!("/logs/{scratch}"), None).await?;
@@ -598,7 +599,7 @@ async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<(
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["mutationsApplied"], 1, "{v}");
     let (status, v) = alice
-        .send("POST", &push(&shared), Some(push_body("gb", "cx", 1, 8)))
+        .send("POST", &push(&shared), Some(push_one("gb", "cx", 1, 8)))
         .await?;
     assert_group_forbidden(status, &v);
     Ok(())

@@ -13,7 +13,9 @@ use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::Event;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::new_log as create_log;
-use sheetlog_tests::api::{ApiClient, TestApi, json_str};
+use sheetlog_tests::api::{
+    ApiClient, TestApi, json_str, pull_body, push_body, set_mutation,
+};
 
 fn set(reference: &str, v: i64) -> Event {
     match Event::from_parts("set", json!({"cells": [{"ref": reference, "value": v}]})) {
@@ -283,21 +285,6 @@ async fn lost_responses_on_the_emulator_never_apply_twice() -> anyhow::Result<()
 async fn post(c: &ApiClient, url: &str, body: &Value) -> anyhow::Result<(StatusCode, Value)> {
     let r = c.post(url).json(body).send().await?;
     Ok((r.status(), r.json().await?))
-}
-
-fn push_body(group: &str, mutations: Value) -> Value {
-    json!({"pushVersion": 1, "clientGroupID": group, "mutations": mutations,
-           "profileID": "p", "schemaVersion": ""})
-}
-
-fn pull_body(group: &str, cookie: Value) -> Value {
-    json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
-           "profileID": "p", "schemaVersion": ""})
-}
-
-fn set_mutation(client: &str, id: u64, reference: &str, value: Value) -> Value {
-    json!({"clientID": client, "id": id, "name": "set", "timestamp": 1,
-           "args": {"cells": [{"ref": reference, "value": value}]}})
 }
 
 /// The patch as key → value (`None` for a `del`), and whether it starts with `clear`.

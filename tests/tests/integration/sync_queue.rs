@@ -16,16 +16,11 @@ use sheetlog_core::ports::PushQueue;
 use sheetlog_core::sync_queue::{QueuedMutation, QueuedPush};
 use sheetlog_pipeline::{SyncDriver, create_local_stack};
 use sheetlog_sync_writer::{Handler, MessageOutcome, WriterConfig};
-use sheetlog_tests::api::{ApiClient, ApiConfig, TestApi, json_str};
+use sheetlog_tests::api::{ApiClient, ApiConfig, TestApi, json_str, push_body, set_mutation};
 
-fn set_mutation(client: &str, id: u64) -> Value {
-    json!({"clientID": client, "id": id, "name": "set",
-           "args": {"cells": [{"ref": format!("A{id}"), "value": id}]}})
-}
-
-fn push_body(group: &str, mutations: Value) -> Value {
-    json!({"pushVersion": 1, "clientGroupID": group, "mutations": mutations,
-           "profileID": "p", "schemaVersion": ""})
+/// Mutation `id` of `client`: A<id> set to `id`.
+fn set_own_row(client: &str, id: u64) -> Value {
+    set_mutation(client, id, &format!("A{id}"), json!(id))
 }
 
 /// The local stack with its pipeline (pushes queued), a client, and a new log's id; `None`
@@ -96,7 +91,7 @@ async fn sixty_four_clients_pushing_to_one_sheet_all_land_without_a_503() -> any
                 // Like Replicache: each push carries every pending mutation, oldest first.
                 for k in 1..=PER_CLIENT {
                     let muts: Vec<Value> = (1..=k)
-                        .map(|id| set_mutation(&format!("c{i}"), id))
+                        .map(|id| set_own_row(&format!("c{i}"), id))
                         .collect();
                     let r = c
                         .post(&push)
@@ -431,7 +426,7 @@ async fn a_queued_push_right_after_a_delete_is_refused() -> anyhow::Result<()> {
     };
     let push = api.url(&format!("/logs/{log}/replicache/push"));
     for id in 1..=2 {
-        let muts: Vec<Value> = (1..=id).map(|m| set_mutation("c1", m)).collect();
+        let muts: Vec<Value> = (1..=id).map(|m| set_own_row("c1", m)).collect();
         let r = c
             .post(&push)
             .json(&push_body("g1", json!(muts)))
@@ -441,7 +436,7 @@ async fn a_queued_push_right_after_a_delete_is_refused() -> anyhow::Result<()> {
     }
     let r = c.delete(api.url(&format!("/logs/{log}"))).send().await?;
     assert!(r.status().is_success(), "{}", r.status());
-    let muts: Vec<Value> = (1..=3).map(|m| set_mutation("c1", m)).collect();
+    let muts: Vec<Value> = (1..=3).map(|m| set_own_row("c1", m)).collect();
     let r = c
         .post(&push)
         .json(&push_body("g1", json!(muts)))
@@ -462,7 +457,7 @@ async fn a_client_known_only_from_entries_past_the_mark_may_push_on() -> anyhow:
     let push = api.url(&format!("/logs/{log}/replicache/push"));
     let r = c
         .post(&push)
-        .json(&push_body("g1", json!([set_mutation("c1", 1)])))
+        .json(&push_body("g1", json!([set_own_row("c1", 1)])))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::OK);
@@ -473,7 +468,7 @@ async fn a_client_known_only_from_entries_past_the_mark_may_push_on() -> anyhow:
     }
     let r = c
         .post(&push)
-        .json(&push_body("g1", json!([set_mutation("c1", 2)])))
+        .json(&push_body("g1", json!([set_own_row("c1", 2)])))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::OK);
@@ -522,10 +517,10 @@ async fn a_push_over_the_limits_is_refused_with_nothing_written() -> anyhow::Res
     };
     let push = api.url(&format!("/logs/{log}/replicache/push"));
     let too_many: Vec<Value> = (1..=MAX_PUSH_MUTATIONS as u64 + 1)
-        .map(|id| set_mutation("many", id))
+        .map(|id| set_own_row("many", id))
         .collect();
     let too_many_clients: Vec<Value> = (0..=MAX_PUSH_CLIENTS)
-        .map(|i| set_mutation(&format!("c{i}"), 1))
+        .map(|i| set_own_row(&format!("c{i}"), 1))
         .collect();
     for (muts, count, limit, name) in [
         (
@@ -555,7 +550,7 @@ async fn a_push_over_the_limits_is_refused_with_nothing_written() -> anyhow::Res
     }
     // At the client limit: accepted.
     let at_limit: Vec<Value> = (0..MAX_PUSH_CLIENTS)
-        .map(|i| set_mutation(&format!("ok{i}"), 1))
+        .map(|i| set_own_row(&format!("ok{i}"), 1))
         .collect();
     let r = c
         .post(&push)
