@@ -409,7 +409,10 @@ async fn an_iam_role_keeps_its_client_group_when_its_session_changes() -> anyhow
 
 /// A push of one mutation: A1 set to `value`.
 fn push_one(group: &str, client: &str, id: u64, value: i64) -> Value {
-    api::push_body(group, json!([api::set_mutation(client, id, "A1", json!(value))]))
+    api::push_body(
+        group,
+        json!([api::set_mutation(client, id, "A1", json!(value))]),
+    )
 }
 
 /// A client group's first pull.

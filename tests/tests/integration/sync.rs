@@ -13,9 +13,7 @@ use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
 use sheetlog_core::sheet::Event;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::new_log as create_log;
-use sheetlog_tests::api::{
-    ApiClient, TestApi, json_str, pull_body, push_body, set_mutation,
-};
+use sheetlog_tests::api::{ApiClient, TestApi, json_str, pull_body, push_body, set_mutation};
 
 fn set(reference: &str, v: i64) -> Event {
     match Event::from_parts("set", json!({"cells": [{"ref": reference, "value": v}]})) {

@@ -25,7 +25,7 @@ use super::range_index::{LoggedRun, index_due};
 use super::rebase::push::{Caught, PushRebase, positions, sent_forms};
 use super::{Appended, EventLog, SegmentHint, retry};
 use crate::domain::clients::ClientRange;
-use crate::domain::{EntryRecord, EntryType, LogId, NewEntry, RequestUnits};
+use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
 use crate::log::PushedMutation;
 use crate::ports::{
