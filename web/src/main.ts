@@ -138,10 +138,10 @@ const ROLE_POLL_MS = 30_000;
 
 /** Names of sheets seen in the list, so a sheet's page can show its name (this tab only). */
 const NAMES = 'sheetlog.names';
-function rememberName(s: SheetInfo): void {
+function rememberName(logId: string, name: string): void {
   try {
     const m = JSON.parse(sessionStorage.getItem(NAMES) ?? '{}') as Record<string, string>;
-    m[s.logId] = s.name;
+    m[logId] = name;
     sessionStorage.setItem(NAMES, JSON.stringify(m));
   } catch {}
 }
@@ -175,7 +175,7 @@ interface CatalogList {
 /** A sheet in the server's list: its name, role and last change; rename, share or members, leave. */
 function sheetRow(list: CatalogList, s: SheetInfo): HTMLElement {
   const { session, catalog } = list;
-  rememberName(s);
+  rememberName(s.logId, s.name);
   const link = el('a', { href: `/sheets/${s.logId}`, className: 'name' }, s.name);
   const nameCell = el('td', {}, link);
   const actions = el('td', { className: 'actions' });
@@ -312,8 +312,11 @@ function catalogListPage(session: Session, catalog: Catalog): void {
 async function catalogSheetPage(session: Session, catalog: Catalog, logId: string): Promise<void> {
   const me = session.userId() ?? '';
   let role: 'viewer' | 'editor' | 'owner' | undefined;
+  let named: string | undefined;
   try {
-    role = await catalog.roleOf(logId, me);
+    const roster = await catalog.members(logId);
+    role = roster.members.find((m) => m.userId === me)?.role;
+    named = roster.name;
   } catch (e) {
     messages.error(words(e));
     root.replaceChildren(
@@ -327,7 +330,9 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
     );
     return;
   }
-  const name = nameOf(logId) ?? `sheet ${logId.slice(0, 8)}`;
+  // The catalog's name; the one the list showed when the answer has none.
+  const name = named ?? nameOf(logId) ?? `sheet ${logId.slice(0, 8)}`;
+  rememberName(logId, name);
   document.title = `${name} · sheetlog`;
   const share = el(
     'button',

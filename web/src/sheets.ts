@@ -63,6 +63,8 @@ export interface Invitation {
 }
 
 export interface Roster {
+  /** The sheet's name (absent when it is not in the catalog). */
+  name?: string;
   members: Member[];
   invitations: Invitation[];
 }
@@ -116,7 +118,7 @@ export class Catalog {
   }
   async members(logId: string): Promise<Roster> {
     const r = await this.call<Partial<Roster>>('GET', `/logs/${logId}/members`);
-    return { members: r.members ?? [], invitations: r.invitations ?? [] };
+    return { name: r.name, members: r.members ?? [], invitations: r.invitations ?? [] };
   }
   /**
    * Shares by email (`202 {email, role}`: an invitation, the same answer whether or not anyone

@@ -153,6 +153,10 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await alice.waitForURL(/\/sheets\/[0-9a-f-]{36}$/, WAIT);
     const logId = alice.url().split('/').pop() ?? '';
     await alice.waitForSelector('.grid[data-synced-seq]', WAIT);
+    // The page names the sheet as she typed it, not by its id (a walkthrough found `sheet
+    // a868ee60` in the header and the browser tab).
+    assert.equal(await alice.locator('.sheet-name').innerText(), 'Budget');
+    assert.equal(await alice.title(), 'Budget · sheetlog');
     await edit(alice, 'A1', 'rent');
     await edit(alice, 'B1', '1200');
     await alice.waitForSelector('.grid[data-pending="0"]', WAIT);
@@ -165,6 +169,13 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await aliceRow.locator('a.name').click();
     await alice.waitForSelector('.grid[data-synced-seq]', WAIT);
     assert.equal(await alice.locator('.sheet-name').innerText(), 'Budget');
+    // Opened by its address with no list seen in this tab, it is still named: the page reads
+    // the name from the sheet's members answer.
+    await alice.evaluate(() => sessionStorage.clear());
+    await alice.goto(`${BASE}/sheets/${logId}`);
+    await alice.waitForSelector('.grid[data-synced-seq]', WAIT);
+    assert.equal(await alice.locator('.sheet-name').innerText(), 'Budget');
+    assert.equal(await alice.title(), 'Budget · sheetlog');
     await shareAs(alice, BOB, 'viewer');
     // Bob is invited: listed as such until he signs in and claims it (docs/api.md).
     const invited = alice.locator(`dialog.share li[data-email="${BOB}"]`);

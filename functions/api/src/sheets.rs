@@ -108,6 +108,9 @@ pub struct InvitationDto {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemberList {
+    /// The sheet's name (absent for a sheet not in the catalog).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub members: Vec<MemberDto>,
     /// Shares by email that nobody has claimed yet.
     pub invitations: Vec<InvitationDto>,
@@ -299,14 +302,13 @@ pub async fn members(
 ) -> ApiResult<Json<MemberList>> {
     let log = parse_log_id(&log_id)?;
     let catalog = state.require_catalog()?;
-    let members = catalog.members(log).await.map_err(ApiError::from_catalog)?;
-    let invitations = catalog
-        .invitations(log)
-        .await
-        .map_err(ApiError::from_catalog)?;
+    // One Query of the sheet's partition: its name, members and invitations.
+    let roster = catalog.roster(log).await.map_err(ApiError::from_catalog)?;
     Ok(Json(MemberList {
-        members: members.iter().map(member_dto).collect(),
-        invitations: invitations
+        name: roster.sheet.map(|s| s.name),
+        members: roster.members.iter().map(member_dto).collect(),
+        invitations: roster
+            .invitations
             .iter()
             .map(|i| InvitationDto {
                 email: i.email.clone(),

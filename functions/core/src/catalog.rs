@@ -116,6 +116,15 @@ pub struct Invitation {
     pub invited_ms: i64,
 }
 
+/// A sheet's record with its members and invitations, as one read of its partition gives them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roster {
+    /// `None` when the sheet is not in the catalog.
+    pub sheet: Option<Sheet>,
+    pub members: Vec<Member>,
+    pub invitations: Vec<Invitation>,
+}
+
 /// The form of an email an invitation is keyed by: trimmed, lower case (mailbox providers and
 /// Cognito's `email` filter treat addresses without regard to case).
 pub fn invitation_key(email: &str) -> String {
@@ -192,6 +201,10 @@ crate::port! {
 
         /// The sheet's invitations (shares by email not yet claimed).
         async fn invitations(&self, log: LogId) -> Result<Vec<Invitation>, CatalogError> as Query;
+
+        /// The sheet's record, members and invitations in one read (the sharing dialog's and
+        /// a sheet page's view: who is in it, and its name).
+        async fn roster(&self, log: LogId) -> Result<Roster, CatalogError> as Query;
 
         /// Invites `invitation.email` (or changes the role of its invitation). Fails with
         /// [`CatalogError::SheetNotFound`] for a sheet not in the catalog.
@@ -591,7 +604,33 @@ pub mod conformance {
             ),
             "inviting to an unknown sheet",
         )?;
+        roster_agrees(c, s1.log).await?;
         Ok(())
+    }
+
+    /// The roster is the sheet, its members and its invitations as their own reads give them; an
+    /// unknown sheet's is empty.
+    async fn roster_agrees(c: &dyn Catalog, log: LogId) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let mut roster = c.roster(log).await.map_err(e)?;
+        let mut members = c.members(log).await.map_err(e)?;
+        let mut invitations = c.invitations(log).await.map_err(e)?;
+        for m in [&mut roster.members, &mut members] {
+            m.sort_by(|a, b| a.user_id.cmp(&b.user_id));
+        }
+        for i in [&mut roster.invitations, &mut invitations] {
+            i.sort_by(|a, b| a.email.cmp(&b.email));
+        }
+        ensure(
+            roster.sheet == c.sheet(log).await.map_err(e)?
+                && roster.sheet.is_some()
+                && roster.members == members
+                && !members.is_empty()
+                && roster.invitations == invitations,
+            &format!("the roster is the sheet, its members and invitations: {roster:?}"),
+        )?;
+        let unknown = c.roster(LogId::new_random()).await.map_err(e)?;
+        ensure(unknown == Roster::default(), "an unknown sheet's roster is empty")
     }
 
     /// The last owner claiming a smaller role keeps ownership; the invitation goes.

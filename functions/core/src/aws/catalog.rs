@@ -28,7 +28,7 @@ use aws_sdk_dynamodb::types::{
 
 use super::dynamo::{cancellation_reasons, ddb_error};
 use crate::catalog::{
-    Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage,
+    Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Roster, Sheet, SheetPage,
     invitation_key, listing_key, parse_listing_key,
 };
 use crate::domain::LogId;
@@ -686,6 +686,21 @@ impl Catalog for DynamoCatalog {
             .iter()
             .map(invitation_of)
             .collect()
+    }
+
+    async fn roster(&self, log: LogId) -> Result<Roster, CatalogError> {
+        let mut roster = Roster::default();
+        for item in self.query_log(log, None).await? {
+            match get_s(&item, "sk") {
+                Some(SHEET_SK) => roster.sheet = Some(sheet_of(&item)?),
+                Some(sk) if sk.starts_with("MEMBER#") => roster.members.push(member_of(&item)?),
+                Some(sk) if sk.starts_with("INVITE#") => {
+                    roster.invitations.push(invitation_of(&item)?);
+                }
+                _ => {}
+            }
+        }
+        Ok(roster)
     }
 
     async fn invite(&self, log: LogId, invitation: &Invitation) -> Result<(), CatalogError> {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::lock;
 use crate::catalog::{
-    Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Sheet, SheetPage,
+    Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Roster, Sheet, SheetPage,
     invitation_key, listing_key, parse_listing_key,
 };
 use crate::domain::LogId;
@@ -184,6 +184,23 @@ impl Catalog for MemCatalog {
             .get(&log)
             .map(|i| i.values().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn roster(&self, log: LogId) -> Result<Roster, CatalogError> {
+        let st = lock(&self.state)?;
+        Ok(Roster {
+            sheet: st.sheets.get(&log).cloned(),
+            members: st
+                .members
+                .get(&log)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default(),
+            invitations: st
+                .invitations
+                .get(&log)
+                .map(|i| i.values().cloned().collect())
+                .unwrap_or_default(),
+        })
     }
 
     async fn invite(&self, log: LogId, invitation: &Invitation) -> Result<(), CatalogError> {
