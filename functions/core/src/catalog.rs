@@ -630,7 +630,10 @@ pub mod conformance {
             &format!("the roster is the sheet, its members and invitations: {roster:?}"),
         )?;
         let unknown = c.roster(LogId::new_random()).await.map_err(e)?;
-        ensure(unknown == Roster::default(), "an unknown sheet's roster is empty")
+        ensure(
+            unknown == Roster::default(),
+            "an unknown sheet's roster is empty",
+        )
     }
 
     /// The last owner claiming a smaller role keeps ownership; the invitation goes.
