@@ -383,6 +383,8 @@ async fn non_members_and_viewers_are_refused_on_every_route() -> anyhow::Result<
         Some(2),
         "{members}"
     );
+    // The answer names the sheet, so a page opened by its address can show the name.
+    assert_eq!(members["name"], "Budget 2027", "{members}");
     let (status, v) = alice
         .send("DELETE", &format!("/logs/{log}/members/{}", alice.id), None)
         .await?;
