@@ -5,6 +5,7 @@
 //! they are hashed (chunk names) and stored for years, so they must not change when a dependency
 //! does. Every decoder returns an error on malformed input and never panics.
 
+use super::formula::{Formula, MAX_FORMULA_CHARS};
 use super::limits::{MAX_FORMAT_BYTES, MAX_TEXT_CHARS};
 use super::value::{Cell, ErrorCode, Value};
 
@@ -82,6 +83,11 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// Steps back over the byte just read (after a `u8` that peeked at a tag).
+    fn unread(&mut self) {
+        self.pos = self.pos.saturating_sub(1);
+    }
+
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -166,6 +172,9 @@ const KIND_ERROR: u8 = 5;
 /// An integral number stored as a zigzag varint: most numbers in sheets are small integers, and
 /// 1–3 bytes beat 8.
 const KIND_INT: u8 = 6;
+/// A formula: its text, then its cached value encoded as a value without a format
+/// (`KIND_EMPTY` when none is known).
+const KIND_FORMULA: u8 = 7;
 const FORMAT_BIT: u8 = 0x80;
 /// Integers up to this magnitude are exact in an `f64`, so the int form round-trips.
 const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
@@ -207,6 +216,15 @@ pub fn write_value(w: &mut Writer, value: &Value, format: Option<&str>) {
         Value::Error(e) => {
             w.u8(KIND_ERROR | fbit);
             w.u8(e.code());
+        }
+        Value::Formula(f) => {
+            w.u8(KIND_FORMULA | fbit);
+            w.str(&f.text);
+            match f.cached.as_deref() {
+                // A cached value is never a formula; one that somehow is is dropped, not nested.
+                Some(Value::Formula(_)) | None => w.u8(KIND_EMPTY),
+                Some(v) => write_value(w, v, None),
+            }
         }
     }
     if let Some(f) = format {
@@ -270,6 +288,22 @@ pub fn read_value(r: &mut Reader<'_>) -> Result<(Value, Option<Box<str>>), Codec
                 ErrorCode::from_code(c)
                     .ok_or_else(|| CodecError::Invalid(format!("unknown error code {c}")))?,
             )
+        }
+        KIND_FORMULA => {
+            let text = r.str(MAX_FORMULA_CHARS * 4, "formula")?;
+            let mut f = Formula::new(text).map_err(|e| CodecError::Invalid(e.to_string()))?;
+            let cached = match r.u8()? {
+                KIND_EMPTY => None,
+                t if t & FORMAT_BIT != 0 || t & !FORMAT_BIT == KIND_FORMULA => {
+                    return Err(CodecError::BadTag(t));
+                }
+                _ => {
+                    r.unread();
+                    Some(Box::new(read_value(r)?.0))
+                }
+            };
+            f.cached = cached;
+            Value::Formula(f)
         }
         _ => return Err(CodecError::BadTag(tag)),
     };

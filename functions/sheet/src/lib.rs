@@ -9,8 +9,11 @@
 //! Layout:
 //! - `limits.rs` — the sheet limits (Excel's), in one place.
 //! - `a1.rs` — A1 references, column letters and ranges.
-//! - `value.rs` — cell values (text, number, boolean, empty, error), cells, their JSON form.
+//! - `value.rs` — cell values (text, number, boolean, empty, error, formula), cells, their JSON
+//!   form.
 //! - `codec.rs` — varints and the binary cell encoding shared with snapshot chunks.
+//! - `formula/` — formulas: limits, reference rewriting, the dependency closure, evaluation
+//!   with IronCalc.
 //! - `event.rs` — the events, their JSON form and validation, their versioned binary bodies.
 //! - `value.rs` also holds [`Row`], shared by the model and the importers.
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
@@ -31,6 +34,7 @@ pub mod codec;
 mod csv_records;
 pub mod entry;
 pub mod event;
+pub mod formula;
 pub mod import;
 pub mod limits;
 pub mod model;

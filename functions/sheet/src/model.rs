@@ -11,6 +11,7 @@ use std::ops::ControlFlow;
 
 use super::a1::{CellRef, Range};
 use super::event::{Event, ImportFormat, InsertRows};
+use super::formula::{Displace, displace_cells};
 use super::import::{self, ImportError, ImportPos, Mode, ReadSeek};
 use super::limits::{MAX_COLS, MAX_ROWS};
 pub use super::value::Row;
@@ -117,6 +118,12 @@ impl Sheet {
         event: &Event,
         payload: Option<Box<dyn ReadSeek>>,
     ) -> Result<(), ApplyError> {
+        // References move before the cells do: a formula names cells of the sheet as it was.
+        if let Some(s) = Displace::of(event) {
+            for cells in self.rows.values_mut() {
+                displace_cells(cells, s);
+            }
+        }
         match event {
             Event::Set(s) => {
                 let edits = s.sorted_edits();

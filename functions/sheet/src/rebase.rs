@@ -31,6 +31,7 @@ use super::a1::{CellRef, column_name};
 use super::event::{
     ColumnName, DeleteColumns, DeleteRows, Event, InsertColumns, InsertRows, RowNumber, SetCells,
 };
+use super::formula::{self, Displace, Formula, TAB};
 use super::limits::{MAX_COLS, MAX_ROWS};
 use super::value::Value;
 
@@ -420,6 +421,9 @@ fn rebase_set(s: &SetCells, history: &[Step<'_>]) -> Outcome {
             (Ok(row), Ok(col)) => {
                 let mut c = c.clone();
                 c.at = CellRef { row, col };
+                if let Value::Formula(f) = &mut c.value {
+                    rebase_formula(f, history);
+                }
                 cells.push(c);
             }
             (Err(why), _) => {
@@ -437,6 +441,42 @@ fn rebase_set(s: &SetCells, history: &[Step<'_>]) -> Outcome {
         return Outcome::Reject(format!("set {}: its {what} {why}", a1(at)));
     }
     Outcome::Apply(vec![Event::Set(SetCells { cells })])
+}
+
+/// Moves a formula's references through what was committed after its author's view, as the
+/// rows and columns they name moved: through each structural edit of someone else's, and, for
+/// the author's own edits the server applied differently than the author saw them, back through
+/// what the author saw and forward through what was applied. (A reference into rows the author's
+/// own insert created, when the server placed that insert elsewhere, comes out `#REF!`.)
+fn rebase_formula(f: &mut Formula, history: &[Step<'_>]) {
+    let mut text = f.text.to_string();
+    let mut step = |s: Displace| {
+        if let Some(t) = formula::displace(&text, TAB, s) {
+            text = t;
+        }
+    };
+    for h in history {
+        match h {
+            Step::Other(e) => {
+                if let Some(s) = Displace::of(e) {
+                    step(s);
+                }
+            }
+            Step::Own { seen, applied } if seen != applied => {
+                for s in seen.iter().rev().filter_map(Displace::of) {
+                    step(s.inverse());
+                }
+                for s in applied.iter().filter_map(Displace::of) {
+                    step(s);
+                }
+            }
+            Step::Own { .. } => {}
+        }
+    }
+    if *f.text != *text {
+        f.text = text.into();
+        f.cached = None;
+    }
 }
 
 fn rebase_insert_rows(e: &InsertRows, history: &[Step<'_>]) -> Outcome {

@@ -1,7 +1,9 @@
 //! Cell values and cells.
 //!
 //! JSON form (the API contract): a string, a number, a boolean, `null` (explicitly empty) or
-//! `{"error": "#DIV/0!"}`.
+//! `{"error": "#DIV/0!"}`. A string that starts with `=` is a formula, as typed into any
+//! spreadsheet; a text that would read as one is written with a leading `'`, which is not stored
+//! (`'=1+1` is the text `=1+1`). Computed values ([`Shown`]) have no such quoting.
 
 use std::fmt;
 
@@ -9,6 +11,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::formula::{self, Formula, FormulaError};
 use super::limits::{MAX_FORMAT_BYTES, MAX_TEXT_CHARS};
 
 /// The standard spreadsheet errors a cell can hold.
@@ -24,10 +27,16 @@ pub enum ErrorCode {
     GettingData,
     Spill,
     Calc,
+    /// A formula that reads its own value, directly or through others.
+    Circ,
+    /// A formula the engine could not read.
+    Error,
+    /// A function the engine does not implement.
+    NImpl,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::Null,
         ErrorCode::Div0,
         ErrorCode::Value,
@@ -38,6 +47,9 @@ impl ErrorCode {
         ErrorCode::GettingData,
         ErrorCode::Spill,
         ErrorCode::Calc,
+        ErrorCode::Circ,
+        ErrorCode::Error,
+        ErrorCode::NImpl,
     ];
 
     /// The text a spreadsheet shows, e.g. `#DIV/0!`.
@@ -53,6 +65,9 @@ impl ErrorCode {
             ErrorCode::GettingData => "#GETTING_DATA",
             ErrorCode::Spill => "#SPILL!",
             ErrorCode::Calc => "#CALC!",
+            ErrorCode::Circ => "#CIRC!",
+            ErrorCode::Error => "#ERROR!",
+            ErrorCode::NImpl => "#N/IMPL",
         }
     }
 
@@ -76,6 +91,9 @@ impl ErrorCode {
             ErrorCode::GettingData => 8,
             ErrorCode::Spill => 9,
             ErrorCode::Calc => 10,
+            ErrorCode::Circ => 11,
+            ErrorCode::Error => 12,
+            ErrorCode::NImpl => 13,
         }
     }
 
@@ -100,6 +118,8 @@ pub enum Value {
     Number(f64),
     Bool(bool),
     Error(ErrorCode),
+    /// A formula; its value is computed (`formula.rs`).
+    Formula(Formula),
 }
 
 /// Why a value or format is outside the limits.
@@ -111,6 +131,8 @@ pub enum ValueError {
     NotFinite,
     #[error("format is {0} bytes, the limit is {MAX_FORMAT_BYTES}")]
     FormatTooLong(usize),
+    #[error(transparent)]
+    Formula(#[from] FormulaError),
 }
 
 impl Value {
@@ -130,6 +152,7 @@ impl Value {
                 Ok(())
             }
             Value::Number(n) if !n.is_finite() => Err(ValueError::NotFinite),
+            Value::Formula(f) => Ok(formula::check(&f.text)?),
             _ => Ok(()),
         }
     }
@@ -143,11 +166,32 @@ pub fn check_format(f: &str) -> Result<(), ValueError> {
     Ok(())
 }
 
+/// A value as a reader sees it: computed values, texts as they are (no `'` before one that starts
+/// with `=`). A formula shows its cached value, or nothing; callers evaluate first
+/// ([`crate::formula::evaluate`]).
+#[derive(Debug)]
+pub struct Shown<'a>(pub &'a Value);
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Text(t) => s.serialize_str(t),
+            Value::Formula(f) => match f.cached.as_deref() {
+                Some(v) => Shown(v).serialize(s),
+                None => s.serialize_none(),
+            },
+            v => v.serialize(s),
+        }
+    }
+}
+
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Value::Empty => s.serialize_none(),
+            Value::Text(t) if formula::needs_quote(t) => s.serialize_str(&format!("'{t}")),
             Value::Text(t) => s.serialize_str(t),
+            Value::Formula(f) => s.serialize_str(&f.typed()),
             // Integral numbers print as integers (`80`, not `80.0`), as a client wrote them.
             Value::Number(n)
                 if n.fract() == 0.0
@@ -209,7 +253,13 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        let v = Value::Text(v);
+        let v = if let Some(text) = v.strip_prefix('=') {
+            Value::Formula(Formula::new(text).map_err(E::custom)?)
+        } else if v.starts_with('\'') && formula::needs_quote(&v[1..]) {
+            Value::Text(v[1..].to_owned())
+        } else {
+            Value::Text(v)
+        };
         v.check().map_err(E::custom)?;
         Ok(v)
     }

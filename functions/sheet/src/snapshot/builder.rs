@@ -575,6 +575,7 @@ impl<'a> SnapshotBuilder<'a> {
                     start: *start,
                     rows: c.rows,
                     max_col: c.max_col,
+                    formulas: c.formulas > 0,
                 };
                 let end = start + c.rows;
                 if end <= self.skip_below {

@@ -228,7 +228,8 @@ fn encode(w: &mut Vec<u8>, p: &Piece) {
             out.varint(*to as u64);
         }
         Piece::New(c) => {
-            out.u8(1);
+            // Tag 2 is a new chunk with formulas, its count after the five fields tag 1 has.
+            out.u8(if c.formulas > 0 { 2 } else { 1 });
             out.buf.extend_from_slice(&c.hash.0);
             for v in [
                 u64::from(c.rows),
@@ -238,6 +239,9 @@ fn encode(w: &mut Vec<u8>, p: &Piece) {
                 c.raw_bytes,
             ] {
                 out.varint(v);
+            }
+            if c.formulas > 0 {
+                out.varint(c.formulas);
             }
         }
     }
@@ -252,18 +256,23 @@ fn decode(r: &mut Reader<'_>) -> Result<Piece, CodecError> {
             to: usize::try_from(r.varint()?)
                 .map_err(|_| CodecError::Invalid("piece range".into()))?,
         }),
-        1 => {
+        tag @ (1 | 2) => {
             let mut hash = ChunkHash([0; 32]);
             hash.0.copy_from_slice(r.take(32)?);
-            Ok(Piece::New(ChunkRef {
+            let mut c = ChunkRef {
                 hash,
                 rows: r.varint_u32(u32::MAX, "rows")?,
                 cells: r.varint()?,
                 max_col: r.varint_u32(u32::MAX, "max column")?,
+                formulas: 0,
                 bytes: r.varint()?,
                 raw_bytes: r.varint()?,
                 log: None,
-            }))
+            };
+            if tag == 2 {
+                c.formulas = r.varint()?;
+            }
+            Ok(Piece::New(c))
         }
         t => Err(CodecError::Invalid(format!("unknown piece tag {t}"))),
     }
@@ -396,6 +405,7 @@ mod tests {
                     rows: i,
                     cells: u64::from(i) * 1_000_003,
                     max_col: i % 300,
+                    formulas: u64::from(i % 3 == 0),
                     bytes: u64::from(i) * 7,
                     raw_bytes: u64::from(i) * 31,
                     log: None,

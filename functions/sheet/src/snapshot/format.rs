@@ -153,6 +153,10 @@ pub struct ChunkRef {
     pub cells: u64,
     /// The highest column used in the chunk (lets a column edit to its right skip it).
     pub max_col: u32,
+    /// Formula cells in the chunk. A structural edit anywhere may rewrite their references, so
+    /// a chunk with formulas is opened by every row or column insert and delete after it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub formulas: u64,
     /// Size of the stored blob.
     pub bytes: u64,
     pub raw_bytes: u64,
@@ -429,6 +433,7 @@ pub struct ChunkBuilder {
     body: Writer,
     rows: u64,
     cells: u64,
+    formulas: u64,
     max_col: u32,
     /// Relative index just past the last row written.
     end: u32,
@@ -487,6 +492,7 @@ impl ChunkBuilder {
             body,
             rows: 0,
             cells: 0,
+            formulas: 0,
             max_col: 0,
             end: 0,
             scratch,
@@ -537,6 +543,7 @@ impl ChunkBuilder {
         self.body.buf.extend_from_slice(bytes);
         self.rows += 1;
         self.cells += u64::from(row.cells);
+        self.formulas += u64::from(row.formulas);
         self.end = rel + 1;
         Ok(Appended {
             size: (self.body.len() - before) as u64,
@@ -574,6 +581,7 @@ impl ChunkBuilder {
                 rows: self.end,
                 cells: self.cells,
                 max_col: self.max_col,
+                formulas: self.formulas,
                 bytes: blob.len() as u64,
                 raw_bytes: raw_len as u64,
                 log: None,
@@ -589,6 +597,8 @@ pub struct EncodedRow {
     pub cells: u32,
     /// The highest column (0 for a row without cells).
     pub max_col: u32,
+    /// How many of the cells are formulas.
+    pub formulas: u32,
 }
 
 /// Writes one row in the chunk encoding, a cell at a time, at the end of a buffer: varint cell
@@ -601,6 +611,7 @@ pub struct RowWriter {
     cells: u32,
     next_col: u32,
     max_col: u32,
+    formulas: u32,
 }
 
 impl RowWriter {
@@ -612,6 +623,7 @@ impl RowWriter {
             cells: 0,
             next_col: 0,
             max_col: 0,
+            formulas: 0,
         }
     }
 
@@ -640,6 +652,7 @@ impl RowWriter {
         EncodedRow {
             cells: self.cells,
             max_col: self.max_col,
+            formulas: self.formulas,
         }
     }
 }
@@ -657,6 +670,9 @@ pub fn encode_row(w: &mut Writer, row: &Row) -> Result<EncodedRow, SnapshotError
             SnapshotError::Internal(format!("row {} has unsorted columns", row.index))
         })?;
         codec::write_cell(w, cell);
+        if matches!(cell.value, crate::Value::Formula(_)) {
+            rw.formulas += 1;
+        }
     }
     Ok(rw.finish(w))
 }
@@ -760,4 +776,8 @@ impl ChunkRows {
             cells,
         }))
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::SnapshotError;
 use crate::event::{Event, InsertRows};
+use crate::formula::{Displace, displace_cells};
 use crate::limits::MAX_ROWS;
 use crate::model::{apply_set_to_row, delete_columns, insert_columns, inserted_rows};
 use crate::{Cell, CellRef, Row};
@@ -26,6 +27,8 @@ pub struct Span {
     pub start: u32,
     pub rows: u32,
     pub max_col: u32,
+    /// The chunk holds formulas, whose references a structural edit may rewrite.
+    pub formulas: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +99,9 @@ impl Stage {
     /// Where a span starting at `s.start` in this stage's input starts in its output, or `None`
     /// when the stage would change the span's contents (so its rows must be streamed instead).
     pub fn map_span(&self, s: &Span) -> Option<u32> {
+        if s.formulas && self.displace().is_some() {
+            return None;
+        }
         let end = u64::from(s.start) + u64::from(s.rows);
         match self {
             Stage::Set { rows, .. } => {
@@ -128,6 +134,29 @@ impl Stage {
                 (s.max_col < *at).then_some(s.start)
             }
         }
+    }
+
+    /// The references a row or column edit moves; `None` for a `set`.
+    fn displace(&self) -> Option<Displace> {
+        Some(match self {
+            Stage::Set { .. } => return None,
+            Stage::InsertRows { at, count, .. } => Displace::InsertRows {
+                at: *at,
+                count: *count,
+            },
+            Stage::DeleteRows { at, count } => Displace::DeleteRows {
+                at: *at,
+                count: *count,
+            },
+            Stage::InsertColumns { at, count } => Displace::InsertColumns {
+                at: *at,
+                count: *count,
+            },
+            Stage::DeleteColumns { at, count } => Displace::DeleteColumns {
+                at: *at,
+                count: *count,
+            },
+        })
     }
 
     /// Where an input row index lands in the output, `None` if the stage removes the row.
@@ -217,6 +246,10 @@ impl Stage {
         match item {
             Item::Row(mut row) => {
                 let to = self.map_row(row.index);
+                // Rows of the input name cells as they were; the stage's own new rows do not.
+                if let Some(s) = self.displace() {
+                    displace_cells(&mut row.cells, s);
+                }
                 match self {
                     Stage::Set { rows, next } => {
                         emit_set_rows_before(rows, next, row.index, out);
