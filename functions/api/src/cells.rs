@@ -6,7 +6,9 @@ use serde_json::Value;
 use sheetlog_core::LogId;
 use std::collections::BTreeMap;
 
-use sheetlog_core::sheet::{CellRef, Range, Row};
+use sheetlog_core::sheet::formula::{self, EvalError, MAX_EVAL_CELLS, TAB};
+use sheetlog_core::sheet::value::Shown;
+use sheetlog_core::sheet::{Cell, CellRef, Range, Row, Value as SheetValue};
 use sheetlog_core::snapshot::{ReadBudget, SnapshotError, grid, read_rows};
 use sheetlog_core::snapshot_input;
 
@@ -51,28 +53,19 @@ pub async fn read(
             });
         }
     };
-    let formats: BTreeMap<String, String> = rows
-        .iter()
-        .flat_map(|r| {
-            r.cells.iter().filter_map(move |(c, cell)| {
-                let f = cell.format.as_ref()?;
-                Some((
-                    CellRef {
-                        row: r.index,
-                        col: *c,
-                    }
-                    .to_string(),
-                    f.to_string(),
-                ))
-            })
-        })
-        .collect();
-    let values = grid(rows, range);
-    let values = values
+    let rows = evaluated(state, log, log_id, at, range, rows).await?;
+    let formats = by_ref(&rows.cells, |cell| {
+        cell.format.as_ref().map(ToString::to_string)
+    });
+    let formulas = by_ref(&rows.cells, |cell| match &cell.value {
+        SheetValue::Formula(f) => Some(f.typed()),
+        _ => None,
+    });
+    let values = grid(rows.shown, range)
         .into_iter()
         .map(|row| {
-            row.into_iter()
-                .map(|v| serde_json::to_value(v).unwrap_or(Value::Null))
+            row.iter()
+                .map(|v| serde_json::to_value(Shown(v)).unwrap_or(Value::Null))
                 .collect()
         })
         .collect();
@@ -81,6 +74,7 @@ pub async fn read(
         range: raw_range.to_owned(),
         values,
         formats,
+        formulas,
     };
     // The budget above counts the values' bytes; what Lambda counts is the whole answer escaped
     // into its payload (quotes inside texts double), so check that too.
@@ -197,4 +191,107 @@ pub async fn rows_at(
         Err(SnapshotError::OverBudget { cells, bytes }) => Ok(Bounded::OverBudget { cells, bytes }),
         Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
     }
+}
+
+/// A range's cells as stored (`cells`: formulas as their text) and as shown (`shown`: every
+/// formula replaced by its computed value).
+struct EvaluatedRows {
+    cells: Vec<Row>,
+    shown: Vec<Row>,
+}
+
+/// Evaluates the formulas among `rows` (the cells of `range` as of `at`). The cells they read,
+/// directly or through other formulas, are loaded by growing the area read until it holds them
+/// all (`formula::closure_area`), up to [`MAX_EVAL_CELLS`]; the engine then runs on a blocking
+/// thread. A range without formulas costs nothing more.
+async fn evaluated(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    at: u64,
+    range: Range,
+    rows: Vec<Row>,
+) -> Result<EvaluatedRows, ApiError> {
+    let has_formulas = rows.iter().any(|r| {
+        r.cells
+            .iter()
+            .any(|(_, c)| matches!(c.value, SheetValue::Formula(_)))
+    });
+    if !has_formulas {
+        return Ok(EvaluatedRows {
+            shown: rows.clone(),
+            cells: rows,
+        });
+    }
+    let budget = ReadBudget {
+        cells: MAX_EVAL_CELLS,
+        bytes: usize::MAX,
+    };
+    let mut area = range;
+    let mut loaded = rows.clone();
+    while let Some(next) = formula::closure_area(&loaded, area, TAB) {
+        area = next;
+        loaded = match rows_at(state, log, log_id, at, area, budget).await? {
+            Bounded::Rows(rows) => rows,
+            Bounded::OverBudget { cells, .. } => {
+                return Err(ApiError::FormulasTooLarge {
+                    cells,
+                    limit: MAX_EVAL_CELLS,
+                });
+            }
+        };
+    }
+    let evaluated = tokio::task::spawn_blocking(move || formula::evaluate(&loaded))
+        .await
+        .map_err(|e| ApiError::Internal(format!("evaluating formulas: {e}")))?
+        .map_err(|e| match e {
+            EvalError::TooManyCells { cells } => ApiError::FormulasTooLarge {
+                cells,
+                limit: MAX_EVAL_CELLS,
+            },
+            EvalError::Engine(e) => ApiError::Internal(format!("evaluating formulas: {e}")),
+        })?;
+    let shown = rows
+        .iter()
+        .map(|r| Row {
+            index: r.index,
+            cells: r
+                .cells
+                .iter()
+                .map(|(col, cell)| {
+                    let at = CellRef {
+                        row: r.index,
+                        col: *col,
+                    };
+                    let value = evaluated.shown(at, &cell.value).clone();
+                    (
+                        *col,
+                        Cell {
+                            value,
+                            format: cell.format.clone(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(EvaluatedRows { cells: rows, shown })
+}
+
+/// Something of each cell of `rows` that has it, by A1 reference.
+fn by_ref(rows: &[Row], of: impl Fn(&Cell) -> Option<String>) -> BTreeMap<String, String> {
+    rows.iter()
+        .flat_map(|r| {
+            r.cells.iter().filter_map(|(c, cell)| {
+                Some((
+                    CellRef {
+                        row: r.index,
+                        col: *c,
+                    }
+                    .to_string(),
+                    of(cell)?,
+                ))
+            })
+        })
+        .collect()
 }

@@ -200,12 +200,17 @@ pub struct CellsResponse {
     /// The values are the state of every entry before this sequence.
     pub seq: u64,
     pub range: String,
-    /// Rows in order; each cell a string, number, boolean, `{"error": "#DIV/0!"}`, or null when empty.
+    /// Rows in order; each cell a string, number, boolean, `{"error": "#DIV/0!"}`, or null when
+    /// empty. A formula cell has its computed value here, its text in `formulas`.
     pub values: Vec<Vec<Value>>,
     /// The number format of every cell in the range that has one, by A1 ref (e.g. `"0.00%"`);
     /// absent when none has.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub formats: BTreeMap<String, String>,
+    /// The formula of every formula cell in the range, by A1 ref, as typed (`"=SUM(A1:A3)"`);
+    /// absent when none has one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub formulas: BTreeMap<String, String>,
 }
 
 /// The area a sheet's cells lie in, as of a sequence.

@@ -108,6 +108,12 @@ pub enum ApiError {
         "the range's values are at least {size} bytes, over the {limit}-byte response limit of AWS Lambda; read a smaller range"
     )]
     RangeTooLarge { size: usize, limit: usize },
+    /// The formulas of a read range read, directly or through other formulas, more cells than
+    /// one evaluation may load (`sheetlog_core::sheet::formula::MAX_EVAL_CELLS`).
+    #[error(
+        "evaluating the formulas in this range reads more than {limit} cells; read a range whose formulas read fewer cells"
+    )]
+    FormulasTooLarge { cells: usize, limit: usize },
     /// Reading the sheet as of a sequence would hold more entry bytes than the read budget
     /// (`SHEETLOG_READ_BUDGET_BYTES`): the entries after the nearest completed snapshot.
     #[error(
@@ -171,9 +177,10 @@ impl ApiError {
             | ClientGroupMismatch { .. } => StatusCode::BAD_REQUEST,
             ClientNotFound { .. } | MutationNotFound { .. } => StatusCode::NOT_FOUND,
             MutationGap { .. } => StatusCode::CONFLICT,
-            ViewTooLarge { .. } | RangeTooLarge { .. } | HistoryTooLarge { .. } => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
+            ViewTooLarge { .. }
+            | RangeTooLarge { .. }
+            | HistoryTooLarge { .. }
+            | FormulasTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -233,6 +240,7 @@ impl ApiError {
             ClientGroupMismatch { .. } => "client-group-mismatch",
             ViewTooLarge { .. } => "view-too-large",
             RangeTooLarge { .. } => "range-too-large",
+            FormulasTooLarge { .. } => "formulas-too-large",
             HistoryTooLarge { .. } => "history-too-large",
             ResponseTooLarge { .. } => "response-too-large",
             Forbidden { .. } => "forbidden",
@@ -284,6 +292,10 @@ impl ApiError {
             }
             ApiError::UploadTooLarge { size, limit } => {
                 m.insert("size".into(), json!(size));
+                m.insert("limit".into(), json!(limit));
+            }
+            ApiError::FormulasTooLarge { cells, limit } => {
+                m.insert("cells".into(), json!(cells));
                 m.insert("limit".into(), json!(limit));
             }
             ApiError::InvalidPayload {

@@ -56,6 +56,34 @@ fn rejected(o: &Outcome) -> &str {
     }
 }
 
+/// A formula typed against an older view: its cell and its references both follow what was
+/// inserted and deleted since, as that person saw the cells they named.
+#[test]
+fn a_rebased_formula_reads_the_cells_its_author_named() {
+    let formula = |t: &str| Value::Formula(crate::formula::Formula::new(t).unwrap());
+    // Typed into C10 while rows 1..=9 held the data: =SUM(A2:A9)+B5.
+    let typed = crate::test_support::set_one(CellRef { row: 9, col: 2 }, formula("SUM(A2:A9)+B5"));
+    // Meanwhile: two rows inserted above row 3, then a column inserted before B.
+    let history = [ins_rows(2, 2), ins_cols(1, 1)];
+    let out = rebase(&typed, &others(&history));
+    assert_eq!(
+        out,
+        apply(vec![crate::test_support::set_one(
+            CellRef { row: 11, col: 3 },
+            formula("SUM(A2:A11)+C7")
+        )])
+    );
+    // Row 5 deleted by someone else: the reference to it is gone, the range shrinks.
+    let out = rebase(&typed, &others(&[del_rows(4, 1)]));
+    assert_eq!(
+        out,
+        apply(vec![crate::test_support::set_one(
+            CellRef { row: 8, col: 2 },
+            formula("SUM(A2:A8)+#REF!")
+        )])
+    );
+}
+
 #[test]
 fn a_cell_edit_follows_its_row_through_an_insert_above_it() {
     // r1..r6 in A1:A6; A inserts a row at 2; B, who had not seen that, writes B5 beside r5.

@@ -11,7 +11,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::formula::{self, Formula, FormulaError};
+use super::formula::text::{self as formula, FormulaError};
 use super::limits::{MAX_FORMAT_BYTES, MAX_TEXT_CHARS};
 
 /// The standard spreadsheet errors a cell can hold.
@@ -374,6 +374,33 @@ mod tests {
             assert_eq!(ErrorCode::parse(e.as_str()), Some(e));
         }
         assert_eq!(ErrorCode::from_code(0), None);
+    }
+}
+
+/// A formula cell's content: its text and, when known, the value it last computed (an XLSX
+/// import's cached value, or the value a snapshot stored). The cached value is a hint for
+/// readers that cannot evaluate; every read through the API evaluates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Formula {
+    /// The formula without its leading `=`, e.g. `SUM(A1:A3)`.
+    pub text: Box<str>,
+    /// Never itself a formula.
+    pub cached: Option<Box<Value>>,
+}
+
+impl Formula {
+    /// A formula from its text without the `=`, checked against the limits.
+    pub fn new(text: &str) -> Result<Formula, FormulaError> {
+        formula::check(text)?;
+        Ok(Formula {
+            text: text.into(),
+            cached: None,
+        })
+    }
+
+    /// The formula as typed: `=` and the text.
+    pub fn typed(&self) -> String {
+        format!("={}", self.text)
     }
 }
 

@@ -8,7 +8,7 @@
 
 use ironcalc_base::expressions::token::TokenType;
 
-use super::tokens;
+use super::text::tokens;
 use crate::a1::{CellRef, Range};
 use crate::limits::{MAX_COLS, MAX_ROWS};
 use crate::value::{Row, Value};

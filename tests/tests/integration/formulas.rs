@@ -1,0 +1,270 @@
+//! Formulas through the HTTP API: reads answer computed values and the formula texts, row and
+//! column edits rewrite references, history reads compute old values, snapshots carry formulas
+//! (a structural edit after a snapshot opens its chunks), and the limits answer clear errors.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_api::ApiConfig;
+use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+
+async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
+    let (status, v) = post_entry(c, api, log, entry).await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "append: {status} {v}");
+    v["seq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
+}
+
+async fn cells(c: &ApiClient, api: &TestApi, log: &str, query: &str) -> anyhow::Result<Value> {
+    let r = c
+        .get(api.url(&format!("/logs/{log}/cells?{query}")))
+        .send()
+        .await?;
+    let status = r.status();
+    let body: Value = r.json().await?;
+    anyhow::ensure!(status == StatusCode::OK, "cells?{query}: {status} {body}");
+    Ok(body)
+}
+
+fn set(cells: &[(&str, Value)]) -> Value {
+    json!({"type": "set", "body": {"cells": cells.iter().map(|(r, v)| json!({"ref": r, "value": v})).collect::<Vec<_>>()}})
+}
+
+#[tokio::test]
+async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
+    let api = TestApi::start("formulas").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let first = append(
+        &c,
+        &api,
+        &log,
+        set(&[
+            ("A1", json!(10)),
+            ("A2", json!(20)),
+            ("A3", json!(30)),
+            ("A4", json!("=SUM(A1:A3)")),
+            ("B1", json!("Ada")),
+            ("B2", json!("=B1&\" Lovelace\"")),
+            ("B3", json!("=IF(A4>50,\"big\",\"small\")")),
+            ("B4", json!("=VLOOKUP(20,A1:B3,2,FALSE)")),
+            ("C1", json!("=DATE(2024,2,29)")),
+            ("C2", json!("=MONTH(C1)")),
+            ("C3", json!("=A1/0")),
+            ("C4", json!("=C5")),
+            ("C5", json!("=C4")),
+            ("D1", json!("'=not a formula")),
+            ("D2", json!("=NOPE(1)")),
+        ]),
+    )
+    .await?;
+    let v = cells(&c, &api, &log, "range=A1:D5").await?;
+    assert_eq!(
+        v["values"],
+        json!([
+            [10, "Ada", 45351, "=not a formula"],
+            [20, "Ada Lovelace", 2, {"error": "#NAME?"}],
+            [30, "big", {"error": "#DIV/0!"}, null],
+            [60, "Ada Lovelace", {"error": "#CIRC!"}, null],
+            [null, null, {"error": "#CIRC!"}, null],
+        ]),
+        "{v}"
+    );
+    assert_eq!(v["formulas"]["A4"], "=SUM(A1:A3)", "{v}");
+    assert_eq!(v["formulas"]["C5"], "=C4", "{v}");
+    assert!(
+        v["formulas"].get("D1").is_none(),
+        "a quoted text is no formula: {v}"
+    );
+    // A range holding only the formula still reads the cells it reads.
+    let one = cells(&c, &api, &log, "range=A4").await?;
+    assert_eq!(one["values"], json!([[60]]), "{one}");
+    // The log keeps the formula as typed, and a literal text as written.
+    let entries: Value = c
+        .get(api.url(&format!("/logs/{log}/entries?from={first}&limit=1")))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let written = &entries["entries"][0]["body"]["cells"];
+    assert!(
+        written
+            .as_array()
+            .is_some_and(|a| a.iter().any(|c| c["value"] == "=SUM(A1:A3)")),
+        "{entries}"
+    );
+    assert!(
+        written
+            .as_array()
+            .is_some_and(|a| a.iter().any(|c| c["value"] == "'=not a formula")),
+        "{entries}"
+    );
+
+    // Edit an input: the sum follows. The read at the earlier sequence still computes the old.
+    let before_edit = append(&c, &api, &log, set(&[("A2", json!(25))])).await?;
+    let now = cells(&c, &api, &log, "range=A4").await?;
+    assert_eq!(now["values"], json!([[65]]), "{now}");
+    let old = cells(&c, &api, &log, &format!("range=A4&at={before_edit}")).await?;
+    assert_eq!(
+        old["values"],
+        json!([[60]]),
+        "history computes old values: {old}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn row_and_column_edits_rewrite_references() -> anyhow::Result<()> {
+    let api = TestApi::start("formula-refs").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    append(
+        &c,
+        &api,
+        &log,
+        set(&[
+            ("A1", json!(1)),
+            ("A2", json!(2)),
+            ("A3", json!(3)),
+            ("B1", json!("=SUM(A1:A3)")),
+            ("B2", json!("=A3*10")),
+            ("C1", json!("=B2+1")),
+        ]),
+    )
+    .await?;
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "insert-rows", "body": {"at": 2, "count": 1, "values": [[100]]}}),
+    )
+    .await?;
+    let v = cells(&c, &api, &log, "range=A1:C4").await?;
+    assert_eq!(v["formulas"]["B1"], "=SUM(A1:A4)", "the range grew: {v}");
+    assert_eq!(v["formulas"]["B3"], "=A4*10", "{v}");
+    assert_eq!(v["formulas"]["C1"], "=B3+1", "{v}");
+    assert_eq!(v["values"][0], json!([1, 106, 31]), "{v}");
+
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "insert-columns", "body": {"at": "A", "count": 1}}),
+    )
+    .await?;
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "delete-rows", "body": {"at": 4, "count": 1}}),
+    )
+    .await?;
+    let v = cells(&c, &api, &log, "range=A1:D3").await?;
+    assert_eq!(v["formulas"]["C1"], "=SUM(B1:B3)", "the range shrank: {v}");
+    assert_eq!(
+        v["formulas"]["C3"], "=#REF!*10",
+        "its cell was deleted: {v}"
+    );
+    assert_eq!(
+        v["values"][0],
+        json!([null, 1, 103, {"error": "#REF!"}]),
+        "{v}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn formulas_over_the_limits_are_refused() -> anyhow::Result<()> {
+    let api = TestApi::start("formula-limits").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let long = format!("={}", "1+".repeat(4096) + "1");
+    let (status, v) = post_entry(&c, &api, &log, set(&[("A1", json!(long))])).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("formula is 8193 characters, the limit is 8192"),
+        "{v}"
+    );
+    let deep = format!("={}1{}", "(".repeat(65), ")".repeat(65));
+    let (status, v) = post_entry(&c, &api, &log, set(&[("A1", json!(deep))])).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        snapshot_interval: 4,
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_pipeline("formula-snapshots", cfg).await? else {
+        return Ok(()); // a deployment runs its own pipeline; this test drives the local one
+    };
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    // A chain down column B, 600 rows: B(i) = B(i+1) + A(i); A is 1 everywhere, B600 = 0.
+    for block in 0..6u32 {
+        let mut batch = Vec::new();
+        for i in block * 100 + 1..=block * 100 + 100 {
+            batch.push((format!("A{i}"), json!(1)));
+            let b = if i == 600 {
+                json!(0)
+            } else {
+                json!(format!("=B{}+A{i}", i + 1))
+            };
+            batch.push((format!("B{i}"), b));
+        }
+        let refs: Vec<(&str, Value)> = batch.iter().map(|(r, v)| (r.as_str(), v.clone())).collect();
+        append(&c, &api, &log, set(&refs)).await?;
+    }
+    // Wait for a completed snapshot, so the read below starts from its chunks.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let loaded = loop {
+        let v: Value = c
+            .get(api.url(&format!("/logs/{log}")))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if v["snapshot"]["seq"].as_u64() > Some(0) && v["snapshot"]["status"] == "complete" {
+            break v;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no snapshot completed: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let url = loaded["snapshot"]["manifestUrl"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("no manifestUrl: {loaded}"))?;
+    let stored = reqwest::get(url).await?.bytes().await?;
+    let manifest = sheetlog_core::snapshot::Manifest::from_bytes("manifest", &stored)?;
+    let formulas: u64 = manifest.chunks.iter().map(|c| c.formulas).sum();
+    assert!(
+        formulas > 0,
+        "the chunks count their formulas: {:?}",
+        manifest.chunks
+    );
+    let v = cells(&c, &api, &log, "range=B1").await?;
+    assert_eq!(
+        v["values"],
+        json!([[599]]),
+        "the whole chain was loaded: {v}"
+    );
+    // Rows inserted at the top after the snapshot: every formula in its chunks moves.
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "insert-rows", "body": {"at": 1, "count": 2}}),
+    )
+    .await?;
+    let v = cells(&c, &api, &log, "range=B3").await?;
+    assert_eq!(v["values"], json!([[599]]), "{v}");
+    assert_eq!(v["formulas"]["B3"], "=B4+A3", "{v}");
+    let v = cells(&c, &api, &log, "range=B500").await?;
+    assert_eq!(v["formulas"]["B500"], "=B501+A500", "{v}");
+    assert_eq!(v["values"], json!([[102]]), "{v}");
+    Ok(())
+}
