@@ -227,20 +227,16 @@ async fn evaluated(
         cells: MAX_EVAL_CELLS,
         bytes: usize::MAX,
     };
-    let mut area = range;
-    let mut loaded = rows.clone();
-    while let Some(next) = formula::closure_area(&loaded, area, TAB) {
-        area = next;
-        loaded = match rows_at(state, log, log_id, at, area, budget).await? {
-            Bounded::Rows(rows) => rows,
-            Bounded::OverBudget { cells, .. } => {
-                return Err(ApiError::FormulasTooLarge {
-                    cells,
-                    limit: MAX_EVAL_CELLS,
-                });
-            }
-        };
-    }
+    let loaded = formula::load_closure(rows.clone(), range, TAB, |area| async move {
+        match rows_at(state, log, log_id, at, area, budget).await? {
+            Bounded::Rows(rows) => Ok(rows),
+            Bounded::OverBudget { cells, .. } => Err(ApiError::FormulasTooLarge {
+                cells,
+                limit: MAX_EVAL_CELLS,
+            }),
+        }
+    })
+    .await?;
     let evaluated = tokio::task::spawn_blocking(move || formula::evaluate(&loaded))
         .await
         .map_err(|e| ApiError::Internal(format!("evaluating formulas: {e}")))?
@@ -251,30 +247,7 @@ async fn evaluated(
             },
             EvalError::Engine(e) => ApiError::Internal(format!("evaluating formulas: {e}")),
         })?;
-    let shown = rows
-        .iter()
-        .map(|r| Row {
-            index: r.index,
-            cells: r
-                .cells
-                .iter()
-                .map(|(col, cell)| {
-                    let at = CellRef {
-                        row: r.index,
-                        col: *col,
-                    };
-                    let value = evaluated.shown(at, &cell.value).clone();
-                    (
-                        *col,
-                        Cell {
-                            value,
-                            format: cell.format.clone(),
-                        },
-                    )
-                })
-                .collect(),
-        })
-        .collect();
+    let shown = evaluated.shown_rows(&rows);
     Ok(EvaluatedRows { cells: rows, shown })
 }
 

@@ -76,6 +76,28 @@ pub fn closure_area(rows: &[Row], area: Range, tab: &str) -> Option<Range> {
     (need != area).then(|| grow(area, need))
 }
 
+/// The cells to evaluate the formulas of `range` from: `rows` (the cells of `range`) and, while
+/// [`closure_area`] asks for more, the rows `read` gives for the grown area. Returns `rows` itself
+/// when they hold no formula.
+pub async fn load_closure<E, F, Fut>(
+    rows: Vec<Row>,
+    range: Range,
+    tab: &str,
+    mut read: F,
+) -> Result<Vec<Row>, E>
+where
+    F: FnMut(Range) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Row>, E>>,
+{
+    let mut area = range;
+    let mut loaded = rows;
+    while let Some(next) = closure_area(&loaded, area, tab) {
+        area = next;
+        loaded = read(area).await?;
+    }
+    Ok(loaded)
+}
+
 fn union(a: Range, b: Range) -> Range {
     Range {
         start: CellRef {

@@ -11,7 +11,7 @@ use ironcalc_base::cell::CellValue;
 use ironcalc_base::types::CellType;
 
 use crate::a1::CellRef;
-use crate::value::{ErrorCode, Row, Value};
+use crate::value::{Cell, ErrorCode, Row, Value};
 
 /// Cells one evaluation may load (values and formulas together). An IronCalc model holds a cell
 /// in about 100 to 200 bytes, a parsed formula in a few hundred, so this bounds an evaluation's
@@ -46,6 +46,33 @@ impl Evaluated {
             Value::Formula(_) => self.values.get(&at).unwrap_or(&Value::Empty),
             v => v,
         }
+    }
+
+    /// `rows` as a reader sees them: every formula replaced by its computed value, formats kept.
+    pub fn shown_rows(&self, rows: &[Row]) -> Vec<Row> {
+        rows.iter()
+            .map(|r| Row {
+                index: r.index,
+                cells: r
+                    .cells
+                    .iter()
+                    .map(|(col, cell)| {
+                        let at = CellRef {
+                            row: r.index,
+                            col: *col,
+                        };
+                        let value = self.shown(at, &cell.value).clone();
+                        (
+                            *col,
+                            Cell {
+                                value,
+                                format: cell.format.clone(),
+                            },
+                        )
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 }
 
