@@ -350,6 +350,8 @@ class Blocks {
     if (!p) {
       p = call<Extent>('GET', `${this.api}/extent?at=${seq}`).catch(() => undefined);
       this.extents.set(seq, p);
+      // Only recent sequences are shown again.
+      for (const old of this.extents.keys()) if (this.extents.size > 20) this.extents.delete(old);
     }
     return p;
   }
