@@ -186,6 +186,11 @@ export interface CellsAnswer {
   range: string;
   values: unknown[][];
   formats?: Record<string, string>;
+  /**
+   * The formulas' texts by A1 ref, from a server that computes them; `values` then holds their
+   * computed values and texts unquoted. Without it, `values` is the input form (model.ts).
+   */
+  formulas?: Record<string, string>;
 }
 export interface Extent {
   seq: number;

@@ -4,7 +4,7 @@
  * be (Chrome stops near 33.5M px, Firefox near 17.9M), so past `MAX_SCROLL_PX` the scrollbar is
  * scaled: its position picks a fraction of the sheet, and the rows are drawn from there.
  */
-import { type Cell, colName, display, MAX_COLS, MAX_ROWS, refOf } from './model';
+import { colName, type Drawn, MAX_COLS, MAX_ROWS, refOf } from './model';
 
 export const ROW_H = 24;
 export const COL_W = 104;
@@ -12,8 +12,11 @@ const HEAD_W = 64;
 const HEAD_H = 24;
 const MAX_SCROLL_PX = 8_000_000;
 
-/** What the grid shows in a cell: a cell, nothing, or a placeholder while its block loads. */
-export type Shown = Cell | undefined | 'loading';
+/**
+ * What the grid shows in a cell: its text and alignment, nothing, or a placeholder while its
+ * block loads (or its formula's value is computed).
+ */
+export type Shown = Drawn | undefined | 'loading';
 
 export interface GridSource {
   cell(row: number, col: number): Shown;
@@ -24,6 +27,8 @@ export interface GridSource {
   selected(row: number, col: number): void;
   /** The raw text an editor starts with. */
   editText(row: number, col: number): string;
+  /** The in-place editor's text as it is typed (the formula bar shows it). */
+  typing?(text: string): void;
 }
 
 export class Grid {
@@ -76,6 +81,7 @@ export class Grid {
     this.body.addEventListener('dblclick', () => this.startEdit(this.source.editText(this.sel.row, this.sel.col)));
     this.el.addEventListener('keydown', (e) => this.onKey(e));
     this.editor.addEventListener('keydown', (e) => this.onEditorKey(e));
+    this.editor.addEventListener('input', () => this.source.typing?.(this.editor.value));
     this.editor.addEventListener('blur', () => {
       if (this.editing) this.commit();
     });
@@ -182,11 +188,12 @@ export class Grid {
         cell.dataset.col = String(c);
         cell.setAttribute('role', 'gridcell');
         if (shown === 'loading') cell.classList.add('loading');
-        else {
-          cell.textContent = display(shown);
-          if (shown && typeof shown.value === 'number') cell.classList.add('num');
-          // Centred, as spreadsheets show TRUE and FALSE, so they do not read as typed text.
-          else if (shown && typeof shown.value === 'boolean') cell.classList.add('bool');
+        else if (shown) {
+          cell.textContent = shown.text;
+          // Numbers right; TRUE, FALSE and errors centred, as spreadsheets show them, so they do
+          // not read as typed text.
+          if (shown.kind) cell.classList.add(shown.kind);
+          if (shown.title) cell.title = shown.title;
         }
         if (r === this.sel.row && c === this.sel.col) {
           cell.classList.add('selected');
@@ -215,6 +222,7 @@ export class Grid {
     this.editing = true;
     this.editor.hidden = false;
     this.editor.value = text;
+    this.source.typing?.(text);
     this.render();
     this.editor.focus();
     this.editor.setSelectionRange(text.length, text.length);
@@ -231,6 +239,7 @@ export class Grid {
     this.editing = false;
     this.editor.hidden = true;
     this.el.focus();
+    this.schedule();
   }
 
   private onEditorKey(e: KeyboardEvent): void {

@@ -51,10 +51,73 @@ export function parseCol(letters: string): number {
   return col - 1;
 }
 
-const ERRORS = new Set(['#NULL!', '#DIV/0!', '#VALUE!', '#REF!', '#NAME?', '#NUM!', '#N/A']);
+/**
+ * The spreadsheet errors a cell can hold, with what each means (the server's list,
+ * functions/sheet/src/value.rs). `#CIRC!`, `#ERROR!` and `#N/IMPL` are what the formula engine
+ * gives a cycle, a formula it cannot read and a function it lacks.
+ */
+export const ERRORS: Readonly<Record<string, string>> = {
+  '#NULL!': 'ranges that do not intersect',
+  '#DIV/0!': 'division by zero',
+  '#VALUE!': 'a value of the wrong type',
+  '#REF!': 'a reference to a cell that is gone',
+  '#NAME?': 'a name or function the engine does not know',
+  '#NUM!': 'a number out of range',
+  '#N/A': 'a value that is not available',
+  '#GETTING_DATA': 'data still being read',
+  '#SPILL!': 'an array result that has no room',
+  '#CALC!': 'a calculation the engine cannot do',
+  '#CIRC!': 'a circular reference: the formula reads its own value',
+  '#ERROR!': 'a formula that cannot be read',
+  '#N/IMPL': 'a function the engine does not implement',
+};
 
-/** What a person typed → the value to store: numbers and TRUE/FALSE as such, empty as null. */
+/** The error value for a text such as `#div/0!` (as spreadsheets accept it), or undefined. */
+export function errorValue(text: string): { error: string } | undefined {
+  const code = text.trim().toUpperCase();
+  return Object.hasOwn(ERRORS, code) ? { error: code } : undefined;
+}
+
+/** Characters in one formula, `=` excluded (Excel's limit, as the server enforces it). */
+export const MAX_FORMULA_CHARS = 8_192;
+/** Parentheses and braces open at once in one formula (functions/sheet/src/formula/mod.rs). */
+export const MAX_NESTING = 64;
+
+/*
+ * Values travel in the API's input form (functions/sheet/src/value.rs): a string that starts with
+ * `=` is a formula, and a text that would read as one is written with a leading `'`, which is not
+ * part of the text (`"'=1+1"` is the text `=1+1`). The overlay, the blocks and the mutations hold
+ * values in this form; a formula's value is computed (formula.ts).
+ */
+
+/** True for a formula value: its text as typed, `=` first. */
+export function isFormula(v: Value | undefined): v is string {
+  return typeof v === 'string' && v.startsWith('=');
+}
+
+/** True when a text would read as a formula, so its input form needs a leading `'`. */
+export function needsQuote(text: string): boolean {
+  return text.replace(/^'+/, '').startsWith('=');
+}
+
+/** A text in the input form: with a leading `'` when it would read as a formula. */
+export function textValue(text: string): string {
+  return needsQuote(text) ? `'${text}` : text;
+}
+
+/** The text an input-form string holds (a formula's text stays as it is). */
+export function textOf(s: string): string {
+  return s.startsWith("'") && needsQuote(s.slice(1)) ? s.slice(1) : s;
+}
+
+/**
+ * What a person typed → the value to store: `=…` a formula, numbers and TRUE/FALSE as such, error
+ * codes as errors, empty as null, anything else a text. A leading `'` makes the rest a text as
+ * typed and is not kept, as in any spreadsheet (`'=1+1`, `'007`).
+ */
 export function parseInput(text: string): Value {
+  if (text.startsWith('=')) return text;
+  if (text.startsWith("'")) return textValue(text.slice(1));
   const t = text.trim();
   if (t === '') return null;
   if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) {
@@ -63,34 +126,126 @@ export function parseInput(text: string): Value {
   }
   if (/^true$/i.test(t)) return true;
   if (/^false$/i.test(t)) return false;
-  if (ERRORS.has(t.toUpperCase())) return { error: t.toUpperCase() };
-  return text;
+  return errorValue(t) ?? text;
 }
 
-/** The text a cell shows: its value through its number format (Excel's format codes). */
-export function display(cell: Cell | undefined): string {
-  if (!cell) return '';
-  const v = cell.value;
-  if (v === null) return '';
-  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
-  if (typeof v === 'object') return v.error;
-  if (typeof v === 'number') {
-    try {
-      return numfmt(cell.format ?? 'General', v);
-    } catch {
-      return String(v);
-    }
+/** Why a formula (`=` first) would be refused by the server, in words; undefined when it is fine. */
+export function formulaProblem(formula: string): string | undefined {
+  const chars = [...formula].length - 1;
+  if (chars > MAX_FORMULA_CHARS)
+    return `That formula has ${chars.toLocaleString('en')} characters; a formula holds at most ${MAX_FORMULA_CHARS.toLocaleString('en')}.`;
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 1; i < formula.length; i++) {
+    const ch = formula[i];
+    if (ch === '"' || ch === "'") {
+      // A string or a quoted sheet name: its parentheses are not nesting.
+      const end = formula.indexOf(ch, i + 1);
+      i = end < 0 ? formula.length : end;
+    } else if (ch === '(' || ch === '{') deepest = Math.max(deepest, ++depth);
+    else if (ch === ')' || ch === '}') depth = Math.max(0, depth - 1);
   }
-  return v;
+  return deepest > MAX_NESTING
+    ? `That formula nests ${deepest} parentheses deep; a formula may nest at most ${MAX_NESTING}.`
+    : undefined;
 }
 
-/** The text an editor starts with: the raw value, not its formatted form. */
+/**
+ * How the grid draws a cell: its text, and how it sits (spreadsheets put numbers right, and
+ * TRUE, FALSE and errors in the middle). `title` says what an error means.
+ */
+export interface Drawn {
+  text: string;
+  kind?: 'num' | 'bool' | 'error';
+  title?: string;
+}
+
+/**
+ * How a cell shows: its value through its number format (Excel's format codes); for a formula,
+ * its computed value `computed` (undefined: not computed yet, shown empty). Computed values are
+ * plain: a text is the text, with no quoting.
+ */
+export function drawn(cell: Cell, computed?: Value): Drawn {
+  const raw = cell.value;
+  const v = isFormula(raw) ? (computed ?? null) : typeof raw === 'string' ? textOf(raw) : raw;
+  if (v === null) return { text: '' };
+  if (typeof v === 'boolean') return { text: v ? 'TRUE' : 'FALSE', kind: 'bool' };
+  if (typeof v === 'object') {
+    const meaning = Object.hasOwn(ERRORS, v.error) ? ERRORS[v.error] : undefined;
+    return { text: v.error, kind: 'error', ...(meaning ? { title: `${v.error}: ${meaning}` } : {}) };
+  }
+  if (typeof v === 'number') {
+    let text: string;
+    try {
+      text = numfmt(cell.format ?? 'General', v);
+    } catch {
+      text = String(v);
+    }
+    return { text, kind: 'num' };
+  }
+  return { text: v };
+}
+
+/** The text a cell shows (see `drawn`). */
+export function display(cell: Cell | undefined, computed?: Value): string {
+  return cell ? drawn(cell, computed).text : '';
+}
+
+/**
+ * The text an editor starts with: the raw value, not its formatted form; a formula's text. A text
+ * that would read as something else when typed (`123`, `TRUE`, `=1+1`) gets a leading `'`, so
+ * an edit that changes nothing keeps it a text.
+ */
 export function editText(cell: Cell | undefined): string {
   const v = cell?.value;
   if (v === null || v === undefined) return '';
   if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
   if (typeof v === 'object') return v.error;
-  return String(v);
+  if (typeof v === 'number') return String(v);
+  if (isFormula(v)) return v;
+  const t = textOf(v);
+  return parseInput(t) === v ? t : `'${t}`;
+}
+
+/**
+ * A range read (`GET …/cells`) as the page holds it: values in the input form, and the server's
+ * computed value of each formula it sent one for. A server that computes formulas answers their
+ * values in `values`, plain (texts unquoted), and their texts in `formulas`; one that does not
+ * answers the input form in `values` and no `formulas`.
+ */
+export function readAnswer(
+  a: { values: unknown[][]; formulas?: Record<string, string> },
+  row0: number,
+  col0: number,
+): { values: Value[][]; computed: Map<string, Value> } {
+  const computed = new Map<string, Value>();
+  const { formulas } = a;
+  if (!formulas) return { values: a.values as Value[][], computed };
+  const values = (a.values as Value[][]).map((row, i) =>
+    row.map((v, j) => {
+      const ref = refOf(row0 + i, col0 + j);
+      const f = formulas[ref];
+      if (f !== undefined) {
+        computed.set(ref, v);
+        return f.startsWith('=') ? f : `=${f}`;
+      }
+      return typeof v === 'string' ? textValue(v) : v;
+    }),
+  );
+  return { values, computed };
+}
+
+/** A value as a reader sees it: a text without its input-form quote. */
+export function plain(v: Value): Value {
+  return typeof v === 'string' && !isFormula(v) ? textOf(v) : v;
+}
+
+/** A rectangle of cells, 0-based and inclusive. */
+export interface Area {
+  r0: number;
+  c0: number;
+  r1: number;
+  c1: number;
 }
 
 // ---- The overlay of pending edits ------------------------------------------------------------

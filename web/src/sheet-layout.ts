@@ -1,7 +1,8 @@
 /**
- * The elements of one sheet's page: the toolbar (name box, contents, format picker, edit buttons,
- * import, export, history, progress, save status, link state), the banner, the grid's host and
- * the history panel. Only the elements: what they do is wired by the other `sheet-*.ts` modules.
+ * The elements of one sheet's page: the toolbar (format picker, edit buttons, import, export,
+ * history, progress, save status, link state), the formula bar (name box and the selected cell's
+ * contents), the banner, the grid's host and the history panel. Only the elements: what they do
+ * is wired by the other `sheet-*.ts` modules.
  */
 import type { Grid } from './grid';
 import { el } from './ui';
@@ -59,7 +60,13 @@ function toolbarControls() {
     title: 'Go to a cell (e.g. A900000)',
     ariaLabel: 'cell reference',
   });
-  const formula = el('input', { className: 'formula', readOnly: true, ariaLabel: 'cell contents' });
+  const formula = el('input', {
+    className: 'formula',
+    ariaLabel: 'formula bar',
+    spellcheck: false,
+    autocomplete: 'off',
+    title: "The selected cell's contents: a formula's text (=SUM(A1:A3)), or its value as typed. Enter stores an edit.",
+  });
   const format = el('select', { ariaLabel: 'number format', title: 'Number format of the selected cell' });
   for (const [code, label] of FORMATS) format.append(el('option', { value: code, textContent: label }));
   const button = (text: string, title: string) => el('button', { type: 'button', textContent: text, title });
@@ -134,8 +141,6 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
       ...(opts.viewOnly
         ? [el('span', { className: 'badge view-only', title: 'Your role is viewer' }, 'View only')]
         : []),
-      c.nameBox,
-      c.formula,
       c.format,
       c.insRow,
       c.delRow,
@@ -150,6 +155,13 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
       c.link,
       ...(opts.actions ?? []),
     ),
+    el(
+      'div',
+      { className: 'formula-bar' },
+      c.nameBox,
+      el('span', { className: 'fx', title: 'Formula bar', ariaHidden: 'true' }, 'fx'),
+      c.formula,
+    ),
     banner,
     el('main', { className: 'sheet' }, gridHost, historyPanel),
   );
@@ -162,5 +174,6 @@ export function lockForViewer(ui: SheetLayout, grid: Grid): void {
   grid.el.classList.add('readonly');
   grid.el.dataset.readOnly = 'true';
   for (const b of [ui.insRow, ui.delRow, ui.insCol, ui.delCol, ui.format, ui.fileInput]) b.disabled = true;
+  ui.formula.readOnly = true;
   ui.importLabel.hidden = true;
 }

@@ -5,7 +5,7 @@
  * formulas get a leading `'` unless the button is Alt-clicked.
  */
 import { ApiError, type CellsAnswer, call, type Extent, putWithProgress, type Upload } from './api';
-import { colName, csvValue, type Value } from './model';
+import { colName, csvValue, plain, type Value } from './model';
 import type { SheetContext } from './sheet-context';
 import { el } from './ui';
 
@@ -66,7 +66,10 @@ export function exportAction(ctx: SheetContext): void {
         ui.progressText.textContent = `Exporting rows ${r + 1}–${Math.min(ext.rows, r + per)} of ${ext.rows}…`;
         const range = `A${r + 1}:${colName(ext.columns - 1)}${Math.min(ext.rows, r + per)}`;
         const a = await call<CellsAnswer>('GET', `${api}/cells?range=${range}&at=${seq}`);
-        for (const row of a.values as Value[][]) {
+        // Values as a reader sees them: computed, when the server computes formulas; else texts
+        // without their input-form quote (a formula's text then goes as a text).
+        const rows = a.formulas ? (a.values as Value[][]) : (a.values as Value[][]).map((r) => r.map(plain));
+        for (const row of rows) {
           let end = row.length;
           while (end > 0 && row[end - 1] === null) end--;
           parts.push(

@@ -327,6 +327,123 @@ describe('the web spreadsheet in Chromium', () => {
     assert.deepEqual(await mutationSets(logId), ['E1="kept"']);
   });
 
+  test('a formula computes at once in its page, and in another page after the push', async () => {
+    const logId = await newLog();
+    const a = await openSheet(logId);
+    const b = await openSheet(logId);
+    // The engine is fetched only for a sheet with a formula, served as WebAssembly.
+    const engine: { url: string; type: string | undefined }[] = [];
+    for (const p of [a, b])
+      p.on('response', (r) => {
+        if (r.url().includes('ironcalc.wasm')) engine.push({ url: r.url(), type: r.headers()['content-type'] });
+      });
+    for (const [ref, v] of [
+      ['A1', '1'],
+      ['A2', '2'],
+      ['A3', '3'],
+    ])
+      await edit(a, ref, v);
+    await synced(a, logId);
+    assert.equal(engine.length, 0, 'no formula, no engine');
+    // Hold A's pushes: the sum must show before the server has the formula.
+    const held: Route[] = [];
+    await a.route('**/replicache/push*', (route) => {
+      held.push(route);
+    });
+    await edit(a, 'A4', '=SUM(A1:A3)');
+    await waitCell(a, 'A4', '6');
+    assert.notEqual(await a.locator('.grid').getAttribute('data-pending'), '0');
+    assert.deepEqual(await mutationSets(logId), ['A1=1', 'A2=2', 'A3=3'], 'the server has no formula yet');
+    assert.equal(await cellText(b, 'A4'), '');
+    // The formula bar shows the formula, the grid its value.
+    await a.click('[data-ref="A4"]');
+    assert.equal(await a.inputValue('input[aria-label="formula bar"]'), '=SUM(A1:A3)');
+    await shot(a, 'formula-at-once');
+    await a.unroute('**/replicache/push*');
+    for (const r of held) await r.continue().catch(() => {});
+    await synced(a, logId);
+    // The other page gets the formula's text with the pull and computes it itself.
+    await waitCell(b, 'A4', '6');
+    await synced(b, logId);
+    assert.deepEqual((await mutationSets(logId)).slice(3), ['A4="=SUM(A1:A3)"']);
+    assert.ok(engine.length > 0, 'the engine was fetched');
+    for (const e of engine) assert.equal(e.type, 'application/wasm', e.url);
+
+    // B edits an input: its sum follows at once, and A's after the push.
+    await edit(b, 'A2', '20');
+    await waitCell(b, 'A4', '24');
+    await waitCell(a, 'A4', '24');
+    // Through the formula bar: select, type, Enter.
+    await b.click('[data-ref="A4"]');
+    await b.fill('input[aria-label="formula bar"]', '=SUM(A1:A3)*2');
+    await b.press('input[aria-label="formula bar"]', 'Enter');
+    await waitCell(b, 'A4', '48');
+    await waitCell(a, 'A4', '48');
+    // Errors as spreadsheets show them, centred; a quoted formula stays a text.
+    await edit(b, 'B1', '=1/0');
+    await edit(b, 'B2', '=B2+1');
+    await edit(b, 'B3', '=NOSUCH(1)');
+    await edit(b, 'B4', "'=1+1");
+    await edit(b, 'B5', '=A4/A1 & " per unit"');
+    for (const p of [b, a]) {
+      await waitCell(p, 'B1', '#DIV/0!');
+      await waitCell(p, 'B2', '#CIRC!');
+      await waitCell(p, 'B3', '#NAME?');
+      await waitCell(p, 'B4', '=1+1');
+      await waitCell(p, 'B5', '48 per unit');
+    }
+    assert.equal(await a.locator('[data-ref="B1"]').evaluate((e) => getComputedStyle(e).textAlign), 'center');
+    assert.match((await a.locator('[data-ref="B1"]').getAttribute('title')) ?? '', /division by zero/);
+    await a.click('[data-ref="B4"]');
+    assert.equal(await a.inputValue('input[aria-label="formula bar"]'), "'=1+1");
+    await synced(b, logId);
+    assert.deepEqual((await mutationSets(logId)).slice(-5), [
+      'B1="=1/0"',
+      'B2="=B2+1"',
+      'B3="=NOSUCH(1)"',
+      `B4="'=1+1"`,
+      'B5="=A4/A1 & \\" per unit\\""',
+    ]);
+    await shot(a, 'formulas-a');
+    await shot(b, 'formulas-b');
+  });
+
+  test('a formula far from what it reads shows the right value, read in a few range reads', async () => {
+    const logId = await newLog();
+    const lines = Array.from({ length: 3000 }, (_, i) => `${i + 1}`);
+    await importCsv(logId, `${lines.join('\n')}\n`);
+    await api('POST', `/logs/${logId}/entries`, {
+      type: 'set',
+      body: {
+        cells: [
+          { ref: 'B3001', value: '=SUM(A1:A3000)' },
+          { ref: 'C3001', value: '=COUNT(A:A)' },
+        ],
+      },
+    });
+    const page = await openSheet(logId);
+    const reads: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().includes('/cells?')) reads.push(r.url());
+    });
+    await page.fill('input[aria-label="cell reference"]', 'B3001');
+    await page.press('input[aria-label="cell reference"]', 'Enter');
+    // Only the rows in view are in the grid; the sum reads 3,000 rows above them.
+    await waitCell(page, 'B3001', '4501500');
+    await waitCell(page, 'C3001', '3000');
+    assert.equal(await page.inputValue('input[aria-label="formula bar"]'), '=SUM(A1:A3000)');
+    // An edit far above changes the sum at once.
+    await page.fill('input[aria-label="cell reference"]', 'A1');
+    await page.press('input[aria-label="cell reference"]', 'Enter');
+    await edit(page, 'A1', '1001');
+    await page.fill('input[aria-label="cell reference"]', 'B3001');
+    await page.press('input[aria-label="cell reference"]', 'Enter');
+    await waitCell(page, 'B3001', '4502500');
+    console.log(`cell reads for a sum of 3,000 rows: ${reads.length}`);
+    assert.ok(reads.length <= 12, `read ${reads.length} ranges:\n${reads.join('\n')}`);
+    await shot(page, 'formula-far');
+  });
+
   test('rows, columns and number formats edit as in a spreadsheet', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);

@@ -1,24 +1,31 @@
 /**
- * The web client's model without a browser: references, typed input, display through number
- * formats, CSV fields, and the overlay of pending edits (mutators on a store that behaves like
+ * The web client's model without a browser: references, typed input (formulas, quoted texts),
+ * display through number formats, CSV fields, and the overlay of pending edits (mutators on a store that behaves like
  * Replicache's: ordered keys, scan by prefix) checked against the mapping the grid draws with.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { WriteTransaction } from 'replicache';
 import {
+  type Cell,
   colName,
   csvField,
   csvValue,
   display,
+  drawn,
+  editText,
+  formulaProblem,
   type Move,
   mutators,
   parseInput,
   parseRef,
+  plain,
+  readAnswer,
   readLocal,
   refOf,
   type ShapeOp,
   toBase,
+  type Value,
 } from '../src/model.ts';
 import { rebasePoint, rebaseShape, type Step } from '../src/rebase.ts';
 
@@ -75,6 +82,120 @@ describe('references and values', () => {
     assert.equal(parseInput(''), null);
     assert.equal(parseInput('12 apples'), '12 apples');
     assert.equal(parseInput('1.2.3'), '1.2.3');
+  });
+
+  test('= makes a formula, as typed; a leading quote keeps any text a text and is not kept', () => {
+    assert.equal(parseInput('=SUM(A1:A3)'), '=SUM(A1:A3)');
+    assert.equal(parseInput('=1+1'), '=1+1');
+    assert.equal(parseInput('='), '=');
+    // A text that would read as a formula goes in the API's input form: one leading quote.
+    assert.equal(parseInput("'=1+1"), "'=1+1");
+    assert.equal(parseInput("''=1+1"), "''=1+1", 'the text is =1+1 with one quote before it');
+    // Any other text after a quote is the text itself, as spreadsheets take '007 or 'TRUE.
+    assert.equal(parseInput("'007"), '007');
+    assert.equal(parseInput("'TRUE"), 'TRUE');
+    assert.equal(parseInput("'#N/A"), '#N/A');
+    assert.equal(parseInput("'it's"), "it's");
+    assert.equal(parseInput("'"), '');
+    // A space first: a text, as in a spreadsheet.
+    assert.equal(parseInput(' =1+1'), ' =1+1');
+    assert.equal(parseInput("it's"), "it's");
+  });
+
+  test('every spreadsheet error the server knows is an error value, the engine’s too', () => {
+    for (const code of ['#CIRC!', '#ERROR!', '#N/IMPL', '#SPILL!', '#CALC!', '#GETTING_DATA', '#NULL!'])
+      assert.deepEqual(parseInput(code.toLowerCase()), { error: code });
+    assert.equal(parseInput('#OOPS'), '#OOPS');
+  });
+
+  test('the editor starts with what, typed again, stores the same value', () => {
+    const values: Value[] = [
+      '=SUM(A1:A3)',
+      "'=1+1",
+      "''=x",
+      'hello',
+      "it's",
+      "'quoted",
+      '007',
+      '12',
+      ' 42 ',
+      'TRUE',
+      '#N/A',
+      '',
+      42,
+      -0.5,
+      1e21,
+      true,
+      false,
+      { error: '#DIV/0!' },
+      { error: '#CIRC!' },
+    ];
+    for (const value of values) {
+      const text = editText({ value });
+      assert.deepEqual(parseInput(text), value === '' ? '' : value, `${JSON.stringify(value)} edits as ${text}`);
+    }
+    assert.equal(editText({ value: '=SUM(A1:A3)' }), '=SUM(A1:A3)');
+    assert.equal(editText({ value: "'=1+1" }), "'=1+1");
+    assert.equal(editText({ value: '007' }), "'007");
+    assert.equal(editText({ value: 'hello' }), 'hello');
+    assert.equal(editText({ value: null }), '');
+    assert.equal(editText(undefined), '');
+  });
+
+  test('a formula shows its computed value through the cell’s format; a quoted text shows unquoted', () => {
+    assert.equal(display({ value: '=SUM(A1:A3)' }, 6), '6');
+    assert.equal(display({ value: '=A1/3', format: '0.00' }, 1 / 3), '0.33');
+    assert.equal(display({ value: '=1/0' }, { error: '#DIV/0!' }), '#DIV/0!');
+    assert.equal(display({ value: '="x"' }, "'=x"), "'=x", 'a computed text is shown as it is');
+    assert.equal(display({ value: '=A1' }), '', 'not computed yet');
+    assert.equal(display({ value: "'=1+1" }), '=1+1');
+    assert.equal(display({ value: "''=1+1" }), "'=1+1");
+    assert.equal(display({ value: "'hello" }), "'hello", 'only a quote before a would-be formula is dropped');
+    const cell: Cell = { value: '=A1/0' };
+    assert.deepEqual(drawn(cell, { error: '#DIV/0!' }), {
+      text: '#DIV/0!',
+      kind: 'error',
+      title: '#DIV/0!: division by zero',
+    });
+    assert.deepEqual(drawn({ value: '=B1' }, { error: '#CIRC!' }).kind, 'error');
+    assert.deepEqual(drawn({ value: '=1<2' }, true), { text: 'TRUE', kind: 'bool' });
+    assert.deepEqual(drawn({ value: 3 }), { text: '3', kind: 'num' });
+    assert.deepEqual(drawn({ value: '=1' }, 'text'), { text: 'text' });
+  });
+
+  test('formulas longer or deeper than the server takes are refused in words', () => {
+    assert.equal(formulaProblem(`=${'1+'.repeat(4095)}1`), undefined);
+    assert.match(formulaProblem(`=${'1+'.repeat(4096)}1`) ?? '', /8,193 characters; a formula holds at most 8,192/);
+    assert.equal(formulaProblem(`=${'('.repeat(64)}1${')'.repeat(64)}`), undefined);
+    assert.match(formulaProblem(`=${'('.repeat(65)}1${')'.repeat(65)}`) ?? '', /nests 65 parentheses deep/);
+    assert.equal(formulaProblem(`="${'('.repeat(100)}"`), undefined, 'parentheses in a string do not nest');
+  });
+
+  test('a range read holds values in the input form, whichever form the server answers', () => {
+    // A server that does not compute: the input form itself.
+    const old = readAnswer({ values: [['=SUM(A1:A3)', "'=1+1", 'x']] }, 0, 0);
+    assert.deepEqual(old.values, [['=SUM(A1:A3)', "'=1+1", 'x']]);
+    assert.equal(old.computed.size, 0);
+    // One that does: computed values, plain texts, and the formulas' texts beside them.
+    const computed = readAnswer(
+      {
+        values: [
+          [null, 6],
+          ['=1+1', 'x'],
+        ],
+        formulas: { B4: '=SUM(B1:B3)' },
+      },
+      3,
+      0,
+    );
+    assert.deepEqual(computed.values, [
+      [null, '=SUM(B1:B3)'],
+      ["'=1+1", 'x'],
+    ]);
+    assert.deepEqual([...computed.computed], [['B4', 6]]);
+    assert.deepEqual(readAnswer({ values: [[2]], formulas: { A1: '1+1' } }, 0, 0).values, [['=1+1']]);
+    assert.equal(plain("'=1+1"), '=1+1');
+    assert.equal(plain('=A1'), '=A1');
   });
 
   test('numbers display through their format, others as Excel shows them', () => {

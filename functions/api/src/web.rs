@@ -4,7 +4,8 @@
 //! which routes itself. These routes read no storage and are not part of the OpenAPI document.
 //!
 //! Every response here carries the page's security headers: a Content-Security-Policy ([`secure`],
-//! built per stack) that allows scripts and styles from this origin only and network requests to
+//! built per stack) that allows scripts and styles from this origin only (and the compiling of
+//! WebAssembly, the page's formula engine, but no `eval`) and network requests to
 //! this origin and the bucket's (where the page PUTs uploads to presigned URLs), and the constant
 //! ones ([`with_headers`], tower-http's `SetResponseHeaderLayer`): no framing, no MIME sniffing and
 //! no referrer.
@@ -36,6 +37,8 @@ fn content_type(path: &str) -> &'static str {
         Some("svg") => "image/svg+xml",
         Some("png") => "image/png",
         Some("json" | "map") => "application/json",
+        // The formula engine (web/src/formula.ts); browsers compile it as it streams only with this type.
+        Some("wasm") => "application/wasm",
         _ => "application/octet-stream",
     }
 }
@@ -89,7 +92,7 @@ pub fn content_security_policy_with(upload_origin: Option<&str>, events: Option<
         connect.push_str(o);
     }
     format!(
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+        "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; \
          connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
 }
@@ -247,8 +250,16 @@ mod tests {
             "{csp}"
         );
         assert!(csp.contains("frame-ancestors 'none'"));
-        assert!(csp.contains("script-src 'self';"));
-        assert!(!csp.contains("unsafe"));
+        // WebAssembly may be compiled (the formula engine); no script may be evaluated from text.
+        assert!(
+            csp.contains("script-src 'self' 'wasm-unsafe-eval';"),
+            "{csp}"
+        );
+        assert!(
+            !csp.replace("'wasm-unsafe-eval'", "").contains("unsafe"),
+            "{csp}"
+        );
+        assert_eq!(content_type("ironcalc.wasm"), "application/wasm");
         assert!(content_security_policy(None).contains("connect-src 'self';"));
         let with_events = content_security_policy_with(
             Some("https://b"),

@@ -1006,12 +1006,19 @@ async fn web_routes_send_security_headers() -> anyhow::Result<()> {
         let csp = h("content-security-policy");
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert!(csp.contains("default-src 'none'"), "{path}: {csp}");
-        assert!(csp.contains("script-src 'self';"), "{path}: {csp}");
+        assert!(
+            csp.contains("script-src 'self' 'wasm-unsafe-eval';"),
+            "{path}: {csp}"
+        );
         assert!(
             csp.contains(&format!("connect-src 'self' {bucket_origin};")),
             "{path}: {csp} (uploads go to {bucket_origin})"
         );
-        assert!(!csp.contains("unsafe"), "{path}: {csp}");
+        // Only WebAssembly may be compiled (the formula engine), never script text evaluated.
+        assert!(
+            !csp.replace("'wasm-unsafe-eval'", "").contains("unsafe"),
+            "{path}: {csp}"
+        );
         assert_eq!(h("x-content-type-options"), "nosniff", "{path}");
         assert_eq!(h("referrer-policy"), "no-referrer", "{path}");
         assert_eq!(h("x-frame-options"), "DENY", "{path}");
