@@ -208,8 +208,7 @@ pub struct CellsResponse {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub formats: BTreeMap<String, String>,
     /// The formula of every formula cell in the range, by A1 ref, as typed (`"=SUM(A1:A3)"`);
-    /// absent when none has one.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    /// always present (`{}` when none), which tells a client that `values` are computed values.
     pub formulas: BTreeMap<String, String>,
 }
 
