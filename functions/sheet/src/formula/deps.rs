@@ -6,12 +6,14 @@
 //! doubling the side that grew, so a chain of a million formulas each reading the row above is
 //! closed in about twenty rounds, not a million ([`closure_area`]).
 
+use std::collections::{BTreeMap, HashSet};
+
 use ironcalc_base::expressions::token::TokenType;
 
 use super::text::tokens;
 use crate::a1::{CellRef, Range};
 use crate::limits::{MAX_COLS, MAX_ROWS};
-use crate::value::{Row, Value};
+use crate::value::{Cell, Row, Value};
 
 /// The areas `text` (a formula without `=`, on the tab named `tab`) reads, 0-based. References to
 /// other tabs are not included; a reference outside the sheet is left out (it evaluates to an
@@ -52,33 +54,86 @@ fn cell(row: i32, column: i32) -> Option<CellRef> {
     })
 }
 
-/// The area to load next so that every formula in `rows` (the cells of `area`) can be
-/// evaluated, or `None` when `area` already holds every cell they read. The new area covers
-/// `area` and every reference; a side that grows at least doubles `area`'s extent that way.
-pub fn closure_area(rows: &[Row], area: Range, tab: &str) -> Option<Range> {
-    let mut need = area;
-    for row in rows {
-        for (col, c) in &row.cells {
-            let Value::Formula(f) = &c.value else {
-                continue;
-            };
-            if !area.contains(CellRef {
-                row: row.index,
-                col: *col,
-            }) {
+/// What evaluating the formulas of a range needs, as far as the loaded cells tell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reach {
+    /// The loaded cells the range's formulas read, directly or through other formulas, and the
+    /// cells of the range itself: what to evaluate. Rows ascending, cells by column.
+    pub rows: Vec<Row>,
+    /// The smallest rectangle covering every cell they read, loaded or not.
+    pub bounds: Range,
+}
+
+/// Follows the references of the formulas in `range` through `loaded` (the cells of an area
+/// that covers `range`): every formula reached adds the areas it reads. Only formulas reached
+/// count, so a loaded area larger than needed does not pull in what nothing reads.
+pub fn reach(loaded: &[Row], range: Range, tab: &str) -> Reach {
+    let mut todo = vec![range];
+    let mut seen_areas: HashSet<Range> = HashSet::from([range]);
+    let mut cells: BTreeMap<(u32, u32), &Cell> = BTreeMap::new();
+    let mut bounds = range;
+    while let Some(area) = todo.pop() {
+        for (at, cell) in cells_in(loaded, area) {
+            if cells.insert((at.row, at.col), cell).is_some() {
                 continue;
             }
-            for r in references(&f.text, tab) {
-                need = union(need, r);
+            if let Value::Formula(f) = &cell.value {
+                for r in references(&f.text, tab) {
+                    bounds = union(bounds, r);
+                    if seen_areas.insert(r) {
+                        todo.push(r);
+                    }
+                }
             }
         }
     }
+    let mut rows: Vec<Row> = Vec::new();
+    for ((row, col), cell) in cells {
+        match rows.last_mut() {
+            Some(r) if r.index == row => r.cells.push((col, cell.clone())),
+            _ => rows.push(Row {
+                index: row,
+                cells: vec![(col, cell.clone())],
+            }),
+        }
+    }
+    Reach { rows, bounds }
+}
+
+/// The cells of `rows` (sorted) inside `area`.
+fn cells_in(rows: &[Row], area: Range) -> impl Iterator<Item = (CellRef, &Cell)> {
+    let first = rows.partition_point(|r| r.index < area.start.row);
+    rows[first..]
+        .iter()
+        .take_while(move |r| r.index <= area.end.row)
+        .flat_map(move |r| {
+            let from = r.cells.partition_point(|(c, _)| *c < area.start.col);
+            r.cells[from..]
+                .iter()
+                .take_while(move |(c, _)| *c <= area.end.col)
+                .map(move |(c, cell)| {
+                    (
+                        CellRef {
+                            row: r.index,
+                            col: *c,
+                        },
+                        cell,
+                    )
+                })
+        })
+}
+
+/// The area to load next so that the formulas of `range` can be evaluated from the cells of
+/// `area` (`rows`), or `None` when `area` holds every cell they reach. The new area covers
+/// everything reached so far; a side that grows at least doubles `area`'s extent that way.
+pub fn closure_area(rows: &[Row], range: Range, area: Range, tab: &str) -> Option<Range> {
+    let need = union(area, reach(rows, range, tab).bounds);
     (need != area).then(|| grow(area, need))
 }
 
-/// The cells to evaluate the formulas of `range` from: `rows` (the cells of `range`) and, while
-/// [`closure_area`] asks for more, the rows `read` gives for the grown area. Returns `rows` itself
-/// when they hold no formula.
+/// The cells to evaluate the formulas of `range` from: the cells of `range` (`rows`) and, while
+/// [`closure_area`] asks for more, of the grown area `read` gives; of those, only what the
+/// formulas reach ([`reach`]).
 pub async fn load_closure<E, F, Fut>(
     rows: Vec<Row>,
     range: Range,
@@ -91,11 +146,15 @@ where
 {
     let mut area = range;
     let mut loaded = rows;
-    while let Some(next) = closure_area(&loaded, area, tab) {
-        area = next;
+    loop {
+        let reached = reach(&loaded, range, tab);
+        let need = union(area, reached.bounds);
+        if need == area {
+            return Ok(reached.rows);
+        }
+        area = grow(area, need);
         loaded = read(area).await?;
     }
-    Ok(loaded)
 }
 
 fn union(a: Range, b: Range) -> Range {

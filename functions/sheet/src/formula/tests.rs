@@ -310,18 +310,22 @@ fn the_closure_grows_until_every_formula_read_is_loaded() {
             )],
         })
         .collect();
-    let mut area = Range::new(at("A1"), at("A1"));
+    let range = Range::new(at("A1"), at("A1"));
+    let mut area = range;
     let mut rounds = 0;
-    loop {
-        let loaded: Vec<Row> = chain
+    let load = |area: Range| -> Vec<Row> {
+        chain
             .iter()
             .filter(|r| r.index >= area.start.row && r.index <= area.end.row)
             .cloned()
-            .collect();
-        match closure_area(&loaded, area, TAB) {
+            .collect()
+    };
+    loop {
+        match closure_area(&load(area), range, area, TAB) {
             Some(next) => area = next,
             None => {
-                assert_eq!(evaluate(&loaded).unwrap().values[&at("A1")], n(999.0));
+                let reached = deps::reach(&load(area), range, TAB);
+                assert_eq!(evaluate(&reached.rows).unwrap().values[&at("A1")], n(999.0));
                 break;
             }
         }
@@ -331,6 +335,29 @@ fn the_closure_grows_until_every_formula_read_is_loaded() {
             "a chain of 1,000 closes in about log2(1,000) rounds"
         );
     }
+    // Formulas loaded but not reached are left out: A500 reads down its own chain only, though
+    // the doubling loads rows above it whose formulas read further up.
+    let two_chains: Vec<Row> = (0..1000)
+        .map(|i| Row {
+            index: i,
+            cells: vec![(
+                0,
+                if i == 499 || i == 999 {
+                    Cell::new(n(0.0), None)
+                } else {
+                    f(&format!("A{}+1", i + 2))
+                },
+            )],
+        })
+        .collect();
+    let range = Range::new(at("A501"), at("A501"));
+    let reached = deps::reach(&two_chains, range, TAB);
+    assert_eq!(reached.rows.len(), 500, "A501..A1000 only");
+    assert_eq!(reached.rows.first().map(|r| r.index), Some(500));
+    assert_eq!(
+        evaluate(&reached.rows).unwrap().values[&at("A501")],
+        n(499.0)
+    );
     assert_eq!(
         references("SUM(B2:C3)+D4+Other!A1", TAB),
         vec![
