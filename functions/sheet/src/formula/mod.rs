@@ -5,7 +5,8 @@
 //! (`@ironcalc/wasm`), so a value a person sees at once is the value the server answers.
 //!
 //! - `mod.rs` — [`Formula`], its limits, and the tokens of a formula.
-//! - `rewrite.rs` — references rewritten when rows or columns are inserted or deleted.
+//! - `rewrite.rs` — references rewritten when rows or columns are inserted or deleted, or when a
+//!   formula is copied to another cell.
 //! - `deps.rs` — the cells a formula reads, and the area a read must load to evaluate a range.
 //! - `eval.rs` — evaluating a set of cells with the engine.
 //!
@@ -22,7 +23,7 @@ use ironcalc_base::locale::get_default_locale;
 
 pub use deps::{closure_area, references};
 pub use eval::{EvalError, Evaluated, MAX_EVAL_CELLS, TAB, evaluate};
-pub use rewrite::{Displace, displace, displace_cells};
+pub use rewrite::{Displace, displace, displace_cells, offset};
 
 /// Characters in one formula, `=` excluded (Excel: 8,192).
 pub const MAX_FORMULA_CHARS: usize = 8_192;
