@@ -1,5 +1,6 @@
 //! Reading CSV and XLSX files into rows, streaming: one row in memory at a time (plus, for XLSX,
-//! the workbook's shared-strings table, which calamine loads up front).
+//! the workbook's shared-strings table, which calamine loads up front, and the shared formulas
+//! whose cells are still to come).
 //!
 //! Two modes. [`Mode::Strict`] is for validating an upload before it is committed: anything
 //! outside the sheet limits is an error naming the row and column. [`Mode::Lenient`] is for
@@ -13,6 +14,9 @@
 //! separators) → number; anything else → text. The first line is data, not a header. Each record
 //! is one row; blank lines are skipped (as the `csv` crate and most CSV readers do), while a line
 //! of empty fields (`,,`) is an empty row.
+//!
+//! An XLSX cell with a formula becomes a formula holding the value the file cached for it;
+//! `xlsx_formulas.rs` reads the formulas in step with calamine's values.
 
 use std::borrow::Cow;
 use std::io::{Read, Seek, SeekFrom};
@@ -24,11 +28,13 @@ use serde::{Deserialize, Serialize};
 use super::a1::CellRef;
 use super::csv_records::{CsvRecords, RecordError};
 use super::event::ImportFormat;
+use super::formula::Formula;
 use super::limits::{
     MAX_COLS, MAX_CSV_RECORD_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_XLSX_COMPRESSION_RATIO,
     MAX_XLSX_PART_BYTES, MAX_XLSX_UNCOMPRESSED_BYTES,
 };
 use super::value::{Cell, ErrorCode, Row, Value};
+use super::xlsx_formulas::{FormulaCells, Shared, first_sheet_path};
 
 /// A seekable byte source (a file, or bytes in memory).
 pub trait ReadSeek: Read + Seek + Send {}
@@ -456,6 +462,8 @@ fn looks_numeric(s: &str) -> bool {
     i == b.len()
 }
 
+/// Reads the first worksheet: calamine streams its cells' values, and [`FormulaCells`] reads
+/// their formulas in step, through a second view of the same file (`xlsx_formulas.rs`).
 fn read_xlsx(
     reader: Box<dyn ReadSeek>,
     from: ImportPos,
@@ -467,7 +475,8 @@ fn read_xlsx(
     if mode == Mode::Strict {
         check_zip(&mut reader)?;
     }
-    let Some(mut book): Option<Xlsx<_>> = or_truncated(Xlsx::new(reader), mode)? else {
+    let file = Shared::new(reader);
+    let Some(mut book): Option<Xlsx<_>> = or_truncated(Xlsx::new(file.view()), mode)? else {
         summary.truncated = true;
         return Ok(summary);
     };
@@ -478,11 +487,22 @@ fn read_xlsx(
         summary.truncated = true;
         return Ok(summary);
     };
+    // calamine has read the workbook, so the formulas' view finds the same sheet in it.
+    let Some(mut zip) = or_truncated(zip::ZipArchive::new(file.view()), mode)? else {
+        summary.truncated = true;
+        return Ok(summary);
+    };
+    let path = or_truncated(first_sheet_path(&mut zip), mode)?.flatten();
+    let formulas = match path {
+        Some(path) => or_truncated(FormulaCells::open(&mut zip, &path), mode)?.flatten(),
+        None => None,
+    };
     let mut rows = XlsxRows {
         from,
         mode,
         f,
         current: None,
+        formulas,
         summary,
     };
     loop {
@@ -494,8 +514,13 @@ fn read_xlsx(
                 break;
             }
         };
-        if rows.add(&cell)?.is_break() {
-            return Ok(rows.summary);
+        match rows.add(&cell)? {
+            Some(ControlFlow::Continue(())) => {}
+            Some(ControlFlow::Break(())) => return Ok(rows.summary),
+            None => {
+                rows.summary.truncated = true;
+                break;
+            }
         }
     }
     // The last row: the read ends whether or not the consumer asked it to.
@@ -505,8 +530,8 @@ fn read_xlsx(
 
 /// A step of reading an XLSX file that failed: an error in strict mode; in lenient mode `None`,
 /// where reading stops and the import is truncated.
-fn or_truncated<T>(
-    step: Result<T, calamine::XlsxError>,
+fn or_truncated<T, E: std::fmt::Display>(
+    step: Result<T, E>,
     mode: Mode,
 ) -> Result<Option<T>, ImportError> {
     match step {
@@ -521,21 +546,48 @@ fn or_truncated<T>(
 
 /// The rows of a worksheet assembled from its cells, which come row by row, each row handed to
 /// the consumer `f` once complete.
-struct XlsxRows<'a> {
+struct XlsxRows<'a, 'z, R: std::io::Read> {
     from: ImportPos,
     mode: Mode,
     f: &'a mut dyn FnMut(Row, ImportPos) -> Result<ControlFlow<()>, String>,
     /// The row being assembled.
     current: Option<Row>,
+    /// The sheet's formulas, read in step with the cells (`None` when the sheet part could not
+    /// be found again, which calamine having read it rules out).
+    formulas: Option<FormulaCells<'z, R>>,
     summary: ImportSummary,
 }
 
-impl XlsxRows<'_> {
+impl<R: std::io::Read + Seek> XlsxRows<'_, '_, R> {
     /// Adds a cell to its row (emitting the previous row when it starts a new one); a cell
     /// outside the sheet or out of order is an error (strict) or dropped. `Break` when the
-    /// consumer asked to stop.
-    fn add(&mut self, cell: &calamine::Cell<DataRef<'_>>) -> Result<ControlFlow<()>, ImportError> {
+    /// consumer asked to stop; `None` when the formulas could not be read (lenient mode), where
+    /// reading stops.
+    fn add(
+        &mut self,
+        cell: &calamine::Cell<DataRef<'_>>,
+    ) -> Result<Option<ControlFlow<()>>, ImportError> {
         let (r, c) = cell.get_position();
+        let mode = self.mode;
+        // Every cell moves the formulas' reader on, so it stays in step, kept or not.
+        let formula = match self.formulas.as_mut() {
+            Some(formulas) => match or_truncated(formulas.next((r, c)), mode)? {
+                Some(formula) => formula,
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        self.add_cell(r, c, cell.get_value(), formula).map(Some)
+    }
+
+    /// [`Self::add`] for the cell at `r`, `c` holding `v` and, if it has one, `formula`.
+    fn add_cell(
+        &mut self,
+        r: u32,
+        c: u32,
+        v: &DataRef<'_>,
+        formula: Option<Box<str>>,
+    ) -> Result<ControlFlow<()>, ImportError> {
         let mode = self.mode;
         if r >= MAX_ROWS || c >= MAX_COLS {
             if mode == Mode::Strict {
@@ -549,8 +601,16 @@ impl XlsxRows<'_> {
             }
             return Ok(ControlFlow::Continue(()));
         }
-        let Some((value, format)) = xlsx_value(cell.get_value(), r, c, mode)? else {
-            return Ok(ControlFlow::Continue(()));
+        let content = xlsx_value(v, r, c, mode)?;
+        let (value, format) = match (formula, content) {
+            // A formula keeps the value the file cached for it (a date its number and format).
+            (Some(text), content) => {
+                let (cached, format) = content.map_or((None, None), |(v, f)| (Some(v), f));
+                let cached = cached.map(Box::new);
+                (Value::Formula(Formula { text, cached }), format)
+            }
+            (None, Some(content)) => content,
+            (None, None) => return Ok(ControlFlow::Continue(())),
         };
         let same_row = self.current.as_ref().is_some_and(|row| row.index == r);
         if !same_row {

@@ -21,7 +21,8 @@
 //! - `entry.rs` — [`EntryBody`]: any stored entry decoded (markers, an event, client runs).
 //! - `rebase.rs` — moving an edit made against an older view onto the current sheet.
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events; `csv_records.rs`
-//!   splits CSV into records.
+//!   splits CSV into records; `xlsx_formulas.rs` reads an XLSX sheet's formulas (shared ones
+//!   spread) in step with calamine's values.
 //! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
 //! - `sample.rs` — deterministic realistic sample data for tests and benchmarks (feature
 //!   `sample`; not in the Lambda functions).
@@ -44,6 +45,7 @@ pub mod rebase;
 pub mod sample;
 pub mod snapshot;
 pub mod value;
+mod xlsx_formulas;
 
 pub use a1::{CellRef, Range, RefError};
 pub use entry::EntryBody;

@@ -5,7 +5,8 @@
 //! (`@ironcalc/wasm`), so a value a person sees at once is the value the server answers.
 //!
 //! - `text.rs` — a formula's limits and tokens (the [`Formula`] type is in `value.rs`).
-//! - `rewrite.rs` — references rewritten when rows or columns are inserted or deleted.
+//! - `rewrite.rs` — references rewritten when rows or columns are inserted or deleted, or when a
+//!   formula is copied to another cell.
 //! - `deps.rs` — the cells a formula reads, and the area a read must load to evaluate a range.
 //! - `eval.rs` — evaluating a set of cells with the engine.
 //!
@@ -19,7 +20,7 @@ pub mod text;
 pub use crate::value::Formula;
 pub use deps::{closure_area, load_closure, references};
 pub use eval::{EvalError, Evaluated, MAX_EVAL_CELLS, TAB, evaluate};
-pub use rewrite::{Displace, displace, displace_cells};
+pub use rewrite::{Displace, displace, displace_cells, offset};
 pub use text::{FormulaError, MAX_FORMULA_CHARS, MAX_NESTING, check, needs_quote, tokens};
 
 #[cfg(test)]

@@ -7,6 +7,10 @@
 //! references), so everything else the person typed — spacing, case of function names — stays
 //! as it was. Full-column references (`A:A`) do not move with row edits, nor full-row ones
 //! (`1:1`) with column edits.
+//!
+//! [`offset`] moves references the other way spreadsheets do, as a formula copied to another
+//! cell: relative parts move by the distance, absolute ones stay (how an XLSX shared formula is
+//! spread over its cells on import).
 
 use ironcalc_base::expressions::lexer::{Lexer, LexerMode};
 use ironcalc_base::expressions::token::TokenType;
@@ -101,6 +105,51 @@ impl Displace {
 /// position does not matter. `tab` is the name of the formula's tab: references to other tabs
 /// are left alone.
 pub fn displace(text: &str, tab: &str, s: Displace) -> Option<String> {
+    rewrite_references(text, |sheet, found| {
+        if !own(sheet, tab) {
+            return None;
+        }
+        Some(match found {
+            Found::Cell(r) => shift_cell(r, s).map_or_else(ref_error, |r| cell_text(&r)),
+            Found::Range(l, r) => shift_range(l, r, s).unwrap_or_else(ref_error),
+        })
+    })
+}
+
+/// `text` (a formula without `=`) as it reads copied `rows` down and `cols` right (negative: up,
+/// left), as a spreadsheet copies a formula and as an XLSX shared formula is spread over its
+/// cells: relative rows and columns move, absolute ones (`$`) stay, on every tab; a reference
+/// moved off the sheet becomes `#REF!`. `None` when nothing changes.
+pub fn offset(text: &str, rows: i64, cols: i64) -> Option<String> {
+    rewrite_references(text, |_, found| {
+        Some(match found {
+            Found::Cell(r) => offset_cell(r, rows, cols).map_or_else(ref_error, |r| cell_text(&r)),
+            Found::Range(l, r) => match (offset_cell(l, rows, cols), offset_cell(r, rows, cols)) {
+                (Some(nl), Some(nr)) => range_text(l, r, &nl, &nr),
+                _ => ref_error(),
+            },
+        })
+    })
+}
+
+/// A reference the lexer found: a cell, or a range's two corners.
+enum Found<'t> {
+    Cell(&'t ParsedReference),
+    Range(&'t ParsedReference, &'t ParsedReference),
+}
+
+fn ref_error() -> String {
+    "#REF!".to_owned()
+}
+
+/// `text` with each reference replaced by what `map` makes of it (given the tab it names, if
+/// any); `None` from `map` keeps a reference, and a replacement that differs only in case is
+/// not made. The rest of the text — spacing, case of function names — stays as it was. `None`
+/// when nothing changes.
+fn rewrite_references(
+    text: &str,
+    mut map: impl FnMut(Option<&str>, Found<'_>) -> Option<String>,
+) -> Option<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut lexer = Lexer::new(
         text,
@@ -123,17 +172,17 @@ pub fn displace(text: &str, tab: &str, s: Displace) -> Option<String> {
                 column,
                 absolute_column,
                 absolute_row,
-            } if own(sheet.as_deref(), tab) => {
+            } => {
                 let r = ParsedReference {
                     row: *row,
                     column: *column,
                     absolute_row: *absolute_row,
                     absolute_column: *absolute_column,
                 };
-                Some(shift_cell(&r, s).map_or_else(|| "#REF!".to_owned(), |r| cell_text(&r)))
+                map(sheet.as_deref(), Found::Cell(&r))
             }
-            TokenType::Range { sheet, left, right } if own(sheet.as_deref(), tab) => {
-                Some(shift_range(left, right, s).unwrap_or_else(|| "#REF!".to_owned()))
+            TokenType::Range { sheet, left, right } => {
+                map(sheet.as_deref(), Found::Range(left, right))
             }
             _ => None,
         };
@@ -182,12 +231,7 @@ fn shift_cell(r: &ParsedReference, s: Displace) -> Option<ParsedReference> {
 }
 
 fn shift_range(left: &ParsedReference, right: &ParsedReference, s: Displace) -> Option<String> {
-    let full_rows =
-        left.absolute_row && right.absolute_row && left.row == 1 && right.row == MAX_ROWS as i32;
-    let full_cols = left.absolute_column
-        && right.absolute_column
-        && left.column == 1
-        && right.column == MAX_COLS as i32;
+    let (full_rows, full_cols) = (full_rows(left, right), full_cols(left, right));
     let (mut l, mut r) = (left.clone(), right.clone());
     if s.on_rows() && !full_rows {
         (l.row, r.row) = ordered(
@@ -200,13 +244,53 @@ fn shift_range(left: &ParsedReference, right: &ParsedReference, s: Displace) -> 
             left.column > right.column,
         );
     }
-    Some(if full_rows {
-        format!("{}:{}", col_text(&l), col_text(&r))
-    } else if full_cols {
-        format!("{}:{}", row_text(&l), row_text(&r))
+    Some(range_text(left, right, &l, &r))
+}
+
+/// The text of the range `left:right` once its corners have become `l` and `r`: a full-column
+/// range (`A:A`) stays one, as does a full-row range (`1:1`).
+fn range_text(
+    left: &ParsedReference,
+    right: &ParsedReference,
+    l: &ParsedReference,
+    r: &ParsedReference,
+) -> String {
+    if full_rows(left, right) {
+        format!("{}:{}", col_text(l), col_text(r))
+    } else if full_cols(left, right) {
+        format!("{}:{}", row_text(l), row_text(r))
     } else {
-        format!("{}:{}", cell_text(&l), cell_text(&r))
-    })
+        format!("{}:{}", cell_text(l), cell_text(r))
+    }
+}
+
+/// The range spans every row (a full-column range such as `A:A`).
+fn full_rows(left: &ParsedReference, right: &ParsedReference) -> bool {
+    left.absolute_row && right.absolute_row && left.row == 1 && right.row == MAX_ROWS as i32
+}
+
+/// The range spans every column (a full-row range such as `1:1`).
+fn full_cols(left: &ParsedReference, right: &ParsedReference) -> bool {
+    left.absolute_column
+        && right.absolute_column
+        && left.column == 1
+        && right.column == MAX_COLS as i32
+}
+
+/// `r` moved `rows` down and `cols` right, its absolute parts kept; `None` off the sheet.
+fn offset_cell(r: &ParsedReference, rows: i64, cols: i64) -> Option<ParsedReference> {
+    let moved = |n: i32, by: i64, last: u32| {
+        let m = i64::from(n) + by;
+        (1..=i64::from(last)).contains(&m).then_some(m as i32)
+    };
+    let mut r = r.clone();
+    if !r.absolute_row {
+        r.row = moved(r.row, rows, MAX_ROWS)?;
+    }
+    if !r.absolute_column {
+        r.column = moved(r.column, cols, MAX_COLS)?;
+    }
+    Some(r)
 }
 
 /// A span back in the order the range was written in (`A5:A1` stays bottom-first).

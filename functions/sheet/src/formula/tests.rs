@@ -247,6 +247,37 @@ fn references_move_with_inserted_and_deleted_rows_and_columns() {
 }
 
 #[test]
+fn a_copied_formula_moves_its_relative_references() {
+    let moved = |t: &str, r: i64, c: i64| offset(t, r, c).unwrap_or_else(|| t.to_owned());
+    assert_eq!(moved("A1*2+$A$1", 3, 0), "A4*2+$A$1");
+    assert_eq!(moved("SUM($A1:A$4)", 2, 1), "SUM($A3:B$4)");
+    assert_eq!(moved("A$1+$B2", 1, 1), "B$1+$B3");
+    assert_eq!(
+        moved("LOG10(A1)", 1, 0),
+        "LOG10(A2)",
+        "a function name stays"
+    );
+    assert_eq!(
+        moved("SUM(A:A)", 5, 1),
+        "SUM(B:B)",
+        "a whole column moves across only"
+    );
+    assert_eq!(
+        moved("SUM(1:2)", 1, 5),
+        "SUM(2:3)",
+        "a whole row moves down only"
+    );
+    assert_eq!(moved("SUM($A:$A)", 1, 1), "SUM($A:$A)");
+    assert_eq!(moved("Other!B2 + \"B2\"", 1, 0), "Other!B3 + \"B2\"");
+    assert_eq!(moved("A1+B2", -1, 0), "#REF!+B1", "off the top");
+    assert_eq!(moved("Sheet1!A1", 0, -1), "#REF!");
+    assert_eq!(moved("SUM(A1:B2)", -1, 0), "SUM(#REF!)");
+    assert_eq!(moved("XFD1", 0, 1), "#REF!", "off the right edge");
+    assert_eq!(offset("A1+B2", 0, 0), None);
+    assert_eq!(offset("\"x\"&TRUE", 4, 4), None);
+}
+
+#[test]
 fn a_structural_edit_rewrites_formulas_in_the_sheet_and_their_values_follow() {
     use serde_json::json;
     let mut sheet = Sheet::new();

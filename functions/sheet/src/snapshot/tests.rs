@@ -984,6 +984,71 @@ fn xlsx_imports_stream_into_a_snapshot() {
 }
 
 #[test]
+fn xlsx_formulas_import_into_chunks_that_count_them() {
+    let mut book = rust_xlsxwriter::Workbook::new();
+    let ws = book.add_worksheet();
+    for r in 0..300u32 {
+        ws.write_number(r, 0, f64::from(r)).unwrap();
+        if r < 100 {
+            ws.write_formula(r, 1, format!("A{}*2", r + 1).as_str())
+                .unwrap();
+            ws.set_formula_result(r, 1, (r * 2).to_string());
+        }
+    }
+    let bytes = book.save_to_buffer().unwrap();
+    rt().block_on(async {
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
+        payloads.insert("x", bytes.clone());
+        let insert =
+            Event::from_json(br#"{"type":"insert-rows","body":{"at":1,"count":1}}"#).unwrap();
+        let entries = vec![
+            LogEntry {
+                seq: 0,
+                entry: EntryBody::Event(Event::Import(Import {
+                    format: ImportFormat::Xlsx,
+                })),
+                payload: Some("x".into()),
+            },
+            LogEntry::event(1, insert.clone()),
+        ];
+        // The import alone: its chunks count the formulas, and hold them with their values.
+        let m = build(&store, &payloads, SMALL, 1, None, &entries[..1])
+            .await
+            .manifest()
+            .unwrap();
+        assert!(m.chunks.len() > 2);
+        assert_eq!(m.chunks.iter().map(|c| c.formulas).sum::<u64>(), 100);
+        assert!(m.chunks[0].formulas > 0);
+        assert_eq!(m.chunks.last().unwrap().formulas, 0);
+        let mut want = Sheet::new();
+        want.import_bytes(ImportFormat::Xlsx, Cursor::new(bytes))
+            .unwrap();
+        let sheet = materialize(&store, &m).await.unwrap();
+        assert_eq!(sheet, want);
+        assert_eq!(
+            sheet.get("B100".parse().unwrap()).map(|c| &c.value),
+            Some(&Value::Formula(crate::formula::Formula {
+                text: "A100*2".into(),
+                cached: Some(Box::new(Value::Number(198.0))),
+            }))
+        );
+        // A row inserted above moves the references in every chunk that holds formulas.
+        let m = build(&store, &payloads, SMALL, 2, None, &entries)
+            .await
+            .manifest()
+            .unwrap();
+        want.apply(&insert, None).unwrap();
+        let sheet = materialize(&store, &m).await.unwrap();
+        assert_eq!(sheet, want);
+        assert!(matches!(
+            sheet.get("B101".parse().unwrap()).map(|c| &c.value),
+            Some(Value::Formula(f)) if &*f.text == "A101*2"
+        ));
+    });
+}
+
+#[test]
 fn a_formatted_cell_survives_the_chunk_format() {
     rt().block_on(async {
         let store = MemBlobs::new();
