@@ -10,6 +10,9 @@
 //! - `pipeline.rs` — `pipeline`: snapshot job latency through the running local pipeline, and the
 //!   snapshot worker's peak memory on a 1M-cell import (in a child process, the same way).
 //!
+//! - `formulas.rs` — `formulas`: a 1M-cell sheet with 100,000 formulas in memory: snapshot
+//!   build, an evaluated range read, one edit then its chain re-read, the whole sheet evaluated
+//!   (in a child process, for its peak memory).
 //! - `import.rs` — `import`: the API's memory while it validates a 256 MB CSV upload, and the
 //!   time and memory to refuse an XLSX zip bomb (each in a child process).
 //! - `lambda.rs` — `lambda`: each function's release binary under `cargo lambda watch`: zip
@@ -31,6 +34,7 @@
 
 mod api_costs;
 mod chart;
+mod formulas;
 mod hot;
 mod hot_client;
 mod import;
@@ -106,6 +110,13 @@ enum Command {
     /// through the local stack's API, queued and direct; refusals, duplicates and reorders
     /// (checked in the read-back log), write units and appends per mutation, push -> visible.
     Hot(hot::HotArgs),
+    /// Formulas: a 1M-cell sheet with 100,000 formulas in memory; snapshot build rate, a
+    /// 1,000-row range read evaluated, one input edited then its chain re-read, the whole sheet
+    /// evaluated (time and peak memory).
+    Formulas(formulas::FormulasArgs),
+    /// Internal: the whole formula sheet evaluated in this process (run by `formulas`).
+    #[command(hide = true)]
+    FormulaEvalChild(formulas::EvalChildArgs),
     /// Internal: one measured import case in this process (run by `import`).
     #[command(hide = true)]
     ImportChild(import::ImportChildArgs),
@@ -146,6 +157,8 @@ fn main() -> anyhow::Result<()> {
         Command::Lambda(args) => lambda::run(args),
         Command::Scale(args) => scale::run(args),
         Command::Hot(args) => hot::run(args),
+        Command::Formulas(args) => formulas::run(args),
+        Command::FormulaEvalChild(args) => formulas::eval_child(args),
         Command::ImportChild(args) => import::child(args),
         Command::BuildChild(args) => snapshot::child(args),
         Command::SampleCsv(args) => snapshot::sample_csv(args),
