@@ -136,15 +136,17 @@ impl AppState {
     }
 
     /// `user`'s role on `log`: from this instance's cache when read within
-    /// `cfg.catalog_cache` and it allows `at_least`; otherwise from the catalog (one strongly
-    /// consistent GetItem), so a new share or a promotion counts at once and a removal or a
-    /// demotion within the cache time. `None`: not a member (or no catalog).
+    /// `cfg.catalog_cache` and it allows `at_least`; otherwise from the catalog. A read or a
+    /// write reads it eventually consistently (half a read unit) and, when that does not allow
+    /// `at_least`, again strongly: so a new share or a promotion counts at once, and a removal or
+    /// a demotion within the cache time plus the replica's lag (usually under a second).
+    /// `None`: not a member (or no catalog).
     ///
     /// The cache only ever allows reads and writes: an owner action (`at_least` = owner:
-    /// share, change a role, remove someone else, delete) reads the catalog every time. Only
-    /// the instance that changes a role forgets it, so a cached "owner" would let a removed or
-    /// demoted owner, on any other warm instance, re-add themself, remove the others or delete
-    /// the sheet for the whole cache time.
+    /// share, change a role, remove someone else, delete) reads the catalog strongly every
+    /// time. Only the instance that changes a role forgets it, so a cached or lagging "owner"
+    /// would let a removed or demoted owner, on any other warm instance, re-add themself, remove
+    /// the others or delete the sheet.
     pub async fn role(
         &self,
         user: &str,
@@ -163,7 +165,15 @@ impl AppState {
         {
             return Ok(Some(role));
         }
-        let role = catalog.role(user, log).await?;
+        let eventual = if at_least < Role::Owner {
+            catalog.role_eventual(user, log).await?
+        } else {
+            None
+        };
+        let role = match eventual {
+            Some(role) if role >= at_least => Some(role),
+            _ => catalog.role(user, log).await?,
+        };
         if let Ok(mut r) = self.roles.lock() {
             if r.len() >= MAX_HINTS {
                 r.clear();

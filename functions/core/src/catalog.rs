@@ -165,9 +165,14 @@ crate::port! {
         /// The sheet's record, if it is in the catalog.
         async fn sheet(&self, log: LogId) -> Result<Option<Sheet>, CatalogError> as GetItem;
 
-        /// `user`'s role on `log`, if a member: the access check (one strongly consistent
-        /// GetItem).
+        /// `user`'s role on `log`, if a member (one strongly consistent GetItem, 1 read unit).
         async fn role(&self, user: &str, log: LogId)
+            -> Result<Option<Role>, CatalogError> as GetItem;
+
+        /// The same from an eventually consistent GetItem (half a read unit): a change to the
+        /// membership made within about the last second may not show yet. The access check
+        /// reads this first and confirms a refusal with [`Catalog::role`].
+        async fn role_eventual(&self, user: &str, log: LogId)
             -> Result<Option<Role>, CatalogError> as GetItem;
 
         /// The sheets `user` is a member of, newest first, at most `limit` (1..=[`MAX_PAGE`]).
@@ -352,6 +357,13 @@ pub mod conformance {
         ensure(
             c.role(&bob, s1.log).await.map_err(e)?.is_none(),
             "bob is no member",
+        )?;
+        // The eventually consistent read agrees once it has caught up (the emulator and the
+        // memory catalog are always caught up; the fault adapter models the lag).
+        ensure(
+            c.role_eventual(&alice, s1.log).await.map_err(e)? == Some(Role::Owner)
+                && c.role_eventual(&bob, s1.log).await.map_err(e)?.is_none(),
+            "the eventually consistent access check reads the same roles",
         )?;
         ensure(
             c.sheet(s1.log).await.map_err(e)? == Some(s1.clone()),

@@ -5,7 +5,7 @@
 //!   the view from before it — a page or a "newest entry" without the newest items, an entry
 //!   without its just-set snapshot root, a segment without its just-advanced last snapshot, the
 //!   segment list without a just-created segment, a catalog listing without a just-added sheet
-//!   or member;
+//!   or member, an eventually consistent access check without a just-made share;
 //! - **lost responses**: a write is applied and its response lost; the SDK retries it (a
 //!   conditional put, or a catalog create, then fails against its own item; a log transaction
 //!   carries an idempotency token, so its retry reports success);
@@ -835,6 +835,26 @@ impl CatalogLayer for Arc<Faults> {
         let role = inner.claim(log, user, email).await?;
         if role.is_some() {
             self.note_member(user, log);
+        }
+        Ok(role)
+    }
+
+    async fn role_eventual<S: Catalog + ?Sized>(
+        &self,
+        inner: &S,
+        user: &str,
+        log: LogId,
+    ) -> Result<Option<Role>, CatalogError> {
+        self.before(DDB, "GetItem").await?;
+        let role = inner.role_eventual(user, log).await?;
+        if role.is_some()
+            && self.stale(Consistency::Eventual)
+            && let Ok(r) = self.recent.lock()
+            && self.is_recent(r.members.get(&(user.to_owned(), log)))
+        {
+            // The replica read has not seen the share yet.
+            self.stale_read_seen();
+            return Ok(None);
         }
         Ok(role)
     }

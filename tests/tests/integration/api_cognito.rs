@@ -1223,3 +1223,35 @@ async fn claims_hold_when_the_catalog_index_lags() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The access check reads the member item eventually consistently, which on AWS may lag a
+/// share by up to about a second. Under the fault adapter's stale reads (every eventually
+/// consistent read misses a membership made in the last 30 s) a new member can still write at
+/// once: a refusal from the replica is confirmed by a strong read before it stands.
+#[tokio::test]
+async fn a_share_counts_at_once_when_the_access_check_replica_lags() -> anyhow::Result<()> {
+    use std::sync::atomic::Ordering;
+    let faults = Faults::new(
+        FaultProfile {
+            stale_read: 1.0,
+            stale_for: Duration::from_secs(30),
+            ..FaultProfile::none()
+        },
+        11,
+    );
+    let Some(stack) = start_with("cognito-lag", zero_cache(), Some(faults.clone())).await? else {
+        return Ok(());
+    };
+    let alice = stack.sign_in(USERS[0]).await?;
+    let bob = stack.sign_in(USERS[1]).await?;
+    let log = alice.create("Lagging").await?;
+    alice.share(&log, USERS[1], "editor").await?;
+    let before = faults.counts.stale_reads.load(Ordering::Relaxed);
+    assert_eq!(bob.append(&log).await?.0, StatusCode::CREATED);
+    assert_eq!(alice.append(&log).await?.0, StatusCode::CREATED);
+    assert!(
+        faults.counts.stale_reads.load(Ordering::Relaxed) > before,
+        "the replica missed the new membership, and the write still went through"
+    );
+    Ok(())
+}

@@ -235,12 +235,21 @@ impl DynamoCatalog {
     }
 
     async fn get(&self, pk: String, sk: String) -> Result<Option<Item>, CatalogError> {
+        self.get_with(pk, sk, true).await
+    }
+
+    async fn get_with(
+        &self,
+        pk: String,
+        sk: String,
+        strong: bool,
+    ) -> Result<Option<Item>, CatalogError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
             .set_key(Some(key(pk, sk)))
-            .consistent_read(true)
+            .consistent_read(strong)
             .send()
             .await
             .map_err(|e| ddb_error("GetItem", e))?;
@@ -486,6 +495,14 @@ impl Catalog for DynamoCatalog {
 
     async fn role(&self, user: &str, log: LogId) -> Result<Option<Role>, CatalogError> {
         self.get(log_pk(log), member_sk(user))
+            .await?
+            .as_ref()
+            .map(role_of)
+            .transpose()
+    }
+
+    async fn role_eventual(&self, user: &str, log: LogId) -> Result<Option<Role>, CatalogError> {
+        self.get_with(log_pk(log), member_sk(user), false)
             .await?
             .as_ref()
             .map(role_of)

@@ -77,6 +77,10 @@ impl Catalog for MemCatalog {
             .map(|m| m.role))
     }
 
+    async fn role_eventual(&self, user: &str, log: LogId) -> Result<Option<Role>, CatalogError> {
+        self.role(user, log).await
+    }
+
     async fn list_sheets(
         &self,
         user: &str,
