@@ -10,7 +10,8 @@
  * cells in view. `idle_pull_rru` is not measured here.
  *
  * Measured on the shared 2-core machine with ./scripts/dev (see README, "Edits reaching other
- * pages"); the issue's targets are p99 <= 300 ms with pokes and <= 1 idle request a minute a tab.
+ * pages"); the issue's targets are p99 <= 300 ms with pokes and <= 1 idle request a minute a tab,
+ * and (issue 44) p99 <= 500 ms for a formula's new value after its input is edited in another page.
  */
 import { type Browser, chromium, type Page } from 'playwright-core';
 
@@ -115,15 +116,57 @@ async function run(browser: Browser, mode: 'pokes' | 'polling'): Promise<Run> {
   return { p50: percentile(times, 50), p99: percentile(times, 99), idlePerMinPerTab: Math.round(idle * 100) / 100 };
 }
 
+/**
+ * A formula's input edited in page A, timed until page B shows the formula's new value: B reads
+ * the edited input through its pull and recomputes the formula itself (`web/src/formula.ts`).
+ * C1 holds `=A1*2`; each edit types a new number into A1.
+ */
+async function runFormula(browser: Browser): Promise<{ p50: number; p99: number }> {
+  const logId = await newLog();
+  const a = await openTab(browser, logId, {});
+  const b = await openTab(browser, logId, {});
+  for (const t of [a, b]) await t.page.waitForSelector('.grid[data-link="live"]', WAIT);
+  await a.page.click('[data-ref="C1"]');
+  await a.page.keyboard.type('=A1*2');
+  await a.page.keyboard.press('Enter');
+  await b.page.waitForFunction(() => document.querySelector('[data-ref="C1"]')?.textContent === '0', undefined, WAIT);
+  process.stderr.write(`formula: ${EDITS} edits of A1 in page A, timed until page B shows =A1*2's value\n`);
+  const times: number[] = [];
+  for (let i = 1; i <= EDITS; i++) {
+    await a.page.click('[data-ref="A1"]');
+    await a.page.keyboard.type(String(i));
+    const want = String(2 * i);
+    const shown = b.page.waitForFunction(
+      (t) => {
+        if (document.querySelector('[data-ref="C1"]')?.textContent !== t) return false;
+        return performance.timeOrigin + performance.now();
+      },
+      want,
+      { ...WAIT, polling: 5 },
+    );
+    const start = await a.page.evaluate(() => performance.timeOrigin + performance.now());
+    await a.page.keyboard.press('Enter');
+    const end = (await (await shown).jsonValue()) as number;
+    times.push(end - start);
+  }
+  await a.page.context().close();
+  await b.page.context().close();
+  times.sort((x, y) => x - y);
+  return { p50: percentile(times, 50), p99: percentile(times, 99) };
+}
+
 const browser = await chromium.launch({ executablePath: CHROMIUM });
 try {
   const pokes = await run(browser, 'pokes');
+  const formula = await runFormula(browser);
   const polling = await run(browser, 'polling');
   const figures = {
     edits: EDITS,
     idle_secs: IDLE_SECS,
     edit_to_visible_ms_p50: pokes.p50,
     edit_to_visible_ms_p99: pokes.p99,
+    formula_edit_to_visible_ms_p50: formula.p50,
+    formula_edit_to_visible_ms_p99: formula.p99,
     poll_edit_to_visible_ms_p50: polling.p50,
     poll_edit_to_visible_ms_p99: polling.p99,
     idle_requests_per_min_per_tab: pokes.idlePerMinPerTab,
