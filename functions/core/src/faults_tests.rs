@@ -1,6 +1,7 @@
 //! The fault adapter on the ports declared outside the log (the snapshot blobs, the catalog).
 
 use super::*;
+use crate::catalog::{Catalog, CatalogError, Sheet};
 
 fn throttling() -> Arc<Faults> {
     Faults::new(
