@@ -197,8 +197,8 @@ async fn export_neutralises_formulas_unless_raw() {
         &[
             "set",
             &log,
-            "A1==HYPERLINK(\"https://evil.example\",\"click\")",
-            "B1==cmd|' /C calc'!A0",
+            "A1='=HYPERLINK(\"https://evil.example\",\"click\")",
+            "B1='=cmd|' /C calc'!A0",
             "C1=@SUM(A1)",
             "D1=+44 20 7946 0000",
             "E1='-1.5",
@@ -207,6 +207,8 @@ async fn export_neutralises_formulas_unless_raw() {
             "C2=\r=1+1",
             "D2=plain - text",
             "E2=it's",
+            // A formula exports as its value.
+            "A3==A2*-2",
         ],
     )
     .await
@@ -216,14 +218,16 @@ async fn export_neutralises_formulas_unless_raw() {
         safe,
         "\"'=HYPERLINK(\"\"https://evil.example\"\",\"\"click\"\")\",'=cmd|' /C calc'!A0,\
          '@SUM(A1),'+44 20 7946 0000,'-1.5\n\
-         -1.5,'\tx,\"'\r=1+1\",plain - text,it's\n"
+         -1.5,'\tx,\"'\r=1+1\",plain - text,it's\n\
+         3\n"
     );
     let raw = ok(&base, &["export", &log, "--raw"]).await.unwrap();
     assert_eq!(
         raw,
         "\"=HYPERLINK(\"\"https://evil.example\"\",\"\"click\"\")\",=cmd|' /C calc'!A0,\
          @SUM(A1),+44 20 7946 0000,-1.5\n\
-         -1.5,\tx,\"\r=1+1\",plain - text,it's\n"
+         -1.5,\tx,\"\r=1+1\",plain - text,it's\n\
+         3\n"
     );
 }
 

@@ -16,8 +16,9 @@ use crate::api::{Api, CliError};
 /// Entries per page when reading the log.
 const PAGE: u32 = 1000;
 
-/// `REF=VALUE` as a cell edit: a number, `true`/`false`, nothing (empty the cell) or text; a
-/// leading `'` keeps the rest as text (`A1='42`), as spreadsheets do.
+/// `REF=VALUE` as a cell edit: a number, `true`/`false`, nothing (empty the cell), a formula
+/// (`A1==SUM(B1:B3)`) or text; a leading `'` keeps the rest as text (`A1='42`, `A1='=1+1`), as
+/// spreadsheets do.
 pub fn parse_assignment(arg: &str) -> Result<Value, CliError> {
     let (cell, raw) = arg.split_once('=').ok_or_else(|| {
         CliError::Input(format!("{arg:?} is not REF=VALUE (e.g. A1=42 or B2=text)"))
@@ -29,7 +30,13 @@ pub fn parse_assignment(arg: &str) -> Result<Value, CliError> {
         ))
     })?;
     let value = if let Some(text) = raw.strip_prefix('\'') {
-        json!(text)
+        // The API reads a string that starts with `=` as a formula; its own leading `'` keeps
+        // such a text a text.
+        if sheetlog_sheet::formula::needs_quote(text) {
+            json!(format!("'{text}"))
+        } else {
+            json!(text)
+        }
     } else if raw.is_empty() {
         Value::Null
     } else if raw == "true" || raw == "false" {
