@@ -6,7 +6,7 @@ use serde_json::Value;
 use sheetlog_core::LogId;
 use std::collections::BTreeMap;
 
-use sheetlog_core::sheet::formula::{self, EvalError, MAX_EVAL_CELLS, TAB};
+use sheetlog_core::sheet::formula::{self, EvalError, MAX_EVAL_BYTES, MAX_EVAL_CELLS, TAB};
 use sheetlog_core::sheet::value::Shown;
 use sheetlog_core::sheet::{Cell, CellRef, Range, Row, Value as SheetValue};
 use sheetlog_core::snapshot::{ReadBudget, SnapshotError, grid, read_rows};
@@ -53,15 +53,17 @@ pub async fn read(
             });
         }
     };
-    let rows = evaluated(state, log, log_id, at, range, rows).await?;
-    let formats = by_ref(&rows.cells, |cell| {
-        cell.format.as_ref().map(ToString::to_string)
-    });
-    let formulas = by_ref(&rows.cells, |cell| match &cell.value {
+    let formats = by_ref(&rows, |cell| cell.format.as_ref().map(ToString::to_string));
+    let formulas = by_ref(&rows, |cell| match &cell.value {
         SheetValue::Formula(f) => Some(f.typed()),
         _ => None,
     });
-    let values = grid(rows.shown, range)
+    let rows = if formulas.is_empty() {
+        rows
+    } else {
+        evaluated(state, log, log_id, at, range, rows).await?
+    };
+    let values = grid(rows, range)
         .into_iter()
         .map(|row| {
             row.iter()
@@ -193,17 +195,11 @@ pub async fn rows_at(
     }
 }
 
-/// A range's cells as stored (`cells`: formulas as their text) and as shown (`shown`: every
-/// formula replaced by its computed value).
-struct EvaluatedRows {
-    cells: Vec<Row>,
-    shown: Vec<Row>,
-}
-
-/// Evaluates the formulas among `rows` (the cells of `range` as of `at`). The cells they read,
-/// directly or through other formulas, are loaded by growing the area read until it holds them
-/// all (`formula::closure_area`), up to [`MAX_EVAL_CELLS`]; the engine then runs on a blocking
-/// thread. A range without formulas costs nothing more.
+/// `rows` (the cells of `range` as of `at`, some of them formulas) as shown: each formula
+/// replaced by its computed value. The cells the formulas read, directly or through other
+/// formulas, are loaded by growing the area read until it holds them all
+/// (`formula::load_closure`), up to [`MAX_EVAL_CELLS`] cells and [`MAX_EVAL_BYTES`]; the engine
+/// then runs on a blocking thread.
 async fn evaluated(
     state: &SharedState,
     log: LogId,
@@ -211,21 +207,10 @@ async fn evaluated(
     at: u64,
     range: Range,
     rows: Vec<Row>,
-) -> Result<EvaluatedRows, ApiError> {
-    let has_formulas = rows.iter().any(|r| {
-        r.cells
-            .iter()
-            .any(|(_, c)| matches!(c.value, SheetValue::Formula(_)))
-    });
-    if !has_formulas {
-        return Ok(EvaluatedRows {
-            shown: rows.clone(),
-            cells: rows,
-        });
-    }
+) -> Result<Vec<Row>, ApiError> {
     let budget = ReadBudget {
         cells: MAX_EVAL_CELLS,
-        bytes: usize::MAX,
+        bytes: MAX_EVAL_BYTES,
     };
     let loaded = formula::load_closure(rows.clone(), range, TAB, |area| async move {
         match rows_at(state, log, log_id, at, area, budget).await? {
@@ -247,8 +232,7 @@ async fn evaluated(
             },
             EvalError::Engine(e) => ApiError::Internal(format!("evaluating formulas: {e}")),
         })?;
-    let shown = evaluated.shown_rows(&rows);
-    Ok(EvaluatedRows { cells: rows, shown })
+    Ok(evaluated.shown_rows(&rows))
 }
 
 /// Something of each cell of `rows` that has it, by A1 reference.

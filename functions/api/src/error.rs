@@ -109,9 +109,10 @@ pub enum ApiError {
     )]
     RangeTooLarge { size: usize, limit: usize },
     /// The formulas of a read range read, directly or through other formulas, more cells than
-    /// one evaluation may load (`sheetlog_core::sheet::formula::MAX_EVAL_CELLS`).
+    /// one evaluation may load (`sheetlog_core::sheet::formula::MAX_EVAL_CELLS` and
+    /// `MAX_EVAL_BYTES`).
     #[error(
-        "evaluating the formulas in this range reads more than {limit} cells; read a range whose formulas read fewer cells"
+        "evaluating the formulas in this range reads more than one read may load ({limit} cells, 256 MiB of them); read a range whose formulas read fewer cells"
     )]
     FormulasTooLarge { cells: usize, limit: usize },
     /// Reading the sheet as of a sequence would hold more entry bytes than the read budget

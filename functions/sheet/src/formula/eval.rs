@@ -18,6 +18,11 @@ use crate::value::{Cell, ErrorCode, Row, Value};
 /// memory to a few hundred megabytes — within the API function's 1,769 MB with room to answer.
 pub const MAX_EVAL_CELLS: usize = 2_000_000;
 
+/// About the bytes of the cells one evaluation may load (texts and formulas are up to 32,767 and
+/// 8,192 characters, so [`MAX_EVAL_CELLS`] alone would not bound them); counted as a range read
+/// counts them (`snapshot::ReadBudget`).
+pub const MAX_EVAL_BYTES: usize = 256 * 1024 * 1024;
+
 /// The name the engine gives the sheet's one tab; references may name it (`Sheet1!A1`).
 pub const TAB: &str = "Sheet1";
 
