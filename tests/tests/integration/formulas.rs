@@ -78,6 +78,9 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
         v["formulas"].get("D1").is_none(),
         "a quoted text is no formula: {v}"
     );
+    // A range without formulas still says so: a client knows the values are computed.
+    let plain = cells(&c, &api, &log, "range=A1:A3").await?;
+    assert_eq!(plain["formulas"], json!({}), "{plain}");
     // A range holding only the formula still reads the cells it reads.
     let one = cells(&c, &api, &log, "range=A4").await?;
     assert_eq!(one["values"], json!([[60]]), "{one}");

@@ -366,8 +366,7 @@ fn the_closure_grows_until_every_formula_read_is_loaded() {
             "a chain of 1,000 closes in about log2(1,000) rounds"
         );
     }
-    // Formulas loaded but not reached are left out: A500 reads down its own chain only, though
-    // the doubling loads rows above it whose formulas read further up.
+    // Formulas loaded but not reached are left out: A501 reads down its own chain only.
     let two_chains: Vec<Row> = (0..1000)
         .map(|i| Row {
             index: i,
@@ -388,6 +387,26 @@ fn the_closure_grows_until_every_formula_read_is_loaded() {
     assert_eq!(
         evaluate(&reached.rows).unwrap().values[&at("A501")],
         n(499.0)
+    );
+    // What a read loads and evaluates, area by area: A1 reads down the first chain, and doubling
+    // the area loads rows of the second (to row 512), whose formulas read on to row 1000.
+    let load_two = |area: Range| -> Vec<Row> {
+        two_chains
+            .iter()
+            .filter(|r| r.index >= area.start.row && r.index <= area.end.row)
+            .cloned()
+            .collect()
+    };
+    let range = Range::new(at("A1"), at("A1"));
+    let loaded = futures::executor::block_on(load_closure(load_two(range), range, TAB, |area| {
+        let rows = load_two(area);
+        async move { Ok::<_, ()>(rows) }
+    }))
+    .unwrap();
+    assert_eq!(
+        loaded.len(),
+        500,
+        "a read of A1 evaluates its own chain only"
     );
     assert_eq!(
         references("SUM(B2:C3)+D4+Other!A1", TAB),
