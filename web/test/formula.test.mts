@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import * as ironcalc from '@ironcalc/wasm';
 import { type BaseBlock, Calc, type CalcInput, formulaReads, movedTo, useEngine } from '../src/formula.ts';
-import type { Cell, ShapeOp, Value } from '../src/model.ts';
+import { type Cell, parseRef, refOf, type ShapeOp, type Value } from '../src/model.ts';
 
 ironcalc.initSync({ module: readFileSync(createRequire(import.meta.url).resolve('@ironcalc/wasm/wasm_bg.wasm')) });
 useEngine(ironcalc);
@@ -66,6 +66,24 @@ describe('formulas computed in the page', () => {
     assert.deepEqual(calc.value(4, 3), { error: '#N/A' });
     assert.equal(calc.value(4, 4), true);
     assert.equal(calc.value(0, 0), undefined, 'not a formula');
+  });
+
+  test('the page computes the values the server is held to (web/test/fixtures/formula-agreement.json)', () => {
+    const fixture = JSON.parse(readFileSync(new URL('fixtures/formula-agreement.json', import.meta.url), 'utf8')) as {
+      cells: Value[][];
+      expected: Record<string, Value>;
+    };
+    const calc = new Calc();
+    calc.sync(input([block(fixture.cells)]));
+    const computed = new Set<string>();
+    for (const [r, line] of fixture.cells.entries())
+      for (const [c, v] of line.entries()) if (typeof v === 'string' && v.startsWith('=')) computed.add(refOf(r, c));
+    assert.deepEqual([...computed].sort(), Object.keys(fixture.expected).sort(), 'every formula cell is listed');
+    for (const [ref, want] of Object.entries(fixture.expected)) {
+      const at = parseRef(ref);
+      assert.ok(at, ref);
+      assert.deepEqual(calc.value(at.row, at.col), want, `${ref}: the page's engine agrees with the server's`);
+    }
   });
 
   test('a pending edit sets only its cell and recomputes at once; one that leaves rebuilds', () => {

@@ -487,3 +487,58 @@ proptest! {
         }
     }
 }
+
+/// The table the page's engine is held to as well (`web/test/formula.test.mts`): the server's
+/// engine gives every value it lists. Numbers compare as numbers (2^60 is written as an integer).
+#[test]
+fn the_server_computes_the_values_the_page_is_held_to() {
+    let fixture: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../web/test/fixtures/formula-agreement.json"
+    ))
+    .unwrap();
+    let mut sheet = Sheet::new();
+    let mut cells = Vec::new();
+    for (r, row) in fixture["cells"].as_array().unwrap().iter().enumerate() {
+        for (c, v) in row.as_array().unwrap().iter().enumerate() {
+            if !v.is_null() {
+                let at = CellRef {
+                    row: r as u32,
+                    col: c as u32,
+                };
+                cells.push((at, serde_json::from_value::<Value>(v.clone()).unwrap()));
+            }
+        }
+    }
+    sheet
+        .apply(&crate::test_support::set_cells(cells), None)
+        .unwrap();
+    let rows: Vec<Row> = sheet.rows().collect();
+    let evaluated = evaluate(&rows).unwrap();
+    let mut got = serde_json::Map::new();
+    for (at, v) in &evaluated.values {
+        got.insert(
+            at.to_string(),
+            serde_json::to_value(crate::value::Shown(v)).unwrap(),
+        );
+    }
+    if std::env::var_os("SHEETLOG_PRINT_AGREEMENT").is_some() {
+        println!("{}", serde_json::to_string_pretty(&got).unwrap());
+    }
+    let expected = fixture["expected"].as_object().unwrap();
+    assert_eq!(
+        expected.len(),
+        got.len(),
+        "every formula cell is listed: {got:?}"
+    );
+    for (at, want) in expected {
+        let have = &got[at];
+        let same = match (want.as_f64(), have.as_f64()) {
+            (Some(a), Some(b)) => a == b,
+            _ => want == have,
+        };
+        assert!(
+            same,
+            "{at}: the fixture says {want}, the server's engine gives {have}"
+        );
+    }
+}
