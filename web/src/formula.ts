@@ -12,6 +12,7 @@
  * the overlay builds the model again.
  */
 import type * as IronCalc from '@ironcalc/wasm';
+import { displaceFormula } from './formula-moves';
 import {
   type Area,
   type Cell,
@@ -240,20 +241,9 @@ export class Calc {
     this.model = model;
     this.stats.builds++;
     model.pauseEvaluation();
-    const moved = input.shapes.length > 0;
-    for (const b of input.blocks) this.putBlock(b, moved ? undefined : input.overlay);
-    for (const s of input.shapes) reshape(model, s);
-    if (moved) {
-      // The engine moved the formulas with their cells: the set of them is read again.
-      this.formulas.clear();
-      for (const b of input.blocks)
-        for (const [i, row] of b.values.entries())
-          for (const [j, v] of row.entries()) {
-            if (!isFormula(v)) continue;
-            const at = movedTo(b.row + i, b.col + j, input.shapes);
-            if (at) this.formulas.add(refOf(at.row, at.col));
-          }
-    }
+    for (const b of input.blocks)
+      if (input.shapes.length) this.putMoved(e, b, input.shapes);
+      else this.putBlock(b, input.overlay);
     for (const [ref, c] of input.overlay) this.put(ref, c.value);
     this.evaluate();
   }
@@ -278,6 +268,19 @@ export class Calc {
         if (v === null || v === undefined) continue;
         const ref = refOf(b.row + i, b.col + j);
         if (!overlay?.has(ref)) this.put(ref, v, b.row + i, b.col + j);
+      }
+  }
+
+  /**
+   * A block's cells where pending row and column changes put them, formulas moved by the
+   * server's rules (formula-moves.ts); the overlay is set over them afterwards.
+   */
+  private putMoved(e: Engine, b: BaseBlock, shapes: readonly ShapeOp[]): void {
+    for (const [i, row] of b.values.entries())
+      for (const [j, v] of row.entries()) {
+        if (v === null || v === undefined) continue;
+        const at = movedTo(b.row + i, b.col + j, shapes);
+        if (at) this.put(refOf(at.row, at.col), isFormula(v) ? moveFormula(e, v, shapes) : v, at.row, at.col);
       }
   }
 
@@ -329,14 +332,11 @@ function at(ref: string): [number, number] {
   return [Number(m[2]), col];
 }
 
-/** Applies a pending row or column change to the model: the engine moves cells and rewrites references. */
-function reshape(model: Model, s: ShapeOp): void {
-  const first = s.at + 1;
-  if (s.axis === 'rows') {
-    if (s.op === 'insert') model.insertRows(0, first, s.count);
-    else model.deleteRows(0, first, s.count);
-  } else if (s.op === 'insert') model.insertColumns(0, first, s.count);
-  else model.deleteColumns(0, first, s.count);
+/** A formula (`=…`) with its references moved through `shapes` in order. */
+export function moveFormula(e: Engine, formula: string, shapes: readonly ShapeOp[]): string {
+  let text = formula.slice(1);
+  for (const s of shapes) text = displaceFormula(text, e.getTokens(text), s, TAB) ?? text;
+  return `=${text}`;
 }
 
 /** Where a cell of the server's state is shown after `shapes`; null when it was deleted. */

@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import * as ironcalc from '@ironcalc/wasm';
 import { type BaseBlock, Calc, type CalcInput, formulaReads, movedTo, useEngine } from '../src/formula.ts';
+import { displaceFormula } from '../src/formula-moves.ts';
 import { type Cell, parseRef, refOf, type ShapeOp, type Value } from '../src/model.ts';
 
 ironcalc.initSync({ module: readFileSync(createRequire(import.meta.url).resolve('@ironcalc/wasm/wasm_bg.wasm')) });
@@ -84,6 +85,24 @@ describe('formulas computed in the page', () => {
       assert.ok(at, ref);
       assert.deepEqual(calc.value(at.row, at.col), want, `${ref}: the page's engine agrees with the server's`);
     }
+  });
+
+  test('references move as the server moves them (web/test/fixtures/formula-moves.json)', () => {
+    const fixture = JSON.parse(readFileSync(new URL('fixtures/formula-moves.json', import.meta.url), 'utf8')) as {
+      cases: { formula: string; change: ShapeOp; moved: string | null }[];
+    };
+    for (const { formula, change, moved } of fixture.cases)
+      assert.equal(
+        displaceFormula(formula, ironcalc.getTokens(formula), change, 'Sheet1'),
+        moved,
+        `${formula} after ${JSON.stringify(change)}`,
+      );
+    // Through the page's model: a range whose first row a pending delete takes shrinks, as on the
+    // server, where the engine's own row delete would read #REF!.
+    const calc = new Calc();
+    const del: ShapeOp = { axis: 'rows', op: 'delete', at: 0, count: 1 };
+    calc.sync(input([block([[1], [2], [3], [null, '=SUM(A1:A3)']])], [], [del]));
+    assert.equal(calc.value(2, 1), 5, 'B4 moved to B3 and reads A1:A2');
   });
 
   test('a pending edit sets only its cell and recomputes at once; one that leaves rebuilds', () => {

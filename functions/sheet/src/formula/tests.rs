@@ -542,3 +542,31 @@ fn the_server_computes_the_values_the_page_is_held_to() {
         );
     }
 }
+
+/// The cases the page's rewrite is held to as well (`web/test/formula.test.mts`).
+#[test]
+fn references_move_as_the_page_moves_them() {
+    let fixture: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../web/test/fixtures/formula-moves.json"
+    ))
+    .unwrap();
+    for case in fixture["cases"].as_array().unwrap() {
+        let c = &case["change"];
+        let (at, count) = (
+            c["at"].as_u64().unwrap() as u32,
+            c["count"].as_u64().unwrap() as u32,
+        );
+        let s = match (c["axis"].as_str().unwrap(), c["op"].as_str().unwrap()) {
+            ("rows", "insert") => Displace::InsertRows { at, count },
+            ("rows", _) => Displace::DeleteRows { at, count },
+            (_, "insert") => Displace::InsertColumns { at, count },
+            _ => Displace::DeleteColumns { at, count },
+        };
+        let text = case["formula"].as_str().unwrap();
+        assert_eq!(
+            displace(text, TAB, s).as_deref(),
+            case["moved"].as_str(),
+            "{text} after {c}"
+        );
+    }
+}
