@@ -6,10 +6,12 @@ use serde_json::Value;
 use sheetlog_core::LogId;
 use std::collections::BTreeMap;
 
-use sheetlog_core::sheet::formula::{self, EvalError, MAX_EVAL_BYTES, MAX_EVAL_CELLS, TAB};
+use sheetlog_core::sheet::formula::MAX_EVAL_CELLS;
 use sheetlog_core::sheet::value::Shown;
 use sheetlog_core::sheet::{Cell, CellRef, Range, Row, Value as SheetValue};
-use sheetlog_core::snapshot::{ReadBudget, SnapshotError, grid, read_rows};
+use sheetlog_core::snapshot::{
+    LogEntry, Manifest, ReadBudget, ShownError, SnapshotError, grid, read_rows, shown_rows,
+};
 use sheetlog_core::snapshot_input;
 
 use crate::dto::CellsResponse;
@@ -44,7 +46,14 @@ pub async fn read(
         cells: usize::MAX,
         bytes: limit.saturating_sub(cells as usize * 5 + 1024),
     };
-    let rows = match rows_at(state, log, log_id, at, range, budget).await? {
+    let (base, entries) = base_and_entries(state, log, log_id, at).await?;
+    let sheet = Sheet {
+        state,
+        log,
+        base: base.as_ref(),
+        entries: &entries,
+    };
+    let rows = match sheet.rows(range, budget).await? {
         Bounded::Rows(rows) => rows,
         Bounded::OverBudget { bytes, .. } => {
             return Err(ApiError::RangeTooLarge {
@@ -61,7 +70,7 @@ pub async fn read(
     let rows = if formulas.is_empty() {
         rows
     } else {
-        evaluated(state, log, log_id, at, range, rows).await?
+        sheet.shown(range, rows).await?
     };
     let values = grid(rows, range)
         .into_iter()
@@ -178,61 +187,68 @@ pub async fn rows_at(
     budget: ReadBudget,
 ) -> Result<Bounded, ApiError> {
     let (base, entries) = base_and_entries(state, log, log_id, at).await?;
-    match read_rows(
-        &state.bucket,
-        &state.bucket,
-        *log.as_uuid(),
-        base.as_ref(),
-        &entries,
-        range,
-        budget,
-    )
-    .await
-    {
-        Ok((rows, _stats)) => Ok(Bounded::Rows(rows)),
-        Err(SnapshotError::OverBudget { cells, bytes }) => Ok(Bounded::OverBudget { cells, bytes }),
-        Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
+    Sheet {
+        state,
+        log,
+        base: base.as_ref(),
+        entries: &entries,
     }
+    .rows(range, budget)
+    .await
 }
 
-/// `rows` (the cells of `range` as of `at`, some of them formulas) as shown: each formula
-/// replaced by its computed value. The cells the formulas read, directly or through other
-/// formulas, are loaded by growing the area read until it holds them all
-/// (`formula::load_closure`), up to [`MAX_EVAL_CELLS`] cells and [`MAX_EVAL_BYTES`]; the engine
-/// then runs on a blocking thread.
-async fn evaluated(
-    state: &SharedState,
+/// The sheet as of one sequence: its newest snapshot at or before it and the entries after that,
+/// read once for every range a request reads.
+struct Sheet<'a> {
+    state: &'a SharedState,
     log: LogId,
-    log_id: &str,
-    at: u64,
-    range: Range,
-    rows: Vec<Row>,
-) -> Result<Vec<Row>, ApiError> {
-    let budget = ReadBudget {
-        cells: MAX_EVAL_CELLS,
-        bytes: MAX_EVAL_BYTES,
-    };
-    let loaded = formula::load_closure(rows.clone(), range, TAB, |area| async move {
-        match rows_at(state, log, log_id, at, area, budget).await? {
-            Bounded::Rows(rows) => Ok(rows),
-            Bounded::OverBudget { cells, .. } => Err(ApiError::FormulasTooLarge {
-                cells,
-                limit: MAX_EVAL_CELLS,
-            }),
-        }
-    })
-    .await?;
-    let evaluated = tokio::task::spawn_blocking(move || formula::evaluate(&loaded))
+    base: Option<&'a Manifest>,
+    entries: &'a [LogEntry],
+}
+
+impl Sheet<'_> {
+    async fn rows(&self, range: Range, budget: ReadBudget) -> Result<Bounded, ApiError> {
+        match read_rows(
+            &self.state.bucket,
+            &self.state.bucket,
+            *self.log.as_uuid(),
+            self.base,
+            self.entries,
+            range,
+            budget,
+        )
         .await
-        .map_err(|e| ApiError::Internal(format!("evaluating formulas: {e}")))?
+        {
+            Ok((rows, _stats)) => Ok(Bounded::Rows(rows)),
+            Err(SnapshotError::OverBudget { cells, bytes }) => {
+                Ok(Bounded::OverBudget { cells, bytes })
+            }
+            Err(e) => Err(ApiError::Internal(format!("reading the sheet: {e}"))),
+        }
+    }
+
+    /// `rows` (the cells of `range`, some of them formulas) as shown: each formula replaced by
+    /// its value, kept beside the snapshot or computed (`snapshot::shown_rows`), loading at most
+    /// [`MAX_EVAL_CELLS`] cells and [`MAX_EVAL_BYTES`].
+    async fn shown(&self, range: Range, rows: Vec<Row>) -> Result<Vec<Row>, ApiError> {
+        shown_rows(
+            &self.state.bucket,
+            &self.state.bucket,
+            *self.log.as_uuid(),
+            self.base,
+            self.entries,
+            range,
+            rows,
+        )
+        .await
         .map_err(|e| match e {
-            EvalError::TooManyCells { cells } => ApiError::FormulasTooLarge {
+            ShownError::TooManyCells { cells } => ApiError::FormulasTooLarge {
                 cells,
                 limit: MAX_EVAL_CELLS,
             },
-            EvalError::Engine(e) => ApiError::Internal(format!("evaluating formulas: {e}")),
-        })?;
-    Ok(evaluated.shown_rows(&rows))
+            e => ApiError::Internal(format!("evaluating formulas: {e}")),
+        })
+    }
 }
 
 /// Something of each cell of `rows` that has it, by A1 reference.

@@ -44,7 +44,7 @@ use sheetlog_core::log::EventLog;
 use sheetlog_core::ports::{Consistency, LogPurge, LogStore, PayloadStore, PendingSnapshots};
 use sheetlog_core::snapshot::{
     BlobStore, BuildResult, Checkpoint, ImportSource, LogEntry, Manifest, Progress,
-    SnapshotBuilder, SnapshotError,
+    SnapshotBuilder, SnapshotError, compute_values,
 };
 use sheetlog_core::snapshot_input::{
     InputError, InputPages, Located, SnapshotInput, Target, base_manifest, into_log_entries,
@@ -427,9 +427,36 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         };
         debug!(log = %job.log_id, seq, chunks_written = result.stats.chunks_written,
             chunks_reused = result.stats.chunks_reused, "snapshot built");
+        self.keep_values(job, &result, handoff_at).await;
         // 6. Complete.
         self.complete(job, key, &result.manifest_key, increment)
             .await
+    }
+
+    /// Between steps 5 and 6: the formula values kept beside the snapshot
+    /// (`snapshot::compute_values`), so reads show them instead of evaluating. They are derived
+    /// state: a failure, or running out of time at `handoff_at`, leaves reads to evaluate what
+    /// was not kept, and the snapshot completes either way.
+    async fn keep_values(&self, job: &SnapshotJob, result: &BuildResult, handoff_at: Instant) {
+        let kept = async {
+            let manifest = result.read_manifest(self.blobs.as_ref()).await?;
+            compute_values(
+                self.blobs.as_ref(),
+                self.imports.as_ref(),
+                &manifest,
+                Some(handoff_at),
+            )
+            .await
+        };
+        match kept.await {
+            Ok(r) if r.formula_chunks > 0 => {
+                info!(log = %job.log_id, formula_chunks = r.formula_chunks,
+                    kept_chunks = r.kept_chunks, kept_formulas = r.kept_formulas,
+                    cells_evaluated = r.cells_loaded, "formula values kept");
+            }
+            Ok(_) => {}
+            Err(e) => warn!(log = %job.log_id, error = %e, "formula values not kept"),
+        }
     }
 
     /// Step 4: the snapshot's input (its target and base entries), or what becomes of the job

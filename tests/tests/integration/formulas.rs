@@ -1,6 +1,7 @@
 //! Formulas through the HTTP API: reads answer computed values and the formula texts, row and
 //! column edits rewrite references, history reads compute old values, snapshots carry formulas
-//! (a structural edit after a snapshot opens its chunks), and the limits answer clear errors.
+//! (a structural edit after a snapshot opens its chunks) and keep their values beside them, and
+//! the limits answer clear errors.
 
 use std::time::{Duration, Instant};
 
@@ -249,6 +250,18 @@ async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::
         "the chunks count their formulas: {:?}",
         manifest.chunks
     );
+    // The worker kept the formulas' values beside the snapshot before completing it.
+    let bucket = api
+        .stack()
+        .ok_or_else(|| anyhow::anyhow!("an in-process stack"))?
+        .bucket();
+    let key = sheetlog_core::snapshot::values_key(manifest.log_id, manifest.seq);
+    let index = sheetlog_core::snapshot::BlobStore::get(&bucket, &key)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no values index at {key}"))?;
+    let index: sheetlog_core::snapshot::ValuesIndex = serde_json::from_slice(&index)?;
+    let kept: u64 = index.chunks.iter().map(|c| c.formulas).sum();
+    assert_eq!(kept, formulas, "every formula's value kept: {index:?}");
     let v = cells(&c, &api, &log, "range=B1").await?;
     assert_eq!(
         v["values"],

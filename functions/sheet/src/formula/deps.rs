@@ -138,8 +138,22 @@ pub async fn load_closure<E, F, Fut>(
     rows: Vec<Row>,
     range: Range,
     tab: &str,
-    mut read: F,
+    read: F,
 ) -> Result<Vec<Row>, E>
+where
+    F: FnMut(Range) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Row>, E>>,
+{
+    Ok(load_reach(rows, range, tab, read).await?.rows)
+}
+
+/// As [`load_closure`], with the rectangle the reached cells read ([`Reach::bounds`]).
+pub async fn load_reach<E, F, Fut>(
+    rows: Vec<Row>,
+    range: Range,
+    tab: &str,
+    mut read: F,
+) -> Result<Reach, E>
 where
     F: FnMut(Range) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<Row>, E>>,
@@ -150,7 +164,7 @@ where
         let reached = reach(&loaded, range, tab);
         let need = union(area, reached.bounds);
         if need == area {
-            return Ok(reached.rows);
+            return Ok(reached);
         }
         area = grow(area, need);
         loaded = read(area).await?;

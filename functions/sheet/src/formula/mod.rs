@@ -18,10 +18,12 @@ pub mod rewrite;
 pub mod text;
 
 pub use crate::value::Formula;
-pub use deps::{closure_area, load_closure, references};
+pub use deps::{Reach, closure_area, load_closure, load_reach, references};
 pub use eval::{EvalError, Evaluated, MAX_EVAL_BYTES, MAX_EVAL_CELLS, TAB, evaluate};
 pub use rewrite::{Displace, displace, displace_cells, offset};
-pub use text::{FormulaError, MAX_FORMULA_CHARS, MAX_NESTING, check, needs_quote, tokens};
+pub use text::{
+    FormulaError, MAX_FORMULA_CHARS, MAX_NESTING, check, is_volatile, needs_quote, tokens,
+};
 
 #[cfg(test)]
 mod tests;

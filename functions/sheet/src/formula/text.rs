@@ -65,3 +65,26 @@ pub fn tokens(text: &str) -> impl Iterator<Item = TokenType> {
 pub fn needs_quote(text: &str) -> bool {
     text.trim_start_matches('\'').starts_with('=')
 }
+
+/// Functions whose value is not fixed by the cells a formula names: the clock, chance, a
+/// reference computed at run time (`INDIRECT`, `OFFSET`) or the workbook's environment.
+const VOLATILE: [&str; 9] = [
+    "RAND(",
+    "RANDBETWEEN(",
+    "RANDARRAY(",
+    "NOW(",
+    "TODAY(",
+    "INDIRECT(",
+    "OFFSET(",
+    "CELL(",
+    "INFO(",
+];
+
+/// True when a formula may call a volatile function: its value can change without any cell it
+/// names changing, so no value computed for it earlier can stand in for evaluating it now. A
+/// text match, so a string literal naming such a function counts too (the cost of that mistake
+/// is an evaluation, never a stale value).
+pub fn is_volatile(text: &str) -> bool {
+    let upper = text.to_ascii_uppercase();
+    VOLATILE.iter().any(|name| upper.contains(name))
+}

@@ -16,6 +16,9 @@
 //! - `import_reader.rs` — the import file read on a blocking thread, its rows handed to the
 //!   builder decoded or already encoded as chunk bytes.
 //! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
+//! - `values.rs` — formula values kept beside a snapshot, and when a read may show them.
+//! - `shown.rs` — a range as a reader sees it: formulas replaced by their values, kept or
+//!   evaluated.
 
 pub mod builder;
 mod chunk_list;
@@ -23,8 +26,10 @@ pub mod format;
 mod import_reader;
 mod output;
 pub mod read;
+pub mod shown;
 pub mod store;
 pub mod stream;
+pub mod values;
 
 pub use builder::{
     BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
@@ -38,10 +43,12 @@ pub use output::KEPT_MANIFEST_BYTES;
 pub use read::{
     Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
 };
+pub use shown::{ShownError, shown_rows};
 pub use store::{
     BlobError, BlobParts, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports,
     PartsOf, WriteStats,
 };
+pub use values::{KeptValues, ValuesIndex, ValuesReport, compute_values, values_key};
 
 /// Why a snapshot could not be built or read.
 #[derive(Debug, thiserror::Error)]
@@ -89,3 +96,5 @@ pub async fn build_snapshot(
 mod format_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod values_tests;
