@@ -497,7 +497,8 @@ export function sheetView(ctx: SheetContext): SheetView {
       ctx.act((m) => m.set({ cells: [{ ref: refOf(row, col), value: null }], ...based() }));
     },
     selected(row: number, col: number) {
-      ui.nameBox.value = refOf(row, col);
+      // Every render calls this; a reference being typed into the name box is left as typed.
+      if (document.activeElement !== ui.nameBox) ui.nameBox.value = refOf(row, col);
       const c = current(row, col);
       bar.show(row, col, editText(c));
       // A format the list does not offer (an imported sheet's, say) is shown as its code.
