@@ -1,14 +1,14 @@
 //! Formulas through the HTTP API: reads answer computed values and the formula texts, row and
 //! column edits rewrite references, history reads compute old values, snapshots carry formulas
-//! (a structural edit after a snapshot opens its chunks) and keep their values beside them, and
-//! the limits answer clear errors.
+//! (a structural edit after a snapshot opens its chunks) and keep their values beside them, an
+//! XLSX import keeps its formulas, and the limits answer clear errors.
 
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+use sheetlog_tests::api::{ApiClient, TestApi, commit_upload, new_log, post_entry, upload_file};
 
 async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
     let (status, v) = post_entry(c, api, log, entry).await?;
@@ -282,5 +282,49 @@ async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::
     let v = cells(&c, &api, &log, "range=B500").await?;
     assert_eq!(v["formulas"]["B500"], "=B501+A500", "{v}");
     assert_eq!(v["values"], json!([[102]]), "{v}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_xlsx_import_keeps_its_formulas_and_reads_compute_them() -> anyhow::Result<()> {
+    use rust_xlsxwriter::Workbook;
+    let api = TestApi::start("formula-xlsx").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let mut book = Workbook::new();
+    let ws = book.add_worksheet();
+    for r in 0..3u32 {
+        ws.write_number(r, 0, f64::from(r + 1))?;
+    }
+    ws.write_formula(0, 1, "=SUM(A1:A3)")?;
+    ws.set_formula_result(0, 1, "6");
+    // A cached value the file got wrong: reads compute, they do not trust it.
+    ws.write_formula(1, 1, "A1*10")?;
+    ws.set_formula_result(1, 1, "999");
+    ws.write_formula(2, 1, r#"IF(A3>2,"big","small")"#)?;
+    ws.set_formula_result(2, 1, "big");
+    let file = book.save_to_buffer()?;
+    let upload = upload_file(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import", "body": {"format": "xlsx"}}),
+        &file,
+    )
+    .await?;
+    let r = commit_upload(&c, &api, &log, &upload).await?;
+    anyhow::ensure!(r.status() == StatusCode::CREATED, "commit: {}", r.status());
+
+    let v = cells(&c, &api, &log, "range=A1:B3").await?;
+    assert_eq!(v["values"], json!([[1, 6], [2, 10], [3, "big"]]), "{v}");
+    assert_eq!(
+        v["formulas"],
+        json!({"B1": "=SUM(A1:A3)", "B2": "=A1*10", "B3": "=IF(A3>2,\"big\",\"small\")"}),
+        "{v}"
+    );
+    // An edit after the import: the imported formulas compute from it.
+    append(&c, &api, &log, set(&[("A1", json!(5))])).await?;
+    let v = cells(&c, &api, &log, "range=B1:B2").await?;
+    assert_eq!(v["values"], json!([[10], [50]]), "{v}");
     Ok(())
 }
