@@ -404,6 +404,13 @@ describe('the web spreadsheet in Chromium', () => {
       `B4="'=1+1"`,
       'B5="=A4/A1 & \\" per unit\\""',
     ]);
+    // Export CSV writes what the cells show: computed values and errors, not formula texts.
+    const download = a.waitForEvent('download', WAIT);
+    await a.click('button:has-text("Export CSV")');
+    const lines = readFileSync(await (await download).path(), 'utf8').split('\r\n');
+    assert.deepEqual(lines.slice(0, 3), ['1,#DIV/0!', '20,#CIRC!', '3,#NAME?'], lines.join('\n'));
+    assert.match(lines[3], /^48,/, lines.join('\n'));
+    assert.equal(lines[4], ',48 per unit', lines.join('\n'));
     await shot(a, 'formulas-a');
     await shot(b, 'formulas-b');
   });
