@@ -22,6 +22,7 @@ import {
   MAX_ROWS,
   refOf,
   type ShapeOp,
+  setFormulaMover,
   textOf,
   type Value,
 } from './model';
@@ -36,7 +37,7 @@ let loading: Promise<Engine> | undefined;
 export function loadEngine(): Promise<Engine> {
   loading ??= import('@ironcalc/wasm').then(async (m) => {
     await m.default({ module_or_path: new URL('ironcalc.wasm', import.meta.url) });
-    engine = m;
+    useEngine(m);
     return m;
   });
   return loading;
@@ -46,6 +47,8 @@ export function loadEngine(): Promise<Engine> {
 export function useEngine(m: Engine): void {
   engine = m;
   loading = Promise.resolve(m);
+  // Pending edits move their formulas' references from now on (model.ts).
+  setFormulaMover((formula, shapes) => moveFormula(m, formula, shapes));
 }
 
 /** Whether the engine is loaded. */

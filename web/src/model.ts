@@ -366,7 +366,58 @@ async function reshape(tx: WriteTransaction, sent: ShapeOp, baseSeq: number | un
   await tx.set(`${SHAPE_PREFIX}${String(n).padStart(12, '0')}`, record as unknown as ReadonlyJSONValue);
 }
 
-/** Moves or drops the overlay's cells for a shape change. */
+/**
+ * Moves a formula's references through row and column changes by the server's rules
+ * (formula-moves.ts); formula.ts sets it once the engine, whose lexer it uses, is loaded. Until
+ * then a pending formula keeps its text, and the server's rewrite arrives with the pull; Replicache
+ * runs pending mutators again on every pull, so they move formulas from the first pull after.
+ */
+let formulaMover: ((formula: string, shapes: readonly ShapeOp[]) => string) | undefined;
+
+export function setFormulaMover(mover: (formula: string, shapes: readonly ShapeOp[]) => string): void {
+  formulaMover = mover;
+}
+
+/** `v`, a formula's references moved through `shapes` (other values as they are). */
+export function movedValue(v: Value, shapes: readonly ShapeOp[]): Value {
+  return isFormula(v) && shapes.length && formulaMover ? formulaMover(v, shapes) : v;
+}
+
+function isShapeOp(s: Shape): s is ShapeOp {
+  return s.op !== 'replace';
+}
+
+function sameShapes(a: readonly Shape[], b: readonly Shape[]): boolean {
+  return a.length === b.length && a.every((s, i) => JSON.stringify(s) === JSON.stringify(b[i]));
+}
+
+function inverse(s: ShapeOp): ShapeOp {
+  return { ...s, op: s.op === 'insert' ? 'delete' : 'insert' };
+}
+
+/**
+ * The row and column changes a formula typed against an older view moves through, as the server
+ * moves it (`rebase_formula` in functions/sheet/src/rebase.rs): each of someone else's, and, for
+ * this client's own changes applied otherwise than it saw them, back through what it saw and
+ * forward through what applied.
+ */
+function formulaShapes(steps: readonly Step[]): ShapeOp[] {
+  const out: ShapeOp[] = [];
+  for (const step of steps) {
+    if ('other' in step) {
+      if (isShapeOp(step.other)) out.push(step.other);
+    } else if (!sameShapes(step.own.seen, step.own.applied)) {
+      for (const s of [...step.own.seen].reverse()) if (isShapeOp(s)) out.push(inverse(s));
+      for (const s of step.own.applied) if (isShapeOp(s)) out.push(s);
+    }
+  }
+  return out;
+}
+
+/**
+ * Moves or drops the overlay's cells for a shape change, and moves the references of the
+ * formulas among them, as the server's apply of the change moves every formula's.
+ */
 async function move(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
   const moved: [string, ReadonlyJSONValue][] = [];
   for await (const [key, v] of tx.scan({ prefix: CELL_PREFIX }).entries()) {
@@ -376,11 +427,14 @@ async function move(tx: WriteTransaction, shape: ShapeOp): Promise<void> {
     let y: number | null = x;
     if (shape.op === 'insert' && x >= shape.at) y = x + shape.count;
     if (shape.op === 'delete' && x >= shape.at) y = x < shape.at + shape.count ? null : x - shape.count;
-    if (y === x) continue;
+    const cell = v as unknown as Cell;
+    const value = movedValue(cell.value, [shape]);
+    if (y === x && value === cell.value) continue;
     await tx.del(key);
     const limit = shape.axis === 'rows' ? MAX_ROWS : MAX_COLS;
     if (y === null || y >= limit) continue;
-    moved.push([CELL_PREFIX + (shape.axis === 'rows' ? refOf(y, at.col) : refOf(at.row, y)), v]);
+    const ref = shape.axis === 'rows' ? refOf(y, at.col) : refOf(at.row, y);
+    moved.push([CELL_PREFIX + ref, { ...cell, value } as unknown as ReadonlyJSONValue]);
   }
   for (const [k, v] of moved) await tx.set(k, v);
 }
@@ -393,15 +447,18 @@ export const mutators = {
   async set(tx: WriteTransaction, args: SetArgs) {
     // Each cell follows its row and column through what others committed since the view it was
     // typed in; a cell whose row or column is gone is not shown (the server will reject it).
+    // A formula's references follow the rows and columns they name through the same.
     const steps = await history(tx, args.baseSeq);
+    const shapes = formulaShapes(steps);
     for (const c of args.cells) {
       const at = parseRef(c.ref);
       if (!at) continue;
       const row = rebasePoint('rows', at.row, steps);
       const col = rebasePoint('columns', at.col, steps);
       if (row === null || col === null) continue;
+      const value = movedValue(c.value, shapes);
       // A cleared cell stays in the overlay as null: the server's state under it may have a value.
-      await tx.set(CELL_PREFIX + refOf(row, col), c.format ? { value: c.value, format: c.format } : { value: c.value });
+      await tx.set(CELL_PREFIX + refOf(row, col), c.format ? { value, format: c.format } : { value });
     }
   },
   async 'insert-rows'(tx: WriteTransaction, args: RowArgs) {

@@ -19,6 +19,7 @@ import {
   formulaProblem,
   isFormula,
   type LocalView,
+  movedValue,
   parseInput,
   readAnswer,
   refOf,
@@ -223,7 +224,8 @@ class Blocks {
     if (!b) return undefined;
     const block = this.blocks.get(this.key(v.seq, Math.floor(b.row / BLOCK_ROWS), Math.floor(b.col / BLOCK_COLS)));
     if (!block) return 'loading';
-    const value = block.values[b.row % BLOCK_ROWS]?.[b.col % BLOCK_COLS] ?? null;
+    // A formula's references as the pending row and column changes move them (the formula bar).
+    const value = movedValue(block.values[b.row % BLOCK_ROWS]?.[b.col % BLOCK_COLS] ?? null, v.shapes);
     const ref = refOf(b.row, b.col);
     const fmt = block.formats[ref];
     if (value === null && !fmt) return undefined;

@@ -5,7 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import * as ironcalc from '@ironcalc/wasm';
 import type { WriteTransaction } from 'replicache';
+import { useEngine } from '../src/formula.ts';
 import {
   type Cell,
   colName,
@@ -28,6 +32,10 @@ import {
   type Value,
 } from '../src/model.ts';
 import { rebasePoint, rebaseShape, type Step } from '../src/rebase.ts';
+
+// The engine's lexer moves pending formulas' references (model.ts `setFormulaMover`).
+ironcalc.initSync({ module: readFileSync(createRequire(import.meta.url).resolve('@ironcalc/wasm/wasm_bg.wasm')) });
+useEngine(ironcalc);
 
 /** Enough of a Replicache transaction for the mutators: an ordered key-value store. */
 function store() {
@@ -359,6 +367,41 @@ describe('pending edits follow what others committed (the server rebase rules)',
     };
     assert.equal(rebasePoint('rows', 2, [own]), 4);
     assert.equal(rebasePoint('rows', 9, [{ other: { op: 'replace' } }]), null);
+  });
+
+  test("a pending formula's references follow what others committed after its base", async () => {
+    const { m, tx } = store();
+    m.set('move/000000000004/00000', insertRow(4, 1));
+    m.set('move/000000000005/00000', {
+      seq: 5,
+      applied: [{ axis: 'columns', op: 'delete', at: 3, count: 1 }],
+    });
+    await mutators.set(tx, {
+      cells: [
+        { ref: 'B10', value: '=A5+SUM(A1:A10)' },
+        { ref: 'C10', value: '=D1*2' },
+        { ref: 'C11', value: "'=A5" },
+      ],
+      baseSeq: 4,
+    });
+    // As the server rebases them (rebase_formula): rows named move down with the insert, a
+    // range grows over it, a deleted column's cell is #REF!, a quoted text is no formula.
+    assert.deepEqual(cellsOf(m), {
+      B11: { value: '=A6+SUM(A1:A11)' },
+      C11: { value: '=#REF!*2' },
+      C12: { value: "'=A5" },
+    });
+  });
+
+  test("this client's own pending row and column changes move its pending formulas", async () => {
+    const { m, tx } = store();
+    await mutators.set(tx, { cells: [{ ref: 'B1', value: '=A5+SUM(A1:A10)' }], baseSeq: 3 });
+    await mutators['insert-rows'](tx, { at: 3, count: 1, baseSeq: 3 });
+    await mutators['delete-rows'](tx, { at: 8, count: 2, baseSeq: 3 });
+    await mutators['insert-columns'](tx, { at: 'A', count: 1, baseSeq: 3 });
+    // A typed formula applies before the changes after it, which move it as they move every
+    // formula on the server.
+    assert.deepEqual(cellsOf(m), { C1: { value: '=B6+SUM(B1:B9)' } });
   });
 
   test('a pending insert and a later pending set both follow an insert from elsewhere', async () => {
