@@ -1,7 +1,8 @@
 //! Formulas through the HTTP API: reads answer computed values and the formula texts, row and
 //! column edits rewrite references, history reads compute old values, snapshots carry formulas
 //! (a structural edit after a snapshot opens its chunks) and keep their values beside them, an
-//! XLSX import keeps its formulas, and the limits answer clear errors.
+//! XLSX import keeps its formulas, a formula typed against an older view follows the rows others
+//! moved, and the limits answer clear errors.
 
 use std::time::{Duration, Instant};
 
@@ -326,5 +327,39 @@ async fn an_xlsx_import_keeps_its_formulas_and_reads_compute_them() -> anyhow::R
     append(&c, &api, &log, set(&[("A1", json!(5))])).await?;
     let v = cells(&c, &api, &log, "range=B1:B2").await?;
     assert_eq!(v["values"], json!([[10], [50]]), "{v}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_formula_typed_against_an_older_view_follows_the_rows_others_moved() -> anyhow::Result<()>
+{
+    let api = TestApi::start("formula-rebase").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let inputs: Vec<(String, Value)> = (1..=5).map(|i| (format!("A{i}"), json!(i))).collect();
+    let refs: Vec<(&str, Value)> = inputs
+        .iter()
+        .map(|(r, v)| (r.as_str(), v.clone()))
+        .collect();
+    let base = append(&c, &api, &log, set(&refs)).await? + 1;
+    // Someone else inserts a row above row 2 after the view the formulas are typed in.
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "insert-rows", "body": {"at": 2, "count": 1}}),
+    )
+    .await?;
+    let mut entry = set(&[("B1", json!("=SUM(A1:A5)")), ("C1", json!("=A5*10"))]);
+    entry["baseSeq"] = json!(base);
+    append(&c, &api, &log, entry).await?;
+    // The references name the cells their author saw: the range grew over the new row, A5 is A6.
+    let v = cells(&c, &api, &log, "range=B1:C1").await?;
+    assert_eq!(
+        v["formulas"],
+        json!({"B1": "=SUM(A1:A6)", "C1": "=A6*10"}),
+        "{v}"
+    );
+    assert_eq!(v["values"], json!([[15, 50]]), "{v}");
     Ok(())
 }
