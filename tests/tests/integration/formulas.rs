@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+use sheetlog_tests::fixtures::set_body;
 
 async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
     let (status, v) = post_entry(c, api, log, entry).await?;
@@ -29,10 +30,6 @@ async fn cells(c: &ApiClient, api: &TestApi, log: &str, query: &str) -> anyhow::
     Ok(body)
 }
 
-fn set(cells: &[(&str, Value)]) -> Value {
-    json!({"type": "set", "body": {"cells": cells.iter().map(|(r, v)| json!({"ref": r, "value": v})).collect::<Vec<_>>()}})
-}
-
 #[tokio::test]
 async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
     let api = TestApi::start("formulas").await?;
@@ -42,7 +39,7 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
         &c,
         &api,
         &log,
-        set(&[
+        set_body(&[
             ("A1", json!(10)),
             ("A2", json!(20)),
             ("A3", json!(30)),
@@ -107,7 +104,7 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
     );
 
     // Edit an input: the sum follows. The read at the earlier sequence still computes the old.
-    let before_edit = append(&c, &api, &log, set(&[("A2", json!(25))])).await?;
+    let before_edit = append(&c, &api, &log, set_body(&[("A2", json!(25))])).await?;
     let now = cells(&c, &api, &log, "range=A4").await?;
     assert_eq!(now["values"], json!([[65]]), "{now}");
     let old = cells(&c, &api, &log, &format!("range=A4&at={before_edit}")).await?;
@@ -128,7 +125,7 @@ async fn row_and_column_edits_rewrite_references() -> anyhow::Result<()> {
         &c,
         &api,
         &log,
-        set(&[
+        set_body(&[
             ("A1", json!(1)),
             ("A2", json!(2)),
             ("A3", json!(3)),
@@ -185,7 +182,7 @@ async fn formulas_over_the_limits_are_refused() -> anyhow::Result<()> {
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
     let long = format!("={}", "1+".repeat(4096) + "1");
-    let (status, v) = post_entry(&c, &api, &log, set(&[("A1", json!(long))])).await?;
+    let (status, v) = post_entry(&c, &api, &log, set_body(&[("A1", json!(long))])).await?;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -193,7 +190,7 @@ async fn formulas_over_the_limits_are_refused() -> anyhow::Result<()> {
         "{v}"
     );
     let deep = format!("={}1{}", "(".repeat(65), ")".repeat(65));
-    let (status, v) = post_entry(&c, &api, &log, set(&[("A1", json!(deep))])).await?;
+    let (status, v) = post_entry(&c, &api, &log, set_body(&[("A1", json!(deep))])).await?;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     Ok(())
 }
@@ -221,8 +218,7 @@ async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::
             };
             batch.push((format!("B{i}"), b));
         }
-        let refs: Vec<(&str, Value)> = batch.iter().map(|(r, v)| (r.as_str(), v.clone())).collect();
-        append(&c, &api, &log, set(&refs)).await?;
+        append(&c, &api, &log, set_body(&batch)).await?;
     }
     // Wait for a completed snapshot, so the read below starts from its chunks.
     let deadline = Instant::now() + Duration::from_secs(120);
