@@ -559,26 +559,3 @@ pub async fn template_gateway() -> anyhow::Result<sheetlog_local::local_gateway:
 pub async fn template_description() -> anyhow::Result<&'static [u8]> {
     crate::stack::described(&[]).await
 }
-
-/// A Replicache push (pushVersion 1) of `mutations` (a JSON array) for client group `group`.
-pub fn push_body(group: &str, mutations: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"pushVersion": 1, "clientGroupID": group, "mutations": mutations,
-           "profileID": "p", "schemaVersion": ""})
-}
-
-/// A Replicache pull (pullVersion 1) of client group `group` from `cookie` (null: a first pull).
-pub fn pull_body(group: &str, cookie: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"pullVersion": 1, "clientGroupID": group, "cookie": cookie,
-           "profileID": "p", "schemaVersion": ""})
-}
-
-/// A pushed `set` mutation of one cell.
-pub fn set_mutation(
-    client: &str,
-    id: u64,
-    reference: &str,
-    value: serde_json::Value,
-) -> serde_json::Value {
-    serde_json::json!({"clientID": client, "id": id, "name": "set", "timestamp": 1,
-           "args": {"cells": [{"ref": reference, "value": value}]}})
-}

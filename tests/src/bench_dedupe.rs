@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -21,9 +20,10 @@ use sheetlog_core::domain::dedupe::{
     DedupeKey, DedupeRecord, KeyKind, MonthColumns, fingerprint, mean_keys_per_item,
     prefix_bits_for_rate,
 };
-use sheetlog_core::domain::{EntryType, LogId, NewEntry};
+use sheetlog_core::domain::{LogId, NewEntry};
 use sheetlog_core::log::{AppendOnce, AppendOptions, IdempotencyKey};
 
+use crate::fixtures::raw_set_entry;
 use crate::stack::TestStack;
 
 /// DynamoDB's storage overhead per item (the seed's "100 bytes per index"), which storage is
@@ -161,7 +161,7 @@ pub fn simulate_fill(keys_per_month: u64, seed: u64) -> DedupeFill {
     let bits = prefix_bits_for_rate(keys_per_month);
     let mut rng = StdRng::seed_from_u64(seed);
     let logs: Vec<LogId> = (0..1000).map(|_| LogId::new_random()).collect();
-    let entry = NewEntry::new(EntryType(16), 1, Bytes::from_static(b"\x01\x00\x02B3"));
+    let entry = raw_set_entry(b"\x01\x00\x02B3");
     let month_start = |m: u8| {
         time::Date::from_calendar_date(
             2026,

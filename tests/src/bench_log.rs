@@ -13,6 +13,7 @@ use sheetlog_core::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use sheetlog_core::log::{AppendOnce, AppendOptions, IdempotencyKey, SegmentHint};
 
 use crate::bench_dedupe;
+use crate::fixtures::{event_entry, pushed_set};
 use crate::stack::{AwsLog, TestStack};
 
 /// One operation's cost.
@@ -127,25 +128,13 @@ struct SyncCosts {
 
 async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
     use sheetlog_core::aws::items::client_range_to_item;
-    use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
-    use sheetlog_core::sheet::Event;
+    use sheetlog_core::log::{RunOutcome, RunSource};
 
     let log = stack.log()?;
     let id = log.create().await?.log;
     // Replicache's ids are 18 to 20 characters.
     let (group, client) = ("9r0v4e2kqbdv6s5m1h3c", "b8t2n6x0f4z7c1q9w3e5");
-    let set = |i: u64| -> anyhow::Result<PushedMutation> {
-        Ok(PushedMutation {
-            id: i,
-            event: Ok(Event::from_parts(
-                "set",
-                serde_json::json!({"cells": [{"ref": "B7", "value": 42}]}),
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?),
-            base: None,
-            then: Vec::new(),
-        })
-    };
+    let set = |i: u64| pushed_set(i, &[("B7", serde_json::json!(42))]);
     let applied = |out: RunOutcome| match out {
         RunOutcome::Applied {
             range, appended, ..
@@ -153,7 +142,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
         other => Err(anyhow::anyhow!("nothing applied: {other:?}")),
     };
     let (_, first) = applied(
-        log.push_run(id, group, client, &[set(1)?], None, RunSource::Push)
+        log.push_run(id, group, client, &[set(1)], None, RunSource::Push)
             .await?,
     )?;
     let (range, one) = applied(
@@ -161,7 +150,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
             id,
             group,
             client,
-            &[set(2)?],
+            &[set(2)],
             Some(first.hint),
             RunSource::Push,
         )
@@ -169,7 +158,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
     )?;
     let entry_bytes = entry_item_bytes(stack, id, one.segment, one.entry).await?;
     let range_bytes = item_size(&client_range_to_item(id, &range));
-    let batch = (3..=102).map(set).collect::<anyhow::Result<Vec<_>>>()?;
+    let batch: Vec<_> = (3..=102).map(set).collect();
     let (_, hundred) = applied(
         log.push_run(id, group, client, &batch, Some(one.hint), RunSource::Push)
             .await?,
@@ -178,14 +167,12 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
     let base = hundred.next_seq;
     let mut hint = hundred.hint;
     for _ in 0..10 {
-        let (code, version, body) =
-            Event::from_parts("insert-rows", serde_json::json!({"at": 2, "count": 1}))
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .encode();
         let a = log
             .append(
                 id,
-                NewEntry::new(EntryType(code), version, body),
+                event_entry(
+                    serde_json::json!({"type": "insert-rows", "body": {"at": 2, "count": 1}}),
+                ),
                 AppendOptions {
                     segment_hint: Some(hint),
                     ..Default::default()
@@ -194,7 +181,7 @@ async fn sync_costs(stack: &TestStack) -> anyhow::Result<SyncCosts> {
             .await?;
         hint = a.hint;
     }
-    let mut stale = set(103)?;
+    let mut stale = set(103);
     stale.base = Some(base);
     let (_, rebased) = applied(
         log.push_run(id, group, client, &[stale], Some(hint), RunSource::Push)

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use sheetlog_core::sync_queue::MAX_PUSH_MUTATIONS;
 
 use crate::api::{ApiClient, ApiConfig, TestApi, json_str};
+use crate::fixtures::{push_body, set_body};
 
 /// Row inserts committed between the push's base and the push (what each mutation is rebased
 /// through).
@@ -73,7 +74,7 @@ pub async fn run() -> anyhow::Result<MaxPushBench> {
     let entries = api.url(&format!("/logs/{log}/entries"));
     let r = c
         .post(&entries)
-        .json(&json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "top"}]}}))
+        .json(&set_body(&[("A1", json!("top"))]))
         .send()
         .await?;
     ensure!(r.status() == StatusCode::CREATED, "set: {}", r.status());
@@ -97,17 +98,21 @@ pub async fn run() -> anyhow::Result<MaxPushBench> {
                             "baseSeq": base}})
         })
         .collect();
-    let body = |group: &str, mutations: Value| {
-        json!({"pushVersion": 1, "clientGroupID": group, "mutations": mutations,
-               "profileID": "p", "schemaVersion": ""})
-    };
-    let r = c.post(&push).json(&body("gbig", json!(big))).send().await?;
+    let r = c
+        .post(&push)
+        .json(&push_body("gbig", json!(big)))
+        .send()
+        .await?;
     ensure!(r.status() == StatusCode::OK, "big push: {}", r.status());
     let accepted = Instant::now();
     let small = json!([{"clientID": "other", "id": 1, "name": "set",
                         "args": {"cells": [{"ref": "C1", "value": 1}], "baseSeq": base}}]);
     let sent = Instant::now();
-    let r = c.post(&push).json(&body("gother", small)).send().await?;
+    let r = c
+        .post(&push)
+        .json(&push_body("gother", small))
+        .send()
+        .await?;
     ensure!(r.status() == StatusCode::OK, "small push: {}", r.status());
     let (apply, wait) = tokio::join!(
         until_applied(&c, &api, &log, "big", n, accepted),

@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
+use serde_json::json;
 use sheetlog_core::config::LogConfig;
-use sheetlog_core::domain::{EntryType, NewEntry, SnapshotJob};
+use sheetlog_core::domain::{NewEntry, SnapshotJob};
 use sheetlog_core::faults::{
     FaultProfile, Faults, FaultyBlobStore, FaultyLogStore, FaultyPayloadStore,
 };
@@ -39,6 +40,8 @@ use sheetlog_core::snapshot::{BuildConfig, MemBlobs, MemImports, read_range};
 use sheetlog_core::snapshot_input::{log_entries, sheet_as_of};
 use sheetlog_core::{Entry, LogError, LogId, SegmentHint};
 use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
+
+use crate::fixtures::{set_entry, snapshot_entry};
 
 #[path = "chaos_pushes.rs"]
 mod pushes;
@@ -147,16 +150,6 @@ fn note(h: &Mutex<History>, what: String) {
 }
 
 const SAME: &str = "same";
-
-fn set_cell(row: u32, text: &str) -> NewEntry {
-    let ev = Event::from_parts(
-        "set",
-        serde_json::json!({"cells": [{"ref": format!("A{row}"), "value": text}]}),
-    )
-    .unwrap_or_else(|e| panic!("a valid set event: {e}"));
-    let (code, version, body) = ev.encode();
-    NewEntry::new(EntryType(code), version, body)
-}
 
 /// The tag an entry carries: the text it sets (large bodies are the tag followed by padding).
 fn tag_of(e: &Entry) -> Option<String> {
@@ -485,15 +478,15 @@ fn next_append(rng: &mut StdRng, w: usize, i: u64) -> (String, NewEntry, i32) {
     let row = rng.random_range(1..=50);
     let roll = rng.random_range(0..100);
     let (tag, entry) = if roll < 10 {
-        (SAME.to_owned(), set_cell(1, SAME))
+        (SAME.to_owned(), set_entry(&[("A1", json!(SAME))]))
     } else if roll < 14 {
         // Over the 16 KB inline threshold: the body goes to the payload store.
         let tag = format!("w{w}-{i}-big");
         let text = format!("{tag}|{}", "x".repeat(20_000));
-        (tag, set_cell(row, &text))
+        (tag, set_entry(&[(format!("A{row}"), json!(text))]))
     } else {
         let tag = format!("w{w}-{i}");
-        (tag.clone(), set_cell(row, &tag))
+        (tag.clone(), set_entry(&[(format!("A{row}"), json!(tag))]))
     };
     (tag, entry, roll)
 }
@@ -527,7 +520,7 @@ async fn after_ack(
 ) -> Option<SegmentHint> {
     if a.seq.is_multiple_of(cfg.snapshot_interval) {
         // The API's snapshot trigger, and the stream router's job.
-        let snap = NewEntry::new(EntryType::SNAPSHOT, 0, bytes::Bytes::new());
+        let snap = snapshot_entry();
         if let Ok(s) = log.append(id, snap, AppendOptions::default()).await {
             let _ = jobs.send(SnapshotJob::new(id, s.segment, s.entry));
         }

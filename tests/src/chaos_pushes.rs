@@ -16,10 +16,12 @@ use rand::{Rng, SeedableRng};
 use sheetlog_core::Entry;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::log::{ClientPush, ClientResult, KnownClients, PushedMutation};
-use sheetlog_core::sheet::{EntryBody, Event};
+use sheetlog_core::sheet::EntryBody;
 
 use sheetlog_core::log::EventLog;
 use sheetlog_core::ports::{LogStore, PayloadStore};
+
+use crate::fixtures::pushed_set;
 
 /// The log as the chaos run builds it: over the fault-injecting stores, behind trait objects.
 pub(super) type DynLog = EventLog<Arc<dyn LogStore>, Arc<dyn PayloadStore>>;
@@ -50,13 +52,12 @@ pub(super) struct PushFindings {
     pub beyond_made: u64,
 }
 
+/// Client `client`'s mutation `id`: its own cell, B<client + 1>, set to `id`.
 fn mutation(client: usize, id: u64) -> PushedMutation {
-    let event = Event::from_parts(
-        "set",
-        serde_json::json!({"cells": [{"ref": format!("B{}", client + 1), "value": id as f64}]}),
+    pushed_set(
+        id,
+        &[(format!("B{}", client + 1), serde_json::json!(id as f64))],
     )
-    .map_err(|e| e.to_string());
-    PushedMutation::new(id, event)
 }
 
 /// The writer's loop: `batches` batches of pushes (a budget of its own: a group commit under

@@ -9,6 +9,7 @@
 //! - [`bench_max_push`] — its maximal push through the queue and the sync writer
 //! - [`chaos`]    — the history checker: concurrent writers and readers over the fault adapter
 //! - [`emulator`] — start (or reuse) a moto server, SDK configuration pointed at it
+//! - [`fixtures`] — the entries, events and request bodies tests build (a `set` in each form)
 //! - [`lambda_watch`] — the functions' built binaries under a Lambda runtime (`cargo lambda watch`)
 //! - [`pipeline`] — the stack plus snapshot queues; workers, drivers and snapshot checks
 //! - [`sigv4`]    — SigV4 request signing for deployed stacks with IAM authorization
@@ -23,6 +24,7 @@ pub mod bench_log;
 pub mod bench_max_push;
 pub mod chaos;
 pub mod emulator;
+pub mod fixtures;
 pub mod lambda_watch;
 pub mod pipeline;
 /// SigV4 signing lives with the API's client (`sheetlog-client`), which signs for deployed

@@ -1,6 +1,7 @@
 //! A test stack with the side-effect pipeline: the tables and bucket of [`TestStack`] plus the
-//! snapshot queue pair, and helpers to build workers and drivers over them, to write spreadsheet
-//! entries, and to check a completed snapshot against a replay and a from-scratch build.
+//! snapshot queue pair, and helpers to build workers and drivers over them and to check a
+//! completed snapshot against a replay and a from-scratch build. The entries to write are built
+//! with [`crate::fixtures`].
 
 use std::collections::BTreeSet;
 use std::io::Cursor;
@@ -9,12 +10,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::QueueAttributeName;
-use bytes::Bytes;
 use sheetlog_core::aws::{DynamoPendingStore, S3Bucket, SqsJobQueue};
 use sheetlog_core::config::LogConfig;
-use sheetlog_core::domain::{Entry, EntryType, LogId, NewEntry};
+use sheetlog_core::domain::{Entry, LogId};
 use sheetlog_core::log::SegmentHint;
-use sheetlog_core::sheet::{Event, Sheet};
+use sheetlog_core::sheet::Sheet;
 use sheetlog_core::snapshot::{
     BlobStore, BuildConfig, Manifest, MemBlobs, build_snapshot, materialize,
 };
@@ -344,28 +344,19 @@ impl PipelineStack {
     }
 }
 
-/// An entry for a spreadsheet event given as JSON (`{"type": ..., "body": ...}`).
-pub fn event(json: serde_json::Value) -> anyhow::Result<NewEntry> {
-    let ev = Event::from_json(json.to_string().as_bytes())
-        .map_err(|e| anyhow::anyhow!("invalid test event: {e}"))?;
-    let (code, version, body) = ev.encode();
-    Ok(NewEntry::new(EntryType(code), version, body))
-}
-
-/// A Snapshot entry to append.
-pub fn snapshot_entry() -> NewEntry {
-    NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new())
-}
-
-/// `rows` rows of three cells inserted at row `at` (1-based), values tagged with `tag`.
-pub fn rows_event(at: u32, rows: u32, tag: &str) -> anyhow::Result<NewEntry> {
-    let values: Vec<serde_json::Value> = (0..rows)
-        .map(|r| serde_json::json!([format!("{tag}-{r}"), r * 7, format!("note {tag} {r}")]))
-        .collect();
-    event(serde_json::json!({
-        "type": "insert-rows",
-        "body": { "at": at, "count": rows, "values": values }
-    }))
+/// Runs a snapshot job to completion ([`drive`]); an error unless the snapshot is complete.
+pub async fn drive_to_completion<
+    S: sheetlog_core::ports::LogStore,
+    P: sheetlog_core::ports::PayloadStore,
+>(
+    worker: &Worker<S, P>,
+    job: sheetlog_core::domain::SnapshotJob,
+) -> anyhow::Result<()> {
+    use sheetlog_snapshot_worker::Outcome;
+    match drive(worker, job).await?.last() {
+        Some(Outcome::Completed { .. } | Outcome::AlreadyComplete) => Ok(()),
+        other => bail!("snapshot {job:?}: {other:?}"),
+    }
 }
 
 /// Runs a snapshot job until it finishes, sleeping through deferrals (at most 2 s each) and

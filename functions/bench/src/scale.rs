@@ -46,7 +46,8 @@ use sheetlog_core::snapshot::{
 use sheetlog_core::snapshot_input;
 use sheetlog_snapshot_worker::Worker;
 use sheetlog_tests::api::{TestApi, begin_upload, commit_upload, json_str, new_log};
-use sheetlog_tests::pipeline::{PipelineStack, drive, snapshot_entry, test_worker_config};
+use sheetlog_tests::fixtures::snapshot_entry;
+use sheetlog_tests::pipeline::{PipelineStack, drive, test_worker_config};
 
 use crate::pipeline::round1;
 use crate::snapshot::peak_rss_mb;

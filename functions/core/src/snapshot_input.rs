@@ -624,18 +624,14 @@ pub async fn fork_snapshot<S: LogEntries, P: PayloadStore>(
 mod tests {
     use super::*;
     use crate::config::LogConfig;
+    use crate::log::test_support::{entry, mem_log, set, set_a1};
     use crate::memory::{MemLogStore, MemPayloadStore};
 
     /// `cells?at=18446744073709551615` overflowed computing the read length and dropped the
     /// connection; now it is out of range, like any sequence past the end.
     #[tokio::test]
     async fn a_sequence_far_past_the_end_is_out_of_range() {
-        let log = EventLog::new(
-            MemLogStore::new(),
-            MemPayloadStore::new(),
-            LogConfig::default(),
-        )
-        .expect("config");
+        let log = mem_log();
         let id = log.create().await.expect("create").log;
         for at in [u64::MAX, u64::MAX - 1, 2] {
             let err = as_of(&log, id, at).await.expect_err("past the end");
@@ -658,15 +654,9 @@ mod tests {
         size: usize,
     ) {
         for _ in 0..n {
-            let ev = crate::sheet::Event::from_parts(
-                "set",
-                serde_json::json!({"cells": [{"ref": "A1", "value": "x".repeat(size)}]}),
-            )
-            .expect("event");
-            let (code, version, body) = ev.encode();
             log.append(
                 id,
-                crate::domain::NewEntry::new(EntryType(code), version, Bytes::from(body)),
+                entry(&set("A1", &"x".repeat(size))),
                 crate::log::AppendOptions::default(),
             )
             .await
@@ -776,15 +766,9 @@ mod tests {
         .expect("config");
         let id = log.create().await.expect("create").log;
         for i in 1..=40u64 {
-            let ev = crate::sheet::Event::from_parts(
-                "set",
-                serde_json::json!({"cells": [{"ref": "A1", "value": i}]}),
-            )
-            .expect("event");
-            let (code, version, body) = ev.encode();
             log.append(
                 id,
-                crate::domain::NewEntry::new(EntryType(code), version, Bytes::from(body)),
+                entry(&set_a1(i as f64)),
                 crate::log::AppendOptions::default(),
             )
             .await

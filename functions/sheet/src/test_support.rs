@@ -1,6 +1,21 @@
-//! Events the crate's unit tests build: one place for a `set` of cells.
+//! What the crate's unit tests build: cell references and values, and a `set` of cells.
 
 use crate::{CellEdit, CellRef, Event, SetCells, Value};
+
+/// The cell at an A1 reference.
+pub(crate) fn at(a1: &str) -> CellRef {
+    a1.parse().unwrap()
+}
+
+/// A number.
+pub(crate) fn n(x: f64) -> Value {
+    Value::Number(x)
+}
+
+/// A text.
+pub(crate) fn text(s: &str) -> Value {
+    Value::Text(s.into())
+}
 
 /// A `set` of each cell to its value, with no format.
 pub(crate) fn set_cells(cells: impl IntoIterator<Item = (CellRef, Value)>) -> Event {
@@ -14,6 +29,15 @@ pub(crate) fn set_cells(cells: impl IntoIterator<Item = (CellRef, Value)>) -> Ev
             })
             .collect(),
     })
+}
+
+/// A `set` of each cell, given by its A1 reference, to its value, with no format.
+pub(crate) fn set_refs<R: AsRef<str>>(cells: &[(R, Value)]) -> Event {
+    set_cells(
+        cells
+            .iter()
+            .map(|(a1, value)| (at(a1.as_ref()), value.clone())),
+    )
 }
 
 /// A `set` of one cell.

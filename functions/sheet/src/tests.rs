@@ -10,6 +10,7 @@ use super::event::*;
 use super::import::{self, ImportError};
 use super::limits::*;
 use super::*;
+use crate::test_support::{set_refs, text};
 
 fn parse(json: &str) -> Result<Event, String> {
     Event::from_json(json.as_bytes()).map_err(|e| e.to_string())
@@ -303,14 +304,6 @@ proptest! {
 
 // ---- the state machine ----
 
-fn set(cells: &[(&str, Value)]) -> Event {
-    crate::test_support::set_cells(cells.iter().map(|(r, v)| (r.parse().unwrap(), v.clone())))
-}
-
-fn text(s: &str) -> Value {
-    Value::Text(s.into())
-}
-
 fn grid(sheet: &Sheet, range: &str) -> Vec<Vec<Value>> {
     sheet.read_range(range.parse().unwrap())
 }
@@ -319,7 +312,7 @@ fn grid(sheet: &Sheet, range: &str) -> Vec<Vec<Value>> {
 fn rows_and_columns_move_the_way_a_spreadsheet_moves_them() {
     let mut s = Sheet::new();
     s.apply(
-        &set(&[("A1", text("a1")), ("B2", text("b2")), ("C3", text("c3"))]),
+        &set_refs(&[("A1", text("a1")), ("B2", text("b2")), ("C3", text("c3"))]),
         None,
     )
     .unwrap();
@@ -408,7 +401,7 @@ fn set_replaces_the_whole_cell_and_null_without_format_clears_it() {
 fn cells_pushed_past_the_last_row_or_column_are_dropped() {
     let mut s = Sheet::new();
     s.apply(
-        &set(&[
+        &set_refs(&[
             ("A1048575", text("near")),
             ("A1048576", text("last")),
             ("XFC1", text("xfc")),
@@ -443,7 +436,7 @@ fn cells_pushed_past_the_last_row_or_column_are_dropped() {
 #[test]
 fn csv_import_replaces_the_sheet_and_types_values_like_a_spreadsheet() {
     let mut s = Sheet::new();
-    s.apply(&set(&[("Z99", text("old"))]), None).unwrap();
+    s.apply(&set_refs(&[("Z99", text("old"))]), None).unwrap();
     // The blank line is skipped (as CSV readers do); a line of empty fields is an empty row.
     let csv = "name,price,ok,err,when\n\"Nails, small\",0.01,TRUE,#N/A,1e3\n,,false,,inf\n\n,,\n-7,007,x\n";
     s.import_bytes(ImportFormat::Csv, csv.as_bytes()).unwrap();

@@ -11,19 +11,8 @@ use crate::a1::CellRef;
 use crate::event::ImportFormat;
 use crate::formula::{Formula, evaluate};
 use crate::import;
+use crate::test_support::{at, n, text};
 use crate::value::{Cell, ErrorCode, Row, Value};
-
-fn at(a1: &str) -> CellRef {
-    a1.parse().unwrap()
-}
-
-fn n(x: f64) -> Value {
-    Value::Number(x)
-}
-
-fn text(s: &str) -> Value {
-    Value::Text(s.into())
-}
 
 fn formula(text: &str, cached: Option<Value>) -> Value {
     Value::Formula(Formula {

@@ -5,9 +5,8 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{
-    self, IAM_CALLER_HEADER, JWT_CLAIMS_HEADER, TestApi, json_str, send_json,
-};
+use sheetlog_tests::api::{IAM_CALLER_HEADER, JWT_CLAIMS_HEADER, TestApi, json_str, send_json};
+use sheetlog_tests::fixtures::{pull_body, push_body, set_body, set_mutation};
 
 const CLAIM: &str = "sheetlog_logs";
 
@@ -69,7 +68,7 @@ impl<'a> Caller<'a> {
         self.send(
             "POST",
             &format!("/logs/{log}/entries"),
-            Some(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}})),
+            Some(set_body(&[("A1", json!(1))])),
         )
         .await
     }
@@ -222,11 +221,7 @@ async fn replay_reads_only_a_source_the_caller_may_read() -> anyhow::Result<()> 
     let admin = Caller::with(&api, "*");
     let target = admin.create_log().await?;
     let source = admin.create_log().await?;
-    let push = json!({
-        "pushVersion": 1, "clientGroupID": "g1", "profileID": "p1", "schemaVersion": "",
-        "mutations": [{"clientID": "c1", "id": 1, "name": "set", "timestamp": 1,
-            "args": {"cells": [{"ref": "A1", "value": "secret"}]}}],
-    });
+    let push = push_body("g1", json!([set_mutation("c1", 1, "A1", json!("secret"))]));
     let (status, v) = admin
         .send(
             "POST",
@@ -409,15 +404,12 @@ async fn an_iam_role_keeps_its_client_group_when_its_session_changes() -> anyhow
 
 /// A push of one mutation: A1 set to `value`.
 fn push_one(group: &str, client: &str, id: u64, value: i64) -> Value {
-    api::push_body(
-        group,
-        json!([api::set_mutation(client, id, "A1", json!(value))]),
-    )
+    push_body(group, json!([set_mutation(client, id, "A1", json!(value))]))
 }
 
 /// A client group's first pull.
 fn first_pull(group: &str) -> Value {
-    api::pull_body(group, Value::Null)
+    pull_body(group, Value::Null)
 }
 
 fn assert_group_forbidden(status: StatusCode, v: &Value) {
@@ -530,10 +522,7 @@ async fn a_replay_cannot_credit_another_users_client_group() -> anyhow::Result<(
     assert_eq!(status, StatusCode::OK, "{v}");
     // Bob pushes 50 junk mutations as Alice's group and client where the group is free.
     let junk: Vec<Value> = (1..=50)
-        .map(|id| {
-            json!({"clientID": "ca", "id": id, "name": "set", "timestamp": 1,
-                   "args": {"cells": [{"ref": "A1", "value": "junk"}]}})
-        })
+        .map(|id| set_mutation("ca", id, "A1", json!("junk")))
         .collect();
     let mut body = push_one("ga", "ca", 1, 0);
     body["mutations"] = json!(junk);

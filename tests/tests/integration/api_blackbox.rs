@@ -14,6 +14,7 @@ use sheetlog_tests::api::{
     TestApi, all_entries, json_array, json_str, new_log as create_log, post_entry as append,
     upload_file,
 };
+use sheetlog_tests::fixtures::set_body;
 
 async fn next_seq(c: &Client, api: &TestApi, log: &str) -> anyhow::Result<u64> {
     let v: Value = c
@@ -201,13 +202,7 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
     let api = TestApi::start("append-errors").await?;
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
-    append(
-        &c,
-        &api,
-        &log,
-        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
-    )
-    .await?;
+    append(&c, &api, &log, set_body(&[("A1", json!(1))])).await?;
     let before = next_seq(&c, &api, &log).await?;
 
     let cases = [
@@ -263,16 +258,10 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
     assert_eq!(v["error"]["nextSeq"], before);
 
     // A valid entry whose encoded body passes 1 MB: 40 cells of 30,000 characters.
-    let big: Vec<Value> = (1..=40)
-        .map(|i| json!({"ref": format!("A{i}"), "value": "y".repeat(30_000)}))
+    let big: Vec<_> = (1..=40)
+        .map(|i| (format!("A{i}"), json!("y".repeat(30_000))))
         .collect();
-    let (status, v) = append(
-        &c,
-        &api,
-        &log,
-        json!({"type": "set", "body": {"cells": big}}),
-    )
-    .await?;
+    let (status, v) = append(&c, &api, &log, set_body(&big)).await?;
     assert_error(status, &v, StatusCode::PAYLOAD_TOO_LARGE, "entry-too-large");
     assert_eq!(v["error"]["uploadPath"], "/logs/{logId}/uploads");
 
@@ -292,17 +281,11 @@ async fn rejected_appends_report_the_problem_and_leave_the_log_unchanged() -> an
         &c,
         &api,
         &unknown.to_string(),
-        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
+        set_body(&[("A1", json!(1))]),
     )
     .await?;
     assert_error(status, &v, StatusCode::NOT_FOUND, "log-not-found");
-    let (status, v) = append(
-        &c,
-        &api,
-        "not-a-uuid",
-        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
-    )
-    .await?;
+    let (status, v) = append(&c, &api, "not-a-uuid", set_body(&[("A1", json!(1))])).await?;
     assert_error(status, &v, StatusCode::BAD_REQUEST, "invalid-log-id");
 
     assert_eq!(
@@ -560,13 +543,7 @@ async fn entry_reads_page_and_reject_bad_ranges() -> anyhow::Result<()> {
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     for i in 1..=120 {
-        let (status, _) = append(
-            &c,
-            &api,
-            &log,
-            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}}),
-        )
-        .await?;
+        let (status, _) = append(&c, &api, &log, set_body(&[(format!("A{i}"), json!(i))])).await?;
         assert_eq!(status, StatusCode::CREATED);
     }
     let v: Value = c
@@ -683,13 +660,7 @@ async fn snapshot_trigger_starts_a_new_segment_once_the_snapshot_is_complete() -
     let log = create_log(&c, &api).await?;
     let mut last = json!(null);
     for i in 1..=12 {
-        let (status, v) = append(
-            &c,
-            &api,
-            &log,
-            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}}),
-        )
-        .await?;
+        let (status, v) = append(&c, &api, &log, set_body(&[(format!("A{i}"), json!(i))])).await?;
         assert_eq!(status, StatusCode::CREATED);
         last = v;
     }
@@ -728,9 +699,13 @@ async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<
         tasks.push(tokio::spawn(async move {
             let mut seqs = Vec::new();
             for i in 0..20 {
-                let entry = json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", client * 20 + i + 1), "value": client}]}});
+                let entry = set_body(&[(format!("A{}", client * 20 + i + 1), json!(client))]);
                 let r = c.post(&url).json(&entry).send().await?;
-                anyhow::ensure!(r.status() == StatusCode::CREATED, "append failed: {}", r.status());
+                anyhow::ensure!(
+                    r.status() == StatusCode::CREATED,
+                    "append failed: {}",
+                    r.status()
+                );
                 let v: Value = r.json().await?;
                 seqs.push(v["seq"].as_u64().unwrap_or(u64::MAX));
             }
@@ -785,7 +760,7 @@ async fn answers_stay_within_the_response_limit() -> anyhow::Result<()> {
             &c,
             &api,
             &log,
-            json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", i + 1), "value": text}]}}),
+            set_body(&[(format!("A{}", i + 1), json!(text))]),
         )
         .await?;
         assert_eq!(s, StatusCode::CREATED, "{v}");
@@ -856,7 +831,7 @@ async fn answers_stay_within_the_response_limit_as_lambda_counts_it() -> anyhow:
             &c,
             &api,
             &log,
-            json!({"type": "set", "body": {"cells": [{"ref": format!("A{}", i + 1), "value": "\"".repeat(600)}]}}),
+            set_body(&[(format!("A{}", i + 1), json!("\"".repeat(600)))]),
         )
         .await?;
         assert_eq!(s, StatusCode::CREATED, "{v}");

@@ -25,6 +25,7 @@ use sheetlog_local::local_cognito::{LocalPool, create_pool};
 use sheetlog_pipeline::events::SubscribeAuth;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::{json_str, send_json, serve};
+use sheetlog_tests::fixtures::{push_body, set_body, set_mutation};
 
 const PASSWORD: &str = "Sheetlog-test-1";
 const USERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
@@ -239,7 +240,7 @@ impl User {
         self.send(
             "POST",
             &format!("/logs/{log}/entries"),
-            Some(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}})),
+            Some(set_body(&[("A1", json!(1))])),
         )
         .await
     }
@@ -669,11 +670,7 @@ async fn a_fork_or_a_replay_needs_a_role_on_its_source() -> anyhow::Result<()> {
     let alice = stack.sign_in(USERS[0]).await?;
     let bob = stack.sign_in(USERS[1]).await?;
     let theirs = alice.create("Secret").await?;
-    let push = json!({
-        "pushVersion": 1, "clientGroupID": "g1", "profileID": "p1", "schemaVersion": "",
-        "mutations": [{"clientID": "c1", "id": 1, "name": "set", "timestamp": 1,
-            "args": {"cells": [{"ref": "A1", "value": "secret"}]}}],
-    });
+    let push = push_body("g1", json!([set_mutation("c1", 1, "A1", json!("secret"))]));
     let (status, v) = alice
         .send(
             "POST",

@@ -14,6 +14,7 @@ use sheetlog_core::sheet::import::ReadSeek;
 use sheetlog_core::sheet::{Event, Range, Sheet};
 use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, TestApi, json_array, json_str, put_upload, upload_file};
+use sheetlog_tests::fixtures::set_body;
 
 async fn get(c: &ApiClient, url: &str) -> anyhow::Result<Value> {
     let r = c.get(url).send().await?;
@@ -91,8 +92,7 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
         .await?;
     assert_eq!(r.status(), StatusCode::CREATED);
     for i in 1..=14 {
-        let entry =
-            json!({"type": "set", "body": {"cells": [{"ref": format!("D{}", i * 3), "value": i}]}});
+        let entry = set_body(&[(format!("D{}", i * 3), json!(i))]);
         let r = c
             .post(api.url(&format!("/logs/{log}/entries")))
             .json(&entry)
@@ -170,8 +170,7 @@ async fn snapshots_complete_through_the_pipeline_and_reads_use_them() -> anyhow:
 
     // Keep writing: once the segment is full and its snapshot complete, a new segment starts.
     for i in 15..=40 {
-        let entry =
-            json!({"type": "set", "body": {"cells": [{"ref": format!("E{i}"), "value": i}]}});
+        let entry = set_body(&[(format!("E{i}"), json!(i))]);
         c.post(api.url(&format!("/logs/{log}/entries")))
             .json(&entry)
             .send()
@@ -240,14 +239,16 @@ async fn a_fork_reads_like_its_source_and_shares_its_chunks() -> anyhow::Result<
         let c = c.clone();
         let url = api.url(&format!("/logs/{log}/entries"));
         async move {
-            let cells: Vec<Value> = (0..40)
-                .map(|r| json!({"ref": format!("{}{}", ["A", "B", "C"][(i % 3) as usize], r * 25 + i + 1), "value": format!("v{i}-{r}")}))
+            let column = ["A", "B", "C"][(i % 3) as usize];
+            let cells: Vec<_> = (0..40)
+                .map(|r| {
+                    (
+                        format!("{column}{}", r * 25 + i + 1),
+                        json!(format!("v{i}-{r}")),
+                    )
+                })
                 .collect();
-            let r = c
-                .post(url)
-                .json(&json!({"type": "set", "body": {"cells": cells}}))
-                .send()
-                .await?;
+            let r = c.post(url).json(&set_body(&cells)).send().await?;
             anyhow::ensure!(r.status() == StatusCode::CREATED, "append: {}", r.status());
             anyhow::Ok(())
         }
@@ -317,7 +318,7 @@ async fn a_fork_reads_like_its_source_and_shares_its_chunks() -> anyhow::Result<
     }
     let r = c
         .post(api.url(&format!("/logs/{source}/entries")))
-        .json(&json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "source only"}]}}))
+        .json(&set_body(&[("A1", json!("source only"))]))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::CREATED);
@@ -449,8 +450,7 @@ async fn a_burst_of_snapshots_completes_soon_after_the_last_append() -> anyhow::
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     for i in 1..=60 {
-        let entry =
-            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}});
+        let entry = set_body(&[(format!("A{i}"), json!(i))]);
         let r = c
             .post(api.url(&format!("/logs/{log}/entries")))
             .json(&entry)
@@ -523,10 +523,10 @@ async fn history_reads_the_same_after_old_segments_are_archived() -> anyhow::Res
         async move {
             for k in 0..5 {
                 let n = i * 5 + k;
-                let entry = json!({"type": "set", "body": {"cells": [
-                    {"ref": format!("A{}", n % 40 + 1), "value": n},
-                    {"ref": format!("B{}", n % 40 + 1), "value": format!("v{n}")}
-                ]}});
+                let entry = set_body(&[
+                    (format!("A{}", n % 40 + 1), json!(n)),
+                    (format!("B{}", n % 40 + 1), json!(format!("v{n}"))),
+                ]);
                 let r = c
                     .post(api.url(&format!("/logs/{log}/entries")))
                     .json(&entry)
@@ -626,7 +626,7 @@ async fn a_history_read_past_the_read_budget_is_413() -> anyhow::Result<()> {
     let log = create_log(&c, &api).await?;
     // 20 entries of about 2 KB after the log's first snapshot (no worker runs here).
     for i in 1..=20 {
-        let entry = json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": "x".repeat(2000)}]}});
+        let entry = set_body(&[(format!("A{i}"), json!("x".repeat(2000)))]);
         let r = c
             .post(api.url(&format!("/logs/{log}/entries")))
             .json(&entry)

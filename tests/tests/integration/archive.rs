@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail, ensure};
-use serde_json::json;
 use sheetlog_core::LogError;
 use sheetlog_core::SegmentHint;
 use sheetlog_core::aws::{S3Bucket, s3_client};
@@ -15,23 +14,9 @@ use sheetlog_core::ports::{Consistency, LogEntries};
 use sheetlog_core::snapshot_input::{InputError, as_of};
 use sheetlog_maintenance::archive::Step;
 use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport, RunOptions};
-use sheetlog_snapshot_worker::{Outcome, Worker};
-use sheetlog_tests::pipeline::{PipelineStack, drive, event, snapshot_entry, test_worker_config};
-
-/// Runs a snapshot job to completion.
-async fn build(worker: &Worker, job: SnapshotJob) -> anyhow::Result<()> {
-    match drive(worker, job).await?.last() {
-        Some(Outcome::Completed { .. } | Outcome::AlreadyComplete) => Ok(()),
-        other => bail!("snapshot {job:?}: {other:?}"),
-    }
-}
-
-fn set(i: u32) -> anyhow::Result<sheetlog_core::domain::NewEntry> {
-    event(json!({"type": "set", "body": {"cells": [
-        {"ref": format!("A{}", i % 50 + 1), "value": format!("edit {i}")},
-        {"ref": format!("B{}", i % 50 + 1), "value": i}
-    ]}}))
-}
+use sheetlog_snapshot_worker::Worker;
+use sheetlog_tests::fixtures::{numbered_edit_entry, offloaded_set_entry, snapshot_entry};
+use sheetlog_tests::pipeline::{PipelineStack, drive_to_completion, test_worker_config};
 
 /// A log of `segments` segments, each of 30 edits and a built snapshot, every segment's first
 /// snapshot built too; one edit in segment 0 has a body large enough to live in S3.
@@ -41,30 +26,23 @@ async fn history(px: &PipelineStack, worker: &Worker, segments: u32) -> anyhow::
     for s in 0..segments {
         for _ in 0..30 {
             px.log
-                .append(log, set(i)?, AppendOptions::default())
+                .append(log, numbered_edit_entry(i, 50), AppendOptions::default())
                 .await?;
             i += 1;
         }
         if s == 0 {
-            let cells: Vec<_> = (1..=700)
-                .map(|r| json!({"ref": format!("C{r}"), "value": format!("a long value for row {r}")}))
-                .collect();
             px.log
-                .append(
-                    log,
-                    event(json!({"type": "set", "body": {"cells": cells}}))?,
-                    AppendOptions::default(),
-                )
+                .append(log, offloaded_set_entry(), AppendOptions::default())
                 .await?;
         }
         let a = px
             .log
             .append(log, snapshot_entry(), AppendOptions::default())
             .await?;
-        build(worker, SnapshotJob::new(log, a.segment, a.entry)).await?;
+        drive_to_completion(worker, SnapshotJob::new(log, a.segment, a.entry)).await?;
         if s + 1 < segments {
             let started = px.log.start_segment(log).await?;
-            build(worker, SnapshotJob::new(log, started.segment, 0)).await?;
+            drive_to_completion(worker, SnapshotJob::new(log, started.segment, 0)).await?;
         }
     }
     Ok(log)
@@ -225,13 +203,13 @@ async fn archived_segments_read_the_same_every_way_and_survive_a_crash_after_eac
     ensure!(history_reads(&px, log, &probes).await? == reads_before);
     let a = px
         .log
-        .append(log, set(999)?, AppendOptions::default())
+        .append(log, numbered_edit_entry(999, 50), AppendOptions::default())
         .await?;
     let s = px
         .log
         .append(log, snapshot_entry(), AppendOptions::default())
         .await?;
-    build(&worker, SnapshotJob::new(log, s.segment, s.entry)).await?;
+    drive_to_completion(&worker, SnapshotJob::new(log, s.segment, s.entry)).await?;
     ensure!(
         all_entries(&px, log).await?.len() == before.len() + 2,
         "{a:?}"
@@ -258,7 +236,7 @@ async fn an_appender_and_a_reader_during_archiving_see_no_gap_and_no_change() ->
             while !stop.load(Ordering::SeqCst) {
                 seqs.push(
                     px.log
-                        .append(log, set(i)?, AppendOptions::default())
+                        .append(log, numbered_edit_entry(i, 50), AppendOptions::default())
                         .await?
                         .seq,
                 );

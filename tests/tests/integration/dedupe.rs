@@ -5,22 +5,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use bytes::Bytes;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::dedupe::{DedupeKey, SUFFIX_BYTES, column_name, month_index};
-use sheetlog_core::domain::{EntryType, NewEntry};
 use sheetlog_core::log::{AppendOnce, AppendOptions, Clock, IdempotencyKey};
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, TestApi, json_str};
-
-const SET: EntryType = EntryType(16);
-
-fn cell(body: &'static [u8]) -> NewEntry {
-    NewEntry::new(SET, 1, Bytes::from_static(body))
-}
+use sheetlog_tests::fixtures::{raw_set_entry, set_body};
 
 /// Unix seconds of `secs` past midnight UTC on a date.
 fn at(y: i32, m: u8, d: u8, secs: i64) -> anyhow::Result<i64> {
@@ -66,7 +59,7 @@ async fn a_retried_key_appends_once_through_one_transaction() -> anyhow::Result<
     let id = log.create().await?.log;
     let key = IdempotencyKey::request("order-1");
     let first = log
-        .append_once(id, cell(b"7"), AppendOptions::default(), &key)
+        .append_once(id, raw_set_entry(b"7"), AppendOptions::default(), &key)
         .await?;
     let AppendOnce::Appended(a) = &first else {
         anyhow::bail!("first append was {first:?}");
@@ -76,7 +69,7 @@ async fn a_retried_key_appends_once_through_one_transaction() -> anyhow::Result<
 
     for _ in 0..3 {
         let again = log
-            .append_once(id, cell(b"7"), AppendOptions::default(), &key)
+            .append_once(id, raw_set_entry(b"7"), AppendOptions::default(), &key)
             .await?;
         assert!(
             matches!(again, AppendOnce::Duplicate { seq, .. } if seq == a.seq),
@@ -84,7 +77,7 @@ async fn a_retried_key_appends_once_through_one_transaction() -> anyhow::Result<
         );
     }
     match log
-        .append_once(id, cell(b"8"), AppendOptions::default(), &key)
+        .append_once(id, raw_set_entry(b"8"), AppendOptions::default(), &key)
         .await
     {
         Err(LogError::KeyReused { seq }) => assert_eq!(seq, a.seq),
@@ -93,7 +86,7 @@ async fn a_retried_key_appends_once_through_one_transaction() -> anyhow::Result<
     // Per log: the same key elsewhere is a new key.
     let other = log.create().await?.log;
     let there = log
-        .append_once(other, cell(b"7"), AppendOptions::default(), &key)
+        .append_once(other, raw_set_entry(b"7"), AppendOptions::default(), &key)
         .await?;
     assert!(matches!(there, AppendOnce::Appended(_)), "{there:?}");
     assert_eq!(log.read_since(id, 0, 10).await?.entries.len(), 2);
@@ -130,7 +123,7 @@ async fn keys_age_out_with_their_month_column() -> anyhow::Result<()> {
     let id = log.create().await?.log;
     let key = IdempotencyKey::request("late-january");
     let dk = DedupeKey::new(log.config().dedupe_prefix_bits, id, key.kind, &key.key);
-    let append = || log.append_once(id, cell(b"x"), AppendOptions::default(), &key);
+    let append = || log.append_once(id, raw_set_entry(b"x"), AppendOptions::default(), &key);
     let first = append().await?;
     assert!(
         matches!(first, AppendOnce::Appended(ref a) if a.seq == 1),
@@ -179,7 +172,7 @@ async fn a_lost_transaction_response_is_our_own_write_on_the_emulator() -> anyho
     for i in 1..=5u64 {
         let key = IdempotencyKey::request(format!("lossy-{i}"));
         let out = log
-            .append_once(id, cell(b"x"), AppendOptions::default(), &key)
+            .append_once(id, raw_set_entry(b"x"), AppendOptions::default(), &key)
             .await?;
         assert!(
             matches!(out, AppendOnce::Appended(ref a) if a.seq == i),
@@ -225,7 +218,7 @@ async fn the_idempotency_key_header_replays_refuses_and_validates() -> anyhow::R
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let url = api.url(&format!("/logs/{log}/entries"));
-    let entry = json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 7}]}});
+    let entry = set_body(&[("A1", json!(7))]);
 
     let (s, replayed, first) = post_entry(&c, &url, Some("key-1"), &entry).await?;
     assert_eq!((s, replayed), (StatusCode::CREATED, false), "{first}");
@@ -235,7 +228,7 @@ async fn the_idempotency_key_header_replays_refuses_and_validates() -> anyhow::R
         assert_eq!(again[field], first[field], "{field}");
     }
     // Same key, different request: 409 naming the sequence the key made.
-    let other = json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 8}]}});
+    let other = set_body(&[("A1", json!(8))]);
     let (s, _, err) = post_entry(&c, &url, Some("key-1"), &other).await?;
     assert_eq!(s, StatusCode::CONFLICT, "{err}");
     assert_eq!(err["error"]["code"], "idempotency-key-reused");
@@ -282,7 +275,7 @@ async fn concurrent_requests_with_one_key_make_one_entry() -> anyhow::Result<()>
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let url = api.url(&format!("/logs/{log}/entries"));
-    let entry = json!({"type": "set", "body": {"cells": [{"ref": "B2", "value": "once"}]}});
+    let entry = set_body(&[("B2", json!("once"))]);
     let start = Arc::new(tokio::sync::Barrier::new(32));
     let mut tasks = Vec::new();
     for _ in 0..32 {

@@ -15,12 +15,7 @@ use sheetlog_core::faults::{Faults, FaultyLogStore};
 use sheetlog_core::log::{AppendOptions, EventLog};
 use sheetlog_core::{LogError, StoreError};
 use sheetlog_tests::TestStack;
-
-const SET: EntryType = EntryType(16);
-
-fn body(text: &str) -> NewEntry {
-    NewEntry::new(SET, 1, Bytes::copy_from_slice(text.as_bytes()))
-}
+use sheetlog_tests::fixtures::{SET_ENTRY_TYPE, raw_set_entry};
 
 /// Appends `n` entries with bodies "e0", "e1", … and returns their sequences.
 async fn append_n(
@@ -31,7 +26,7 @@ async fn append_n(
     let mut seqs = Vec::new();
     for i in 0..n {
         seqs.push(
-            log.append(id, body(&format!("e{i}")), AppendOptions::default())
+            log.append(id, raw_set_entry(format!("e{i}")), AppendOptions::default())
                 .await?
                 .seq,
         );
@@ -86,7 +81,7 @@ async fn the_emulator_lets_exactly_one_of_many_racing_conditional_puts_win() -> 
                     segment: 0,
                     num,
                     created: 0,
-                    kind: SET,
+                    kind: SET_ENTRY_TYPE,
                     version: 1,
                     body: Some(Bytes::from(vec![w; 8])),
                     external: None,
@@ -144,7 +139,7 @@ async fn concurrent_appends_are_gapless_unique_and_all_readable() -> anyhow::Res
                 let a = log
                     .append(
                         id,
-                        body(&text),
+                        raw_set_entry(&text),
                         AppendOptions {
                             expected_seq: None,
                             segment_hint: hint,
@@ -212,7 +207,7 @@ async fn stale_expected_sequence_conflicts_with_the_next_sequence_and_a_retry_su
         expected_seq: Some(2),
         segment_hint: None,
     };
-    match log.append(id, body("late"), stale).await {
+    match log.append(id, raw_set_entry("late"), stale).await {
         Err(LogError::Conflict {
             expected: 2,
             next_seq: 4,
@@ -224,7 +219,7 @@ async fn stale_expected_sequence_conflicts_with_the_next_sequence_and_a_retry_su
         segment_hint: None,
     };
     assert!(matches!(
-        log.append(id, body("early"), ahead).await,
+        log.append(id, raw_set_entry("early"), ahead).await,
         Err(LogError::Conflict {
             expected: 9,
             next_seq: 4
@@ -233,7 +228,7 @@ async fn stale_expected_sequence_conflicts_with_the_next_sequence_and_a_retry_su
     let retry = log
         .append(
             id,
-            body("retried"),
+            raw_set_entry("retried"),
             AppendOptions {
                 expected_seq: Some(4),
                 segment_hint: None,
@@ -315,12 +310,14 @@ async fn load_and_read_since_cross_a_segment_boundary() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_stale_segment_hint_follows_the_end_segment_entry() -> anyhow::Result<()> {
     let (_stack, log, id) = TestStack::with_new_log("hint").await?;
-    let first = log.append(id, body("a"), AppendOptions::default()).await?;
+    let first = log
+        .append(id, raw_set_entry("a"), AppendOptions::default())
+        .await?;
     log.start_segment(id).await?;
     let next = log
         .append(
             id,
-            body("b"),
+            raw_set_entry("b"),
             AppendOptions {
                 expected_seq: Some(4),
                 segment_hint: Some(first.hint),
@@ -400,7 +397,7 @@ async fn corrupted_item_attributes_are_typed_errors() -> anyhow::Result<()> {
             segment: 0,
             num: 1,
             created: 1,
-            kind: SET,
+            kind: SET_ENTRY_TYPE,
             version: 1,
             body: Some(Bytes::from_static(b"x")),
             external: None,
@@ -433,7 +430,7 @@ async fn a_segment_larger_than_one_megabyte_reads_back_completely_and_in_order()
     for i in 0..130u32 {
         let mut b = vec![b'.'; 10 * 1024];
         b[..4].copy_from_slice(&i.to_be_bytes());
-        log.append(id, NewEntry::new(SET, 1, b), AppendOptions::default())
+        log.append(id, raw_set_entry(b), AppendOptions::default())
             .await?;
     }
     // The emulator really pages: one raw query stops short with a LastEvaluatedKey.
@@ -474,18 +471,10 @@ async fn large_bodies_go_to_s3_tagged_and_small_ones_stay_inline() -> anyhow::Re
     let big: Vec<u8> = (0..100 * 1024).map(|i| (i % 251) as u8).collect();
     let small = vec![7u8; 10 * 1024];
     let a = log
-        .append(
-            id,
-            NewEntry::new(SET, 1, big.clone()),
-            AppendOptions::default(),
-        )
+        .append(id, raw_set_entry(&big), AppendOptions::default())
         .await?;
     let b = log
-        .append(
-            id,
-            NewEntry::new(SET, 1, small.clone()),
-            AppendOptions::default(),
-        )
+        .append(id, raw_set_entry(&small), AppendOptions::default())
         .await?;
 
     let item_a = stack
@@ -545,14 +534,14 @@ async fn large_bodies_go_to_s3_tagged_and_small_ones_stay_inline() -> anyhow::Re
 async fn uncontended_append_with_a_hint_costs_half_a_read_and_one_write() -> anyhow::Result<()> {
     let (stack, log, id) = TestStack::with_new_log("units").await?;
     let first = log
-        .append(id, body("warm"), AppendOptions::default())
+        .append(id, raw_set_entry("warm"), AppendOptions::default())
         .await?;
     assert_eq!(
         first.units.read, 1.0,
         "without a hint: segment query + entry query, 0.5 each"
     );
 
-    let cell = NewEntry::new(SET, 1, vec![1u8; 30]);
+    let cell = raw_set_entry(vec![1u8; 30]);
     let a = log
         .append(
             id,
@@ -589,7 +578,7 @@ async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
     let log = stack.log_with(cfg)?;
     let unknown = LogId::new_random();
     assert!(matches!(
-        log.append(unknown, body("x"), AppendOptions::default())
+        log.append(unknown, raw_set_entry("x"), AppendOptions::default())
             .await,
         Err(LogError::LogNotFound(_))
     ));
@@ -611,7 +600,7 @@ async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
     ));
 
     let id = log.create().await?.log;
-    let huge = NewEntry::new(SET, 1, vec![0u8; 300 * 1024]);
+    let huge = raw_set_entry(vec![0u8; 300 * 1024]);
     assert!(matches!(
         log.append(id, huge, AppendOptions::default()).await,
         Err(LogError::BodyTooLarge {
@@ -624,7 +613,7 @@ async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
         log.append(id, end, AppendOptions::default()).await,
         Err(LogError::InvalidEntry(_))
     ));
-    let with_big_body = NewEntry::new(SET, 1, vec![0u8; 20 * 1024]).with_payload("payloads/x/y");
+    let with_big_body = raw_set_entry(vec![0u8; 20 * 1024]).with_payload("payloads/x/y");
     assert!(matches!(
         log.append(id, with_big_body, AppendOptions::default())
             .await,
@@ -658,7 +647,10 @@ async fn exhausted_attempts_give_a_contention_error() -> anyhow::Result<()> {
     let log = EventLog::new(store, stack.bucket(), cfg)?;
     let id = log.create().await?.log;
     faults.script.always_taken.store(true, Ordering::SeqCst);
-    match log.append(id, body("x"), AppendOptions::default()).await {
+    match log
+        .append(id, raw_set_entry("x"), AppendOptions::default())
+        .await
+    {
         Err(LogError::Contention { attempts: 4, .. }) => {}
         other => panic!("expected contention, got {other:?}"),
     }
@@ -677,7 +669,7 @@ async fn a_put_retried_after_a_lost_response_is_not_appended_twice() -> anyhow::
         .lose_next_put_response
         .store(true, Ordering::SeqCst);
     let a = log
-        .append(id, body("once"), AppendOptions::default())
+        .append(id, raw_set_entry("once"), AppendOptions::default())
         .await?;
     assert_eq!(
         faults.script.puts.load(Ordering::SeqCst),
@@ -695,7 +687,7 @@ async fn a_pulls_head_check_with_a_hint_costs_half_a_read_and_never_leads_the_lo
 -> anyhow::Result<()> {
     let (_stack, log, id) = TestStack::with_new_log("peek").await?;
     let a = log
-        .append(id, body("one"), AppendOptions::default())
+        .append(id, raw_set_entry("one"), AppendOptions::default())
         .await?;
     let (cold, hint, units) = log.peek_next_seq(id, None).await?;
     assert_eq!(units.read, 1.0, "without a hint: two eventual queries");
@@ -708,7 +700,7 @@ async fn a_pulls_head_check_with_a_hint_costs_half_a_read_and_never_leads_the_lo
     let b = log
         .append(
             id,
-            body("two"),
+            raw_set_entry("two"),
             AppendOptions {
                 expected_seq: None,
                 segment_hint: Some(started.hint),

@@ -10,6 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_tests::api::{ApiClient, TestApi, commit_upload, new_log, post_entry, upload_file};
+use sheetlog_tests::fixtures::set_body;
 
 async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
     let (status, v) = post_entry(c, api, log, entry).await?;
@@ -30,10 +31,6 @@ async fn cells(c: &ApiClient, api: &TestApi, log: &str, query: &str) -> anyhow::
     Ok(body)
 }
 
-fn set(cells: &[(&str, Value)]) -> Value {
-    json!({"type": "set", "body": {"cells": cells.iter().map(|(r, v)| json!({"ref": r, "value": v})).collect::<Vec<_>>()}})
-}
-
 #[tokio::test]
 async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
     let api = TestApi::start("formulas").await?;
@@ -43,7 +40,7 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
         &c,
         &api,
         &log,
-        set(&[
+        set_body(&[
             ("A1", json!(10)),
             ("A2", json!(20)),
             ("A3", json!(30)),
@@ -108,7 +105,7 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
     );
 
     // Edit an input: the sum follows. The read at the earlier sequence still computes the old.
-    let before_edit = append(&c, &api, &log, set(&[("A2", json!(25))])).await?;
+    let before_edit = append(&c, &api, &log, set_body(&[("A2", json!(25))])).await?;
     let now = cells(&c, &api, &log, "range=A4").await?;
     assert_eq!(now["values"], json!([[65]]), "{now}");
     let old = cells(&c, &api, &log, &format!("range=A4&at={before_edit}")).await?;
@@ -129,7 +126,7 @@ async fn row_and_column_edits_rewrite_references() -> anyhow::Result<()> {
         &c,
         &api,
         &log,
-        set(&[
+        set_body(&[
             ("A1", json!(1)),
             ("A2", json!(2)),
             ("A3", json!(3)),
@@ -186,7 +183,7 @@ async fn formulas_over_the_limits_are_refused() -> anyhow::Result<()> {
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
     let long = format!("={}", "1+".repeat(4096) + "1");
-    let (status, v) = post_entry(&c, &api, &log, set(&[("A1", json!(long))])).await?;
+    let (status, v) = post_entry(&c, &api, &log, set_body(&[("A1", json!(long))])).await?;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -194,7 +191,7 @@ async fn formulas_over_the_limits_are_refused() -> anyhow::Result<()> {
         "{v}"
     );
     let deep = format!("={}1{}", "(".repeat(65), ")".repeat(65));
-    let (status, v) = post_entry(&c, &api, &log, set(&[("A1", json!(deep))])).await?;
+    let (status, v) = post_entry(&c, &api, &log, set_body(&[("A1", json!(deep))])).await?;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     Ok(())
 }
@@ -222,8 +219,7 @@ async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::
             };
             batch.push((format!("B{i}"), b));
         }
-        let refs: Vec<(&str, Value)> = batch.iter().map(|(r, v)| (r.as_str(), v.clone())).collect();
-        append(&c, &api, &log, set(&refs)).await?;
+        append(&c, &api, &log, set_body(&batch)).await?;
     }
     // Wait for a completed snapshot, so the read below starts from its chunks.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -324,7 +320,7 @@ async fn an_xlsx_import_keeps_its_formulas_and_reads_compute_them() -> anyhow::R
         "{v}"
     );
     // An edit after the import: the imported formulas compute from it.
-    append(&c, &api, &log, set(&[("A1", json!(5))])).await?;
+    append(&c, &api, &log, set_body(&[("A1", json!(5))])).await?;
     let v = cells(&c, &api, &log, "range=B1:B2").await?;
     assert_eq!(v["values"], json!([[10], [50]]), "{v}");
     Ok(())
@@ -341,7 +337,7 @@ async fn a_formula_typed_against_an_older_view_follows_the_rows_others_moved() -
         .iter()
         .map(|(r, v)| (r.as_str(), v.clone()))
         .collect();
-    let base = append(&c, &api, &log, set(&refs)).await? + 1;
+    let base = append(&c, &api, &log, set_body(&refs)).await? + 1;
     // Someone else inserts a row above row 2 after the view the formulas are typed in.
     append(
         &c,
@@ -350,7 +346,7 @@ async fn a_formula_typed_against_an_older_view_follows_the_rows_others_moved() -
         json!({"type": "insert-rows", "body": {"at": 2, "count": 1}}),
     )
     .await?;
-    let mut entry = set(&[("B1", json!("=SUM(A1:A5)")), ("C1", json!("=A5*10"))]);
+    let mut entry = set_body(&[("B1", json!("=SUM(A1:A5)")), ("C1", json!("=A5*10"))]);
     entry["baseSeq"] = json!(base);
     append(&c, &api, &log, entry).await?;
     // The references name the cells their author saw: the range grew over the new row, A5 is A6.

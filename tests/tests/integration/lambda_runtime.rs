@@ -8,11 +8,12 @@ use serde_json::{Value, json};
 use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::SnapshotJob;
 use sheetlog_core::log::{AppendOptions, SegmentHint};
+use sheetlog_tests::fixtures::{set_body, set_entry, snapshot_entry};
 use sheetlog_tests::lambda_watch::{
     FunctionProfile, LambdaProcess, build_functions, entry_stream_event, function_env,
     http_api_event, http_body, scheduled_event,
 };
-use sheetlog_tests::pipeline::{PipelineStack, drive, event, snapshot_entry, test_worker_config};
+use sheetlog_tests::pipeline::{PipelineStack, drive, test_worker_config};
 use sheetlog_tests::stack::TestStack;
 
 #[tokio::test]
@@ -31,7 +32,7 @@ async fn the_api_binary_answers_http_api_v2_events() -> anyhow::Result<()> {
         .map(str::to_owned)
         .ok_or_else(|| anyhow::anyhow!("no logId in {created}"))?;
 
-    let append = json!({"type": "set", "body": {"cells": [{"ref": "B2", "value": "from Lambda"}]}});
+    let append = set_body(&[("B2", json!("from Lambda"))]);
     let appended = api
         .invoke(&http_api_event(
             "POST",
@@ -123,7 +124,7 @@ async fn the_router_and_worker_binaries_handle_stream_and_queue_batches() -> any
     // A log with edits and a Snapshot entry, appended as the API appends them.
     let created = px.log.create().await?;
     for v in 0..2 {
-        let set = event(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": v}]}}))?;
+        let set = set_entry(&[("A1", json!(v))]);
         px.log
             .append(created.log, set, AppendOptions::default())
             .await?;
@@ -243,8 +244,7 @@ async fn the_archiver_binary_runs_on_the_scheduled_event() -> anyhow::Result<()>
     let log = px.log.create().await?.log;
     for s in 0..4 {
         for v in 0..3 {
-            let set =
-                event(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": v}]}}))?;
+            let set = set_entry(&[("A1", json!(v))]);
             px.log.append(log, set, AppendOptions::default()).await?;
         }
         let a = px

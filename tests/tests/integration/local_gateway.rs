@@ -21,6 +21,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_local::local_gateway::{self, GatewaySettings, LAMBDA_REQUEST_LIMIT};
 use sheetlog_tests::api::{ApiConfig, TestApi, new_log, template_gateway};
+use sheetlog_tests::fixtures::{push_body, set_body, set_mutation};
 use tower::ServiceExt;
 
 async fn behind_gateway(label: &str) -> anyhow::Result<Option<(TestApi, GatewaySettings)>> {
@@ -124,14 +125,10 @@ async fn a_burst_past_the_stages_throttle_gets_429s_and_the_cli_recovers() -> an
 /// One `set` of a value made of `n` quotes: JSON writes each as `\"`, the Lambda event as 4 bytes.
 fn quote_heavy_push(mutations: usize, quotes: usize) -> Value {
     let value = "\"".repeat(quotes);
-    let mutations: Vec<Value> = (1..=mutations)
-        .map(|id| {
-            json!({"clientID": "c1", "id": id, "name": "set", "timestamp": 1,
-                   "args": {"cells": [{"ref": "A1", "value": value}]}})
-        })
+    let mutations: Vec<Value> = (1..=mutations as u64)
+        .map(|id| set_mutation("c1", id, "A1", json!(value)))
         .collect();
-    json!({"pushVersion": 1, "clientGroupID": "g1", "mutations": mutations,
-           "profileID": "p", "schemaVersion": ""})
+    push_body("g1", json!(mutations))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -266,7 +263,7 @@ async fn a_repeated_idempotency_key_arrives_joined_and_is_refused() -> anyhow::R
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
     let url = api.url(&format!("/logs/{log}/entries"));
-    let entry = json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}});
+    let entry = set_body(&[("A1", json!(1))]);
     let r = c
         .post(&url)
         .header("Idempotency-Key", "k1")

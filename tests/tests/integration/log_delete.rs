@@ -13,6 +13,7 @@ use sheetlog_core::domain::LogId;
 use sheetlog_core::domain::dedupe::{DedupeKey, KeyKind};
 use sheetlog_tests::api::new_log as create_log;
 use sheetlog_tests::api::{ApiClient, JWT_CLAIMS_HEADER, TestApi, json_str, upload_file};
+use sheetlog_tests::fixtures::{push_body, pushed_set, set_body, set_mutation};
 use sheetlog_tests::stack::TestStack;
 
 async fn append(c: &ApiClient, api: &TestApi, log: &str, body: Value) -> anyhow::Result<()> {
@@ -27,10 +28,6 @@ async fn append(c: &ApiClient, api: &TestApi, log: &str, body: Value) -> anyhow:
         r.text().await?
     );
     Ok(())
-}
-
-fn set(reference: &str, value: Value) -> Value {
-    json!({"type": "set", "body": {"cells": [{"ref": reference, "value": value}]}})
 }
 
 async fn wait_for<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
@@ -94,17 +91,15 @@ async fn fill(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<Vec<Ded
     anyhow::ensure!(r.status() == StatusCode::CREATED, "commit: {}", r.status());
     let mut keys = vec![dedupe_key(log, KeyKind::Upload, id)?];
     for i in 1..=6 {
-        append(c, api, log, set(&format!("B{i}"), json!(i))).await?;
+        append(c, api, log, set_body(&[(format!("B{i}"), json!(i))])).await?;
     }
     // Over the 16 KB inline threshold: the body lives in S3.
-    append(c, api, log, set("C1", json!("x".repeat(20_000)))).await?;
+    append(c, api, log, set_body(&[("C1", json!("x".repeat(20_000)))])).await?;
     for i in 1..=3 {
         let key = format!("key-{i}-{log}");
-        keys.push(append_keyed(c, api, log, &key, set(&format!("D{i}"), json!(i))).await?);
+        keys.push(append_keyed(c, api, log, &key, set_body(&[(format!("D{i}"), json!(i))])).await?);
     }
-    let push = json!({"pushVersion": 1, "clientGroupID": "g1", "profileID": "p",
-        "schemaVersion": "", "mutations": [{"clientID": "c1", "id": 1, "name": "set",
-        "timestamp": 1, "args": {"cells": [{"ref": "E1", "value": 5}]}}]});
+    let push = push_body("g1", json!([set_mutation("c1", 1, "E1", json!(5))]));
     let r = c
         .post(api.url(&format!("/logs/{log}/replicache/push")))
         .json(&push)
@@ -307,7 +302,7 @@ fn routes_of(log: &str, other: &str) -> Vec<(&'static str, String, Option<Value>
         (
             "POST",
             format!("/logs/{log}/entries"),
-            Some(set("A1", json!(1))),
+            Some(set_body(&[("A1", json!(1))])),
         ),
         (
             "POST",
@@ -363,7 +358,14 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
     for (i, k) in doomed_keys.iter().enumerate() {
         let key = key_sharing_an_item(&kept, k)?;
         kept_keys.push(
-            append_keyed(&c, &api, &kept, &key, set(&format!("F{}", i + 1), json!(i))).await?,
+            append_keyed(
+                &c,
+                &api,
+                &kept,
+                &key,
+                set_body(&[(format!("F{}", i + 1), json!(i))]),
+            )
+            .await?,
         );
     }
     snapshots_complete(&c, &api, &kept).await?;
@@ -371,22 +373,13 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
     // The queued push's range item waits for its window; a direct push writes one (and its
     // group's item) at once, beside the index mark the queued push's writer set.
     let doomed_id: LogId = doomed.parse()?;
-    let edit = sheetlog_core::sheet::Event::from_parts(
-        "set",
-        json!({"cells": [{"ref": "Z1", "value": 1}]}),
-    )?;
     stack
         .log()?
         .push_run(
             doomed_id,
             "g2",
             "c2",
-            &[sheetlog_core::log::PushedMutation {
-                id: 1,
-                event: Ok(edit),
-                base: None,
-                then: Vec::new(),
-            }],
+            &[pushed_set(1, &[("Z1", json!(1))])],
             None,
             sheetlog_core::log::RunSource::Push,
         )
@@ -463,7 +456,7 @@ async fn a_delete_removes_every_item_and_object_and_the_log_answers_410() -> any
         }
     );
     // The kept log still works.
-    append(&c, &api, &kept, set("Z9", json!(1))).await?;
+    append(&c, &api, &kept, set_body(&[("Z9", json!(1))])).await?;
     // A log that never existed is 404, and gets no tombstone.
     let unknown = uuid::Uuid::new_v4().to_string();
     let r = c
@@ -492,9 +485,18 @@ async fn a_delete_cut_short_answers_202_and_repeating_it_finishes() -> anyhow::R
     let mut keys = Vec::new();
     for i in 0..230 {
         if i % 2 == 0 {
-            keys.push(append_keyed(&c, &api, &log, &format!("k{i}"), set("A1", json!(i))).await?);
+            keys.push(
+                append_keyed(
+                    &c,
+                    &api,
+                    &log,
+                    &format!("k{i}"),
+                    set_body(&[("A1", json!(i))]),
+                )
+                .await?,
+            );
         } else {
-            append(&c, &api, &log, set("A1", json!(i))).await?;
+            append(&c, &api, &log, set_body(&[("A1", json!(i))])).await?;
         }
     }
     assert_eq!(dedupe_elements(stack, &keys).await?, 2 * keys.len());
@@ -622,13 +624,7 @@ async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
     let c = api.client().await?;
     let source = create_log(&c, &api).await?;
     for i in 1..=5 {
-        append(
-            &c,
-            &api,
-            &source,
-            json!({"type": "set", "body": {"cells": [{"ref": format!("A{i}"), "value": i}]}}),
-        )
-        .await?;
+        append(&c, &api, &source, set_body(&[(format!("A{i}"), json!(i))])).await?;
     }
     assert_eq!(count_objects(stack, "snapshots/").await?, 0);
     let fork = json!({"from": {"logId": source, "seq": 6}});
@@ -657,22 +653,13 @@ async fn a_failed_fork_removes_what_it_wrote() -> anyhow::Result<()> {
 
 /// A direct push of one mutation by client `c1` of group `g1` (range, group and mark items).
 async fn push_one(stack: &TestStack, log: &str) -> anyhow::Result<()> {
-    let edit = sheetlog_core::sheet::Event::from_parts(
-        "set",
-        json!({"cells": [{"ref": "A1", "value": 1}]}),
-    )?;
     stack
         .log()?
         .push_run(
             log.parse()?,
             "g1",
             "c1",
-            &[sheetlog_core::log::PushedMutation {
-                id: 1,
-                event: Ok(edit),
-                base: None,
-                then: Vec::new(),
-            }],
+            &[pushed_set(1, &[("A1", json!(1))])],
             None,
             sheetlog_core::log::RunSource::Push,
         )

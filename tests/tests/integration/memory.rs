@@ -10,12 +10,12 @@
 
 use std::process::Command;
 
-use bytes::Bytes;
 use sheetlog_core::config::LogConfig;
-use sheetlog_core::domain::{EntryType, LogId, NewEntry};
+use sheetlog_core::domain::{LogId, NewEntry};
 use sheetlog_core::log::AppendOptions;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::emulator::EMULATOR_URL_VAR;
+use sheetlog_tests::fixtures::{set_entry, snapshot_entry};
 use sheetlog_tests::stack::AwsLog;
 
 const MAX_ENTRY: usize = 128 * 1024;
@@ -45,19 +45,16 @@ fn big_set(i: u64) -> NewEntry {
 
 /// As [`big_set`], in row `row`.
 fn big_set_in(i: u64, row: u64) -> NewEntry {
-    let cells: Vec<serde_json::Value> = (0..4)
-        .map(|c| {
-            serde_json::json!({
-                "ref": format!("{}{}", ["A", "B", "C", "D"][c], row),
-                "value": format!("{i:08}").repeat(4000),
-            })
+    let cells: Vec<_> = ["A", "B", "C", "D"]
+        .iter()
+        .map(|column| {
+            let value = format!("{i:08}").repeat(4000);
+            (format!("{column}{row}"), serde_json::json!(value))
         })
         .collect();
-    let ev = sheetlog_core::sheet::Event::from_parts("set", serde_json::json!({ "cells": cells }))
-        .unwrap_or_else(|e| panic!("event: {e}"));
-    let (code, version, body) = ev.encode();
-    assert!(body.len() <= MAX_ENTRY && body.len() > MAX_ENTRY - 4096);
-    NewEntry::new(EntryType(code), version, Bytes::from(body))
+    let entry = set_entry(&cells);
+    assert!(entry.body.len() <= MAX_ENTRY && entry.body.len() > MAX_ENTRY - 4096);
+    entry
 }
 
 async fn append_sets(log: &AwsLog, id: LogId, from: u64, n: u64) -> anyhow::Result<()> {
@@ -70,11 +67,7 @@ async fn append_sets(log: &AwsLog, id: LogId, from: u64, n: u64) -> anyhow::Resu
 /// Appends a Snapshot entry and marks it complete (its root is never read here).
 async fn completed_snapshot(log: &AwsLog, id: LogId) -> anyhow::Result<u64> {
     let a = log
-        .append(
-            id,
-            NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new()),
-            AppendOptions::default(),
-        )
+        .append(id, snapshot_entry(), AppendOptions::default())
         .await?;
     log.complete_snapshot(id, a.segment, a.entry, &format!("root-{}", a.seq))
         .await?;
@@ -187,11 +180,7 @@ async fn reads_of_large_entries_stay_within_the_memory_bound() -> anyhow::Result
             .await?;
     }
     let target = log
-        .append(
-            sheet,
-            NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new()),
-            AppendOptions::default(),
-        )
+        .append(sheet, snapshot_entry(), AppendOptions::default())
         .await?;
     let r = read_in_child_with(&stack, sheet, "snapshot", &[target.segment, target.entry])?;
     let baseline = r["baselineKib"].as_u64().unwrap_or(u64::MAX);

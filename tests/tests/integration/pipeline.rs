@@ -13,8 +13,8 @@ use bytes::Bytes;
 use serde_json::json;
 use sheetlog_core::LogError;
 use sheetlog_core::aws::{S3Bucket, SqsJobQueue, Untagged};
-use sheetlog_core::domain::{EntryType, LogId, NewEntry, SnapshotJob};
 use sheetlog_core::domain::{Guarded, PendingKey};
+use sheetlog_core::domain::{LogId, NewEntry, SnapshotJob};
 use sheetlog_core::error::StoreError;
 use sheetlog_core::log::AppendOptions;
 use sheetlog_core::ports::PayloadStore;
@@ -28,9 +28,10 @@ use sheetlog_pipeline::{FilterPatterns, LocalPipelineConfig, StreamDriver};
 use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_snapshot_worker::{DeferReason, Outcome, Step, StepHook, WorkerError};
 use sheetlog_stream_router::{AwsEffects, Effects};
-use sheetlog_tests::pipeline::{
-    PipelineStack, drive, event, rows_event, snapshot_entry, test_worker_config,
+use sheetlog_tests::fixtures::{
+    event_entry, insert_rows_entry, raw_set_entry, set_entry, snapshot_entry,
 };
+use sheetlog_tests::pipeline::{PipelineStack, drive, test_worker_config};
 
 fn later() -> Instant {
     Instant::now() + Duration::from_secs(3600)
@@ -61,30 +62,29 @@ async fn append(px: &PipelineStack, log: LogId, entry: NewEntry) -> anyhow::Resu
 /// A log with two Snapshot entries, the second with edits scattered over the first's chunks.
 async fn two_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, At, At)> {
     let log = px.log.create().await?.log;
-    append(px, log, rows_event(1, 80, "a")?).await?;
+    append(px, log, insert_rows_entry(1, 80, "a")).await?;
     append(
         px,
         log,
-        event(json!({"type": "set", "body": {"cells": [
-            {"ref": "D1", "value": "first"}, {"ref": "B40", "value": 1.5}
-        ]}}))?,
+        set_entry(&[("D1", json!("first")), ("B40", json!(1.5))]),
     )
     .await?;
     let first = append(px, log, snapshot_entry()).await?;
     append(
         px,
         log,
-        event(json!({"type": "set", "body": {"cells": [
-            {"ref": "A3", "value": "edited"}, {"ref": "C50", "value": true},
-            {"ref": "B78", "value": "late"}
-        ]}}))?,
+        set_entry(&[
+            ("A3", json!("edited")),
+            ("C50", json!(true)),
+            ("B78", json!("late")),
+        ]),
     )
     .await?;
-    append(px, log, rows_event(20, 6, "b")?).await?;
+    append(px, log, insert_rows_entry(20, 6, "b")).await?;
     append(
         px,
         log,
-        event(json!({"type": "delete-rows", "body": {"at": 60, "count": 3}}))?,
+        event_entry(json!({"type": "delete-rows", "body": {"at": 60, "count": 3}})),
     )
     .await?;
     let second = append(px, log, snapshot_entry()).await?;
@@ -185,15 +185,10 @@ async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyho
     append(
         &px,
         log,
-        event(json!({"type": "import", "body": {"format": "csv"}}))?.with_payload(&key),
+        event_entry(json!({"type": "import", "body": {"format": "csv"}})).with_payload(&key),
     )
     .await?;
-    append(
-        &px,
-        log,
-        event(json!({"type": "set", "body": {"cells": [{"ref": "K2", "value": "x"}]}}))?,
-    )
-    .await?;
+    append(&px, log, set_entry(&[("K2", json!("x"))])).await?;
     let first = append(&px, log, snapshot_entry()).await?;
     // A new segment starts with its own Snapshot entry; the next one must wait for it.
     let started = px.log.start_segment(log).await?;
@@ -208,7 +203,7 @@ async fn snapshot_entries_flow_from_the_stream_to_completed_snapshots() -> anyho
         ),
         "a third segment started before the second's snapshot"
     );
-    append(&px, log, rows_event(3, 10, "seg1")?).await?;
+    append(&px, log, insert_rows_entry(3, 10, "seg1")).await?;
 
     let pipeline = px.pipeline(
         LocalPipelineConfig::default(),
@@ -489,12 +484,7 @@ async fn snapshots_delivered_in_the_wrong_order_complete_in_log_order() -> anyho
 async fn reads_as_of_any_sequence_start_from_the_newest_completed_snapshot() -> anyhow::Result<()> {
     let (px, worker) = PipelineStack::with_worker("pipeline-asof").await?;
     let (log, first, second) = two_snapshot_log(&px).await?;
-    let tail = append(
-        &px,
-        log,
-        event(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "tail"}]}}))?,
-    )
-    .await?;
+    let tail = append(&px, log, set_entry(&[("A1", json!("tail"))])).await?;
     let end = tail.seq + 1;
     let range: Range = "A1:E90".parse()?;
     let imports = px.stack.bucket();
@@ -718,14 +708,9 @@ async fn a_job_that_keeps_failing_ends_in_the_dead_letter_queue() -> anyhow::Res
         px.worker(test_worker_config())?,
     )?;
     let log = px.log.create().await?.log;
-    append(&px, log, rows_event(1, 10, "a")?).await?;
+    append(&px, log, insert_rows_entry(1, 10, "a")).await?;
     // The log core stores any body; this one is not a spreadsheet event the worker can decode.
-    append(
-        &px,
-        log,
-        NewEntry::new(EntryType(16), 1, Bytes::from_static(&[0xff, 0xff, 0xff])),
-    )
-    .await?;
+    append(&px, log, raw_set_entry([0xff, 0xff, 0xff])).await?;
     let snap = append(&px, log, snapshot_entry()).await?;
     px.job_queue().send(&snap.job, Duration::ZERO).await?;
     let mut failures = 0;
@@ -808,7 +793,8 @@ async fn the_stream_router_retries_from_the_first_failed_record_as_lambda_does()
         append(
             &px,
             log,
-            event(json!({"type": "import", "body": {"format": "csv"}}))?.with_payload(key.as_str()),
+            event_entry(json!({"type": "import", "body": {"format": "csv"}}))
+                .with_payload(key.as_str()),
         )
         .await?;
     }
@@ -919,20 +905,20 @@ async fn uploads_keep_their_tag_until_committed_and_lose_it_after() -> anyhow::R
     append(
         &px,
         log,
-        event(json!({"type": "import", "body": {"format": "csv"}}))?
+        event_entry(json!({"type": "import", "body": {"format": "csv"}}))
             .with_payload(committed.as_str()),
     )
     .await?;
     // A body over the inline threshold is offloaded to S3 (tagged) by the append itself.
-    let big: Vec<serde_json::Value> = (0..900)
-        .map(|i| json!({"ref": format!("A{}", i + 1), "value": format!("long text value number {i}")}))
+    let big: Vec<_> = (0..900)
+        .map(|i| {
+            (
+                format!("A{}", i + 1),
+                json!(format!("long text value number {i}")),
+            )
+        })
         .collect();
-    let offloaded = append(
-        &px,
-        log,
-        event(json!({"type": "set", "body": {"cells": big}}))?,
-    )
-    .await?;
+    let offloaded = append(&px, log, set_entry(&big)).await?;
     let mut units = Default::default();
     let offloaded_key = sheetlog_core::ports::LogEntries::read_entries(
         px.log.store(),
@@ -1174,7 +1160,7 @@ async fn pending_items_only_move_forward_under_their_increment() -> anyhow::Resu
 /// A log whose first Snapshot entry (after 80 rows) was never built; returns it.
 async fn one_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, At)> {
     let log = px.log.create().await?.log;
-    append(px, log, rows_event(1, 80, "a")?).await?;
+    append(px, log, insert_rows_entry(1, 80, "a")).await?;
     let at = append(px, log, snapshot_entry()).await?;
     Ok((log, at))
 }
@@ -1400,7 +1386,7 @@ async fn a_worker_invocation_past_the_functions_timeout_is_cut_off() -> anyhow::
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_router_invocation_past_the_functions_timeout_fails_its_batch() -> anyhow::Result<()> {
     let (px, log) = PipelineStack::with_new_log("pipeline-router-timeout").await?;
-    append(&px, log, rows_event(1, 80, "a")?).await?;
+    append(&px, log, insert_rows_entry(1, 80, "a")).await?;
     append(&px, log, snapshot_entry()).await?;
     let failures = create_stream_failure_queue(
         &px.sqs,

@@ -14,6 +14,7 @@ use sheetlog_api::ApiConfig;
 use sheetlog_core::poke::PokeConfig;
 use sheetlog_pipeline::events::{LocalEvents, SUBPROTOCOL};
 use sheetlog_tests::api::{ApiClient, TestApi, json_str, post_entry, upload_file};
+use sheetlog_tests::fixtures::{push_body, set_body, set_mutation};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
 
 type Ws =
@@ -114,13 +115,7 @@ async fn the_api_pokes_after_an_append_an_upload_commit_and_a_push() -> anyhow::
     let mut ws = subscribe(&host, &format!("/sheets/{log}")).await?;
 
     // A direct append.
-    let (s, v) = post_entry(
-        &c,
-        &api,
-        &log,
-        json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}}),
-    )
-    .await?;
+    let (s, v) = post_entry(&c, &api, &log, set_body(&[("A1", json!(1))])).await?;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     assert_eq!(poked_seq(&mut ws).await?, head(&c, &api, &log).await?);
 
@@ -143,9 +138,7 @@ async fn the_api_pokes_after_an_append_an_upload_commit_and_a_push() -> anyhow::
     assert_eq!(poked_seq(&mut ws).await?, head(&c, &api, &log).await?);
 
     // A Replicache push.
-    let push = json!({"pushVersion": 1, "clientGroupID": "g1", "profileID": "p",
-        "schemaVersion": "", "mutations": [{"clientID": "c1", "id": 1, "name": "set",
-        "timestamp": 1, "args": {"cells": [{"ref": "A1", "value": 1}]}}]});
+    let push = push_body("g1", json!([set_mutation("c1", 1, "A1", json!(1))]));
     let r = c
         .post(api.url(&format!("/logs/{log}/replicache/push")))
         .json(&push)

@@ -6,6 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_tests::api::ApiClient as Client;
 use sheetlog_tests::api::{TestApi, json_str, post_entry as post};
+use sheetlog_tests::fixtures::set_body;
 
 async fn cells(c: &Client, api: &TestApi, log: &str, range: &str) -> anyhow::Result<Value> {
     Ok(c.get(api.url(&format!("/logs/{log}/cells?range={range}")))
@@ -21,16 +22,10 @@ async fn sheet_with_rows(c: &Client, api: &TestApi) -> anyhow::Result<(String, u
     let r = c.post(api.url("/logs")).send().await?;
     assert_eq!(r.status(), StatusCode::CREATED);
     let log = json_str(&r.json().await?, "/logId").to_owned();
-    let rows: Vec<Value> = (1..=6)
-        .map(|i| json!({"ref": format!("A{i}"), "value": format!("r{i}")}))
+    let rows: Vec<_> = (1..=6)
+        .map(|i| (format!("A{i}"), json!(format!("r{i}"))))
         .collect();
-    let (status, v) = post(
-        c,
-        api,
-        &log,
-        json!({"type": "set", "body": {"cells": rows}}),
-    )
-    .await?;
+    let (status, v) = post(c, api, &log, set_body(&rows)).await?;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     Ok((log, v["nextSeq"].as_u64().unwrap_or_default()))
 }
@@ -52,10 +47,7 @@ async fn an_edit_with_base_seq_follows_its_row_through_an_insert() -> anyhow::Re
     let note = json!({"type": "set", "body": {"cells": [{"ref": "B5", "value": "note for r5"}]}, "baseSeq": base});
     let (status, v) = post(&c, &api, &log, note).await?;
     assert_eq!(status, StatusCode::CREATED, "{v}");
-    assert_eq!(
-        v["appliedAs"],
-        json!({"type": "set", "body": {"cells": [{"ref": "B6", "value": "note for r5"}]}})
-    );
+    assert_eq!(v["appliedAs"], set_body(&[("B6", json!("note for r5"))]));
     assert_eq!(
         cells(&c, &api, &log, "A5:B6").await?,
         json!([["r4", null], ["r5", "note for r5"]])

@@ -23,18 +23,14 @@ use sheetlog_maintenance::{
     Mode, Policy, RebuildOptions, RebuildReport, RebuildTables, Rebuilder, Retention, RunOptions,
 };
 use sheetlog_sheet::sample::write_sample_csv;
-use sheetlog_snapshot_worker::{Outcome, Worker};
+use sheetlog_snapshot_worker::Worker;
+use sheetlog_tests::fixtures::{
+    event_entry, numbered_edit_entry, offloaded_set_entry, snapshot_entry,
+};
 use sheetlog_tests::pipeline::{
-    PipelineStack, TEST_BUILD, drive, event, snapshot_entry, test_worker_config,
+    PipelineStack, TEST_BUILD, drive_to_completion, test_worker_config,
 };
 use sheetlog_tests::stack::AwsLog;
-
-async fn build(worker: &Worker, job: SnapshotJob) -> anyhow::Result<()> {
-    match drive(worker, job).await?.last() {
-        Some(Outcome::Completed { .. } | Outcome::AlreadyComplete) => Ok(()),
-        other => bail!("snapshot {job:?}: {other:?}"),
-    }
-}
 
 /// `edits` edits then a built snapshot; with `big`, one edit large enough to live in S3.
 async fn edits(
@@ -46,24 +42,18 @@ async fn edits(
     big: bool,
 ) -> anyhow::Result<()> {
     for i in from..from + edits {
-        let e = event(json!({"type": "set", "body": {"cells": [
-            {"ref": format!("A{}", i % 40 + 1), "value": format!("edit {i}")},
-            {"ref": format!("B{}", i % 40 + 1), "value": i}
-        ]}}))?;
+        let e = numbered_edit_entry(i, 40);
         px.log.append(log, e, AppendOptions::default()).await?;
     }
     if big {
-        let cells: Vec<_> = (1..=700)
-            .map(|r| json!({"ref": format!("C{r}"), "value": format!("a long value for row {r}")}))
-            .collect();
-        let e = event(json!({"type": "set", "body": {"cells": cells}}))?;
+        let e = offloaded_set_entry();
         px.log.append(log, e, AppendOptions::default()).await?;
     }
     let a = px
         .log
         .append(log, snapshot_entry(), AppendOptions::default())
         .await?;
-    build(worker, SnapshotJob::new(log, a.segment, a.entry)).await
+    drive_to_completion(worker, SnapshotJob::new(log, a.segment, a.entry)).await
 }
 
 /// Every object under `snapshots/<log>/` with its bytes (checkpoints are scratch, not state).
@@ -212,7 +202,8 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
     px.payloads()
         .put_discardable(&key, Bytes::from(csv))
         .await?;
-    let import = event(json!({"type": "import", "body": {"format": "csv"}}))?.with_payload(&key);
+    let import =
+        event_entry(json!({"type": "import", "body": {"format": "csv"}})).with_payload(&key);
     px.log.append(log, import, AppendOptions::default()).await?;
     let mut n = 0;
     for s in 0..4 {
@@ -221,7 +212,7 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
         n += 12;
         if s < 3 {
             let started = px.log.start_segment(log).await?;
-            build(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+            drive_to_completion(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
         }
     }
     let archived = Retention::new(
@@ -524,7 +515,7 @@ async fn a_table_restored_from_a_backup_reads_the_same() -> anyhow::Result<()> {
         edits(&px, &worker, log, s * 10, 10, s == 0).await?;
         if s < 2 {
             let started = px.log.start_segment(log).await?;
-            build(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
+            drive_to_completion(&worker, SnapshotJob::new(log, started.segment, 0)).await?;
         }
     }
     let r = &px.stack.resources;

@@ -2,11 +2,10 @@
 //! read back, payloads streamed from S3, missing objects.
 
 use bytes::Bytes;
+use serde_json::json;
 use sheetlog_core::aws::s3::UPLOAD_PART_BYTES;
 use sheetlog_core::aws::{S3Bucket, Untagged, s3_client};
-use sheetlog_core::sheet::{
-    CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, SetCells, Value,
-};
+use sheetlog_core::sheet::{EntryBody, Event, Import, ImportFormat, Value};
 use sheetlog_core::snapshot::{
     BlobError, BlobParts, BlobStore, BuildConfig, Checkpoint, ChunkHash, FORMAT_VERSION, LogEntry,
     SnapshotBuilder, build_snapshot, chunk_key, list_key, load_manifest, manifest_key, materialize,
@@ -16,6 +15,7 @@ use sheetlog_pipeline::Roles;
 use sheetlog_sheet::sample::write_sample_csv;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::emulator::{Emulator, RequestCount, unique_prefix};
+use sheetlog_tests::fixtures::set_event;
 use uuid::Uuid;
 
 async fn bucket(emu: &Emulator) -> anyhow::Result<(aws_sdk_s3::Client, String)> {
@@ -97,16 +97,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
     assert_eq!(resumed.manifest()?, first.manifest()?);
 
     // An incremental snapshot after one edit shares every chunk but one.
-    entries.push(LogEntry::event(
-        2,
-        Event::Set(SetCells {
-            cells: vec![CellEdit {
-                at: CellRef { row: 1500, col: 1 },
-                value: Value::Text("edited".into()),
-                format: None,
-            }],
-        }),
-    ));
+    entries.push(LogEntry::event(2, set_event(&[("B1501", json!("edited"))])));
     let next = build_snapshot(
         &store,
         &payloads,

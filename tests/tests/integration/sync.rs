@@ -10,26 +10,15 @@ use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::clients::client_key;
 use sheetlog_core::log::{PushedMutation, RunOutcome, RunSource};
-use sheetlog_core::sheet::Event;
 use sheetlog_tests::TestStack;
 use sheetlog_tests::api::new_log as create_log;
-use sheetlog_tests::api::{ApiClient, TestApi, json_str, pull_body, push_body, set_mutation};
+use sheetlog_tests::api::{ApiClient, TestApi, json_str};
+use sheetlog_tests::fixtures::{pull_body, push_body, pushed_set, set_body, set_mutation};
 
-fn set(reference: &str, v: i64) -> Event {
-    match Event::from_parts("set", json!({"cells": [{"ref": reference, "value": v}]})) {
-        Ok(e) => e,
-        Err(e) => panic!("{e}"),
-    }
-}
-
+/// Pushed mutations `ids`, each setting A1 to its own id.
 fn muts(ids: std::ops::RangeInclusive<u64>) -> Vec<PushedMutation> {
-    ids.map(|id| PushedMutation {
-        id,
-        event: Ok(set("A1", id as i64)),
-        base: None,
-        then: Vec::new(),
-    })
-    .collect()
+    ids.map(|id| pushed_set(id, &[("A1", json!(id as i64))]))
+        .collect()
 }
 
 #[tokio::test]
@@ -611,19 +600,17 @@ async fn a_view_over_the_response_limit_is_refused_with_the_limit() -> anyhow::R
     let api = TestApi::start_with("sync-limit", cfg).await?;
     let c = api.client().await?;
     let pull_url = |log: &str| api.url(&format!("/logs/{log}/replicache/pull"));
-    let set = |log: &str, cells: Value| {
+    let append = |log: &str, entry: Value| {
         c.post(api.url(&format!("/logs/{log}/entries")))
-            .json(&json!({"type": "set", "body": {"cells": cells}}))
+            .json(&entry)
             .send()
     };
 
     // Many small cells: the read stops at the cell budget (8,000 / 40 = 200).
     let many = create_log(&c, &api).await?;
-    let cells: Vec<Value> = (1..=250)
-        .map(|r| json!({"ref": format!("A{r}"), "value": r}))
-        .collect();
+    let cells: Vec<_> = (1..=250).map(|r| (format!("A{r}"), json!(r))).collect();
     assert_eq!(
-        set(&many, json!(cells)).await?.status(),
+        append(&many, set_body(&cells)).await?.status(),
         StatusCode::CREATED
     );
     let (s, v) = post(&c, &pull_url(&many), &pull_body("g", Value::Null)).await?;
@@ -638,11 +625,9 @@ async fn a_view_over_the_response_limit_is_refused_with_the_limit() -> anyhow::R
     // Few long cells: the serialized view is over the limit.
     let long = create_log(&c, &api).await?;
     let text = "x".repeat(3_000);
-    let cells: Vec<Value> = (1..=3)
-        .map(|r| json!({"ref": format!("B{r}"), "value": text}))
-        .collect();
+    let cells: Vec<_> = (1..=3).map(|r| (format!("B{r}"), json!(text))).collect();
     assert_eq!(
-        set(&long, json!(cells)).await?.status(),
+        append(&long, set_body(&cells)).await?.status(),
         StatusCode::CREATED
     );
     let (s, v) = post(&c, &pull_url(&long), &pull_body("g", Value::Null)).await?;
@@ -655,7 +640,7 @@ async fn a_view_over_the_response_limit_is_refused_with_the_limit() -> anyhow::R
     // Under the limit, and incrementally after it, the view is served.
     let small = create_log(&c, &api).await?;
     assert_eq!(
-        set(&small, json!([{"ref": "C3", "value": "ok"}]))
+        append(&small, set_body(&[("C3", json!("ok"))]))
             .await?
             .status(),
         StatusCode::CREATED
@@ -680,12 +665,10 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
     let c = api.client().await?;
     let log = create_log(&c, &api).await?;
     let push = api.url(&format!("/logs/{log}/replicache/push"));
-    let cells: Vec<Value> = (1..=250)
-        .map(|r| json!({"ref": format!("A{r}"), "value": r}))
-        .collect();
+    let cells: Vec<_> = (1..=250).map(|r| (format!("A{r}"), json!(r))).collect();
     let r = c
         .post(api.url(&format!("/logs/{log}/entries")))
-        .json(&json!({"type": "set", "body": {"cells": cells}}))
+        .json(&set_body(&cells))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::CREATED);
@@ -792,7 +775,7 @@ async fn a_replay_onto_another_log_is_idempotent() -> anyhow::Result<()> {
     // A plain append in the source is not a client mutation and is not replayed.
     let r = c
         .post(api.url(&format!("/logs/{source}/entries")))
-        .json(&json!({"type": "set", "body": {"cells": [{"ref": "Z9", "value": 1}]}}))
+        .json(&set_body(&[("Z9", json!(1))]))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::CREATED);

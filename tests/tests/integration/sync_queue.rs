@@ -16,7 +16,8 @@ use sheetlog_core::ports::PushQueue;
 use sheetlog_core::sync_queue::{QueuedMutation, QueuedPush};
 use sheetlog_pipeline::{SyncDriver, create_local_stack};
 use sheetlog_sync_writer::{Handler, MessageOutcome, WriterConfig};
-use sheetlog_tests::api::{ApiClient, ApiConfig, TestApi, json_str, push_body, set_mutation};
+use sheetlog_tests::api::{ApiClient, ApiConfig, TestApi, json_str};
+use sheetlog_tests::fixtures::{push_body, set_body, set_mutation};
 
 /// Mutation `id` of `client`: A<id> set to `id`.
 fn set_own_row(client: &str, id: u64) -> Value {
@@ -348,12 +349,12 @@ async fn a_queued_push_with_base_seq_is_rebased_through_a_row_insert() -> anyhow
     let Some((api, c, log)) = queued_log("sync-queue-rebase").await? else {
         return Ok(());
     };
-    let rows: Vec<Value> = (1..=6)
-        .map(|i| json!({"ref": format!("A{i}"), "value": format!("r{i}")}))
+    let rows: Vec<_> = (1..=6)
+        .map(|i| (format!("A{i}"), json!(format!("r{i}"))))
         .collect();
     let r = c
         .post(api.url(&format!("/logs/{log}/entries")))
-        .json(&json!({"type": "set", "body": {"cells": rows}}))
+        .json(&set_body(&rows))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::CREATED);
@@ -585,7 +586,7 @@ async fn a_maximal_push_with_base_seq_applies_and_another_editor_lands_too() -> 
     let push = api.url(&format!("/logs/{log}/replicache/push"));
     let r = c
         .post(api.url(&format!("/logs/{log}/entries")))
-        .json(&json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": "top"}]}}))
+        .json(&set_body(&[("A1", json!("top"))]))
         .send()
         .await?;
     assert_eq!(r.status(), StatusCode::CREATED);

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::test_support::{mem_log, set_a1 as set, set_mutations};
+use super::test_support::{big_set, mem_log, set_a1 as set, set_mutations};
 use super::*;
 use crate::domain::NewEntry;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
@@ -287,7 +287,7 @@ async fn a_batch_under_a_low_entry_limit_splits_so_no_entry_exceeds_it() {
             client: format!("c{c}"),
             mutations: vec![PushedMutation {
                 id: 1,
-                event: Ok(super::clients_tests::big_set(150)),
+                event: Ok(big_set(150)),
                 base: None,
                 then: Vec::new(),
             }],

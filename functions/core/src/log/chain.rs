@@ -354,12 +354,10 @@ mod tests {
     use super::super::archive_cache::ARCHIVE_KEEP;
     use std::sync::atomic::Ordering;
 
-    use bytes::Bytes;
-
+    use super::super::test_support::raw_set_entry;
     use super::super::{AppendOptions, archive};
     use super::*;
     use crate::config::LogConfig;
-    use crate::domain::{EntryType, NewEntry};
     use crate::faults::{FaultProfile, Faults, FaultyLogStore, FaultyPayloadStore};
     use crate::memory::{MemLogStore, MemPayloadStore};
 
@@ -382,7 +380,7 @@ mod tests {
             let a = log
                 .append(
                     id,
-                    NewEntry::new(EntryType(16), 1, Bytes::from_static(b"x")),
+                    raw_set_entry(b"x"),
                     AppendOptions {
                         expected_seq: None,
                         segment_hint: hint,

@@ -8,10 +8,9 @@ use super::*;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::LogStore;
-use crate::sheet::event::Event;
 use crate::sheet::{EntryBody, SetCells};
 
-use super::test_support::{mem_log, set_a1 as set, set_mutations as muts};
+use super::test_support::{big_set, mem_log, set_a1 as set, set_mutations as muts};
 
 /// Pushes until everything given is applied; the seqs of the entries written.
 async fn push_all<S: LogStore, P: PayloadStore>(
@@ -337,14 +336,6 @@ async fn push_all_replay<S: LogStore, P: PayloadStore>(
             RunOutcome::AlreadyApplied { .. } => return Ok(()),
         }
     }
-}
-
-/// A `set` of `cells` cells of 100-character strings: about `cells * 110` bytes of body.
-pub(super) fn big_set(cells: usize) -> Event {
-    let cells: Vec<_> = (0..cells)
-        .map(|i| serde_json::json!({"ref": format!("A{}", i + 1), "value": "x".repeat(100)}))
-        .collect();
-    Event::from_parts("set", serde_json::json!({ "cells": cells })).unwrap()
 }
 
 #[tokio::test]

@@ -4,20 +4,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use bytes::Bytes;
-
+use super::test_support::raw_set_entry;
 use super::*;
 use crate::aws::items::Item;
-use crate::domain::NewEntry;
 use crate::domain::dedupe::{DedupeKey, column_name, month_index};
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
-
-const SET: EntryType = EntryType(16);
-
-fn cell(body: &'static [u8]) -> NewEntry {
-    NewEntry::new(SET, 1, Bytes::from_static(body))
-}
 
 fn at(y: i32, m: u8, d: u8, secs: i64) -> i64 {
     let date = time::Date::from_calendar_date(y, time::Month::try_from(m).unwrap(), d).unwrap();
@@ -41,7 +33,7 @@ async fn a_retried_key_appends_once_and_answers_the_first_seq() {
     let id = log.create().await.unwrap().log;
     let key = IdempotencyKey::request("order-1");
     let first = log
-        .append_once(id, cell(b"7"), AppendOptions::default(), &key)
+        .append_once(id, raw_set_entry(b"7"), AppendOptions::default(), &key)
         .await
         .unwrap();
     let AppendOnce::Appended(a) = &first else {
@@ -53,7 +45,7 @@ async fn a_retried_key_appends_once_and_answers_the_first_seq() {
     let hinted = log
         .append_once(
             id,
-            cell(b"9"),
+            raw_set_entry(b"9"),
             AppendOptions {
                 segment_hint: Some(a.hint),
                 ..AppendOptions::default()
@@ -64,7 +56,7 @@ async fn a_retried_key_appends_once_and_answers_the_first_seq() {
         .unwrap();
     assert_eq!((hinted.units().write, hinted.units().read), (4.0, 0.5));
     let again = log
-        .append_once(id, cell(b"7"), AppendOptions::default(), &key)
+        .append_once(id, raw_set_entry(b"7"), AppendOptions::default(), &key)
         .await
         .unwrap();
     assert!(
@@ -75,7 +67,7 @@ async fn a_retried_key_appends_once_and_answers_the_first_seq() {
     assert_eq!(again.units().write, 4.0);
     // A different request under the same key is refused, and so is nothing appended.
     match log
-        .append_once(id, cell(b"8"), AppendOptions::default(), &key)
+        .append_once(id, raw_set_entry(b"8"), AppendOptions::default(), &key)
         .await
     {
         Err(LogError::KeyReused { seq: 1 }) => {}
@@ -84,7 +76,7 @@ async fn a_retried_key_appends_once_and_answers_the_first_seq() {
     // The same key on another log is independent.
     let other = log.create().await.unwrap().log;
     let there = log
-        .append_once(other, cell(b"7"), AppendOptions::default(), &key)
+        .append_once(other, raw_set_entry(b"7"), AppendOptions::default(), &key)
         .await
         .unwrap();
     assert!(matches!(there, AppendOnce::Appended(_)));
@@ -100,8 +92,13 @@ async fn a_retry_with_a_now_stale_expected_seq_is_a_duplicate_not_a_conflict() {
         expected_seq: Some(1),
         ..AppendOptions::default()
     };
-    log.append_once(id, cell(b"a"), opts, &key).await.unwrap();
-    let again = log.append_once(id, cell(b"a"), opts, &key).await.unwrap();
+    log.append_once(id, raw_set_entry(b"a"), opts, &key)
+        .await
+        .unwrap();
+    let again = log
+        .append_once(id, raw_set_entry(b"a"), opts, &key)
+        .await
+        .unwrap();
     assert!(
         matches!(again, AppendOnce::Duplicate { seq: 1, .. }),
         "{again:?}"
@@ -110,7 +107,7 @@ async fn a_retry_with_a_now_stale_expected_seq_is_a_duplicate_not_a_conflict() {
     assert_eq!(again.units().write, 0.0);
     // Without the key it is the conflict it always was.
     assert!(matches!(
-        log.append(id, cell(b"a"), opts).await,
+        log.append(id, raw_set_entry(b"a"), opts).await,
         Err(LogError::Conflict {
             expected: 1,
             next_seq: 2
@@ -143,7 +140,7 @@ async fn keys_are_remembered_thirty_days_and_age_out_by_month_column() {
         }));
     let id = log.create().await.unwrap().log;
     let key = IdempotencyKey::request("late-january");
-    let append = || log.append_once(id, cell(b"x"), AppendOptions::default(), &key);
+    let append = || log.append_once(id, raw_set_entry(b"x"), AppendOptions::default(), &key);
     assert!(matches!(append().await.unwrap(), AppendOnce::Appended(_)));
     let dk = DedupeKey::new(log.config().dedupe_prefix_bits, id, key.kind, &key.key);
     let jan = column_name(month_index(now.load(Ordering::SeqCst)));
@@ -189,7 +186,7 @@ async fn a_lost_transaction_response_is_recognised_as_our_own_write() {
     for i in 1..=5u64 {
         let key = IdempotencyKey::request(format!("k{i}"));
         let out = log
-            .append_once(id, cell(b"x"), AppendOptions::default(), &key)
+            .append_once(id, raw_set_entry(b"x"), AppendOptions::default(), &key)
             .await
             .unwrap();
         assert!(
@@ -214,7 +211,7 @@ async fn many_concurrent_requests_with_one_key_make_one_entry() {
             tokio::spawn(async move {
                 loop {
                     match log
-                        .append_once(id, cell(b"v"), AppendOptions::default(), &key)
+                        .append_once(id, raw_set_entry(b"v"), AppendOptions::default(), &key)
                         .await
                     {
                         Ok(out) => return out.seq(),

@@ -299,6 +299,6 @@ mod dedupe_tests;
 #[cfg(test)]
 mod range_index_tests;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;

@@ -180,7 +180,7 @@ mod tests {
 
     use super::*;
     use crate::config::LogConfig;
-    use crate::domain::{EntryType, NewEntry};
+    use crate::log::test_support::raw_set_entry;
     use crate::log::{AppendOptions, EventLog};
     use crate::memory::{MemLogStore, MemPayloadStore};
     use crate::ports::PayloadStore;
@@ -191,13 +191,9 @@ mod tests {
     ) -> LogId {
         let id = log.create().await.expect("create").log;
         for _ in 0..n {
-            log.append(
-                id,
-                NewEntry::new(EntryType(16), 1, Bytes::from_static(b"x")),
-                AppendOptions::default(),
-            )
-            .await
-            .expect("append");
+            log.append(id, raw_set_entry(b"x"), AppendOptions::default())
+                .await
+                .expect("append");
         }
         id
     }
@@ -317,7 +313,7 @@ mod tests {
                 let key = format!("k{i}");
                 log.append_once(
                     id,
-                    NewEntry::new(EntryType(16), 1, Bytes::from(format!("x{i}"))),
+                    raw_set_entry(format!("x{i}")),
                     AppendOptions::default(),
                     &IdempotencyKey::request(&key),
                 )
@@ -354,7 +350,7 @@ mod tests {
         let again = log
             .append_once(
                 kept,
-                NewEntry::new(EntryType(16), 1, Bytes::from("x3")),
+                raw_set_entry("x3"),
                 AppendOptions::default(),
                 &IdempotencyKey::request("k3"),
             )

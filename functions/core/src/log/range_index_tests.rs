@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::test_support::{mem_log, set_a1 as set, set_mutations};
+use super::test_support::{entry, mem_log, set_a1 as set, set_mutations};
 use super::*;
 use crate::error::StoreError;
 use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::{ClientRuns, LogStore};
 use crate::sheet::EntryBody;
-use crate::sheet::event::Event;
 
 fn push(client: &str, ids: std::ops::RangeInclusive<u64>) -> ClientPush {
     ClientPush {
@@ -552,13 +551,7 @@ async fn a_long_read_past_a_stalled_mark_rides_out_throttled_pages() {
         if i == 150 {
             log.start_segment(id).await.unwrap();
         }
-        let text = Event::from_parts(
-            "set",
-            serde_json::json!({"cells": [{"ref": "A1", "value": format!("{i:>64}")}]}),
-        )
-        .unwrap();
-        let (code, version, body) = text.encode();
-        let e = crate::domain::NewEntry::new(crate::domain::EntryType(code), version, body);
+        let e = entry(&super::test_support::set("A1", &format!("{i:>64}")));
         log.append(id, e, AppendOptions::default()).await.unwrap();
     }
     layer.n.store(4, Ordering::SeqCst);

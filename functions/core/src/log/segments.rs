@@ -232,7 +232,7 @@ impl<S: LogEntries, P: PayloadStore> EventLog<S, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LogConfig;
+    use crate::log::test_support::mem_log;
     use crate::memory::{MemLogStore, MemPayloadStore};
 
     async fn first_entry(log: &EventLog<MemLogStore, MemPayloadStore>, id: LogId) -> Entry {
@@ -255,12 +255,7 @@ mod tests {
     /// again from it); any other log's entry 0, and a fork made without an origin, have none.
     #[tokio::test]
     async fn a_forks_first_entry_records_its_source_and_sequence() {
-        let log = EventLog::new(
-            MemLogStore::new(),
-            MemPayloadStore::new(),
-            LogConfig::default(),
-        )
-        .expect("config");
+        let log = mem_log();
         let source = log.create().await.expect("create").log;
         let origin = ForkOrigin { source, at: 7 };
         let fork = LogId::new_random();

@@ -1,5 +1,6 @@
-//! Setup the log's unit tests share: logs over the in-memory stores, entries and events to
-//! append, and the sheet a log's entries make.
+//! Setup the crate's unit tests share: logs over the in-memory stores, entries and events to
+//! append, and the sheet a log's entries make. It lives in the log module; what tests elsewhere in
+//! the crate use too (the memory stores', `snapshot_input`'s) is `pub(crate)`.
 
 use bytes::Bytes;
 
@@ -8,8 +9,17 @@ use crate::config::LogConfig;
 use crate::domain::{EntryType, LogId, NewEntry};
 use crate::memory::{MemLogStore, MemPayloadStore};
 
+/// The type code of a `set` event. The log never reads a body, so its tests append entries of
+/// this type with any bytes ([`raw_set_entry`]).
+pub(crate) const SET: EntryType = EntryType(16);
+
+/// An entry of type [`SET`] whose body is `body` as given.
+pub(crate) fn raw_set_entry(body: impl AsRef<[u8]>) -> NewEntry {
+    NewEntry::new(SET, 1, Bytes::copy_from_slice(body.as_ref()))
+}
+
 /// A log over the in-memory stores with the default settings.
-pub(super) fn mem_log() -> EventLog<MemLogStore, MemPayloadStore> {
+pub(crate) fn mem_log() -> EventLog<MemLogStore, MemPayloadStore> {
     EventLog::new(
         MemLogStore::new(),
         MemPayloadStore::new(),
@@ -41,7 +51,7 @@ pub(super) async fn append_bodies<S, P>(
 
 /// A one-cell `set` of A1 to `v`.
 #[cfg(feature = "engine")]
-pub(super) fn set_a1(v: f64) -> crate::sheet::event::Event {
+pub(crate) fn set_a1(v: f64) -> crate::sheet::event::Event {
     crate::sheet::event::Event::from_parts(
         "set",
         serde_json::json!({"cells": [{"ref": "A1", "value": v}]}),
@@ -61,16 +71,25 @@ pub(super) fn set_mutations(ids: std::ops::RangeInclusive<u64>) -> Vec<super::Pu
     .collect()
 }
 
+/// A `set` of `cells` cells of 100-character strings: about `cells * 110` bytes of body.
+#[cfg(feature = "engine")]
+pub(super) fn big_set(cells: usize) -> crate::sheet::event::Event {
+    let cells: Vec<_> = (0..cells)
+        .map(|i| serde_json::json!({"ref": format!("A{}", i + 1), "value": "x".repeat(100)}))
+        .collect();
+    crate::sheet::event::Event::from_parts("set", serde_json::json!({ "cells": cells })).unwrap()
+}
+
 /// An entry holding `event`.
 #[cfg(feature = "engine")]
-pub(super) fn entry(event: &crate::sheet::event::Event) -> NewEntry {
+pub(crate) fn entry(event: &crate::sheet::event::Event) -> NewEntry {
     let (code, version, body) = event.encode();
     NewEntry::new(EntryType(code), version, body)
 }
 
 /// A `set` of the cell at `a1` to the text `text`.
 #[cfg(feature = "engine")]
-pub(super) fn set(a1: &str, text: &str) -> crate::sheet::event::Event {
+pub(crate) fn set(a1: &str, text: &str) -> crate::sheet::event::Event {
     use crate::sheet::event::{CellEdit, Event, SetCells};
     Event::Set(SetCells {
         cells: vec![CellEdit {

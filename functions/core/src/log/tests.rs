@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::Barrier;
 
-use super::test_support::{append_bodies, mem_log};
+use super::test_support::{SET, append_bodies, mem_log, raw_set_entry};
 use super::*;
 use crate::domain::NewEntry;
 use crate::error::StoreError;
@@ -16,12 +16,6 @@ use crate::faults::{FaultProfile, Faults, FaultyLogStore};
 use crate::layer::{Layer, Layered};
 use crate::memory::{MemLogStore, MemPayloadStore};
 use crate::ports::{ClientRunsLayer, DedupeLayer, EntriesLayer, LogEntries, PutOutcome};
-
-const SET: EntryType = EntryType(16);
-
-fn cell(body: &'static [u8]) -> NewEntry {
-    NewEntry::new(SET, 1, Bytes::from_static(body))
-}
 
 /// Every eventually consistent read is stale for a minute after a write: reads see only what
 /// was written before the window, as long as a strong read is not asked for.
@@ -72,8 +66,8 @@ async fn two_writers_of_the_same_body_get_two_entries() {
     let log = Arc::new(EventLog::new(store, MemPayloadStore::new(), LogConfig::default()).unwrap());
     let id = log.create().await.unwrap().log;
     let (a, b) = tokio::join!(
-        log.append(id, cell(b"7"), AppendOptions::default()),
-        log.append(id, cell(b"7"), AppendOptions::default())
+        log.append(id, raw_set_entry(b"7"), AppendOptions::default()),
+        log.append(id, raw_set_entry(b"7"), AppendOptions::default())
     );
     let (a, b) = (a.unwrap().seq, b.unwrap().seq);
     assert_ne!(a, b, "two appends acknowledged with one sequence");
@@ -92,7 +86,7 @@ async fn a_lost_put_response_is_recognised_by_the_calls_identity() {
     let id = log.create().await.unwrap().log;
     for i in 1..=5u64 {
         let out = log
-            .append(id, cell(b"x"), AppendOptions::default())
+            .append(id, raw_set_entry(b"x"), AppendOptions::default())
             .await
             .unwrap();
         assert_eq!(out.seq, i);
@@ -146,7 +140,7 @@ async fn transactions_cancelled_for_a_conflict_are_retried() {
     let log = EventLog::new(store, MemPayloadStore::new(), cfg).unwrap();
     for _ in 0..20 {
         let id = log.create().await.unwrap().log;
-        log.append(id, cell(b"x"), AppendOptions::default())
+        log.append(id, raw_set_entry(b"x"), AppendOptions::default())
             .await
             .unwrap();
         log.start_segment(id).await.unwrap();
@@ -168,7 +162,7 @@ async fn load_reads_a_snapshot_root_that_a_stale_read_misses() {
     let mem = Arc::new(MemLogStore::new());
     let log = EventLog::new(mem.clone(), MemPayloadStore::new(), LogConfig::default()).unwrap();
     let id = log.create().await.unwrap().log;
-    log.append(id, cell(b"x"), AppendOptions::default())
+    log.append(id, raw_set_entry(b"x"), AppendOptions::default())
         .await
         .unwrap();
     let snap = log
@@ -222,7 +216,7 @@ async fn load_returns_at_most_a_page_and_says_more_follows() {
     let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).unwrap();
     let id = log.create().await.unwrap().log;
     for _ in 0..30 {
-        log.append(id, cell(b"x"), AppendOptions::default())
+        log.append(id, raw_set_entry(b"x"), AppendOptions::default())
             .await
             .unwrap();
     }
@@ -247,7 +241,7 @@ async fn reads_end_a_page_early_at_the_byte_budget() {
     let log = EventLog::new(MemLogStore::new(), MemPayloadStore::new(), cfg).unwrap();
     let id = log.create().await.unwrap().log;
     for i in 0..10u8 {
-        let e = NewEntry::new(SET, 1, vec![i; 100 * 1024]);
+        let e = raw_set_entry(vec![i; 100 * 1024]);
         log.append(id, e, AppendOptions::default()).await.unwrap();
     }
     let page = log.read_since(id, 1, 100).await.unwrap();

@@ -3,27 +3,17 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::config::LogConfig;
-use crate::domain::NewEntry;
 use crate::domain::{Guarded, PendingKey};
-use crate::log::{AppendOptions, EventLog};
+use crate::log::AppendOptions;
+use crate::log::test_support::{SET, mem_log, raw_set_entry};
 use crate::ports::PendingSnapshots;
-
-fn log() -> EventLog<MemLogStore, MemPayloadStore> {
-    EventLog::new(
-        MemLogStore::new(),
-        MemPayloadStore::new(),
-        LogConfig::default(),
-    )
-    .unwrap()
-}
 
 #[tokio::test]
 async fn the_log_algorithms_run_on_the_memory_store() {
-    let log = log();
+    let log = mem_log();
     let id = log.create().await.unwrap().log;
     for i in 0..5u8 {
-        let e = NewEntry::new(EntryType(16), 1, vec![i; 8]);
+        let e = raw_set_entry(vec![i; 8]);
         let out = log.append(id, e, AppendOptions::default()).await.unwrap();
         assert_eq!(out.seq, u64::from(i) + 1);
     }
@@ -45,7 +35,7 @@ async fn a_taken_entry_number_is_refused_and_returns_the_winner() {
         segment: 0,
         num: 1,
         created: 0,
-        kind: EntryType(16),
+        kind: SET,
         version: 1,
         body: Some(Bytes::from_static(body)),
         external: None,

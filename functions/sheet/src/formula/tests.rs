@@ -7,11 +7,8 @@ use crate::Sheet;
 use crate::a1::{CellRef, Range};
 use crate::codec::{Reader, Writer, read_cell, write_cell};
 use crate::event::Event;
+use crate::test_support::{at, n, text};
 use crate::value::{Cell, ErrorCode, Row, Value};
-
-fn at(a1: &str) -> CellRef {
-    a1.parse().unwrap()
-}
 
 /// The sheet of `cells` (A1 ref, JSON value as typed), evaluated: what each cell shows.
 fn shown(cells: &[(&str, serde_json::Value)]) -> impl Fn(&str) -> Value + use<> {
@@ -29,14 +26,6 @@ fn shown(cells: &[(&str, serde_json::Value)]) -> impl Fn(&str) -> Value + use<> 
         let value = sheet.get(at).map(|c| c.value.clone()).unwrap_or_default();
         evaluated.shown(at, &value).clone()
     }
-}
-
-fn n(x: f64) -> Value {
-    Value::Number(x)
-}
-
-fn text(s: &str) -> Value {
-    Value::Text(s.into())
 }
 
 fn err(e: ErrorCode) -> Value {

@@ -13,6 +13,7 @@ use super::tests::{
 use super::*;
 use crate::event::*;
 use crate::sample::write_sample_csv;
+use crate::test_support::{set_cells, set_one};
 use crate::{CellRef, Value};
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -174,13 +175,10 @@ fn an_old_format_snapshot_reads_and_the_next_build_on_it_rewrites_every_chunk() 
             let entries = entries_of(
                 &[
                     Spec::Csv(String::from_utf8(csv).unwrap()),
-                    Spec::Event(Event::Set(SetCells {
-                        cells: vec![CellEdit {
-                            at: CellRef { row: 30, col: 2 },
-                            value: Value::Text("edited".into()),
-                            format: None,
-                        }],
-                    })),
+                    Spec::Event(set_one(
+                        CellRef { row: 30, col: 2 },
+                        Value::Text("edited".into()),
+                    )),
                 ],
                 &payloads,
             );
@@ -256,18 +254,15 @@ fn format_3_incremental_builds_are_byte_identical_to_from_scratch_builds() {
         let payloads = MemImports::new();
         let (mut entries, full) = million_cell_sheet(&store, &payloads).await;
         let edits = [
-            Event::Set(SetCells {
-                cells: (0..20)
-                    .map(|i| CellEdit {
-                        at: CellRef {
-                            row: 50_000 + i,
-                            col: 3,
-                        },
-                        value: Value::Number(f64::from(i)),
-                        format: None,
-                    })
-                    .collect(),
-            }),
+            set_cells((0..20).map(|i| {
+                (
+                    CellRef {
+                        row: 50_000 + i,
+                        col: 3,
+                    },
+                    Value::Number(f64::from(i)),
+                )
+            })),
             Event::InsertRows(InsertRows {
                 at: RowNumber(7),
                 count: 1,

@@ -793,15 +793,14 @@ fn rebuilding_a_snapshot_is_idempotent_and_leaves_no_new_objects() {
         let store = MemBlobs::new();
         let payloads = MemImports::new();
         let entries = entries_of(
-            &[Spec::Event(Event::Set(SetCells {
-                cells: (0..200)
-                    .map(|r| CellEdit {
-                        at: CellRef { row: r, col: 0 },
-                        value: Value::Text(format!("row {r} {}", "x".repeat(40))),
-                        format: None,
-                    })
-                    .collect(),
-            }))],
+            &[Spec::Event(crate::test_support::set_cells((0..200).map(
+                |r| {
+                    (
+                        CellRef { row: r, col: 0 },
+                        Value::Text(format!("row {r} {}", "x".repeat(40))),
+                    )
+                },
+            )))],
             &payloads,
         );
         let a = build(&store, &payloads, SMALL, 1, None, &entries).await;

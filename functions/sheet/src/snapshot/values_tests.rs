@@ -6,32 +6,13 @@ use proptest::prelude::*;
 use super::tests::{LOG, SMALL, build, rt};
 use super::values::{ValuesIndex, decode_values, encode_values, seal, values_blob_key, values_key};
 use super::*;
-use crate::event::{Event, InsertRows, SetCells};
+use crate::event::{Event, InsertRows};
 use crate::formula::Formula;
-use crate::{CellEdit, CellRef, Range, Row, Value};
-
-fn at(a1: &str) -> CellRef {
-    a1.parse().unwrap()
-}
+use crate::test_support::{at, set_cells, set_refs};
+use crate::{CellRef, Range, Row, Value};
 
 fn formula(text: &str) -> Value {
     Value::Formula(Formula::new(text).unwrap())
-}
-
-fn set(seq: u64, cells: &[(&str, Value)]) -> LogEntry {
-    LogEntry::event(
-        seq,
-        Event::Set(SetCells {
-            cells: cells
-                .iter()
-                .map(|(r, v)| CellEdit {
-                    at: at(r),
-                    value: v.clone(),
-                    format: None,
-                })
-                .collect(),
-        }),
-    )
 }
 
 /// 60 rows: A holds numbers, B a running total down each block of ten rows (`=B9+A10`), C the
@@ -50,8 +31,7 @@ fn sheet() -> Vec<LogEntry> {
     }
     cells.push(("D1".into(), formula("SUM(A1:A60)")));
     cells.push(("E55".into(), formula("NOW()")));
-    let refs: Vec<(&str, Value)> = cells.iter().map(|(r, v)| (r.as_str(), v.clone())).collect();
-    vec![set(0, &refs)]
+    vec![LogEntry::event(0, set_refs(&cells))]
 }
 
 /// What a reader sees of `range` at `base` plus `tail`.
@@ -176,11 +156,11 @@ fn a_kept_value_is_shown_until_an_entry_touches_its_area() {
         let rows = shown(&store, &base, &[], b20).await;
         assert_eq!(value_at(&rows, "B20"), Value::Text("kept".into()));
         // A set far from B20's chunk's area leaves it standing.
-        let far = set(base.seq, &[("H200", Value::Number(1.0))]);
+        let far = LogEntry::event(base.seq, set_refs(&[("H200", Value::Number(1.0))]));
         let rows = shown(&store, &base, std::slice::from_ref(&far), b20).await;
         assert_eq!(value_at(&rows, "B20"), Value::Text("kept".into()));
         // A set of one of its inputs: evaluated, with the new input.
-        let near = set(base.seq, &[("A11", Value::Number(100.0))]);
+        let near = LogEntry::event(base.seq, set_refs(&[("A11", Value::Number(100.0))]));
         let rows = shown(&store, &base, std::slice::from_ref(&near), b20).await;
         assert_eq!(value_at(&rows, "B20"), Value::Number(244.0));
         // A row inserted anywhere: everything is evaluated.
@@ -204,7 +184,7 @@ fn an_evaluation_stops_at_formulas_whose_values_are_kept() {
         plant(&store, &base, "B10", Value::Number(1000.0)).await;
         // F30 is outside every chunk's area, so setting it leaves B10's kept value standing, and
         // evaluating F30 reads B10 as that value rather than evaluating B10's chain.
-        let f30 = set(base.seq, &[("F30", formula("B10*2"))]);
+        let f30 = LogEntry::event(base.seq, set_refs(&[("F30", formula("B10*2"))]));
         let rows = shown(
             &store,
             &base,
@@ -253,13 +233,9 @@ proptest! {
         tail in prop::collection::vec(((0..24u32), (0..4u32), cell_strategy()), 0..4),
     ) {
         rt().block_on(async {
-            let edits = |list: &[(u32, u32, Value)], seq: u64| LogEntry::event(seq, Event::Set(SetCells {
-                cells: list.iter().map(|(row, col, v)| CellEdit {
-                    at: CellRef { row: *row, col: *col },
-                    value: v.clone(),
-                    format: None,
-                }).collect(),
-            }));
+            let edits = |list: &[(u32, u32, Value)], seq: u64| LogEntry::event(seq, set_cells(
+                list.iter().map(|(row, col, v)| (CellRef { row: *row, col: *col }, v.clone())),
+            ));
             let entries = vec![edits(&cells, 0)];
             let (kept, base, _) = built_with_values(&entries).await;
             let plain = MemBlobs::default();
