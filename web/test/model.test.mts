@@ -4,9 +4,9 @@
  * Replicache's: ordered keys, scan by prefix) checked against the mapping the grid draws with.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { describe, test } from 'node:test';
 import * as ironcalc from '@ironcalc/wasm';
 import type { WriteTransaction } from 'replicache';
 import { useEngine } from '../src/formula.ts';
