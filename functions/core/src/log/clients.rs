@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use tracing::{debug, warn};
 
 use super::append::{Head, after_lost_race};
-use super::pushed::PushedMutation;
+use super::pushed_mutation::PushedMutation;
 use super::rebase::push::{Caught, PushRebase, Rebased, sent_forms};
 use super::{Appended, EventLog, SegmentHint, Tail, corrupt, retry};
 use crate::domain::clients::ClientRange;

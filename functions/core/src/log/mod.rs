@@ -6,10 +6,10 @@
 //! - `mod.rs`      — [`EventLog`], the types its operations return, shared helpers
 //! - `segments.rs` — create a log, start a segment, record a completed snapshot
 //! - `append.rs`   — append (with idempotency keys and rebasing) and the head lookups
-//! - `chain.rs`    — the read chain across segments and archives
+//! - `read_chain.rs` — the read chain across segments and archives
 //! - `load.rs`     — load, read since, read from, scan, resolving offloaded bodies
 //! - `batch.rs`, `clients.rs` — sync client runs and group commit
-//! - `pushed.rs`   — one mutation as a sync client pushed it
+//! - `pushed_mutation.rs` — one mutation as a sync client pushed it
 //! - `rebase/`     — rebasing an edit made against an older view (`baseSeq`): an append's, a push's
 //! - `range_index.rs` — clients' range items written after their group commit, a window at a time
 //! - `trigger.rs`  — the snapshot trigger after every append (API and sync writer)
@@ -22,7 +22,7 @@ mod append;
 #[cfg(feature = "archive")]
 pub mod archive;
 mod archive_cache;
-mod chain;
+mod read_chain;
 pub use archive_cache::ARCHIVE_KEEP;
 mod load;
 pub mod purge;
@@ -34,7 +34,7 @@ mod batch;
 #[cfg(feature = "engine")]
 mod clients;
 #[cfg(feature = "engine")]
-mod pushed;
+mod pushed_mutation;
 #[cfg(feature = "engine")]
 mod range_index;
 // Rebasing an edit needs the sheet model; without the engine nothing can ask for it.
@@ -48,7 +48,7 @@ pub use batch::{BatchOutcome, ClientPush, ClientResult, KnownClients, MAX_KNOWN_
 pub use clients::{Rejected, RunOutcome, RunSource, RunState, oversize_reason};
 pub use load::RESOLVE_CONCURRENCY;
 #[cfg(feature = "engine")]
-pub use pushed::PushedMutation;
+pub use pushed_mutation::PushedMutation;
 #[cfg(feature = "engine")]
 pub use range_index::{INDEX_WINDOW, LoggedRun, Tail, index_due};
 #[cfg(feature = "engine")]
@@ -239,7 +239,7 @@ pub struct EventLog<S, P> {
     payloads: P,
     cfg: LogConfig,
     clock: Clock,
-    /// The archive read last, shared by the pages of a read (`chain.rs`).
+    /// The archive read last, shared by the pages of a read (`read_chain.rs`).
     archives: archive_cache::ArchiveCache,
 }
 

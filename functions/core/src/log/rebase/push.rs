@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::domain::{LogId, RequestUnits};
 use crate::error::LogError;
 use crate::log::EventLog;
-use crate::log::pushed::PushedMutation;
+use crate::log::pushed_mutation::PushedMutation;
 use crate::ports::{LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
 use crate::sheet::event::{Event, InsertRows};
