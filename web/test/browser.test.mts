@@ -332,10 +332,12 @@ describe('the web spreadsheet in Chromium', () => {
     const a = await openSheet(logId);
     const b = await openSheet(logId);
     // The engine is fetched only for a sheet with a formula, served as WebAssembly.
-    const engine: { url: string; type: string | undefined }[] = [];
+    const engine: { url: string; type: string | undefined; encoding: string | undefined }[] = [];
     for (const p of [a, b])
       p.on('response', (r) => {
-        if (r.url().includes('ironcalc.wasm')) engine.push({ url: r.url(), type: r.headers()['content-type'] });
+        const h = r.headers();
+        if (r.url().includes('ironcalc.wasm'))
+          engine.push({ url: r.url(), type: h['content-type'], encoding: h['content-encoding'] });
       });
     for (const [ref, v] of [
       ['A1', '1'],
@@ -367,7 +369,11 @@ describe('the web spreadsheet in Chromium', () => {
     await synced(b, logId);
     assert.deepEqual((await mutationSets(logId)).slice(3), ['A4="=SUM(A1:A3)"']);
     assert.ok(engine.length > 0, 'the engine was fetched');
-    for (const e of engine) assert.equal(e.type, 'application/wasm', e.url);
+    for (const e of engine) {
+      assert.equal(e.type, 'application/wasm', e.url);
+      // Gzipped: about 0.7 MB of the engine's 1.9 MB go over the wire.
+      assert.equal(e.encoding, 'gzip', e.url);
+    }
 
     // B edits an input: its sum follows at once, and A's after the push.
     await edit(b, 'A2', '20');

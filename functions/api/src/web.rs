@@ -2,6 +2,8 @@
 //! function serves the page and the API it talks to, on one origin (no CORS, no second
 //! deployment). `/` is the sheet list, `/sheets/{logId}` opens a sheet; both are the one page,
 //! which routes itself. These routes read no storage and are not part of the OpenAPI document.
+//! The bundle's files go out gzipped to a browser that takes gzip (web/build.mjs writes the copies),
+//! and as `304 Not Modified` to one that holds the copy it would get ([`file`]).
 //!
 //! Every response here carries the page's security headers: a Content-Security-Policy ([`secure`],
 //! built per stack) that allows scripts and styles from this origin only (and the compiling of
@@ -13,7 +15,7 @@
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -43,17 +45,25 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
-/// A file of the bundle: from `SHEETLOG_WEB_DIR` when set (the local stack, so a rebuilt page
-/// shows at the next reload without rebuilding the binary), else from the embedded copy.
-fn file(path: &str) -> Option<Response> {
+/// A file of the bundle and its tag: from `SHEETLOG_WEB_DIR` when set (the local stack, so a
+/// rebuilt page shows at the next reload without rebuilding the binary), else from the embedded
+/// copy.
+fn load(path: &str) -> Option<(Vec<u8>, String)> {
     if path.split('/').any(|p| p == ".." || p.is_empty()) {
         return None;
     }
-    let (data, tag) = match std::env::var_os("SHEETLOG_WEB_DIR") {
+    match std::env::var_os("SHEETLOG_WEB_DIR") {
         Some(dir) => {
-            let data = std::fs::read(std::path::Path::new(&dir).join(path)).ok()?;
-            let tag = format!("{:x}", data.len());
-            (data, tag)
+            let at = std::path::Path::new(&dir).join(path);
+            let data = std::fs::read(&at).ok()?;
+            // Length and modification time: a rebuilt file of the same length is a new tag too.
+            let modified = std::fs::metadata(&at)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            let tag = format!("{:x}-{modified:x}", data.len());
+            Some((data, tag))
         }
         None => {
             let f = Bundle::get(path)?;
@@ -61,10 +71,75 @@ fn file(path: &str) -> Option<Response> {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect::<String>();
-            (f.data.into_owned(), tag)
+            Some((f.data.into_owned(), tag))
+        }
+    }
+}
+
+/// Files web/build.mjs also writes gzipped (`<name>.gz`): the scripts, the stylesheet and the
+/// formula engine (1.9 MB of WebAssembly, about 0.7 MB gzipped).
+fn compressible(path: &str) -> bool {
+    matches!(
+        path.rsplit_once('.').map(|(_, ext)| ext),
+        Some("js" | "css" | "wasm")
+    )
+}
+
+/// What a request for a file says about the copies it can take.
+#[derive(Debug, Default)]
+struct Wants {
+    /// `Accept-Encoding` names gzip.
+    gzip: bool,
+    /// `If-None-Match`: the tag of the copy the browser holds.
+    held: Option<String>,
+}
+
+impl Wants {
+    fn of(headers: &HeaderMap) -> Self {
+        let text = |h: header::HeaderName| headers.get(h).and_then(|v| v.to_str().ok());
+        Wants {
+            gzip: text(header::ACCEPT_ENCODING).is_some_and(|v| {
+                v.split(',').any(|e| {
+                    let mut parts = e.split(';');
+                    let name = parts.next().unwrap_or("").trim();
+                    // `gzip;q=0` refuses it.
+                    name.eq_ignore_ascii_case("gzip")
+                        && !parts.any(|p| p.trim().replace(' ', "") == "q=0")
+                })
+            }),
+            held: text(header::IF_NONE_MATCH).map(str::to_owned),
+        }
+    }
+}
+
+/// A file of the bundle as `wants` takes it: gzipped when it accepts gzip and a gzipped copy
+/// exists, and `304 Not Modified` without a body when it holds that copy already (the page's
+/// files are revalidated on every load, so the engine is not downloaded again).
+fn file(
+    path: &str,
+    wants: &Wants,
+    load: impl Fn(&str) -> Option<(Vec<u8>, String)>,
+) -> Option<Response> {
+    let gz = (wants.gzip && compressible(path))
+        .then(|| load(&format!("{path}.gz")))
+        .flatten();
+    let (data, tag, gzipped) = match gz {
+        Some((data, tag)) => (data, format!("{tag}-gz"), true),
+        None => {
+            let (data, tag) = load(path)?;
+            (data, tag, false)
         }
     };
-    let mut resp = (StatusCode::OK, data).into_response();
+    let etag = format!("\"{tag}\"");
+    let fresh = wants
+        .held
+        .as_deref()
+        .is_some_and(|held| held.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut resp = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (StatusCode::OK, data).into_response()
+    };
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -72,7 +147,13 @@ fn file(path: &str) -> Option<Response> {
     );
     // Small files, revalidated each time: a new deployment shows at the next reload.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(etag) = HeaderValue::from_str(&format!("\"{tag}\"")) {
+    if compressible(path) {
+        h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
+    if gzipped {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
         h.insert(header::ETAG, etag);
     }
     Some(resp)
@@ -184,7 +265,7 @@ where
 
 /// The page itself, for `/` and `/sheets/{logId}`.
 pub async fn page(State(state): State<SharedState>) -> Response {
-    let resp = match file("index.html") {
+    let resp = match file("index.html", &Wants::default(), load) {
         Some(resp) => with_events_meta(resp, &events_meta(&state)).await,
         // The meta tag still tells other clients (`sheetlog watch`) where the pokes are.
         None => (
@@ -222,8 +303,12 @@ pub async fn sheet_page(state: State<SharedState>, Path(_log_id): Path<String>) 
 }
 
 /// The bundle's scripts, styles and images under `/app/`.
-pub async fn asset(State(state): State<SharedState>, Path(path): Path<String>) -> Response {
-    let resp = file(&path).unwrap_or_else(|| {
+pub async fn asset(
+    State(state): State<SharedState>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let resp = file(&path, &Wants::of(&headers), load).unwrap_or_else(|| {
         crate::error::ApiError::RouteNotFound {
             method: "GET".into(),
             path: format!("/app/{path}"),
@@ -241,6 +326,64 @@ pub async fn asset(State(state): State<SharedState>, Path(path): Path<String>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bundle(path: &str) -> Option<(Vec<u8>, String)> {
+        match path {
+            "e.wasm" => Some((b"raw engine".to_vec(), "raw".into())),
+            "e.wasm.gz" => Some((b"gz engine".to_vec(), "small".into())),
+            "plain.js" => Some((b"js".to_vec(), "js".into())),
+            _ => None,
+        }
+    }
+
+    fn wants(accept: Option<&str>, held: Option<&str>) -> Wants {
+        let mut h = HeaderMap::new();
+        if let Some(a) = accept {
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(a).unwrap());
+        }
+        if let Some(t) = held {
+            h.insert(header::IF_NONE_MATCH, HeaderValue::from_str(t).unwrap());
+        }
+        Wants::of(&h)
+    }
+
+    fn header_of(r: &Response, name: header::HeaderName) -> Option<&str> {
+        r.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    #[test]
+    fn a_browser_that_takes_gzip_gets_the_gzipped_copy_and_a_held_copy_is_not_sent_again() {
+        let gz = file("e.wasm", &wants(Some("gzip, deflate, br"), None), bundle).unwrap();
+        assert_eq!(gz.status(), StatusCode::OK);
+        assert_eq!(header_of(&gz, header::CONTENT_ENCODING), Some("gzip"));
+        assert_eq!(
+            header_of(&gz, header::CONTENT_TYPE),
+            Some("application/wasm")
+        );
+        assert_eq!(header_of(&gz, header::VARY), Some("accept-encoding"));
+        assert_eq!(header_of(&gz, header::ETAG), Some("\"small-gz\""));
+        // Without gzip (or refusing it): the file as it is, under its own tag.
+        for accept in [None, Some("br"), Some("gzip;q=0, br")] {
+            let raw = file("e.wasm", &wants(accept, None), bundle).unwrap();
+            assert_eq!(
+                header_of(&raw, header::CONTENT_ENCODING),
+                None,
+                "{accept:?}"
+            );
+            assert_eq!(header_of(&raw, header::ETAG), Some("\"raw\""), "{accept:?}");
+        }
+        // The copy the browser holds: 304, no body; another tag: the file.
+        let held = file("e.wasm", &wants(Some("gzip"), Some("\"small-gz\"")), bundle).unwrap();
+        assert_eq!(held.status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(header_of(&held, header::ETAG), Some("\"small-gz\""));
+        let stale = file("e.wasm", &wants(Some("gzip"), Some("\"raw\"")), bundle).unwrap();
+        assert_eq!(stale.status(), StatusCode::OK);
+        // No gzipped copy: the file; and no file at all: none.
+        let js = file("plain.js", &wants(Some("gzip"), None), bundle).unwrap();
+        assert_eq!(header_of(&js, header::CONTENT_ENCODING), None);
+        assert!(file("missing.js", &wants(Some("gzip"), None), bundle).is_none());
+        assert!(file("../e.wasm", &Wants::default(), load).is_none());
+    }
 
     #[test]
     fn the_policy_allows_only_this_origin_and_the_bucket() {
