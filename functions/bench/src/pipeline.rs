@@ -35,6 +35,7 @@ use sheetlog_sheet::sample::{SAMPLE_COLS, sample_fields, write_sample_csv};
 use sheetlog_snapshot_worker::{Outcome, Worker, WorkerConfig};
 use sheetlog_tests::Emulator;
 use sheetlog_tests::emulator::{EMULATOR_URL_VAR, unique_prefix};
+use sheetlog_tests::fixtures::{set_entry, snapshot_entry};
 
 use crate::snapshot::peak_rss_mb;
 
@@ -191,20 +192,13 @@ async fn event_log(emu: &Emulator, stack: &LocalStack) -> anyhow::Result<AwsLog>
 }
 
 /// A `set` entry writing one 10-cell sample row at `row` (1-based).
-fn row_edit(row: u64) -> anyhow::Result<NewEntry> {
-    let cells: Vec<serde_json::Value> = sample_fields(row)
-        .iter()
+fn row_edit(row: u64) -> NewEntry {
+    let cells: Vec<(String, serde_json::Value)> = sample_fields(row)
+        .into_iter()
         .zip('A'..)
-        .map(|(v, col)| serde_json::json!({"ref": format!("{col}{row}"), "value": v}))
+        .map(|(v, col)| (format!("{col}{row}"), serde_json::Value::String(v)))
         .collect();
-    let event = Event::from_parts("set", serde_json::json!({ "cells": cells }))
-        .map_err(|e| anyhow::anyhow!("sample set event: {e}"))?;
-    let (code, version, body) = event.encode();
-    Ok(NewEntry::new(EntryType(code), version, body))
-}
-
-fn snapshot_entry() -> NewEntry {
-    NewEntry::new(EntryType::SNAPSHOT, 0, Bytes::new())
+    set_entry(&cells)
 }
 
 /// The root recorded on a Snapshot entry, if it is complete. One strongly consistent GetItem:
@@ -312,7 +306,7 @@ impl Timing<'_> {
     async fn edit(&mut self, log: LogId, n: u32) -> anyhow::Result<()> {
         for _ in 0..n {
             self.log_store
-                .append(log, row_edit(self.row)?, AppendOptions::default())
+                .append(log, row_edit(self.row), AppendOptions::default())
                 .await?;
             self.row += 1;
         }

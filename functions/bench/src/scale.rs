@@ -30,23 +30,22 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use bytes::Bytes;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_core::config::LogConfig;
-use sheetlog_core::domain::{EntryType, LogId, SnapshotJob};
+use sheetlog_core::domain::{LogId, SnapshotJob};
 use sheetlog_core::faults::{FaultProfile, Faults, FaultyLogStore};
 use sheetlog_core::log::{AppendOptions, EventLog, SegmentHint};
 use sheetlog_core::memory::{MemLogStore, MemPayloadStore, MemPendingStore};
 use sheetlog_core::ports::{LogStore, PayloadStore, PendingSnapshots};
-use sheetlog_core::sheet::{Event, Range, Row};
+use sheetlog_core::sheet::{Range, Row};
 use sheetlog_core::snapshot::{
     BlobStore, ImportSource, MemBlobs, MemImports, ReadBudget, read_rows,
 };
 use sheetlog_core::snapshot_input;
 use sheetlog_snapshot_worker::Worker;
 use sheetlog_tests::api::{TestApi, begin_upload, commit_upload, json_str, new_log};
-use sheetlog_tests::fixtures::snapshot_entry;
+use sheetlog_tests::fixtures::{self, snapshot_entry};
 use sheetlog_tests::pipeline::{PipelineStack, drive, test_worker_config};
 
 use crate::pipeline::round1;
@@ -93,18 +92,9 @@ pub struct ScaleArgs {
 
 const PARTS: [&str; 4] = ["log", "writers", "import", "snapshots"];
 
-fn set_entry(i: u64) -> anyhow::Result<sheetlog_core::domain::NewEntry> {
-    let ev = Event::from_parts(
-        "set",
-        json!({"cells": [{"ref": format!("A{}", i % 1000 + 1), "value": i}]}),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (code, version, body) = ev.encode();
-    Ok(sheetlog_core::domain::NewEntry::new(
-        EntryType(code),
-        version,
-        Bytes::from(body),
-    ))
+/// Edit `i`: a number in one of the first 1,000 rows of column A.
+fn set_entry(i: u64) -> sheetlog_core::domain::NewEntry {
+    fixtures::set_entry(&[(format!("A{}", i % 1000 + 1), json!(i))])
 }
 
 pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
@@ -387,7 +377,7 @@ async fn build_log<S: LogStore, P: PayloadStore>(
             let a = el
                 .append(
                     log,
-                    set_entry(appended)?,
+                    set_entry(appended),
                     AppendOptions {
                         expected_seq: None,
                         segment_hint: hint,
@@ -520,7 +510,7 @@ async fn contention(writers: usize, per_writer: usize) -> anyhow::Result<Figures
                 let r = plog
                     .append(
                         log,
-                        set_entry((w * per_writer + i) as u64)?,
+                        set_entry((w * per_writer + i) as u64),
                         AppendOptions {
                             expected_seq: None,
                             segment_hint: hint,
