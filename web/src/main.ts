@@ -353,7 +353,8 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
     readOnly: !can(role, 'edit'),
     user: me,
     name,
-    actions: [share],
+    // Who is signed in, and Sign out, as on the list.
+    actions: [share, accountBar(session)],
   });
   // A role changed by an owner while the sheet is open: the page opens it again as the new role
   // allows (a viewer has no pending edits to lose), or goes to the list when access is gone.

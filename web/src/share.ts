@@ -47,7 +47,8 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
     ariaLabel: 'email',
     autocomplete: 'off',
   });
-  const newRole = roleSelect('editor', 'new member role');
+  // The least a new member may do, as the owner raises it: reading.
+  const newRole = roleSelect('viewer', 'new member role');
   const add = el('button', { type: 'submit', className: 'primary' }, 'Share');
   const addForm = el('form', { className: 'add-member' }, who, newRole, add);
   const close = el('button', { type: 'button', className: 'close' }, 'Done');
@@ -74,6 +75,9 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
     }
     myRole = members.find((m) => m.userId === me)?.role;
     const owner = can(myRole, 'share');
+    // A sheet keeps an owner: its only one may neither leave nor step down (the API refuses both).
+    const owners = members.filter((m) => m.role === 'owner').length;
+    const fixed = (m: Member) => m.role === 'owner' && owners === 1;
     addForm.hidden = !owner;
     dialog.dataset.loaded = 'true';
     list.replaceChildren(
@@ -84,7 +88,7 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
         if (m.email) item.dataset.email = m.email;
         item.dataset.role = m.role;
         if (m.userId === me) item.append(el('span', { className: 'meta' }, '(you)'));
-        if (owner) {
+        if (owner && !fixed(m)) {
           const s = roleSelect(m.role, `role of ${label}`);
           s.onchange = async () => {
             s.disabled = true;
@@ -98,9 +102,10 @@ export async function shareDialog(ctx: ShareContext): Promise<void> {
           };
           item.append(s);
         } else {
-          item.append(el('span', { className: 'role' }, m.role));
+          const title = fixed(m) ? 'The only owner: make someone else owner first' : '';
+          item.append(el('span', { className: 'role', title }, m.role));
         }
-        if (m.userId === me || owner) {
+        if ((m.userId === me || owner) && !fixed(m)) {
           const remove = el('button', { type: 'button', className: 'remove' }, m.userId === me ? 'Leave' : 'Remove');
           remove.onclick = async () => {
             remove.disabled = true;

@@ -176,12 +176,25 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await alice.waitForSelector('.grid[data-synced-seq]', WAIT);
     assert.equal(await alice.locator('.sheet-name').innerText(), 'Budget');
     assert.equal(await alice.title(), 'Budget · sheetlog');
+    // Signed in on the sheet's page too: who she is, and Sign out.
+    assert.equal(await alice.locator('header .account .who').innerText(), ALICE);
+    assert.equal(await alice.locator('header button.sign-out').count(), 1);
+    // A new person is offered the least role first.
+    await alice.click('header button.share');
+    await alice.waitForSelector('dialog.share[data-loaded]', WAIT);
+    assert.equal(await alice.inputValue('dialog.share select[aria-label="new member role"]'), 'viewer');
+    // The only owner may neither leave nor step down: neither is offered (the API refuses both).
+    const sole = alice.locator('dialog.share li', { hasText: '(you)' });
+    assert.equal(await sole.locator('button.remove').count(), 0);
+    assert.equal(await sole.locator('select').count(), 0);
+    assert.equal(await sole.locator('.role').innerText(), 'owner');
+    await alice.click('dialog.share button.close');
     await shareAs(alice, BOB, 'viewer');
     // Bob is invited: listed as such until he signs in and claims it (docs/api.md).
     const invited = alice.locator(`dialog.share li[data-email="${BOB}"]`);
     assert.equal(await invited.getAttribute('data-invited'), 'true');
     assert.match(await invited.innerText(), /invited/);
-    // She is listed by her email, as the owner, and may leave; bob may be removed.
+    // She is listed by her email, as the owner; bob may be removed.
     const herself = alice.locator('dialog.share li', { hasText: '(you)' });
     assert.equal(await herself.locator('.who').innerText(), ALICE);
     assert.equal(await herself.getAttribute('data-role'), 'owner');
