@@ -690,22 +690,36 @@ pub fn open_blob(
     expected_hash: &ChunkHash,
     blob: &[u8],
 ) -> Result<Vec<u8>, SnapshotError> {
+    open_framed(key, BLOB_MAGIC, "chunk", expected_hash, blob, MAX_RAW_CHUNK)
+}
+
+/// Unpacks a blob of `magic` followed by one zstd frame (a chunk, or the values kept beside a
+/// snapshot: `values.rs`), inflating at most `max_raw` bytes, and checks it against the hash in
+/// its name. `what` names the kind in errors.
+pub(crate) fn open_framed(
+    key: &str,
+    magic: &[u8; 4],
+    what: &str,
+    expected_hash: &ChunkHash,
+    blob: &[u8],
+    max_raw: usize,
+) -> Result<Vec<u8>, SnapshotError> {
     let corrupt = |reason: String| SnapshotError::Corrupt {
         key: key.to_owned(),
         reason,
     };
     let frame = blob
-        .strip_prefix(BLOB_MAGIC)
-        .ok_or_else(|| corrupt("not a sheetlog chunk (bad magic)".into()))?;
+        .strip_prefix(magic)
+        .ok_or_else(|| corrupt(format!("not a sheetlog {what} (bad magic)")))?;
     let mut raw = Vec::new();
     let decoder = zstd::stream::read::Decoder::new(frame).map_err(|e| corrupt(e.to_string()))?;
     use std::io::Read;
     decoder
-        .take(MAX_RAW_CHUNK as u64 + 1)
+        .take(max_raw as u64 + 1)
         .read_to_end(&mut raw)
         .map_err(|e| corrupt(e.to_string()))?;
-    if raw.len() > MAX_RAW_CHUNK {
-        return Err(corrupt("inflates past the chunk size limit".into()));
+    if raw.len() > max_raw {
+        return Err(corrupt(format!("inflates past the {what} size limit")));
     }
     let actual = ChunkHash::of(&raw);
     if actual != *expected_hash {

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use super::SnapshotError;
 use super::builder::LogEntry;
-use super::format::{ChunkHash, Manifest};
+use super::format::{ChunkHash, Manifest, open_framed};
 use super::read::{ReadBudget, read_rows};
 use super::store::{BlobStore, ImportSource};
 use crate::codec::{Reader, Writer, read_value, write_value};
@@ -47,7 +47,7 @@ pub const VALUES_PASS_CELLS: usize = 8_000_000;
 /// against every area would cost more than it saves.
 const MAX_TAIL_CELLS: usize = 100_000;
 /// Largest raw values blob read back (a chunk holds at most a few MB of cells).
-const MAX_RAW_VALUES: u64 = 1 << 30;
+const MAX_RAW_VALUES: usize = 1 << 30;
 
 pub fn values_key(log_id: Uuid, seq: u64) -> String {
     format!("snapshots/{log_id}/values/{seq:020}.json")
@@ -305,24 +305,7 @@ pub(super) fn seal(raw: &[u8]) -> Result<Vec<u8>, SnapshotError> {
 }
 
 pub(super) fn unseal(key: &str, hash: &ChunkHash, blob: &[u8]) -> Result<Vec<u8>, SnapshotError> {
-    use std::io::Read;
-    let corrupt = |reason: String| SnapshotError::Corrupt {
-        key: key.to_owned(),
-        reason,
-    };
-    let frame = blob
-        .strip_prefix(BLOB_MAGIC)
-        .ok_or_else(|| corrupt("not a values blob (bad magic)".into()))?;
-    let mut raw = Vec::new();
-    zstd::stream::read::Decoder::new(frame)
-        .map_err(|e| corrupt(e.to_string()))?
-        .take(MAX_RAW_VALUES)
-        .read_to_end(&mut raw)
-        .map_err(|e| corrupt(e.to_string()))?;
-    if ChunkHash::of(&raw) != *hash {
-        return Err(corrupt("content hash does not match its name".into()));
-    }
-    Ok(raw)
+    open_framed(key, BLOB_MAGIC, "values blob", hash, blob, MAX_RAW_VALUES)
 }
 
 /// A chunk whose kept values a read may show.
