@@ -29,6 +29,8 @@ export interface GridSource {
   editText(row: number, col: number): string;
   /** The in-place editor's text as it is typed (the formula bar shows it). */
   typing?(text: string): void;
+  /** An edit was tried on a read-only grid (a viewer's sheet, history): say why nothing happens. */
+  refused?(): void;
 }
 
 export class Grid {
@@ -217,7 +219,10 @@ export class Grid {
   }
 
   startEdit(text: string): void {
-    if (this.readOnly) return;
+    if (this.readOnly) {
+      this.source.refused?.();
+      return;
+    }
     this.reveal();
     this.editing = true;
     this.editor.hidden = false;
@@ -276,7 +281,8 @@ export class Grid {
       this.startEdit(this.source.editText(this.sel.row, this.sel.col));
     } else if (e.key === 'Delete' || e.key === 'Backspace') {
       e.preventDefault();
-      if (!this.readOnly) this.source.clear(this.sel.row, this.sel.col);
+      if (this.readOnly) this.source.refused?.();
+      else this.source.clear(this.sel.row, this.sel.col);
     } else if (e.key.length === 1 && !e.ctrlKey && !e.metaKey && !e.altKey) {
       // Typing on a selected cell replaces its contents, as in any spreadsheet.
       e.preventDefault();

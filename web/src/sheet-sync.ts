@@ -185,7 +185,9 @@ class SaveStatus {
     status.textContent = online
       ? pending
         ? `Saving ${pending} edit${pending === 1 ? '' : 's'}…`
-        : 'All changes saved'
+        : this.ctx.viewOnly
+          ? 'Up to date (view only)'
+          : 'All changes saved'
       : `Offline: ${pending} edit${pending === 1 ? '' : 's'} kept in this tab`;
     if (!online)
       this.ctx.messages.warn('You are offline. Edits are kept here and sync when the connection is back.', 'offline');

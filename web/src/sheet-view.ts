@@ -27,6 +27,9 @@ import {
   type Value,
 } from './model';
 import { type SheetContext, VIEW_ONLY } from './sheet-context';
+
+const HISTORY_READ_ONLY = 'History is read-only: go back to the live sheet to edit.';
+
 import { el, type Messages } from './ui';
 
 const BLOCK_ROWS = 50;
@@ -511,6 +514,7 @@ export function sheetView(ctx: SheetContext): SheetView {
     },
     editText: (row: number, col: number) => editText(current(row, col)),
     typing: (text: string) => bar.mirror(text),
+    refused: () => ctx.messages.warn(ctx.viewOnly ? VIEW_ONLY : HISTORY_READ_ONLY, 'read-only'),
   };
   const grid = new Grid(ui.gridHost, source);
   const bar = formulaBar(ctx, grid, edit);
@@ -549,7 +553,7 @@ function formulaBar(ctx: SheetContext, grid: Grid, edit: (row: number, col: numb
     if (e.key === 'Enter' || e.key === 'Tab') {
       e.preventDefault();
       if (grid.readOnly) {
-        ctx.messages.warn(ctx.viewOnly ? VIEW_ONLY : 'History is read-only: go back to the live sheet to edit.');
+        ctx.messages.warn(ctx.viewOnly ? VIEW_ONLY : HISTORY_READ_ONLY, 'read-only');
         return;
       }
       const at = editing ?? shownFor;

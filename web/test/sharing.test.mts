@@ -223,6 +223,10 @@ describe('sign-in, the sheet list and sharing (cognito mode)', () => {
     await edit(bob, 'C1', 'sneaky');
     await bob.keyboard.press('Delete');
     assert.equal(await bob.locator('[data-ref="C1"]').innerText(), '');
+    // Typing says why nothing happens, and the status claims no saved changes.
+    await bob.waitForSelector('.message.warn:has-text("You can view this sheet but not edit it")', WAIT);
+    assert.equal(await bob.locator('.message.warn:has-text("You can view this sheet")').count(), 1, 'said once');
+    assert.equal(await bob.locator('.status').innerText(), 'Up to date (view only)');
     assert.equal(await bob.locator('.grid').getAttribute('data-pending'), '0');
     await shot(bob, 'viewer-read-only');
     // A push forged with his token is refused, and changes nothing.
