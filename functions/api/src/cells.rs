@@ -229,7 +229,7 @@ impl Sheet<'_> {
 
     /// `rows` (the cells of `range`, some of them formulas) as shown: each formula replaced by
     /// its value, kept beside the snapshot or computed (`snapshot::shown_rows`), loading at most
-    /// [`MAX_EVAL_CELLS`] cells and [`MAX_EVAL_BYTES`].
+    /// [`MAX_EVAL_CELLS`] cells and `MAX_EVAL_BYTES` of them.
     async fn shown(&self, range: Range, rows: Vec<Row>) -> Result<Vec<Row>, ApiError> {
         shown_rows(
             &self.state.bucket,

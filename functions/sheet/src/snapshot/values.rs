@@ -123,6 +123,10 @@ pub async fn compute_values(
     let starts = manifest.chunk_starts();
     let mut report = ValuesReport::default();
     let mut chunks = Vec::new();
+    // The chunks kept so far, in row order: a later chunk's formulas that read theirs take their
+    // values rather than evaluating them again, so a running total down the whole sheet costs
+    // each chunk its own rows, not every row above it.
+    let mut done: Vec<Done> = Vec::new();
     for (j, c) in manifest.chunks.iter().enumerate() {
         if c.formulas == 0 {
             continue;
@@ -136,7 +140,7 @@ pub async fn compute_values(
             continue;
         };
         let left = (VALUES_PASS_CELLS - report.cells_loaded).min(MAX_EVAL_CELLS);
-        let Some(kept) = chunk_values(store, payloads, manifest, range, left).await? else {
+        let Some(kept) = chunk_values(store, payloads, manifest, range, left, &done).await? else {
             continue;
         };
         report.cells_loaded += kept.cells_loaded;
@@ -157,6 +161,11 @@ pub async fn compute_values(
             formulas: kept.values.len() as u64,
             hash,
         });
+        done.push(Done {
+            rows: range,
+            area: kept.area,
+            values: kept.values.into_iter().collect(),
+        });
     }
     if report.formula_chunks == 0 {
         return Ok(report);
@@ -174,6 +183,48 @@ pub async fn compute_values(
     Ok(report)
 }
 
+/// A chunk the pass has kept: its rows, its area and its formulas' values.
+struct Done {
+    rows: Range,
+    area: Range,
+    values: HashMap<CellRef, Value>,
+}
+
+/// `rows` with the formulas of chunks in `done` replaced by their values; the areas of the chunks
+/// used are added to `area` (a value kept from another chunk stands for everything it read).
+fn take_done(done: &[Done], mut rows: Vec<Row>, area: &mut Option<Range>) -> Vec<Row> {
+    for row in &mut rows {
+        let i = done.partition_point(|d| d.rows.end.row < row.index);
+        let Some(d) = done.get(i).filter(|d| d.rows.start.row <= row.index) else {
+            continue;
+        };
+        for (col, cell) in &mut row.cells {
+            let at = CellRef {
+                row: row.index,
+                col: *col,
+            };
+            if let (Value::Formula(_), Some(v)) = (&cell.value, d.values.get(&at)) {
+                cell.value = v.clone();
+                *area = Some(area.map_or(d.area, |a| union(a, d.area)));
+            }
+        }
+    }
+    rows
+}
+
+fn union(a: Range, b: Range) -> Range {
+    Range::new(
+        CellRef {
+            row: a.start.row.min(b.start.row),
+            col: a.start.col.min(b.start.col),
+        },
+        CellRef {
+            row: a.end.row.max(b.end.row),
+            col: a.end.col.max(b.end.col),
+        },
+    )
+}
+
 /// One chunk's evaluated formulas (its cells by position) and their area.
 struct Kept {
     values: Vec<(CellRef, Value)>,
@@ -181,22 +232,25 @@ struct Kept {
     cells_loaded: usize,
 }
 
-/// Evaluates the formulas of `range` (one chunk) as a read of it at the snapshot would, or
-/// `None` when they cannot be kept: a volatile function among what they reach, or more than
-/// `limit` cells to load.
+/// Evaluates the formulas of `range` (one chunk) as a read of it at the snapshot would, taking
+/// the values of the chunks already kept (`done`), or `None` when they cannot be kept: a volatile
+/// function among what they reach, or more than `limit` cells to load.
 async fn chunk_values(
     store: &dyn BlobStore,
     payloads: &dyn ImportSource,
     manifest: &Manifest,
     range: Range,
     limit: usize,
+    done: &[Done],
 ) -> Result<Option<Kept>, SnapshotError> {
     let budget = ReadBudget {
         cells: limit,
         bytes: MAX_EVAL_BYTES,
     };
+    let used = std::sync::Mutex::new(None::<Range>);
+    let used = &used;
     let read = |area: Range| async move {
-        read_rows(
+        let (rows, _) = read_rows(
             store,
             payloads,
             manifest.log_id,
@@ -205,8 +259,9 @@ async fn chunk_values(
             area,
             budget,
         )
-        .await
-        .map(|(rows, _)| rows)
+        .await?;
+        let mut used = used.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(take_done(done, rows, &mut used))
     };
     let rows = match read(range).await {
         Ok(rows) => rows,
@@ -218,6 +273,8 @@ async fn chunk_values(
         Err(SnapshotError::OverBudget { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
+    let used = *used.lock().unwrap_or_else(|e| e.into_inner());
+    let area = used.map_or(reached.bounds, |u| union(reached.bounds, u));
     let volatile =
         reached.rows.iter().flat_map(|r| &r.cells).any(
             |(_, cell)| matches!(&cell.value, Value::Formula(f) if formula::is_volatile(&f.text)),
@@ -256,7 +313,7 @@ async fn chunk_values(
     }
     Ok(Some(Kept {
         values,
-        area: reached.bounds,
+        area,
         cells_loaded: cells,
     }))
 }

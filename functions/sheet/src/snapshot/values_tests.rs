@@ -253,3 +253,39 @@ proptest! {
         })?;
     }
 }
+
+/// A running total down 200 rows: `B(r) = B(r-1) + A(r)`.
+fn running_total() -> Vec<LogEntry> {
+    let mut cells = Vec::new();
+    for row in 1..=200u32 {
+        cells.push((format!("A{row}"), Value::Number(f64::from(row))));
+        let b = if row == 1 {
+            "A1".to_owned()
+        } else {
+            format!("B{}+A{row}", row - 1)
+        };
+        cells.push((format!("B{row}"), formula(&b)));
+    }
+    vec![LogEntry::event(0, set_refs(&cells))]
+}
+
+#[test]
+fn a_running_total_is_kept_chunk_by_chunk_without_evaluating_what_is_kept_again() {
+    rt().block_on(async {
+        let (store, base, report) = built_with_values(&running_total()).await;
+        assert!(report.formula_chunks > 10, "{report:?}");
+        assert_eq!(report.kept_chunks, report.formula_chunks, "{report:?}");
+        assert_eq!(report.kept_formulas, 200);
+        // Each chunk evaluates its own rows and one kept value from the chunk above: about the
+        // sheet's 400 cells in all, not the rows above every chunk again (several thousand).
+        assert!(report.cells_loaded < 800, "{report:?}");
+        let b200: Range = "B200".parse().unwrap();
+        let rows = shown(&store, &base, &[], b200).await;
+        assert_eq!(value_at(&rows, "B200"), Value::Number(20_100.0));
+        // A value taken from the chunk above stands for what that chunk read: an edit at the top
+        // makes the bottom chunk evaluate again.
+        let top = LogEntry::event(base.seq, set_refs(&[("A1", Value::Number(1_001.0))]));
+        let rows = shown(&store, &base, std::slice::from_ref(&top), b200).await;
+        assert_eq!(value_at(&rows, "B200"), Value::Number(21_100.0));
+    });
+}
