@@ -463,7 +463,12 @@ impl KeptValues {
             let Some(u) = self.usable.get(i).filter(|u| u.first_row <= row.index) else {
                 continue;
             };
-            let values = self.values(store, u).await?;
+            // Derived state: a values blob gone or damaged costs an evaluation, not the read.
+            let values = match self.values(store, u).await {
+                Ok(values) => values,
+                Err(SnapshotError::MissingObject(_) | SnapshotError::Corrupt { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             for (col, cell) in &mut row.cells {
                 if !matches!(cell.value, Value::Formula(_)) {
                     continue;

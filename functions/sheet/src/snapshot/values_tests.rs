@@ -197,12 +197,24 @@ fn an_evaluation_stops_at_formulas_whose_values_are_kept() {
 }
 
 #[test]
-fn a_missing_or_foreign_index_costs_only_an_evaluation() {
+fn a_damaged_index_or_values_blob_costs_only_an_evaluation() {
     rt().block_on(async {
         let (store, base, _) = built_with_values(&sheet()).await;
         plant(&store, &base, "C7", Value::Text("kept".into())).await;
         let c7: Range = "C7".parse().unwrap();
         let key = values_key(LOG, base.seq);
+        // A damaged values blob: the read evaluates that chunk rather than failing.
+        let index: ValuesIndex =
+            serde_json::from_slice(&store.get(&key).await.unwrap().unwrap()).unwrap();
+        for c in &index.chunks {
+            store
+                .put(&values_blob_key(LOG, &c.hash), "damaged".into())
+                .await
+                .unwrap();
+        }
+        let rows = shown(&store, &base, &[], c7).await;
+        assert_eq!(value_at(&rows, "C7"), Value::Number(14.0));
+        // An index that does not parse: the same.
         store.put(&key, "{not json".into()).await.unwrap();
         let rows = shown(&store, &base, &[], c7).await;
         assert_eq!(value_at(&rows, "C7"), Value::Number(14.0));
