@@ -123,6 +123,7 @@ function describe(e: Entry, clientID: () => string): (string | HTMLElement)[] {
         .join('; ') || 'rejected edits';
   }
   if (e.type === 'import') what = `import ${String(b.format ?? '').toUpperCase()}`;
+  if (e.type === 'restore') what = `restore version #${String(b.seq)}`;
   const when = new Date(e.created);
   return [
     el('span', { className: 'v' }, `#${e.seq}`),

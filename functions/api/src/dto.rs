@@ -67,6 +67,19 @@ pub struct AppendRequest {
     pub base_seq: Option<u64>,
 }
 
+/// `POST /logs/{logId}/restore`: make the sheet what it was as of `seq`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"seq": 42}))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// The version to restore: the sheet as `cells?at=seq` shows it (every entry before `seq`).
+    pub seq: u64,
+    /// Fail with 409 unless the `restore` entry would get exactly this sequence: a restore
+    /// chosen while looking at the sheet as of this sequence, not over edits made since.
+    #[serde(default)]
+    pub expected_seq: Option<u64>,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppendResponse {

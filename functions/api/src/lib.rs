@@ -11,6 +11,7 @@
 //!   (`docs/sync.md`)
 //! - `lambda_limit.rs` — Lambda's 6 MB response limit, kept on every stack
 //! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
+//! - `versions.rs` — acting on history: restoring an earlier version
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
 //! - `entry_json.rs` — the JSON form of stored entry bodies (events, `mutations` entries)
@@ -39,6 +40,7 @@ pub mod sheets;
 pub mod state;
 pub mod sync;
 pub mod uploads;
+pub mod versions;
 pub mod web;
 
 use axum::Router;
@@ -74,6 +76,7 @@ pub use state::{AppState, SharedState};
         routes::list_segments,
         routes::read_cells,
         routes::read_extent,
+        versions::restore,
         sync::push::push,
         sync::pull::pull,
         sync::clients::client,
@@ -245,6 +248,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/segments", get(routes::list_segments))
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
+        .route("/logs/{log_id}/restore", post(versions::restore))
         .route(access::PUSH_ROUTE, post(sync::push::push))
         .route("/logs/{log_id}/replay", post(sync::clients::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull::pull))

@@ -95,6 +95,7 @@ fn type_name(kind: EntryType) -> &'static str {
         TYPE_INSERT_COLUMNS => "insert-columns",
         TYPE_DELETE_COLUMNS => "delete-columns",
         TYPE_IMPORT => "import",
+        TYPE_RESTORE => "restore",
         sheetlog_core::sheet::mutations::TYPE_MUTATIONS => "mutations",
         _ => "unknown",
     }
@@ -393,6 +394,12 @@ pub async fn append_entry(
     if req.kind == "import" {
         return Err(ApiError::InvalidEntry(
             "type: import entries are created through the upload flow (POST /logs/{logId}/uploads)"
+                .into(),
+        ));
+    }
+    if req.kind == "restore" {
+        return Err(ApiError::InvalidEntry(
+            "type: restore entries are created by POST /logs/{logId}/restore, which keeps the restored state first"
                 .into(),
         ));
     }

@@ -97,6 +97,18 @@ enum Command {
         #[arg(long)]
         raw: bool,
     },
+    /// Make the sheet what it was as of sequence --at (as `export --at` shows it) with one
+    /// `restore` entry; what came after stays in history, and restoring the sequence this prints
+    /// undoes it.
+    Restore {
+        log: String,
+        /// The version to restore: the sheet as of every entry before this sequence.
+        #[arg(long)]
+        at: u64,
+        /// Restore only if the log's next sequence is this one (else exit 6, conflict).
+        #[arg(long)]
+        expected_seq: Option<u64>,
+    },
     /// The log's entries, one line each: sequence, time, what it did.
     History {
         log: String,
@@ -272,6 +284,21 @@ async fn run(
             raw,
         } => session.export(&log, at, output.as_deref(), raw).await,
         Command::History { log, from } => session.history(&log, from).await,
+        Command::Restore {
+            log,
+            at,
+            expected_seq,
+        } => {
+            let v = commands::restore(&session.api, &log, at, expected_seq).await?;
+            if session.json {
+                out(&v.to_string())
+            } else {
+                out(&format!(
+                    "restored the sheet as of sequence {at} at sequence {} (next {}); undo with --at {}",
+                    v["seq"], v["nextSeq"], v["seq"]
+                ))
+            }
+        }
         Command::Watch {
             log,
             from,

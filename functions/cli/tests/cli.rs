@@ -186,6 +186,42 @@ async fn exports_any_version_as_csv() {
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
 }
 
+/// `restore --at` makes the sheet what `export --at` shows, says how to undo it, and the undo
+/// brings back what it replaced; a version past the end is exit 3 with nothing written.
+#[tokio::test(flavor = "multi_thread")]
+async fn restores_a_version_and_undoes_the_restore() {
+    let (_api, base, log) = api_and_log("cli-restore").await.unwrap();
+    ok(&base, &["set", &log, "A1=first", "B1=1"]).await.unwrap();
+    ok(&base, &["set", &log, "A1=second", "C1=3"])
+        .await
+        .unwrap();
+    let before = ok(&base, &["export", &log]).await.unwrap();
+    let then = ok(&base, &["export", &log, "--at", "2"]).await.unwrap();
+    assert_eq!(then, "first,1\n");
+    let said = ok(&base, &["restore", &log, "--at", "2"]).await.unwrap();
+    assert_eq!(
+        said.trim(),
+        "restored the sheet as of sequence 2 at sequence 3 (next 4); undo with --at 3"
+    );
+    assert_eq!(ok(&base, &["export", &log]).await.unwrap(), then);
+    let history = ok(&base, &["history", &log]).await.unwrap();
+    assert!(
+        history.contains("restore the sheet as of sequence 2"),
+        "{history}"
+    );
+    ok(&base, &["restore", &log, "--at", "3"]).await.unwrap();
+    assert_eq!(ok(&base, &["export", &log]).await.unwrap(), before);
+    let o = run(&base, &["restore", &log, "--at", "99"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = run(
+        &base,
+        &["restore", &log, "--at", "1", "--expected-seq", "1"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+}
+
 /// Texts a spreadsheet program would run as formulas (OWASP's CSV injection: `=`, `+`, `-`, `@`,
 /// tab, carriage return first) are exported with a leading `'`; numbers, negative ones too, and
 /// other texts as they are. `--raw` writes every text as stored.

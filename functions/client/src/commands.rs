@@ -85,6 +85,28 @@ pub async fn append(
     .await
 }
 
+/// Restores the sheet as of sequence `seq` (`POST /logs/{log}/restore`, with a fresh idempotency
+/// key so a retry restores once); `expected` is the log's next sequence the caller looked at.
+pub async fn restore(
+    api: &Api,
+    log: &str,
+    seq: u64,
+    expected: Option<u64>,
+) -> Result<Value, CliError> {
+    let mut req = json!({ "seq": seq });
+    if let Some(e) = expected {
+        req["expectedSeq"] = json!(e);
+    }
+    let key = uuid::Uuid::new_v4().to_string();
+    api.send(
+        Method::POST,
+        &format!("logs/{log}/restore"),
+        Some(&req),
+        Some(&key),
+    )
+    .await
+}
+
 /// The content type the API expects for an import file, by its extension.
 fn content_type(path: &Path) -> Result<&'static str, CliError> {
     match path
@@ -210,6 +232,7 @@ pub fn describe(entry: &Value) -> String {
             "import {} file",
             body["format"].as_str().unwrap_or("a").to_uppercase()
         ),
+        "restore" => format!("restore the sheet as of sequence {}", body["seq"]),
         "mutations" => {
             // One client's run, or a group commit's runs (queued pushes of several clients).
             let runs = match body["runs"].as_array() {

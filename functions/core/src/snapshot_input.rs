@@ -586,10 +586,10 @@ pub async fn sheet_as_of<S: LogEntries, P: PayloadStore>(
 ) -> Result<SheetAsOf, InputError> {
     let AsOf { base, entries } = as_of(log, id, at).await?;
     let base = base_manifest(blobs, id, &base).await?;
-    Ok(SheetAsOf {
-        base,
-        entries: into_log_entries(entries)?,
-    })
+    let entries = into_log_entries(entries)?;
+    let (base, entries) =
+        crate::snapshot::resolve_restores(blobs, *id.as_uuid(), base, entries).await?;
+    Ok(SheetAsOf { base, entries })
 }
 
 /// Builds the first snapshot of a fork: the state of `source` as of sequence `at`, written as
@@ -618,6 +618,38 @@ pub async fn fork_snapshot<S: LogEntries, P: PayloadStore>(
     .run(|_| {})
     .await?;
     Ok(result)
+}
+
+/// Keeps the state of log `id` as of sequence `at` where a `restore` entry to `at` finds it
+/// ([`crate::snapshot::restore_manifest_key`]): built like a fork's first snapshot, from the
+/// newest completed snapshot at or before `at` and the entries after it, so the chunks those
+/// entries leave alone are shared, not copied. Answers the manifest's key; a state already kept
+/// is not built again (it never changes).
+pub async fn restore_snapshot<S: LogEntries, P: PayloadStore>(
+    log: &EventLog<S, P>,
+    blobs: &dyn BlobStore,
+    imports: &dyn crate::snapshot::ImportSource,
+    config: crate::snapshot::BuildConfig,
+    id: LogId,
+    at: u64,
+) -> Result<String, InputError> {
+    let key = crate::snapshot::restore_manifest_key(*id.as_uuid(), at);
+    if blobs.exists(&key).await.map_err(SnapshotError::from)? {
+        return Ok(key);
+    }
+    let SheetAsOf { base, entries } = sheet_as_of(log, blobs, id, at).await?;
+    let result = crate::snapshot::SnapshotBuilder::restore(
+        blobs,
+        imports,
+        config,
+        *id.as_uuid(),
+        at,
+        base,
+        entries,
+    )?
+    .run(|_| {})
+    .await?;
+    Ok(result.manifest_key)
 }
 
 #[cfg(test)]

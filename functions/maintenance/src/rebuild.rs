@@ -472,7 +472,13 @@ impl Rebuilder {
         report: &mut RebuildReport,
     ) -> Result<Entry, RebuildError> {
         let manifest = base_manifest(walk.blobs, walk.log, &window[0]).await?;
-        let input = log_entries(window)?;
+        let (manifest, input) = sheetlog_core::snapshot::resolve_restores(
+            walk.blobs,
+            *walk.log.as_uuid(),
+            manifest,
+            log_entries(window)?,
+        )
+        .await?;
         let built = SnapshotBuilder::new(
             walk.blobs,
             &self.bucket,

@@ -26,6 +26,8 @@ pub const TYPE_DELETE_ROWS: u16 = 18;
 pub const TYPE_INSERT_COLUMNS: u16 = 19;
 pub const TYPE_DELETE_COLUMNS: u16 = 20;
 pub const TYPE_IMPORT: u16 = 21;
+/// Type code of `restore` (22 is the sync clients' `mutations`, `crate::mutations`).
+pub const TYPE_RESTORE: u16 = 23;
 
 /// The body version every type is written with today. Decoders keep accepting older versions.
 pub const BODY_VERSION: u16 = 1;
@@ -40,6 +42,7 @@ pub enum Event {
     InsertColumns(InsertColumns),
     DeleteColumns(DeleteColumns),
     Import(Import),
+    Restore(Restore),
 }
 
 /// `set`: write cells. Each edit replaces the whole cell (value and format); `null` with no format
@@ -111,6 +114,15 @@ pub struct Import {
     pub format: ImportFormat,
 }
 
+/// `restore`: make the sheet what it was as of sequence `seq` (the state of every entry before
+/// it, as `cells?at=seq` shows it). The state is a snapshot manifest the API writes before it
+/// appends the entry (`snapshot::restore_manifest_key`); everything after `seq` stays in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Restore {
+    pub seq: u64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ImportFormat {
@@ -170,13 +182,14 @@ pub enum DecodeError {
     },
 }
 
-const TYPE_NAMES: [&str; 6] = [
+const TYPE_NAMES: [&str; 7] = [
     "set",
     "insert-rows",
     "delete-rows",
     "insert-columns",
     "delete-columns",
     "import",
+    "restore",
 ];
 
 impl Event {
@@ -189,6 +202,7 @@ impl Event {
             Event::InsertColumns(_) => "insert-columns",
             Event::DeleteColumns(_) => "delete-columns",
             Event::Import(_) => "import",
+            Event::Restore(_) => "restore",
         }
     }
 
@@ -200,6 +214,7 @@ impl Event {
             Event::InsertColumns(_) => TYPE_INSERT_COLUMNS,
             Event::DeleteColumns(_) => TYPE_DELETE_COLUMNS,
             Event::Import(_) => TYPE_IMPORT,
+            Event::Restore(_) => TYPE_RESTORE,
         }
     }
 
@@ -224,6 +239,7 @@ impl Event {
             "insert-columns" => Event::InsertColumns(parse_body(body)?),
             "delete-columns" => Event::DeleteColumns(parse_body(body)?),
             "import" => Event::Import(parse_body(body)?),
+            "restore" => Event::Restore(parse_body(body)?),
             other => {
                 return Err(ValidationError::new(
                     "type",
@@ -302,7 +318,7 @@ impl Event {
             Event::DeleteColumns(e) => {
                 check_span(e.at.0, e.count, MAX_COLS, "column", &column_name(e.at.0))
             }
-            Event::Import(_) => Ok(()),
+            Event::Import(_) | Event::Restore(_) => Ok(()),
         }
     }
 
@@ -342,6 +358,7 @@ impl Event {
                 ImportFormat::Csv => 0,
                 ImportFormat::Xlsx => 1,
             }),
+            Event::Restore(r) => w.varint(r.seq),
         }
         (self.type_code(), BODY_VERSION, w.buf)
     }
@@ -351,6 +368,7 @@ impl Event {
         let type_name = match type_code {
             TYPE_SNAPSHOT | TYPE_END_SEGMENT => return Err(DecodeError::LogEntry(type_code)),
             TYPE_SET..=TYPE_IMPORT => TYPE_NAMES[usize::from(type_code - TYPE_SET)],
+            TYPE_RESTORE => "restore",
             _ => return Err(DecodeError::UnknownType(type_code)),
         };
         if version != BODY_VERSION {
@@ -436,6 +454,7 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
                 count,
             })
         }
+        TYPE_RESTORE => Event::Restore(Restore { seq: r.varint()? }),
         _ => Event::Import(Import {
             format: match r.u8()? {
                 0 => ImportFormat::Csv,

@@ -51,7 +51,7 @@ pub use a1::{CellRef, Range, RefError};
 pub use entry::EntryBody;
 pub use event::{
     CellEdit, ColumnName, DecodeError, DeleteColumns, DeleteRows, Event, Import, ImportFormat,
-    InsertColumns, InsertRows, RowNumber, SetCells, ValidationError,
+    InsertColumns, InsertRows, Restore, RowNumber, SetCells, ValidationError,
 };
 pub use model::{ApplyError, Sheet};
 pub use value::{Cell, ErrorCode, Row, Value};

@@ -24,6 +24,10 @@ pub enum ApplyError {
     MissingPayload,
     #[error("import: {0}")]
     Import(#[from] ImportError),
+    /// A `restore` makes the sheet what it was at an earlier sequence, which one sheet's state
+    /// does not hold: replay the log up to that sequence and take that sheet instead.
+    #[error("a restore to sequence {0} needs the sheet as of that sequence")]
+    NeedsHistory(u64),
 }
 
 /// Applies `insert-columns` to one row's cells: columns at or after `at` move right by `count`;
@@ -166,6 +170,7 @@ impl Sheet {
             Event::DeleteColumns(e) => {
                 self.map_rows(|cells| delete_columns(cells, e.at.0, e.count))
             }
+            Event::Restore(r) => return Err(ApplyError::NeedsHistory(r.seq)),
             Event::Import(i) => {
                 let payload = payload.ok_or(ApplyError::MissingPayload)?;
                 self.rows.clear();

@@ -159,6 +159,12 @@ impl Mutations {
                     "an import is not a mutation; files go through the upload flow".into(),
                 ));
             }
+            if matches!(m.event, Event::Restore(_)) {
+                return Err(err(
+                    &format!("mutations[{i}]"),
+                    "a restore is not a mutation; it is `POST /logs/{logId}/restore`".into(),
+                ));
+            }
             m.event.validate().map_err(|e| ValidationError {
                 path: format!("mutations[{i}].args.{}", e.path),
                 message: e.message,
@@ -176,7 +182,10 @@ impl Mutations {
                     ),
                 ));
             }
-            if matches!(m.event, Event::Set(_) | Event::Import(_)) {
+            if matches!(
+                m.event,
+                Event::Set(_) | Event::Import(_) | Event::Restore(_)
+            ) {
                 return Err(err(
                     &format!("sent[{i}]"),
                     "only row and column changes are recorded as sent".into(),

@@ -15,7 +15,8 @@
 //!   inserted inside the range survive (the delete splits around them), rows someone else already
 //!   deleted are not deleted twice, and a delete with nothing left is rejected;
 //! - the values of an `insert-rows` follow their columns;
-//! - an import committed after the base replaced everything the edit referred to: it is rejected.
+//! - an import or a restore committed after the base replaced everything the edit referred to:
+//!   it is rejected.
 //!
 //! The author's own unconfirmed edits are part of the view they edited, so they are not "someone
 //! else's change" to rebase through: [`Step::Own`] gives each one both as the author saw it and as
@@ -63,7 +64,7 @@ pub enum Outcome {
 enum Gone {
     /// Its row or column was deleted by an edit the author had not seen.
     Deleted,
-    /// An import replaced the sheet after the edit was made.
+    /// An import or a restore replaced the sheet after the edit was made.
     Replaced,
     /// Inserts pushed it past the last row or column of the sheet.
     PastEnd,
@@ -75,7 +76,7 @@ impl fmt::Display for Gone {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Gone::Deleted => "was deleted by an edit made at the same time",
-            Gone::Replaced => "was replaced by an import made at the same time",
+            Gone::Replaced => "was replaced by an import or a restore made at the same time",
             Gone::PastEnd => {
                 "was pushed past the end of the sheet by inserts made at the same time"
             }
@@ -110,7 +111,7 @@ enum Shift {
         at: u64,
         count: u64,
     },
-    /// The whole sheet is replaced (an import).
+    /// The whole sheet is replaced (an import or a restore).
     Replace,
 }
 
@@ -128,7 +129,7 @@ fn shift_of(event: &Event, axis: Axis) -> Option<Shift> {
         (Event::DeleteRows(e), Axis::Rows) => Some(delete(e.at.0, e.count)),
         (Event::InsertColumns(e), Axis::Columns) => Some(insert(e.at.0, e.count)),
         (Event::DeleteColumns(e), Axis::Columns) => Some(delete(e.at.0, e.count)),
-        (Event::Import(_), _) => Some(Shift::Replace),
+        (Event::Import(_) | Event::Restore(_), _) => Some(Shift::Replace),
         _ => None,
     }
 }
@@ -387,7 +388,7 @@ pub fn rebase(event: &Event, history: &[Step<'_>]) -> Outcome {
         }
         Event::DeleteRows(e) => rebase_delete(Axis::Rows, e.at.0, e.count, history),
         Event::DeleteColumns(e) => rebase_delete(Axis::Columns, e.at.0, e.count, history),
-        Event::Import(_) => Outcome::Apply(vec![event.clone()]),
+        Event::Import(_) | Event::Restore(_) => Outcome::Apply(vec![event.clone()]),
     }
 }
 

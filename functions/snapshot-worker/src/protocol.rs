@@ -44,7 +44,7 @@ use sheetlog_core::log::EventLog;
 use sheetlog_core::ports::{Consistency, LogPurge, LogStore, PayloadStore, PendingSnapshots};
 use sheetlog_core::snapshot::{
     BlobStore, BuildResult, Checkpoint, ImportSource, LogEntry, Manifest, Progress,
-    SnapshotBuilder, SnapshotError, compute_values,
+    SnapshotBuilder, SnapshotError, compute_values, resolve_restores,
 };
 use sheetlog_core::snapshot_input::{
     InputError, InputPages, Located, SnapshotInput, Target, base_manifest, into_log_entries,
@@ -525,7 +525,14 @@ impl<S: LogStore, P: PayloadStore> Worker<S, P> {
         let mut pages = InputPages::new(input);
         let mut entries = Vec::new();
         while let Some(page) = pages.next_page(self.log.as_ref(), job.log_id).await? {
-            entries = into_log_entries(page)?;
+            // A `restore` in the page makes its kept state the base of the entries after it.
+            (base, entries) = resolve_restores(
+                self.blobs.as_ref(),
+                *job.log_id.as_uuid(),
+                base,
+                into_log_entries(page)?,
+            )
+            .await?;
             if pages.is_done() {
                 break;
             }

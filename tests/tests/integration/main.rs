@@ -27,3 +27,4 @@ mod rebuild;
 mod snapshot_s3;
 mod sync;
 mod sync_queue;
+mod versions;

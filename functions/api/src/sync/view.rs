@@ -266,11 +266,11 @@ fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
 }
 
 /// A row or column change as the web client's overlay holds it (`ShapeOp` in `web/src/model.ts`,
-/// 0-based `at`); an import is `{"op": "replace"}`.
+/// 0-based `at`); an import or a restore is `{"op": "replace"}`.
 fn shape_json(event: &Event) -> Option<Value> {
     let (axis, op, at, count) = match event {
         Event::Set(_) => return None,
-        Event::Import(_) => return Some(json!({"op": "replace"})),
+        Event::Import(_) | Event::Restore(_) => return Some(json!({"op": "replace"})),
         Event::InsertRows(e) => ("rows", "insert", e.at.0, e.count),
         Event::DeleteRows(e) => ("rows", "delete", e.at.0, e.count),
         Event::InsertColumns(e) => ("columns", "insert", e.at.0, e.count),

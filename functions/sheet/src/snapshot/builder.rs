@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 use super::SnapshotError;
 pub use super::chunk_list::{Piece, Pieces};
-use super::format::{ChunkRows, FORMAT_VERSION, Manifest, manifest_key};
+use super::format::{ChunkRows, FORMAT_VERSION, Manifest, manifest_key, restore_manifest_key};
 use super::import_reader::{EncodedRx, ImportMsg, ImportRx, spawn_encoded_import, spawn_import};
 pub use super::output::{BuildStats, load_chunk};
 use super::output::{ManifestParts, Output};
@@ -198,6 +198,9 @@ pub struct SnapshotBuilder<'a> {
     /// The sequence the manifest is written for: `seq`, except for a fork's first snapshot
     /// (the source's state at `seq` becomes the fork's sequence 0).
     out_seq: u64,
+    /// Where the manifest goes: the log's snapshot at `out_seq`, or (for [`Self::restore`]) the
+    /// state kept for `restore` entries.
+    out_key: String,
     base: Option<Manifest>,
     pipeline: Pipeline,
     source: Source,
@@ -255,6 +258,25 @@ impl<'a> SnapshotBuilder<'a> {
         let mut b =
             Self::new_unchecked(store, payloads, config, fork_id, source_seq, base, entries)?;
         b.out_seq = 0;
+        b.out_key = manifest_key(fork_id, 0);
+        Ok(b)
+    }
+
+    /// The state of log `log_id` as of `seq`, from its snapshot `base` and its entries after it
+    /// (already through [`super::resolve_restores`]), written where a `restore` entry to `seq`
+    /// finds it ([`restore_manifest_key`]) rather than as a snapshot of the log. Chunks
+    /// the entries leave alone are the base's; only what they touch is written.
+    pub fn restore(
+        store: &'a dyn BlobStore,
+        payloads: &'a dyn ImportSource,
+        config: BuildConfig,
+        log_id: Uuid,
+        seq: u64,
+        base: Option<Manifest>,
+        entries: impl IntoIterator<Item = LogEntry>,
+    ) -> Result<Self, SnapshotError> {
+        let mut b = Self::new(store, payloads, config, log_id, seq, base, entries)?;
+        b.out_key = restore_manifest_key(log_id, seq);
         Ok(b)
     }
 
@@ -309,6 +331,7 @@ impl<'a> SnapshotBuilder<'a> {
             log_id,
             seq,
             out_seq: seq,
+            out_key: manifest_key(log_id, seq),
             base,
             pipeline: Pipeline::new(stages),
             source,
@@ -513,7 +536,7 @@ impl<'a> SnapshotBuilder<'a> {
         // The manifest is streamed into the store from the chunk list: its parts already
         // written are read back one at a time, and the compressed manifest goes out in parts as
         // it is produced, so a large build holds neither the list nor the manifest.
-        let key = manifest_key(self.log_id, self.out_seq);
+        let key = self.out_key.clone();
         let mut parts = ManifestParts::new(
             self.store,
             &key,
@@ -663,6 +686,12 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
                     })?;
                     stages.clear();
                     import = Some((key, i.format));
+                }
+                Event::Restore(_) => {
+                    return Err(SnapshotError::BadInput(format!(
+                        "the restore at sequence {} was not resolved (snapshot::resolve_restores)",
+                        e.seq
+                    )));
                 }
                 other => stages.extend(Stage::new(other)),
             }

@@ -178,6 +178,13 @@ pub fn manifest_key(log_id: Uuid, seq: u64) -> String {
     format!("snapshots/{log_id}/manifests/{seq:020}.json")
 }
 
+/// Where the state as of sequence `seq` of log `log_id` is kept for `restore` entries
+/// (`restore.rs`). The state as of a sequence never changes, so the key needs no more than the
+/// two, and restoring the same version twice writes the same object.
+pub fn restore_manifest_key(log_id: Uuid, seq: u64) -> String {
+    format!("snapshots/{log_id}/restores/{seq:020}.json")
+}
+
 /// The key of one part of a build's chunk list (its compact records, as a checkpoint carries
 /// them), named by the SHA-256 of its bytes: a large build writes its list to the store in
 /// parts as it goes, so neither its memory nor its checkpoints hold the whole list. Nothing but

@@ -16,6 +16,7 @@
 //! - `import_reader.rs` — the import file read on a blocking thread, its rows handed to the
 //!   builder decoded or already encoded as chunk bytes.
 //! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
+//! - `restore.rs` — `restore` entries: the restored state's manifest as the base of what follows.
 //! - `values.rs` — formula values kept beside a snapshot, and when a read may show them.
 //! - `shown.rs` — a range as a reader sees it: formulas replaced by their values, kept or
 //!   evaluated.
@@ -26,6 +27,7 @@ pub mod format;
 mod import_reader;
 mod output;
 pub mod read;
+pub mod restore;
 pub mod shown;
 pub mod store;
 pub mod stream;
@@ -37,12 +39,13 @@ pub use builder::{
 };
 pub use format::{
     ChunkHash, ChunkRef, FORMAT_VERSION, Manifest, ManifestTotals, ManifestWriter, chunk_key,
-    list_key, manifest_key,
+    list_key, manifest_key, restore_manifest_key,
 };
 pub use output::KEPT_MANIFEST_BYTES;
 pub use read::{
     Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
 };
+pub use restore::{resolve_restores, restored_manifest, restored_seq};
 pub use shown::{ShownError, shown_rows};
 pub use store::{
     BlobError, BlobParts, BlobStore, FsBlobs, FsImports, ImportSource, MemBlobs, MemImports,
@@ -94,6 +97,8 @@ pub async fn build_snapshot(
 
 #[cfg(test)]
 mod format_tests;
+#[cfg(test)]
+mod restore_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

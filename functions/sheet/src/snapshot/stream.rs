@@ -65,7 +65,8 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// The stage for an event; `None` for `import`, which is not a transform but a new source.
+    /// The stage for an event; `None` for `import` and `restore`, which are not transforms but a
+    /// new source.
     pub fn new(event: &Event) -> Option<Stage> {
         Some(match event {
             Event::Set(s) => {
@@ -92,7 +93,7 @@ impl Stage {
                 at: e.at.0,
                 count: e.count,
             },
-            Event::Import(_) => return None,
+            Event::Import(_) | Event::Restore(_) => return None,
         })
     }
 

@@ -134,7 +134,7 @@ fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
-fn spec() -> impl Strategy<Value = Spec> {
+pub(super) fn spec() -> impl Strategy<Value = Spec> {
     prop_oneof![
         14 => event().prop_map(Spec::Event),
         // A sync client's run: several events in one entry, some mutation ids rejected.

@@ -1,0 +1,299 @@
+//! Acting on history through the HTTP API: `POST /logs/{logId}/restore` makes the sheet what it
+//! was at an earlier version with one entry, keeps everything after that version in history, is
+//! itself undone by restoring the version before it, survives the snapshot worker building past
+//! it, resets the Replicache clients' views, and refuses what it cannot do before writing.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_api::ApiConfig;
+use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+use sheetlog_tests::fixtures::{pull_body, set_body};
+
+const RANGE: &str = "A1:D12";
+
+/// Sends `req` (with `body` as JSON, if any): the status and the JSON answer.
+async fn send_json(
+    req: reqwest_middleware::RequestBuilder,
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let req = match body {
+        Some(body) => req.json(&body),
+        None => req,
+    };
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}
+
+async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
+    let (status, v) = post_entry(c, api, log, entry).await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "append: {status} {v}");
+    v["seq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
+}
+
+/// The sheet's cells in [`RANGE`] as of `at` (now when `None`): values, formulas and formats.
+async fn sheet(c: &ApiClient, api: &TestApi, log: &str, at: Option<u64>) -> anyhow::Result<Value> {
+    let at = at.map(|a| format!("&at={a}")).unwrap_or_default();
+    let path = format!("/logs/{log}/cells?range={RANGE}{at}");
+    let (status, v) = send_json(c.get(api.url(&path)), None).await?;
+    anyhow::ensure!(status == StatusCode::OK, "{path}: {status} {v}");
+    Ok(json!({"values": v["values"], "formulas": v["formulas"], "formats": v["formats"]}))
+}
+
+async fn restore(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    body: Value,
+) -> anyhow::Result<(StatusCode, Value)> {
+    send_json(c.post(api.url(&format!("/logs/{log}/restore"))), Some(body)).await
+}
+
+/// Appends a sheet's worth of history: values, a formula, a format, row inserts and deletes.
+/// Answers the sequence after the first half (the version restored below).
+async fn history(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<u64> {
+    for i in 1..=6 {
+        let cells = [
+            (format!("A{i}"), json!(i * 10)),
+            (format!("B{i}"), json!(format!("row {i}"))),
+        ];
+        append(c, api, log, set_body(&cells)).await?;
+    }
+    append(
+        c,
+        api,
+        log,
+        json!({"type": "set", "body": {"cells": [
+            {"ref": "C1", "value": "=SUM(A1:A6)"},
+            {"ref": "D1", "value": 0.25, "format": "0.00%"},
+        ]}}),
+    )
+    .await?;
+    let version = append(
+        c,
+        api,
+        log,
+        json!({"type": "insert-rows", "body": {"at": 3, "count": 2}}),
+    )
+    .await?
+        + 1;
+    // After the version: overwrites, a delete, new cells.
+    append(
+        c,
+        api,
+        log,
+        set_body(&[("A1", json!("changed")), ("B9", json!(true))]),
+    )
+    .await?;
+    append(
+        c,
+        api,
+        log,
+        json!({"type": "delete-rows", "body": {"at": 1, "count": 2}}),
+    )
+    .await?;
+    append(c, api, log, set_body(&[("D5", json!("later"))])).await?;
+    Ok(version)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restore_makes_the_sheet_an_earlier_version_and_keeps_what_came_after()
+-> anyhow::Result<()> {
+    let cfg = ApiConfig {
+        snapshot_interval: 4,
+        ..ApiConfig::default()
+    };
+    let Some(api) = TestApi::start_with_pipeline("restore", cfg).await? else {
+        return Ok(()); // a deployment runs its own pipeline; this test drives the local one
+    };
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let version = history(&c, &api, &log).await?;
+    let then = sheet(&c, &api, &log, Some(version)).await?;
+    let before = sheet(&c, &api, &log, None).await?;
+    assert_ne!(then, before, "the history changed the sheet");
+    assert_eq!(then["values"][0][2], 210, "the formula as of then: {then}");
+
+    let (status, r) = restore(&c, &api, &log, json!({"seq": version})).await?;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let restored_at = r["seq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no seq: {r}"))?;
+    assert_eq!(
+        sheet(&c, &api, &log, None).await?,
+        then,
+        "the sheet is then's"
+    );
+    assert_eq!(
+        sheet(&c, &api, &log, Some(restored_at)).await?,
+        before,
+        "what came after the version stays in history"
+    );
+    let (_, entries) = send_json(
+        c.get(api.url(&format!("/logs/{log}/entries?from={restored_at}&limit=1"))),
+        None,
+    )
+    .await?;
+    assert_eq!(
+        entries["entries"][0]["type"], "restore",
+        "one entry: {entries}"
+    );
+    assert_eq!(entries["entries"][0]["body"], json!({"seq": version}));
+
+    // Edits go on from the restored sheet; the formula computes over it.
+    append(&c, &api, &log, set_body(&[("A2", json!(1000))])).await?;
+    let mut expected = then.clone();
+    expected["values"][1][0] = json!(1000);
+    expected["values"][0][2] = json!(1190);
+    let now = sheet(&c, &api, &log, None).await?;
+    assert_eq!(now, expected, "an edit after the restore");
+
+    // The snapshot worker builds through the restore: once a snapshot after it is complete,
+    // reads start from it and agree.
+    let next = restored_at + 1;
+    wait_for_snapshot_after(&c, &api, &log, next).await?;
+    assert_eq!(
+        sheet(&c, &api, &log, None).await?,
+        expected,
+        "from the snapshot"
+    );
+
+    // Undo: restoring the version just before the restore brings back what it replaced.
+    let (status, r) = restore(&c, &api, &log, json!({"seq": restored_at})).await?;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    assert_eq!(sheet(&c, &api, &log, None).await?, before, "undone");
+    Ok(())
+}
+
+/// Waits until the log's newest completed snapshot is at or after `seq`.
+async fn wait_for_snapshot_after(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    seq: u64,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, v) = send_json(c.get(api.url(&format!("/logs/{log}"))), None).await?;
+        if v["snapshot"]["seq"].as_u64() >= Some(seq) {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no snapshot after {seq}: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_restore_refuses_what_it_cannot_do_before_writing() -> anyhow::Result<()> {
+    let api = TestApi::start("restore-errors").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let version = history(&c, &api, &log).await?;
+    let (_, head) = send_json(c.get(api.url(&format!("/logs/{log}"))), None).await?;
+    let next = head["nextSeq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("{head}"))?;
+
+    let (status, v) = restore(&c, &api, &log, json!({"seq": next + 5})).await?;
+    assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE, "{v}");
+    let (status, v) = restore(&c, &api, &log, json!({"seq": version, "at": 1})).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "unknown field: {v}");
+    let (status, v) = restore(&c, &api, &log, json!({"seq": "three"})).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    let (status, v) = restore(
+        &c,
+        &api,
+        &log,
+        json!({"seq": version, "expectedSeq": next - 1}),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    // A restore entry cannot be appended as is: its state is kept by the restore route.
+    let (status, v) = post_entry(
+        &c,
+        &api,
+        &log,
+        json!({"type": "restore", "body": {"seq": version}}),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/restore")),
+        "{v}"
+    );
+    let (_, after) = send_json(c.get(api.url(&format!("/logs/{log}"))), None).await?;
+    assert_eq!(after["nextSeq"], next, "nothing was written: {after}");
+
+    // With an idempotency key, a retried restore is the same entry.
+    let send = || {
+        c.post(api.url(&format!("/logs/{log}/restore")))
+            .header("Idempotency-Key", "restore-once")
+            .json(&json!({"seq": version}))
+            .send()
+    };
+    let first = send().await?;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await?;
+    let again = send().await?;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(
+        again
+            .headers()
+            .get("Idempotent-Replayed")
+            .and_then(|h| h.to_str().ok()),
+        Some("true")
+    );
+    let again: Value = again.json().await?;
+    assert_eq!(again["seq"], first["seq"], "{again}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_replicache_client_that_pulls_after_a_restore_gets_the_restored_sheet()
+-> anyhow::Result<()> {
+    let api = TestApi::start("restore-pull").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    append(&c, &api, &log, set_body(&[("A1", json!("old"))])).await?;
+    let version = append(&c, &api, &log, set_body(&[("B2", json!(2))])).await? + 1;
+    let pull = |cookie: Value| {
+        send_json(
+            c.post(api.url(&format!("/logs/{log}/replicache/pull"))),
+            Some(pull_body("g1", cookie)),
+        )
+    };
+    append(
+        &c,
+        &api,
+        &log,
+        set_body(&[("A1", json!("new")), ("C3", json!(3))]),
+    )
+    .await?;
+    let (status, first) = pull(Value::Null).await?;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, r) = restore(&c, &api, &log, json!({"seq": version})).await?;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let (status, next) = pull(first["cookie"].clone()).await?;
+    assert_eq!(status, StatusCode::OK, "{next}");
+    let patch = next["patch"]
+        .as_array()
+        .ok_or_else(|| anyhow::anyhow!("{next}"))?;
+    assert_eq!(patch[0], json!({"op": "clear"}), "a reset: {next}");
+    let put = |key: &str| {
+        patch
+            .iter()
+            .find(|p| p["op"] == "put" && p["key"] == key)
+            .map(|p| p["value"]["value"].clone())
+    };
+    assert_eq!(put("cell/A1"), Some(json!("old")), "{next}");
+    assert_eq!(put("cell/B2"), Some(json!(2)), "{next}");
+    assert_eq!(put("cell/C3"), None, "C3 came after the version: {next}");
+    Ok(())
+}
