@@ -2,7 +2,8 @@
  * One sheet's history panel: the last 200 entries with what, when and who (this tab, another
  * client, or the API), and a slider over every version still kept. Picking one pins the view at
  * the sheet as it was after that entry (`at = seq + 1`, no overlay), read-only, with a banner
- * back to the live sheet.
+ * back to the live sheet and (for editors) one that restores that version: one `restore` entry
+ * (`POST /logs/{logId}/restore`), undone by restoring the version just before it.
  */
 import { ApiError, call, type EntriesPage, type Entry } from './api';
 import type { SheetContext } from './sheet-context';
@@ -75,11 +76,59 @@ export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () =>
     grid.el.classList.add('readonly');
     for (const li of historyList.querySelectorAll('li')) li.classList.toggle('on', li.dataset.seq === String(seq));
     banner.hidden = false;
+    const restore = ctx.viewOnly
+      ? []
+      : [
+          el(
+            'button',
+            { type: 'button', className: 'restore', onclick: () => void restoreTo(seq + 1) },
+            'Restore this version',
+          ),
+        ];
     banner.replaceChildren(
       `Version ${seq}: the sheet as it was after this entry. Read-only. `,
+      ...restore,
       el('button', { type: 'button', onclick: () => exit() }, 'Back to the live sheet'),
     );
     void view.show({ seq: seq + 1, cells: new Map(), shapes: [] });
+  }
+
+  /** Makes the live sheet the version as of `at`, then offers to undo that. */
+  async function restoreTo(at: number): Promise<void> {
+    try {
+      const done = await call<{ seq: number }>('POST', `${api}/restore`, { seq: at });
+      exit();
+      banner.hidden = false;
+      banner.replaceChildren(
+        `Restored version ${at - 1}; what came after it stays in History. `,
+        el('button', { type: 'button', className: 'undo', onclick: () => void undo(done.seq) }, 'Undo'),
+        el('button', { type: 'button', onclick: () => (banner.hidden = true) }, 'Dismiss'),
+      );
+    } catch (e) {
+      messages.error(e instanceof ApiError ? e.message : String(e), 'history');
+    }
+  }
+
+  /**
+   * Undoes the restore appended at `seq`: restores the sheet as it was just before it, only if
+   * nothing came after the restore (`expectedSeq`), so an undo never drops someone's later edit.
+   */
+  async function undo(seq: number): Promise<void> {
+    try {
+      await call('POST', `${api}/restore`, { seq, expectedSeq: seq + 1 });
+      banner.hidden = true;
+      messages.info('Restore undone.', 'history');
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'conflict') {
+        banner.hidden = true;
+        messages.warn(
+          `The sheet was edited after the restore, and Undo would drop those edits. To go back anyway, restore version ${seq - 1} from History.`,
+          'undo',
+        );
+        return;
+      }
+      messages.error(e instanceof ApiError ? e.message : String(e), 'history');
+    }
   }
 
   function exit(): void {
@@ -123,7 +172,9 @@ function describe(e: Entry, clientID: () => string): (string | HTMLElement)[] {
         .join('; ') || 'rejected edits';
   }
   if (e.type === 'import') what = `import ${String(b.format ?? '').toUpperCase()}`;
-  if (e.type === 'restore') what = `restore version #${String(b.seq)}`;
+  // The list's version N is the sheet after entry N: a restore to sequence S brings back S - 1.
+  if (e.type === 'restore')
+    what = Number(b.seq) > 0 ? `restore version #${Number(b.seq) - 1}` : 'restore the empty sheet';
   const when = new Date(e.created);
   return [
     el('span', { className: 'v' }, `#${e.seq}`),

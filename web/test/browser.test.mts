@@ -618,6 +618,52 @@ describe('the web spreadsheet in Chromium', () => {
     assert.equal(await cellText(page, 'B1'), '');
   });
 
+  test('a version restored from history reaches another page, and Undo brings the sheet back', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    const other = await openSheet(logId);
+    await edit(page, 'A1', 'first draft');
+    await edit(page, 'B2', 'kept');
+    const version = await synced(page, logId);
+    await edit(page, 'A1', 'second draft');
+    await edit(page, 'C3', 'later');
+    await synced(page, logId);
+    await waitCell(other, 'C3', 'later');
+    await page.click('button:has-text("History")');
+    const entry = page.locator(`.history-list li[data-seq="${version - 1}"] button`);
+    await entry.waitFor(WAIT);
+    await entry.click();
+    await page.click('.banner button.restore');
+    // Both pages show the version, live: the restore is one entry every page pulls.
+    for (const p of [page, other]) {
+      await waitCell(p, 'A1', 'first draft');
+      await waitCell(p, 'C3', '');
+      assert.equal(await cellText(p, 'B2'), 'kept');
+    }
+    assert.match(await page.locator('.banner').innerText(), /Restored version/);
+    const restore = page.locator('.history-list li button', { hasText: `restore version #${version - 1}` });
+    await restore.waitFor(WAIT);
+    await shot(page, 'restored');
+    await page.click('.banner button.undo');
+    for (const p of [page, other]) {
+      await waitCell(p, 'A1', 'second draft');
+      await waitCell(p, 'C3', 'later');
+    }
+    // Restored again, then edited on the other page: Undo would drop that edit, so it says so
+    // and leaves the sheet alone.
+    await page.click('button:has-text("History")');
+    await page.click('button:has-text("History")');
+    await page.locator(`.history-list li[data-seq="${version - 1}"] button`).click();
+    await page.click('.banner button.restore');
+    await waitCell(other, 'A1', 'first draft');
+    await edit(other, 'D4', 'after the restore');
+    await waitCell(page, 'D4', 'after the restore');
+    await page.click('.banner button.undo');
+    await page.locator('.message.warn', { hasText: 'Undo would drop those edits' }).waitFor(WAIT);
+    assert.equal(await cellText(page, 'A1'), 'first draft');
+    assert.equal(await cellText(page, 'D4'), 'after the restore');
+  });
+
   test(`a ${BIG_ROWS.toLocaleString('en')}-row sheet scrolls to row 900,000 reading only what is in view`, async () => {
     const logId = await newLog();
     const lines: string[] = [];

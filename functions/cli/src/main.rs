@@ -294,8 +294,8 @@ async fn run(
                 out(&v.to_string())
             } else {
                 out(&format!(
-                    "restored the sheet as of sequence {at} at sequence {} (next {}); undo with --at {}",
-                    v["seq"], v["nextSeq"], v["seq"]
+                    "restored the sheet as of sequence {at} at sequence {} (next {}); undo with --at {} --expected-seq {}",
+                    v["seq"], v["nextSeq"], v["seq"], v["nextSeq"]
                 ))
             }
         }

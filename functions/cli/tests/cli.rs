@@ -201,7 +201,7 @@ async fn restores_a_version_and_undoes_the_restore() {
     let said = ok(&base, &["restore", &log, "--at", "2"]).await.unwrap();
     assert_eq!(
         said.trim(),
-        "restored the sheet as of sequence 2 at sequence 3 (next 4); undo with --at 3"
+        "restored the sheet as of sequence 2 at sequence 3 (next 4); undo with --at 3 --expected-seq 4"
     );
     assert_eq!(ok(&base, &["export", &log]).await.unwrap(), then);
     let history = ok(&base, &["history", &log]).await.unwrap();
@@ -209,7 +209,9 @@ async fn restores_a_version_and_undoes_the_restore() {
         history.contains("restore the sheet as of sequence 2"),
         "{history}"
     );
-    ok(&base, &["restore", &log, "--at", "3"]).await.unwrap();
+    ok(&base, &["restore", &log, "--at", "3", "--expected-seq", "4"])
+        .await
+        .unwrap();
     assert_eq!(ok(&base, &["export", &log]).await.unwrap(), before);
     let o = run(&base, &["restore", &log, "--at", "99"]).await.unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
