@@ -121,7 +121,7 @@ async fn seq_or_next(
 
 /// The newest completed snapshot at or before `at` (its manifest; `None` for the empty sheet)
 /// and the entries after it, before `at`.
-async fn base_and_entries(
+pub(crate) async fn base_and_entries(
     state: &SharedState,
     log: LogId,
     log_id: &str,

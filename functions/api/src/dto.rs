@@ -225,6 +225,23 @@ pub struct CellsResponse {
     pub formulas: BTreeMap<String, String>,
 }
 
+/// The cells that differ between two versions of a sheet, one page of them.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffResponse {
+    pub from: u64,
+    pub to: u64,
+    /// `{"ref", "before", "after"}` per changed cell, in row then column order; `before` and
+    /// `after` are cells as a `set` writes them (`{"value", "format"?}`, `{"value": null}` when
+    /// empty), a formula as its text.
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<Value>,
+    /// Where the next page starts (`row=`), absent when this page is the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_row: Option<u32>,
+    pub complete: bool,
+}
+
 /// The area a sheet's cells lie in, as of a sequence.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -12,6 +12,7 @@
 //! - `lambda_limit.rs` — Lambda's 6 MB response limit, kept on every stack
 //! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
 //! - `versions.rs` — acting on history: restoring an earlier version
+//! - `diff.rs`    — the cells that differ between two versions, a page at a time
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
 //! - `entry_json.rs` — the JSON form of stored entry bodies (events, `mutations` entries)
@@ -28,6 +29,7 @@ pub mod access;
 pub mod append;
 pub mod cells;
 pub mod config;
+pub mod diff;
 pub mod dto;
 pub mod entry_json;
 pub mod error;
@@ -77,6 +79,7 @@ pub use state::{AppState, SharedState};
         routes::read_cells,
         routes::read_extent,
         versions::restore,
+        diff::diff,
         sync::push::push,
         sync::pull::pull,
         sync::clients::client,
@@ -249,6 +252,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
         .route("/logs/{log_id}/restore", post(versions::restore))
+        .route("/logs/{log_id}/diff", get(diff::diff))
         .route(access::PUSH_ROUTE, post(sync::push::push))
         .route("/logs/{log_id}/replay", post(sync::clients::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull::pull))

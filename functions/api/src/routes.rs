@@ -429,7 +429,7 @@ pub async fn append_entry(
     Ok(created(out))
 }
 
-fn query_u64(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
+pub(crate) fn query_u64(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
     match q.get(name) {
         None => Ok(None),
         Some(raw) => raw.trim().parse::<u64>().map(Some).map_err(|_| {

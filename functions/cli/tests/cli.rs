@@ -209,9 +209,12 @@ async fn restores_a_version_and_undoes_the_restore() {
         history.contains("restore the sheet as of sequence 2"),
         "{history}"
     );
-    ok(&base, &["restore", &log, "--at", "3", "--expected-seq", "4"])
-        .await
-        .unwrap();
+    ok(
+        &base,
+        &["restore", &log, "--at", "3", "--expected-seq", "4"],
+    )
+    .await
+    .unwrap();
     assert_eq!(ok(&base, &["export", &log]).await.unwrap(), before);
     let o = run(&base, &["restore", &log, "--at", "99"]).await.unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+use sheetlog_tests::api::{ApiClient, TestApi, commit_upload, new_log, post_entry, upload_file};
 use sheetlog_tests::fixtures::{pull_body, set_body};
 
 const RANGE: &str = "A1:D12";
@@ -295,5 +295,168 @@ async fn a_replicache_client_that_pulls_after_a_restore_gets_the_restored_sheet(
     assert_eq!(put("cell/A1"), Some(json!("old")), "{next}");
     assert_eq!(put("cell/B2"), Some(json!(2)), "{next}");
     assert_eq!(put("cell/C3"), None, "C3 came after the version: {next}");
+    Ok(())
+}
+
+/// The changes between two versions, every page of them (`limit` per page), as `ref → (before,
+/// after)` values.
+async fn diff_all(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    query: &str,
+    limit: u64,
+) -> anyhow::Result<(Vec<Value>, usize)> {
+    let mut out = Vec::new();
+    let mut pages = 0;
+    let mut row = 1;
+    loop {
+        let path = format!("/logs/{log}/diff?{query}&limit={limit}&row={row}");
+        let (status, v) = send_json(c.get(api.url(&path)), None).await?;
+        anyhow::ensure!(status == StatusCode::OK, "{path}: {status} {v}");
+        pages += 1;
+        out.extend(v["changes"].as_array().cloned().unwrap_or_default());
+        match v["nextRow"].as_u64() {
+            Some(next) => {
+                anyhow::ensure!(v["complete"] == false && next > row, "{v}");
+                row = next;
+            }
+            None => {
+                anyhow::ensure!(v["complete"] == true, "{v}");
+                return Ok((out, pages));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_diff_lists_the_cells_that_differ_between_two_versions_page_by_page() -> anyhow::Result<()>
+{
+    let api = TestApi::start("diff").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    append(
+        &c,
+        &api,
+        &log,
+        set_body(&[("A1", json!(1)), ("B1", json!("same")), ("A2", json!(2))]),
+    )
+    .await?;
+    let from = append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "set", "body": {"cells": [
+            {"ref": "C3", "value": "=A1+A2"},
+            {"ref": "D3", "value": 0.5, "format": "0%"},
+        ]}}),
+    )
+    .await?
+        + 1;
+    append(
+        &c,
+        &api,
+        &log,
+        json!({"type": "set", "body": {"cells": [
+            {"ref": "A1", "value": 10},
+            {"ref": "A2", "value": null},
+            {"ref": "C3", "value": "=A1*2"},
+            {"ref": "D3", "value": 0.5, "format": "0.0%"},
+            {"ref": "E7", "value": true},
+        ]}}),
+    )
+    .await?;
+    // B1 is written again with the same value: not a change.
+    let to = append(&c, &api, &log, set_body(&[("B1", json!("same"))])).await? + 1;
+    let expected = vec![
+        json!({"ref": "A1", "before": {"value": 1}, "after": {"value": 10}}),
+        json!({"ref": "A2", "before": {"value": 2}, "after": {"value": null}}),
+        json!({"ref": "C3", "before": {"value": "=A1+A2"}, "after": {"value": "=A1*2"}}),
+        json!({"ref": "D3", "before": {"value": 0.5, "format": "0%"}, "after": {"value": 0.5, "format": "0.0%"}}),
+        json!({"ref": "E7", "before": {"value": null}, "after": {"value": true}}),
+    ];
+    let (all, pages) = diff_all(&c, &api, &log, &format!("from={from}&to={to}"), 1000).await?;
+    assert_eq!(all, expected);
+    assert_eq!(pages, 1);
+    // A page of one change ends at a row: the two changes of row 3 come together.
+    let (paged, pages) = diff_all(&c, &api, &log, &format!("from={from}"), 1).await?;
+    assert_eq!(paged, expected, "`to` defaults to the whole log");
+    assert_eq!(pages, 4, "rows 1, 2, 3 and 7");
+    // The other way round swaps before and after; a version against itself has no changes.
+    let (back, _) = diff_all(&c, &api, &log, &format!("from={to}&to={from}"), 1000).await?;
+    assert_eq!(back.len(), expected.len());
+    assert_eq!(back[0]["before"], json!({"value": 10}));
+    let (none, _) = diff_all(&c, &api, &log, &format!("from={to}&to={to}"), 1000).await?;
+    assert!(none.is_empty());
+    // A restore in between reads like any other version.
+    let (status, r) = restore(&c, &api, &log, json!({"seq": from})).await?;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let (none, _) = diff_all(&c, &api, &log, &format!("from={from}"), 1000).await?;
+    assert!(
+        none.is_empty(),
+        "the restored sheet is the version: {none:?}"
+    );
+
+    for (query, want) in [
+        ("to=3".to_string(), StatusCode::BAD_REQUEST),
+        (format!("from={from}&limit=0"), StatusCode::BAD_REQUEST),
+        (format!("from={from}&limit=1001"), StatusCode::BAD_REQUEST),
+        (format!("from={from}&row=0"), StatusCode::BAD_REQUEST),
+        (format!("from={from}&at=1"), StatusCode::BAD_REQUEST),
+        ("from=999".to_string(), StatusCode::RANGE_NOT_SATISFIABLE),
+        (
+            format!("from={from}&to=999"),
+            StatusCode::RANGE_NOT_SATISFIABLE,
+        ),
+    ] {
+        let path = format!("/logs/{log}/diff?{query}");
+        let (status, v) = send_json(c.get(api.url(&path)), None).await?;
+        assert_eq!(status, want, "{path}: {v}");
+    }
+    Ok(())
+}
+
+/// A sheet wider and longer than one window of the comparison (100,000 cells): the changes past
+/// the first window are found, and nothing of the unchanged rows is listed.
+#[tokio::test]
+async fn a_diff_of_a_sheet_larger_than_a_window_finds_changes_in_every_window() -> anyhow::Result<()>
+{
+    let api = TestApi::start("diff-windows").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let (rows, cols) = (3_500, 30);
+    let mut csv = String::new();
+    for r in 0..rows {
+        let line: Vec<String> = (0..cols).map(|c| (r * cols + c).to_string()).collect();
+        csv.push_str(&line.join(","));
+        csv.push('\n');
+    }
+    let upload = upload_file(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import", "body": {"format": "csv"}}),
+        csv.as_bytes(),
+    )
+    .await?;
+    let r = commit_upload(&c, &api, &log, &upload).await?;
+    anyhow::ensure!(r.status() == StatusCode::CREATED, "commit: {}", r.status());
+    let from = append(&c, &api, &log, set_body(&[("B2", json!("top"))])).await? + 1;
+    append(
+        &c,
+        &api,
+        &log,
+        set_body(&[("AD3400", json!("bottom")), ("A3500", json!(null))]),
+    )
+    .await?;
+    let (changes, pages) = diff_all(&c, &api, &log, &format!("from={from}"), 1000).await?;
+    assert_eq!(pages, 1);
+    assert_eq!(
+        changes,
+        vec![
+            json!({"ref": "AD3400", "before": {"value": 3399 * 30 + 29}, "after": {"value": "bottom"}}),
+            json!({"ref": "A3500", "before": {"value": 3499 * 30}, "after": {"value": null}}),
+        ]
+    );
     Ok(())
 }
