@@ -98,6 +98,7 @@ export function addApi(
     .bindBucket(ENV.bucket, storage.bucket, [
       { prefix: PREFIXES.payloads, access: ['read', 'write', 'tag', 'delete'] },
       // Write: forking a sheet (POST /logs with `from`) builds the fork's first snapshot.
+      // It also keeps the state of a restored or named version (snapshots/<log>/restores/).
       { prefix: PREFIXES.snapshots, access: ['read', 'write', 'abortUpload', 'delete'] },
       // A push too large for an SQS message is written here (auto-delete tagged) and queued by key.
       { prefix: PREFIXES.pushes, access: ['write', 'tag'] },

@@ -67,6 +67,33 @@ pub struct AppendRequest {
     pub base_seq: Option<u64>,
 }
 
+/// `POST /logs/{logId}/versions`: name a version.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"seq": 42, "name": "before the Q3 import"}))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NameVersionRequest {
+    /// The version: the sheet as of every entry before this sequence.
+    pub seq: u64,
+    /// 1 to 100 characters, trimmed.
+    pub name: String,
+}
+
+/// `PUT /logs/{logId}/versions/{seq}`: rename a named version.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenameVersionRequest {
+    pub name: String,
+}
+
+/// A sheet's named versions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionsResponse {
+    /// `{"seq", "name", "createdAt", "by"?}` each.
+    #[schema(value_type = Vec<Object>)]
+    pub versions: Vec<Value>,
+}
+
 /// `POST /logs/{logId}/restore`: make the sheet what it was as of `seq`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"seq": 42}))]

@@ -154,6 +154,11 @@ pub enum ApiError {
     MemberNotFound(String),
     #[error("{0} has no invitation to this sheet")]
     InvitationNotFound(String),
+    #[error("version {0} of this sheet has no name")]
+    VersionNotFound(u64),
+    /// Naming a version past the most a sheet keeps (the list must fit one response).
+    #[error("a sheet keeps at most {limit} named versions; delete one first")]
+    TooManyVersions { limit: usize },
     #[error("the sheet would have no owner left; make someone else owner first")]
     LastOwner,
     /// A share past the most members a sheet has: the members list must fit one response.
@@ -186,8 +191,10 @@ impl ApiError {
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Forbidden { .. } | GroupForbidden(_) | NotMember { .. } => StatusCode::FORBIDDEN,
-            NoCatalog { .. } | MemberNotFound(_) | InvitationNotFound(_) => StatusCode::NOT_FOUND,
-            LastOwner | TooManyMembers { .. } => StatusCode::CONFLICT,
+            NoCatalog { .. } | MemberNotFound(_) | InvitationNotFound(_) | VersionNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            LastOwner | TooManyMembers { .. } | TooManyVersions { .. } => StatusCode::CONFLICT,
             TooManyDeletes { .. } => StatusCode::TOO_MANY_REQUESTS,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
@@ -249,6 +256,8 @@ impl ApiError {
             NotMember { .. } => "forbidden",
             NoCatalog { .. } => "no-catalog",
             MemberNotFound(_) => "member-not-found",
+            VersionNotFound(_) => "version-not-found",
+            TooManyVersions { .. } => "too-many-versions",
             InvitationNotFound(_) => "invitation-not-found",
             LastOwner => "last-owner",
             TooManyMembers { .. } => "too-many-members",
@@ -318,7 +327,7 @@ impl ApiError {
                     }),
                 );
             }
-            ApiError::TooManyMembers { limit } => {
+            ApiError::TooManyMembers { limit } | ApiError::TooManyVersions { limit } => {
                 m.insert("limit".into(), json!(limit));
             }
             ApiError::TooManyDeletes { limit, retry_after } => {

@@ -11,7 +11,7 @@
 //!   (`docs/sync.md`)
 //! - `lambda_limit.rs` — Lambda's 6 MB response limit, kept on every stack
 //! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
-//! - `versions.rs` — acting on history: restoring an earlier version
+//! - `versions.rs` — acting on history: restoring an earlier version, named versions
 //! - `diff.rs`    — the cells that differ between two versions, a page at a time
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
@@ -79,6 +79,10 @@ pub use state::{AppState, SharedState};
         routes::read_cells,
         routes::read_extent,
         versions::restore,
+        versions::list_versions,
+        versions::name_version,
+        versions::rename_version,
+        versions::delete_version,
         diff::diff,
         sync::push::push,
         sync::pull::pull,
@@ -252,6 +256,14 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
         .route("/logs/{log_id}/restore", post(versions::restore))
+        .route(
+            "/logs/{log_id}/versions",
+            get(versions::list_versions).post(versions::name_version),
+        )
+        .route(
+            "/logs/{log_id}/versions/{seq}",
+            put(versions::rename_version).delete(versions::delete_version),
+        )
         .route("/logs/{log_id}/diff", get(diff::diff))
         .route(access::PUSH_ROUTE, post(sync::push::push))
         .route("/logs/{log_id}/replay", post(sync::clients::replay))

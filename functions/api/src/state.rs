@@ -10,7 +10,9 @@ use sheetlog_core::config::{LogConfig, Resources};
 use sheetlog_core::domain::RequestUnits;
 use sheetlog_core::log::{EventLog, SegmentHint};
 use sheetlog_core::poke::Poker;
-use sheetlog_core::ports::{GroupOwners, LogPurge, LogStore, PayloadStore, PushQueue};
+use sheetlog_core::ports::{
+    GroupOwners, LogPurge, LogStore, NamedVersions, PayloadStore, PushQueue,
+};
 
 use std::time::Instant;
 
@@ -56,6 +58,8 @@ pub struct AppState {
     groups: Arc<dyn GroupOwners>,
     /// Log metadata (creator, deletion tombstone) and deleting a log's items.
     pub purge: Arc<dyn LogPurge>,
+    /// Named versions (`versions.rs`).
+    pub versions: Arc<dyn NamedVersions>,
     /// Announces commits on the sheet's AppSync Events channel, when pokes are configured.
     pub poker: Option<Arc<Poker>>,
     hints: Mutex<HashMap<LogId, SegmentHint>>,
@@ -92,9 +96,11 @@ impl AppState {
         groups: Arc<dyn GroupOwners>,
         cfg: ApiConfig,
         purge: Arc<dyn LogPurge>,
+        versions: Arc<dyn NamedVersions>,
     ) -> Self {
         Self {
             purge,
+            versions,
             bucket,
             log,
             cfg,
@@ -361,6 +367,7 @@ impl AppState {
         let bucket = S3Bucket::new(s3_client(sdk), &resources.bucket);
         let store = Arc::new(store);
         let groups: Arc<dyn GroupOwners> = store.clone();
+        let versions: Arc<dyn NamedVersions> = store.clone();
         let (store, payloads) = wrap(store, Arc::new(bucket.clone()));
         let log = EventLog::new(store, payloads, log_cfg)?;
         let queue = match (cfg.sync_writes, &cfg.sync_queue_url) {
@@ -388,7 +395,7 @@ impl AppState {
             Arc::new(CognitoDirectory::new(sdk, &c.endpoint, &c.user_pool_id))
                 as Arc<dyn UserDirectory>
         });
-        let mut state = Self::new(log, bucket, groups, cfg, Arc::new(purge));
+        let mut state = Self::new(log, bucket, groups, cfg, Arc::new(purge), versions);
         state.poker = poker;
         if let Some(catalog) = catalog {
             state = state.with_catalog(catalog, users);

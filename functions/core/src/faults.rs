@@ -730,6 +730,7 @@ impl PayloadLayer for Arc<Faults> {
 
 // The other ports: every call counted, maybe delayed or throttled ([`Layer::around`]).
 impl GroupOwnersLayer for Arc<Faults> {}
+impl crate::ports::NamedVersionsLayer for Arc<Faults> {}
 impl PushQueueLayer for Arc<Faults> {}
 impl PendingLayer for Arc<Faults> {}
 impl LogPurgeLayer for Arc<Faults> {}

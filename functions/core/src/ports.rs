@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use crate::domain::clients::ClientRange;
 use crate::domain::dedupe::{DedupeHit, DedupeKey, DedupeRecord};
+use crate::domain::versions::NamedVersion;
 use crate::domain::{
     EntryRecord, Guarded, LogId, PendingKey, PendingSnapshot, RequestUnits, SegmentRecord,
 };
@@ -343,6 +344,23 @@ crate::port! {
             subject: &str,
             units: &mut RequestUnits,
         ) -> Result<String, StoreError> as UpdateItem;
+    }
+}
+
+crate::port! {
+    /// A log's named versions (`crate::domain::versions`), in the Clients table.
+    pub trait NamedVersions("DynamoDB"): NamedVersionsLayer {
+        /// Every named version of the log, by sequence, read strongly.
+        async fn list_versions(&self, log: LogId, units: &mut RequestUnits)
+            -> Result<Vec<NamedVersion>, StoreError> as Query;
+        /// Names version `seq` (or renames it: the name changes, when and by whom it was first
+        /// named do not). Answers the version as kept.
+        async fn name_version(&self, log: LogId, seq: u64, name: &str, by: Option<&str>,
+            now_ms: i64, units: &mut RequestUnits)
+            -> Result<NamedVersion, StoreError> as UpdateItem;
+        /// Forgets version `seq`'s name; `false` when it had none.
+        async fn delete_version(&self, log: LogId, seq: u64, units: &mut RequestUnits)
+            -> Result<bool, StoreError> as DeleteItem;
     }
 }
 

@@ -584,7 +584,24 @@ pub async fn sheet_as_of<S: LogEntries, P: PayloadStore>(
     id: LogId,
     at: u64,
 ) -> Result<SheetAsOf, InputError> {
-    let AsOf { base, entries } = as_of(log, id, at).await?;
+    let AsOf { base, entries } = match as_of(log, id, at).await {
+        Ok(a) => a,
+        // History the `delete` retention policy removed: a named (or restored) version's state
+        // was kept when it was named, and is the whole answer (`docs/api.md`, "Named versions").
+        Err(InputError::Log(LogError::HistoryDeleted { log: l, segment })) => {
+            return match crate::snapshot::restored_manifest(blobs, *id.as_uuid(), at).await {
+                Ok(kept) => Ok(SheetAsOf {
+                    base: Some(kept),
+                    entries: Vec::new(),
+                }),
+                Err(SnapshotError::MissingObject(_)) => {
+                    Err(LogError::HistoryDeleted { log: l, segment }.into())
+                }
+                Err(e) => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e),
+    };
     let base = base_manifest(blobs, id, &base).await?;
     let entries = into_log_entries(entries)?;
     let (base, entries) =

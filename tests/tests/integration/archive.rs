@@ -11,7 +11,8 @@ use sheetlog_core::aws::{S3Bucket, s3_client};
 use sheetlog_core::domain::{Entry, LogId, SegmentRecord, SnapshotJob};
 use sheetlog_core::log::AppendOptions;
 use sheetlog_core::ports::{Consistency, LogEntries};
-use sheetlog_core::snapshot_input::{InputError, as_of};
+use sheetlog_core::snapshot::BuildConfig;
+use sheetlog_core::snapshot_input::{InputError, as_of, restore_snapshot, sheet_as_of};
 use sheetlog_maintenance::archive::Step;
 use sheetlog_maintenance::{Mode, Policy, Retention, RetentionReport, RunOptions};
 use sheetlog_snapshot_worker::Worker;
@@ -290,6 +291,19 @@ async fn the_delete_policy_removes_only_history_and_says_so() -> anyhow::Result<
     // A fifth segment whose first snapshot is not built: the newest completed snapshot is in
     // segment 3, so segment 3 and later stay whatever the policy says.
     px.log.start_segment(log).await?;
+    // Version 5 is named (its state kept, as `POST /logs/{logId}/versions` keeps it) before
+    // its history goes.
+    let version = |at| sheet_as_of(&px.log, &px.blobs, log, at);
+    let then = version(5).await?;
+    restore_snapshot(
+        &px.log,
+        &px.blobs,
+        &px.blobs,
+        BuildConfig::default(),
+        log,
+        5,
+    )
+    .await?;
     let report = retention(&px, Mode::Delete)
         .await?
         .run(opts(), &mut |_, _| {})
@@ -334,6 +348,36 @@ async fn the_delete_policy_removes_only_history_and_says_so() -> anyhow::Result<
     match as_of(&px.log, log, 5).await {
         Err(InputError::Log(LogError::HistoryDeleted { .. })) => {}
         other => bail!("as of deleted history: {:?}", other.map(|_| ())),
+    }
+    // The named version still reads, from its kept state, and the same; its neighbour does not.
+    let now = version(5).await?;
+    let cells = |s: &sheetlog_core::snapshot_input::SheetAsOf| {
+        let blobs = px.blobs.clone();
+        let (base, entries) = (s.base.clone(), s.entries.clone());
+        async move {
+            let range = "A1:Z200".parse().context("range")?;
+            let (values, _) = sheetlog_core::snapshot::read_range(
+                &blobs,
+                &blobs,
+                *log.as_uuid(),
+                base.as_ref(),
+                &entries,
+                range,
+            )
+            .await?;
+            anyhow::Ok(values)
+        }
+    };
+    ensure!(
+        cells(&now).await? == cells(&then).await?,
+        "the kept version reads as before"
+    );
+    match version(6).await {
+        Err(InputError::Log(LogError::HistoryDeleted { .. })) => {}
+        other => bail!(
+            "an unnamed version of deleted history: {:?}",
+            other.map(|_| ())
+        ),
     }
     Ok(())
 }

@@ -460,3 +460,102 @@ async fn a_diff_of_a_sheet_larger_than_a_window_finds_changes_in_every_window() 
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn named_versions_are_listed_newest_first_renamed_and_forgotten() -> anyhow::Result<()> {
+    let api = TestApi::start("named-versions").await?;
+    let c = api.client().await?;
+    let log = new_log(&c, &api).await?;
+    let version = history(&c, &api, &log).await?;
+    let name = |body: Value| {
+        send_json(
+            c.post(api.url(&format!("/logs/{log}/versions"))),
+            Some(body),
+        )
+    };
+    let list = || send_json(c.get(api.url(&format!("/logs/{log}/versions"))), None);
+
+    let (status, v) = name(json!({"seq": version, "name": "  before the Q3 import "})).await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(v["name"], "before the Q3 import", "trimmed: {v}");
+    assert_eq!(v["seq"], version);
+    assert!(v["createdAt"].as_i64().is_some_and(|t| t > 0), "{v}");
+    let (status, _) = name(json!({"seq": 2, "name": "first rows"})).await?;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, all) = list().await?;
+    let names: Vec<_> = all["versions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| (v["seq"].clone(), v["name"].clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        names,
+        vec![
+            (json!(version), json!("before the Q3 import")),
+            (json!(2), json!("first rows")),
+        ],
+        "newest first: {all}"
+    );
+    // Its state is kept where a restore finds it: the version reads and restores from it.
+    let key = sheetlog_core::snapshot::restore_manifest_key(uuid::Uuid::parse_str(&log)?, version);
+    let bucket = api
+        .stack()
+        .ok_or_else(|| anyhow::anyhow!("an in-process stack"))?
+        .bucket();
+    assert!(sheetlog_core::snapshot::BlobStore::exists(&bucket, &key).await?);
+
+    // Renamed, then forgotten; the kept state stays (a restore may point at it).
+    let path = format!("/logs/{log}/versions/{version}");
+    let (status, v) = send_json(c.put(api.url(&path)), Some(json!({"name": "Q3"}))).await?;
+    assert_eq!((status, &v["name"]), (StatusCode::OK, &json!("Q3")), "{v}");
+    assert_eq!(
+        v["createdAt"], all["versions"][0]["createdAt"],
+        "first named then"
+    );
+    let (status, _) = send_json(c.delete(api.url(&path)), None).await?;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, all) = list().await?;
+    assert_eq!(all["versions"].as_array().map(Vec::len), Some(1), "{all}");
+    assert!(sheetlog_core::snapshot::BlobStore::exists(&bucket, &key).await?);
+
+    // What it refuses, writing nothing.
+    for (body, want) in [
+        (json!({"seq": 3, "name": "  "}), StatusCode::BAD_REQUEST),
+        (
+            json!({"seq": 3, "name": "x".repeat(101)}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (json!({"seq": 3}), StatusCode::BAD_REQUEST),
+        (
+            json!({"seq": 3, "name": "a", "at": 1}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"seq": 999, "name": "future"}),
+            StatusCode::RANGE_NOT_SATISFIABLE,
+        ),
+    ] {
+        let (status, v) = name(body.clone()).await?;
+        assert_eq!(status, want, "{body}: {v}");
+    }
+    let (status, v) = send_json(c.put(api.url(&path)), Some(json!({"name": "gone"}))).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    assert_eq!(v["error"]["code"], "version-not-found");
+    let (status, _) = send_json(c.delete(api.url(&path)), None).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send_json(
+        c.delete(api.url(&format!("/logs/{log}/versions/three"))),
+        None,
+    )
+    .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let missing = "00000000-0000-4000-8000-000000000000";
+    let (status, _) = send_json(c.get(api.url(&format!("/logs/{missing}/versions"))), None).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, all) = list().await?;
+    assert_eq!(all["versions"].as_array().map(Vec::len), Some(1), "{all}");
+    Ok(())
+}

@@ -123,6 +123,12 @@ pub fn delete_rate_key(subject: &str) -> Vec<u8> {
 }
 
 fn tagged(log: LogId, tag: u8, id: &str) -> Vec<u8> {
+    tagged_key(log, tag, id)
+}
+
+/// A Clients-table partition key: the log's 16 bytes, a tag byte naming the kind of item, then
+/// the item's own id (empty for a log's one item of that kind).
+pub(crate) fn tagged_key(log: LogId, tag: u8, id: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(17 + id.len());
     k.extend_from_slice(log.as_bytes());
     k.push(tag);

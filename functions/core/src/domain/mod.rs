@@ -9,6 +9,7 @@
 //! - `job.rs`  — the snapshot job message the stream router, worker and reprocess tool share
 //! - `keys.rs` — S3 key layout, the auto-delete tag, item size limits, the clock
 //! - `pending.rs` — Pending Snapshots items: key, state, and guarded-write results
+//! - `versions.rs` — named versions: their key, name rules and limits
 
 pub mod clients;
 pub mod cost;
@@ -16,6 +17,7 @@ pub mod dedupe;
 pub mod job;
 pub mod keys;
 pub mod pending;
+pub mod versions;
 
 use std::fmt;
 use std::str::FromStr;

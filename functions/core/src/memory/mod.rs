@@ -65,6 +65,8 @@ struct Tables {
     meta: BTreeMap<LogId, crate::ports::LogMeta>,
     /// Deletes counted per subject: (window start, count).
     delete_counts: BTreeMap<String, (i64, u32)>,
+    /// Named versions by (log, sequence).
+    versions: BTreeMap<(LogId, u64), crate::domain::versions::NamedVersion>,
 }
 
 /// The Entry and Segment tables in memory.
@@ -172,6 +174,57 @@ impl GroupOwners for MemLogStore {
             .entry((log, group.to_owned()))
             .or_insert_with(|| subject.to_owned());
         Ok(owner.clone())
+    }
+}
+
+#[async_trait]
+impl crate::ports::NamedVersions for MemLogStore {
+    async fn list_versions(
+        &self,
+        log: LogId,
+        units: &mut RequestUnits,
+    ) -> Result<Vec<crate::domain::versions::NamedVersion>, StoreError> {
+        let t = lock(&self.tables)?;
+        *units += RequestUnits::reads(read_units(1024, ReadConsistency::Strong));
+        Ok(t.versions
+            .range((log, 0)..=(log, u64::MAX))
+            .map(|(_, v)| v.clone())
+            .collect())
+    }
+
+    async fn name_version(
+        &self,
+        log: LogId,
+        seq: u64,
+        name: &str,
+        by: Option<&str>,
+        now_ms: i64,
+        units: &mut RequestUnits,
+    ) -> Result<crate::domain::versions::NamedVersion, StoreError> {
+        let mut t = lock(&self.tables)?;
+        *units += RequestUnits::writes(write_units(1024, false));
+        let v =
+            t.versions
+                .entry((log, seq))
+                .or_insert_with(|| crate::domain::versions::NamedVersion {
+                    seq,
+                    name: String::new(),
+                    created_at: now_ms,
+                    by: by.map(str::to_owned),
+                });
+        v.name = name.to_owned();
+        Ok(v.clone())
+    }
+
+    async fn delete_version(
+        &self,
+        log: LogId,
+        seq: u64,
+        units: &mut RequestUnits,
+    ) -> Result<bool, StoreError> {
+        let mut t = lock(&self.tables)?;
+        *units += RequestUnits::writes(write_units(1024, false));
+        Ok(t.versions.remove(&(log, seq)).is_some())
     }
 }
 
@@ -747,6 +800,16 @@ impl crate::ports::LogPurge for MemLogStore {
         }
         if deleted < max && t.marks.remove(&log).is_some() {
             deleted += 1;
+        }
+        let versions: Vec<_> = t
+            .versions
+            .range((log, 0)..=(log, u64::MAX))
+            .map(|(k, _)| *k)
+            .take(max.saturating_sub(deleted))
+            .collect();
+        deleted += versions.len();
+        for k in versions {
+            t.versions.remove(&k);
         }
         if t.entries
             .range((log, 0, 0)..=(log, u64::MAX, u64::MAX))

@@ -6,6 +6,7 @@
 //!   queries, transactions
 //! - `log_store.rs` — the [`LogEntries`](crate::ports::LogEntries), [`ClientRuns`](crate::ports::ClientRuns) and [`DedupeKeys`](crate::ports::DedupeKeys) ports
 //! - `groups.rs`    — [`GroupOwners`](crate::ports::GroupOwners): who owns a client group
+//! - `versions.rs`  — [`NamedVersions`](crate::ports::NamedVersions): a log's named versions
 //! - `archive.rs`   — the archiver's writes: a segment's Archive attribute, deleting entry items
 
 use aws_sdk_dynamodb::Client;
@@ -25,6 +26,7 @@ use crate::ports::{Consistency, TxOutcome};
 mod archive;
 mod groups;
 mod log_store;
+mod versions;
 
 const SERVICE: &str = "DynamoDB";
 
