@@ -3,12 +3,16 @@
  * client, or the API), and a slider over every version still kept. Picking one pins the view at
  * the sheet as it was after that entry (`at = seq + 1`, no overlay), read-only, with a banner
  * back to the live sheet and (for editors) one that restores that version: one `restore` entry
- * (`POST /logs/{logId}/restore`), undone by restoring the version just before it.
+ * (`POST /logs/{logId}/restore`), undone by restoring the version just before it. Named versions
+ * (`/logs/{logId}/versions`) are listed first; an editor names the version on screen.
  */
 import { ApiError, call, type EntriesPage, type Entry } from './api';
 import type { SheetContext } from './sheet-context';
 import type { SheetView } from './sheet-view';
 import { el } from './ui';
+
+/** A named version as `GET /logs/{logId}/versions` lists it. */
+type Named = { seq: number; name: string; createdAt: number; by?: string };
 
 export interface SheetHistory {
   /** Lists the entries again if the sheet moved since the last listing. */
@@ -21,13 +25,13 @@ export interface SheetHistory {
 export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () => string): SheetHistory {
   const { ui, messages, api } = ctx;
   const { grid } = view;
-  const { historyBtn, historyPanel, historyList, slider, banner } = ui;
+  const { historyBtn, historyPanel, historyList, namedList, slider, banner } = ui;
 
   historyBtn.onclick = async () => {
     historyPanel.hidden = !historyPanel.hidden;
     historyBtn.classList.toggle('on', !historyPanel.hidden);
     if (historyPanel.hidden) exit();
-    else await refresh();
+    else await Promise.all([refresh(), listNamed()]);
   };
   slider.oninput = () => pin(Number(slider.value));
 
@@ -69,12 +73,72 @@ export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () =>
     }
   }
 
+  /** The named versions, newest first; each pins its version like an entry does. */
+  async function listNamed(): Promise<void> {
+    try {
+      const { versions } = await call<{ versions: Named[] }>('GET', `${api}/versions`);
+      namedList.replaceChildren(
+        ...versions.map((v) => {
+          const shown = v.seq - 1;
+          const item = el(
+            'li',
+            {},
+            el(
+              'button',
+              { type: 'button', className: 'entry', onclick: () => pin(shown) },
+              el('span', { className: 'v' }, shown < 0 ? 'empty' : `#${shown}`),
+              el('span', { className: 'what' }, `★ ${v.name}`),
+              el('span', { className: 'meta' }, `named ${new Date(v.createdAt).toLocaleString()}`),
+            ),
+          );
+          item.dataset.seq = String(shown);
+          return item;
+        }),
+      );
+    } catch (e) {
+      messages.error(e instanceof ApiError ? e.message : String(e), 'history');
+    }
+  }
+
+  /** Asks for a name in the banner, then names version `at` (the sheet after entry `at - 1`). */
+  function askName(at: number): void {
+    const input = el('input', {
+      type: 'text',
+      ariaLabel: 'version name',
+      placeholder: 'Name this version',
+      maxLength: 100,
+    });
+    const save = async (): Promise<void> => {
+      try {
+        await call('POST', `${api}/versions`, { seq: at, name: input.value });
+        messages.info(`Named version ${at - 1} "${input.value.trim()}".`, 'history');
+        await listNamed();
+        pin(at - 1);
+      } catch (e) {
+        messages.error(e instanceof ApiError ? e.message : String(e), 'history');
+      }
+    };
+    input.onkeydown = (ev) => {
+      if (ev.key === 'Enter') void save();
+      if (ev.key === 'Escape') pin(at - 1);
+    };
+    banner.replaceChildren(
+      `Name version ${at - 1}: `,
+      input,
+      el('button', { type: 'button', className: 'save-name', onclick: () => void save() }, 'Save'),
+      el('button', { type: 'button', onclick: () => pin(at - 1) }, 'Cancel'),
+    );
+    input.focus();
+  }
+
   function pin(seq: number): void {
     ctx.historyAt = seq + 1;
     slider.value = String(seq);
     grid.readOnly = true;
     grid.el.classList.add('readonly');
-    for (const li of historyList.querySelectorAll('li')) li.classList.toggle('on', li.dataset.seq === String(seq));
+    for (const li of [...historyList.querySelectorAll('li'), ...namedList.querySelectorAll('li')]) {
+      li.classList.toggle('on', li.dataset.seq === String(seq));
+    }
     banner.hidden = false;
     const restore = ctx.viewOnly
       ? []
@@ -83,6 +147,11 @@ export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () =>
             'button',
             { type: 'button', className: 'restore', onclick: () => void restoreTo(seq + 1) },
             'Restore this version',
+          ),
+          el(
+            'button',
+            { type: 'button', className: 'name-version', onclick: () => askName(seq + 1) },
+            'Name this version',
           ),
         ];
     banner.replaceChildren(

@@ -39,6 +39,8 @@ export interface SheetLayout {
   banner: HTMLDivElement;
   gridHost: HTMLDivElement;
   historyList: HTMLOListElement;
+  /** The sheet's named versions, above the slider and the entries. */
+  namedList: HTMLOListElement;
   slider: HTMLInputElement;
   historyPanel: HTMLElement;
 }
@@ -121,12 +123,14 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
   const banner = el('div', { className: 'banner', hidden: true });
   const gridHost = el('div', { className: 'grid-host' });
   const historyList = el('ol', { className: 'history-list' });
+  const namedList = el('ol', { className: 'history-list named' });
   const slider = el('input', { type: 'range', min: '0', max: '0', value: '0', ariaLabel: 'version' });
   const historyPanel = el(
     'aside',
     { className: 'history', hidden: true },
     el('h2', {}, 'History'),
     el('p', { className: 'hint' }, 'Pick a version to see the sheet as it was after it (read-only).'),
+    namedList,
     slider,
     historyList,
   );
@@ -165,7 +169,7 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
     banner,
     el('main', { className: 'sheet' }, gridHost, historyPanel),
   );
-  return { ...c, banner, gridHost, historyList, slider, historyPanel };
+  return { ...c, banner, gridHost, historyList, namedList, slider, historyPanel };
 }
 
 /** A viewer's sheet: the grid takes no typing and the edit controls and import are off. */

@@ -664,6 +664,36 @@ describe('the web spreadsheet in Chromium', () => {
     assert.equal(await cellText(page, 'D4'), 'after the restore');
   });
 
+  test('a version named in history is listed first, after a reload too, and opens that version', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    await edit(page, 'A1', 'budget v1');
+    const version = await synced(page, logId);
+    await edit(page, 'A1', 'budget v2');
+    await synced(page, logId);
+    await page.click('button:has-text("History")');
+    await page.locator(`.history-list li[data-seq="${version - 1}"] button`).click();
+    await page.click('.banner button.name-version');
+    await page.fill('input[aria-label="version name"]', '  before the review ');
+    await page.press('input[aria-label="version name"]', 'Enter');
+    const named = page.locator('.history-list.named li button', { hasText: '★ before the review' });
+    await named.waitFor(WAIT);
+    assert.equal(await named.locator('.v').innerText(), `#${version - 1}`);
+    // Kept by the server, not the page: a fresh page lists it and opens that version from it.
+    const other = await openSheet(logId);
+    await waitCell(other, 'A1', 'budget v2');
+    await other.click('button:has-text("History")');
+    await other.locator('.history-list.named li button', { hasText: 'before the review' }).click();
+    await waitCell(other, 'A1', 'budget v1');
+    assert.match(await other.locator('.banner').innerText(), /read-only/i);
+    await shot(other, 'named-version');
+    const listed = (await api('GET', `/logs/${logId}/versions`)) as { versions: { seq: number; name: string }[] };
+    assert.deepEqual(
+      listed.versions.map((v) => [v.seq, v.name]),
+      [[version, 'before the review']],
+    );
+  });
+
   test(`a ${BIG_ROWS.toLocaleString('en')}-row sheet scrolls to row 900,000 reading only what is in view`, async () => {
     const logId = await newLog();
     const lines: string[] = [];
