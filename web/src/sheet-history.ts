@@ -11,6 +11,15 @@ import type { SheetContext } from './sheet-context';
 import type { SheetView } from './sheet-view';
 import { el } from './ui';
 
+/** One page of `GET /logs/{logId}/diff`. */
+type DiffPage = {
+  changes: { ref: string; before: { value: unknown }; after: { value: unknown } }[];
+  complete: boolean;
+};
+
+/** Changes a compare lists at most (one page of the diff). */
+const DIFF_SHOWN = 200;
+
 /** A named version as `GET /logs/{logId}/versions` lists it. */
 type Named = { seq: number; name: string; createdAt: number; by?: string };
 
@@ -25,7 +34,7 @@ export interface SheetHistory {
 export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () => string): SheetHistory {
   const { ui, messages, api } = ctx;
   const { grid } = view;
-  const { historyBtn, historyPanel, historyList, namedList, slider, banner } = ui;
+  const { historyBtn, historyPanel, historyList, namedList, diffList, slider, banner } = ui;
 
   historyBtn.onclick = async () => {
     historyPanel.hidden = !historyPanel.hidden;
@@ -157,9 +166,38 @@ export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () =>
     banner.replaceChildren(
       `Version ${seq}: the sheet as it was after this entry. Read-only. `,
       ...restore,
+      el('button', { type: 'button', className: 'compare', onclick: () => void compare(seq + 1) }, 'Compare with now'),
       el('button', { type: 'button', onclick: () => exit() }, 'Back to the live sheet'),
     );
+    diffList.hidden = true;
     void view.show({ seq: seq + 1, cells: new Map(), shapes: [] });
+  }
+
+  /** Lists the cells that differ between the version as of `at` and the live sheet (a page). */
+  async function compare(at: number): Promise<void> {
+    try {
+      const d = await call<DiffPage>('GET', `${api}/diff?from=${at}&limit=${DIFF_SHOWN}`);
+      const text = (c: { value: unknown }) => (c.value === null ? '(empty)' : JSON.stringify(c.value));
+      const more = d.complete ? '' : ' (the first of them)';
+      diffList.replaceChildren(
+        el('h3', {}, `${d.changes.length} cell(s) differ from now${more}`),
+        el(
+          'ol',
+          { className: 'history-list' },
+          ...d.changes.map((c) =>
+            el(
+              'li',
+              { className: 'change' },
+              el('span', { className: 'v' }, c.ref),
+              el('span', { className: 'what' }, `${text(c.before)} → ${text(c.after)}`),
+            ),
+          ),
+        ),
+      );
+      diffList.hidden = false;
+    } catch (e) {
+      messages.error(e instanceof ApiError ? e.message : String(e), 'history');
+    }
   }
 
   /** Makes the live sheet the version as of `at`, then offers to undo that. */
@@ -202,6 +240,7 @@ export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () =>
 
   function exit(): void {
     ctx.historyAt = undefined;
+    diffList.hidden = true;
     grid.readOnly = ctx.viewOnly;
     grid.el.classList.toggle('readonly', ctx.viewOnly);
     banner.hidden = true;

@@ -41,6 +41,8 @@ export interface SheetLayout {
   historyList: HTMLOListElement;
   /** The sheet's named versions, above the slider and the entries. */
   namedList: HTMLOListElement;
+  /** What a compare found: the cells that differ between a version and the live sheet. */
+  diffList: HTMLDivElement;
   slider: HTMLInputElement;
   historyPanel: HTMLElement;
 }
@@ -124,12 +126,14 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
   const gridHost = el('div', { className: 'grid-host' });
   const historyList = el('ol', { className: 'history-list' });
   const namedList = el('ol', { className: 'history-list named' });
+  const diffList = el('div', { className: 'diff', hidden: true });
   const slider = el('input', { type: 'range', min: '0', max: '0', value: '0', ariaLabel: 'version' });
   const historyPanel = el(
     'aside',
     { className: 'history', hidden: true },
     el('h2', {}, 'History'),
     el('p', { className: 'hint' }, 'Pick a version to see the sheet as it was after it (read-only).'),
+    diffList,
     namedList,
     slider,
     historyList,
@@ -169,7 +173,7 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
     banner,
     el('main', { className: 'sheet' }, gridHost, historyPanel),
   );
-  return { ...c, banner, gridHost, historyList, namedList, slider, historyPanel };
+  return { ...c, banner, gridHost, historyList, namedList, diffList, slider, historyPanel };
 }
 
 /** A viewer's sheet: the grid takes no typing and the edit controls and import are off. */

@@ -664,6 +664,30 @@ describe('the web spreadsheet in Chromium', () => {
     assert.equal(await cellText(page, 'D4'), 'after the restore');
   });
 
+  test('comparing a version with now lists the cells that differ', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    await edit(page, 'A1', 'v1');
+    await edit(page, 'B2', 'same');
+    const version = await synced(page, logId);
+    await edit(page, 'A1', 'v2');
+    await edit(page, 'C3', 'new');
+    await synced(page, logId);
+    await page.click('button:has-text("History")');
+    await page.locator(`.history-list li[data-seq="${version - 1}"] button`).click();
+    await page.click('.banner button.compare');
+    const diff = page.locator('.history .diff');
+    await diff.locator('h3', { hasText: '2 cell(s) differ from now' }).waitFor(WAIT);
+    const rows = await diff.locator('li.change').allInnerTexts();
+    assert.deepEqual(
+      rows.map((r) => r.replace(/\s+/g, ' ').trim()),
+      ['A1 "v1" → "v2"', 'C3 (empty) → "new"'],
+    );
+    await shot(page, 'compare');
+    await page.click('.banner button:has-text("Back to the live sheet")');
+    assert.equal(await diff.isHidden(), true);
+  });
+
   test('a version named in history is listed first, after a reload too, and opens that version', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);
