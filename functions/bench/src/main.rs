@@ -42,6 +42,7 @@ mod lambda;
 mod pipeline;
 mod scale;
 mod snapshot;
+mod versions;
 
 use bytes::Bytes;
 use sheetlog_core::domain::EntryType;
@@ -73,6 +74,10 @@ enum Command {
         /// the sync writer on the local stack, and another editor's wait behind it.
         #[arg(long, conflicts_with = "api_only")]
         max_push_only: bool,
+        /// Only restoring and comparing versions of a million-cell sheet, in memory (the
+        /// `restore_1m_*`, `diff_1000_*` and `versions_*` keys).
+        #[arg(long, conflicts_with_all = ["api_only", "max_push_only"])]
+        versions_only: bool,
     },
     /// Snapshot engine: build rate and peak memory (1M and 10M cells), incremental write
     /// amplification, CSV import rate for a 100 MB file.
@@ -145,7 +150,8 @@ fn main() -> anyhow::Result<()> {
             json,
             api_only,
             max_push_only,
-        } => log_bench(json, api_only, max_push_only),
+            versions_only,
+        } => log_bench(json, api_only, max_push_only, versions_only),
         Command::Snapshot {
             json,
             cells,
@@ -269,7 +275,20 @@ fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
 }
 
 /// The log benchmark, with a one-cell `set` event (`B3 = 42.5`) in its real stored encoding.
-fn log_bench(json: bool, api_only: bool, max_push_only: bool) -> anyhow::Result<()> {
+fn log_bench(
+    json: bool,
+    api_only: bool,
+    max_push_only: bool,
+    versions_only: bool,
+) -> anyhow::Result<()> {
+    if versions_only {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let v = rt.block_on(versions::run())?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
     if max_push_only {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -301,5 +320,26 @@ fn log_bench(json: bool, api_only: bool, max_push_only: bool) -> anyhow::Result<
     ))?;
     eprintln!("a push and an unchanged pull through the HTTP API…");
     result.api = rt.block_on(api_costs::run())?;
-    sheetlog_tests::bench_log::print(&result, json)
+    eprintln!("restoring and comparing versions of a million-cell sheet…");
+    let v = rt.block_on(versions::run())?;
+    if json {
+        // One object: the log's figures and the versions' side by side.
+        let mut all = serde_json::to_value(&result)?;
+        if let (Some(all), serde_json::Value::Object(more)) =
+            (all.as_object_mut(), serde_json::to_value(&v)?)
+        {
+            all.extend(more);
+        }
+        println!("{all}");
+        return Ok(());
+    }
+    sheetlog_tests::bench_log::print(&result, json)?;
+    println!(
+        "versions of a {}-cell sheet, in memory: restore {} ms ({} chunks written), diff of 1,000 cells {} ms",
+        v.versions_sheet_cells,
+        v.restore_1m_cells_ms,
+        v.restore_1m_chunks_written,
+        v.diff_1000_cells_ms
+    );
+    Ok(())
 }

@@ -16,6 +16,7 @@
 //! - `import_reader.rs` — the import file read on a blocking thread, its rows handed to the
 //!   builder decoded or already encoded as chunk bytes.
 //! - `read.rs` — range reads at any sequence; loading manifests; materialising a snapshot.
+//! - `diff.rs` — the cells that differ between two versions, a page at a time.
 //! - `restore.rs` — `restore` entries: the restored state's manifest as the base of what follows.
 //! - `values.rs` — formula values kept beside a snapshot, and when a read may show them.
 //! - `shown.rs` — a range as a reader sees it: formulas replaced by their values, kept or
@@ -23,6 +24,7 @@
 
 pub mod builder;
 mod chunk_list;
+pub mod diff;
 pub mod format;
 mod import_reader;
 mod output;

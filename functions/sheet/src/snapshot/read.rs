@@ -95,7 +95,7 @@ impl ReadBudget {
 }
 
 /// About the bytes a cell takes in a JSON answer.
-fn cell_json_bytes(cell: &crate::Cell) -> usize {
+pub(super) fn cell_json_bytes(cell: &crate::Cell) -> usize {
     let text = match &cell.value {
         Value::Text(t) => t.len(),
         _ => 0,
