@@ -11,6 +11,10 @@
 //!   `role`, `invitedAt`, `logId`, and `gsi1pk = INVITE#<email, lower case>`, `gsi1sk = <logId>`,
 //!   so one Query of `gsi1` finds the sheets an address is invited to.
 //!
+//! Layout:
+//! - `catalog.rs` — [`DynamoCatalog`]: the table, and the port's requests
+//! - `catalog/items.rs` — the item shapes, their keys and their mapping to the catalog's types
+//!
 //! The name and last-changed time live on the sheet item only; a listing reads them with one
 //! BatchGetItem per page (see `docs/storage.md` for why, and what it costs).
 
@@ -29,150 +33,19 @@ use aws_sdk_dynamodb::types::{
 use super::dynamo::{cancellation_reasons, ddb_error};
 use crate::catalog::{
     Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Roster, Sheet, SheetPage,
-    invitation_key, listing_key, parse_listing_key,
+    listing_key, parse_listing_key,
 };
 use crate::domain::LogId;
 use crate::error::StoreError;
+use items::{
+    InviteItem, Item, MemberItem, SHEET_SK, SheetItem, corrupt, get_s, invitation_of, invite_key,
+    key, log_pk, member_of, member_sk, n, role_of, s, sheet_of, to_item, user_pk,
+};
 
-type Item = HashMap<String, AttributeValue>;
+mod items;
 
-const SHEET_SK: &str = "SHEET";
 /// The listing index.
 pub const GSI1: &str = "gsi1";
-
-fn log_pk(log: LogId) -> String {
-    format!("LOG#{log}")
-}
-fn member_sk(user: &str) -> String {
-    format!("MEMBER#{user}")
-}
-fn user_pk(user: &str) -> String {
-    format!("USER#{user}")
-}
-/// The sort key of an invitation in its sheet's partition, and its `gsi1pk`.
-fn invite_key(email: &str) -> String {
-    format!("INVITE#{}", invitation_key(email))
-}
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn key(pk: String, sk: String) -> Item {
-    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
-}
-
-fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
-}
-fn corrupt(detail: impl Into<String>) -> CatalogError {
-    CatalogError::Store(StoreError::corrupt("catalog item", detail))
-}
-
-/// A sheet item's attributes (`owners` is kept by conditions and updates, not read here).
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SheetItem {
-    pk: String,
-    sk: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    owner: String,
-    #[serde(default)]
-    created_at: i64,
-    #[serde(default)]
-    updated_at: i64,
-}
-
-/// A member item's attributes.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MemberItem {
-    pk: String,
-    sk: String,
-    user_id: String,
-    role: String,
-    log_id: String,
-    gsi1pk: String,
-    gsi1sk: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    email: Option<String>,
-}
-
-/// An invitation item's attributes.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InviteItem {
-    pk: String,
-    sk: String,
-    email: String,
-    role: String,
-    invited_at: i64,
-    log_id: String,
-    gsi1pk: String,
-    gsi1sk: String,
-}
-
-fn invitation_of(item: &Item) -> Result<Invitation, CatalogError> {
-    let it: InviteItem = from_item(item, "invitation item")?;
-    Ok(Invitation {
-        email: it.email,
-        role: it.role.parse().map_err(corrupt)?,
-        invited_ms: it.invited_at,
-    })
-}
-
-/// The one attribute a role check reads.
-#[derive(Debug, serde::Deserialize)]
-struct RoleItem {
-    role: String,
-}
-
-fn from_item<T: serde::de::DeserializeOwned>(item: &Item, what: &str) -> Result<T, CatalogError> {
-    serde_dynamo::from_item(item.clone()).map_err(|e| corrupt(format!("{what}: {e}")))
-}
-
-fn to_item(value: &impl serde::Serialize) -> Item {
-    // Strings and numbers only: serialising them cannot fail.
-    serde_dynamo::to_item(value).unwrap_or_default()
-}
-
-fn sheet_of(item: &Item) -> Result<Sheet, CatalogError> {
-    let it: SheetItem = from_item(item, "sheet item")?;
-    let log = it
-        .pk
-        .strip_prefix("LOG#")
-        .and_then(|id| id.parse().ok())
-        .ok_or_else(|| corrupt(format!("sheet item without a log key: {}", it.pk)))?;
-    Ok(Sheet {
-        log,
-        name: it.name,
-        owner: it.owner,
-        created_ms: it.created_at,
-        updated_ms: it.updated_at,
-    })
-}
-
-fn role_of(item: &Item) -> Result<Role, CatalogError> {
-    from_item::<RoleItem>(item, "member item")?
-        .role
-        .parse()
-        .map_err(corrupt)
-}
-
-fn member_of(item: &Item) -> Result<Member, CatalogError> {
-    let it: MemberItem = from_item(item, "member item")?;
-    Ok(Member {
-        user_id: it.user_id,
-        email: it.email,
-        role: it.role.parse().map_err(corrupt)?,
-    })
-}
 
 /// Attempts at a membership change that lost a race (another change to the same member).
 const ATTEMPTS: u32 = 5;
