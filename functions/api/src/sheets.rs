@@ -68,7 +68,8 @@ pub struct SheetDto {
     pub owner: String,
     /// RFC 3339.
     pub created_at: String,
-    /// RFC 3339: the last rename or write (stamped at most once a minute per API instance).
+    /// RFC 3339: the last rename or write. In `GET /sheets`, the caller's copy of it, which a
+    /// write moves on at most once per 10 minutes per sheet (`docs/storage.md`, "Catalog").
     pub updated_at: String,
 }
 

@@ -267,8 +267,9 @@ impl AppState {
     }
 
     /// Stamps the sheet's last-changed time after a write, at most once per
-    /// [`TOUCH_INTERVAL_MS`] per sheet from this instance (one UpdateItem); never fails the
-    /// write that caused it.
+    /// [`TOUCH_INTERVAL_MS`] per sheet from this instance (one UpdateItem; once per
+    /// `LISTED_STAMP_INTERVAL_MS` per sheet, one instance's stamp also copies it onto every
+    /// member's item, `Catalog::touch`); never fails the write that caused it.
     pub async fn touch(&self, log: LogId) {
         let Some(catalog) = &self.catalog else {
             return;

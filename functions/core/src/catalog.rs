@@ -9,7 +9,9 @@
 //!
 //! Rules every implementation keeps: a sheet always has at least one owner (a change or removal
 //! that would leave none fails with [`CatalogError::LastOwner`]); a listing is newest first by
-//! the sheet's creation time, paged with an opaque cursor.
+//! the sheet's creation time, paged with an opaque cursor; it reads each member's copy of the
+//! sheet's name (current once the rename that changed it has answered) and last-changed time
+//! (moved on at most once per [`LISTED_STAMP_INTERVAL_MS`] while the sheet is written).
 
 use std::fmt;
 use std::str::FromStr;
@@ -74,12 +76,21 @@ pub struct Sheet {
     pub owner: String,
     pub created_ms: i64,
     /// Last change: creation, a rename, or a write (stamped at most once per
-    /// [`TOUCH_INTERVAL_MS`] per sheet by each API instance).
+    /// [`TOUCH_INTERVAL_MS`] per sheet by each API instance). In a listing, the member's copy:
+    /// moved on by a rename, and by a write at most once per [`LISTED_STAMP_INTERVAL_MS`].
     pub updated_ms: i64,
 }
 
 /// How often an API instance stamps a sheet's last-changed time while it is being written.
 pub const TOUCH_INTERVAL_MS: i64 = 60_000;
+
+/// How often a stamp of a sheet's last-changed time is also copied onto its member items, which
+/// a listing reads: at most once per this interval per sheet (whichever instance stamps first
+/// once it is due), so a sheet edited without pause costs one write per member per interval,
+/// not per stamp, and a listing shows its last change at most this much (plus
+/// [`TOUCH_INTERVAL_MS`]) behind. A sheet's first stamp, and the first after an interval
+/// without a copy, are copied at once.
+pub const LISTED_STAMP_INTERVAL_MS: i64 = 10 * 60_000;
 
 /// A sheet in a member's listing, with the member's role.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,12 +194,17 @@ crate::port! {
             cursor: Option<&str>,
         ) -> Result<SheetPage, CatalogError> as Query;
 
-        /// Renames a sheet (also its last-changed time); the record after.
+        /// Renames a sheet (also its last-changed time), then copies the name onto every
+        /// member's item; the record after. A failure after the sheet's record changed leaves
+        /// some members listing the old name until the rename is repeated, the next rename, or
+        /// the next stamp ([`Catalog::touch`]) that is due.
         async fn rename(&self, log: LogId, name: &str, now_ms: i64)
             -> Result<Sheet, CatalogError> as UpdateItem;
 
         /// Moves the last-changed time forward to `now_ms` (never back); a sheet not in the
-        /// catalog is left alone.
+        /// catalog is left alone. When no stamp was copied onto the members' items yet, or the
+        /// last one [`LISTED_STAMP_INTERVAL_MS`] or more before, copies it (and the name) onto
+        /// every member's item.
         async fn touch(&self, log: LogId, now_ms: i64) -> Result<(), CatalogError> as UpdateItem;
 
         /// Every member of a sheet.
@@ -412,11 +428,20 @@ pub mod conformance {
         Ok(())
     }
 
-    /// Rename shows in the listing; touch only moves forward.
+    /// `user`'s listing of `log` (first page), if it lists it.
+    async fn listed(c: &dyn Catalog, user: &str, log: LogId) -> Result<Option<Listed>, String> {
+        let page = c
+            .list_sheets(user, MAX_PAGE, None)
+            .await
+            .map_err(|x| x.to_string())?;
+        Ok(page.sheets.into_iter().find(|l| l.sheet.log == log))
+    }
+
+    /// Rename shows in the listing; touch only moves forward; the listing shows the first
+    /// stamp at once, and the next once the last copied one is [`LISTED_STAMP_INTERVAL_MS`] old.
     async fn renames(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
         let e = |x: CatalogError| x.to_string();
         let alice = p.alice.clone();
-        // Rename shows in the listing; touch only moves forward.
         let renamed = c.rename(s1.log, "Budget", 5_000).await.map_err(e)?;
         ensure(
             renamed.name == "Budget" && renamed.updated_ms == 5_000,
@@ -424,11 +449,29 @@ pub mod conformance {
         )?;
         c.touch(s1.log, 4_000).await.map_err(e)?;
         c.touch(s1.log, 6_000).await.map_err(e)?;
-        let page = c.list_sheets(&alice, 100, None).await.map_err(e)?;
-        let listed = page.sheets.iter().find(|l| l.sheet.log == s1.log);
         ensure(
-            listed.is_some_and(|l| l.sheet.name == "Budget" && l.sheet.updated_ms == 6_000),
-            &format!("the listing shows the new name and time: {listed:?}"),
+            c.sheet(s1.log).await.map_err(e)?.map(|s| s.updated_ms) == Some(6_000),
+            "a stamp moves the sheet's time forward, never back",
+        )?;
+        let l = listed(c, &alice, s1.log).await?;
+        ensure(
+            l.as_ref()
+                .is_some_and(|l| l.sheet.name == "Budget" && l.sheet.updated_ms == 6_000),
+            &format!("the listing shows the new name and the sheet's first stamp: {l:?}"),
+        )?;
+        c.touch(s1.log, 7_000).await.map_err(e)?;
+        let l = listed(c, &alice, s1.log).await?;
+        ensure(
+            l.as_ref().is_some_and(|l| l.sheet.updated_ms == 6_000),
+            &format!("the next stamp waits for the interval: {l:?}"),
+        )?;
+        let due = 6_000 + LISTED_STAMP_INTERVAL_MS;
+        c.touch(s1.log, due).await.map_err(e)?;
+        let l = listed(c, &alice, s1.log).await?;
+        ensure(
+            l.as_ref()
+                .is_some_and(|l| l.sheet.name == "Budget" && l.sheet.updated_ms == due),
+            &format!("a stamp that is due shows in the listing: {l:?}"),
         )?;
         ensure(
             matches!(
@@ -454,12 +497,14 @@ pub mod conformance {
             "bob views",
         )?;
         let bobs = c.list_sheets(&bob, 10, None).await.map_err(e)?;
+        let now = c.sheet(s1.log).await.map_err(e)?;
         ensure(
             bobs.sheets.len() == 1
                 && bobs.sheets[0].role == Role::Viewer
-                && bobs.sheets[0].sheet.name == "Budget",
-            &format!("bob lists the shared sheet: {bobs:?}"),
+                && Some(&bobs.sheets[0].sheet) == now.as_ref(),
+            &format!("a share after a rename lists the sheet as it is now: {bobs:?} {now:?}"),
         )?;
+        renames_for_every_member(c, p, s1.log).await?;
         c.put_member(
             s1.log,
             &Member {
@@ -532,6 +577,26 @@ pub mod conformance {
         Ok(())
     }
 
+    /// A rename shows in every member's listing at once, name and time.
+    async fn renames_for_every_member(
+        c: &dyn Catalog,
+        p: &People,
+        log: LogId,
+    ) -> Result<(), String> {
+        let e = |x: CatalogError| x.to_string();
+        let at = 2 * LISTED_STAMP_INTERVAL_MS;
+        c.rename(log, "Budget 2026", at).await.map_err(e)?;
+        for user in [&p.alice, &p.bob] {
+            let l = listed(c, user, log).await?;
+            ensure(
+                l.as_ref()
+                    .is_some_and(|l| l.sheet.name == "Budget 2026" && l.sheet.updated_ms == at),
+                &format!("{user} lists the new name at once: {l:?}"),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Invitations: apart from members, one per address whatever its case, claimed once.
     async fn invites(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
         let e = |x: CatalogError| x.to_string();
@@ -581,6 +646,12 @@ pub mod conformance {
                     && m.email.as_deref() == Some(&carol_mail.to_lowercase())
             }),
             &format!("the claimer is a member with the address: {members:?}"),
+        )?;
+        let l = listed(c, &carol, s1.log).await?;
+        let now = c.sheet(s1.log).await.map_err(e)?;
+        ensure(
+            l.as_ref().map(|l| &l.sheet) == now.as_ref(),
+            &format!("the claimer lists the sheet as it is now: {l:?} {now:?}"),
         )?;
         ensure(
             c.invitations(s1.log).await.map_err(e)?.is_empty()
@@ -665,6 +736,49 @@ pub mod conformance {
         Ok(())
     }
 
+    /// Members without a copy of their sheet's name (member items written before names were
+    /// copied) are listed with the sheet's name and times, among members with one, and a rename
+    /// lists the new name for them as for the others. `strip` makes `user`'s membership of `log`
+    /// such a member (it removes the copy from the stored item).
+    pub async fn check_uncopied<F, Fut>(
+        c: &dyn Catalog,
+        prefix: &str,
+        strip: F,
+    ) -> Result<(), String>
+    where
+        F: Fn(LogId, String) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let e = |x: CatalogError| x.to_string();
+        let old_user = format!("{prefix}olga");
+        let (old, new) = (sheet(&old_user, 2_000), sheet(&old_user, 3_000));
+        for s in [&old, &new] {
+            c.create_sheet(s, None).await.map_err(e)?;
+        }
+        c.rename(old.log, "Minutes 2019", 2_500).await.map_err(e)?;
+        strip(old.log, old_user.clone()).await?;
+        let page = c.list_sheets(&old_user, 10, None).await.map_err(e)?;
+        let want = vec![
+            c.sheet(new.log).await.map_err(e)?,
+            c.sheet(old.log).await.map_err(e)?,
+        ];
+        let got: Vec<Option<Sheet>> = page.sheets.iter().map(|l| Some(l.sheet.clone())).collect();
+        ensure(
+            got == want && page.sheets.iter().all(|l| l.role == Role::Owner),
+            &format!("a member without a copy lists its sheet's record: {got:?}"),
+        )?;
+        c.rename(old.log, "Minutes 2020", 2_600).await.map_err(e)?;
+        let l = listed(c, &old_user, old.log).await?;
+        ensure(
+            l.is_some_and(|l| l.sheet.name == "Minutes 2020"),
+            "a rename shows for a member without a copy",
+        )?;
+        for s in [&old, &new] {
+            c.delete_sheet(s.log).await.map_err(e)?;
+        }
+        Ok(())
+    }
+
     /// Delete forgets the sheet, its members and its invitations.
     async fn deletes(c: &dyn Catalog, p: &People, s1: &Sheet) -> Result<(), String> {
         let e = |x: CatalogError| x.to_string();
@@ -733,6 +847,18 @@ mod tests {
     async fn the_memory_catalog_keeps_the_rules() {
         let c = crate::memory::MemCatalog::new();
         if let Err(e) = conformance::check(&c, "t-").await {
+            panic!("{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_memory_catalog_lists_members_without_a_copy() {
+        let c = crate::memory::MemCatalog::new();
+        let strip = |log, user: String| {
+            let c = &c;
+            async move { c.drop_copy(log, &user).map_err(|e| e.to_string()) }
+        };
+        if let Err(e) = conformance::check_uncopied(&c, "t-", strip).await {
             panic!("{e}");
         }
     }

@@ -3,16 +3,25 @@
 //! attributes projected). Three item shapes:
 //!
 //! - the sheet: `pk = LOG#<logId>`, `sk = SHEET`; `name`, `owner`, `createdAt`, `updatedAt`
-//!   (ms), `owners` (how many members are owners: the last-owner rule is a condition on it);
+//!   (ms), `owners` (how many members are owners: the last-owner rule is a condition on it),
+//!   `nameRev` (the name's revision), `listedAt` (when a write's stamp was last copied onto the
+//!   members' items);
 //! - a member: `pk = LOG#<logId>`, `sk = MEMBER#<userId>`; `userId`, `email`, `role`, `logId`,
-//!   and `gsi1pk = USER#<userId>`, `gsi1sk = <createdAt 15 digits>.<logId>`, so one Query of
-//!   `gsi1` lists a user's sheets newest first;
+//!   the copy (`name`, `owner`, `updatedAt`, `nameRev`), and `gsi1pk = USER#<userId>`,
+//!   `gsi1sk = <createdAt 15 digits>.<logId>`, so one Query of `gsi1` lists a user's sheets
+//!   newest first, with their names;
 //! - an invitation: `pk = LOG#<logId>`, `sk = INVITE#<email, lower case>`; `email` (as given),
 //!   `role`, `invitedAt`, `logId`, and `gsi1pk = INVITE#<email, lower case>`, `gsi1sk = <logId>`,
 //!   so one Query of `gsi1` finds the sheets an address is invited to.
 //!
-//! The name and last-changed time live on the sheet item only; a listing reads them with one
-//! BatchGetItem per page (see `docs/storage.md` for why, and what it costs).
+//! Layout:
+//! - `catalog.rs` — [`DynamoCatalog`]: the table, and the port's requests
+//! - `catalog/items.rs` — the item shapes, their keys and their mapping to the catalog's types
+//! - `catalog/copies.rs` — the members' copies of the sheet's name and last-changed time:
+//!   written after a rename and a due stamp, and the listing's read for members without one
+//!
+//! Each member item copies its sheet's name, owner and last-changed time, so a listing is one
+//! Query of `gsi1` (see `docs/storage.md` for how the copies are kept, and what it costs).
 
 use std::collections::HashMap;
 
@@ -22,156 +31,37 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, GlobalSecondaryIndex,
-    KeySchemaElement, KeyType, KeysAndAttributes, Projection, ProjectionType, Put,
-    ScalarAttributeType, TransactWriteItem, Update,
+    KeySchemaElement, KeyType, Projection, ProjectionType, Put, ScalarAttributeType,
+    TransactWriteItem, Update,
 };
 
 use super::dynamo::{cancellation_reasons, ddb_error};
 use crate::catalog::{
     Catalog, CatalogError, Invitation, Listed, MAX_PAGE, Member, Role, Roster, Sheet, SheetPage,
-    invitation_key, listing_key, parse_listing_key,
+    parse_listing_key,
 };
 use crate::domain::LogId;
 use crate::error::StoreError;
+use items::{
+    InviteItem, Item, SHEET_SK, SheetItem, SheetRecord, corrupt, get_s, invitation_of, invite_key,
+    key, listed_of, log_pk, member_item, member_of, member_sk, n, record_of, role_of, s, sheet_of,
+    to_item, user_pk,
+};
 
-type Item = HashMap<String, AttributeValue>;
+mod copies;
+mod items;
 
-const SHEET_SK: &str = "SHEET";
 /// The listing index.
 pub const GSI1: &str = "gsi1";
 
-fn log_pk(log: LogId) -> String {
-    format!("LOG#{log}")
-}
-fn member_sk(user: &str) -> String {
-    format!("MEMBER#{user}")
-}
-fn user_pk(user: &str) -> String {
-    format!("USER#{user}")
-}
-/// The sort key of an invitation in its sheet's partition, and its `gsi1pk`.
-fn invite_key(email: &str) -> String {
-    format!("INVITE#{}", invitation_key(email))
-}
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn key(pk: String, sk: String) -> Item {
-    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
-}
-
-fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
-}
-fn corrupt(detail: impl Into<String>) -> CatalogError {
-    CatalogError::Store(StoreError::corrupt("catalog item", detail))
-}
-
-/// A sheet item's attributes (`owners` is kept by conditions and updates, not read here).
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SheetItem {
-    pk: String,
-    sk: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    owner: String,
-    #[serde(default)]
-    created_at: i64,
-    #[serde(default)]
-    updated_at: i64,
-}
-
-/// A member item's attributes.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MemberItem {
-    pk: String,
-    sk: String,
-    user_id: String,
-    role: String,
-    log_id: String,
-    gsi1pk: String,
-    gsi1sk: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    email: Option<String>,
-}
-
-/// An invitation item's attributes.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InviteItem {
-    pk: String,
-    sk: String,
-    email: String,
-    role: String,
-    invited_at: i64,
-    log_id: String,
-    gsi1pk: String,
-    gsi1sk: String,
-}
-
-fn invitation_of(item: &Item) -> Result<Invitation, CatalogError> {
-    let it: InviteItem = from_item(item, "invitation item")?;
-    Ok(Invitation {
-        email: it.email,
-        role: it.role.parse().map_err(corrupt)?,
-        invited_ms: it.invited_at,
-    })
-}
-
-/// The one attribute a role check reads.
-#[derive(Debug, serde::Deserialize)]
-struct RoleItem {
-    role: String,
-}
-
-fn from_item<T: serde::de::DeserializeOwned>(item: &Item, what: &str) -> Result<T, CatalogError> {
-    serde_dynamo::from_item(item.clone()).map_err(|e| corrupt(format!("{what}: {e}")))
-}
-
-fn to_item(value: &impl serde::Serialize) -> Item {
-    // Strings and numbers only: serialising them cannot fail.
-    serde_dynamo::to_item(value).unwrap_or_default()
-}
-
-fn sheet_of(item: &Item) -> Result<Sheet, CatalogError> {
-    let it: SheetItem = from_item(item, "sheet item")?;
-    let log = it
-        .pk
-        .strip_prefix("LOG#")
-        .and_then(|id| id.parse().ok())
-        .ok_or_else(|| corrupt(format!("sheet item without a log key: {}", it.pk)))?;
-    Ok(Sheet {
-        log,
-        name: it.name,
-        owner: it.owner,
-        created_ms: it.created_at,
-        updated_ms: it.updated_at,
-    })
-}
-
-fn role_of(item: &Item) -> Result<Role, CatalogError> {
-    from_item::<RoleItem>(item, "member item")?
-        .role
-        .parse()
-        .map_err(corrupt)
-}
-
-fn member_of(item: &Item) -> Result<Member, CatalogError> {
-    let it: MemberItem = from_item(item, "member item")?;
-    Ok(Member {
-        user_id: it.user_id,
-        email: it.email,
-        role: it.role.parse().map_err(corrupt)?,
-    })
+/// The last-changed time a member item written now copies: the sheet's as read, or the item's
+/// own copy when a stamp moved it further meanwhile (a change never moves a copy back).
+fn copied_time(record: &SheetRecord, current: Option<&Item>) -> i64 {
+    let own = current
+        .and_then(|c| c.get("updatedAt"))
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse::<i64>().ok());
+    own.map_or(record.sheet.updated_ms, |t| t.max(record.sheet.updated_ms))
 }
 
 /// Attempts at a membership change that lost a race (another change to the same member).
@@ -189,6 +79,16 @@ impl DynamoCatalog {
             client,
             table: table.into(),
         }
+    }
+
+    /// The client it sends with (tests build a racing one from it).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The catalog table's name.
+    pub fn table(&self) -> &str {
+        &self.table
     }
 
     /// Creates the catalog table as the CDK stack defines it (the local stack and tests).
@@ -256,42 +156,49 @@ impl DynamoCatalog {
         Ok(out.item)
     }
 
-    fn member_item(&self, sheet: &Sheet, member: &Member) -> Item {
-        to_item(&MemberItem {
-            pk: log_pk(sheet.log),
-            sk: member_sk(&member.user_id),
-            user_id: member.user_id.clone(),
-            role: member.role.as_str().to_owned(),
-            log_id: sheet.log.to_string(),
-            gsi1pk: user_pk(&member.user_id),
-            gsi1sk: listing_key(sheet.created_ms, sheet.log),
-            email: member.email.clone(),
-        })
+    /// The sheet item, strongly consistent.
+    async fn record(&self, log: LogId) -> Result<Option<SheetRecord>, CatalogError> {
+        self.get(log_pk(log), SHEET_SK.into())
+            .await?
+            .as_ref()
+            .map(record_of)
+            .transpose()
     }
 
     /// Applies a membership change to `current` (the member as read), with `writes` (the
     /// member's write first), in one transaction that keeps the sheet's owner count;
     /// `Ok(false)` when one of the writes' conditions failed (the member changed since it was
-    /// read).
+    /// read). With `name_rev` (a member item that copies the sheet's name at that revision), the
+    /// transaction also needs the sheet's name still at that revision, so a rename between the
+    /// read and the write sends the change round again to copy the new name.
     async fn change(
         &self,
         log: LogId,
         current: Option<Role>,
         writes: Vec<TransactWriteItem>,
         next: Option<Role>,
+        name_rev: Option<i64>,
     ) -> Result<bool, CatalogError> {
         let owner = |r: Option<Role>| i64::from(r == Some(Role::Owner));
         let delta = owner(next) - owner(current);
         let build =
             |e| CatalogError::Store(StoreError::service("DynamoDB", "TransactWriteItems", e));
         let sheet_key = Some(key(log_pk(log), SHEET_SK.into()));
+        // Items written before names were copied have no revision: that is revision 0.
+        let same_name = match name_rev {
+            Some(_) => " AND (attribute_not_exists(nameRev) OR nameRev = :rev)",
+            None => "",
+        };
         let guard = if delta == 0 {
             TransactWriteItem::builder()
                 .condition_check(
                     ConditionCheck::builder()
                         .table_name(&self.table)
                         .set_key(sheet_key)
-                        .condition_expression("attribute_exists(pk)")
+                        .condition_expression(format!("attribute_exists(pk){same_name}"))
+                        .set_expression_attribute_values(
+                            name_rev.map(|r| [(":rev".into(), n(r))].into()),
+                        )
                         .build()
                         .map_err(build)?,
                 )
@@ -303,7 +210,12 @@ impl DynamoCatalog {
                         .table_name(&self.table)
                         .set_key(sheet_key)
                         .update_expression("SET owners = owners + :d")
-                        .condition_expression("attribute_exists(pk) AND owners >= :min")
+                        .condition_expression(format!(
+                            "attribute_exists(pk) AND owners >= :min{same_name}"
+                        ))
+                        .set_expression_attribute_values(
+                            name_rev.map(|r| [(":rev".into(), n(r))].into()),
+                        )
                         .expression_attribute_values(":d", n(delta))
                         // Taking an owner away needs two; adding one needs the sheet.
                         .expression_attribute_values(":min", n(if delta < 0 { 2 } else { 0 }))
@@ -326,8 +238,11 @@ impl DynamoCatalog {
         let failed =
             |i: usize| reasons.get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
         if failed(guard_at) {
-            return Err(match self.get(log_pk(log), SHEET_SK.into()).await? {
+            let now = self.get(log_pk(log), SHEET_SK.into()).await?;
+            return Err(match now.as_ref().map(record_of).transpose()? {
                 None => CatalogError::SheetNotFound(log),
+                // Renamed since it was read: read it again.
+                Some(r) if name_rev.is_some_and(|rev| rev != r.name_rev) => return Ok(false),
                 Some(_) if delta < 0 => CatalogError::LastOwner(log),
                 Some(_) => return Ok(false),
             });
@@ -379,54 +294,6 @@ impl DynamoCatalog {
             }
         }
     }
-
-    /// The sheet items of `logs`, by log (BatchGetItem, eventually consistent; unprocessed keys
-    /// are asked for again).
-    async fn sheets(&self, logs: &[LogId]) -> Result<HashMap<LogId, Sheet>, CatalogError> {
-        let mut found = HashMap::new();
-        let mut keys: Vec<Item> = logs
-            .iter()
-            .map(|l| key(log_pk(*l), SHEET_SK.into()))
-            .collect();
-        let mut rounds = 0;
-        while !keys.is_empty() {
-            rounds += 1;
-            if rounds > 10 {
-                return Err(CatalogError::Store(StoreError::Throttled {
-                    service: "DynamoDB",
-                    operation: "BatchGetItem",
-                }));
-            }
-            if rounds > 1 {
-                tokio::time::sleep(std::time::Duration::from_millis(20 << rounds.min(6))).await;
-            }
-            let ask = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut keys)))
-                .build()
-                .map_err(|e| StoreError::service("DynamoDB", "BatchGetItem", e))?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, ask)
-                .send()
-                .await
-                .map_err(|e| ddb_error("BatchGetItem", e))?;
-            for item in out
-                .responses
-                .and_then(|mut r| r.remove(&self.table))
-                .unwrap_or_default()
-            {
-                let sheet = sheet_of(&item)?;
-                found.insert(sheet.log, sheet);
-            }
-            keys = out
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(&self.table))
-                .map(|k| k.keys)
-                .unwrap_or_default();
-        }
-        Ok(found)
-    }
 }
 
 #[async_trait]
@@ -443,8 +310,15 @@ impl Catalog for DynamoCatalog {
             owner: sheet.owner.clone(),
             created_at: sheet.created_ms,
             updated_at: sheet.updated_ms,
+            name_rev: 0,
+            listed_at: None,
         });
         item.insert("owners".into(), n(1));
+        let record = SheetRecord {
+            sheet: sheet.clone(),
+            name_rev: 0,
+            listed_at: None,
+        };
         let owner = Member {
             user_id: sheet.owner.clone(),
             email: owner_email.map(str::to_owned),
@@ -468,7 +342,7 @@ impl Catalog for DynamoCatalog {
             .client
             .transact_write_items()
             .transact_items(put(item)?)
-            .transact_items(put(self.member_item(sheet, &owner))?)
+            .transact_items(put(member_item(&record, &owner, sheet.updated_ms))?)
             .send()
             .await;
         match cancellation_reasons(result)? {
@@ -540,26 +414,38 @@ impl Catalog for DynamoCatalog {
             .send()
             .await
             .map_err(|e| ddb_error("Query", e))?;
-        let members = out.items.unwrap_or_default();
-        let mut listed = Vec::with_capacity(members.len());
-        for m in &members {
-            let log: LogId = get_s(m, "logId")
-                .and_then(|l| l.parse().ok())
-                .ok_or_else(|| corrupt("member item without logId"))?;
-            listed.push((log, role_of(m)?));
-        }
-        let logs: Vec<LogId> = listed.iter().map(|(l, _)| *l).collect();
-        let mut sheets = self.sheets(&logs).await?;
+        let listed = out
+            .items
+            .unwrap_or_default()
+            .iter()
+            .map(listed_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Member items without a copy of the name (written before names were copied) read
+        // their sheet items, and only they: a page of copies costs the Query alone.
+        let uncopied: Vec<LogId> = listed
+            .iter()
+            .filter(|(_, _, copy)| copy.is_none())
+            .map(|(log, _, _)| *log)
+            .collect();
+        let mut sheets = if uncopied.is_empty() {
+            HashMap::new()
+        } else {
+            self.sheets(&uncopied).await?
+        };
         let cursor = out
             .last_evaluated_key
             .as_ref()
             .and_then(|k| get_s(k, "gsi1sk"))
             .map(str::to_owned);
         Ok(SheetPage {
-            // A member item whose sheet item is gone (a delete in progress) is left out.
+            // A member item without a copy whose sheet item is gone (a delete in progress) is
+            // left out; one with a copy is listed until the delete removes it, a moment later.
             sheets: listed
                 .into_iter()
-                .filter_map(|(log, role)| sheets.remove(&log).map(|sheet| Listed { sheet, role }))
+                .filter_map(|(log, role, copy)| {
+                    let sheet = copy.or_else(|| sheets.remove(&log))?;
+                    Some(Listed { sheet, role })
+                })
                 .collect(),
             cursor,
         })
@@ -571,16 +457,25 @@ impl Catalog for DynamoCatalog {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(log_pk(log), SHEET_SK.into())))
-            .update_expression("SET #n = :n, updatedAt = :t")
+            // A new revision of the name: copies of older ones give way to this one's, and a
+            // share that read the old name fails its condition and reads again.
+            .update_expression("SET #n = :n, updatedAt = :t ADD nameRev :one")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#n", "name")
             .expression_attribute_values(":n", s(name))
             .expression_attribute_values(":t", n(now_ms))
+            .expression_attribute_values(":one", n(1))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await;
         match out {
-            Ok(o) => sheet_of(&o.attributes.unwrap_or_default()),
+            Ok(o) => {
+                let record = record_of(&o.attributes.unwrap_or_default())?;
+                // After the sheet item: a member who joins from here on copies the new name
+                // itself, and every member there is now is found by this strong Query.
+                self.copy_to_members(&record).await?;
+                Ok(record.sheet)
+            }
             Err(SdkError::ServiceError(e))
                 if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
             {
@@ -599,10 +494,14 @@ impl Catalog for DynamoCatalog {
             .update_expression("SET updatedAt = :t")
             .condition_expression("attribute_exists(pk) AND updatedAt < :t")
             .expression_attribute_values(":t", n(now_ms))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await;
         match out {
-            Ok(_) => Ok(()),
+            Ok(o) => {
+                let record = record_of(&o.attributes.unwrap_or_default())?;
+                self.stamp_members_if_due(&record, now_ms).await
+            }
             Err(SdkError::ServiceError(e))
                 if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
             {
@@ -622,12 +521,13 @@ impl Catalog for DynamoCatalog {
 
     async fn put_member(&self, log: LogId, member: &Member) -> Result<(), CatalogError> {
         for _ in 0..ATTEMPTS {
-            let sheet = self
-                .sheet(log)
+            let record = self
+                .record(log)
                 .await?
                 .ok_or(CatalogError::SheetNotFound(log))?;
             let current = self.get(log_pk(log), member_sk(&member.user_id)).await?;
             let current_role = current.as_ref().map(role_of).transpose()?;
+            let updated = copied_time(&record, current.as_ref());
             let mut next = member.clone();
             if next.email.is_none() {
                 next.email = current
@@ -638,7 +538,7 @@ impl Catalog for DynamoCatalog {
             let (condition, value) = Self::member_condition(current_role);
             let mut put = Put::builder()
                 .table_name(&self.table)
-                .set_item(Some(self.member_item(&sheet, &next)))
+                .set_item(Some(member_item(&record, &next, updated)))
                 .condition_expression(condition);
             if let Some(v) = value {
                 put = put
@@ -649,8 +549,9 @@ impl Catalog for DynamoCatalog {
                 .build()
                 .map_err(|e| StoreError::service("DynamoDB", "TransactWriteItems", e))?;
             let write = TransactWriteItem::builder().put(put).build();
+            let rev = Some(record.name_rev);
             if self
-                .change(log, current_role, vec![write], Some(member.role))
+                .change(log, current_role, vec![write], Some(member.role), rev)
                 .await?
             {
                 return Ok(());
@@ -677,7 +578,10 @@ impl Catalog for DynamoCatalog {
                 .build()
                 .map_err(|e| StoreError::service("DynamoDB", "TransactWriteItems", e))?;
             let write = TransactWriteItem::builder().delete(delete).build();
-            match self.change(log, Some(current), vec![write], None).await {
+            match self
+                .change(log, Some(current), vec![write], None, None)
+                .await
+            {
                 Ok(true) => return Ok(true),
                 Ok(false) => continue,
                 // The sheet item is gone but the member item is not (a delete half done).
@@ -817,12 +721,14 @@ impl Catalog for DynamoCatalog {
                 return Ok(None);
             };
             let invited = invitation_of(&item)?.role;
-            let Some(sheet) = self.sheet(log).await? else {
+            let Some(record) = self.record(log).await? else {
                 // A delete in progress: the invitation is a leftover.
                 self.uninvite(log, email).await?;
                 return Ok(None);
             };
-            let current = self.role(user, log).await?;
+            let current_item = self.get(log_pk(log), member_sk(user)).await?;
+            let current = current_item.as_ref().map(role_of).transpose()?;
+            let updated = copied_time(&record, current_item.as_ref());
             let member = Member {
                 user_id: user.to_owned(),
                 email: Some(email.trim().to_owned()),
@@ -831,7 +737,7 @@ impl Catalog for DynamoCatalog {
             let (condition, value) = Self::member_condition(current);
             let mut put = Put::builder()
                 .table_name(&self.table)
-                .set_item(Some(self.member_item(&sheet, &member)))
+                .set_item(Some(member_item(&record, &member, updated)))
                 .condition_expression(condition);
             if let Some(v) = value {
                 put = put
@@ -853,7 +759,8 @@ impl Catalog for DynamoCatalog {
                     .build(),
                 TransactWriteItem::builder().delete(delete).build(),
             ];
-            match self.change(log, current, writes, Some(invited)).await {
+            let rev = Some(record.name_rev);
+            match self.change(log, current, writes, Some(invited), rev).await {
                 Ok(true) => return Ok(Some(invited)),
                 Ok(false) => continue,
                 Err(CatalogError::LastOwner(_)) => {
@@ -872,8 +779,9 @@ impl Catalog for DynamoCatalog {
     }
 
     async fn delete_sheet(&self, log: LogId) -> Result<(), CatalogError> {
-        // Members first, the sheet item last: a listing skips members whose sheet is gone, and
-        // a delete interrupted half-way is finished by the next.
+        // Members first, the sheet item last: a delete interrupted half-way is finished by the
+        // next, and a member item is never left without its sheet item (which a listing reads
+        // for a member without a copy, and skips that member when it is gone).
         let mut items = self.query_log(log, None).await?;
         items.sort_by_key(|i| get_s(i, "sk") == Some(SHEET_SK));
         for item in items {
