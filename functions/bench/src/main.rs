@@ -4,6 +4,7 @@
 //! - `main.rs` — the command line (one subcommand per benchmark).
 //! - `log`: request units and item bytes per event-log operation, on the emulator
 //!   (`sheetlog_tests::bench_log`).
+//! - `versions.rs` — `log --versions-only`: restoring and comparing versions of a 1M-cell sheet
 //! - `snapshot.rs` — `snapshot`: snapshot build rate and peak memory, incremental write
 //!   amplification, CSV import rate. Each measured build runs in a child process (this binary
 //!   re-executed with a hidden subcommand) so its peak resident memory is its own.

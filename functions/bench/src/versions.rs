@@ -14,8 +14,8 @@ use sheetlog_sheet::event::{Event, Import, ImportFormat, Restore};
 use sheetlog_sheet::sample::{SAMPLE_COLS, write_sample_csv};
 use sheetlog_sheet::snapshot::diff::{PageLimits, Version, diff_page};
 use sheetlog_sheet::snapshot::{
-    BlobStore, BuildConfig, LogEntry, MemBlobs, MemImports, SnapshotBuilder, build_snapshot,
-    read_range, resolve_restores,
+    BlobStore, BuildConfig, LogEntry, Manifest, MemBlobs, MemImports, SnapshotBuilder,
+    build_snapshot, read_range, resolve_restores,
 };
 use sheetlog_sheet::{CellEdit, CellRef, Range, SetCells, Value};
 use uuid::Uuid;
@@ -38,6 +38,21 @@ pub struct VersionsBench {
 
 /// The best of three runs of each.
 pub async fn run() -> anyhow::Result<VersionsBench> {
+    let (store, payloads, snap, entries) = sheet().await?;
+    let tail = &entries[1..];
+    let (restore_ms, written) = restore(&store, &payloads, &snap, tail).await?;
+    let (diff_ms, found) = diff(&store, &payloads, &snap, tail).await?;
+    Ok(VersionsBench {
+        versions_sheet_cells: snap.cells,
+        restore_1m_cells_ms: round(restore_ms),
+        restore_1m_chunks_written: written,
+        diff_1000_cells_ms: round(diff_ms),
+        diff_1000_cells_found: found,
+    })
+}
+
+/// The million-cell sheet: an import, its snapshot at 1, and [`EDITS`] edits after it.
+async fn sheet() -> anyhow::Result<(MemBlobs, MemImports, Manifest, Vec<LogEntry>)> {
     let store = MemBlobs::new();
     let payloads = MemImports::new();
     let mut csv = Vec::new();
@@ -50,10 +65,17 @@ pub async fn run() -> anyhow::Result<VersionsBench> {
         })),
         payload: Some("1m.csv".into()),
     }];
-    let cfg = BuildConfig::default();
-    let snap = build_snapshot(&store, &payloads, cfg, LOG, 1, None, entries.clone())
-        .await?
-        .manifest()?;
+    let snap = build_snapshot(
+        &store,
+        &payloads,
+        BuildConfig::default(),
+        LOG,
+        1,
+        None,
+        entries.clone(),
+    )
+    .await?
+    .manifest()?;
     for i in 0..EDITS {
         let cells = (0..10)
             .map(|c| CellEdit {
@@ -67,18 +89,28 @@ pub async fn run() -> anyhow::Result<VersionsBench> {
             .collect();
         entries.push(LogEntry::event(1 + i, Event::Set(SetCells { cells })));
     }
-    let tail = &entries[1..];
+    Ok((store, payloads, snap, entries))
+}
+
+/// Keeps the state of the version halfway through `tail` and reads 1,000 rows through a restore
+/// to it: the best time of three, and the chunks the restore wrote.
+async fn restore(
+    store: &MemBlobs,
+    payloads: &MemImports,
+    snap: &Manifest,
+    tail: &[LogEntry],
+) -> anyhow::Result<(f64, u64)> {
     let version = 1 + EDITS / 2;
-    let mut restore_ms = f64::MAX;
+    let mut best = f64::MAX;
     let mut written = 0;
     for _ in 0..3 {
         let fresh = MemBlobs::new();
-        copy(&store, &fresh).await?;
+        copy(store, &fresh).await?;
         let started = Instant::now();
         let kept = SnapshotBuilder::restore(
             &fresh,
-            &payloads,
-            cfg,
+            payloads,
+            BuildConfig::default(),
             LOG,
             version,
             Some(snap.clone()),
@@ -87,34 +119,44 @@ pub async fn run() -> anyhow::Result<VersionsBench> {
         .run(|_| {})
         .await?;
         let mut after = tail.to_vec();
-        let end = 1 + EDITS;
         after.push(LogEntry {
-            seq: end,
+            seq: 1 + EDITS,
             entry: EntryBody::Event(Event::Restore(Restore { seq: version })),
             payload: None,
         });
         let (base, rest) = resolve_restores(&fresh, LOG, Some(snap.clone()), after).await?;
         let range: Range = "A1:J1000".parse().context("range")?;
-        let (grid, _) = read_range(&fresh, &payloads, LOG, base.as_ref(), &rest, range).await?;
-        restore_ms = restore_ms.min(started.elapsed().as_secs_f64() * 1e3);
+        let (grid, _) = read_range(&fresh, payloads, LOG, base.as_ref(), &rest, range).await?;
+        best = best.min(started.elapsed().as_secs_f64() * 1e3);
         ensure!(grid.len() == 1000 && kept.cells >= ROWS * u64::from(SAMPLE_COLS) - 1000);
         written = kept.stats.chunks_written;
     }
-    let mut diff_ms = f64::MAX;
+    Ok((best, written))
+}
+
+/// One page of the diff between the snapshot and the end: the best time of three, and the
+/// changes found.
+async fn diff(
+    store: &MemBlobs,
+    payloads: &MemImports,
+    snap: &Manifest,
+    tail: &[LogEntry],
+) -> anyhow::Result<(f64, usize)> {
+    let mut best = f64::MAX;
     let mut found = 0;
     for _ in 0..3 {
         let started = Instant::now();
         let page = diff_page(
-            &store,
-            &payloads,
+            store,
+            payloads,
             LOG,
             (
                 Version {
-                    base: Some(&snap),
+                    base: Some(snap),
                     entries: &[],
                 },
                 Version {
-                    base: Some(&snap),
+                    base: Some(snap),
                     entries: tail,
                 },
             ),
@@ -125,7 +167,7 @@ pub async fn run() -> anyhow::Result<VersionsBench> {
             },
         )
         .await?;
-        diff_ms = diff_ms.min(started.elapsed().as_secs_f64() * 1e3);
+        best = best.min(started.elapsed().as_secs_f64() * 1e3);
         found = page.changes.len();
         ensure!(
             page.next_row.is_none() && found == (EDITS * 10) as usize,
@@ -133,13 +175,7 @@ pub async fn run() -> anyhow::Result<VersionsBench> {
             page.next_row
         );
     }
-    Ok(VersionsBench {
-        versions_sheet_cells: snap.cells,
-        restore_1m_cells_ms: round(restore_ms),
-        restore_1m_chunks_written: written,
-        diff_1000_cells_ms: round(diff_ms),
-        diff_1000_cells_found: found,
-    })
+    Ok((best, found))
 }
 
 /// Every blob of `from` into `to`: each restore run starts from the same stored snapshot.
