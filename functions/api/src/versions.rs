@@ -52,16 +52,7 @@ pub async fn restore(
     let req: RestoreRequest = parse_body(body, state.cfg.max_request_bytes)?;
     // Past the end, deleted history and a history too large to read all fail here, before the
     // log is written.
-    let kept = restore_snapshot(
-        &state.log,
-        &state.bucket,
-        &state.bucket,
-        BuildConfig::default(),
-        log,
-        req.seq,
-    )
-    .await
-    .map_err(|e| ApiError::from_input(&log_id, e))?;
+    let kept = keep_state(&state, log, &log_id, req.seq).await?;
     let (code, version, encoded) = Event::Restore(Restore { seq: req.seq }).encode();
     let entry = NewEntry::new(EntryType(code), version, encoded);
     let out = crate::append::append_and_trigger(
@@ -123,16 +114,7 @@ pub async fn name_version(
     }
     // Past the end, history already deleted and a history too large to read all fail here,
     // before anything is named.
-    restore_snapshot(
-        &state.log,
-        &state.bucket,
-        &state.bucket,
-        BuildConfig::default(),
-        log,
-        req.seq,
-    )
-    .await
-    .map_err(|e| ApiError::from_input(&log_id, e))?;
+    keep_state(&state, log, &log_id, req.seq).await?;
     let by = caller.as_ref().and_then(|c| c.subject.clone());
     let v = keep_name(&state, log, req.seq, &name, by.as_deref()).await?;
     info!(log = %log, seq = req.seq, "version named");
@@ -186,6 +168,20 @@ pub async fn delete_version(
         return Err(ApiError::VersionNotFound(seq));
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Keeps the state as of `seq` where a restore finds it (`restore_snapshot`); its key.
+async fn keep_state(state: &SharedState, log: LogId, log_id: &str, seq: u64) -> ApiResult<String> {
+    restore_snapshot(
+        &state.log,
+        &state.bucket,
+        &state.bucket,
+        BuildConfig::default(),
+        log,
+        seq,
+    )
+    .await
+    .map_err(|e| ApiError::from_input(log_id, e))
 }
 
 fn parse_seq(raw: &str) -> ApiResult<u64> {
