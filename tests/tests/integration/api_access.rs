@@ -280,6 +280,7 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
             .replace("{clientId}", "c1")
             .replace("{userId}", "user-1")
             .replace("{email}", "someone@example.com")
+            .replace("{seq}", "1")
             .replace("{id}", "1");
         for method in ["get", "post", "put", "patch", "delete"] {
             if item.get(method).is_none() {
@@ -290,6 +291,8 @@ async fn every_log_route_is_checked() -> anyhow::Result<()> {
                 ("post", p) if p.ends_with("/replicache/pull") => "read",
                 // Sharing (Cognito authorization's members routes) needs a write grant here.
                 ("post", p) if p.ends_with("/members") => "share",
+                // Renaming or forgetting a named version is an edit.
+                ("put" | "delete", p) if p.contains("/versions/") => "write",
                 ("put", _) => "share",
                 ("delete", p) if p.contains("/invitations/") => "share",
                 ("post" | "patch", _) => "write",
