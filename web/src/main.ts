@@ -349,18 +349,35 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
       myEmail: session.email,
       onLeft: () => location.assign('/'),
     });
+  // A role changed by an owner while the sheet is open: the page opens it again as the new role
+  // allows (a viewer has no pending edits to lose), or goes to the list when access is gone.
+  // Checked when the sheet's channel says its members changed, and by a slow poll besides (a
+  // poke can be lost, and a page without an Event API gets none).
+  let checking = false;
+  let done = false;
+  let timer: number | undefined;
+  const check = async (): Promise<void> => {
+    if (done || checking) return;
+    checking = true;
+    try {
+      await checkRole();
+    } finally {
+      checking = false;
+    }
+  };
   await openSheet(root, logId, messages, {
     readOnly: !can(role, 'edit'),
     user: me,
     name,
     // Who is signed in, and Sign out, as on the list.
     actions: [share, accountBar(session)],
+    onMembers: () => void check(),
   });
-  // A role changed by an owner while the sheet is open: the page opens it again as the new role
-  // allows (a viewer has no pending edits to lose), or goes to the list when access is gone.
   const every = Number(localStorage.getItem('sheetlog.rolePollMs')) || ROLE_POLL_MS;
-  const timer = setInterval(async () => {
-    if (document.visibilityState !== 'visible') return;
+  timer = window.setInterval(() => {
+    if (document.visibilityState === 'visible') void check();
+  }, every);
+  async function checkRole(): Promise<void> {
     let now: typeof role;
     try {
       now = await catalog.roleOf(logId, me);
@@ -369,13 +386,17 @@ async function catalogSheetPage(session: Session, catalog: Catalog, logId: strin
       now = undefined;
     }
     if (now === role) return;
-    clearInterval(timer);
     if (now === undefined) {
+      done = true;
+      clearInterval(timer);
       messages.error(`You no longer have access to “${name}”.`);
       setTimeout(() => location.assign('/'), 1500);
-    } else if (can(now, 'edit') !== can(role, 'edit')) location.reload();
-    else role = now;
-  }, every);
+    } else if (can(now, 'edit') !== can(role, 'edit')) {
+      done = true;
+      clearInterval(timer);
+      location.reload();
+    } else role = now;
+  }
 }
 
 // ---- routing ---------------------------------------------------------------------------------

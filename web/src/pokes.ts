@@ -54,6 +54,8 @@ export interface PokeOptions {
   auth: () => string;
   /** A poke arrived (`seq`: the sheet's next sequence), or the link came (back) up (`undefined`). */
   onPoke: (seq: number | undefined) => void;
+  /** The sheet's members or roles changed (`{"members": true}`, sent by the API on a change). */
+  onMembers?: () => void;
   onState: (s: LinkState) => void;
 }
 
@@ -174,11 +176,14 @@ export class PokeLink {
         const events = Array.isArray(m.event) ? m.event : [m.event];
         for (const e of events) {
           let seq: number | undefined;
+          let members = false;
           try {
-            const v = JSON.parse(String(e)) as { seq?: unknown };
+            const v = JSON.parse(String(e)) as { seq?: unknown; members?: unknown };
             if (typeof v.seq === 'number') seq = v.seq;
+            members = v.members === true;
           } catch {}
-          this.o.onPoke(seq);
+          if (members) this.o.onMembers?.();
+          else this.o.onPoke(seq);
         }
         break;
       }

@@ -30,6 +30,8 @@ export interface SheetContext {
    * until sheet-sync.ts wires Replicache.
    */
   act: (f: (mutate: Mutate) => Promise<unknown>) => void;
+  /** The sheet's members or roles changed (a poke said so): the page checks its role again. */
+  readonly onMembers?: () => void;
 }
 
 /** What a viewer is told when they try to edit. */

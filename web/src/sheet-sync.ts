@@ -97,6 +97,7 @@ function listen(ctx: SheetContext, rep: Rep, grid: Grid): void {
       logId: ctx.logId,
       auth: () => bareToken(authHeader()),
       onPoke: (seq) => pullFor(seq),
+      onMembers: () => ctx.onMembers?.(),
       onState: (s) => {
         rep.pullInterval = s === 'live' ? null : fallbackMs;
         showLink(s);

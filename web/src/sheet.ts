@@ -28,6 +28,8 @@ export interface SheetOptions {
    * so another person signing in on this browser never pushes them.
    */
   user?: string;
+  /** The sheet's members or roles changed (cognito mode: the role check runs at once). */
+  onMembers?: () => void;
 }
 
 export async function openSheet(
@@ -50,6 +52,7 @@ export async function openSheet(
     shown: undefined,
     historyAt: undefined,
     act: () => {},
+    onMembers: opts.onMembers,
   };
 
   // Fail early and in words when the sheet does not exist or this token cannot read it.

@@ -83,8 +83,9 @@ async function api(token: string, method: string, path: string, body?: unknown):
 }
 
 const pages = new Pages(BASE);
-// An open sheet checks the person's role every second instead of every 30 s.
-const ROLE_POLL = { 'sheetlog.rolePollMs': '1000' };
+// An open sheet hears of a role change from a poke on its channel; its poll (30 s by default) is
+// set to ten minutes here, so the tests show the poke is what brings the change.
+const ROLE_POLL = { 'sheetlog.rolePollMs': '600000' };
 
 function newPage(): Promise<Page> {
   return pages.newPage(ROLE_POLL);

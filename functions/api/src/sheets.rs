@@ -452,6 +452,7 @@ async fn put(
         .await
         .map_err(ApiError::from_catalog)?;
     state.forget_role(&member.user_id, log);
+    members_changed(state, log).await;
     // The catalog keeps the email it had when the change gives none.
     let stored = Member {
         email: member
@@ -526,8 +527,17 @@ pub async fn remove_member(
         .map_err(ApiError::from_catalog)?;
     state.forget_role(&user_id, log);
     if removed {
+        members_changed(&state, log).await;
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::MemberNotFound(user_id))
+    }
+}
+
+/// Tells the sheet's open pages that its members changed (a poke on its channel), so a member
+/// whose role changed sees it at once, not at the page's next poll.
+async fn members_changed(state: &SharedState, log: LogId) {
+    if let Some(poker) = &state.poker {
+        poker.members_changed(log).await;
     }
 }

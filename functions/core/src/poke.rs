@@ -10,7 +10,8 @@
 //!   publish that fails or times out is logged and counted in the `PokePublishErrors` metric,
 //!   and pages still catch up through their slow fallback pull.
 //!
-//! A poke carries the log's next sequence number and nothing else: `{"seq": N}`.
+//! A poke carries the log's next sequence number and nothing else: `{"seq": N}`. One other event
+//! travels the same channel: `{"members": true}` when the sheet's members or roles changed.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,6 +40,13 @@ pub fn channel(namespace: &str, log: LogId) -> String {
 /// string).
 pub fn poke_event(next_seq: u64) -> String {
     serde_json::json!({ "seq": next_seq }).to_string()
+}
+
+/// The event that says the sheet's members or their roles changed: an open page checks its own
+/// role again at once rather than at its next poll (`web/src/main.ts`). It carries no sequence,
+/// so a reader that only knows pokes treats it as one and pulls.
+pub fn members_event() -> String {
+    serde_json::json!({ "members": true }).to_string()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -351,9 +359,20 @@ impl Poker {
         Poked::Sent { seq, ok }
     }
 
+    /// Announces that `log`'s members or roles changed ([`members_event`]): published at once,
+    /// never coalesced (a role change is rare, and the page it concerns should hear of it now).
+    /// Never fails: a failure is logged and counted, and the page's poll still finds the change.
+    pub async fn members_changed(&self, log: LogId) -> bool {
+        self.publish(log, members_event(), None).await
+    }
+
     async fn send(&self, log: LogId, seq: u64) -> bool {
+        self.publish(log, poke_event(seq), Some(seq)).await
+    }
+
+    async fn publish(&self, log: LogId, event: String, seq: Option<u64>) -> bool {
         let channel = channel(&self.namespace, log);
-        let publish = self.publisher.publish(&channel, vec![poke_event(seq)]);
+        let publish = self.publisher.publish(&channel, vec![event]);
         let result = match tokio::time::timeout(self.timeout, publish).await {
             Ok(r) => r,
             Err(_) => Err(PokeError::Timeout {
@@ -365,7 +384,7 @@ impl Poker {
             Ok(()) => true,
             Err(e) => {
                 // The write stands; pages catch up through their fallback pull.
-                tracing::warn!(log = %log, seq, error = %e, "poke not published");
+                tracing::warn!(log = %log, seq = ?seq, error = %e, "poke not published");
                 crate::telemetry::metric(PUBLISH_ERRORS_METRIC, 1.0, "Count");
                 false
             }
@@ -420,6 +439,24 @@ mod tests {
             sent(&rec),
             vec![(format!("/sheets/{log}"), vec![r#"{"seq":7}"#.to_owned()])]
         );
+    }
+
+    /// A members change is published at once, even inside a poke's window, and does not use up
+    /// the window's trailing poke.
+    #[tokio::test]
+    async fn a_members_change_is_published_at_once_beside_the_pokes() {
+        let (rec, poker) = poker(10_000);
+        let log = LogId::new_random();
+        poker.poke(log, 3).await;
+        assert!(poker.members_changed(log).await);
+        assert!(poker.members_changed(log).await, "never coalesced");
+        let events: Vec<String> = sent(&rec).into_iter().flat_map(|(_, e)| e).collect();
+        assert_eq!(
+            events,
+            vec![r#"{"seq":3}"#, r#"{"members":true}"#, r#"{"members":true}"#]
+        );
+        rec.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(!poker.members_changed(log).await, "a failure is reported, not raised");
     }
 
     #[tokio::test]
