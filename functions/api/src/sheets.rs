@@ -135,7 +135,7 @@ pub struct RoleRequest {
     pub role: String,
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())

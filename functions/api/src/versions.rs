@@ -227,6 +227,15 @@ async fn keep_name(
         .map_err(ApiError::from_store)
 }
 
+/// A version as the API answers it: `createdAt` as RFC 3339, as the sheet list gives times.
 fn version_json(v: &NamedVersion) -> serde_json::Value {
-    serde_json::to_value(v).unwrap_or_default()
+    let mut out = serde_json::json!({
+        "seq": v.seq,
+        "name": v.name,
+        "createdAt": crate::sheets::rfc3339(v.created_at),
+    });
+    if let Some(by) = &v.by {
+        out["by"] = serde_json::json!(by);
+    }
+    out
 }

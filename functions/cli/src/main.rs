@@ -97,6 +97,24 @@ enum Command {
         #[arg(long)]
         raw: bool,
     },
+    /// The cells that differ between the sheet as of --from and as of --to (default: now), one
+    /// line each: the cell, what it held, what it holds (`--json`: one object per line).
+    Diff {
+        log: String,
+        #[arg(long)]
+        from: u64,
+        #[arg(long)]
+        to: Option<u64>,
+    },
+    /// The sheet's named versions, newest first: sequence, when named, name. With --name and
+    /// --at, names version --at (again: renames it) first.
+    Versions {
+        log: String,
+        #[arg(long, requires = "at")]
+        name: Option<String>,
+        #[arg(long, requires = "name")]
+        at: Option<u64>,
+    },
     /// Make the sheet what it was as of sequence --at (as `export --at` shows it) with one
     /// `restore` entry; what came after stays in history, and restoring the sequence this prints
     /// undoes it.
@@ -284,6 +302,8 @@ async fn run(
             raw,
         } => session.export(&log, at, output.as_deref(), raw).await,
         Command::History { log, from } => session.history(&log, from).await,
+        Command::Diff { log, from, to } => session.diff(&log, from, to).await,
+        Command::Versions { log, name, at } => session.versions(&log, name.zip(at)).await,
         Command::Restore {
             log,
             at,
@@ -517,6 +537,59 @@ impl Session {
         commands::read_log(&self.api, log, from, |e| history_line(e, self.json))
             .await
             .map(|_| ())
+    }
+
+    /// `diff`: every page of `GET …/diff`, a line per changed cell.
+    async fn diff(&self, log: &str, from: u64, to: Option<u64>) -> Result<(), CliError> {
+        let to = to.map(|t| format!("&to={t}")).unwrap_or_default();
+        let mut row = 1;
+        loop {
+            let v = self
+                .api
+                .get(&format!("logs/{log}/diff?from={from}{to}&row={row}"))
+                .await?;
+            for c in v["changes"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                if self.json {
+                    out(&c.to_string())?;
+                } else {
+                    out(&format!(
+                        "{}\t{}\t{}",
+                        c["ref"].as_str().unwrap_or("?"),
+                        c["before"]["value"],
+                        c["after"]["value"]
+                    ))?;
+                }
+            }
+            match v["nextRow"].as_u64() {
+                Some(next) if next > row => row = next,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// `versions`: names one first when asked, then lists them.
+    async fn versions(&self, log: &str, name: Option<(String, u64)>) -> Result<(), CliError> {
+        let path = format!("logs/{log}/versions");
+        if let Some((name, at)) = name {
+            let body = json!({ "seq": at, "name": name });
+            self.api
+                .send(reqwest::Method::POST, &path, Some(&body), None)
+                .await?;
+        }
+        let v = self.api.get(&path).await?;
+        for version in v["versions"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            if self.json {
+                out(&version.to_string())?;
+            } else {
+                let when = version["createdAt"].as_str().unwrap_or_default();
+                out(&format!(
+                    "{:>8}  {when}  {}",
+                    version["seq"],
+                    version["name"].as_str().unwrap_or_default()
+                ))?;
+            }
+        }
+        Ok(())
     }
 
     /// `watch`: the entries as they land.

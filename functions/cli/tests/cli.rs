@@ -227,6 +227,43 @@ async fn restores_a_version_and_undoes_the_restore() {
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
 }
 
+/// `diff` prints a line per changed cell between two versions; `versions --name --at` names one
+/// and lists it.
+#[tokio::test(flavor = "multi_thread")]
+async fn diffs_two_versions_and_names_one() {
+    let (_api, base, log) = api_and_log("cli-diff").await.unwrap();
+    ok(&base, &["set", &log, "A1=first", "B1=1"]).await.unwrap();
+    ok(&base, &["set", &log, "A1=second", "C2=new"])
+        .await
+        .unwrap();
+    let diff = ok(&base, &["diff", &log, "--from", "2"]).await.unwrap();
+    assert_eq!(diff, "A1\t\"first\"\t\"second\"\nC2\tnull\t\"new\"\n");
+    let none = ok(&base, &["diff", &log, "--from", "2", "--to", "2"])
+        .await
+        .unwrap();
+    assert_eq!(none, "");
+    let listed = ok(
+        &base,
+        &["versions", &log, "--name", "first draft", "--at", "2"],
+    )
+    .await
+    .unwrap();
+    let line = listed.trim();
+    assert!(
+        line.starts_with("2  20") && line.ends_with("  first draft"),
+        "{listed}"
+    );
+    let o = run(&base, &["versions", &log, "--name", "x"])
+        .await
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--name needs --at: {}",
+        stderr(&o)
+    );
+}
+
 /// Texts a spreadsheet program would run as formulas (OWASP's CSV injection: `=`, `+`, `-`, `@`,
 /// tab, carriage return first) are exported with a leading `'`; numbers, negative ones too, and
 /// other texts as they are. `--raw` writes every text as stored.

@@ -456,7 +456,10 @@ mod tests {
             vec![r#"{"seq":3}"#, r#"{"members":true}"#, r#"{"members":true}"#]
         );
         rec.fail.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert!(!poker.members_changed(log).await, "a failure is reported, not raised");
+        assert!(
+            !poker.members_changed(log).await,
+            "a failure is reported, not raised"
+        );
     }
 
     #[tokio::test]

@@ -2,8 +2,6 @@
 //! kept in the Clients table under the log's `v` partition, one item per version keyed by its
 //! sequence (`docs/storage.md`, "Clients table"; `docs/api.md`, "Named versions").
 
-use serde::Serialize;
-
 use super::LogId;
 use super::clients::tagged_key;
 
@@ -17,8 +15,7 @@ pub const MAX_VERSION_NAME_CHARS: usize = 100;
 pub const MAX_NAMED_VERSIONS: usize = 1_000;
 
 /// One named version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedVersion {
     /// The version: the sheet as of every entry before this sequence (`cells?at=seq`).
     pub seq: u64,
@@ -26,7 +23,6 @@ pub struct NamedVersion {
     /// When it was first named, Unix milliseconds.
     pub created_at: i64,
     /// Who named it (the caller's proven subject), when there was one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
 }
 
