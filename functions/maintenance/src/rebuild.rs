@@ -22,6 +22,10 @@
 //! snapshot is gone, the log is reported in `forkBasesMissing` and left alone: restore those
 //! objects from a noncurrent version of the bucket (`docs/operations.md`).
 //!
+//! Restores: a `restore` entry's kept state (the sheet as of the sequence it restores) is what
+//! every snapshot after it starts from; the walk meets the entry first, with the snapshots before
+//! it rebuilt, and builds a missing one again (`restoresRebuilt`).
+//!
 //! Deleted logs (a tombstone on the metadata item, `DELETE /logs/{logId}`) are skipped and
 //! counted in `logsDeleted`: their objects are being removed on purpose.
 //!
@@ -183,6 +187,9 @@ pub struct RebuildReport {
     pub fork_bases_rebuilt: u64,
     /// Snapshot entries not yet complete, where a log's walk stopped.
     pub snapshots_incomplete: u64,
+    /// `restore` entries whose kept state (the sheet as of the sequence they restore,
+    /// `snapshots/<log>/restores/`) was gone and was built again before the snapshots after them.
+    pub restores_rebuilt: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -435,6 +442,7 @@ impl Rebuilder {
         loop {
             for entry in page {
                 if entry.kind != EntryType::SNAPSHOT {
+                    self.keep_restored(walk, &entry, report).await?;
                     window.push(entry);
                     continue;
                 }
@@ -458,6 +466,43 @@ impl Rebuilder {
                 None => break,
             }
         }
+        Ok(())
+    }
+
+    /// For a `restore` entry: its kept state, built again when it is gone (every read and build
+    /// after the restore starts from it). The snapshots before it are rebuilt already, in log
+    /// order, so the state as of the sequence it restores can be read.
+    async fn keep_restored(
+        &self,
+        walk: &LogWalk<'_>,
+        entry: &Entry,
+        report: &mut RebuildReport,
+    ) -> Result<(), RebuildError> {
+        if entry.kind.0 != sheetlog_core::sheet::event::TYPE_RESTORE {
+            return Ok(());
+        }
+        let decoded = log_entries(std::slice::from_ref(entry))?;
+        let Some(seq) = decoded
+            .first()
+            .and_then(sheetlog_core::snapshot::restored_seq)
+        else {
+            return Ok(());
+        };
+        let key = sheetlog_core::snapshot::restore_manifest_key(*walk.log.as_uuid(), seq);
+        if walk.blobs.exists(&key).await? {
+            report.objects_present += 1;
+            return Ok(());
+        }
+        sheetlog_core::snapshot_input::restore_snapshot(
+            &self.log,
+            walk.blobs,
+            &self.bucket,
+            walk.opts.build,
+            walk.log,
+            seq,
+        )
+        .await?;
+        report.restores_rebuilt += 1;
         Ok(())
     }
 

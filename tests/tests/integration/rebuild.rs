@@ -18,7 +18,7 @@ use sheetlog_core::log::purge::fork_markers;
 use sheetlog_core::log::{AppendOptions, ForkOrigin};
 use sheetlog_core::ports::{LogPurge, ObjectPurge, PayloadStore};
 use sheetlog_core::snapshot::materialize;
-use sheetlog_core::snapshot_input::{fork_snapshot, sheet_as_of};
+use sheetlog_core::snapshot_input::{fork_snapshot, restore_snapshot, sheet_as_of};
 use sheetlog_maintenance::{
     Mode, Policy, RebuildOptions, RebuildReport, RebuildTables, Rebuilder, Retention, RunOptions,
 };
@@ -208,6 +208,16 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
     let mut n = 0;
     for s in 0..4 {
         edits(&px, &worker, log, n, 6, s == 0).await?;
+        if s == 3 {
+            // A restore to a version of segment 1, as `POST /logs/{logId}/restore` makes it: its
+            // kept state first, then the entry. The rebuild must bring that state back before
+            // the snapshot after it, which starts from it.
+            restore_snapshot(&px.log, &px.blobs, &px.blobs, TEST_BUILD, log, 20).await?;
+            let restore = event_entry(json!({"type": "restore", "body": {"seq": 20}}));
+            px.log
+                .append(log, restore, AppendOptions::default())
+                .await?;
+        }
         edits(&px, &worker, log, n + 6, 6, false).await?;
         n += 12;
         if s < 3 {
@@ -367,7 +377,8 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
             && report.roots_fixed == 0
             && report.logs_deleted == 1
             && report.fork_bases_rebuilt == 1
-            && report.fork_bases_missing == 0,
+            && report.fork_bases_missing == 0
+            && report.restores_rebuilt == 1,
         "{report:?}"
     );
     let after = (
@@ -411,7 +422,8 @@ async fn every_snapshot_comes_back_byte_for_byte_from_the_log() -> anyhow::Resul
         again.objects_written == 0
             && again.snapshots_rebuilt == 0
             && again.snapshots_intact == report.snapshots_rebuilt + report.snapshots_intact
-            && again.fork_bases_rebuilt == 0,
+            && again.fork_bases_rebuilt == 0
+            && again.restores_rebuilt == 0,
         "{again:?} after {report:?}"
     );
 
