@@ -118,17 +118,7 @@ fn change_json(c: &Change) -> Value {
     json!({"ref": c.at.to_string(), "before": cell_json(c.before.as_ref()), "after": cell_json(c.after.as_ref())})
 }
 
-/// A cell as an entry writes it: `{"value"}` plus `"format"` when it has one; an empty cell is
-/// `{"value": null}`.
+/// A cell as a `set` writes it (`entry_json::cell_json`); an empty cell is `{"value": null}`.
 fn cell_json(c: Option<&Cell>) -> Value {
-    match c {
-        None => json!({"value": null}),
-        Some(c) => {
-            let mut v = json!({"value": c.value});
-            if let Some(f) = &c.format {
-                v["format"] = json!(f);
-            }
-            v
-        }
-    }
+    c.map_or_else(|| json!({"value": null}), crate::entry_json::cell_json)
 }

@@ -2,11 +2,21 @@
 //! client's run, or a group commit's runs) as `GET /logs/{logId}/entries` shows them.
 
 use serde_json::{Value, json};
-use sheetlog_core::sheet::Event;
 use sheetlog_core::sheet::mutations::Mutations;
+use sheetlog_core::sheet::{Cell, Event};
 
 use crate::error::ApiError;
 use crate::request::ApiResult;
+
+/// A stored cell as a `set` writes it: `{"value"}`, plus `"format"` when it has one (the pull's
+/// cell values and the diff's before and after).
+pub(crate) fn cell_json(cell: &Cell) -> Value {
+    let mut v = json!({ "value": cell.value });
+    if let Some(f) = &cell.format {
+        v["format"] = json!(f);
+    }
+    v
+}
 
 /// An event's `body` in the API's JSON form (what a client sent as `body`, or as a mutation's
 /// `args`).

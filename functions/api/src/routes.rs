@@ -84,20 +84,15 @@ fn rfc3339(epoch_secs: i64) -> String {
         .unwrap_or_default()
 }
 
+/// An entry's `type` as the API shows it: the log's own entries, `mutations`, and every
+/// spreadsheet event by the event module's one table of names.
 fn type_name(kind: EntryType) -> &'static str {
-    use sheetlog_core::sheet::event::*;
+    use sheetlog_core::sheet::event::{TYPE_END_SEGMENT, TYPE_SNAPSHOT, type_name_of};
     match kind.0 {
         TYPE_SNAPSHOT => "snapshot",
         TYPE_END_SEGMENT => "end-segment",
-        TYPE_SET => "set",
-        TYPE_INSERT_ROWS => "insert-rows",
-        TYPE_DELETE_ROWS => "delete-rows",
-        TYPE_INSERT_COLUMNS => "insert-columns",
-        TYPE_DELETE_COLUMNS => "delete-columns",
-        TYPE_IMPORT => "import",
-        TYPE_RESTORE => "restore",
         sheetlog_core::sheet::mutations::TYPE_MUTATIONS => "mutations",
-        _ => "unknown",
+        code => type_name_of(code).unwrap_or("unknown"),
     }
 }
 

@@ -192,6 +192,17 @@ const TYPE_NAMES: [&str; 7] = [
     "restore",
 ];
 
+/// The JSON `type` name of a spreadsheet event's type code (`None` for the log's own entries and
+/// codes no event has): the one table of names, which decoding and the API's entry
+/// listing both read.
+pub fn type_name_of(type_code: u16) -> Option<&'static str> {
+    match type_code {
+        TYPE_SET..=TYPE_IMPORT => Some(TYPE_NAMES[usize::from(type_code - TYPE_SET)]),
+        TYPE_RESTORE => Some(TYPE_NAMES[6]),
+        _ => None,
+    }
+}
+
 impl Event {
     /// The JSON `type` name.
     pub fn type_name(&self) -> &'static str {
@@ -367,9 +378,7 @@ impl Event {
     pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<Event, DecodeError> {
         let type_name = match type_code {
             TYPE_SNAPSHOT | TYPE_END_SEGMENT => return Err(DecodeError::LogEntry(type_code)),
-            TYPE_SET..=TYPE_IMPORT => TYPE_NAMES[usize::from(type_code - TYPE_SET)],
-            TYPE_RESTORE => "restore",
-            _ => return Err(DecodeError::UnknownType(type_code)),
+            code => type_name_of(code).ok_or(DecodeError::UnknownType(code))?,
         };
         if version != BODY_VERSION {
             return Err(DecodeError::UnsupportedVersion { type_name, version });

@@ -208,10 +208,7 @@ fn patch(
                 continue;
             }
             present.insert(at);
-            let mut value = json!({ "value": cell.value });
-            if let Some(f) = &cell.format {
-                value["format"] = json!(f);
-            }
+            let value = crate::entry_json::cell_json(&cell);
             patch.push(json!({"op": "put", "key": format!("cell/{at}"), "value": value}));
         }
     }
