@@ -3,6 +3,7 @@
 
 use crate::event::{DecodeError, Event, TYPE_END_SEGMENT, TYPE_SNAPSHOT};
 use crate::mutations::{MutationBatch, Mutations, TYPE_MUTATIONS, is_batch_version};
+use crate::undo::{TYPE_UNDO, Undo};
 
 /// An entry the log can hold: its own markers or a spreadsheet event.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,6 +15,8 @@ pub enum EntryBody {
     Mutations(Mutations),
     /// Several clients' runs written by one group commit (`mutations` body version 2).
     Batch(MutationBatch),
+    /// An undo or redo of a client group's step (`crate::undo`).
+    Undo(Undo),
 }
 
 impl EntryBody {
@@ -27,21 +30,24 @@ impl EntryBody {
                 MutationBatch::decode(version, body).map(EntryBody::Batch)
             }
             TYPE_MUTATIONS => Mutations::decode(version, body).map(EntryBody::Mutations),
+            TYPE_UNDO => Undo::decode(version, body).map(EntryBody::Undo),
             _ => Event::decode(type_code, version, body).map(EntryBody::Event),
         }
     }
 
     /// The spreadsheet events the entry applies, in order: none for the log's markers, one for
-    /// an event, the applied mutations' events for a `mutations` entry.
+    /// an event, the applied mutations' events for a `mutations` entry, an undo's events.
     pub fn events(&self) -> impl Iterator<Item = &Event> {
-        let (one, runs) = match self {
-            EntryBody::Snapshot | EntryBody::EndSegment => (None, &[][..]),
-            EntryBody::Event(e) => (Some(e), &[][..]),
-            EntryBody::Mutations(m) => (None, std::slice::from_ref(m)),
-            EntryBody::Batch(b) => (None, &b.runs[..]),
+        let (one, runs, undo) = match self {
+            EntryBody::Snapshot | EntryBody::EndSegment => (None, &[][..], &[][..]),
+            EntryBody::Event(e) => (Some(e), &[][..], &[][..]),
+            EntryBody::Mutations(m) => (None, std::slice::from_ref(m), &[][..]),
+            EntryBody::Batch(b) => (None, &b.runs[..], &[][..]),
+            EntryBody::Undo(u) => (None, &[][..], &u.events[..]),
         };
         one.into_iter()
             .chain(runs.iter().flat_map(|r| r.applied.iter().map(|m| &m.event)))
+            .chain(undo.iter())
     }
 
     /// The client runs of a `mutations` entry of either version (none for other entries).
@@ -59,6 +65,7 @@ impl EntryBody {
             EntryBody::EndSegment => TYPE_END_SEGMENT,
             EntryBody::Event(e) => e.type_code(),
             EntryBody::Mutations(_) | EntryBody::Batch(_) => TYPE_MUTATIONS,
+            EntryBody::Undo(_) => TYPE_UNDO,
         }
     }
 }

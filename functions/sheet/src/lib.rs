@@ -19,6 +19,8 @@
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
 //! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
 //! - `entry.rs` — [`EntryBody`]: any stored entry decoded (markers, an event, client runs).
+//! - `undo.rs` — the `undo` entry: an undo or redo of a sync client group's step;
+//!   `undo_plan.rs` derives the group's stacks from the log and works out an undo's events.
 //! - `rebase.rs` — moving an edit made against an older view onto the current sheet.
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events; `csv_records.rs`
 //!   splits CSV into records; `xlsx_formulas.rs` reads an XLSX sheet's formulas (shared ones
@@ -44,6 +46,8 @@ pub mod rebase;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod snapshot;
+pub mod undo;
+pub mod undo_plan;
 pub mod value;
 mod xlsx_formulas;
 

@@ -1,0 +1,394 @@
+//! Undo and redo, worked out from the log (`docs/sync.md`, "Undo and redo"): a client group's
+//! stacks ([`stacks`]), the inverse of a step ([`needs`], [`inverse`]), and that inverse moved
+//! onto the sheet as it is now, without the cells someone else changed since ([`settle`],
+//! [`drop_overwritten`]). Pure: the API reads the cells these functions ask for and appends the
+//! `undo` entry they produce.
+//!
+//! The rules, as spreadsheets have them:
+//! - a group undoes only its own steps, newest first; a step is one mutation (a typed cell, a
+//!   pasted range, a row or column change), or an earlier undo or redo;
+//! - the inverse of a step is worked out against the sheet just before it, then rebased through
+//!   everything committed after it ([`crate::rebase`]), so a row inserted above by someone else
+//!   does not make the undo land on the wrong cells;
+//! - a cell the step wrote that someone else has changed or deleted since is left alone (skipped,
+//!   and counted); a row or column change whose rows are gone is skipped too;
+//! - redo is the inverse of the undo it takes back; a new step of the group empties the redo
+//!   stack.
+
+use std::collections::BTreeMap;
+
+use super::a1::{CellRef, Range};
+use super::entry::EntryBody;
+use super::event::{
+    CellEdit, ColumnName, DeleteColumns, DeleteRows, Event, InsertColumns, InsertRows, RowNumber,
+    SetCells,
+};
+use super::limits::{MAX_CELLS_PER_SET, MAX_COLS, MAX_ROWS};
+use super::rebase::{Outcome, Step as RebaseStep, rebase};
+use super::undo::{Target, Undo};
+use super::value::{Cell, Row, Value};
+
+/// A step of a group's history an undo (or redo) can act on, with where its events stand in
+/// their entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub target: Target,
+    /// Events of the same entry applied before the step's (earlier runs of a batch).
+    pub prefix: Vec<Event>,
+    /// What the step applied.
+    pub events: Vec<Event>,
+    /// Events of the same entry applied after the step's.
+    pub suffix: Vec<Event>,
+}
+
+/// A group's undo and redo stacks, as far as the entries read show them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stacks {
+    /// Newest last.
+    pub undo: Vec<Step>,
+    pub redo: Vec<Step>,
+    /// False when an undo or redo among the entries took back a step older than the first entry
+    /// read: the stacks below that point are not known, so read from further back.
+    pub complete: bool,
+}
+
+/// The group's stacks after `entries` (consecutive, in log order).
+pub fn stacks<'a>(entries: impl IntoIterator<Item = (u64, &'a EntryBody)>, group: &str) -> Stacks {
+    let mut s = Stacks {
+        complete: true,
+        ..Stacks::default()
+    };
+    for (seq, body) in entries {
+        match body {
+            EntryBody::Mutations(_) | EntryBody::Batch(_) => {
+                let all: Vec<&Event> = body.events().collect();
+                let mut at = 0;
+                for run in body.runs() {
+                    for (id, events, _) in run.by_id() {
+                        let n = events.len();
+                        if run.group == group && n > 0 {
+                            s.redo.clear();
+                            s.undo.push(Step {
+                                target: Target {
+                                    seq,
+                                    client: run.client.clone(),
+                                    id,
+                                },
+                                prefix: all[..at].iter().map(|e| (*e).clone()).collect(),
+                                events: events.into_iter().cloned().collect(),
+                                suffix: all[at + n..].iter().map(|e| (*e).clone()).collect(),
+                            });
+                        }
+                        at += n;
+                    }
+                }
+            }
+            EntryBody::Undo(u) if u.group == group => s.record(seq, u),
+            _ => {}
+        }
+    }
+    s
+}
+
+impl Stacks {
+    fn record(&mut self, seq: u64, u: &Undo) {
+        let (from, to) = if u.redo {
+            (&mut self.redo, &mut self.undo)
+        } else {
+            (&mut self.undo, &mut self.redo)
+        };
+        match from.iter().rposition(|s| s.target == u.target) {
+            Some(i) => {
+                from.remove(i);
+            }
+            None => self.complete = false,
+        }
+        // An undo that changed nothing (everything skipped) leaves nothing to redo.
+        if !u.events.is_empty() {
+            to.push(Step {
+                target: Target::entry(seq),
+                prefix: Vec::new(),
+                events: u.events.clone(),
+                suffix: Vec::new(),
+            });
+        }
+    }
+}
+
+/// Why a step cannot be undone at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UndoError {
+    #[error("the step is an import or a restore, which undo does not take back")]
+    NotUndoable,
+    #[error(
+        "undoing it would restore {0} cells in one step; the limit is {MAX_CELLS_PER_SET} (restore an earlier version instead)"
+    )]
+    TooLarge(usize),
+}
+
+/// The part of the sheet, as it stood just before `event`, that its inverse is made from: a
+/// set's cells, a deleted range's rows or columns. `None` for an insert, whose inverse needs
+/// nothing read.
+pub fn needs(event: &Event) -> Option<Range> {
+    let corner = |row, col| CellRef { row, col };
+    match event {
+        Event::Set(s) => {
+            let (mut lo, mut hi) = (s.cells.first()?.at, s.cells.first()?.at);
+            for c in &s.cells {
+                lo = corner(lo.row.min(c.at.row), lo.col.min(c.at.col));
+                hi = corner(hi.row.max(c.at.row), hi.col.max(c.at.col));
+            }
+            Some(Range::new(lo, hi))
+        }
+        Event::DeleteRows(d) => Some(Range::new(
+            corner(d.at.0, 0),
+            corner(d.at.0 + d.count - 1, MAX_COLS - 1),
+        )),
+        Event::DeleteColumns(d) => Some(Range::new(
+            corner(0, d.at.0),
+            corner(MAX_ROWS - 1, d.at.0 + d.count - 1),
+        )),
+        _ => None,
+    }
+}
+
+/// The events that take back `event`, given the cells of [`needs`] as they stood before it.
+pub fn inverse(event: &Event, before: &[Row]) -> Result<Vec<Event>, UndoError> {
+    let cells = by_ref(before);
+    let old = |at: &CellRef| -> CellEdit {
+        match cells.get(at) {
+            Some(c) => CellEdit {
+                at: *at,
+                value: c.value.clone(),
+                format: c.format.as_deref().map(str::to_owned),
+            },
+            None => CellEdit {
+                at: *at,
+                value: Value::Empty,
+                format: None,
+            },
+        }
+    };
+    let all_cells = || -> Result<Vec<Event>, UndoError> {
+        if cells.len() > MAX_CELLS_PER_SET {
+            return Err(UndoError::TooLarge(cells.len()));
+        }
+        let edits: Vec<CellEdit> = cells.keys().map(old).collect();
+        Ok(if edits.is_empty() {
+            Vec::new()
+        } else {
+            vec![Event::Set(SetCells { cells: edits })]
+        })
+    };
+    Ok(match event {
+        Event::Set(s) => {
+            // One edit per cell, the first time it is named: the value before the whole set.
+            let mut seen = std::collections::BTreeSet::new();
+            let edits: Vec<CellEdit> = s
+                .cells
+                .iter()
+                .filter(|c| seen.insert(c.at))
+                .map(|c| old(&c.at))
+                .collect();
+            vec![Event::Set(SetCells { cells: edits })]
+        }
+        Event::InsertRows(i) => vec![Event::DeleteRows(DeleteRows {
+            at: i.at,
+            count: i.count.min(MAX_ROWS - i.at.0),
+        })],
+        Event::InsertColumns(i) => vec![Event::DeleteColumns(DeleteColumns {
+            at: i.at,
+            count: i.count.min(MAX_COLS - i.at.0),
+        })],
+        Event::DeleteRows(d) => {
+            let mut out = vec![Event::InsertRows(InsertRows {
+                at: RowNumber(d.at.0),
+                count: d.count,
+                values: Vec::new(),
+            })];
+            out.extend(all_cells()?);
+            out
+        }
+        Event::DeleteColumns(d) => {
+            let mut out = vec![Event::InsertColumns(InsertColumns {
+                at: ColumnName(d.at.0),
+                count: d.count,
+            })];
+            out.extend(all_cells()?);
+            out
+        }
+        Event::Import(_) | Event::Restore(_) => return Err(UndoError::NotUndoable),
+    })
+}
+
+fn by_ref(rows: &[Row]) -> BTreeMap<CellRef, &Cell> {
+    rows.iter()
+        .flat_map(|r| {
+            r.cells.iter().map(move |(col, c)| {
+                (
+                    CellRef {
+                        row: r.index,
+                        col: *col,
+                    },
+                    c,
+                )
+            })
+        })
+        .filter(|(_, c)| !(c.value.is_empty() && c.format.is_none()))
+        .collect()
+}
+
+/// An undo moved onto the sheet as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    /// The inverse, rebased; cells still to be checked against the sheet ([`drop_overwritten`]).
+    pub events: Vec<Event>,
+    /// The cells the step wrote, where they are now: a cell of the inverse at one of these is
+    /// undone only if it still holds what the step wrote.
+    pub written: BTreeMap<CellRef, CellEdit>,
+    /// Cells and row or column changes of the inverse that have no place any more.
+    pub skipped: u64,
+}
+
+/// Moves `inverse` (made against the sheet just after the step) through `history`, what was
+/// committed after the step, in order (the rest of its entry, then later entries).
+pub fn settle(step: &Step, inverse: &[Event], history: &[Event]) -> Settled {
+    let others: Vec<RebaseStep<'_>> = history.iter().map(RebaseStep::Other).collect();
+    let mut applied: Vec<Vec<Event>> = Vec::with_capacity(inverse.len());
+    let mut skipped = 0;
+    for (j, e) in inverse.iter().enumerate() {
+        let mut steps = others.clone();
+        steps.extend((0..j).map(|k| RebaseStep::Own {
+            seen: std::slice::from_ref(&inverse[k]),
+            applied: &applied[k],
+        }));
+        match rebase(e, &steps) {
+            Outcome::Apply(v) => {
+                skipped += lost_cells(e, &v);
+                applied.push(v);
+            }
+            Outcome::Reject(_) => {
+                skipped += weight(e);
+                applied.push(Vec::new());
+            }
+        }
+    }
+    Settled {
+        events: applied.into_iter().flatten().collect(),
+        written: written_now(step, history),
+        skipped,
+    }
+}
+
+/// What the step's sets wrote, moved through the step's own later events and `history`.
+fn written_now(step: &Step, history: &[Event]) -> BTreeMap<CellRef, CellEdit> {
+    let mut out = BTreeMap::new();
+    for (i, e) in step.events.iter().enumerate() {
+        if !matches!(e, Event::Set(_)) {
+            continue;
+        }
+        let later: Vec<RebaseStep<'_>> = step.events[i + 1..]
+            .iter()
+            .chain(history)
+            .map(RebaseStep::Other)
+            .collect();
+        if let Outcome::Apply(v) = rebase(e, &later) {
+            for ev in v {
+                if let Event::Set(s) = ev {
+                    out.extend(s.cells.into_iter().map(|c| (c.at, c)));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn weight(e: &Event) -> u64 {
+    match e {
+        Event::Set(s) => s.cells.len() as u64,
+        _ => 1,
+    }
+}
+
+fn lost_cells(sent: &Event, applied: &[Event]) -> u64 {
+    match sent {
+        Event::Set(s) => {
+            let kept: usize = applied
+                .iter()
+                .map(|e| match e {
+                    Event::Set(a) => a.cells.len(),
+                    _ => 0,
+                })
+                .sum();
+            s.cells.len().saturating_sub(kept) as u64
+        }
+        _ => 0,
+    }
+}
+
+/// The range to read, as the sheet is now, to check the written cells ([`drop_overwritten`]).
+pub fn written_range(s: &Settled) -> Option<Range> {
+    let first = *s.written.keys().next()?;
+    let (mut lo, mut hi) = (first, first);
+    for at in s.written.keys() {
+        lo = CellRef {
+            row: lo.row.min(at.row),
+            col: lo.col.min(at.col),
+        };
+        hi = CellRef {
+            row: hi.row.max(at.row),
+            col: hi.col.max(at.col),
+        };
+    }
+    Some(Range::new(lo, hi))
+}
+
+/// The undo's events without the cells someone else changed since the step wrote them (`now`:
+/// the cells of [`written_range`] as the sheet is now), and the number of cells skipped in all.
+/// Only cells set by the same event the checks apply to: the cells an inverse restores into rows
+/// it re-inserts were not written by the step.
+pub fn drop_overwritten(s: Settled, now: &[Row]) -> (Vec<Event>, Vec<CellRef>, u64) {
+    let now = by_ref(now);
+    let mut skipped = s.skipped;
+    let mut changed = Vec::new();
+    let mut events = Vec::with_capacity(s.events.len());
+    let mut restored_rows = false;
+    for e in s.events {
+        match e {
+            Event::Set(set) if !restored_rows => {
+                let cells: Vec<CellEdit> = set
+                    .cells
+                    .into_iter()
+                    .filter(|c| match s.written.get(&c.at) {
+                        Some(w) if !same(now.get(&c.at).copied(), w) => {
+                            changed.push(c.at);
+                            false
+                        }
+                        _ => true,
+                    })
+                    .collect();
+                if !cells.is_empty() {
+                    events.push(Event::Set(SetCells { cells }));
+                }
+            }
+            other => {
+                restored_rows |= matches!(other, Event::InsertRows(_) | Event::InsertColumns(_));
+                events.push(other);
+            }
+        }
+    }
+    skipped += changed.len() as u64;
+    (events, changed, skipped)
+}
+
+/// Whether a cell holds what an edit wrote.
+fn same(cell: Option<&Cell>, edit: &CellEdit) -> bool {
+    match cell {
+        None => edit.value.is_empty() && edit.format.is_none(),
+        Some(c) => c.value == edit.value && c.format.as_deref() == edit.format.as_deref(),
+    }
+}
+
+#[cfg(test)]
+#[path = "undo_plan_tests.rs"]
+mod tests;
