@@ -107,6 +107,36 @@ pub struct RestoreRequest {
     pub expected_seq: Option<u64>,
 }
 
+/// `POST /logs/{logId}/undo` and `/redo`: whose step to act on.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"clientGroupId": "5a0c7e9e-1f3b-4d55-9a55-0c2b1d7e6f10"}))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UndoRequest {
+    /// The sync client group (Replicache's `clientGroupID`) whose own last step to undo or redo.
+    pub client_group_id: String,
+}
+
+/// What an undo or redo did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UndoResponse {
+    /// The `undo` entry's sequence.
+    pub seq: u64,
+    pub next_seq: u64,
+    pub redo: bool,
+    /// The step acted on: `{"seq", "clientId", "mutationId"}` for a mutation, `{"seq"}` for an
+    /// earlier undo or redo.
+    #[schema(value_type = Object)]
+    pub target: Value,
+    /// The events it applied, `{"type", "body"}` (none when everything was skipped).
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
+    /// Cells (and row or column changes) left alone: changed or deleted by someone else since.
+    pub skipped: u64,
+    /// The cells skipped because someone else changed them since (the first 100).
+    pub changed: Vec<String>,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppendResponse {

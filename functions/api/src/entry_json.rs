@@ -1,8 +1,10 @@
 //! The API's JSON form of stored entry bodies: an event's `body`, and `mutations` entries (one
-//! client's run, or a group commit's runs) as `GET /logs/{logId}/entries` shows them.
+//! client's run, or a group commit's runs) and `undo` entries as `GET /logs/{logId}/entries`
+//! shows them.
 
 use serde_json::{Value, json};
 use sheetlog_core::sheet::mutations::Mutations;
+use sheetlog_core::sheet::undo::Undo;
 use sheetlog_core::sheet::{Cell, Event};
 
 use crate::error::ApiError;
@@ -52,5 +54,28 @@ pub fn mutations_json(m: &Mutations) -> ApiResult<Value> {
         "lastMutationID": m.last,
         "mutations": applied,
         "rejected": m.rejected(),
+    }))
+}
+
+/// The JSON body of an `undo` entry in `GET /logs/{logId}/entries`: the group, whether it is a
+/// redo, the step it acts on (a mutation, or an earlier undo entry by its sequence), the events
+/// it applied and the cells it skipped.
+pub fn undo_json(u: &Undo) -> ApiResult<Value> {
+    let mut target = json!({ "seq": u.target.seq });
+    if u.target.is_mutation() {
+        target["clientID"] = json!(u.target.client);
+        target["mutationID"] = json!(u.target.id);
+    }
+    let events = u
+        .events
+        .iter()
+        .map(|e| Ok(json!({"type": e.type_name(), "body": event_body(e)?})))
+        .collect::<ApiResult<Vec<_>>>()?;
+    Ok(json!({
+        "clientGroupID": u.group,
+        "redo": u.redo,
+        "target": target,
+        "events": events,
+        "skipped": u.skipped,
     }))
 }

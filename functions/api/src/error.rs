@@ -167,6 +167,12 @@ pub enum ApiError {
     /// A caller past its share of deletes (`ApiConfig::deletes_per_minute`).
     #[error("at most {limit} deletes a minute per caller; retry in {retry_after} s")]
     TooManyDeletes { limit: u32, retry_after: u64 },
+    /// An undo or redo with no step of the group's left to act on among the entries it reads.
+    #[error("nothing to {what} for this client group in the sheet's last {window} entries")]
+    NothingToUndo { what: &'static str, window: u64 },
+    /// An undo whose events would not fit one entry (a very large deleted range).
+    #[error("{0}")]
+    UndoTooLarge(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -194,7 +200,10 @@ impl ApiError {
             NoCatalog { .. } | MemberNotFound(_) | InvitationNotFound(_) | VersionNotFound(_) => {
                 StatusCode::NOT_FOUND
             }
-            LastOwner | TooManyMembers { .. } | TooManyVersions { .. } => StatusCode::CONFLICT,
+            LastOwner | TooManyMembers { .. } | TooManyVersions { .. } | NothingToUndo { .. } => {
+                StatusCode::CONFLICT
+            }
+            UndoTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             TooManyDeletes { .. } => StatusCode::TOO_MANY_REQUESTS,
             Conflict { .. } | UploadChanged { .. } | KeyReused { .. } | EditRejected(_) => {
                 StatusCode::CONFLICT
@@ -262,6 +271,9 @@ impl ApiError {
             LastOwner => "last-owner",
             TooManyMembers { .. } => "too-many-members",
             TooManyDeletes { .. } => "rate-limited",
+            NothingToUndo { what: "redo", .. } => "nothing-to-redo",
+            NothingToUndo { .. } => "nothing-to-undo",
+            UndoTooLarge(_) => "undo-too-large",
             Internal(_) => "internal",
         }
     }

@@ -13,6 +13,7 @@
 //! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
 //! - `versions.rs` — acting on history: restoring an earlier version, named versions
 //! - `diff.rs`    — the cells that differ between two versions, a page at a time
+//! - `undo.rs`    — per-person undo and redo of a sync client group's own steps
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
 //! - `entry_json.rs` — the JSON form of stored entry bodies (events, `mutations` entries)
@@ -41,6 +42,7 @@ pub mod routes;
 pub mod sheets;
 pub mod state;
 pub mod sync;
+pub mod undo;
 pub mod uploads;
 pub mod versions;
 pub mod web;
@@ -79,6 +81,8 @@ pub use state::{AppState, SharedState};
         routes::read_cells,
         routes::read_extent,
         versions::restore,
+        undo::undo,
+        undo::redo,
         versions::list_versions,
         versions::name_version,
         versions::rename_version,
@@ -256,6 +260,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/logs/{log_id}/cells", get(routes::read_cells))
         .route("/logs/{log_id}/extent", get(routes::read_extent))
         .route("/logs/{log_id}/restore", post(versions::restore))
+        .route("/logs/{log_id}/undo", post(undo::undo))
+        .route("/logs/{log_id}/redo", post(undo::redo))
         .route(
             "/logs/{log_id}/versions",
             get(versions::list_versions).post(versions::name_version),

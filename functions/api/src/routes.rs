@@ -92,6 +92,7 @@ fn type_name(kind: EntryType) -> &'static str {
         TYPE_SNAPSHOT => "snapshot",
         TYPE_END_SEGMENT => "end-segment",
         sheetlog_core::sheet::mutations::TYPE_MUTATIONS => "mutations",
+        sheetlog_core::sheet::undo::TYPE_UNDO => "undo",
         code => type_name_of(code).unwrap_or("unknown"),
     }
 }
@@ -111,6 +112,7 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
         // writer writes every group commit as a batch, `docs/storage.md`).
         EntryBody::Batch(b) if b.runs.len() == 1 => mutations_json(&b.runs[0])?,
         EntryBody::Batch(b) => batch_json(&b.runs)?,
+        EntryBody::Undo(u) => crate::entry_json::undo_json(&u)?,
         EntryBody::Snapshot | EntryBody::EndSegment => json!({}),
     };
     let payload_url = match &e.payload {

@@ -41,23 +41,19 @@ pub struct Step {
     pub suffix: Vec<Event>,
 }
 
-/// A group's undo and redo stacks, as far as the entries read show them.
+/// A group's undo and redo stacks, as far as the entries read show them. Entries before the
+/// first one read can only add steps *under* these (undo is last in, first out), so the top of a
+/// stack that is not empty is the group's real top.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stacks {
     /// Newest last.
     pub undo: Vec<Step>,
     pub redo: Vec<Step>,
-    /// False when an undo or redo among the entries took back a step older than the first entry
-    /// read: the stacks below that point are not known, so read from further back.
-    pub complete: bool,
 }
 
 /// The group's stacks after `entries` (consecutive, in log order).
 pub fn stacks<'a>(entries: impl IntoIterator<Item = (u64, &'a EntryBody)>, group: &str) -> Stacks {
-    let mut s = Stacks {
-        complete: true,
-        ..Stacks::default()
-    };
+    let mut s = Stacks::default();
     for (seq, body) in entries {
         match body {
             EntryBody::Mutations(_) | EntryBody::Batch(_) => {
@@ -97,11 +93,10 @@ impl Stacks {
         } else {
             (&mut self.undo, &mut self.redo)
         };
-        match from.iter().rposition(|s| s.target == u.target) {
-            Some(i) => {
-                from.remove(i);
-            }
-            None => self.complete = false,
+        // The target is the top (the API appends on the head it read); a step older than the
+        // entries read is not on the stack at all.
+        if let Some(i) = from.iter().rposition(|s| s.target == u.target) {
+            from.remove(i);
         }
         // An undo that changed nothing (everything skipped) leaves nothing to redo.
         if !u.events.is_empty() {
@@ -235,6 +230,49 @@ fn by_ref(rows: &[Row]) -> BTreeMap<CellRef, &Cell> {
             })
         })
         .filter(|(_, c)| !(c.value.is_empty() && c.format.is_none()))
+        .collect()
+}
+
+/// What was committed after a step, as the events its undo is moved through: the `later`
+/// entries' events in order, except that a step and an undo (or redo) that takes it back, both
+/// among them, cancel out. Without that, undoing a column delete and then the edit before it would
+/// move the edit's cells through "column deleted" (losing them) and "a new column inserted".
+pub fn history_after<'a>(later: impl IntoIterator<Item = (u64, &'a EntryBody)>) -> Vec<Event> {
+    let mut steps: Vec<(Target, Option<Target>, Vec<Event>)> = Vec::new();
+    for (seq, body) in later {
+        match body {
+            EntryBody::Mutations(_) | EntryBody::Batch(_) => {
+                for run in body.runs() {
+                    for (id, events, _) in run.by_id() {
+                        let target = Target {
+                            seq,
+                            client: run.client.clone(),
+                            id,
+                        };
+                        steps.push((target, None, events.into_iter().cloned().collect()));
+                    }
+                }
+            }
+            EntryBody::Undo(u) => {
+                let undone = Some(u.target.clone());
+                steps.push((Target::entry(seq), undone, u.events.clone()));
+            }
+            other => steps.push((Target::entry(seq), None, other.events().cloned().collect())),
+        }
+    }
+    let mut live = vec![true; steps.len()];
+    for i in 0..steps.len() {
+        let Some(undone) = &steps[i].1 else { continue };
+        if let Some(j) = (0..i).rev().find(|&j| live[j] && steps[j].0 == *undone) {
+            live[i] = false;
+            live[j] = false;
+        }
+    }
+    steps
+        .into_iter()
+        .zip(live)
+        .filter(|(_, l)| *l)
+        .flat_map(|((_, _, events), _)| events)
         .collect()
 }
 

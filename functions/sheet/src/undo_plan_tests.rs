@@ -273,7 +273,6 @@ fn the_stacks_follow_undo_redo_and_new_steps() {
         (15, undo_entry("g1", true, Target::entry(14), vec![e(1.0)])),
     ];
     let s = stacks(entries.iter().map(|(q, b)| (*q, b)), "g1");
-    assert!(s.complete);
     let undo_targets: Vec<_> = s.undo.iter().map(|x| x.target.clone()).collect();
     assert_eq!(
         undo_targets,
@@ -293,10 +292,16 @@ fn the_stacks_follow_undo_redo_and_new_steps() {
     assert!(s.redo.is_empty());
     assert_eq!(s.undo.last().map(|x| x.target.clone()), Some(mine(17, 3)));
 
-    // Read from the middle, an undo of a step before the first entry says the stacks are not
-    // known below it.
+    // Read from the middle, the tops are the same.
     let s = stacks(entries[3..].iter().map(|(q, b)| (*q, b)), "g1");
-    assert!(!s.complete);
+    assert_eq!(
+        s.undo.last().map(|x| x.target.clone()),
+        Some(Target::entry(15))
+    );
+    assert_eq!(
+        s.redo.last().map(|x| x.target.clone()),
+        Some(Target::entry(13))
+    );
 }
 
 #[test]
@@ -314,4 +319,49 @@ fn a_step_in_a_batch_knows_the_runs_around_it() {
     assert_eq!(step.prefix, vec![e("A1")]);
     assert_eq!(step.events, vec![e("B1")]);
     assert_eq!(step.suffix, vec![e("C1")]);
+}
+
+#[test]
+fn a_step_and_its_undo_later_in_history_cancel_out() {
+    let col_a = Event::DeleteColumns(DeleteColumns {
+        at: ColumnName(0),
+        count: 1,
+    });
+    let back = vec![
+        Event::InsertColumns(InsertColumns {
+            at: ColumnName(0),
+            count: 1,
+        }),
+        set(&[("A1", num(1.0), None)]),
+    ];
+    let other = set(&[("C9", num(3.0), None)]);
+    let mine = |seq: u64| Target {
+        seq,
+        client: "c1".into(),
+        id: seq,
+    };
+    let later = vec![
+        (5, EntryBody::Mutations(run("g1", "c1", 5, col_a.clone()))),
+        (6, EntryBody::Event(other.clone())),
+        (7, undo_entry("g1", false, mine(5), back.clone())),
+    ];
+    assert_eq!(
+        history_after(later.iter().map(|(q, b)| (*q, b))),
+        vec![other.clone()]
+    );
+    // Redone, it counts again; undone once more, it cancels with its redo.
+    let mut more = later.clone();
+    more.push((
+        8,
+        undo_entry("g1", true, Target::entry(7), vec![col_a.clone()]),
+    ));
+    assert_eq!(
+        history_after(more.iter().map(|(q, b)| (*q, b))),
+        vec![other.clone(), col_a.clone()]
+    );
+    more.push((9, undo_entry("g1", false, Target::entry(8), back)));
+    assert_eq!(
+        history_after(more.iter().map(|(q, b)| (*q, b))),
+        vec![other]
+    );
 }

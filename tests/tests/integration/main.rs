@@ -27,4 +27,5 @@ mod rebuild;
 mod snapshot_s3;
 mod sync;
 mod sync_queue;
+mod undo;
 mod versions;

@@ -235,8 +235,8 @@ fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
         out.push(json!({"op": "put", "key": key, "value": value}));
     };
     match body {
-        EntryBody::Event(e) => {
-            if let Some(m) = shape_json(e) {
+        EntryBody::Event(_) | EntryBody::Undo(_) => {
+            for m in body.events().filter_map(shape_json) {
                 put(json!({"seq": seq, "applied": [m]}));
             }
         }

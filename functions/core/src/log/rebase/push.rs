@@ -193,8 +193,9 @@ impl PushRebase {
 
     fn record(&mut self, seq: u64, body: &EntryBody) {
         match body {
-            EntryBody::Event(e) => {
-                if let Some(p) = positions(e) {
+            // An undo is the API's, appended directly: no client's view held it.
+            EntryBody::Event(_) | EntryBody::Undo(_) => {
+                for p in body.events().filter_map(positions) {
                     self.past.push(Past {
                         seq,
                         from: None,

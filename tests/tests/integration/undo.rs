@@ -1,0 +1,354 @@
+//! Per-person undo and redo through the HTTP API (`POST /logs/{logId}/undo`, `/redo`): a client
+//! group undoes only its own steps, the undo follows rows others inserted since, a cell someone
+//! else changed since is skipped and reported, a deleted range comes back with its values and
+//! formats, two undos at once take back two steps, and a Replicache pull brings the undo.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+use sheetlog_tests::fixtures::{pull_body, push_body, set_body};
+
+const RANGE: &str = "A1:D8";
+
+async fn send_json(
+    req: reqwest_middleware::RequestBuilder,
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let req = match body {
+        Some(body) => req.json(&body),
+        None => req,
+    };
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}
+
+struct Sheet<'a> {
+    c: &'a ApiClient,
+    api: &'a TestApi,
+    log: String,
+}
+
+impl Sheet<'_> {
+    async fn start<'a>(c: &'a ApiClient, api: &'a TestApi) -> anyhow::Result<Sheet<'a>> {
+        Ok(Sheet {
+            log: new_log(c, api).await?,
+            c,
+            api,
+        })
+    }
+
+    /// Pushes one mutation of `client` in group `group` (ids from 1, in order per client).
+    async fn push(
+        &self,
+        group: &str,
+        client: &str,
+        id: u64,
+        name: &str,
+        args: Value,
+    ) -> anyhow::Result<()> {
+        let m = json!([{"clientID": client, "id": id, "name": name, "timestamp": 1, "args": args}]);
+        let path = format!("/logs/{}/replicache/push", self.log);
+        let (status, v) =
+            send_json(self.c.post(self.api.url(&path)), Some(push_body(group, m))).await?;
+        anyhow::ensure!(status == StatusCode::OK, "push: {status} {v}");
+        anyhow::ensure!(v.get("error").is_none(), "push: {v}");
+        Ok(())
+    }
+
+    async fn append(&self, entry: Value) -> anyhow::Result<()> {
+        let (status, v) = post_entry(self.c, self.api, &self.log, entry).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "append: {status} {v}");
+        Ok(())
+    }
+
+    async fn act(&self, what: &str, group: &str) -> anyhow::Result<(StatusCode, Value)> {
+        let path = format!("/logs/{}/{what}", self.log);
+        send_json(
+            self.c.post(self.api.url(&path)),
+            Some(json!({"clientGroupId": group})),
+        )
+        .await
+    }
+
+    async fn undo(&self, group: &str) -> anyhow::Result<Value> {
+        let (status, v) = self.act("undo", group).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "undo: {status} {v}");
+        Ok(v)
+    }
+
+    /// Values, formulas and formats of [`RANGE`].
+    async fn cells(&self) -> anyhow::Result<Value> {
+        let path = format!("/logs/{}/cells?range={RANGE}", self.log);
+        let (status, v) = send_json(self.c.get(self.api.url(&path)), None).await?;
+        anyhow::ensure!(status == StatusCode::OK, "{path}: {status} {v}");
+        Ok(json!({"values": v["values"], "formulas": v["formulas"], "formats": v["formats"]}))
+    }
+
+    async fn value(&self, a1: &str) -> anyhow::Result<Value> {
+        let path = format!("/logs/{}/cells?range={a1}:{a1}", self.log);
+        let (status, v) = send_json(self.c.get(self.api.url(&path)), None).await?;
+        anyhow::ensure!(status == StatusCode::OK, "{path}: {status} {v}");
+        Ok(v["values"][0][0].clone())
+    }
+}
+
+fn cells(list: &[(&str, Value)]) -> Value {
+    json!({"cells": list.iter().map(|(r, v)| json!({"ref": r, "value": v})).collect::<Vec<_>>()})
+}
+
+#[tokio::test]
+async fn a_group_undoes_and_redoes_only_its_own_steps() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-own").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.append(set_body(&[("B2", json!("before"))])).await?;
+    s.push("ga", "a1", 1, "set", cells(&[("B2", json!("mine"))]))
+        .await?;
+    s.push("gb", "b1", 1, "set", cells(&[("C3", json!("theirs"))]))
+        .await?;
+    s.push(
+        "ga",
+        "a1",
+        2,
+        "set",
+        cells(&[("A1", json!(1)), ("A2", json!(2))]),
+    )
+    .await?;
+
+    // The paste of two cells is one step.
+    let v = s.undo("ga").await?;
+    assert_eq!(
+        v["target"],
+        json!({"seq": v["target"]["seq"], "clientId": "a1", "mutationId": 2}),
+        "{v}"
+    );
+    assert_eq!(
+        (s.value("A1").await?, s.value("A2").await?),
+        (Value::Null, Value::Null)
+    );
+    let v = s.undo("ga").await?;
+    assert_eq!(v["target"]["mutationId"], 1, "{v}");
+    assert_eq!(v["skipped"], 0, "{v}");
+    assert_eq!(s.value("B2").await?, json!("before"));
+    assert_eq!(
+        s.value("C3").await?,
+        json!("theirs"),
+        "the other group's edit stays"
+    );
+    let (status, v) = s.act("undo", "ga").await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "nothing-to-undo", "{v}");
+
+    // Redo re-applies, newest undo first; a redo can be undone again.
+    let (status, v) = s.act("redo", "ga").await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(v["redo"], true, "{v}");
+    assert_eq!(s.value("B2").await?, json!("mine"));
+    s.undo("ga").await?;
+    assert_eq!(s.value("B2").await?, json!("before"));
+    s.act("redo", "ga").await?;
+    s.act("redo", "ga").await?;
+    assert_eq!(
+        (s.value("B2").await?, s.value("A2").await?),
+        (json!("mine"), json!(2))
+    );
+    let (status, v) = s.act("redo", "ga").await?;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (StatusCode::CONFLICT, &json!("nothing-to-redo")),
+        "{v}"
+    );
+
+    // A new step empties the redo stack.
+    s.undo("ga").await?;
+    s.push("ga", "a1", 3, "set", cells(&[("D4", json!("new"))]))
+        .await?;
+    let (status, _) = s.act("redo", "ga").await?;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // The other group's undo takes back its own edit only.
+    s.undo("gb").await?;
+    assert_eq!(s.value("C3").await?, Value::Null);
+    assert_eq!(s.value("D4").await?, json!("new"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_undo_lands_on_the_cells_a_concurrent_row_insert_moved() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-insert").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.append(set_body(&[("B5", json!("old")), ("B6", json!("next"))]))
+        .await?;
+    s.push("ga", "a1", 1, "set", cells(&[("B5", json!("mine"))]))
+        .await?;
+    s.push("gb", "b1", 1, "insert-rows", json!({"at": 1, "count": 2}))
+        .await?;
+    let before_undo = s.cells().await?;
+    assert_eq!(s.value("B7").await?, json!("mine"));
+    let v = s.undo("ga").await?;
+    assert_eq!(v["skipped"], 0, "{v}");
+    assert_eq!(
+        s.value("B7").await?,
+        json!("old"),
+        "the moved cell is undone"
+    );
+    assert_eq!(s.value("B8").await?, json!("next"));
+    assert_eq!(s.value("B5").await?, Value::Null, "not the cell now at B5");
+    let mut want = before_undo;
+    want["values"][6][1] = json!("old");
+    assert_eq!(s.cells().await?, want);
+
+    // Undoing the insert removes the rows wherever they are now.
+    s.push("gb", "b1", 2, "set", cells(&[("A1", json!("top"))]))
+        .await?;
+    s.undo("gb").await?;
+    s.undo("gb").await?;
+    assert_eq!(s.value("B5").await?, json!("old"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_undo_skips_and_reports_a_cell_someone_else_changed() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-overwritten").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.push(
+        "ga",
+        "a1",
+        1,
+        "set",
+        cells(&[("B2", json!(1)), ("C2", json!(1))]),
+    )
+    .await?;
+    s.push("gb", "b1", 1, "set", cells(&[("B2", json!(9))]))
+        .await?;
+    let v = s.undo("ga").await?;
+    assert_eq!(v["skipped"], 1, "{v}");
+    assert_eq!(v["changed"], json!(["B2"]), "{v}");
+    assert_eq!(s.value("B2").await?, json!(9), "someone else's value stays");
+    assert_eq!(s.value("C2").await?, Value::Null);
+
+    // A step whose every cell was changed is skipped whole, and nothing is left to redo.
+    s.push("ga", "a1", 2, "set", cells(&[("D1", json!("x"))]))
+        .await?;
+    s.push("gb", "b1", 2, "delete-rows", json!({"at": 1, "count": 1}))
+        .await?;
+    let v = s.undo("ga").await?;
+    assert_eq!(
+        (v["skipped"].clone(), v["events"].clone()),
+        (json!(1), json!([])),
+        "{v}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_undone_delete_brings_back_values_formulas_and_formats() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-delete").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.append(json!({"type": "set", "body": {"cells": [
+        {"ref": "A1", "value": "head"},
+        {"ref": "A2", "value": 0.25, "format": "0%"},
+        {"ref": "B3", "value": "=A2*2"},
+        {"ref": "C4", "value": true},
+        {"ref": "A5", "value": "tail"}]}}))
+        .await?;
+    let before = s.cells().await?;
+    s.push("ga", "a1", 1, "delete-rows", json!({"at": 2, "count": 3}))
+        .await?;
+    s.push(
+        "ga",
+        "a1",
+        2,
+        "delete-columns",
+        json!({"at": "A", "count": 1}),
+    )
+    .await?;
+    assert_ne!(s.cells().await?, before);
+    s.undo("ga").await?;
+    s.undo("ga").await?;
+    assert_eq!(s.cells().await?, before);
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_undos_at_once_take_back_two_steps() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-race").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.push("ga", "a1", 1, "set", cells(&[("A1", json!(1))]))
+        .await?;
+    s.push("ga", "a1", 2, "set", cells(&[("A2", json!(2))]))
+        .await?;
+    let (a, b) = tokio::join!(s.act("undo", "ga"), s.act("undo", "ga"));
+    let (a, b) = (a?, b?);
+    assert_eq!(
+        (a.0, b.0),
+        (StatusCode::CREATED, StatusCode::CREATED),
+        "{a:?} {b:?}"
+    );
+    let mut ids = [
+        a.1["target"]["mutationId"].clone(),
+        b.1["target"]["mutationId"].clone(),
+    ];
+    ids.sort_by_key(|v| v.as_u64());
+    assert_eq!(ids, [json!(1), json!(2)]);
+    assert_eq!(
+        (s.value("A1").await?, s.value("A2").await?),
+        (Value::Null, Value::Null)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pull_brings_the_undo_and_bad_requests_change_nothing() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-pull").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.push("ga", "a1", 1, "set", cells(&[("B2", json!("x"))]))
+        .await?;
+    let pull_path = format!("/logs/{}/replicache/pull", s.log);
+    let (_, first) = send_json(
+        c.post(api.url(&pull_path)),
+        Some(pull_body("gb", Value::Null)),
+    )
+    .await?;
+    s.undo("ga").await?;
+    let (status, next) = send_json(
+        c.post(api.url(&pull_path)),
+        Some(pull_body("gb", first["cookie"].clone())),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{next}");
+    assert!(
+        next["patch"]
+            .as_array()
+            .is_some_and(|p| p.contains(&json!({"op": "del", "key": "cell/B2"}))),
+        "{next}"
+    );
+
+    let entries_before = s.cells().await?;
+    for (body, code) in [
+        (json!({}), "invalid-entry"),
+        (json!({"clientGroupId": ""}), "invalid-entry"),
+        (json!({"clientGroupId": "ga", "extra": 1}), "invalid-entry"),
+    ] {
+        let path = format!("/logs/{}/undo", s.log);
+        let (status, v) = send_json(c.post(api.url(&path)), Some(body.clone())).await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert_eq!(v["error"]["code"], code, "{body}: {v}");
+    }
+    let missing = uuid::Uuid::new_v4();
+    let (status, _) = send_json(
+        c.post(api.url(&format!("/logs/{missing}/undo"))),
+        Some(json!({"clientGroupId": "ga"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(s.cells().await?, entries_before);
+    Ok(())
+}
