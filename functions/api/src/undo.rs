@@ -10,12 +10,12 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sheetlog_core::LogError;
 use sheetlog_core::domain::{EntryType, LogId, NewEntry};
-use sheetlog_core::log::MAX_REBASE_ENTRIES;
+use sheetlog_core::log::{IdempotencyKey, MAX_REBASE_ENTRIES};
 use sheetlog_core::sheet::entry::EntryBody;
 use sheetlog_core::sheet::undo::Undo;
 use sheetlog_core::sheet::undo_plan::{
@@ -44,7 +44,8 @@ const MAX_CHANGED_LISTED: usize = 100;
 
 /// Undoes the client group's own last step.
 #[utoipa::path(post, path = "/logs/{logId}/undo",
-    params(("logId" = String, Path, description = "the log's UUID")),
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("Idempotency-Key" = Option<String>, Header, description = "makes a retry safe: a retry answers the undo already made (docs/api.md)")),
     request_body = UndoRequest,
     responses(
         (status = 201, body = UndoResponse),
@@ -58,14 +59,16 @@ pub async fn undo(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
     caller: Option<axum::Extension<Caller>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    act(state, log_id, caller, body, false).await
+    act(state, log_id, caller, &headers, body, false).await
 }
 
 /// Redoes what the client group's last undo took back.
 #[utoipa::path(post, path = "/logs/{logId}/redo",
-    params(("logId" = String, Path, description = "the log's UUID")),
+    params(("logId" = String, Path, description = "the log's UUID"),
+        ("Idempotency-Key" = Option<String>, Header, description = "makes a retry safe: a retry answers the undo already made (docs/api.md)")),
     request_body = UndoRequest,
     responses(
         (status = 201, body = UndoResponse),
@@ -79,20 +82,27 @@ pub async fn redo(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
     caller: Option<axum::Extension<Caller>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    act(state, log_id, caller, body, true).await
+    act(state, log_id, caller, &headers, body, true).await
 }
 
 async fn act(
     state: SharedState,
     log_id: String,
     caller: Option<axum::Extension<Caller>>,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
     redo: bool,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
     let req: UndoRequest = parse_body(body, state.cfg.max_request_bytes)?;
+    // The key stands for the request: a retry works the undo out again against a stack the first
+    // attempt already changed, so its entry would differ.
+    let what: &[u8] = if redo { b"redo" } else { b"undo" };
+    let key = crate::routes::idempotency_key(headers)?
+        .map(|k| IdempotencyKey::for_request(k, &[what, req.client_group_id.as_bytes()]));
     crate::sync::check("clientGroupId", &req.client_group_id)?;
     let group = req.client_group_id;
     crate::sync::check_group_owner(&state, log, &log_id, &group, caller.as_deref()).await?;
@@ -105,10 +115,20 @@ async fn act(
             .0;
         let (step, later) = last_step(&state, log, &log_id, &group, redo, head).await?;
         let u = work_out(&state, log, &log_id, &group, redo, &step, &later, head).await?;
-        match append(&state, log, &log_id, &u.0, head).await {
-            Ok((seq, next_seq)) => {
+        match append(&state, log, &log_id, &u.0, head, key.as_ref()).await {
+            Ok(Appended::New(seq, next_seq)) => {
                 info!(log = %log, seq, redo, target = u.0.target.seq, skipped = u.0.skipped, "undo appended");
-                return Ok((StatusCode::CREATED, Json(response(seq, next_seq, u)?)).into_response());
+                let body = response(seq, next_seq, u)?;
+                return Ok((StatusCode::CREATED, Json(body)).into_response());
+            }
+            Ok(Appended::Earlier(seq, next_seq)) => {
+                let body = earlier(&state, log, &log_id, seq, next_seq).await?;
+                let mut resp = (StatusCode::CREATED, Json(body)).into_response();
+                resp.headers_mut().insert(
+                    crate::routes::IDEMPOTENT_REPLAYED,
+                    axum::http::HeaderValue::from_static("true"),
+                );
+                return Ok(resp);
             }
             Err(ApiError::Conflict { .. }) if attempt < ATTEMPTS => continue,
             Err(ApiError::Conflict { .. }) => return Err(ApiError::Busy),
@@ -326,18 +346,56 @@ async fn read(
     }
 }
 
-/// Appends `u` as the entry at `head` exactly; returns its sequence and the log's next one.
+enum Appended {
+    /// Appended now: its sequence and the log's next one.
+    New(u64, u64),
+    /// A retry: the request's key appended this undo earlier.
+    Earlier(u64, u64),
+}
+
+/// Appends `u` as the entry at `head` exactly.
 async fn append(
     state: &SharedState,
     log: LogId,
     log_id: &str,
     u: &Undo,
     head: u64,
-) -> ApiResult<(u64, u64)> {
+    key: Option<&IdempotencyKey>,
+) -> ApiResult<Appended> {
     // A body over the log's entry limit is refused by the append (`413 entry-too-large`).
     let (code, version, body) = u.encode();
     let entry = NewEntry::new(EntryType(code), version, body);
-    let out = crate::append::append_and_trigger(state, log, log_id, entry, Some(head), None, None)
-        .await?;
-    Ok((out.body.seq, out.body.next_seq))
+    let out =
+        crate::append::append_and_trigger(state, log, log_id, entry, Some(head), None, key).await?;
+    Ok(if out.replayed {
+        Appended::Earlier(out.body.seq, out.body.next_seq)
+    } else {
+        Appended::New(out.body.seq, out.body.next_seq)
+    })
+}
+
+/// The answer to a retry: the undo the first request appended, read back (without the list of
+/// changed cells, which the entry does not keep).
+async fn earlier(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    seq: u64,
+    next_seq: u64,
+) -> ApiResult<UndoResponse> {
+    let page = state
+        .log
+        .read_since(log, seq, 1)
+        .await
+        .map_err(|e| ApiError::from_log(log_id, e))?;
+    let e = page
+        .entries
+        .first()
+        .filter(|e| e.seq == seq)
+        .ok_or(ApiError::ReplayUnavailable { seq })?;
+    match EntryBody::decode(e.kind.0, e.version, &e.body) {
+        Ok(EntryBody::Undo(u)) => response(seq, next_seq, (u, Vec::new())),
+        // The key was used for another kind of request.
+        _ => Err(ApiError::KeyReused { seq }),
+    }
 }

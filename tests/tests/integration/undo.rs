@@ -305,6 +305,48 @@ async fn two_undos_at_once_take_back_two_steps() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn a_retried_undo_with_its_key_undoes_once() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-retry").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.push("ga", "a1", 1, "set", cells(&[("A1", json!(1))]))
+        .await?;
+    s.push("ga", "a1", 2, "set", cells(&[("A2", json!(2))]))
+        .await?;
+    let path = format!("/logs/{}/undo", s.log);
+    let send = || {
+        c.post(api.url(&path))
+            .header("idempotency-key", "undo-once")
+            .json(&json!({"clientGroupId": "ga"}))
+            .send()
+    };
+    let first = send().await?;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await?;
+    let again = send().await?;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(
+        again
+            .headers()
+            .get("idempotent-replayed")
+            .map(|v| v.as_bytes()),
+        Some(&b"true"[..])
+    );
+    let again: Value = again.json().await?;
+    assert_eq!(
+        (again["seq"].clone(), again["target"].clone()),
+        (first["seq"].clone(), first["target"].clone())
+    );
+    assert_eq!(
+        s.value("A1").await?,
+        json!(1),
+        "the retry did not undo the step before"
+    );
+    assert_eq!(s.value("A2").await?, Value::Null);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_pull_brings_the_undo_and_bad_requests_change_nothing() -> anyhow::Result<()> {
     let api = TestApi::start("undo-pull").await?;
     let c = api.client().await?;

@@ -104,6 +104,7 @@ impl<S: LogEntries + DedupeKeys, P: PayloadStore> EventLog<S, P> {
     ) -> DedupeRecord {
         let fp = match key.kind {
             KeyKind::Upload => upload_fingerprint(&key.key),
+            KeyKind::Request if let Some(fp) = key.request => fp,
             KeyKind::Request => {
                 let version = entry.version.to_be_bytes();
                 let kind = entry.kind.0.to_be_bytes();

@@ -89,6 +89,10 @@ pub struct AppendOptions {
 pub struct IdempotencyKey {
     pub kind: KeyKind,
     pub key: String,
+    /// What a request key stands for when that is the request rather than the entry it builds:
+    /// an undo worked out again on a retry builds a different entry (the step it took back is
+    /// gone from the stack), and must still be found as the same request. `None`: the entry.
+    pub request: Option<[u8; crate::domain::dedupe::FINGERPRINT_BYTES]>,
 }
 
 impl IdempotencyKey {
@@ -96,12 +100,24 @@ impl IdempotencyKey {
         Self {
             kind: KeyKind::Request,
             key: key.into(),
+            request: None,
+        }
+    }
+
+    /// A client's key for a request whose entry is worked out by the server and may differ on
+    /// a retry: the key stands for `parts` (the request's own fields), not for the entry.
+    pub fn for_request(key: impl Into<String>, parts: &[&[u8]]) -> Self {
+        Self {
+            kind: KeyKind::Request,
+            key: key.into(),
+            request: Some(crate::domain::dedupe::fingerprint(parts)),
         }
     }
     pub fn upload(id: impl Into<String>) -> Self {
         Self {
             kind: KeyKind::Upload,
             key: id.into(),
+            request: None,
         }
     }
 }
