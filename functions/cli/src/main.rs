@@ -127,6 +127,21 @@ enum Command {
         #[arg(long)]
         expected_seq: Option<u64>,
     },
+    /// Undo the last change of a sync client group (the `clientGroupID` a Replicache client,
+    /// such as the web page, pushes with): only that group's changes, newest first; cells someone
+    /// else changed since are left alone and listed.
+    Undo {
+        log: String,
+        /// The client group whose change to undo (it must be yours under sign-in).
+        #[arg(long)]
+        group: String,
+    },
+    /// Redo what the client group's last undo took back.
+    Redo {
+        log: String,
+        #[arg(long)]
+        group: String,
+    },
     /// The log's entries, one line each: sequence, time, what it did.
     History {
         log: String,
@@ -319,6 +334,8 @@ async fn run(
                 ))
             }
         }
+        Command::Undo { log, group } => session.undo(&log, &group, false).await,
+        Command::Redo { log, group } => session.undo(&log, &group, true).await,
         Command::Watch {
             log,
             from,
@@ -537,6 +554,40 @@ impl Session {
         commands::read_log(&self.api, log, from, |e| history_line(e, self.json))
             .await
             .map(|_| ())
+    }
+
+    /// `undo` and `redo`, in words.
+    async fn undo(&self, log: &str, group: &str, redo: bool) -> Result<(), CliError> {
+        let what = if redo { "redo" } else { "undo" };
+        let v = commands::undo(&self.api, log, group, what).await?;
+        if self.json {
+            return out(&v.to_string());
+        }
+        let t = &v["target"];
+        let target = match (t["clientId"].as_str(), t["mutationId"].as_u64()) {
+            (Some(client), Some(id)) => {
+                format!("client {client}'s mutation {id} (entry {})", t["seq"])
+            }
+            _ => format!("the undo at entry {}", t["seq"]),
+        };
+        let done = if redo { "redid" } else { "undid" };
+        out(&format!("{done} {target} at sequence {}", v["seq"]))?;
+        if v["skipped"].as_u64().unwrap_or(0) > 0 {
+            let changed: Vec<&str> = v["changed"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            out(&format!(
+                "{} left alone: someone else changed or deleted them since{}",
+                v["skipped"],
+                if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", changed.join(", "))
+                }
+            ))?;
+        }
+        Ok(())
     }
 
     /// `diff`: every page of `GET …/diff`, a line per changed cell.

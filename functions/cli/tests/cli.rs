@@ -227,6 +227,53 @@ async fn restores_a_version_and_undoes_the_restore() {
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
 }
 
+/// `undo --group` takes back that client group's last change only, says what it did and what
+/// it left alone, `redo` puts it back, and `history` shows both; nothing left is exit 6.
+#[tokio::test(flavor = "multi_thread")]
+async fn undoes_and_redoes_a_client_groups_change() {
+    let (api, base, log) = api_and_log("cli-undo").await.unwrap();
+    let push = |group: &str, client: &str, cells: Value| {
+        let body = json!({"pushVersion": 1, "clientGroupID": group, "profileID": "p",
+            "schemaVersion": "", "mutations": [{"clientID": client, "id": 1, "name": "set",
+            "timestamp": 1, "args": {"cells": cells}}]});
+        reqwest::Client::new()
+            .post(api.url(&format!("/logs/{log}/replicache/push")))
+            .json(&body)
+            .send()
+    };
+    ok(&base, &["set", &log, "A1=before"]).await.unwrap();
+    let r = push(
+        "ga",
+        "a1",
+        json!([{"ref": "A1", "value": "mine"}, {"ref": "B1", "value": 1}]),
+    );
+    assert!(r.await.unwrap().status().is_success());
+    let r = push(
+        "gb",
+        "b1",
+        json!([{"ref": "B1", "value": 2}, {"ref": "C1", "value": 3}]),
+    );
+    assert!(r.await.unwrap().status().is_success());
+    let said = ok(&base, &["undo", &log, "--group", "ga"]).await.unwrap();
+    assert_eq!(
+        said,
+        "undid client a1's mutation 1 (entry 2) at sequence 4\n1 left alone: someone else changed or deleted them since (B1)\n"
+    );
+    assert_eq!(ok(&base, &["export", &log]).await.unwrap(), "before,2,3\n");
+    let said = ok(&base, &["redo", &log, "--group", "ga"]).await.unwrap();
+    assert_eq!(said, "redid the undo at entry 4 at sequence 5\n");
+    assert_eq!(ok(&base, &["export", &log]).await.unwrap(), "mine,2,3\n");
+    let history = ok(&base, &["history", &log]).await.unwrap();
+    assert!(
+        history.contains("undo client a1's mutation 1 (entry 2) for group ga (1 left alone)"),
+        "{history}"
+    );
+    assert!(history.contains("redo entry 4 for group ga"), "{history}");
+    let o = run(&base, &["redo", &log, "--group", "ga"]).await.unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nothing to redo"), "{}", stderr(&o));
+}
+
 /// `diff` prints a line per changed cell between two versions; `versions --name --at` names one
 /// and lists it.
 #[tokio::test(flavor = "multi_thread")]

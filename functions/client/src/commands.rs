@@ -107,6 +107,19 @@ pub async fn restore(
     .await
 }
 
+/// Undoes (`what` = `undo`) or redoes (`redo`) the last change of client group `group`, with a
+/// fresh idempotency key so a retry of [`Api::send`] acts once.
+pub async fn undo(api: &Api, log: &str, group: &str, what: &str) -> Result<Value, CliError> {
+    let key = uuid::Uuid::new_v4().to_string();
+    api.send(
+        Method::POST,
+        &format!("logs/{log}/{what}"),
+        Some(&json!({ "clientGroupId": group })),
+        Some(&key),
+    )
+    .await
+}
+
 /// The content type the API expects for an import file, by its extension.
 fn content_type(path: &Path) -> Result<&'static str, CliError> {
     match path
@@ -233,6 +246,26 @@ pub fn describe(entry: &Value) -> String {
             body["format"].as_str().unwrap_or("a").to_uppercase()
         ),
         "restore" => format!("restore the sheet as of sequence {}", body["seq"]),
+        "undo" => {
+            let t = &body["target"];
+            let what = if body["redo"] == true { "redo" } else { "undo" };
+            let target = match t["clientID"].as_str() {
+                Some(c) => format!(
+                    "client {c}'s mutation {} (entry {})",
+                    t["mutationID"], t["seq"]
+                ),
+                None => format!("entry {}", t["seq"]),
+            };
+            let skipped = body["skipped"].as_u64().unwrap_or(0);
+            let mut s = format!(
+                "{what} {target} for group {}",
+                body["clientGroupID"].as_str().unwrap_or("?")
+            );
+            if skipped > 0 {
+                s += &format!(" ({skipped} left alone)");
+            }
+            s
+        }
         "mutations" => {
             // One client's run, or a group commit's runs (queued pushes of several clients).
             let runs = match body["runs"].as_array() {
