@@ -294,6 +294,92 @@ describe('the replicache client against sheetlog', () => {
     return { logId, server: cellsOf(server), b };
   }
 
+  /** Undoes (or redoes) the client group's last step through the API; the answer. */
+  async function undo(rep: Replicache<typeof mutators>, logId: string, what = 'undo'): Promise<Json> {
+    return api('POST', `/logs/${logId}/${what}`, { clientGroupId: await rep.clientGroupID });
+  }
+
+  /** The cells of A1:D8 as a client shows them and as the server has them, once synced. */
+  async function agreed(logId: string, ...reps: Replicache<typeof mutators>[]): Promise<unknown[][]> {
+    for (const r of reps) await synced(r, logId);
+    const server = (await api('GET', `/logs/${logId}/cells?range=A1:D8`)).values as unknown[][];
+    const grid = (rows: unknown[][]) =>
+      range(8).map((r) => [...(rows[r - 1] ?? []), null, null, null, null].slice(0, 4));
+    for (const r of reps) {
+      const c = await cells(r);
+      const view = range(8).map((row) =>
+        ['A', 'B', 'C', 'D'].map((col) => (c[`cell/${col}${row}`] as { value?: unknown } | undefined)?.value ?? null),
+      );
+      assert.deepEqual(view, grid(server), `client ${r.clientID} shows the server state`);
+    }
+    return grid(server);
+  }
+
+  test('A and B edit at once, A undoes: only A’s change goes, and both clients see it', async () => {
+    const logId = await newLog();
+    const a = client(logId);
+    const b = client(logId);
+    await Promise.all([
+      a.mutate.set({
+        cells: [
+          { ref: 'A1', value: 'a' },
+          { ref: 'C1', value: 'a paste' },
+        ],
+      }),
+      b.mutate.set({ cells: [{ ref: 'B1', value: 'b' }] }),
+    ]);
+    await agreed(logId, a, b);
+    const done = await undo(a, logId);
+    assert.equal(done.skipped, 0);
+    let grid = await agreed(logId, a, b);
+    assert.deepEqual(grid[0], [null, 'b', null, null]);
+    await undo(a, logId, 'redo');
+    grid = await agreed(logId, a, b);
+    assert.deepEqual(grid[0], ['a', 'b', 'a paste', null]);
+    await undo(b, logId);
+    grid = await agreed(logId, a, b);
+    assert.deepEqual(grid[0], ['a', null, 'a paste', null]);
+  });
+
+  test('an undo lands on its cells after a row another client inserted above them', async () => {
+    const logId = await newLog();
+    await api('POST', `/logs/${logId}/entries`, {
+      type: 'set',
+      body: { cells: range(6).map((i) => ({ ref: `A${i}`, value: `r${i}` })) },
+    });
+    const a = client(logId);
+    const b = client(logId);
+    await agreed(logId, a, b);
+    await a.mutate.set({
+      cells: [
+        { ref: 'B5', value: 'a note' },
+        { ref: 'A5', value: 'a edit' },
+      ],
+    });
+    await agreed(logId, a, b);
+    // B inserts two rows above while offline, against the view before A's edit; then A undoes.
+    offline.add(b.clientID);
+    await b.mutate['insert-rows']({ at: 2, count: 2, baseSeq: await baseSeq(b) });
+    offline.delete(b.clientID);
+    await agreed(logId, a, b);
+    const done = await undo(a, logId);
+    assert.equal(done.skipped, 0, JSON.stringify(done));
+    const grid = await agreed(logId, a, b);
+    assert.deepEqual(
+      grid.map((r) => r.slice(0, 2)),
+      [
+        ['r1', null],
+        [null, null],
+        [null, null],
+        ['r2', null],
+        ['r3', null],
+        ['r4', null],
+        ['r5', null],
+        ['r6', null],
+      ],
+    );
+  });
+
   test('an edit made offline follows its row through a row inserted meanwhile', async () => {
     const { server } = await concurrently(
       (a, base) => a.mutate['insert-rows']({ at: 2, count: 1, baseSeq: base }),

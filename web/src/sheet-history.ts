@@ -280,6 +280,12 @@ function describe(e: Entry, clientID: () => string): (string | HTMLElement)[] {
         .join('; ') || 'rejected edits';
   }
   if (e.type === 'import') what = `import ${String(b.format ?? '').toUpperCase()}`;
+  if (e.type === 'undo') {
+    const t = (b.target ?? {}) as { seq?: number };
+    what = `${b.redo ? 'redo' : 'undo'} #${t.seq}`;
+    if (Number(b.skipped) > 0) what += ` (${b.skipped} left alone)`;
+    who = `group ${String(b.clientGroupID).slice(0, 8)}`;
+  }
   // The list's version N is the sheet after entry N: a restore to sequence S brings back S - 1.
   if (e.type === 'restore')
     what = Number(b.seq) > 0 ? `restore version #${Number(b.seq) - 1}` : 'restore the empty sheet';

@@ -24,6 +24,8 @@ export interface SheetLayout {
   nameBox: HTMLInputElement;
   formula: HTMLInputElement;
   format: HTMLSelectElement;
+  undoBtn: HTMLButtonElement;
+  redoBtn: HTMLButtonElement;
   insRow: HTMLButtonElement;
   delRow: HTMLButtonElement;
   insCol: HTMLButtonElement;
@@ -74,6 +76,10 @@ function toolbarControls() {
   const format = el('select', { ariaLabel: 'number format', title: 'Number format of the selected cell' });
   for (const [code, label] of FORMATS) format.append(el('option', { value: code, textContent: label }));
   const button = (text: string, title: string) => el('button', { type: 'button', textContent: text, title });
+  const undoBtn = button('↶', 'Undo your last change (Ctrl+Z); other people’s changes stay');
+  const redoBtn = button('↷', 'Redo what you undid (Ctrl+Shift+Z)');
+  undoBtn.ariaLabel = 'undo';
+  redoBtn.ariaLabel = 'redo';
   const insRow = button('+ Row', 'Insert a row above the selected cell');
   const delRow = button('− Row', "Delete the selected cell's row");
   const insCol = button('+ Column', 'Insert a column left of the selected cell');
@@ -104,6 +110,8 @@ function toolbarControls() {
     nameBox,
     formula,
     format,
+    undoBtn,
+    redoBtn,
     insRow,
     delRow,
     insCol,
@@ -149,6 +157,8 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
       ...(opts.viewOnly
         ? [el('span', { className: 'badge view-only', title: 'Your role is viewer' }, 'View only')]
         : []),
+      c.undoBtn,
+      c.redoBtn,
       c.format,
       c.insRow,
       c.delRow,
@@ -181,7 +191,8 @@ export function lockForViewer(ui: SheetLayout, grid: Grid): void {
   grid.readOnly = true;
   grid.el.classList.add('readonly');
   grid.el.dataset.readOnly = 'true';
-  for (const b of [ui.insRow, ui.delRow, ui.insCol, ui.delCol, ui.format, ui.fileInput]) b.disabled = true;
+  for (const b of [ui.undoBtn, ui.redoBtn, ui.insRow, ui.delRow, ui.insCol, ui.delCol, ui.format, ui.fileInput])
+    b.disabled = true;
   ui.formula.readOnly = true;
   ui.importLabel.hidden = true;
 }

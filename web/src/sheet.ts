@@ -2,8 +2,8 @@
  * One sheet: openSheet builds its page and wires its parts together through a `SheetContext`
  * (sheet-context.ts): the elements (sheet-layout.ts), the views and blocks the grid shows
  * (sheet-view.ts), sync through Replicache with pokes and the save status (sheet-sync.ts), the
- * toolbar's edits (sheet-toolbar.ts), import and export (sheet-transfer.ts) and the history
- * panel (sheet-history.ts).
+ * toolbar's edits (sheet-toolbar.ts), undo and redo (sheet-undo.ts), import and export
+ * (sheet-transfer.ts) and the history panel (sheet-history.ts).
  */
 import { ApiError, authMode, call, type Extent } from './api';
 import type { SheetContext } from './sheet-context';
@@ -12,6 +12,7 @@ import { lockForViewer, sheetLayout } from './sheet-layout';
 import { startSync } from './sheet-sync';
 import { toolbarActions } from './sheet-toolbar';
 import { exportAction, importAction } from './sheet-transfer';
+import { undoActions } from './sheet-undo';
 import { sheetView } from './sheet-view';
 import { remember } from './sheets';
 import { el, type Messages } from './ui';
@@ -72,6 +73,7 @@ export async function openSheet(
     if (!ui.historyPanel.hidden) void history.refresh();
   });
   toolbarActions(ctx, view);
+  undoActions(ctx, sync.rep, grid.el);
   const history = sheetHistory(ctx, view, () => sync.rep.clientID);
   importAction(ctx, history.exit);
   exportAction(ctx);

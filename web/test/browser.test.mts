@@ -664,6 +664,47 @@ describe('the web spreadsheet in Chromium', () => {
     assert.equal(await cellText(page, 'D4'), 'after the restore');
   });
 
+  test('Ctrl+Z undoes this page’s own edit and Ctrl+Shift+Z redoes it, watched from a second page', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    const other = await openSheet(logId);
+    await edit(page, 'A1', 'mine');
+    await edit(other, 'B1', 'theirs');
+    await edit(page, 'A2', 'second');
+    await synced(page, logId);
+    await waitCell(other, 'A2', 'second');
+    await waitCell(page, 'B1', 'theirs');
+    // Focus is on the grid after an edit: the keys go to the sheet, not to a cell editor.
+    await page.keyboard.press('Control+z');
+    await waitCell(other, 'A2', '');
+    await page.keyboard.press('Control+z');
+    for (const p of [page, other]) {
+      await waitCell(p, 'A1', '');
+      await waitCell(p, 'A2', '');
+      assert.equal(await cellText(p, 'B1'), 'theirs', 'the other page’s edit stays');
+    }
+    await page.keyboard.press('Control+Shift+z');
+    for (const p of [page, other]) await waitCell(p, 'A1', 'mine');
+    // The stacks are the log's: after a reload the page redoes what it undid before.
+    await page.reload();
+    await page.waitForSelector('.grid[data-synced-seq]', WAIT);
+    await page.click('[data-ref="D4"]');
+    await page.keyboard.press('Control+Shift+z');
+    for (const p of [page, other]) await waitCell(p, 'A2', 'second');
+    // A cell the other page changed since is left alone, in words.
+    await edit(other, 'A2', 'changed');
+    await waitCell(page, 'A2', 'changed');
+    await page.click('[data-ref="D4"]');
+    await page.keyboard.press('Control+z');
+    await page.locator('.message.warn', { hasText: 'someone else has changed' }).waitFor(WAIT);
+    assert.equal(await cellText(page, 'A2'), 'changed');
+    await shot(page, 'undo');
+    // The other page has nothing of its own left to undo but B1 and A2's change.
+    await other.click('[data-ref="D5"]');
+    await other.keyboard.press('Control+z');
+    await waitCell(page, 'A2', 'second');
+  });
+
   test('comparing a version with now lists the cells that differ', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);
