@@ -50,6 +50,11 @@ pub struct ApiSyncCosts {
     /// units of a sheet's delete with 10,000 other sheets' clients in the table, less those of a
     /// like sheet's delete with none (it was a Scan of the whole table, at least twice).
     pub delete_clients_rru_other_logs: f64,
+    /// `POST /logs/{logId}/undo` of a one-cell `set` pushed just before, on a log of a few
+    /// entries, warm: the head read, the entries read for the group's stacks, and the `undo`
+    /// entry's append (its cells are read from S3, not counted here).
+    pub undo_rru: f64,
+    pub undo_wru: f64,
 }
 
 #[derive(Debug, Serialize)]

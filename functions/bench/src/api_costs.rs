@@ -86,6 +86,15 @@ impl Client {
         .map(drop)
     }
 
+    /// Undoes the group's last step.
+    async fn undo(&self, api: &Api, log: &str) -> anyhow::Result<Value> {
+        self.post(
+            format!("{}/logs/{log}/undo", api.base),
+            json!({ "clientGroupId": self.group }),
+        )
+        .await
+    }
+
     /// Pulls from `cookie`; the new cookie.
     async fn pull(&self, api: &Api, log: &str, cookie: Value) -> anyhow::Result<Value> {
         let v = self
@@ -146,6 +155,11 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         .push(&serve(&counted, &local).await?, &log, 3)
         .await?;
     let (push_cold_rru, push_cold_wru) = since(before);
+    // An undo of that push's one-cell `set`, from the warm process.
+    let before = units();
+    let undone = client.undo(&api, &log).await?;
+    ensure!(undone["target"]["mutationId"] == 3, "undid {undone}");
+    let (undo_rru, undo_wru) = since(before);
     let (list_sheets_rru, access_check_rru) = catalog_costs(&emulator, &sdk).await?;
     let delete_clients_rru_other_logs = delete_costs(&emulator, &sdk).await?;
     Ok(ApiSyncCosts {
@@ -158,6 +172,8 @@ pub async fn run() -> anyhow::Result<ApiSyncCosts> {
         api_push_one_mutation_cold_wru: push_cold_wru,
         idle_pull_rru: idle_rru,
         idle_pull_cold_rru: idle_cold_rru,
+        undo_rru,
+        undo_wru,
     })
 }
 
