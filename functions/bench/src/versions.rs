@@ -189,3 +189,111 @@ async fn copy(from: &MemBlobs, to: &MemBlobs) -> anyhow::Result<()> {
 fn round(ms: f64) -> f64 {
     (ms * 10.0).round() / 10.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every change from `old` to `new`, over the whole sheet, page by page.
+    async fn changes(
+        store: &MemBlobs,
+        payloads: &MemImports,
+        old: Version<'_>,
+        new: Version<'_>,
+    ) -> anyhow::Result<usize> {
+        let (mut row, mut found) = (0, 0);
+        loop {
+            let limits = PageLimits {
+                limit: 1_000,
+                max_bytes: 2 * 1024 * 1024,
+            };
+            let page = diff_page(store, payloads, LOG, (old, new), row, limits).await?;
+            found += page.changes.len();
+            match page.next_row {
+                Some(next) => row = next,
+                None => return Ok(found),
+            }
+        }
+    }
+
+    /// Keeps the state as of `seq` (as `POST …/restore` does first) and returns the log with the
+    /// `restore` entry appended, resolved: the base and entries a read of the sheet now starts from.
+    async fn restored(
+        store: &MemBlobs,
+        payloads: &MemImports,
+        snap: &Manifest,
+        log: &[LogEntry],
+        seq: u64,
+    ) -> anyhow::Result<(Vec<LogEntry>, Option<Manifest>, Vec<LogEntry>)> {
+        let before: Vec<LogEntry> = log.iter().filter(|e| e.seq < seq).cloned().collect();
+        SnapshotBuilder::restore(
+            store,
+            payloads,
+            BuildConfig::default(),
+            LOG,
+            seq,
+            Some(snap.clone()),
+            before,
+        )?
+        .run(|_| {})
+        .await?;
+        let mut after = log.to_vec();
+        after.push(LogEntry {
+            seq: 1 + log.last().map_or(0, |e| e.seq),
+            entry: EntryBody::Event(Event::Restore(Restore { seq })),
+            payload: None,
+        });
+        let (base, rest) = resolve_restores(store, LOG, Some(snap.clone()), after.clone()).await?;
+        Ok((after, base, rest))
+    }
+
+    /// A million-cell version restored equals it at every cell (a diff over the whole sheet finds
+    /// nothing, where the version and the sheet before the restore differ by the 500 cells edited
+    /// between them), and one restore of the sequence before the restore undoes it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_million_cell_version_restored_equals_it_and_one_restore_undoes_it()
+    -> anyhow::Result<()> {
+        let (store, payloads, snap, entries) = sheet().await?;
+        let tail = &entries[1..];
+        let version = 1 + EDITS / 2;
+        let at = |seq: u64| Version {
+            base: Some(&snap),
+            entries: &tail[..(seq - 1) as usize],
+        };
+        let head = Version {
+            base: Some(&snap),
+            entries: tail,
+        };
+        assert_eq!(changes(&store, &payloads, at(version), head).await?, 500);
+
+        let (log, base, rest) = restored(&store, &payloads, &snap, tail, version).await?;
+        let now = Version {
+            base: base.as_ref(),
+            entries: &rest,
+        };
+        assert_eq!(
+            base.as_ref().map(|b| b.cells),
+            Some(ROWS * u64::from(SAMPLE_COLS))
+        );
+        assert_eq!(
+            changes(&store, &payloads, at(version), now).await?,
+            0,
+            "restored: the version"
+        );
+        assert_eq!(changes(&store, &payloads, head, now).await?, 500);
+
+        // The undo: restore the sequence of the restore, the sheet just before it.
+        let restore_seq = log.last().map_or(0, |e| e.seq);
+        let (_, base, rest) = restored(&store, &payloads, &snap, &log, restore_seq).await?;
+        let undone = Version {
+            base: base.as_ref(),
+            entries: &rest,
+        };
+        assert_eq!(
+            changes(&store, &payloads, head, undone).await?,
+            0,
+            "undone: the sheet before"
+        );
+        Ok(())
+    }
+}
