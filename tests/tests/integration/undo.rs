@@ -32,14 +32,19 @@ struct Sheet<'a> {
 
 impl Sheet<'_> {
     async fn start<'a>(c: &'a ApiClient, api: &'a TestApi) -> anyhow::Result<Sheet<'a>> {
-        Ok(Sheet {
-            log: new_log(c, api).await?,
-            c,
-            api,
-        })
+        // Again on a failure: under the fault adapter, creating the log can be throttled too.
+        let mut log = new_log(c, api).await;
+        for _ in 0..20 {
+            if log.is_ok() {
+                break;
+            }
+            log = new_log(c, api).await;
+        }
+        Ok(Sheet { log: log?, c, api })
     }
 
-    /// Pushes one mutation of `client` in group `group` (ids from 1, in order per client).
+    /// Pushes one mutation of `client` in group `group` (ids from 1, in order per client), again
+    /// while the answer is a 5xx (a throttled or failed push, as Replicache retries it).
     async fn push(
         &self,
         group: &str,
@@ -50,11 +55,20 @@ impl Sheet<'_> {
     ) -> anyhow::Result<()> {
         let m = json!([{"clientID": client, "id": id, "name": name, "timestamp": 1, "args": args}]);
         let path = format!("/logs/{}/replicache/push", self.log);
-        let (status, v) =
-            send_json(self.c.post(self.api.url(&path)), Some(push_body(group, m))).await?;
-        anyhow::ensure!(status == StatusCode::OK, "push: {status} {v}");
-        anyhow::ensure!(v.get("error").is_none(), "push: {v}");
-        Ok(())
+        for _ in 0..20 {
+            let (status, v) = send_json(
+                self.c.post(self.api.url(&path)),
+                Some(push_body(group, m.clone())),
+            )
+            .await?;
+            if status.is_server_error() {
+                continue;
+            }
+            anyhow::ensure!(status == StatusCode::OK, "push: {status} {v}");
+            anyhow::ensure!(v.get("error").is_none(), "push: {v}");
+            return Ok(());
+        }
+        anyhow::bail!("push: still failing after 20 tries")
     }
 
     async fn append(&self, entry: Value) -> anyhow::Result<()> {
@@ -88,9 +102,15 @@ impl Sheet<'_> {
 
     async fn value(&self, a1: &str) -> anyhow::Result<Value> {
         let path = format!("/logs/{}/cells?range={a1}:{a1}", self.log);
-        let (status, v) = send_json(self.c.get(self.api.url(&path)), None).await?;
-        anyhow::ensure!(status == StatusCode::OK, "{path}: {status} {v}");
-        Ok(v["values"][0][0].clone())
+        for _ in 0..20 {
+            let (status, v) = send_json(self.c.get(self.api.url(&path)), None).await?;
+            if status.is_server_error() {
+                continue;
+            }
+            anyhow::ensure!(status == StatusCode::OK, "{path}: {status} {v}");
+            return Ok(v["values"][0][0].clone());
+        }
+        anyhow::bail!("{path}: still failing after 20 tries")
     }
 }
 
@@ -392,5 +412,92 @@ async fn a_pull_brings_the_undo_and_bad_requests_change_nothing() -> anyhow::Res
     .await?;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(s.cells().await?, entries_before);
+    Ok(())
+}
+
+/// Stale reads, lost responses, transaction conflicts and throttling (the fault adapter): a client
+/// that retries each undo with its key (as the CLI does) takes back exactly its last three steps,
+/// once each, in order, and another group's edits stay.
+#[tokio::test]
+async fn undos_under_faults_take_back_each_step_once() -> anyhow::Result<()> {
+    use sheetlog_core::faults::{FaultProfile, Faults};
+    let mut profile = FaultProfile::named("hostile").ok_or_else(|| anyhow::anyhow!("profile"))?;
+    profile.throttle = 0.05;
+    let faults = Faults::new(profile, 46);
+    let Some(api) = TestApi::start_with_faults(
+        "undo-faults",
+        sheetlog_api::ApiConfig::default(),
+        faults.clone(),
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    for i in 1..=6 {
+        s.push("ga", "a1", i, "set", cells(&[(&format!("A{i}"), json!(i))]))
+            .await?;
+        s.push(
+            "gb",
+            "b1",
+            i,
+            "set",
+            cells(&[(&format!("B{i}"), json!(-(i as i64)))]),
+        )
+        .await?;
+    }
+    let path = format!("/logs/{}/undo", s.log);
+    let mut last = 0;
+    for n in 0..3 {
+        let key = format!("undo-{n}");
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let r = c
+                .post(api.url(&path))
+                .header("idempotency-key", &key)
+                .json(&json!({"clientGroupId": "ga"}))
+                .send()
+                .await?;
+            let status = r.status();
+            let v: Value = r.json().await.unwrap_or(Value::Null);
+            if status == StatusCode::CREATED {
+                last = v["seq"].as_u64().unwrap_or(0);
+                break;
+            }
+            anyhow::ensure!(
+                status.is_server_error() && tries < 20,
+                "undo {n}: {status} {v}"
+            );
+        }
+    }
+    // Entry listings are eventually consistent reads: read until the last undo shows.
+    let list = api.url(&format!("/logs/{}/entries?from=0&limit=1000", s.log));
+    let mut entries = Vec::new();
+    for _ in 0..50 {
+        let (status, v) = send_json(c.get(&list), None).await?;
+        entries = v["entries"].as_array().cloned().unwrap_or_default();
+        if status == StatusCode::OK && entries.iter().any(|e| e["seq"] == last) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let undone: Vec<Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "undo")
+        .map(|e| e["body"]["target"]["mutationID"].clone())
+        .collect();
+    assert_eq!(
+        undone,
+        vec![json!(6), json!(5), json!(4)],
+        "each step once, newest first"
+    );
+    for i in 1..=6 {
+        let a = if i <= 3 { json!(i) } else { Value::Null };
+        assert_eq!(s.value(&format!("A{i}")).await?, a, "A{i}");
+        assert_eq!(s.value(&format!("B{i}")).await?, json!(-(i as i64)), "B{i}");
+    }
+    assert!(faults.counts.total() > 0, "no fault was injected");
     Ok(())
 }
