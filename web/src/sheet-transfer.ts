@@ -10,7 +10,11 @@ import type { SheetContext } from './sheet-context';
 import { el } from './ui';
 
 /** The import: the file input's change. `exitHistory` goes back to the live sheet first. */
-export function importAction(ctx: SheetContext, exitHistory: () => void): void {
+/**
+ * `group`: this page's Replicache client group, named in the commit so the import is a step of
+ * this person's undo stack (Ctrl+Z takes it back while nothing came after it).
+ */
+export function importAction(ctx: SheetContext, exitHistory: () => void, group: () => Promise<string>): void {
   const { ui, messages, api } = ctx;
   const { fileInput, progress, progressText } = ui;
   fileInput.onchange = async () => {
@@ -36,7 +40,9 @@ export function importAction(ctx: SheetContext, exitHistory: () => void): void {
       });
       progress.removeAttribute('value');
       progressText.textContent = 'Checking the file and committing…';
-      const done = await call<{ seq: number }>('POST', `${api}/uploads/${upload.uploadId}/commit`, {});
+      const done = await call<{ seq: number }>('POST', `${api}/uploads/${upload.uploadId}/commit`, {
+        clientGroupId: await group(),
+      });
       progressText.textContent = 'Imported; loading…';
       await until(() => (ctx.live?.seq ?? 0) > done.seq);
       progressText.textContent = `Imported ${file.name}.`;

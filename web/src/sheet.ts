@@ -75,7 +75,7 @@ export async function openSheet(
   toolbarActions(ctx, view);
   undoActions(ctx, sync.rep, grid.el);
   const history = sheetHistory(ctx, view, () => sync.rep.clientID);
-  importAction(ctx, history.exit);
+  importAction(ctx, history.exit, () => sync.rep.clientGroupID);
   exportAction(ctx);
   if (viewOnly) lockForViewer(ui, grid);
   grid.el.focus();

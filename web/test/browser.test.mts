@@ -703,6 +703,20 @@ describe('the web spreadsheet in Chromium', () => {
     await other.click('[data-ref="D5"]');
     await other.keyboard.press('Control+z');
     await waitCell(page, 'A2', 'second');
+    // An import is one step: Ctrl+Z brings back the whole sheet before it.
+    await page.setInputFiles('input[type=file]', {
+      name: 'new.csv',
+      mimeType: 'text/csv',
+      buffer: Buffer.from('new,file\r\n'),
+    });
+    for (const p of [page, other]) await waitCell(p, 'A1', 'new');
+    await page.click('[data-ref="D4"]');
+    await page.keyboard.press('Control+z');
+    for (const p of [page, other]) {
+      await waitCell(p, 'A1', 'mine');
+      await waitCell(p, 'B1', 'theirs');
+      await waitCell(p, 'A2', 'second');
+    }
   });
 
   test('comparing a version with now lists the cells that differ', async () => {

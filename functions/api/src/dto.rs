@@ -187,6 +187,11 @@ pub struct UploadCreated {
 pub struct CommitRequest {
     #[serde(default)]
     pub expected_seq: Option<u64>,
+    /// The sync client group that imports the file (the web page's Replicache group): the import
+    /// is then a step of that group's undo stack, taken back by `POST …/undo` (docs/api.md,
+    /// "Undo and redo").
+    #[serde(default)]
+    pub client_group_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

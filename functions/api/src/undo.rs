@@ -259,6 +259,24 @@ async fn work_out(
     later: &[(u64, EntryBody)],
     head: u64,
 ) -> ApiResult<(Undo, Vec<String>)> {
+    let mut history = step.suffix.clone();
+    history.extend(undo_plan::history_after(later.iter().map(|(s, b)| (*s, b))));
+    if undo_plan::replaces(step) {
+        let (events, skipped) = undo_plan::undo_replace(step, &history);
+        if !events.is_empty() {
+            // As `POST …/restore` does: the state the restore points at is kept first.
+            crate::versions::keep_state(state, log, log_id, step.target.seq).await?;
+        }
+        let target = step.target.clone();
+        let u = Undo {
+            group: group.to_owned(),
+            redo,
+            target,
+            events,
+            skipped,
+        };
+        return Ok((u, Vec::new()));
+    }
     // The sheet just before each of the step's events: the entries before its own, then the
     // events of its entry before it (earlier runs of a batch), then its own earlier events.
     let (base, mut before) =
@@ -289,8 +307,6 @@ async fn work_out(
         prior.push(e.clone());
     }
     let inverse: Vec<Event> = inverses.into_iter().rev().flatten().collect();
-    let mut history = step.suffix.clone();
-    history.extend(undo_plan::history_after(later.iter().map(|(s, b)| (*s, b))));
     let settled = settle(step, &inverse, &history);
     let now = match written_range(&settled) {
         Some(range) => {

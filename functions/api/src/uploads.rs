@@ -53,7 +53,7 @@ pub async fn create_upload(
     }
     let format = match (&req.body, req.content_type.as_deref()) {
         (Some(body), _) => match Event::from_parts("import", body.clone()) {
-            Ok(Event::Import(Import { format })) => format,
+            Ok(Event::Import(Import { format, .. })) => format,
             Ok(_) => return Err(ApiError::InvalidEntry("body: not an import body".into())),
             Err(e) => return Err(ApiError::InvalidEntry(e.to_string())),
         },
@@ -183,6 +183,7 @@ fn parse_upload_id(raw: &str) -> Option<u64> {
 pub async fn commit_upload(
     State(state): State<SharedState>,
     Path((log_id, upload_id)): Path<(String, String)>,
+    caller: Option<axum::Extension<crate::access::Caller>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
@@ -197,6 +198,10 @@ pub async fn commit_upload(
     };
     if parse_upload_id(&upload_id).is_none() {
         return Err(ApiError::UploadNotFound(upload_id));
+    }
+    if let Some(group) = &req.client_group_id {
+        crate::sync::check("clientGroupId", group)?;
+        crate::sync::check_group_owner(&state, log, &log_id, group, caller.as_deref()).await?;
     }
     // Committed before? Answer with that sequence, whatever happened to the log or the uploaded
     // object since. One Dedupe read: a made-up id costs this and the HEAD below, nothing more.
@@ -220,7 +225,8 @@ pub async fn commit_upload(
         _ => sniff_format(&state, &file).await?,
     };
     let summary = validate_copy(&state, &file, format, &upload_id).await?;
-    let (code, version, encoded) = Event::Import(Import { format }).encode();
+    let group = req.client_group_id.clone();
+    let (code, version, encoded) = Event::Import(Import { format, group }).encode();
     let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&file);
     // Two commits racing to here still append once: the upload id's key and the entry are
     // written in one transaction, and the key stands for the upload, not for the copy.

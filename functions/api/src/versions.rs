@@ -171,7 +171,12 @@ pub async fn delete_version(
 }
 
 /// Keeps the state as of `seq` where a restore finds it (`restore_snapshot`); its key.
-async fn keep_state(state: &SharedState, log: LogId, log_id: &str, seq: u64) -> ApiResult<String> {
+pub(crate) async fn keep_state(
+    state: &SharedState,
+    log: LogId,
+    log_id: &str,
+    seq: u64,
+) -> ApiResult<String> {
     restore_snapshot(
         &state.log,
         &state.bucket,

@@ -186,6 +186,7 @@ fn import_entry(seq: u64, key: &str) -> LogEntry {
         seq,
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
+            group: None,
         })),
         payload: Some(key.to_owned()),
     }

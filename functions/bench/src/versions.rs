@@ -62,6 +62,7 @@ async fn sheet() -> anyhow::Result<(MemBlobs, MemImports, Manifest, Vec<LogEntry
         seq: 0,
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
+            group: None,
         })),
         payload: Some("1m.csv".into()),
     }];

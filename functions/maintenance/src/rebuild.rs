@@ -478,7 +478,10 @@ impl Rebuilder {
         entry: &Entry,
         report: &mut RebuildReport,
     ) -> Result<(), RebuildError> {
-        if entry.kind.0 != sheetlog_core::sheet::event::TYPE_RESTORE {
+        // An undo of an import is a restore too.
+        if entry.kind.0 != sheetlog_core::sheet::event::TYPE_RESTORE
+            && entry.kind.0 != sheetlog_core::sheet::undo::TYPE_UNDO
+        {
             return Ok(());
         }
         let decoded = log_entries(std::slice::from_ref(entry))?;

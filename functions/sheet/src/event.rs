@@ -31,6 +31,23 @@ pub const TYPE_RESTORE: u16 = 23;
 
 /// The body version every type is written with today. Decoders keep accepting older versions.
 pub const BODY_VERSION: u16 = 1;
+/// The body version of an `import` that names the client group that imported it.
+pub const IMPORT_GROUP_VERSION: u16 = 2;
+/// Longest client or client group id, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// A client or client group id: 1 to [`MAX_ID_BYTES`] printable ASCII characters.
+pub fn check_id(what: &str, id: &str) -> Result<(), ValidationError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(ValidationError {
+            path: what.into(),
+            message: format!(
+                "must be 1 to {MAX_ID_BYTES} printable ASCII characters without spaces"
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// One spreadsheet event. The JSON form is adjacently tagged: `{"type": ..., "body": ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -112,6 +129,14 @@ pub struct DeleteColumns {
 #[serde(deny_unknown_fields)]
 pub struct Import {
     pub format: ImportFormat,
+    /// The sync client group that imported the file (the web page's), when its commit named one:
+    /// the import is then a step of that group's undo stack (`crate::undo_plan`). Body version 2.
+    #[serde(
+        rename = "clientGroupID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub group: Option<String>,
 }
 
 /// `restore`: make the sheet what it was as of sequence `seq` (the state of every entry before
@@ -329,7 +354,11 @@ impl Event {
             Event::DeleteColumns(e) => {
                 check_span(e.at.0, e.count, MAX_COLS, "column", &column_name(e.at.0))
             }
-            Event::Import(_) | Event::Restore(_) => Ok(()),
+            Event::Import(i) => match &i.group {
+                Some(g) => check_id("clientGroupID", g),
+                None => Ok(()),
+            },
+            Event::Restore(_) => Ok(()),
         }
     }
 
@@ -365,10 +394,16 @@ impl Event {
                 w.varint(u64::from(at.0));
                 w.varint(u64::from(*count));
             }
-            Event::Import(i) => w.u8(match i.format {
-                ImportFormat::Csv => 0,
-                ImportFormat::Xlsx => 1,
-            }),
+            Event::Import(i) => {
+                w.u8(match i.format {
+                    ImportFormat::Csv => 0,
+                    ImportFormat::Xlsx => 1,
+                });
+                if let Some(g) = &i.group {
+                    w.str(g);
+                    return (TYPE_IMPORT, IMPORT_GROUP_VERSION, w.buf);
+                }
+            }
             Event::Restore(r) => w.varint(r.seq),
         }
         (self.type_code(), BODY_VERSION, w.buf)
@@ -380,12 +415,17 @@ impl Event {
             TYPE_SNAPSHOT | TYPE_END_SEGMENT => return Err(DecodeError::LogEntry(type_code)),
             code => type_name_of(code).ok_or(DecodeError::UnknownType(code))?,
         };
-        if version != BODY_VERSION {
+        let import_group = type_code == TYPE_IMPORT && version == IMPORT_GROUP_VERSION;
+        if version != BODY_VERSION && !import_group {
             return Err(DecodeError::UnsupportedVersion { type_name, version });
         }
         let codec_err = |source| DecodeError::Codec { type_name, source };
         let mut r = Reader::new(body);
-        let event = decode_v1(type_code, &mut r).map_err(codec_err)?;
+        let mut event = decode_v1(type_code, &mut r).map_err(codec_err)?;
+        if let (Event::Import(i), true) = (&mut event, import_group) {
+            let group = r.str(MAX_ID_BYTES, "client group id").map_err(codec_err)?;
+            i.group = Some(group.to_owned());
+        }
         r.finish().map_err(codec_err)?;
         event
             .validate()
@@ -470,6 +510,7 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
                 1 => ImportFormat::Xlsx,
                 b => return Err(CodecError::Invalid(format!("unknown import format {b}"))),
             },
+            group: None,
         }),
     })
 }

@@ -199,7 +199,10 @@ impl Sheet {
         let mut bytes = Vec::new();
         r.read_to_end(&mut bytes).map_err(ImportError::Io)?;
         self.apply(
-            &Event::Import(super::event::Import { format }),
+            &Event::Import(super::event::Import {
+                format,
+                group: None,
+            }),
             Some(Box::new(std::io::Cursor::new(bytes))),
         )
     }

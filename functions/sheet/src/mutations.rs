@@ -37,8 +37,9 @@ use super::event::{DecodeError, Event, ValidationError};
 
 /// Type code of a `mutations` entry.
 pub const TYPE_MUTATIONS: u16 = 22;
-/// Longest client or client group id, in bytes.
-pub const MAX_ID_BYTES: usize = 128;
+/// Longest client or client group id, in bytes (defined with the events: an import names its
+/// client group too).
+pub use super::event::{MAX_ID_BYTES, check_id};
 /// Most mutations one entry records (applied or rejected).
 pub const MAX_MUTATIONS_PER_ENTRY: u64 = 1000;
 /// Body version of a batch of runs.
@@ -87,19 +88,6 @@ pub struct Mutations {
 pub struct Mutation {
     pub id: u64,
     pub event: Event,
-}
-
-/// A client or client group id: 1 to [`MAX_ID_BYTES`] printable ASCII characters.
-pub fn check_id(what: &str, id: &str) -> Result<(), ValidationError> {
-    if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        return Err(ValidationError {
-            path: what.into(),
-            message: format!(
-                "must be 1 to {MAX_ID_BYTES} printable ASCII characters without spaces"
-            ),
-        });
-    }
-    Ok(())
 }
 
 impl Mutations {

@@ -223,6 +223,7 @@ fn inserted_values_follow_their_columns() {
 fn an_import_after_the_base_rejects_the_edit() {
     let import = [Event::Import(crate::Import {
         format: ImportFormat::Csv,
+        group: None,
     })];
     for e in [
         set(1, 1, 1.0),
@@ -778,6 +779,7 @@ impl World {
             Action::Import => {
                 let e = Event::Import(crate::Import {
                     format: ImportFormat::Csv,
+                    group: None,
                 });
                 self.commit(Author::Other, vec![e], vec![]);
             }

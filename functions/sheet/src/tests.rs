@@ -279,8 +279,11 @@ fn any_event() -> impl Strategy<Value = Event> {
             at: ColumnName(at.min(MAX_COLS - count)),
             count
         })),
-        prop_oneof![Just(ImportFormat::Csv), Just(ImportFormat::Xlsx)]
-            .prop_map(|format| Event::Import(Import { format })),
+        (
+            prop_oneof![Just(ImportFormat::Csv), Just(ImportFormat::Xlsx)],
+            proptest::option::of("[!-~]{1,128}"),
+        )
+            .prop_map(|(format, group)| Event::Import(Import { format, group })),
         any::<u64>().prop_map(|seq| Event::Restore(super::event::Restore { seq })),
     ]
 }
@@ -564,6 +567,7 @@ fn an_import_without_its_payload_is_an_error() {
         .apply(
             &Event::Import(Import {
                 format: ImportFormat::Csv,
+                group: None,
             }),
             None,
         )

@@ -36,18 +36,19 @@ pub struct Undo {
     pub skipped: u64,
 }
 
-/// The step an undo acts on: one mutation of a `mutations` entry, or a whole `undo` entry.
+/// The step an undo acts on: one mutation of a `mutations` entry, or a whole entry (an `undo`
+/// entry, or an `import` the group made).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Target {
     pub seq: u64,
-    /// The mutation's client; empty when the target is an `undo` entry.
+    /// The mutation's client; empty when the target is a whole entry (an `undo`, or an import).
     pub client: String,
     /// The mutation's id; 0 when the target is an `undo` entry.
     pub id: u64,
 }
 
 impl Target {
-    /// An `undo` entry as a target.
+    /// A whole entry as a target.
     pub fn entry(seq: u64) -> Target {
         Target {
             seq,
@@ -79,11 +80,13 @@ impl Undo {
         if self.events.len() as u64 > MAX_UNDO_EVENTS {
             return Err(err("events", "too many events"));
         }
+        let alone = self.events.len() == 1;
         for (i, e) in self.events.iter().enumerate() {
-            if matches!(e, Event::Import(_) | Event::Restore(_)) {
+            // An undo of an import is one restore of the sheet before it, and nothing else.
+            if matches!(e, Event::Import(_)) || matches!(e, Event::Restore(_)) && !alone {
                 return Err(err(
                     &format!("events[{i}]"),
-                    "an undo holds cell, row and column changes only",
+                    "an undo holds cell, row and column changes, or one restore",
                 ));
             }
             e.validate().map_err(|v| ValidationError {
@@ -218,6 +221,30 @@ mod tests {
         u.target.client = "c".into();
         assert!(u.validate().is_ok());
         u.group = String::new();
+        assert!(u.validate().is_err());
+    }
+
+    #[test]
+    fn a_restore_is_an_undos_only_event_or_none() {
+        let restore = Event::Restore(crate::event::Restore { seq: 3 });
+        let del = Event::DeleteRows(DeleteRows {
+            at: RowNumber(0),
+            count: 1,
+        });
+        let mut u = Undo {
+            group: "g".into(),
+            redo: false,
+            target: Target::entry(3),
+            events: vec![restore.clone()],
+            skipped: 0,
+        };
+        assert!(u.validate().is_ok());
+        u.events.push(del);
+        assert!(u.validate().is_err());
+        u.events = vec![Event::Import(crate::event::Import {
+            format: crate::event::ImportFormat::Csv,
+            group: None,
+        })];
         assert!(u.validate().is_err());
     }
 }

@@ -13,7 +13,9 @@
 //! - a cell the step wrote that someone else has changed or deleted since is left alone (skipped,
 //!   and counted); a row or column change whose rows are gone is skipped too;
 //! - redo is the inverse of the undo it takes back; a new step of the group empties the redo
-//!   stack.
+//!   stack;
+//! - an import the group made is a step too, undone by restoring the sheet before it, but only
+//!   while nothing came after it ([`undo_replace`]).
 
 use std::collections::BTreeMap;
 
@@ -80,6 +82,15 @@ pub fn stacks<'a>(entries: impl IntoIterator<Item = (u64, &'a EntryBody)>, group
                 }
             }
             EntryBody::Undo(u) if u.group == group => s.record(seq, u),
+            EntryBody::Event(e @ Event::Import(i)) if i.group.as_deref() == Some(group) => {
+                s.redo.clear();
+                s.undo.push(Step {
+                    target: Target::entry(seq),
+                    prefix: Vec::new(),
+                    events: vec![e.clone()],
+                    suffix: Vec::new(),
+                });
+            }
             _ => {}
         }
     }
@@ -231,6 +242,31 @@ fn by_ref(rows: &[Row]) -> BTreeMap<CellRef, &Cell> {
         })
         .filter(|(_, c)| !(c.value.is_empty() && c.format.is_none()))
         .collect()
+}
+
+/// Whether the step replaced the whole sheet: an import, or an undo or redo of one. Its inverse
+/// is not worked out cell by cell but is a restore of the sheet just before it ([`undo_replace`]).
+pub fn replaces(step: &Step) -> bool {
+    step.events
+        .iter()
+        .any(|e| matches!(e, Event::Import(_) | Event::Restore(_)))
+}
+
+/// The undo of a step that replaced the sheet: a restore of the sheet as of the step's sequence
+/// (everything before it), when nothing was committed after it. Otherwise nothing, and the step
+/// counts as skipped: a restore would drop the edits made since, and they cannot be moved onto the
+/// sheet before an import (they were made against the file's rows).
+pub fn undo_replace(step: &Step, history: &[Event]) -> (Vec<Event>, u64) {
+    if history.is_empty() {
+        (
+            vec![Event::Restore(super::event::Restore {
+                seq: step.target.seq,
+            })],
+            0,
+        )
+    } else {
+        (Vec::new(), 1)
+    }
 }
 
 /// What was committed after a step, as the events its undo is moved through: the `later`

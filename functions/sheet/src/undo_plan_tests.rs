@@ -229,6 +229,7 @@ fn an_import_since_replaces_everything_and_skips_the_undo() {
     let inv = inverse(&step[0], &rows).expect("inverse");
     let history = [Event::Import(crate::event::Import {
         format: crate::event::ImportFormat::Csv,
+        group: None,
     })];
     let settled = settle(&s, &inv, &history);
     assert!(settled.events.is_empty());
@@ -363,5 +364,33 @@ fn a_step_and_its_undo_later_in_history_cancel_out() {
     assert_eq!(
         history_after(more.iter().map(|(q, b)| (*q, b))),
         vec![other]
+    );
+}
+
+#[test]
+fn an_import_by_the_group_is_a_step_undone_by_a_restore_while_nothing_follows() {
+    let import = |group: Option<&str>| {
+        EntryBody::Event(Event::Import(crate::event::Import {
+            format: crate::event::ImportFormat::Csv,
+            group: group.map(str::to_owned),
+        }))
+    };
+    let entries = [
+        (3, import(Some("g1"))),
+        (4, import(Some("g2"))),
+        (5, import(None)),
+    ];
+    let s = stacks(entries.iter().map(|(q, b)| (*q, b)), "g1");
+    assert_eq!(s.undo.len(), 1);
+    let step = &s.undo[0];
+    assert!(replaces(step));
+    assert_eq!(step.target, Target::entry(3));
+    assert_eq!(
+        undo_replace(step, &[]),
+        (vec![Event::Restore(crate::event::Restore { seq: 3 })], 0)
+    );
+    assert_eq!(
+        undo_replace(step, &[set(&[("A1", num(1.0), None)])]),
+        (Vec::new(), 1)
     );
 }

@@ -53,6 +53,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
             seq: 1,
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
+                group: None,
             })),
             payload: Some(payload_key),
         },
@@ -400,6 +401,7 @@ async fn a_build_resumed_across_chunk_list_parts_in_s3_writes_the_same_manifest(
         seq: 0,
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
+            group: None,
         })),
         payload: Some(payload_key),
     }];

@@ -501,3 +501,99 @@ async fn undos_under_faults_take_back_each_step_once() -> anyhow::Result<()> {
     assert!(faults.counts.total() > 0, "no fault was injected");
     Ok(())
 }
+
+/// Imports `csv` through the upload flow as client group `group`; the import's sequence.
+async fn import_as(s: &Sheet<'_>, group: &str, csv: &str) -> anyhow::Result<u64> {
+    let u = sheetlog_tests::api::upload_file(
+        s.c,
+        s.api,
+        &s.log,
+        json!({"type": "import", "contentType": "text/csv"}),
+        csv.as_bytes(),
+    )
+    .await?;
+    let id = u["uploadId"].as_str().unwrap_or_default();
+    let path = format!("/logs/{}/uploads/{id}/commit", s.log);
+    let (status, v) = send_json(
+        s.c.post(s.api.url(&path)),
+        Some(json!({"clientGroupId": group})),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "commit: {status} {v}");
+    v["seq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
+}
+
+#[tokio::test]
+async fn an_import_undoes_as_one_step_while_nothing_came_after_it() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-import").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.push(
+        "ga",
+        "a1",
+        1,
+        "set",
+        cells(&[("A1", json!("typed")), ("D8", json!("kept?"))]),
+    )
+    .await?;
+    let before = s.cells().await?;
+    let seq = import_as(&s, "ga", "x,y\n1,2\n").await?;
+    let imported = s.cells().await?;
+    assert_eq!(imported["values"][0], json!(["x", "y", null, null]));
+
+    // The import is the group's last step: one undo brings back the sheet before it, whole.
+    let v = s.undo("ga").await?;
+    assert_eq!(v["target"], json!({"seq": seq}), "{v}");
+    assert_eq!(
+        v["events"],
+        json!([{"type": "restore", "body": {"seq": seq}}]),
+        "{v}"
+    );
+    assert_eq!(s.cells().await?, before);
+    let (status, v) = s.act("redo", "ga").await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(s.cells().await?, imported);
+    s.undo("ga").await?;
+    assert_eq!(s.cells().await?, before);
+    // Then the mutation before it.
+    s.undo("ga").await?;
+    assert_eq!(s.value("A1").await?, Value::Null);
+
+    // An import someone edited after: undoing it would drop their edit, so it is skipped.
+    import_as(&s, "ga", "p,q\n").await?;
+    s.push("gb", "b1", 1, "set", cells(&[("C3", json!("theirs"))]))
+        .await?;
+    let v = s.undo("ga").await?;
+    assert_eq!(
+        (v["skipped"].clone(), v["events"].clone()),
+        (json!(1), json!([])),
+        "{v}"
+    );
+    assert_eq!(s.value("A1").await?, json!("p"));
+    assert_eq!(s.value("C3").await?, json!("theirs"));
+
+    // A malformed group is refused before anything is committed.
+    let u = sheetlog_tests::api::upload_file(
+        &c,
+        &api,
+        &s.log,
+        json!({"type": "import", "contentType": "text/csv"}),
+        b"z\n",
+    )
+    .await?;
+    let path = format!(
+        "/logs/{}/uploads/{}/commit",
+        s.log,
+        u["uploadId"].as_str().unwrap_or_default()
+    );
+    let (status, v) = send_json(c.post(api.url(&path)), Some(json!({"clientGroupId": ""}))).await?;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (StatusCode::BAD_REQUEST, &json!("invalid-entry")),
+        "{v}"
+    );
+    assert_eq!(s.value("A1").await?, json!("p"), "nothing was imported");
+    Ok(())
+}

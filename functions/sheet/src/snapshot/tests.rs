@@ -188,6 +188,7 @@ pub(super) fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry>
                         seq,
                         entry: EntryBody::Event(Event::Import(Import {
                             format: ImportFormat::Csv,
+                            group: None,
                         })),
                         payload: Some(key),
                     }
@@ -406,6 +407,7 @@ pub(super) async fn million_cell_sheet(
             seq: 1,
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
+                group: None,
             })),
             payload: Some("payloads/big.csv".into()),
         },
@@ -579,6 +581,7 @@ fn sample_import(rows: u64) -> (MemImports, Vec<LogEntry>) {
         seq: 0,
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
+            group: None,
         })),
         payload: Some("p".into()),
     }];
@@ -914,6 +917,7 @@ fn filesystem_store_round_trips_a_snapshot() {
             seq: 0,
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
+                group: None,
             })),
             payload: Some("in.csv".into()),
         }];
@@ -952,6 +956,7 @@ fn xlsx_imports_stream_into_a_snapshot() {
             seq: 0,
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Xlsx,
+                group: None,
             })),
             payload: Some("x".into()),
         }];
@@ -1006,6 +1011,7 @@ fn xlsx_formulas_import_into_chunks_that_count_them() {
                 seq: 0,
                 entry: EntryBody::Event(Event::Import(Import {
                     format: ImportFormat::Xlsx,
+                    group: None,
                 })),
                 payload: Some("x".into()),
             },
@@ -1109,6 +1115,7 @@ fn the_extent_follows_inserts_and_deletes() {
             seq: 0,
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
+                group: None,
             })),
             payload: Some("p/0".into()),
         },
@@ -1210,7 +1217,7 @@ proptest! {
         payloads.insert("p", csv);
         let entries = vec![LogEntry {
             seq: 0,
-            entry: EntryBody::Event(Event::Import(Import { format: ImportFormat::Csv })),
+            entry: EntryBody::Event(Event::Import(Import { format: ImportFormat::Csv, group: None })),
             payload: Some("p".into()),
         }];
         rt().block_on(async {
