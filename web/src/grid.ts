@@ -4,6 +4,7 @@
  * be (Chrome stops near 33.5M px, Firefox near 17.9M), so past `MAX_SCROLL_PX` the scrollbar is
  * scaled: its position picks a fraction of the sheet, and the rows are drawn from there.
  */
+import { tsvField } from './clipboard';
 import { colName, type Drawn, MAX_COLS, MAX_ROWS, refOf } from './model';
 
 export const ROW_H = 24;
@@ -31,6 +32,8 @@ export interface GridSource {
   typing?(text: string): void;
   /** An edit was tried on a read-only grid (a viewer's sheet, history): say why nothing happens. */
   refused?(): void;
+  /** Clipboard text pasted with (row, col) selected: a range from there (clipboard.ts). */
+  paste?(row: number, col: number, text: string): void;
 }
 
 export class Grid {
@@ -82,6 +85,18 @@ export class Grid {
     });
     this.body.addEventListener('dblclick', () => this.startEdit(this.source.editText(this.sel.row, this.sel.col)));
     this.el.addEventListener('keydown', (e) => this.onKey(e));
+    this.el.addEventListener('paste', (e) => {
+      const text = e.clipboardData?.getData('text/plain');
+      if (e.target !== this.el || this.editing || text === undefined) return;
+      e.preventDefault();
+      if (this.readOnly) this.source.refused?.();
+      else this.source.paste?.(this.sel.row, this.sel.col, text);
+    });
+    this.el.addEventListener('copy', (e) => {
+      if (e.target !== this.el || this.editing || !e.clipboardData) return;
+      e.preventDefault();
+      e.clipboardData.setData('text/plain', tsvField(this.source.editText(this.sel.row, this.sel.col)));
+    });
     this.editor.addEventListener('keydown', (e) => this.onEditorKey(e));
     this.editor.addEventListener('input', () => this.source.typing?.(this.editor.value));
     this.editor.addEventListener('blur', () => {

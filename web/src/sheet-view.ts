@@ -9,6 +9,7 @@
  * formula bar, and turns typing into edits.
  */
 import { ApiError, type CellsAnswer, call, type Extent } from './api';
+import { pasted } from './clipboard';
 import { type BaseBlock, Calc, formulaReads, loadEngine } from './formula';
 import { Grid, type Shown } from './grid';
 import {
@@ -500,6 +501,13 @@ export function sheetView(ctx: SheetContext): SheetView {
     edit,
     clear(row: number, col: number) {
       ctx.act((m) => m.set({ cells: [{ ref: refOf(row, col), value: null }], ...based() }));
+    },
+    paste(row: number, col: number, text: string) {
+      const p = pasted(text, row, col, (r, c) => current(r, c)?.format);
+      if (typeof p === 'string') return messages.error(p);
+      if (p.dropped) messages.warn(`${p.dropped} pasted cells fell past the sheet's edge and were left out.`);
+      // One `set` for the whole range: one mutation, so one step to undo.
+      if (p.cells.length) ctx.act((m) => m.set({ cells: p.cells, ...based() }));
     },
     selected(row: number, col: number) {
       // Every render calls this; a reference being typed into the name box is left as typed.

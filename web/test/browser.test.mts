@@ -719,6 +719,40 @@ describe('the web spreadsheet in Chromium', () => {
     }
   });
 
+  test('a range pasted from the clipboard is one edit, and one Ctrl+Z takes it back', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    await edit(page, 'B2', 'before');
+    await synced(page, logId);
+    await page.click('[data-ref="B2"]');
+    // What a spreadsheet program puts on the clipboard for a 2 × 3 range.
+    await page.evaluate(() => {
+      const data = new DataTransfer();
+      data.setData('text/plain', 'name\tqty\tprice\r\nwidget\t3\t"2.5"\r\n');
+      const grid = document.querySelector('.grid') as HTMLElement;
+      grid.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+    });
+    await waitCell(page, 'D3', '2.5');
+    assert.deepEqual(await Promise.all(['B2', 'C2', 'D2', 'B3', 'C3'].map((r) => cellText(page, r))), [
+      'name',
+      'qty',
+      'price',
+      'widget',
+      '3',
+    ]);
+    await synced(page, logId);
+    // One `set` mutation holds all six pasted cells.
+    const all = (await api('GET', `/logs/${logId}/entries?from=0&limit=1000`)) as {
+      entries: { type: string; body: { mutations?: { name: string; args: { cells?: unknown[] } }[] } }[];
+    };
+    const sizes = all.entries.flatMap((e) => e.body.mutations ?? []).map((m) => m.args.cells?.length);
+    assert.deepEqual(sizes, [1, 6], 'typed, then pasted as one mutation');
+    await page.keyboard.press('Control+z');
+    await waitCell(page, 'D3', '');
+    assert.equal(await cellText(page, 'B2'), 'before');
+    assert.equal(await cellText(page, 'C2'), '');
+  });
+
   test('comparing a version with now lists the cells that differ', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import * as ironcalc from '@ironcalc/wasm';
 import type { WriteTransaction } from 'replicache';
+import { parseTsv, pasted, tsvField } from '../src/clipboard.ts';
 import { useEngine } from '../src/formula.ts';
 import {
   type Cell,
@@ -19,6 +20,7 @@ import {
   drawn,
   editText,
   formulaProblem,
+  MAX_COLS,
   type Move,
   mutators,
   parseInput,
@@ -411,5 +413,50 @@ describe('pending edits follow what others committed (the server rebase rules)',
     // Typed into the new row 3 of the author's view: it is row 5 now, with the insert.
     await mutators.set(tx, { cells: [{ ref: 'A3', value: 'in new row' }], baseSeq: 4 });
     assert.deepEqual(cellsOf(m), { A5: { value: 'in new row' } });
+  });
+});
+
+describe('clipboard', () => {
+  test('tab-separated text reads as spreadsheets write it', () => {
+    assert.deepEqual(parseTsv('a\tb\n1\t2\n'), [
+      ['a', 'b'],
+      ['1', '2'],
+    ]);
+    assert.deepEqual(parseTsv('a\tb\r\n1\t2'), [
+      ['a', 'b'],
+      ['1', '2'],
+    ]);
+    // Quoted cells keep tabs, line breaks and quotes; an empty cell stays a cell.
+    assert.deepEqual(parseTsv('"two\nlines"\t"tab\there"\t"say ""hi"""\t\n'), [
+      ['two\nlines', 'tab\there', 'say "hi"', ''],
+    ]);
+    assert.deepEqual(parseTsv('one'), [['one']]);
+    assert.deepEqual(parseTsv(''), [['']]);
+    for (const t of ['plain', 'tab\tin', 'line\nin', 'quote"in']) assert.deepEqual(parseTsv(tsvField(t)), [[t]]);
+  });
+
+  test('a paste is one set of every cell from the selection, typed as a person types', () => {
+    const p = pasted("x\t42\n=A1\t'007", 1, 1, (r, c) => (r === 1 && c === 2 ? '0.00' : undefined));
+    assert.deepEqual(p, {
+      cells: [
+        { ref: 'B2', value: 'x' },
+        { ref: 'C2', value: 42, format: '0.00' },
+        { ref: 'B3', value: '=A1' },
+        { ref: 'C3', value: '007' },
+      ],
+      dropped: 0,
+    });
+    // Past the last column: left out and counted.
+    const edge = pasted('a\tb\tc', 0, MAX_COLS - 2, () => undefined);
+    assert.ok(typeof edge !== 'string');
+    assert.deepEqual(
+      edge.cells.map((c) => c.ref),
+      ['XFC1', 'XFD1'],
+    );
+    assert.equal(edge.dropped, 1);
+    // Too many cells, or a formula the server refuses: refused in words, nothing written.
+    const big = Array.from({ length: 300 }, () => Array.from({ length: 200 }, () => '1').join('\t')).join('\n');
+    assert.match(String(pasted(big, 0, 0, () => undefined)), /more than 50,000 cells/);
+    assert.equal(typeof pasted(`=${'1+'.repeat(5000)}1`, 0, 0, () => undefined), 'string');
   });
 });
