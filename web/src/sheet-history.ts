@@ -31,7 +31,16 @@ export interface SheetHistory {
 }
 
 /** Wires the History button, the slider and the list. `clientID` names this tab's Replicache client. */
-export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () => string): SheetHistory {
+/**
+ * `group`: this page's Replicache client group, named in a restore so the restore is a step of
+ * this person's undo stack too (Ctrl+Z takes it back while nothing came after it).
+ */
+export function sheetHistory(
+  ctx: SheetContext,
+  view: SheetView,
+  clientID: () => string,
+  group: () => Promise<string>,
+): SheetHistory {
   const { ui, messages, api } = ctx;
   const { grid } = view;
   const { historyBtn, historyPanel, historyList, namedList, diffList, slider, banner } = ui;
@@ -203,7 +212,7 @@ export function sheetHistory(ctx: SheetContext, view: SheetView, clientID: () =>
   /** Makes the live sheet the version as of `at`, then offers to undo that. */
   async function restoreTo(at: number): Promise<void> {
     try {
-      const done = await call<{ seq: number }>('POST', `${api}/restore`, { seq: at });
+      const done = await call<{ seq: number }>('POST', `${api}/restore`, { seq: at, clientGroupId: await group() });
       exit();
       banner.hidden = false;
       banner.replaceChildren(

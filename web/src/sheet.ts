@@ -74,7 +74,12 @@ export async function openSheet(
   });
   toolbarActions(ctx, view);
   undoActions(ctx, sync.rep, grid.el);
-  const history = sheetHistory(ctx, view, () => sync.rep.clientID);
+  const history = sheetHistory(
+    ctx,
+    view,
+    () => sync.rep.clientID,
+    () => sync.rep.clientGroupID,
+  );
   importAction(ctx, history.exit, () => sync.rep.clientGroupID);
   exportAction(ctx);
   if (viewOnly) lockForViewer(ui, grid);

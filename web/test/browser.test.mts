@@ -719,6 +719,24 @@ describe('the web spreadsheet in Chromium', () => {
     }
   });
 
+  test('Ctrl+Z takes back a version restored from history', async () => {
+    const logId = await newLog();
+    const page = await openSheet(logId);
+    await edit(page, 'A1', 'old');
+    const version = await synced(page, logId);
+    await edit(page, 'A1', 'new');
+    await synced(page, logId);
+    await page.click('button:has-text("History")');
+    await page.locator(`.history-list li[data-seq="${version - 1}"] button`).click();
+    await page.click('.banner button.restore');
+    await waitCell(page, 'A1', 'old');
+    await page.click('[data-ref="C3"]');
+    await page.keyboard.press('Control+z');
+    await waitCell(page, 'A1', 'new');
+    await page.keyboard.press('Control+Shift+z');
+    await waitCell(page, 'A1', 'old');
+  });
+
   test('a range pasted from the clipboard is one edit, and one Ctrl+Z takes it back', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);

@@ -105,6 +105,10 @@ pub struct RestoreRequest {
     /// chosen while looking at the sheet as of this sequence, not over edits made since.
     #[serde(default)]
     pub expected_seq: Option<u64>,
+    /// The sync client group that restores (the web page's Replicache group): the restore is then
+    /// a step of that group's undo stack (docs/api.md, "Undo and redo").
+    #[serde(default)]
+    pub client_group_id: Option<String>,
 }
 
 /// `POST /logs/{logId}/undo` and `/redo`: whose step to act on.

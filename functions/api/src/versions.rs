@@ -44,16 +44,25 @@ use crate::state::SharedState;
 pub async fn restore(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
+    caller: Option<axum::Extension<Caller>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let log = parse_log_id(&log_id)?;
     let key = idempotency_key(&headers)?.map(IdempotencyKey::request);
     let req: RestoreRequest = parse_body(body, state.cfg.max_request_bytes)?;
+    if let Some(group) = &req.client_group_id {
+        crate::sync::check("clientGroupId", group)?;
+        crate::sync::check_group_owner(&state, log, &log_id, group, caller.as_deref()).await?;
+    }
     // Past the end, deleted history and a history too large to read all fail here, before the
     // log is written.
     let kept = keep_state(&state, log, &log_id, req.seq).await?;
-    let (code, version, encoded) = Event::Restore(Restore { seq: req.seq }).encode();
+    let (code, version, encoded) = Event::Restore(Restore {
+        seq: req.seq,
+        group: req.client_group_id.clone(),
+    })
+    .encode();
     let entry = NewEntry::new(EntryType(code), version, encoded);
     let out = crate::append::append_and_trigger(
         &state,

@@ -122,7 +122,10 @@ async fn restore(
         let mut after = tail.to_vec();
         after.push(LogEntry {
             seq: 1 + EDITS,
-            entry: EntryBody::Event(Event::Restore(Restore { seq: version })),
+            entry: EntryBody::Event(Event::Restore(Restore {
+                seq: version,
+                group: None,
+            })),
             payload: None,
         });
         let (base, rest) = resolve_restores(&fresh, LOG, Some(snap.clone()), after).await?;
@@ -241,7 +244,7 @@ mod tests {
         let mut after = log.to_vec();
         after.push(LogEntry {
             seq: 1 + log.last().map_or(0, |e| e.seq),
-            entry: EntryBody::Event(Event::Restore(Restore { seq })),
+            entry: EntryBody::Event(Event::Restore(Restore { seq, group: None })),
             payload: None,
         });
         let (base, rest) = resolve_restores(store, LOG, Some(snap.clone()), after.clone()).await?;

@@ -31,8 +31,8 @@ pub const TYPE_RESTORE: u16 = 23;
 
 /// The body version every type is written with today. Decoders keep accepting older versions.
 pub const BODY_VERSION: u16 = 1;
-/// The body version of an `import` that names the client group that imported it.
-pub const IMPORT_GROUP_VERSION: u16 = 2;
+/// The body version of an `import` or a `restore` that names the client group that made it.
+pub const GROUP_VERSION: u16 = 2;
 /// Longest client or client group id, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
@@ -142,10 +142,18 @@ pub struct Import {
 /// `restore`: make the sheet what it was as of sequence `seq` (the state of every entry before
 /// it, as `cells?at=seq` shows it). The state is a snapshot manifest the API writes before it
 /// appends the entry (`snapshot::restore_manifest_key`); everything after `seq` stays in the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Restore {
     pub seq: u64,
+    /// The sync client group that restored (the web page's), when the request named one: the
+    /// restore is then a step of that group's undo stack, like an import. Body version 2.
+    #[serde(
+        rename = "clientGroupID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub group: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,7 +366,10 @@ impl Event {
                 Some(g) => check_id("clientGroupID", g),
                 None => Ok(()),
             },
-            Event::Restore(_) => Ok(()),
+            Event::Restore(x) => match &x.group {
+                Some(g) => check_id("clientGroupID", g),
+                None => Ok(()),
+            },
         }
     }
 
@@ -401,10 +412,16 @@ impl Event {
                 });
                 if let Some(g) = &i.group {
                     w.str(g);
-                    return (TYPE_IMPORT, IMPORT_GROUP_VERSION, w.buf);
+                    return (TYPE_IMPORT, GROUP_VERSION, w.buf);
                 }
             }
-            Event::Restore(r) => w.varint(r.seq),
+            Event::Restore(r) => {
+                w.varint(r.seq);
+                if let Some(g) = &r.group {
+                    w.str(g);
+                    return (TYPE_RESTORE, GROUP_VERSION, w.buf);
+                }
+            }
         }
         (self.type_code(), BODY_VERSION, w.buf)
     }
@@ -415,16 +432,21 @@ impl Event {
             TYPE_SNAPSHOT | TYPE_END_SEGMENT => return Err(DecodeError::LogEntry(type_code)),
             code => type_name_of(code).ok_or(DecodeError::UnknownType(code))?,
         };
-        let import_group = type_code == TYPE_IMPORT && version == IMPORT_GROUP_VERSION;
-        if version != BODY_VERSION && !import_group {
+        let with_group =
+            (type_code == TYPE_IMPORT || type_code == TYPE_RESTORE) && version == GROUP_VERSION;
+        if version != BODY_VERSION && !with_group {
             return Err(DecodeError::UnsupportedVersion { type_name, version });
         }
         let codec_err = |source| DecodeError::Codec { type_name, source };
         let mut r = Reader::new(body);
         let mut event = decode_v1(type_code, &mut r).map_err(codec_err)?;
-        if let (Event::Import(i), true) = (&mut event, import_group) {
+        if with_group {
             let group = r.str(MAX_ID_BYTES, "client group id").map_err(codec_err)?;
-            i.group = Some(group.to_owned());
+            match &mut event {
+                Event::Import(i) => i.group = Some(group.to_owned()),
+                Event::Restore(x) => x.group = Some(group.to_owned()),
+                _ => {}
+            }
         }
         r.finish().map_err(codec_err)?;
         event
@@ -503,7 +525,10 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
                 count,
             })
         }
-        TYPE_RESTORE => Event::Restore(Restore { seq: r.varint()? }),
+        TYPE_RESTORE => Event::Restore(Restore {
+            seq: r.varint()?,
+            group: None,
+        }),
         _ => Event::Import(Import {
             format: match r.u8()? {
                 0 => ImportFormat::Csv,

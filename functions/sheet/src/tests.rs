@@ -284,7 +284,7 @@ fn any_event() -> impl Strategy<Value = Event> {
             proptest::option::of("[!-~]{1,128}"),
         )
             .prop_map(|(format, group)| Event::Import(Import { format, group })),
-        any::<u64>().prop_map(|seq| Event::Restore(super::event::Restore { seq })),
+        any::<u64>().prop_map(|seq| Event::Restore(super::event::Restore { seq, group: None })),
     ]
 }
 

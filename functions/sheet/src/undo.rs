@@ -226,7 +226,10 @@ mod tests {
 
     #[test]
     fn a_restore_is_an_undos_only_event_or_none() {
-        let restore = Event::Restore(crate::event::Restore { seq: 3 });
+        let restore = Event::Restore(crate::event::Restore {
+            seq: 3,
+            group: None,
+        });
         let del = Event::DeleteRows(DeleteRows {
             at: RowNumber(0),
             count: 1,

@@ -14,8 +14,8 @@
 //!   and counted); a row or column change whose rows are gone is skipped too;
 //! - redo is the inverse of the undo it takes back; a new step of the group empties the redo
 //!   stack;
-//! - an import the group made is a step too, undone by restoring the sheet before it, but only
-//!   while nothing came after it ([`undo_replace`]).
+//! - an import or a restore the group made is a step too, undone by restoring the sheet before
+//!   it, but only while nothing came after it ([`undo_replace`]).
 
 use std::collections::BTreeMap;
 
@@ -82,7 +82,7 @@ pub fn stacks<'a>(entries: impl IntoIterator<Item = (u64, &'a EntryBody)>, group
                 }
             }
             EntryBody::Undo(u) if u.group == group => s.record(seq, u),
-            EntryBody::Event(e @ Event::Import(i)) if i.group.as_deref() == Some(group) => {
+            EntryBody::Event(e) if replaced_by(e) == Some(group) => {
                 s.redo.clear();
                 s.undo.push(Step {
                     target: Target::entry(seq),
@@ -95,6 +95,16 @@ pub fn stacks<'a>(entries: impl IntoIterator<Item = (u64, &'a EntryBody)>, group
         }
     }
     s
+}
+
+/// The client group that made an import or a restore, when it named one: the step is then that
+/// group's.
+fn replaced_by(e: &Event) -> Option<&str> {
+    match e {
+        Event::Import(i) => i.group.as_deref(),
+        Event::Restore(r) => r.group.as_deref(),
+        _ => None,
+    }
 }
 
 impl Stacks {
@@ -244,7 +254,7 @@ fn by_ref(rows: &[Row]) -> BTreeMap<CellRef, &Cell> {
         .collect()
 }
 
-/// Whether the step replaced the whole sheet: an import, or an undo or redo of one. Its inverse
+/// Whether the step replaced the whole sheet: an import or a restore, or an undo or redo of one. Its inverse
 /// is not worked out cell by cell but is a restore of the sheet just before it ([`undo_replace`]).
 pub fn replaces(step: &Step) -> bool {
     step.events
@@ -261,6 +271,7 @@ pub fn undo_replace(step: &Step, history: &[Event]) -> (Vec<Event>, u64) {
         (
             vec![Event::Restore(super::event::Restore {
                 seq: step.target.seq,
+                group: None,
             })],
             0,
         )

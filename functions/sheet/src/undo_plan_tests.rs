@@ -379,7 +379,21 @@ fn an_import_by_the_group_is_a_step_undone_by_a_restore_while_nothing_follows() 
         (3, import(Some("g1"))),
         (4, import(Some("g2"))),
         (5, import(None)),
+        (
+            6,
+            EntryBody::Event(Event::Restore(crate::event::Restore {
+                seq: 2,
+                group: Some("g2".into()),
+            })),
+        ),
     ];
+    let g2 = stacks(entries.iter().map(|(q, b)| (*q, b)), "g2");
+    let tops: Vec<_> = g2.undo.iter().map(|x| x.target.clone()).collect();
+    assert_eq!(
+        tops,
+        vec![Target::entry(4), Target::entry(6)],
+        "an import and a restore"
+    );
     let s = stacks(entries.iter().map(|(q, b)| (*q, b)), "g1");
     assert_eq!(s.undo.len(), 1);
     let step = &s.undo[0];
@@ -387,7 +401,13 @@ fn an_import_by_the_group_is_a_step_undone_by_a_restore_while_nothing_follows() 
     assert_eq!(step.target, Target::entry(3));
     assert_eq!(
         undo_replace(step, &[]),
-        (vec![Event::Restore(crate::event::Restore { seq: 3 })], 0)
+        (
+            vec![Event::Restore(crate::event::Restore {
+                seq: 3,
+                group: None
+            })],
+            0
+        )
     );
     assert_eq!(
         undo_replace(step, &[set(&[("A1", num(1.0), None)])]),

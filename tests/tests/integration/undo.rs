@@ -597,3 +597,48 @@ async fn an_import_undoes_as_one_step_while_nothing_came_after_it() -> anyhow::R
     assert_eq!(s.value("A1").await?, json!("p"), "nothing was imported");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_restore_the_group_made_is_undone_by_one_undo() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-restore").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.push("ga", "a1", 1, "set", cells(&[("A1", json!("v1"))]))
+        .await?;
+    let version = s.cells().await?;
+    s.push(
+        "gb",
+        "b1",
+        1,
+        "set",
+        cells(&[("A1", json!("v2")), ("B2", json!("later"))]),
+    )
+    .await?;
+    let before = s.cells().await?;
+    let path = format!("/logs/{}/restore", s.log);
+    let (status, r) = send_json(
+        c.post(api.url(&path)),
+        Some(json!({"seq": 2, "clientGroupId": "ga"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    assert_eq!(s.cells().await?, version);
+    let v = s.undo("ga").await?;
+    assert_eq!(
+        v["target"],
+        json!({"seq": r["seq"]}),
+        "the restore is the group's last step: {v}"
+    );
+    assert_eq!(s.cells().await?, before);
+    let (status, _) = s.act("redo", "ga").await?;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(s.cells().await?, version);
+    // A malformed group is refused before anything is restored.
+    let (status, v) = send_json(
+        c.post(api.url(&path)),
+        Some(json!({"seq": 1, "clientGroupId": ""})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    Ok(())
+}

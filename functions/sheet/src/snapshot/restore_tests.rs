@@ -58,7 +58,10 @@ fn set(seq: u64, row: u32, text: &str) -> LogEntry {
 fn restore(seq: u64, to: u64) -> LogEntry {
     LogEntry {
         seq,
-        entry: EntryBody::Event(Event::Restore(Restore { seq: to })),
+        entry: EntryBody::Event(Event::Restore(Restore {
+            seq: to,
+            group: None,
+        })),
         payload: None,
     }
 }
