@@ -167,6 +167,21 @@ pub struct HotArgs {
     /// run's object or `{"runs": [...]}`; several files' runs are joined), instead of measuring.
     #[arg(long, value_delimiter = ',')]
     pub from_json: Vec<std::path::PathBuf>,
+    /// Instead of measuring: predict one sheet on AWS at each of `--editors` (`--rate` mutations
+    /// a second each), today's design and the paced one, from the measured local costs and
+    /// AWS's documented limits (`hot_model.rs`; no network, no emulator).
+    #[arg(long)]
+    pub model: bool,
+    /// With `--model`: the editor counts predicted.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,10000")]
+    pub editors: Vec<u32>,
+    /// With `--model`: simulated seconds of typing (the first 10 are not counted).
+    #[arg(long, default_value_t = 60.0)]
+    pub model_seconds: f64,
+    /// With `--model`: the API's request budget a second (the stage's `throttlingRateLimit`;
+    /// the template's is 1,000).
+    #[arg(long, default_value_t = 1000.0)]
+    pub model_api_rps: f64,
 }
 
 /// One mode's figures, by key without the mode prefix.
@@ -182,6 +197,19 @@ pub fn run(args: HotArgs) -> anyhow::Result<()> {
         "--rate must be above 0 and at most 50 pushes/s"
     );
     ensure!(args.seconds >= 1, "--seconds must be at least 1");
+    if args.model {
+        ensure!(
+            !args.editors.is_empty() && args.editors.iter().all(|e| *e >= 1),
+            "--editors must be at least 1"
+        );
+        return crate::hot_model::run(
+            &args.editors,
+            args.rate,
+            args.model_seconds,
+            args.model_api_rps,
+            args.json,
+        );
+    }
     if !args.from_json.is_empty() {
         let path = args
             .svg

@@ -37,6 +37,10 @@ fn tiny(mode: ModeArg) -> HotArgs {
         no_gateway: false,
         svg: None,
         from_json: Vec::new(),
+        model: false,
+        editors: vec![100],
+        model_seconds: 60.0,
+        model_api_rps: 1000.0,
     }
 }
 
