@@ -20,6 +20,13 @@
 //! applied. After T seconds no new mutation is made, and the
 //! clients carry on until every mutation is confirmed or `--drain-secs` pass.
 //!
+//! `--pace` runs the design for hot sheets (docs/sync.md, "A sheet of 1,000 editors") as far as
+//! it runs locally: each client pushes at most once per push interval (its mutations made
+//! meanwhile join that push) and the stack's poker coalesces pokes over a window, both chosen
+//! from the editor count and the local stack's measured budgets by the same rule `hot --model`
+//! applies to AWS's limits (`hot_model::pace`). The bench hands the clients the interval, where
+//! the design has the sheet announce it.
+//!
 //! Figures (per mode; the queued mode's keys start `hot_`, the direct mode's `direct_`):
 //! - `mutations_applied`: distinct mutations found in the log, read back entry by entry;
 //! - `push_refusals`: answers other than 200 (and timeouts) that a client had to retry;
@@ -182,6 +189,39 @@ pub struct HotArgs {
     /// the template's is 1,000).
     #[arg(long, default_value_t = 1000.0)]
     pub model_api_rps: f64,
+    /// The design's pacing on the local stack (docs/sync.md, "A sheet of 1,000 editors"): each
+    /// client pushes at most once per push interval and the sheet is poked at most once per
+    /// window, both from the editor count and the local stack's measured budgets
+    /// ([`LOCAL_PUSH_BUDGET`], [`LOCAL_REQUEST_BUDGET`]), as `hot --model` paces AWS's.
+    #[arg(long)]
+    pub pace: bool,
+}
+
+/// Pushes a second the local writer was measured to apply with p99 under a second (100 editors:
+/// `queued_100.hot_mutations_applied_per_s` = 100.0 in docs/bench/hot.json).
+pub const LOCAL_PUSH_BUDGET: f64 = 100.0;
+/// Requests (pushes and pulls) a second the local stack served in that run (1,902 pushes and
+/// 6,798 pulls in 20 s, 435 a second), rounded down.
+pub const LOCAL_REQUEST_BUDGET: f64 = 400.0;
+/// Today's poke window (`SHEETLOG_POKE_COALESCE_MS`).
+const POKE_WINDOW: Duration = Duration::from_millis(100);
+
+/// The push interval (zero: a push per mutation) and poke window of a run.
+fn pacing(args: &HotArgs, clients: u32) -> (Duration, Duration) {
+    if !args.pace {
+        return (Duration::ZERO, POKE_WINDOW);
+    }
+    let plan = crate::hot_model::pace(
+        clients,
+        args.rate,
+        LOCAL_PUSH_BUDGET,
+        LOCAL_REQUEST_BUDGET,
+        POKE_WINDOW.as_secs_f64(),
+    );
+    (
+        Duration::from_secs_f64(plan.push_interval_s),
+        Duration::from_secs_f64(plan.poke_window_s),
+    )
 }
 
 /// One mode's figures, by key without the mode prefix.
@@ -356,7 +396,11 @@ async fn gateway_settings(throttle: &str) -> anyhow::Result<GatewaySettings> {
     Ok(settings)
 }
 
-async fn start_stack(mode: Mode, gateway: Option<&GatewaySettings>) -> anyhow::Result<HotStack> {
+async fn start_stack(
+    mode: Mode,
+    gateway: Option<&GatewaySettings>,
+    poke_window: Duration,
+) -> anyhow::Result<HotStack> {
     let emulator = Emulator::start()?;
     let sdk = emulator.sdk_config().await;
     let local = create_local_stack(&sdk, &unique_prefix(&format!("hot-{}", mode.name()))).await?;
@@ -364,9 +408,11 @@ async fn start_stack(mode: Mode, gateway: Option<&GatewaySettings>) -> anyhow::R
     let counted = wire.sdk_config(&sdk);
     let cfg = api_config(mode, &local);
     let (poke_tx, pokes) = tokio::sync::watch::channel(0u64);
+    let mut poke_config = sheetlog_core::poke::PokeConfig::new("http://127.0.0.1/event");
+    poke_config.window = poke_window;
     let poker = Arc::new(sheetlog_core::poke::Poker::new(
         Arc::new(PokeHub(poke_tx)),
-        &sheetlog_core::poke::PokeConfig::new("http://127.0.0.1/event"),
+        &poke_config,
     ));
     let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?
         .with_poker(poker.clone());
@@ -446,7 +492,8 @@ pub async fn measure(
         args.rate,
         args.seconds
     );
-    let stack = start_stack(mode, gateway).await?;
+    let (_, poke_window) = pacing(args, clients);
+    let stack = start_stack(mode, gateway, poke_window).await?;
     let http = reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(1024)
@@ -506,6 +553,7 @@ async fn drive_clients(
     let start = Instant::now();
     let make_until = start + Duration::from_secs(args.seconds);
     let run = Arc::new(Run {
+        push_interval: pacing(args, clients).0,
         client: http.clone(),
         base: stack.base.clone(),
         log: log.to_owned(),
@@ -544,8 +592,12 @@ fn table<const N: usize>(pairs: [(&str, Value); N]) -> Figures {
 /// The run's settings: clients, rate, pulls and the gateway in front.
 fn settings_figures(clients: u32, args: &HotArgs, gateway: Option<&GatewaySettings>) -> Figures {
     let throttle = gateway.and_then(|g| g.throttle);
+    let (push_interval, poke_window) = pacing(args, clients);
     table([
         ("clients", json!(clients)),
+        ("paced", json!(args.pace)),
+        ("push_interval_ms", json!(push_interval.as_millis() as u64)),
+        ("poke_window_ms", json!(poke_window.as_millis() as u64)),
         ("rate_per_client", json!(args.rate)),
         ("seconds", json!(args.seconds)),
         (

@@ -41,7 +41,27 @@ fn tiny(mode: ModeArg) -> HotArgs {
         editors: vec![100],
         model_seconds: 60.0,
         model_api_rps: 1000.0,
+        pace: false,
     }
+}
+
+#[test]
+fn pacing_follows_the_local_budgets() {
+    let mut args = tiny(ModeArg::Queued);
+    args.rate = 1.0;
+    assert_eq!(pacing(&args, 200), (Duration::ZERO, POKE_WINDOW));
+    args.pace = true;
+    // 100 editors fit the push budget: a push per mutation; the pulls of 100 pages fit what the
+    // request budget leaves (400 - 100) once every 333 ms.
+    let (push, poke) = pacing(&args, 100);
+    assert_eq!(push, Duration::from_secs(1));
+    assert_eq!(poke.as_millis(), 333);
+    // 200 editors: a push every 2 s each (100 a second), pokes every 667 ms (300 pulls a second).
+    let (push, poke) = pacing(&args, 200);
+    assert_eq!(push, Duration::from_secs(2));
+    assert_eq!(poke.as_millis(), 666);
+    // A few editors keep today's window.
+    assert_eq!(pacing(&args, 4).1, POKE_WINDOW);
 }
 
 /// The gateway in front: the stage's throttle given, the API function's timeout as the
