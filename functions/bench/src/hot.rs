@@ -20,6 +20,13 @@
 //! applied. After T seconds no new mutation is made, and the
 //! clients carry on until every mutation is confirmed or `--drain-secs` pass.
 //!
+//! `--pace` runs the design for hot sheets (docs/sync.md, "A sheet of 1,000 editors") as far as
+//! it runs locally: each client pushes at most once per push interval (its mutations made
+//! meanwhile join that push) and the stack's poker coalesces pokes over a window, both chosen
+//! from the editor count and the local stack's measured budgets by the same rule `hot --model`
+//! applies to AWS's limits (`hot_model::pace`). The bench hands the clients the interval, where
+//! the design has the sheet announce it.
+//!
 //! Figures (per mode; the queued mode's keys start `hot_`, the direct mode's `direct_`):
 //! - `mutations_applied`: distinct mutations found in the log, read back entry by entry;
 //! - `push_refusals`: answers other than 200 (and timeouts) that a client had to retry;
@@ -167,6 +174,57 @@ pub struct HotArgs {
     /// run's object or `{"runs": [...]}`; several files' runs are joined), instead of measuring.
     #[arg(long, value_delimiter = ',')]
     pub from_json: Vec<std::path::PathBuf>,
+    /// Instead of measuring: predict one sheet on AWS at each of `--editors` (`--rate` mutations
+    /// a second each), today's design and the paced one, from the measured local costs and
+    /// AWS's documented limits (`hot_model.rs`; no network, no emulator).
+    #[arg(long)]
+    pub model: bool,
+    /// With `--model`: the editor counts predicted.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,10000")]
+    pub editors: Vec<u32>,
+    /// With `--model`: simulated seconds of typing (the first 10 are not counted).
+    #[arg(long, default_value_t = 60.0)]
+    pub model_seconds: f64,
+    /// With `--model`: the API's request budget a second (the stage's `throttlingRateLimit`;
+    /// the template's is 1,000).
+    #[arg(long, default_value_t = 1000.0)]
+    pub model_api_rps: f64,
+    /// The design's pacing on the local stack (docs/sync.md, "A sheet of 1,000 editors"): each
+    /// client pushes at most once per push interval and the sheet is poked at most once per
+    /// window, both from the editor count and 80 % of the local stack's measured capacities
+    /// ([`LOCAL_WRITER_CAPACITY`], [`LOCAL_REQUEST_CAPACITY`]), as `hot --model` paces AWS's.
+    #[arg(long)]
+    pub pace: bool,
+}
+
+/// Pushes a second the local writer drains when it cannot keep up: in `./scripts/bench hot --pace`
+/// at 200 editors offered 81 pushes a second, it made 177 group commits in 21.6 s (8.2 a second)
+/// of about ten pushes each (on this 2-core machine, shared with other work at load 2 to 3).
+pub const LOCAL_WRITER_CAPACITY: f64 = 82.0;
+/// Requests (pushes and pulls) a second the local stack served while keeping up at 100 editors
+/// (`queued_100` in docs/bench/hot.json: 1,902 pushes and 6,798 pulls in 20 s).
+pub const LOCAL_REQUEST_CAPACITY: f64 = 435.0;
+/// Today's poke window (`SHEETLOG_POKE_COALESCE_MS`).
+const POKE_WINDOW: Duration = Duration::from_millis(100);
+
+/// The push interval (zero: a push per mutation) and poke window of a run.
+fn pacing(args: &HotArgs, clients: u32) -> (Duration, Duration) {
+    if !args.pace {
+        return (Duration::ZERO, POKE_WINDOW);
+    }
+    // The same headroom as the model plans on AWS's limits.
+    let headroom = crate::hot_model::Model::default().headroom;
+    let plan = crate::hot_model::pace(
+        clients,
+        args.rate,
+        headroom * LOCAL_WRITER_CAPACITY,
+        headroom * LOCAL_REQUEST_CAPACITY,
+        POKE_WINDOW.as_secs_f64(),
+    );
+    (
+        Duration::from_secs_f64(plan.push_interval_s),
+        Duration::from_secs_f64(plan.poke_window_s),
+    )
 }
 
 /// One mode's figures, by key without the mode prefix.
@@ -182,6 +240,19 @@ pub fn run(args: HotArgs) -> anyhow::Result<()> {
         "--rate must be above 0 and at most 50 pushes/s"
     );
     ensure!(args.seconds >= 1, "--seconds must be at least 1");
+    if args.model {
+        ensure!(
+            !args.editors.is_empty() && args.editors.iter().all(|e| *e >= 1),
+            "--editors must be at least 1"
+        );
+        return crate::hot_model::run(
+            &args.editors,
+            args.rate,
+            args.model_seconds,
+            args.model_api_rps,
+            args.json,
+        );
+    }
     if !args.from_json.is_empty() {
         let path = args
             .svg
@@ -328,7 +399,11 @@ async fn gateway_settings(throttle: &str) -> anyhow::Result<GatewaySettings> {
     Ok(settings)
 }
 
-async fn start_stack(mode: Mode, gateway: Option<&GatewaySettings>) -> anyhow::Result<HotStack> {
+async fn start_stack(
+    mode: Mode,
+    gateway: Option<&GatewaySettings>,
+    poke_window: Duration,
+) -> anyhow::Result<HotStack> {
     let emulator = Emulator::start()?;
     let sdk = emulator.sdk_config().await;
     let local = create_local_stack(&sdk, &unique_prefix(&format!("hot-{}", mode.name()))).await?;
@@ -336,9 +411,11 @@ async fn start_stack(mode: Mode, gateway: Option<&GatewaySettings>) -> anyhow::R
     let counted = wire.sdk_config(&sdk);
     let cfg = api_config(mode, &local);
     let (poke_tx, pokes) = tokio::sync::watch::channel(0u64);
+    let mut poke_config = sheetlog_core::poke::PokeConfig::new("http://127.0.0.1/event");
+    poke_config.window = poke_window;
     let poker = Arc::new(sheetlog_core::poke::Poker::new(
         Arc::new(PokeHub(poke_tx)),
-        &sheetlog_core::poke::PokeConfig::new("http://127.0.0.1/event"),
+        &poke_config,
     ));
     let state = AppState::from_sdk(&counted, &local.resources, LogConfig::default(), cfg)?
         .with_poker(poker.clone());
@@ -418,7 +495,8 @@ pub async fn measure(
         args.rate,
         args.seconds
     );
-    let stack = start_stack(mode, gateway).await?;
+    let (_, poke_window) = pacing(args, clients);
+    let stack = start_stack(mode, gateway, poke_window).await?;
     let http = reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(1024)
@@ -478,6 +556,7 @@ async fn drive_clients(
     let start = Instant::now();
     let make_until = start + Duration::from_secs(args.seconds);
     let run = Arc::new(Run {
+        push_interval: pacing(args, clients).0,
         client: http.clone(),
         base: stack.base.clone(),
         log: log.to_owned(),
@@ -516,8 +595,12 @@ fn table<const N: usize>(pairs: [(&str, Value); N]) -> Figures {
 /// The run's settings: clients, rate, pulls and the gateway in front.
 fn settings_figures(clients: u32, args: &HotArgs, gateway: Option<&GatewaySettings>) -> Figures {
     let throttle = gateway.and_then(|g| g.throttle);
+    let (push_interval, poke_window) = pacing(args, clients);
     table([
         ("clients", json!(clients)),
+        ("paced", json!(args.pace)),
+        ("push_interval_ms", json!(push_interval.as_millis() as u64)),
+        ("poke_window_ms", json!(poke_window.as_millis() as u64)),
         ("rate_per_client", json!(args.rate)),
         ("seconds", json!(args.seconds)),
         (

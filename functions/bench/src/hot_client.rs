@@ -78,6 +78,9 @@ pub(crate) fn mutation_json(client: u32, client_id: &str, id: u64) -> Value {
 }
 
 pub(crate) struct Run {
+    /// With pacing: a client pushes at most once per this long (zero: whenever it has a new
+    /// mutation, as Replicache does).
+    pub(crate) push_interval: Duration,
     pub(crate) client: reqwest::Client,
     pub(crate) base: String,
     pub(crate) log: String,
@@ -105,6 +108,8 @@ struct Client {
     unpushed: bool,
     retry_at: Option<Instant>,
     backoff: Duration,
+    /// With pacing: the client's next push slot.
+    next_push: Instant,
     next_pull: Instant,
     // A failed pull is tried again after a growing wait, as Replicache does.
     pull_backoff: Duration,
@@ -122,8 +127,13 @@ pub(crate) async fn run_client(run: Arc<Run>, c: u32, tag: String) -> anyhow::Re
             break;
         }
         client.make_due(now);
-        if client.unpushed && client.retry_at.is_none_or(|t| t <= now) {
+        if client.unpushed && client.retry_at.is_none_or(|t| t <= now) && client.next_push <= now {
             client.push().await;
+            // Paced: the next push waits for the next slot; what is made meanwhile joins it.
+            let interval = client.run.push_interval;
+            while client.next_push <= now && !interval.is_zero() {
+                client.next_push += interval;
+            }
         }
         let now = Instant::now();
         if client.pull_due(now) {
@@ -154,6 +164,8 @@ impl Client {
             unpushed: false,
             retry_at: None,
             backoff: RETRY_MIN,
+            // Paced clients' slots start spread over one interval, as their typing does.
+            next_push: run.start + run.push_interval.mul_f64(f64::from(c) / 997.0 % 1.0),
             next_pull: run.start,
             pull_backoff: RETRY_MIN,
             cookie: Value::Null,
@@ -324,7 +336,11 @@ impl Client {
             wake = wake.min(run.make_until);
         }
         if self.unpushed {
-            wake = wake.min(self.retry_at.unwrap_or_else(Instant::now));
+            wake = wake.min(
+                self.retry_at
+                    .unwrap_or_else(Instant::now)
+                    .max(self.next_push),
+            );
         }
         if run.pull_on == PullOn::Poke || self.pending.iter().any(|m| m.first_sent.is_some()) {
             wake = wake.min(self.next_pull);

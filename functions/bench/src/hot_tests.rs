@@ -37,7 +37,32 @@ fn tiny(mode: ModeArg) -> HotArgs {
         no_gateway: false,
         svg: None,
         from_json: Vec::new(),
+        model: false,
+        editors: vec![100],
+        model_seconds: 60.0,
+        model_api_rps: 1000.0,
+        pace: false,
     }
+}
+
+#[test]
+fn pacing_follows_the_local_budgets() {
+    let mut args = tiny(ModeArg::Queued);
+    args.rate = 1.0;
+    assert_eq!(pacing(&args, 200), (Duration::ZERO, POKE_WINDOW));
+    args.pace = true;
+    // The budgets are 80 % of the local capacities: 65.6 pushes and 348 requests a second. 100
+    // editors push every 1.52 s each; their pages' pulls fit what the pushes leave (282 a second)
+    // with a poke every 354 ms.
+    let (push, poke) = pacing(&args, 100);
+    assert_eq!(push.as_millis(), 1524);
+    assert_eq!(poke.as_millis(), 354);
+    // 200 editors: a push every 3.05 s each (65.6 a second), pokes every 708 ms.
+    let (push, poke) = pacing(&args, 200);
+    assert_eq!(push.as_millis(), 3048);
+    assert_eq!(poke.as_millis(), 708);
+    // A few editors keep today's window.
+    assert_eq!(pacing(&args, 4).1, POKE_WINDOW);
 }
 
 /// The gateway in front: the stage's throttle given, the API function's timeout as the
@@ -136,4 +161,31 @@ async fn clients_throttled_by_the_stage_still_land_every_mutation() {
     assert_eq!(count(&f, "duplicates"), 0, "{f:?}");
     assert_eq!(count(&f, "out_of_order"), 0, "{f:?}");
     assert_eq!(f["throttle_rate_limit"], json!(4.0), "{f:?}");
+}
+
+/// With `--pace`, a client making mutations faster than its push interval sends them in fewer,
+/// fuller pushes, and every one still lands once and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_clients_push_less_often_and_land_every_mutation() {
+    let mut args = tiny(ModeArg::Queued);
+    args.pace = true;
+    // 4 clients x 50 mutations/s is 200 a second, over the local push budget (65.6): each client
+    // pushes every 61 ms, about three mutations a push.
+    args.rate = 50.0;
+    let (push, _) = pacing(&args, 4);
+    assert_eq!(push.as_millis(), 60);
+    let f = measure(Mode::Queued, 4, &args, Some(&gateway(None)))
+        .await
+        .expect("the paced run completes");
+    let made = count(&f, "mutations_made");
+    assert_eq!(made, 400, "{f:?}");
+    assert_eq!(count(&f, "mutations_applied"), made, "{f:?}");
+    assert_eq!(count(&f, "mutations_confirmed_by_pull"), made, "{f:?}");
+    assert_eq!(count(&f, "duplicates"), 0, "{f:?}");
+    assert_eq!(count(&f, "out_of_order"), 0, "{f:?}");
+    assert!(
+        count(&f, "pushes") * 2 < made,
+        "fewer, fuller pushes: {f:?}"
+    );
+    assert_eq!(f["paced"], json!(true), "{f:?}");
 }

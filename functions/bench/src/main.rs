@@ -21,6 +21,9 @@
 //! - `scale.rs` — `scale`: a log of many segments, concurrent writers and pushes, a large
 //!   import end to end, snapshot bytes against edits; sizes are flags.
 //! - `hot_client.rs` — `hot`'s simulated Replicache client (pushes, pulls, backoff)
+//! - `hot_model.rs` — `hot --model`: one sheet of 100 to 10,000 editors predicted for AWS, a
+//!   seeded discrete-event simulation of the measured local costs against AWS's documented
+//!   limits (no network, no emulator).
 //! - `hot.rs` — `hot`: many simulated Replicache clients pushing to one sheet through the local
 //!   stack's API, in each write mode (`syncWrites`); every mutation checked in the read-back log.
 //! - `sheetlog_tests::wire` — a proxy in front of the emulator that counts DynamoDB request units
@@ -38,6 +41,7 @@ mod chart;
 mod formulas;
 mod hot;
 mod hot_client;
+mod hot_model;
 mod import;
 mod lambda;
 mod pipeline;
