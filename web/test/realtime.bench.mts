@@ -9,10 +9,23 @@
  * (not per animation frame: a page in the background gets none). Edits are one after another, to
  * cells in view. `idle_pull_rru` is not measured here.
  *
+ * With pokes, each edit is also cut into hops (`hop_<name>_ms_p50`/`_p99`), each from the end of
+ * the one before: `push_sent` (Enter → page A's push request starts: Replicache's push delay),
+ * `enqueued` (→ the API logged "push queued": the request reached the API and SQS took the
+ * message), `committed` (→ the sync writer logged "pushes written": the queue's wait, the
+ * writer's receive and the group commit), `poked` (→ page B received the poke on its WebSocket:
+ * the publish and its delivery), `pulled` (→ page B's pull answered), `read` (→ page B's range
+ * read of the changed cells answered: its pulls carry no cells) and `painted` (→ page B shows the
+ * text). Page times come from the pages' own clocks (resource timing), the two server
+ * steps from `./scripts/dev`'s log (SHEETLOG_DEV_LOG, set by `scripts/bench`); all are one
+ * machine's clock. Without the log the two server hops are left out and `committed` starts at
+ * the push's answer.
+ *
  * Measured on the shared 2-core machine with ./scripts/dev (see README, "Edits reaching other
  * pages"); the issue's targets are p99 <= 300 ms with pokes and <= 1 idle request a minute a tab,
  * and (issue 44) p99 <= 500 ms for a formula's new value after its input is edited in another page.
  */
+import { existsSync, readFileSync } from 'node:fs';
 import { type Browser, chromium, type Page } from 'playwright-core';
 
 const BASE = process.env.SHEETLOG_API_URL ?? '';
@@ -46,15 +59,24 @@ interface Tab {
   page: Page;
   /** API requests the page sent (HTTP only; the WebSocket is one connection, not counted). */
   requests: number;
+  /** When the page received a poke (a `{"seq": N}` inside AppSync's data message), epoch ms. */
+  pokes: number[];
 }
 
 async function openTab(browser: Browser, logId: string, storage: Record<string, string>): Promise<Tab> {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 720 } });
   await ctx.addInitScript((s) => {
     for (const [k, v] of Object.entries(s)) localStorage.setItem(k, v);
+    // Every request's timing is kept (the hops read them), not only the first 250.
+    performance.setResourceTimingBufferSize(100_000);
   }, storage);
   const page = await ctx.newPage();
-  const tab: Tab = { page, requests: 0 };
+  const tab: Tab = { page, requests: 0, pokes: [] };
+  page.on('websocket', (ws) =>
+    ws.on('framereceived', (f) => {
+      if (typeof f.payload === 'string' && f.payload.includes('seq')) tab.pokes.push(Date.now());
+    }),
+  );
   page.on('request', (r) => {
     if (r.url().startsWith(`${BASE}/logs/`)) tab.requests += 1;
   });
@@ -67,6 +89,87 @@ interface Run {
   p50: number;
   p99: number;
   idlePerMinPerTab: number;
+  /** Per hop, its times (pokes only). */
+  hops: Record<string, number[]>;
+}
+
+/** When page `p` saw a request to a URL ending in `suffix` start and answer, at or after `after`. */
+async function fetched(p: Page, suffix: string, after: number): Promise<{ start: number; end: number } | undefined> {
+  return p.evaluate(
+    ([sfx, t]) => {
+      const seen = performance
+        .getEntriesByType('resource')
+        .map((e) => ({
+          url: e.name,
+          start: performance.timeOrigin + e.startTime,
+          end: performance.timeOrigin + (e as PerformanceResourceTiming).responseEnd,
+        }))
+        .filter((e) => e.url.split('?')[0].endsWith(sfx) && e.start >= t && e.end > 0);
+      return seen[0];
+    },
+    [suffix, after] as const,
+  );
+}
+
+/** The times (epoch ms) `./scripts/dev` logged `message` for sheet `logId`, in order. */
+function logged(logId: string, message: string): number[] {
+  const path = process.env.SHEETLOG_DEV_LOG;
+  if (!path || !existsSync(path)) return [];
+  const plain = readFileSync(path, 'utf8').replace(/\x1b\[[0-9;]*m/g, '');
+  const out: number[] = [];
+  for (const line of plain.split('\n')) {
+    if (!line.includes(` ${message} `) || !line.includes(`log=${logId}`)) continue;
+    const t = Date.parse(line.slice(0, line.indexOf(' ')));
+    if (Number.isFinite(t)) out.push(t);
+  }
+  return out;
+}
+
+/** One edit's moments (epoch ms), for its hops. */
+interface Moments {
+  enter: number;
+  pushStart?: number;
+  pushEnd?: number;
+  poke?: number;
+  pullEnd?: number;
+  readEnd?: number;
+  shown: number;
+}
+
+const HOPS = ['push_sent', 'enqueued', 'committed', 'poked', 'pulled', 'read', 'painted'] as const;
+
+/**
+ * Each edit cut into [`HOPS`], the server's two moments matched from its log: the first "push
+ * queued" after the push started and the first "pushes written" after that.
+ */
+function hops(logId: string, edits: Moments[]): Record<string, number[]> {
+  const queued = logged(logId, 'push queued');
+  const written = logged(logId, 'pushes written');
+  const out: Record<string, number[]> = Object.fromEntries(HOPS.map((h) => [h, [] as number[]]));
+  for (const m of edits) {
+    if (m.pushStart === undefined || m.pushEnd === undefined || m.poke === undefined || m.pullEnd === undefined)
+      continue;
+    // The log's times are to the microsecond, the page's to a fraction of a millisecond: allow 1 ms.
+    const sent = m.pushStart;
+    const q = queued.find((t) => t >= sent - 1);
+    const w = q === undefined ? undefined : written.find((t) => t >= q);
+    const steps: [string, number | undefined][] = [
+      ['push_sent', m.pushStart],
+      ['enqueued', q],
+      ['committed', w ?? m.pushEnd],
+      ['poked', m.poke],
+      ['pulled', m.pullEnd],
+      ['read', m.readEnd],
+      ['painted', m.shown],
+    ];
+    let from = m.enter;
+    for (const [name, at] of steps) {
+      if (at === undefined) continue;
+      out[name].push(Math.max(0, at - from));
+      from = at;
+    }
+  }
+  return out;
 }
 
 async function run(browser: Browser, mode: 'pokes' | 'polling'): Promise<Run> {
@@ -75,7 +178,9 @@ async function run(browser: Browser, mode: 'pokes' | 'polling'): Promise<Run> {
   const a = await openTab(browser, logId, storage);
   const b = await openTab(browser, logId, storage);
   const state = mode === 'pokes' ? 'live' : 'polling';
+  const pokes = b.pokes;
   for (const t of [a, b]) await t.page.waitForSelector(`.grid[data-link="${state}"]`, WAIT);
+  const moments: Moments[] = [];
   process.stderr.write(`${mode}: ${EDITS} edits in page A, timed until page B shows them\n`);
   const times: number[] = [];
   for (let i = 0; i < EDITS; i++) {
@@ -102,6 +207,23 @@ async function run(browser: Browser, mode: 'pokes' | 'polling'): Promise<Run> {
       })
     ).jsonValue()) as number;
     times.push(end - start);
+    if (mode === 'pokes') {
+      const push = await fetched(a.page, '/replicache/push', start);
+      const poke = pokes.find((t) => t >= (push?.start ?? start));
+      // Page B pulls only when poked: its first pull after A's push is the poke's.
+      const pull = push === undefined ? undefined : await fetched(b.page, '/replicache/pull', push.start);
+      // Then it reads the changed cells' block (its pulls carry no cells, `?view=none`).
+      const read = pull === undefined ? undefined : await fetched(b.page, '/cells', pull.end);
+      moments.push({
+        enter: start,
+        pushStart: push?.start,
+        pushEnd: push?.end,
+        poke,
+        pullEnd: pull?.end,
+        readEnd: read !== undefined && read.end <= end ? read.end : undefined,
+        shown: end,
+      });
+    }
   }
   // Idle: nothing typed; count what each tab asks the API for.
   await a.page.waitForSelector('.grid[data-pending="0"]', WAIT);
@@ -113,7 +235,12 @@ async function run(browser: Browser, mode: 'pokes' | 'polling'): Promise<Run> {
   await a.page.context().close();
   await b.page.context().close();
   times.sort((x, y) => x - y);
-  return { p50: percentile(times, 50), p99: percentile(times, 99), idlePerMinPerTab: Math.round(idle * 100) / 100 };
+  return {
+    p50: percentile(times, 50),
+    p99: percentile(times, 99),
+    idlePerMinPerTab: Math.round(idle * 100) / 100,
+    hops: hops(logId, moments),
+  };
 }
 
 /**
@@ -155,6 +282,19 @@ async function runFormula(browser: Browser): Promise<{ p50: number; p99: number 
   return { p50: percentile(times, 50), p99: percentile(times, 99) };
 }
 
+/** `hop_<name>_ms_p50`, `_p99` and `hop_<name>_count` for every hop measured. */
+function hopFigures(h: Record<string, number[]>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const name of HOPS) {
+    const t = [...(h[name] ?? [])].sort((x, y) => x - y);
+    if (!t.length) continue;
+    out[`hop_${name}_ms_p50`] = percentile(t, 50);
+    out[`hop_${name}_ms_p99`] = percentile(t, 99);
+    out[`hop_${name}_count`] = t.length;
+  }
+  return out;
+}
+
 const browser = await chromium.launch({ executablePath: CHROMIUM });
 try {
   const pokes = await run(browser, 'pokes');
@@ -171,6 +311,7 @@ try {
     poll_edit_to_visible_ms_p99: polling.p99,
     idle_requests_per_min_per_tab: pokes.idlePerMinPerTab,
     poll_idle_requests_per_min_per_tab: polling.idlePerMinPerTab,
+    ...hopFigures(pokes.hops),
   };
   if (JSON_OUT) {
     process.stdout.write(`${JSON.stringify(figures)}\n`);
