@@ -482,6 +482,24 @@ pub async fn send_json(
     ))
 }
 
+/// As [`send_json`], for a request from the [`ApiClient`] (with its retry middleware).
+pub async fn send_json_with(
+    req: reqwest_middleware::RequestBuilder,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<(reqwest::StatusCode, serde_json::Value)> {
+    let req = match body {
+        Some(body) => req.json(&body),
+        None => req,
+    };
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    ))
+}
+
 /// The string at a JSON pointer (`/logId`, `/error/message`). A missing or mistyped field fails
 /// the test with the pointer and the whole response, rather than becoming `""`.
 pub fn json_str<'a>(v: &'a serde_json::Value, pointer: &str) -> &'a str {

@@ -426,6 +426,29 @@ impl Event {
         (self.type_code(), BODY_VERSION, w.buf)
     }
 
+    /// Writes the event inside another entry's body (a `mutations` run, an `undo`): its type code,
+    /// body version and length-prefixed body.
+    pub fn write_nested(&self, w: &mut Writer) {
+        let (code, version, body) = self.encode();
+        w.varint(u64::from(code));
+        w.varint(u64::from(version));
+        w.bytes(&body);
+    }
+
+    /// Reads an event [`write_nested`](Self::write_nested) wrote; `codec` says whose body the
+    /// bytes were cut from.
+    pub fn read_nested(
+        r: &mut Reader<'_>,
+        codec: impl Fn(CodecError) -> DecodeError,
+    ) -> Result<Event, DecodeError> {
+        let code = r.varint_u32(u32::from(u16::MAX), "type").map_err(&codec)? as u16;
+        let version = r
+            .varint_u32(u32::from(u16::MAX), "version")
+            .map_err(&codec)? as u16;
+        let bytes = r.bytes(usize::MAX >> 1, "event body").map_err(&codec)?;
+        Event::decode(code, version, bytes)
+    }
+
     /// Decodes a stored body and checks it against the same rules as the JSON form.
     pub fn decode(type_code: u16, version: u16, body: &[u8]) -> Result<Event, DecodeError> {
         let type_name = match type_code {

@@ -216,22 +216,16 @@ impl Mutations {
         w.varint(self.last - self.first);
         w.varint(self.applied.len() as u64);
         for m in &self.applied {
-            let (code, version, body) = m.event.encode();
             w.varint(m.id - self.first);
-            w.varint(u64::from(code));
-            w.varint(u64::from(version));
-            w.bytes(&body);
+            m.event.write_nested(&mut w);
         }
         if self.sent.is_empty() {
             return (TYPE_MUTATIONS, super::event::BODY_VERSION, w.buf);
         }
         w.varint(self.sent.len() as u64);
         for m in &self.sent {
-            let (code, version, body) = m.event.encode();
             w.varint(m.id - self.first);
-            w.varint(u64::from(code));
-            w.varint(u64::from(version));
-            w.bytes(&body);
+            m.event.write_nested(&mut w);
         }
         (TYPE_MUTATIONS, RUN_SENT_VERSION, w.buf)
     }
@@ -280,14 +274,9 @@ impl Mutations {
                         "mutation offset {offset} is past the range"
                     ))));
                 }
-                let code = r.varint_u32(u32::from(u16::MAX), "type").map_err(codec)? as u16;
-                let ver = r
-                    .varint_u32(u32::from(u16::MAX), "version")
-                    .map_err(codec)? as u16;
-                let bytes = r.bytes(usize::MAX >> 1, "event body").map_err(codec)?;
                 out.push(Mutation {
                     id: first + offset,
-                    event: Event::decode(code, ver, bytes)?,
+                    event: Event::read_nested(&mut r, codec)?,
                 });
             }
             Ok(out)

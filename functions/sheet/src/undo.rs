@@ -108,10 +108,7 @@ impl Undo {
         w.varint(self.skipped);
         w.varint(self.events.len() as u64);
         for e in &self.events {
-            let (code, version, body) = e.encode();
-            w.varint(u64::from(code));
-            w.varint(u64::from(version));
-            w.bytes(&body);
+            e.write_nested(&mut w);
         }
         (TYPE_UNDO, BODY_VERSION, w.buf)
     }
@@ -145,12 +142,7 @@ impl Undo {
         }
         let mut events = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            let code = r.varint_u32(u32::from(u16::MAX), "type").map_err(codec)? as u16;
-            let ver = r
-                .varint_u32(u32::from(u16::MAX), "version")
-                .map_err(codec)? as u16;
-            let bytes = r.bytes(usize::MAX >> 1, "event body").map_err(codec)?;
-            events.push(Event::decode(code, ver, bytes)?);
+            events.push(Event::read_nested(&mut r, codec)?);
         }
         r.finish().map_err(codec)?;
         let u = Undo {

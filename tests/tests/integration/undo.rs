@@ -5,24 +5,10 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry};
+use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry, send_json_with as send_json};
 use sheetlog_tests::fixtures::{pull_body, push_body, set_body};
 
 const RANGE: &str = "A1:D8";
-
-async fn send_json(
-    req: reqwest_middleware::RequestBuilder,
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let req = match body {
-        Some(body) => req.json(&body),
-        None => req,
-    };
-    let resp = req.send().await?;
-    let status = resp.status();
-    let text = resp.text().await?;
-    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
-}
 
 struct Sheet<'a> {
     c: &'a ApiClient,

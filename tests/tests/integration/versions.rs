@@ -8,25 +8,13 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{ApiClient, TestApi, commit_upload, new_log, post_entry, upload_file};
+use sheetlog_tests::api::{
+    ApiClient, TestApi, commit_upload, new_log, post_entry, send_json_with as send_json,
+    upload_file,
+};
 use sheetlog_tests::fixtures::{pull_body, set_body};
 
 const RANGE: &str = "A1:D12";
-
-/// Sends `req` (with `body` as JSON, if any): the status and the JSON answer.
-async fn send_json(
-    req: reqwest_middleware::RequestBuilder,
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let req = match body {
-        Some(body) => req.json(&body),
-        None => req,
-    };
-    let resp = req.send().await?;
-    let status = resp.status();
-    let text = resp.text().await?;
-    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
-}
 
 async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
     let (status, v) = post_entry(c, api, log, entry).await?;
