@@ -65,6 +65,10 @@ pub struct AppendRequest {
     /// `edit-rejected` when nothing of it is left. Not together with `expectedSeq`.
     #[serde(default)]
     pub base_seq: Option<u64>,
+    /// The sync client group the edit is made for: it is then a step of that group's undo stack
+    /// (`POST …/undo`; docs/api.md, "Undo and redo"). The CLI names its own.
+    #[serde(default)]
+    pub client_group_id: Option<String>,
 }
 
 /// `POST /logs/{logId}/versions`: name a version.

@@ -105,8 +105,18 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
             e.seq
         ))
     })?;
+    let mut kind = type_name(e.kind);
     let body = match decoded {
         EntryBody::Event(event) => event_body(&event)?,
+        // Shown as its event, with the group it was appended for.
+        EntryBody::Authored(a) => {
+            kind = a.event.type_name();
+            let mut body = event_body(&a.event)?;
+            if let Some(o) = body.as_object_mut() {
+                o.insert("clientGroupID".into(), json!(a.group));
+            }
+            body
+        }
         EntryBody::Mutations(m) => mutations_json(&m)?,
         // A group commit of one client reads as that client's run, whoever wrote it (the sync
         // writer writes every group commit as a batch, `docs/storage.md`).
@@ -130,7 +140,7 @@ pub async fn entry_dto(state: &SharedState, e: &Entry) -> ApiResult<EntryDto> {
     });
     Ok(EntryDto {
         seq: e.seq,
-        kind: type_name(e.kind).to_owned(),
+        kind: kind.to_owned(),
         created: rfc3339(e.created),
         body,
         payload_url,
@@ -382,6 +392,7 @@ async fn fork(
 pub async fn append_entry(
     State(state): State<SharedState>,
     Path(log_id): Path<String>,
+    caller: Option<axum::Extension<crate::access::Caller>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
@@ -402,7 +413,14 @@ pub async fn append_entry(
     }
     let event = Event::from_parts(&req.kind, req.body)
         .map_err(|e| ApiError::InvalidEntry(e.to_string()))?;
-    let (code, version, encoded) = event.encode();
+    let (code, version, encoded) = match req.client_group_id {
+        Some(group) => {
+            crate::sync::check("clientGroupId", &group)?;
+            crate::sync::check_group_owner(&state, log, &log_id, &group, caller.as_deref()).await?;
+            sheetlog_core::sheet::authored::Authored { group, event }.encode()
+        }
+        None => event.encode(),
+    };
     // The entry-size rule lives in the core log (`LogConfig::max_body_bytes`), which every way
     // in shares; checked here too so an oversize entry is refused before any I/O.
     let limit = state.log.config().max_body_bytes;

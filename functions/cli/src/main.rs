@@ -127,20 +127,22 @@ enum Command {
         #[arg(long)]
         expected_seq: Option<u64>,
     },
-    /// Undo the last change of a sync client group (the `clientGroupID` a Replicache client,
-    /// such as the web page, pushes with): only that group's changes, newest first; cells someone
-    /// else changed since are left alone and listed.
+    /// Undo your last change made with this command line (`set`, the row and column commands),
+    /// or with --group a sync client group's (the `clientGroupID` a Replicache client such as the
+    /// web page pushes with): only those changes, newest first; cells someone else changed since
+    /// are left alone and listed.
     Undo {
         log: String,
-        /// The client group whose change to undo (it must be yours under sign-in).
+        /// The client group whose change to undo (it must be yours under sign-in); default: this
+        /// command line's own.
         #[arg(long)]
-        group: String,
+        group: Option<String>,
     },
-    /// Redo what the client group's last undo took back.
+    /// Redo what the last undo took back.
     Redo {
         log: String,
         #[arg(long)]
-        group: String,
+        group: Option<String>,
     },
     /// The log's entries, one line each: sequence, time, what it did.
     History {
@@ -296,7 +298,12 @@ async fn run(
 ) -> Result<(), CliError> {
     let auth = authorization(&api_url, token, iam).await?;
     let api = Api::new(&api_url, auth.clone()).await?;
-    let session = Session { api, auth, json };
+    let session = Session {
+        api,
+        api_url,
+        auth,
+        json,
+    };
     match command {
         Command::Logs { command } => session.logs(command).await,
         Command::Set {
@@ -334,8 +341,8 @@ async fn run(
                 ))
             }
         }
-        Command::Undo { log, group } => session.undo(&log, &group, false).await,
-        Command::Redo { log, group } => session.undo(&log, &group, true).await,
+        Command::Undo { log, group } => session.undo(&log, group, false).await,
+        Command::Redo { log, group } => session.undo(&log, group, true).await,
         Command::Watch {
             log,
             from,
@@ -385,6 +392,8 @@ async fn authorization(api_url: &str, token: Option<String>, iam: bool) -> Resul
 /// The API the commands run against, how it is authorized, and whether they print JSON.
 struct Session {
     api: Api,
+    /// The API's URL: the CLI's client group is kept per API (`groups.rs`).
+    api_url: String,
     auth: Auth,
     json: bool,
 }
@@ -443,6 +452,28 @@ impl Session {
         }
     }
 
+    /// Appends an edit for the CLI's own client group (`groups.rs`), so `undo` can take it back.
+    /// A group another user of this API claimed first (a different sign-in on this machine) is
+    /// replaced by a new one, once.
+    async fn edit(
+        &self,
+        log: &str,
+        kind: &str,
+        body: Value,
+        at: Option<commands::Based>,
+    ) -> Result<Value, CliError> {
+        let group = sheetlog_client::groups::group_for(&self.api_url)?;
+        let first =
+            commands::append(&self.api, log, kind, body.clone(), at, group.as_deref()).await;
+        match first {
+            Err(CliError::Api { code, .. }) if code == "client-group-forbidden" => {
+                let group = sheetlog_client::groups::renew(&self.api_url)?;
+                commands::append(&self.api, log, kind, body, at, Some(&group)).await
+            }
+            other => other,
+        }
+    }
+
     /// `set`: cell assignments, appended as they are or based on a sequence.
     async fn set(
         &self,
@@ -460,7 +491,7 @@ impl Session {
             (None, Some(seq)) => Some(commands::Based::Base(seq)),
             (None, None) => None,
         };
-        self.appended(commands::append(&self.api, log, "set", json!({ "cells": cells }), at).await?)
+        self.appended(self.edit(log, "set", json!({ "cells": cells }), at).await?)
     }
 
     /// `insert-rows`, `delete-rows` (`kind`).
@@ -470,7 +501,8 @@ impl Session {
                 "--at and --count start at 1 (row 1 is the first row)".into(),
             ));
         }
-        self.appended(shape(&self.api, &a.log, kind, json!(a.at), a.count).await?)
+        let body = json!({"at": a.at, "count": a.count});
+        self.appended(self.edit(&a.log, kind, body, None).await?)
     }
 
     /// `insert-columns`, `delete-columns` (`kind`).
@@ -482,7 +514,8 @@ impl Session {
             )));
         }
         let at = json!(a.at.to_ascii_uppercase());
-        self.appended(shape(&self.api, &a.log, kind, at, a.count).await?)
+        let body = json!({"at": at, "count": a.count});
+        self.appended(self.edit(&a.log, kind, body, None).await?)
     }
 
     /// What an append printed: its sequence, or the answer as JSON.
@@ -557,21 +590,33 @@ impl Session {
     }
 
     /// `undo` and `redo`, in words.
-    async fn undo(&self, log: &str, group: &str, redo: bool) -> Result<(), CliError> {
+    async fn undo(&self, log: &str, group: Option<String>, redo: bool) -> Result<(), CliError> {
         let what = if redo { "redo" } else { "undo" };
-        let v = commands::undo(&self.api, log, group, what).await?;
+        let group = match group {
+            Some(g) => g,
+            None => sheetlog_client::groups::group_for(&self.api_url)?.ok_or_else(|| {
+                CliError::Input(
+                    "this command line keeps no client group here (neither XDG_CONFIG_HOME nor HOME is set): pass --group".into(),
+                )
+            })?,
+        };
+        let v = commands::undo(&self.api, log, &group, what).await?;
         if self.json {
             return out(&v.to_string());
         }
         let t = &v["target"];
-        let target = match (t["clientId"].as_str(), t["mutationId"].as_u64()) {
-            (Some(client), Some(id)) => {
-                format!("client {client}'s mutation {id} (entry {})", t["seq"])
-            }
-            _ => format!("the undo at entry {}", t["seq"]),
+        let line = match (t["clientId"].as_str(), t["mutationId"].as_u64(), redo) {
+            (Some(client), Some(id), _) => format!(
+                "undid client {client}'s mutation {id} (entry {}) at sequence {}",
+                t["seq"], v["seq"]
+            ),
+            (_, _, false) => format!("undid entry {} at sequence {}", t["seq"], v["seq"]),
+            (_, _, true) => format!(
+                "redid what the undo at entry {} took back, at sequence {}",
+                t["seq"], v["seq"]
+            ),
         };
-        let done = if redo { "redid" } else { "undid" };
-        out(&format!("{done} {target} at sequence {}", v["seq"]))?;
+        out(&line)?;
         if v["skipped"].as_u64().unwrap_or(0) > 0 {
             let changed: Vec<&str> = v["changed"]
                 .as_array()
@@ -798,9 +843,4 @@ fn dev_token(api: &str, args: DevTokenArgs) -> Result<(), CliError> {
         .mint(&args.sub, &args.grants.join(" "), args.ttl)
         .map_err(|e| CliError::Other(format!("{e:#}")))?;
     out(&token)
-}
-
-/// Appends a row or column insert or delete: `{"at", "count"}` of type `kind`.
-async fn shape(api: &Api, log: &str, kind: &str, at: Value, count: u32) -> Result<Value, CliError> {
-    commands::append(api, log, kind, json!({"at": at, "count": count}), None).await
 }

@@ -9,12 +9,24 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use sheetlog_tests::api::{ApiConfig, TestApi, json_str};
 
+/// A configuration directory of the tests' own (the CLI keeps its client group there), made
+/// once per test binary and removed with it.
+fn config_home() -> std::io::Result<&'static std::path::Path> {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    if let Some(d) = DIR.get() {
+        return Ok(d.path());
+    }
+    let made = tempfile::tempdir()?;
+    Ok(DIR.get_or_init(|| made).path())
+}
+
 fn sheetlog(api: &str, args: &[&str]) -> std::io::Result<Output> {
     std::process::Command::new(env!("CARGO_BIN_EXE_sheetlog"))
         .arg("--api")
         .arg(api)
         .args(args)
         .env_remove("SHEETLOG_TOKEN")
+        .env("XDG_CONFIG_HOME", config_home()?)
         .output()
 }
 
@@ -143,7 +155,16 @@ async fn edits_a_sheet_and_reads_its_history() {
     assert_eq!(seqs, vec![2, 3, 4, 5, 6]);
     let first: Value = serde_json::from_str(cat.lines().next().unwrap()).unwrap();
     assert_eq!(first["type"], "insert-rows");
-    assert_eq!(first["body"], json!({"at": 1, "count": 2}));
+    // The command line's edits name its own client group (so `undo` can take them back).
+    let group = first["body"]["clientGroupID"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(group.starts_with("cli-"), "{first}");
+    assert_eq!(
+        first["body"],
+        json!({"at": 1, "count": 2, "clientGroupID": group})
+    );
 
     let shown: Value =
         serde_json::from_str(&ok(&base, &["--json", "logs", "show", &log]).await.unwrap()).unwrap();
@@ -227,6 +248,57 @@ async fn restores_a_version_and_undoes_the_restore() {
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
 }
 
+/// `undo` without `--group` takes back this command line's own last edit (`set`, rows and
+/// columns), not an edit a page made meanwhile; `redo` puts it back; and the group is the same
+/// for every command run against this API.
+#[tokio::test(flavor = "multi_thread")]
+async fn undoes_the_command_lines_own_last_edit() {
+    let (api, base, log) = api_and_log("cli-own-undo").await.unwrap();
+    ok(&base, &["set", &log, "A1=one"]).await.unwrap();
+    ok(&base, &["insert-rows", &log, "--at", "1"])
+        .await
+        .unwrap();
+    ok(&base, &["set", &log, "A1=two", "B1=x"]).await.unwrap();
+    // A page's edit in between, in its own group.
+    let body = json!({"pushVersion": 1, "clientGroupID": "page", "profileID": "p",
+        "schemaVersion": "", "mutations": [{"clientID": "c", "id": 1, "name": "set",
+        "timestamp": 1, "args": {"cells": [{"ref": "C3", "value": "page"}]}}]});
+    let r = reqwest::Client::new()
+        .post(api.url(&format!("/logs/{log}/replicache/push")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    assert_eq!(
+        ok(&base, &["export", &log]).await.unwrap(),
+        "two,x\none\n,,page\n"
+    );
+    let said = ok(&base, &["undo", &log]).await.unwrap();
+    // An empty first row is written as an empty quoted field.
+    assert!(said.starts_with("undid entry "), "{said}");
+    assert_eq!(
+        ok(&base, &["export", &log]).await.unwrap(),
+        "\"\"\none\n,,page\n"
+    );
+    ok(&base, &["undo", &log]).await.unwrap();
+    assert_eq!(ok(&base, &["export", &log]).await.unwrap(), "one\n,,page\n");
+    ok(&base, &["redo", &log]).await.unwrap();
+    assert_eq!(
+        ok(&base, &["export", &log]).await.unwrap(),
+        "\"\"\none\n,,page\n"
+    );
+    // The edits name the command line's group; the page's push does not.
+    let entries = ok(&base, &["cat", &log]).await.unwrap();
+    // Three edits, two undos and a redo, all in one group.
+    let groups: Vec<&str> = entries
+        .match_indices("\"clientGroupID\":\"cli-")
+        .map(|(i, m)| &entries[i + m.len()..i + m.len() + 36])
+        .collect();
+    assert_eq!(groups.len(), 6, "{entries}");
+    assert!(groups.iter().all(|g| *g == groups[0]), "{entries}");
+}
+
 /// `undo --group` takes back that client group's last change only, says what it did and what
 /// it left alone, `redo` puts it back, and `history` shows both; nothing left is exit 6.
 #[tokio::test(flavor = "multi_thread")]
@@ -261,7 +333,10 @@ async fn undoes_and_redoes_a_client_groups_change() {
     );
     assert_eq!(ok(&base, &["export", &log]).await.unwrap(), "before,2,3\n");
     let said = ok(&base, &["redo", &log, "--group", "ga"]).await.unwrap();
-    assert_eq!(said, "redid the undo at entry 4 at sequence 5\n");
+    assert_eq!(
+        said,
+        "redid what the undo at entry 4 took back, at sequence 5\n"
+    );
     assert_eq!(ok(&base, &["export", &log]).await.unwrap(), "mine,2,3\n");
     let history = ok(&base, &["history", &log]).await.unwrap();
     assert!(

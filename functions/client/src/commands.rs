@@ -61,15 +61,20 @@ pub enum Based {
     Base(u64),
 }
 
-/// Appends one entry (with a fresh idempotency key, so the retries of [`Api::send`] append once).
+/// Appends one entry (with a fresh idempotency key, so the retries of [`Api::send`] append once),
+/// for client group `group` when given (a step of its undo stack).
 pub async fn append(
     api: &Api,
     log: &str,
     kind: &str,
     body: Value,
     at: Option<Based>,
+    group: Option<&str>,
 ) -> Result<Value, CliError> {
     let mut req = json!({"type": kind, "body": body});
+    if let Some(g) = group {
+        req["clientGroupId"] = json!(g);
+    }
     match at {
         Some(Based::Expected(seq)) => req["expectedSeq"] = json!(seq),
         Some(Based::Base(seq)) => req["baseSeq"] = json!(seq),

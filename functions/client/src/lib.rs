@@ -7,6 +7,8 @@
 //!   API's errors as [`api::CliError`] with exit codes
 //! - `commands.rs` — what the commands do: cell assignments, appends, the upload flow with
 //!   progress, paging through the log
+//! - `groups.rs` — the CLI's own sync client group per API, which its edits name so that
+//!   `sheetlog undo` takes them back
 //! - `login.rs` — `sheetlog login`/`logout`: Cognito sign-in, the stored refresh token
 //! - `private_file.rs` — writing a file readable by its owner only (the stored sign-in, and the
 //!   local stack's issuer key)
@@ -19,6 +21,7 @@
 
 pub mod api;
 pub mod commands;
+pub mod groups;
 pub mod login;
 pub mod private_file;
 pub mod sigv4;

@@ -1,6 +1,7 @@
 //! What a log entry holds, decoded: the log's own markers, a spreadsheet event, or sync clients'
 //! runs of mutations. The one place that knows every entry type of the sheet's log.
 
+use crate::authored::{Authored, TYPE_AUTHORED};
 use crate::event::{DecodeError, Event, TYPE_END_SEGMENT, TYPE_SNAPSHOT};
 use crate::mutations::{MutationBatch, Mutations, TYPE_MUTATIONS, is_batch_version};
 use crate::undo::{TYPE_UNDO, Undo};
@@ -17,6 +18,8 @@ pub enum EntryBody {
     Batch(MutationBatch),
     /// An undo or redo of a client group's step (`crate::undo`).
     Undo(Undo),
+    /// An event appended directly for a client group (`crate::authored`).
+    Authored(Authored),
 }
 
 impl EntryBody {
@@ -31,6 +34,7 @@ impl EntryBody {
             }
             TYPE_MUTATIONS => Mutations::decode(version, body).map(EntryBody::Mutations),
             TYPE_UNDO => Undo::decode(version, body).map(EntryBody::Undo),
+            TYPE_AUTHORED => Authored::decode(version, body).map(EntryBody::Authored),
             _ => Event::decode(type_code, version, body).map(EntryBody::Event),
         }
     }
@@ -40,7 +44,9 @@ impl EntryBody {
     pub fn events(&self) -> impl Iterator<Item = &Event> {
         let (one, runs, undo) = match self {
             EntryBody::Snapshot | EntryBody::EndSegment => (None, &[][..], &[][..]),
-            EntryBody::Event(e) => (Some(e), &[][..], &[][..]),
+            EntryBody::Event(e) | EntryBody::Authored(Authored { event: e, .. }) => {
+                (Some(e), &[][..], &[][..])
+            }
             EntryBody::Mutations(m) => (None, std::slice::from_ref(m), &[][..]),
             EntryBody::Batch(b) => (None, &b.runs[..], &[][..]),
             EntryBody::Undo(u) => (None, &[][..], &u.events[..]),
@@ -66,6 +72,7 @@ impl EntryBody {
             EntryBody::Event(e) => e.type_code(),
             EntryBody::Mutations(_) | EntryBody::Batch(_) => TYPE_MUTATIONS,
             EntryBody::Undo(_) => TYPE_UNDO,
+            EntryBody::Authored(_) => TYPE_AUTHORED,
         }
     }
 }

@@ -19,6 +19,7 @@
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
 //! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
 //! - `entry.rs` — [`EntryBody`]: any stored entry decoded (markers, an event, client runs).
+//! - `authored.rs` — the `authored` entry: an event appended directly for a client group.
 //! - `undo.rs` — the `undo` entry: an undo or redo of a sync client group's step;
 //!   `undo_plan.rs` derives the group's stacks from the log and works out an undo's events.
 //! - `rebase.rs` — moving an edit made against an older view onto the current sheet.
@@ -33,6 +34,7 @@
 //! `docs/sheet-model.md`.
 
 pub mod a1;
+pub mod authored;
 pub mod codec;
 mod csv_records;
 pub mod entry;

@@ -6,7 +6,8 @@
 //!
 //! The rules, as spreadsheets have them:
 //! - a group undoes only its own steps, newest first; a step is one mutation (a typed cell, a
-//!   pasted range, a row or column change), or an earlier undo or redo;
+//!   pasted range, a row or column change), an edit appended directly for the group (the
+//!   CLI's, `crate::authored`), or an earlier undo or redo;
 //! - the inverse of a step is worked out against the sheet just before it, then rebased through
 //!   everything committed after it ([`crate::rebase`]), so a row inserted above by someone else
 //!   does not make the undo land on the wrong cells;
@@ -82,15 +83,8 @@ pub fn stacks<'a>(entries: impl IntoIterator<Item = (u64, &'a EntryBody)>, group
                 }
             }
             EntryBody::Undo(u) if u.group == group => s.record(seq, u),
-            EntryBody::Event(e) if replaced_by(e) == Some(group) => {
-                s.redo.clear();
-                s.undo.push(Step {
-                    target: Target::entry(seq),
-                    prefix: Vec::new(),
-                    events: vec![e.clone()],
-                    suffix: Vec::new(),
-                });
-            }
+            EntryBody::Authored(a) if a.group == group => s.whole(seq, &a.event),
+            EntryBody::Event(e) if replaced_by(e) == Some(group) => s.whole(seq, e),
             _ => {}
         }
     }
@@ -108,6 +102,17 @@ fn replaced_by(e: &Event) -> Option<&str> {
 }
 
 impl Stacks {
+    /// A new step of the group that is a whole entry of one event.
+    fn whole(&mut self, seq: u64, event: &Event) {
+        self.redo.clear();
+        self.undo.push(Step {
+            target: Target::entry(seq),
+            prefix: Vec::new(),
+            events: vec![event.clone()],
+            suffix: Vec::new(),
+        });
+    }
+
     fn record(&mut self, seq: u64, u: &Undo) {
         let (from, to) = if u.redo {
             (&mut self.redo, &mut self.undo)

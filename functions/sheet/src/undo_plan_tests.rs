@@ -414,3 +414,25 @@ fn an_import_by_the_group_is_a_step_undone_by_a_restore_while_nothing_follows() 
         (Vec::new(), 1)
     );
 }
+
+#[test]
+fn an_edit_appended_for_the_group_is_its_step() {
+    let authored = |group: &str, e: Event| {
+        EntryBody::Authored(crate::authored::Authored {
+            group: group.into(),
+            event: e,
+        })
+    };
+    let entries = [
+        (2, authored("cli", set(&[("A1", num(1.0), None)]))),
+        (3, authored("other", set(&[("A2", num(2.0), None)]))),
+        (4, EntryBody::Event(set(&[("A3", num(3.0), None)]))),
+    ];
+    let s = stacks(entries.iter().map(|(q, b)| (*q, b)), "cli");
+    assert_eq!(s.undo.len(), 1);
+    assert_eq!(s.undo[0].target, Target::entry(2));
+    assert!(!replaces(&s.undo[0]));
+    // Later in history it is an edit like any other.
+    let later = history_after(entries[1..].iter().map(|(q, b)| (*q, b)));
+    assert_eq!(later.len(), 2);
+}

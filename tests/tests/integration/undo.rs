@@ -628,3 +628,64 @@ async fn a_restore_the_group_made_is_undone_by_one_undo() -> anyhow::Result<()> 
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     Ok(())
 }
+
+#[tokio::test]
+async fn an_entry_appended_for_a_group_is_its_step_rebased_or_not() -> anyhow::Result<()> {
+    let api = TestApi::start("undo-authored").await?;
+    let c = api.client().await?;
+    let s = Sheet::start(&c, &api).await?;
+    s.append(set_body(&[("B3", json!("before"))])).await?;
+    let path = format!("/logs/{}/entries", s.log);
+    let (status, v) = send_json(
+        c.post(api.url(&path)),
+        Some(
+            json!({"type": "set", "body": {"cells": [{"ref": "B3", "value": "cli"}]},
+            "clientGroupId": "cli-1"}),
+        ),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let base = v["nextSeq"].as_u64().unwrap_or_default();
+    // Someone inserts a row above; the next edit is made against the view before it.
+    s.append(json!({"type": "insert-rows", "body": {"at": 1, "count": 1}}))
+        .await?;
+    let (status, v) = send_json(
+        c.post(api.url(&path)),
+        Some(
+            json!({"type": "set", "body": {"cells": [{"ref": "C3", "value": "moved"}]},
+            "baseSeq": base, "clientGroupId": "cli-1"}),
+        ),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        s.value("C4").await?,
+        json!("moved"),
+        "rebased onto the row's new place"
+    );
+    // Each undo takes back one of the group's edits, where its cells are now.
+    s.undo("cli-1").await?;
+    assert_eq!(s.value("C4").await?, Value::Null);
+    s.undo("cli-1").await?;
+    assert_eq!(s.value("B4").await?, json!("before"));
+    let (status, v) = s.act("undo", "cli-1").await?;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (StatusCode::CONFLICT, &json!("nothing-to-undo")),
+        "{v}"
+    );
+    // The listing shows the edit as its event, with the group.
+    let (_, listed) = send_json(c.get(api.url(&format!("{path}?from=2&limit=1"))), None).await?;
+    assert_eq!(listed["entries"][0]["type"], "set", "{listed}");
+    assert_eq!(
+        listed["entries"][0]["body"]["clientGroupID"], "cli-1",
+        "{listed}"
+    );
+    let (status, v) = send_json(
+        c.post(api.url(&path)),
+        Some(json!({"type": "set", "body": {"cells": [{"ref": "A1", "value": 1}]}, "clientGroupId": " "})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    Ok(())
+}

@@ -235,7 +235,7 @@ fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
         out.push(json!({"op": "put", "key": key, "value": value}));
     };
     match body {
-        EntryBody::Event(_) | EntryBody::Undo(_) => {
+        EntryBody::Event(_) | EntryBody::Undo(_) | EntryBody::Authored(_) => {
             for m in body.events().filter_map(shape_json) {
                 put(json!({"seq": seq, "applied": [m]}));
             }

@@ -27,6 +27,8 @@ pub struct RebasedAppend {
 /// The state of one rebasing append across its attempts.
 pub(in crate::log) struct Rebasing {
     sent: Event,
+    /// The client group an `authored` entry was appended for (written back around the event).
+    group: Option<String>,
     base: u64,
     /// Structural events committed in `base..read_to`, in log order. Cell edits move nothing and
     /// are not kept.
@@ -45,11 +47,17 @@ pub(in crate::log) enum CaughtUp {
 
 impl Rebasing {
     pub(in crate::log) fn new(entry: &NewEntry, base: u64) -> Result<Rebasing, LogError> {
-        let sent = Event::decode(entry.kind.0, entry.version, &entry.body)
-            .map_err(|e| LogError::InvalidEntry(format!("baseSeq needs a sheet event: {e}")))?;
+        let bad = |e: String| LogError::InvalidEntry(format!("baseSeq needs a sheet event: {e}"));
+        let (sent, group) = match EntryBody::decode(entry.kind.0, entry.version, &entry.body) {
+            Ok(EntryBody::Event(e)) => (e, None),
+            Ok(EntryBody::Authored(a)) => (a.event, Some(a.group)),
+            Ok(_) => return Err(bad("not an event".into())),
+            Err(e) => return Err(bad(e.to_string())),
+        };
         Ok(Rebasing {
             current: sent.clone(),
             sent,
+            group,
             base,
             moves: Vec::new(),
             read_to: base,
@@ -134,7 +142,14 @@ impl Rebasing {
 
     /// The entry for the current event.
     pub(in crate::log) fn entry(&self) -> NewEntry {
-        let (code, version, body) = self.current.encode();
+        let (code, version, body) = match &self.group {
+            Some(group) => crate::sheet::authored::Authored {
+                group: group.clone(),
+                event: self.current.clone(),
+            }
+            .encode(),
+            None => self.current.encode(),
+        };
         NewEntry::new(EntryType(code), version, body)
     }
 }

@@ -194,7 +194,7 @@ impl PushRebase {
     fn record(&mut self, seq: u64, body: &EntryBody) {
         match body {
             // An undo is the API's, appended directly: no client's view held it.
-            EntryBody::Event(_) | EntryBody::Undo(_) => {
+            EntryBody::Event(_) | EntryBody::Undo(_) | EntryBody::Authored(_) => {
                 for p in body.events().filter_map(positions) {
                     self.past.push(Past {
                         seq,
