@@ -115,7 +115,8 @@ async function fetched(p: Page, suffix: string, after: number): Promise<{ start:
 function logged(logId: string, message: string): number[] {
   const path = process.env.SHEETLOG_DEV_LOG;
   if (!path || !existsSync(path)) return [];
-  const plain = readFileSync(path, 'utf8').replace(/\x1b\[[0-9;]*m/g, '');
+  // The log's colours (ANSI escape sequences) go first.
+  const plain = readFileSync(path, 'utf8').replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '');
   const out: number[] = [];
   for (const line of plain.split('\n')) {
     if (!line.includes(` ${message} `) || !line.includes(`log=${logId}`)) continue;
