@@ -700,10 +700,30 @@ async fn concurrent_clients_get_contiguous_unique_sequences() -> anyhow::Result<
             let mut seqs = Vec::new();
             for i in 0..20 {
                 let entry = set_body(&[(format!("A{}", client * 20 + i + 1), json!(client))]);
-                let r = c.post(&url).json(&entry).send().await?;
+                // Eight writers on one log: an append that loses too many races answers 503
+                // with Retry-After, and clients are told to send it again (docs/api.md). A 503'd
+                // append wrote nothing, which the check below holds: the log has exactly the
+                // acknowledged ones.
+                let mut attempt = 0;
+                let r = loop {
+                    let r = c.post(&url).json(&entry).send().await?;
+                    attempt += 1;
+                    if r.status() != StatusCode::SERVICE_UNAVAILABLE || attempt == 20 {
+                        break r;
+                    }
+                    let wait = r
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                        .unwrap_or(1);
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        (wait * 1000).min(1000) / 4 + 50 * attempt,
+                    ))
+                    .await;
+                };
                 anyhow::ensure!(
                     r.status() == StatusCode::CREATED,
-                    "append failed: {}",
+                    "append failed after {attempt} attempts: {}",
                     r.status()
                 );
                 let v: Value = r.json().await?;
