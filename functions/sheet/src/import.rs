@@ -35,6 +35,7 @@ use super::limits::{
 };
 use super::value::{Cell, ErrorCode, Row, Value};
 use super::xlsx_formulas::{FormulaCells, Shared, first_sheet_path};
+use super::xlsx_styles::NumberFormats;
 
 /// A seekable byte source (a file, or bytes in memory).
 pub trait ReadSeek: Read + Seek + Send {}
@@ -492,6 +493,9 @@ fn read_xlsx(
         summary.truncated = true;
         return Ok(summary);
     };
+    // Number formats are kept when the styles can be read; a file whose styles cannot be still
+    // imports its values.
+    let formats = NumberFormats::read(&mut zip).unwrap_or_default();
     let path = or_truncated(first_sheet_path(&mut zip), mode)?.flatten();
     let formulas = match path {
         Some(path) => or_truncated(FormulaCells::open(&mut zip, &path), mode)?.flatten(),
@@ -503,6 +507,7 @@ fn read_xlsx(
         f,
         current: None,
         formulas,
+        formats,
         summary,
     };
     loop {
@@ -555,6 +560,8 @@ struct XlsxRows<'a, 'z, R: std::io::Read> {
     /// The sheet's formulas, read in step with the cells (`None` when the sheet part could not
     /// be found again, which calamine having read it rules out).
     formulas: Option<FormulaCells<'z, R>>,
+    /// The number format of each cell style (`xlsx_styles.rs`).
+    formats: NumberFormats,
     summary: ImportSummary,
 }
 
@@ -570,23 +577,28 @@ impl<R: std::io::Read + Seek> XlsxRows<'_, '_, R> {
         let (r, c) = cell.get_position();
         let mode = self.mode;
         // Every cell moves the formulas' reader on, so it stays in step, kept or not.
-        let formula = match self.formulas.as_mut() {
+        let (formula, style) = match self.formulas.as_mut() {
             Some(formulas) => match or_truncated(formulas.next((r, c)), mode)? {
-                Some(formula) => formula,
+                Some(formula) => (formula, formulas.style()),
                 None => return Ok(None),
             },
-            None => None,
+            None => (None, None),
         };
-        self.add_cell(r, c, cell.get_value(), formula).map(Some)
+        let format = style.and_then(|s| self.formats.of(s)).map(Box::<str>::from);
+        self.add_cell(r, c, cell.get_value(), formula, format)
+            .map(Some)
     }
 
-    /// [`Self::add`] for the cell at `r`, `c` holding `v` and, if it has one, `formula`.
+    /// [`Self::add`] for the cell at `r`, `c` holding `v` and, if it has them, `formula` and the
+    /// number format of its style, `style_format` (which a date's own format gives way to only
+    /// when the style names none).
     fn add_cell(
         &mut self,
         r: u32,
         c: u32,
         v: &DataRef<'_>,
         formula: Option<Box<str>>,
+        style_format: Option<Box<str>>,
     ) -> Result<ControlFlow<()>, ImportError> {
         let mode = self.mode;
         if r >= MAX_ROWS || c >= MAX_COLS {
@@ -612,6 +624,7 @@ impl<R: std::io::Read + Seek> XlsxRows<'_, '_, R> {
             (None, Some(content)) => content,
             (None, None) => return Ok(ControlFlow::Continue(())),
         };
+        let format = style_format.as_deref().or(format);
         let same_row = self.current.as_ref().is_some_and(|row| row.index == r);
         if !same_row {
             if self.current.as_ref().is_some_and(|row| row.index > r) {

@@ -118,7 +118,7 @@ impl<R: Read + Seek> Seek for View<R> {
 /// Why the formulas could not be read in step with the values.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct FormulaReadError(String);
+pub struct FormulaReadError(pub(crate) String);
 
 impl From<quick_xml::Error> for FormulaReadError {
     fn from(e: quick_xml::Error) -> Self {
@@ -141,7 +141,7 @@ impl From<zip::result::ZipError> for FormulaReadError {
 type Xml<'a, R> = XmlReader<BufReader<zip::read::ZipFile<'a, R>>>;
 
 /// An XML reader of a part, set up as calamine sets up its own, so both see the same events.
-fn xml_reader<'a, R: Read + Seek>(
+pub(crate) fn xml_reader<'a, R: Read + Seek>(
     zip: &'a mut ZipArchive<R>,
     path: &str,
 ) -> Result<Option<Xml<'a, R>>, FormulaReadError> {
@@ -166,7 +166,7 @@ fn xml_reader<'a, R: Read + Seek>(
 }
 
 /// The value of `e`'s attribute named `key` (prefix included, as calamine matches them).
-fn attribute<'e>(
+pub(crate) fn attribute<'e>(
     e: &'e BytesStart<'_>,
     key: &[u8],
 ) -> Result<Option<Cow<'e, [u8]>>, FormulaReadError> {
@@ -243,6 +243,8 @@ pub struct FormulaCells<'a, R: Read> {
     cell_buf: Vec<u8>,
     text_buf: Vec<u8>,
     shared: SharedFormulas,
+    /// The style (`s`) of the cell [`Self::next`] read last.
+    style: Option<u32>,
 }
 
 impl<R: Read> std::fmt::Debug for FormulaCells<'_, R> {
@@ -297,6 +299,7 @@ impl<'a, R: Read + Seek> FormulaCells<'a, R> {
             cell_buf: Vec::with_capacity(1024),
             text_buf: Vec::with_capacity(1024),
             shared: SharedFormulas::default(),
+            style: None,
         }))
     }
 
@@ -313,6 +316,7 @@ impl<'a, R: Read + Seek> FormulaCells<'a, R> {
                     {
                         return Err(out_of_step(pos));
                     }
+                    self.style = attribute(&c, b"s")?.and_then(|v| number(&v));
                     break;
                 }
                 Event::End(e) if e.local_name().as_ref() == b"sheetData" => {
@@ -325,6 +329,11 @@ impl<'a, R: Read + Seek> FormulaCells<'a, R> {
         let element = self.cell()?;
         self.shared.expire(pos.0);
         Ok(element.and_then(|f| self.shared.formula(pos, f)))
+    }
+
+    /// The style index (`s`) of the cell [`Self::next`] read last, if it names one.
+    pub fn style(&self) -> Option<u32> {
+        self.style
     }
 
     /// The `<f>` of the cell just opened, reading to its end.
