@@ -21,6 +21,7 @@
 //! - `values.rs` — formula values kept beside a snapshot, and when a read may show them.
 //! - `shown.rs` — a range as a reader sees it: formulas replaced by their values, kept or
 //!   evaluated.
+//! - `xlsx_export.rs` — a version written as an XLSX workbook in bounded memory.
 
 pub mod builder;
 mod chunk_list;
@@ -34,6 +35,7 @@ pub mod shown;
 pub mod store;
 pub mod stream;
 pub mod values;
+pub mod xlsx_export;
 
 pub use builder::{
     BuildConfig, BuildResult, BuildStats, Checkpoint, DEFAULT_CHUNK_TARGET, LogEntry, Piece,
