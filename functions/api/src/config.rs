@@ -108,6 +108,9 @@ pub struct ApiConfig {
     /// How long one `DELETE /logs/{logId}` keeps deleting before it answers `202` (more is left;
     /// the client repeats the request). Below the API function's 25 s timeout.
     pub delete_budget: Duration,
+    /// How long one `GET /logs/{logId}/export` may spend writing a workbook before it answers
+    /// `413 export-too-large` (below the API function's 25 s timeout, leaving time to store it).
+    pub export_budget: Duration,
     /// Pokes on AppSync Events after each commit (`SHEETLOG_EVENTS_*`; `docs/sync.md`, "Pokes").
     /// `None`: no pokes, and the web page polls.
     pub pokes: Option<PokeConfig>,
@@ -142,6 +145,7 @@ impl Default for ApiConfig {
             sync_writes: SyncWrites::Direct,
             sync_queue_url: None,
             delete_budget: Duration::from_secs(15),
+            export_budget: Duration::from_secs(18),
             pokes: None,
             auth_mode: AuthMode::Iam,
             catalog_table: None,

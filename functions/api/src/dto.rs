@@ -361,3 +361,20 @@ pub struct ErrorDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upload_path: Option<String>,
 }
+
+/// A version of the sheet exported as a file, ready to download from S3.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportResponse {
+    /// The sheet as of every entry before this sequence.
+    pub seq: u64,
+    /// `xlsx`.
+    pub format: String,
+    /// A presigned GET of the file, valid for `expiresIn` seconds; it needs no other credentials.
+    pub url: String,
+    pub expires_in: u64,
+    /// The file's size.
+    pub bytes: u64,
+    /// `true` when an earlier request had already written this version's file.
+    pub cached: bool,
+}

@@ -115,6 +115,16 @@ pub enum ApiError {
         "evaluating the formulas in this range reads more than one read may load ({limit} cells, 256 MiB of them); read a range whose formulas read fewer cells"
     )]
     FormulasTooLarge { cells: usize, limit: usize },
+    /// An XLSX export that did not finish writing within the API's time for one
+    /// (`ApiConfig::export_budget`).
+    #[error(
+        "this version of the sheet did not finish exporting within the API's {budget_secs} s ({rows_done} of {rows} rows written); export it as CSV (sheetlog export, or the page's Export CSV), which reads the sheet a range at a time"
+    )]
+    ExportTooLarge {
+        rows_done: u32,
+        rows: u32,
+        budget_secs: u64,
+    },
     /// Reading the sheet as of a sequence would hold more entry bytes than the read budget
     /// (`SHEETLOG_READ_BUDGET_BYTES`): the entries after the nearest completed snapshot.
     #[error(
@@ -192,6 +202,7 @@ impl ApiError {
             ViewTooLarge { .. }
             | RangeTooLarge { .. }
             | HistoryTooLarge { .. }
+            | ExportTooLarge { .. }
             | FormulasTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ResponseTooLarge { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LogNotFound(_) | UploadNotFound(_) | RouteNotFound { .. } => StatusCode::NOT_FOUND,
@@ -258,6 +269,7 @@ impl ApiError {
             ViewTooLarge { .. } => "view-too-large",
             RangeTooLarge { .. } => "range-too-large",
             FormulasTooLarge { .. } => "formulas-too-large",
+            ExportTooLarge { .. } => "export-too-large",
             HistoryTooLarge { .. } => "history-too-large",
             ResponseTooLarge { .. } => "response-too-large",
             Forbidden { .. } => "forbidden",

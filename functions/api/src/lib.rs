@@ -13,6 +13,7 @@
 //! - `web.rs`     — the web spreadsheet's embedded bundle, served on the API's origin
 //! - `versions.rs` — acting on history: restoring an earlier version, named versions
 //! - `diff.rs`    — the cells that differ between two versions, a page at a time
+//! - `export.rs`  — a version as an XLSX workbook, downloaded from S3
 //! - `undo.rs`    — per-person undo and redo of a sync client group's own steps
 //! - `cells.rs`   — range reads from the newest completed snapshot at or before `at`, plus the entries after it
 //! - `request.rs` — request parsing shared by routes and sync (log ids, bodies, JSON, queries)
@@ -34,6 +35,7 @@ pub mod diff;
 pub mod dto;
 pub mod entry_json;
 pub mod error;
+pub mod export;
 pub mod invitations;
 pub mod lambda_limit;
 pub mod open_routes;
@@ -88,6 +90,7 @@ pub use state::{AppState, SharedState};
         versions::rename_version,
         versions::delete_version,
         diff::diff,
+        export::export,
         sync::push::push,
         sync::pull::pull,
         sync::clients::client,
@@ -271,6 +274,7 @@ pub fn router(state: SharedState) -> Router {
             put(versions::rename_version).delete(versions::delete_version),
         )
         .route("/logs/{log_id}/diff", get(diff::diff))
+        .route("/logs/{log_id}/export", get(export::export))
         .route(access::PUSH_ROUTE, post(sync::push::push))
         .route("/logs/{log_id}/replay", post(sync::clients::replay))
         .route("/logs/{log_id}/replicache/pull", post(sync::pull::pull))

@@ -13,6 +13,7 @@ mod catalog;
 mod chaos;
 mod dedupe;
 mod event_log;
+mod export;
 mod formulas;
 mod function_environment;
 mod lambda_runtime;

@@ -195,6 +195,31 @@ impl S3Bucket {
         Ok(())
     }
 
+    /// Writes the file at `path` to `key`, streamed from disk (never held in memory), optionally
+    /// tagged for auto-delete. For files up to S3's 5 GB single PUT.
+    #[instrument(skip(self), fields(bucket = %self.bucket))]
+    pub async fn put_file(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+        discardable: bool,
+    ) -> Result<(), StoreError> {
+        let body = ByteStream::from_path(path)
+            .await
+            .map_err(|e| StoreError::service(SERVICE, "PutObject (reading the file)", e))?;
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(body);
+        if discardable {
+            req = req.tagging(auto_delete_tagging());
+        }
+        req.send().await.map_err(|e| s3_error("PutObject", e))?;
+        Ok(())
+    }
+
     /// Writes an object unless one is already at `key`, in one request: a PUT with
     /// `If-None-Match: *`, which S3 refuses with 412 when the key exists. `true` when this call
     /// wrote it. A `409 ConditionalRequestConflict` (another conditional write to the key in
@@ -318,6 +343,33 @@ impl S3Bucket {
     /// content type the object was stored with (an upload's type is the caller's choice), so a
     /// URL this stack hands out never renders as a page in a browser.
     pub async fn presign_get(&self, key: &str, ttl: Duration) -> Result<String, StoreError> {
+        self.presign_download(key, ttl, None).await
+    }
+
+    /// As [`presign_get`](Self::presign_get), and a browser saves the object as `filename`
+    /// (letters, digits, `.`, `-` and `_` only; anything else is replaced by `_`).
+    pub async fn presign_download(
+        &self,
+        key: &str,
+        ttl: Duration,
+        filename: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let disposition = match filename {
+            Some(name) => {
+                let safe: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                format!("attachment; filename=\"{safe}\"")
+            }
+            None => "attachment".to_owned(),
+        };
         let cfg = PresigningConfig::expires_in(ttl)
             .map_err(|e| StoreError::service(SERVICE, "presign GetObject", e))?;
         let req = self
@@ -326,7 +378,7 @@ impl S3Bucket {
             .bucket(&self.bucket)
             .key(key)
             .response_content_type("application/octet-stream")
-            .response_content_disposition("attachment")
+            .response_content_disposition(disposition)
             .presigned(cfg)
             .await
             .map_err(|e| s3_error("presign GetObject", e))?;

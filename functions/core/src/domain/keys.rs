@@ -29,6 +29,14 @@ pub fn upload_key(log: LogId, upload_id: &str) -> String {
     format!("{}uploads/{upload_id}", payload_prefix(log))
 }
 
+/// Where the XLSX export of a log as of sequence `seq` is kept, written by exporter version
+/// `version`: a version never changes, so one export serves every request for it until the
+/// auto-delete tag it is written with expires it. Under the payload prefix, so deleting the log
+/// deletes it.
+pub fn export_key(log: LogId, seq: u64, version: u32) -> String {
+    format!("{}exports/{seq:020}-v{version}.xlsx", payload_prefix(log))
+}
+
 /// The key of a committed upload's file: each commit copies the uploaded object here, and the
 /// entry refers to this copy. Nobody is ever given a URL that writes it, so the bytes an entry
 /// names cannot be replaced, re-tagged or deleted through the upload URL.
@@ -76,6 +84,7 @@ mod tests {
         let other = LogId::new_random();
         assert!(is_payload_of(log, &body_key(log)));
         assert!(is_payload_of(log, &upload_key(log, "u1-x")));
+        assert!(is_payload_of(log, &export_key(log, 7, 1)));
         assert!(is_payload_of(log, &file_key(log, "u1-x", Some("\"abc\""))));
         assert_eq!(
             file_key(log, "u1-x", Some("\"abc\"")),
