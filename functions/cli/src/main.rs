@@ -7,16 +7,19 @@
 //! no Lambda event-source mappings).
 //!
 //! This file parses the arguments, runs one function per command (`Session`) and gives the
-//! output and exit codes. The commands run on the API's client, `sheetlog-client`
-//! (`functions/client`); `dev` and `dev-token` on the local stack, `sheetlog-local`
-//! (`functions/local`).
+//! output and exit codes; `export.rs` holds the `export` command's two formats. The commands
+//! run on the API's client, `sheetlog-client` (`functions/client`); `dev` and `dev-token` on the
+//! local stack, `sheetlog-local` (`functions/local`).
 
 use clap::{Parser, Subcommand};
+use export::ExportFormat;
 use serde_json::{Value, json};
 use sheetlog_client::api::{Api, Auth, CliError, execute_api_region};
 use sheetlog_client::commands::{self, out};
 use std::path::Path;
 use std::time::Duration;
+
+mod export;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -83,7 +86,8 @@ enum Command {
         log: String,
         file: std::path::PathBuf,
     },
-    /// The sheet as CSV on stdout (or --output), as of now or of sequence --at.
+    /// The sheet as CSV on stdout (or --output), as of now or of sequence --at; --format xlsx
+    /// downloads the workbook the server writes.
     Export {
         log: String,
         /// The sheet as of every entry before this sequence.
@@ -93,9 +97,14 @@ enum Command {
         #[arg(long, short)]
         output: Option<std::path::PathBuf>,
         /// Write texts exactly as stored: by default a text starting with =, +, -, @, tab or
-        /// carriage return gets a leading ' so spreadsheet programs do not run it as a formula.
+        /// carriage return gets a leading ' so spreadsheet programs do not run it as a formula
+        /// (CSV only: an XLSX cell knows a text from a formula).
         #[arg(long)]
         raw: bool,
+        /// csv (the default), or xlsx: a workbook the server writes, with formulas, their
+        /// values and number formats.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+        format: ExportFormat,
     },
     /// The cells that differ between the sheet as of --from and as of --to (default: now), one
     /// line each: the cell, what it held, what it holds (`--json`: one object per line).
@@ -322,7 +331,22 @@ async fn run(
             at,
             output,
             raw,
-        } => session.export(&log, at, output.as_deref(), raw).await,
+            format: ExportFormat::Csv,
+        } => export::csv(&session.api, session.json, &log, at, output.as_deref(), raw).await,
+        Command::Export {
+            log,
+            at,
+            output,
+            raw,
+            format: ExportFormat::Xlsx,
+        } => {
+            if raw {
+                return Err(CliError::Input(
+                    "--raw is for CSV: an XLSX cell keeps a text that starts with = a text".into(),
+                ));
+            }
+            export::xlsx(&session.api, session.json, &log, at, output.as_deref()).await
+        }
         Command::History { log, from } => session.history(&log, from).await,
         Command::Diff { log, from, to } => session.diff(&log, from, to).await,
         Command::Versions { log, name, at } => session.versions(&log, name.zip(at)).await,
@@ -549,37 +573,6 @@ impl Session {
                 v["nextSeq"]
             ))
         }
-    }
-
-    /// `export`: the sheet as CSV to `output` or stdout; the summary on stderr with `--json`,
-    /// on stdout when written to a file.
-    async fn export(
-        &self,
-        log: &str,
-        at: Option<u64>,
-        output: Option<&Path>,
-        raw: bool,
-    ) -> Result<(), CliError> {
-        let api = &self.api;
-        let done = match output {
-            Some(path) => {
-                let file = std::fs::File::create(path)
-                    .map_err(CliError::io(format!("creating {}", path.display())))?;
-                commands::export(api, log, at, raw, std::io::BufWriter::new(file)).await?
-            }
-            None => commands::export(api, log, at, raw, std::io::stdout().lock()).await?,
-        };
-        let summary = json!({"seq": done.seq, "rows": done.rows, "columns": done.columns,
-            "requests": done.requests});
-        if self.json {
-            eprintln!("{summary}");
-        } else if output.is_some() {
-            out(&format!(
-                "exported {} rows x {} columns as of sequence {}",
-                done.rows, done.columns, done.seq
-            ))?;
-        }
-        Ok(())
     }
 
     /// `history`: the log's entries, one line each.

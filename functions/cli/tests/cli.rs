@@ -207,6 +207,73 @@ async fn exports_any_version_as_csv() {
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
 }
 
+/// `export --format xlsx` downloads the server's workbook, to a file or to stdout (the same
+/// bytes), now or as of an older sequence; calamine reads it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn exports_any_version_as_xlsx() {
+    use calamine::{Data, Reader, Xlsx};
+    let (_api, base, log) = api_and_log("cli-export-xlsx").await.unwrap();
+    ok(&base, &["set", &log, "A1=name", "B1=2", "C1==B1*21"])
+        .await
+        .unwrap();
+    ok(&base, &["set", &log, "A1=changed"]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("now.xlsx");
+    let said = ok(
+        &base,
+        &[
+            "export",
+            &log,
+            "--format",
+            "xlsx",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(
+        said.starts_with("exported the sheet as of sequence 3 as XLSX ("),
+        "{said}"
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    let read = |bytes: &[u8]| {
+        let mut book = Xlsx::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
+        let r = book.worksheet_range("Sheet1").unwrap();
+        (0..3)
+            .map(|c| r.get_value((0, c)).cloned().unwrap_or(Data::Empty))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        read(&bytes),
+        [
+            Data::String("changed".into()),
+            Data::Float(2.0),
+            Data::Float(42.0)
+        ]
+    );
+    // To stdout when it is not a terminal: the same file.
+    let o = run(&base, &["export", &log, "--format", "xlsx"])
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, bytes);
+    let o = run(&base, &["export", &log, "--format", "xlsx", "--at", "2"])
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&o.stdout)[0], Data::String("name".into()));
+    let o = run(&base, &["export", &log, "--format", "xlsx", "--at", "99"])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = run(&base, &["export", &log, "--format", "xlsx", "--raw"])
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--raw is for CSV"), "{}", stderr(&o));
+}
+
 /// `restore --at` makes the sheet what `export --at` shows, says how to undo it, and the undo
 /// brings back what it replaced; a version past the end is exit 3 with nothing written.
 #[tokio::test(flavor = "multi_thread")]

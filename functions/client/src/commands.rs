@@ -465,6 +465,88 @@ pub async fn export(
     Ok(done)
 }
 
+/// What an XLSX export downloaded.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportedFile {
+    pub seq: u64,
+    pub bytes: u64,
+    /// The server had written this version's file before.
+    pub cached: bool,
+}
+
+/// Downloads the sheet as of `at` (default: now) as an XLSX workbook: the server writes it
+/// (`GET …/export?format=xlsx`) and answers a presigned URL, read from S3 straight into `w` a
+/// piece at a time, with a progress bar.
+pub async fn export_xlsx(
+    api: &Api,
+    log: &str,
+    at: Option<u64>,
+    mut w: impl Write,
+) -> Result<ExportedFile, CliError> {
+    let path = match at {
+        Some(at) => format!("logs/{log}/export?format=xlsx&at={at}"),
+        None => format!("logs/{log}/export?format=xlsx"),
+    };
+    let spinner = ProgressBar::new_spinner().with_message("the server is writing the workbook");
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let answer = api.get(&path).await;
+    spinner.finish_and_clear();
+    let answer = answer?;
+    let field = |k: &str| {
+        answer[k]
+            .as_u64()
+            .ok_or_else(|| CliError::Other(format!("the export answer has no {k}: {answer}")))
+    };
+    let (seq, bytes) = (field("seq")?, field("bytes")?);
+    let url = answer["url"]
+        .as_str()
+        .ok_or_else(|| CliError::Other(format!("the export answer has no url: {answer}")))?;
+    let resp = api
+        .plain()
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| CliError::Unreachable {
+            url: "the export's download URL".into(),
+            source: e.into(),
+        })?;
+    if !resp.status().is_success() {
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        return Err(CliError::Other(format!(
+            "the download was refused by storage ({status}): {}",
+            text.chars().take(300).collect::<String>()
+        )));
+    }
+    let bar = ProgressBar::new(bytes).with_style(
+        ProgressStyle::with_template("downloading {bar:32} {bytes}/{total_bytes} {eta} left")
+            .map_err(|e| CliError::Other(e.to_string()))?,
+    );
+    let mut got = 0u64;
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.try_next().await.map_err(|e| CliError::Unreachable {
+        url: "the export's download URL".into(),
+        source: e.into(),
+    })? {
+        w.write_all(&chunk)
+            .map_err(CliError::io("writing the workbook"))?;
+        got += chunk.len() as u64;
+        bar.set_position(got);
+    }
+    bar.finish_and_clear();
+    w.flush().map_err(CliError::io("writing the workbook"))?;
+    if got != bytes {
+        return Err(CliError::Other(format!(
+            "the download ended after {got} of the workbook's {bytes} bytes; run the export again"
+        )));
+    }
+    Ok(ExportedFile {
+        seq,
+        bytes,
+        cached: answer["cached"].as_bool().unwrap_or(false),
+    })
+}
+
 fn write_record<W: Write>(
     out: &mut csv::Writer<W>,
     fields: &[impl AsRef<[u8]>],
