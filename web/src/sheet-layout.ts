@@ -33,6 +33,7 @@ export interface SheetLayout {
   fileInput: HTMLInputElement;
   importLabel: HTMLLabelElement;
   exportBtn: HTMLButtonElement;
+  xlsxBtn: HTMLButtonElement;
   historyBtn: HTMLButtonElement;
   progress: HTMLProgressElement;
   progressText: HTMLSpanElement;
@@ -101,6 +102,10 @@ function toolbarControls() {
     "Download the sheet as shown, as CSV. Texts that would run as formulas in a spreadsheet program get a leading ' " +
       '(Alt-click: every text exactly as stored)',
   );
+  const xlsxBtn = button(
+    'Download XLSX',
+    'Download the sheet as shown as an Excel workbook: values, formulas with their values, number formats',
+  );
   const historyBtn = button('History', 'See the sheet as it was at any version');
   const progress = el('progress', { className: 'progress', hidden: true, max: 1 });
   const progressText = el('span', { className: 'progress-text' });
@@ -119,6 +124,7 @@ function toolbarControls() {
     fileInput,
     importLabel,
     exportBtn,
+    xlsxBtn,
     historyBtn,
     progress,
     progressText,
@@ -166,6 +172,7 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
       c.delCol,
       c.importLabel,
       c.exportBtn,
+      c.xlsxBtn,
       c.historyBtn,
       c.progress,
       c.progressText,

@@ -2,7 +2,8 @@
  * Import and export of one sheet. Import replaces the sheet with a CSV or XLSX file: a presigned
  * upload with a progress bar, then the commit, then a wait until the live view has it. Export
  * downloads the view shown as CSV, read by range at its sequence; texts that would run as
- * formulas get a leading `'` unless the button is Alt-clicked.
+ * formulas get a leading `'` unless the button is Alt-clicked. Download XLSX asks the server for
+ * the version shown as a workbook and downloads it from S3.
  */
 import { ApiError, type CellsAnswer, call, type Extent, putWithProgress, type Upload } from './api';
 import { colName, csvValue, plain, type Value } from './model';
@@ -97,6 +98,40 @@ export function exportAction(ctx: SheetContext): void {
     } catch (e) {
       ui.progressText.textContent = '';
       messages.error(e instanceof ApiError ? e.message : `The export failed: ${String(e)}`);
+    }
+  };
+}
+
+/** What `GET /logs/{logId}/export` answers. */
+interface ExportAnswer {
+  seq: number;
+  url: string;
+  bytes: number;
+}
+
+/**
+ * Download XLSX: the server writes the version on screen as a workbook into S3 and answers a
+ * presigned URL, which the browser downloads (the URL names the file; it needs no token).
+ */
+export function xlsxAction(ctx: SheetContext): void {
+  const { ui, messages, api } = ctx;
+  ui.xlsxBtn.onclick = async () => {
+    if (!ctx.shown) return;
+    const seq = ctx.shown.seq;
+    ui.xlsxBtn.disabled = true;
+    ui.progressText.textContent = 'Writing the workbook…';
+    try {
+      const a = await call<ExportAnswer>('GET', `${api}/export?format=xlsx&at=${seq}`);
+      const link = el('a', { href: a.url });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      ui.progressText.textContent = `Downloaded version ${seq} (${Math.ceil(a.bytes / 1024)} KB).`;
+    } catch (e) {
+      ui.progressText.textContent = '';
+      messages.error(e instanceof ApiError ? e.message : `The download failed: ${String(e)}`);
+    } finally {
+      ui.xlsxBtn.disabled = false;
     }
   };
 }

@@ -11,7 +11,7 @@ import { sheetHistory } from './sheet-history';
 import { lockForViewer, sheetLayout } from './sheet-layout';
 import { startSync } from './sheet-sync';
 import { toolbarActions } from './sheet-toolbar';
-import { exportAction, importAction } from './sheet-transfer';
+import { exportAction, importAction, xlsxAction } from './sheet-transfer';
 import { undoActions } from './sheet-undo';
 import { sheetView } from './sheet-view';
 import { remember } from './sheets';
@@ -82,6 +82,7 @@ export async function openSheet(
   );
   importAction(ctx, history.exit, () => sync.rep.clientGroupID);
   exportAction(ctx);
+  xlsxAction(ctx);
   if (viewOnly) lockForViewer(ui, grid);
   grid.el.focus();
   grid.schedule();
