@@ -39,6 +39,9 @@ export interface FunctionDefaults {
   readonly spool: Size;
 }
 
+/** The API's /tmp room for an XLSX export (docs/api.md, "Export"). */
+export const EXPORT_SPOOL_MIB = 1024;
+
 export function functionDefaults(config: SheetlogConfig, functionsDir: string): FunctionDefaults {
   const architecture = config.architecture === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64;
   const logRetention = config.logRetentionDays as logs.RetentionDays;
@@ -77,7 +80,10 @@ export function addApi(
     // core, and Lambda allots CPU in proportion to memory (1,769 MB = 1 vCPU): about 11 s at
     // 512 MB, before S3's transfer time, of the 25 s timeout; about 5.5 s at 1,024 MB.
     memorySize: 1024,
-    ephemeralStorageSize: spool,
+    // An XLSX export writes its worksheet's XML to /tmp and zips it there too: 540 MB for 10M
+    // cells (`./scripts/bench export`, `xlsx_export_tmp_bytes`), more than the 18 s it may spend
+    // writes here. One request at a time uses /tmp, so the larger of the two needs is the size.
+    ephemeralStorageSize: Size.mebibytes(Math.max(spool.toMebibytes(), EXPORT_SPOOL_MIB)),
   })
     // The API only creates Entry and Segment items (appends, new logs and segments, all
     // conditional puts); the snapshot worker is what updates them.
