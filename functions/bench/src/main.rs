@@ -8,6 +8,8 @@
 //! - `snapshot.rs` — `snapshot`: snapshot build rate and peak memory, incremental write
 //!   amplification, CSV import rate. Each measured build runs in a child process (this binary
 //!   re-executed with a hidden subcommand) so its peak resident memory is its own.
+//! - `export.rs` — `export`: a 10M-cell sheet written as XLSX (rate, peak memory, file size),
+//!   in a child process for its peak memory.
 //! - `pipeline.rs` — `pipeline`: snapshot job latency through the running local pipeline, and the
 //!   snapshot worker's peak memory on a 1M-cell import (in a child process, the same way).
 //!
@@ -38,6 +40,7 @@
 
 mod api_costs;
 mod chart;
+mod export;
 mod formulas;
 mod hot;
 mod hot_client;
@@ -100,6 +103,12 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         chunk_targets: Option<Vec<u32>>,
     },
+    /// XLSX export: a sheet of 10M cells (the snapshot benchmark's sample) written as a
+    /// workbook from its snapshot, as the API writes one: cells/s, peak memory, file size.
+    Export(export::ExportArgs),
+    /// Internal: one measured export in this process (run by `export`).
+    #[command(hide = true)]
+    ExportChild(export::ExportChildArgs),
     /// Side-effect pipeline on the local stack: snapshot job latency (append -> snapshot
     /// complete) and the snapshot worker's peak memory for a 1M-cell sheet.
     Pipeline(pipeline::PipelineArgs),
@@ -162,6 +171,8 @@ fn main() -> anyhow::Result<()> {
             cells,
             chunk_targets,
         } => snapshot::run(json, cells, chunk_targets),
+        Command::Export(args) => export::run(args),
+        Command::ExportChild(args) => export::child(args),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Chaos(args) => chaos(args),
         Command::Import(args) => import::run(args),

@@ -18,7 +18,7 @@ use sheetlog_core::snapshot::{
 use sheetlog_sheet::sample::{SAMPLE_COLS, sample_line, write_wide_sample_csv};
 use uuid::Uuid;
 
-const LOG: Uuid = Uuid::from_u128(0xbe4c_0000_0000_4000_8000_0000_0000_0001);
+pub(crate) const LOG: Uuid = Uuid::from_u128(0xbe4c_0000_0000_4000_8000_0000_0000_0001);
 
 #[derive(Debug, clap::Args)]
 pub struct ChildArgs {
@@ -51,17 +51,17 @@ pub fn sample_csv(args: SampleCsvArgs) -> anyhow::Result<()> {
 
 /// Lines and sample rows per line for a sheet of `cells` cells: wide lines keep a big sheet
 /// within the 1,048,576-row limit.
-fn sample_shape(cells: u64) -> (u64, u64) {
+pub(crate) fn sample_shape(cells: u64) -> (u64, u64) {
     let per_line = cells.div_ceil(10 * 1_000_000).max(1);
     (cells / (10 * per_line), per_line)
 }
 
 /// What a child build reports on stdout.
 #[derive(Debug, Serialize, Deserialize)]
-struct ChildReport {
-    rows: u64,
-    cells: u64,
-    seconds: f64,
+pub(crate) struct ChildReport {
+    pub(crate) rows: u64,
+    pub(crate) cells: u64,
+    pub(crate) seconds: f64,
     chunks: u64,
     stored_bytes: u64,
     checkpoints: u64,
@@ -147,7 +147,7 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
 
 /// CPU time this process has used, all threads (`utime + stime` of `/proc/self/stat`, in the
 /// kernel's fixed USER_HZ of 100 ticks a second, so 10 ms resolution).
-fn cpu_seconds() -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds() -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
     // Fields after the command name (which is in parentheses and may hold spaces): state is
     // field 3, utime 14 and stime 15.
@@ -194,7 +194,7 @@ fn import_entry(seq: u64, key: &str) -> LogEntry {
 
 /// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns);
 /// returns the file's size.
-fn write_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
+pub(crate) fn write_csv(path: &Path, lines: u64, per_line: u64) -> anyhow::Result<u64> {
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     write_wide_sample_csv(&mut w, lines, per_line)?;
     w.flush()?;
@@ -222,7 +222,7 @@ pub(crate) fn write_csv_of_size(
     Ok((rows, written))
 }
 
-fn run_child(csv: &Path, store_dir: Option<&Path>) -> anyhow::Result<ChildReport> {
+pub(crate) fn run_child(csv: &Path, store_dir: Option<&Path>) -> anyhow::Result<ChildReport> {
     run_child_on(csv, store_dir, None)
 }
 
@@ -244,6 +244,19 @@ fn least_cpu(runs: Vec<ChildReport>) -> anyhow::Result<ChildReport> {
         .context("no runs")
 }
 
+/// This binary as a child process, pinned to CPU `cpu` (`taskset`) when given.
+pub(crate) fn child_command(cpu: Option<u32>) -> anyhow::Result<Command> {
+    let exe = std::env::current_exe()?;
+    Ok(match cpu {
+        Some(c) => {
+            let mut t = Command::new("taskset");
+            t.arg("-c").arg(c.to_string()).arg(exe);
+            t
+        }
+        None => Command::new(exe),
+    })
+}
+
 /// Runs a build child, pinned to one CPU (`taskset`) when `cpu` is given, so the import reader
 /// thread and the builder share a single core as on a 1-vCPU Lambda.
 fn run_child_on(
@@ -251,15 +264,7 @@ fn run_child_on(
     store_dir: Option<&Path>,
     cpu: Option<u32>,
 ) -> anyhow::Result<ChildReport> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = match cpu {
-        Some(c) => {
-            let mut t = Command::new("taskset");
-            t.arg("-c").arg(c.to_string()).arg(exe);
-            t
-        }
-        None => Command::new(exe),
-    };
+    let mut cmd = child_command(cpu)?;
     cmd.arg("build-child").arg("--csv").arg(csv);
     if let Some(d) = store_dir {
         cmd.arg("--store-dir").arg(d);
@@ -415,7 +420,7 @@ fn say(s: &str) {
 }
 
 /// A directory for the filesystem stores, and whether it is on tmpfs.
-fn fs_stores() -> anyhow::Result<(tempfile::TempDir, bool)> {
+pub(crate) fn fs_stores() -> anyhow::Result<(tempfile::TempDir, bool)> {
     // The filesystem stores go to tmpfs where there is one: on a disk, creating a file per chunk
     // costs what the disk's inode allocator costs that day (on this machine's ext4, half the
     // build's CPU went to skipping recently deleted inodes, and the 10M figure ranged from 4 M
