@@ -463,6 +463,23 @@ pub async fn post_entry(
     Ok((status, r.json().await?))
 }
 
+/// Appends `entry` and expects `201`: its sequence.
+pub async fn append_ok(
+    c: &ApiClient,
+    api: &TestApi,
+    log: &str,
+    entry: serde_json::Value,
+) -> anyhow::Result<u64> {
+    let (status, v) = post_entry(c, api, log, entry).await?;
+    anyhow::ensure!(
+        status == reqwest::StatusCode::CREATED,
+        "append: {status} {v}"
+    );
+    v["seq"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
+}
+
 /// Sends `req` with `body` as JSON, if any: the status and the JSON answer (`null` when the
 /// answer is not JSON). The access tests' one way to call the API as a given caller.
 pub async fn send_json(

@@ -10,18 +10,10 @@ use calamine::{Data, Reader, Xlsx};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{ApiClient, TestApi, new_log, post_entry, send_json_with as send_json};
+use sheetlog_tests::api::{ApiClient, TestApi, append_ok, new_log, send_json_with as send_json};
 use sheetlog_tests::fixtures::set_body;
 
 const RANGE: &str = "A1:E12";
-
-async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
-    let (status, v) = post_entry(c, api, log, entry).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "append: {status} {v}");
-    v["seq"]
-        .as_u64()
-        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
-}
 
 async fn export(
     c: &ApiClient,
@@ -137,9 +129,9 @@ async fn an_xlsx_export_reads_back_as_the_api_reads_the_sheet_at_any_version() -
             (format!("A{i}"), json!(i * 10)),
             (format!("B{i}"), json!(format!("row {i}"))),
         ];
-        append(&c, &api, &log, set_body(&cells)).await?;
+        append_ok(&c, &api, &log, set_body(&cells)).await?;
     }
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -153,7 +145,7 @@ async fn an_xlsx_export_reads_back_as_the_api_reads_the_sheet_at_any_version() -
         ]}}),
     )
     .await?;
-    let old = append(
+    let old = append_ok(
         &c,
         &api,
         &log,
@@ -161,7 +153,7 @@ async fn an_xlsx_export_reads_back_as_the_api_reads_the_sheet_at_any_version() -
     )
     .await?
         + 1;
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -218,7 +210,7 @@ async fn an_export_refuses_what_it_cannot_do_in_words() -> anyhow::Result<()> {
     let api = TestApi::start("export-errors").await?;
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
-    let next = append(&c, &api, &log, set_body(&[("A1", json!(1))])).await? + 1;
+    let next = append_ok(&c, &api, &log, set_body(&[("A1", json!(1))])).await? + 1;
     for (query, status, code) in [
         ("format=csv", StatusCode::BAD_REQUEST, "invalid-query"),
         (
@@ -260,7 +252,7 @@ async fn an_export_past_its_time_budget_answers_413_and_keeps_nothing() -> anyho
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
     // The sheet is 16,384 columns wide: a window holds 6 rows of it, so 7 rows take two.
-    append(
+    append_ok(
         &c,
         &api,
         &log,

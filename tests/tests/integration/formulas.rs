@@ -9,16 +9,10 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
-use sheetlog_tests::api::{ApiClient, TestApi, commit_upload, new_log, post_entry, upload_file};
+use sheetlog_tests::api::{
+    ApiClient, TestApi, append_ok, commit_upload, new_log, post_entry, upload_file,
+};
 use sheetlog_tests::fixtures::set_body;
-
-async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
-    let (status, v) = post_entry(c, api, log, entry).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "append: {status} {v}");
-    v["seq"]
-        .as_u64()
-        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
-}
 
 async fn cells(c: &ApiClient, api: &TestApi, log: &str, query: &str) -> anyhow::Result<Value> {
     let r = c
@@ -36,7 +30,7 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
     let api = TestApi::start("formulas").await?;
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
-    let first = append(
+    let first = append_ok(
         &c,
         &api,
         &log,
@@ -105,7 +99,7 @@ async fn reads_answer_computed_values_and_formulas() -> anyhow::Result<()> {
     );
 
     // Edit an input: the sum follows. The read at the earlier sequence still computes the old.
-    let before_edit = append(&c, &api, &log, set_body(&[("A2", json!(25))])).await?;
+    let before_edit = append_ok(&c, &api, &log, set_body(&[("A2", json!(25))])).await?;
     let now = cells(&c, &api, &log, "range=A4").await?;
     assert_eq!(now["values"], json!([[65]]), "{now}");
     let old = cells(&c, &api, &log, &format!("range=A4&at={before_edit}")).await?;
@@ -122,7 +116,7 @@ async fn row_and_column_edits_rewrite_references() -> anyhow::Result<()> {
     let api = TestApi::start("formula-refs").await?;
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -136,7 +130,7 @@ async fn row_and_column_edits_rewrite_references() -> anyhow::Result<()> {
         ]),
     )
     .await?;
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -149,14 +143,14 @@ async fn row_and_column_edits_rewrite_references() -> anyhow::Result<()> {
     assert_eq!(v["formulas"]["C1"], "=B3+1", "{v}");
     assert_eq!(v["values"][0], json!([1, 106, 31]), "{v}");
 
-    append(
+    append_ok(
         &c,
         &api,
         &log,
         json!({"type": "insert-columns", "body": {"at": "A", "count": 1}}),
     )
     .await?;
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -219,7 +213,7 @@ async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::
             };
             batch.push((format!("B{i}"), b));
         }
-        append(&c, &api, &log, set_body(&batch)).await?;
+        append_ok(&c, &api, &log, set_body(&batch)).await?;
     }
     // Wait for a completed snapshot, so the read below starts from its chunks.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -266,7 +260,7 @@ async fn formulas_read_through_snapshots_and_move_with_later_edits() -> anyhow::
         "the whole chain was loaded: {v}"
     );
     // Rows inserted at the top after the snapshot: every formula in its chunks moves.
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -320,7 +314,7 @@ async fn an_xlsx_import_keeps_its_formulas_and_reads_compute_them() -> anyhow::R
         "{v}"
     );
     // An edit after the import: the imported formulas compute from it.
-    append(&c, &api, &log, set_body(&[("A1", json!(5))])).await?;
+    append_ok(&c, &api, &log, set_body(&[("A1", json!(5))])).await?;
     let v = cells(&c, &api, &log, "range=B1:B2").await?;
     assert_eq!(v["values"], json!([[10], [50]]), "{v}");
     Ok(())
@@ -337,9 +331,9 @@ async fn a_formula_typed_against_an_older_view_follows_the_rows_others_moved() -
         .iter()
         .map(|(r, v)| (r.as_str(), v.clone()))
         .collect();
-    let base = append(&c, &api, &log, set_body(&refs)).await? + 1;
+    let base = append_ok(&c, &api, &log, set_body(&refs)).await? + 1;
     // Someone else inserts a row above row 2 after the view the formulas are typed in.
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -348,7 +342,7 @@ async fn a_formula_typed_against_an_older_view_follows_the_rows_others_moved() -
     .await?;
     let mut entry = set_body(&[("B1", json!("=SUM(A1:A5)")), ("C1", json!("=A5*10"))]);
     entry["baseSeq"] = json!(base);
-    append(&c, &api, &log, entry).await?;
+    append_ok(&c, &api, &log, entry).await?;
     // The references name the cells their author saw: the range grew over the new row, A5 is A6.
     let v = cells(&c, &api, &log, "range=B1:C1").await?;
     assert_eq!(

@@ -9,20 +9,12 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_api::ApiConfig;
 use sheetlog_tests::api::{
-    ApiClient, TestApi, commit_upload, new_log, post_entry, send_json_with as send_json,
+    ApiClient, TestApi, append_ok, commit_upload, new_log, post_entry, send_json_with as send_json,
     upload_file,
 };
 use sheetlog_tests::fixtures::{pull_body, set_body};
 
 const RANGE: &str = "A1:D12";
-
-async fn append(c: &ApiClient, api: &TestApi, log: &str, entry: Value) -> anyhow::Result<u64> {
-    let (status, v) = post_entry(c, api, log, entry).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "append: {status} {v}");
-    v["seq"]
-        .as_u64()
-        .ok_or_else(|| anyhow::anyhow!("no seq in {v}"))
-}
 
 /// The sheet's cells in [`RANGE`] as of `at` (now when `None`): values, formulas and formats.
 async fn sheet(c: &ApiClient, api: &TestApi, log: &str, at: Option<u64>) -> anyhow::Result<Value> {
@@ -50,9 +42,9 @@ async fn history(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<u64>
             (format!("A{i}"), json!(i * 10)),
             (format!("B{i}"), json!(format!("row {i}"))),
         ];
-        append(c, api, log, set_body(&cells)).await?;
+        append_ok(c, api, log, set_body(&cells)).await?;
     }
-    append(
+    append_ok(
         c,
         api,
         log,
@@ -62,7 +54,7 @@ async fn history(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<u64>
         ]}}),
     )
     .await?;
-    let version = append(
+    let version = append_ok(
         c,
         api,
         log,
@@ -71,21 +63,21 @@ async fn history(c: &ApiClient, api: &TestApi, log: &str) -> anyhow::Result<u64>
     .await?
         + 1;
     // After the version: overwrites, a delete, new cells.
-    append(
+    append_ok(
         c,
         api,
         log,
         set_body(&[("A1", json!("changed")), ("B9", json!(true))]),
     )
     .await?;
-    append(
+    append_ok(
         c,
         api,
         log,
         json!({"type": "delete-rows", "body": {"at": 1, "count": 2}}),
     )
     .await?;
-    append(c, api, log, set_body(&[("D5", json!("later"))])).await?;
+    append_ok(c, api, log, set_body(&[("D5", json!("later"))])).await?;
     Ok(version)
 }
 
@@ -134,7 +126,7 @@ async fn a_restore_makes_the_sheet_an_earlier_version_and_keeps_what_came_after(
     assert_eq!(entries["entries"][0]["body"], json!({"seq": version}));
 
     // Edits go on from the restored sheet; the formula computes over it.
-    append(&c, &api, &log, set_body(&[("A2", json!(1000))])).await?;
+    append_ok(&c, &api, &log, set_body(&[("A2", json!(1000))])).await?;
     let mut expected = then.clone();
     expected["values"][1][0] = json!(1000);
     expected["values"][0][2] = json!(1190);
@@ -249,15 +241,15 @@ async fn a_replicache_client_that_pulls_after_a_restore_gets_the_restored_sheet(
     let api = TestApi::start("restore-pull").await?;
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
-    append(&c, &api, &log, set_body(&[("A1", json!("old"))])).await?;
-    let version = append(&c, &api, &log, set_body(&[("B2", json!(2))])).await? + 1;
+    append_ok(&c, &api, &log, set_body(&[("A1", json!("old"))])).await?;
+    let version = append_ok(&c, &api, &log, set_body(&[("B2", json!(2))])).await? + 1;
     let pull = |cookie: Value| {
         send_json(
             c.post(api.url(&format!("/logs/{log}/replicache/pull"))),
             Some(pull_body("g1", cookie)),
         )
     };
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -323,14 +315,14 @@ async fn a_diff_lists_the_cells_that_differ_between_two_versions_page_by_page() 
     let api = TestApi::start("diff").await?;
     let c = api.client().await?;
     let log = new_log(&c, &api).await?;
-    append(
+    append_ok(
         &c,
         &api,
         &log,
         set_body(&[("A1", json!(1)), ("B1", json!("same")), ("A2", json!(2))]),
     )
     .await?;
-    let from = append(
+    let from = append_ok(
         &c,
         &api,
         &log,
@@ -341,7 +333,7 @@ async fn a_diff_lists_the_cells_that_differ_between_two_versions_page_by_page() 
     )
     .await?
         + 1;
-    append(
+    append_ok(
         &c,
         &api,
         &log,
@@ -355,7 +347,7 @@ async fn a_diff_lists_the_cells_that_differ_between_two_versions_page_by_page() 
     )
     .await?;
     // B1 is written again with the same value: not a change.
-    let to = append(&c, &api, &log, set_body(&[("B1", json!("same"))])).await? + 1;
+    let to = append_ok(&c, &api, &log, set_body(&[("B1", json!("same"))])).await? + 1;
     let expected = vec![
         json!({"ref": "A1", "before": {"value": 1}, "after": {"value": 10}}),
         json!({"ref": "A2", "before": {"value": 2}, "after": {"value": null}}),
@@ -429,8 +421,8 @@ async fn a_diff_of_a_sheet_larger_than_a_window_finds_changes_in_every_window() 
     .await?;
     let r = commit_upload(&c, &api, &log, &upload).await?;
     anyhow::ensure!(r.status() == StatusCode::CREATED, "commit: {}", r.status());
-    let from = append(&c, &api, &log, set_body(&[("B2", json!("top"))])).await? + 1;
-    append(
+    let from = append_ok(&c, &api, &log, set_body(&[("B2", json!("top"))])).await? + 1;
+    append_ok(
         &c,
         &api,
         &log,

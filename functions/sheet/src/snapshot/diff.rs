@@ -69,9 +69,7 @@ pub async fn diff_page(
     let mut changes = Vec::new();
     let mut bytes = 0usize;
     let mut row = start;
-    let mut window = u32::try_from(WINDOW_CELLS / u64::from(cols))
-        .unwrap_or(u32::MAX)
-        .max(1);
+    let mut window = window_rows(cols);
     let full = |changes: &Vec<Change>, bytes: usize| {
         changes.len() >= page.limit || bytes >= page.max_bytes
     };
@@ -82,14 +80,7 @@ pub async fn diff_page(
                 next_row: Some(row),
             });
         }
-        let last = row.saturating_add(window - 1).min(rows - 1);
-        let range = Range::new(
-            CellRef { row, col: 0 },
-            CellRef {
-                row: last,
-                col: cols - 1,
-            },
-        );
+        let (last, range) = window_range(row, window, (rows, cols));
         let (Some(a), Some(b)) = (
             read(store, payloads, log_id, old, range).await?,
             read(store, payloads, log_id, new, range).await?,
@@ -126,6 +117,27 @@ pub async fn diff_page(
         changes,
         next_row: None,
     })
+}
+
+/// Rows of a window of [`WINDOW_CELLS`] cells of a sheet `cols` columns wide (at least one).
+pub(super) fn window_rows(cols: u32) -> u32 {
+    u32::try_from(WINDOW_CELLS / u64::from(cols.max(1)))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// The window of up to `window` whole rows from `row` of a sheet of `rows` × `cols`: its last
+/// row and its range.
+pub(super) fn window_range(row: u32, window: u32, (rows, cols): (u32, u32)) -> (u32, Range) {
+    let last = row.saturating_add(window - 1).min(rows - 1);
+    let range = Range::new(
+        CellRef { row, col: 0 },
+        CellRef {
+            row: last,
+            col: cols.max(1) - 1,
+        },
+    );
+    (last, range)
 }
 
 /// Rows and columns that cover both versions.

@@ -25,12 +25,12 @@ use rust_xlsxwriter::{Format, Workbook, Worksheet, XlsxError};
 use uuid::Uuid;
 
 use super::SnapshotError;
-use super::diff::{Version, WINDOW_CELLS};
+use super::diff::{Version, WINDOW_CELLS, window_range, window_rows};
 use super::read::{ReadBudget, extent, read_rows};
 use super::shown::{ShownError, shown_rows};
 use super::store::{BlobStore, ImportSource};
 use crate::value::{ErrorCode, Value};
-use crate::{Cell, CellRef, Range, Row};
+use crate::{Cell, Range, Row};
 
 /// What the writer makes of a sheet. A cached export names it, so an export written by an older
 /// writer is not handed out once this one writes something else.
@@ -103,20 +103,11 @@ pub async fn export_xlsx(
     let target = (path.to_path_buf(), tempdir.to_path_buf());
     let writer = tokio::task::spawn_blocking(move || write_workbook(rx, target));
 
-    let mut window = u32::try_from(WINDOW_CELLS / u64::from(cols))
-        .unwrap_or(u32::MAX)
-        .max(1);
+    let mut window = window_rows(cols);
     let mut row = 0u32;
     let mut failed = None;
     while row < rows {
-        let last = row.saturating_add(window - 1).min(rows - 1);
-        let range = Range::new(
-            CellRef { row, col: 0 },
-            CellRef {
-                row: last,
-                col: cols - 1,
-            },
-        );
+        let (last, range) = window_range(row, window, (rows, cols));
         let next = match read_window(store, payloads, log_id, v, range).await {
             Ok(Some(w)) => w,
             Ok(None) if window > 1 => {

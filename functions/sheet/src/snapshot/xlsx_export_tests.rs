@@ -12,13 +12,13 @@ use calamine::{Data, Reader, Xlsx};
 use super::super::diff::Version;
 use super::super::tests::{LOG, SMALL, build, replay, rt};
 use super::*;
-use crate::CellEdit;
 use crate::entry::EntryBody;
 use crate::event::{Event, Import, ImportFormat, InsertRows, RowNumber, SetCells};
 use crate::import::{ImportPos, Mode};
 use crate::snapshot::{LogEntry, MemBlobs, MemImports, load_manifest};
 use crate::test_support::{at, n, text};
 use crate::value::Formula;
+use crate::{CellEdit, CellRef};
 
 fn edit(a1: &str, value: Value, format: Option<&str>) -> CellEdit {
     CellEdit {
@@ -238,6 +238,26 @@ fn an_empty_sheet_is_a_workbook_of_one_empty_worksheet() {
     assert!(book.worksheet_range(SHEET_NAME).unwrap().is_empty());
 }
 
+/// The sheet of `entries` alone (no snapshot) exported to `path`, its temporary files in `tmp`.
+fn export_entries(
+    entries: &[LogEntry],
+    (path, tmp): (&std::path::Path, &std::path::Path),
+    progress: &mut (dyn FnMut(u32, u32) -> ControlFlow<()> + Send),
+) -> Result<ExportStats, ExportError> {
+    let v = Version {
+        base: None,
+        entries,
+    };
+    rt().block_on(export_xlsx(
+        &MemBlobs::new(),
+        &MemImports::new(),
+        LOG,
+        v,
+        (path, tmp),
+        progress,
+    ))
+}
+
 #[test]
 fn a_temporary_directory_that_cannot_be_written_is_an_error_not_a_panic() {
     let entries = vec![LogEntry::event(
@@ -246,23 +266,14 @@ fn a_temporary_directory_that_cannot_be_written_is_an_error_not_a_panic() {
             cells: vec![edit("A1", n(1.0), None)],
         }),
     )];
-    let store = MemBlobs::new();
-    let payloads = MemImports::new();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-dir");
-    let err = rt()
-        .block_on(export_xlsx(
-            &store,
-            &payloads,
-            LOG,
-            Version {
-                base: None,
-                entries: &entries,
-            },
-            (&dir.path().join("out.xlsx"), &missing),
-            &mut |_, _| ControlFlow::Continue(()),
-        ))
-        .unwrap_err();
+    let err = export_entries(
+        &entries,
+        (&dir.path().join("out.xlsx"), &missing),
+        &mut |_, _| ControlFlow::Continue(()),
+    )
+    .unwrap_err();
     assert!(matches!(err, ExportError::Write(_)), "{err:?}");
 }
 
@@ -283,23 +294,12 @@ fn a_progress_that_stops_leaves_an_error_naming_how_far_it_got_and_no_file() {
                 .collect(),
         }),
     )];
-    let store = MemBlobs::new();
-    let payloads = MemImports::new();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("out.xlsx");
-    let err = rt()
-        .block_on(export_xlsx(
-            &store,
-            &payloads,
-            LOG,
-            Version {
-                base: None,
-                entries: &entries,
-            },
-            (&path, dir.path()),
-            &mut |_, _| ControlFlow::Break(()),
-        ))
-        .unwrap_err();
+    let err = export_entries(&entries, (&path, dir.path()), &mut |_, _| {
+        ControlFlow::Break(())
+    })
+    .unwrap_err();
     assert!(
         matches!(
             err,
