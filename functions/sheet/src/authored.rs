@@ -42,16 +42,7 @@ impl Authored {
     }
 
     pub fn decode(version: u16, body: &[u8]) -> Result<Authored, DecodeError> {
-        if version != BODY_VERSION {
-            return Err(DecodeError::UnsupportedVersion {
-                type_name: TYPE_NAME,
-                version,
-            });
-        }
-        let codec = |source| DecodeError::Codec {
-            type_name: TYPE_NAME,
-            source,
-        };
+        let codec = DecodeError::check_version(TYPE_NAME, version, version == BODY_VERSION)?;
         let mut r = Reader::new(body);
         let group = r.str(MAX_ID_BYTES, "client group id").map_err(codec)?;
         let group = group.to_owned();

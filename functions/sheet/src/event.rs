@@ -215,6 +215,22 @@ pub enum DecodeError {
     },
 }
 
+impl DecodeError {
+    /// What every binary body of type `type_name` checks first: that this build reads its
+    /// `version` (`known`), else [`DecodeError::UnsupportedVersion`]. Answers the wrapper of that
+    /// type's codec errors.
+    pub(crate) fn check_version(
+        type_name: &'static str,
+        version: u16,
+        known: bool,
+    ) -> Result<impl Fn(CodecError) -> DecodeError + Copy, DecodeError> {
+        if !known {
+            return Err(DecodeError::UnsupportedVersion { type_name, version });
+        }
+        Ok(move |source| DecodeError::Codec { type_name, source })
+    }
+}
+
 const TYPE_NAMES: [&str; 7] = [
     "set",
     "insert-rows",

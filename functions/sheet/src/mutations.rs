@@ -231,16 +231,11 @@ impl Mutations {
     }
 
     pub fn decode(version: u16, body: &[u8]) -> Result<Mutations, DecodeError> {
-        if version != super::event::BODY_VERSION && version != RUN_SENT_VERSION {
-            return Err(DecodeError::UnsupportedVersion {
-                type_name: TYPE_NAME,
-                version,
-            });
-        }
-        let codec = |source| DecodeError::Codec {
-            type_name: TYPE_NAME,
-            source,
-        };
+        let codec = DecodeError::check_version(
+            TYPE_NAME,
+            version,
+            version == super::event::BODY_VERSION || version == RUN_SENT_VERSION,
+        )?;
         let mut r = Reader::new(body);
         let group = r
             .str(MAX_ID_BYTES, "client group id")
@@ -381,16 +376,7 @@ impl MutationBatch {
     }
 
     pub fn decode(version: u16, body: &[u8]) -> Result<MutationBatch, DecodeError> {
-        if !is_batch_version(version) {
-            return Err(DecodeError::UnsupportedVersion {
-                type_name: TYPE_NAME,
-                version,
-            });
-        }
-        let codec = |source| DecodeError::Codec {
-            type_name: TYPE_NAME,
-            source,
-        };
+        let codec = DecodeError::check_version(TYPE_NAME, version, is_batch_version(version))?;
         let mut r = Reader::new(body);
         let n = r.varint().map_err(codec)?;
         if n == 0 || n > MAX_RUNS_PER_ENTRY as u64 {
