@@ -1,166 +1,19 @@
-//! The compact binary primitives shared by the event bodies and the snapshot chunks: LEB128
-//! varints and the cell encoding.
+//! The cell encoding shared by the event bodies and the snapshot chunks, over the primitives of
+//! `bytes.rs` (LEB128 varints, lengths, texts), which it re-exports.
 //!
 //! Written by hand rather than through a serde format because these bytes are a storage contract:
 //! they are hashed (chunk names) and stored for years, so they must not change when a dependency
 //! does. Every decoder returns an error on malformed input and never panics.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::formula::{Formula, MAX_FORMULA_CHARS};
 use super::limits::{MAX_FORMAT_BYTES, MAX_TEXT_CHARS};
+use super::style::Style;
 use super::value::{Cell, ErrorCode, Value};
 
-/// Why bytes did not decode.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CodecError {
-    #[error("truncated: needed {0} more bytes")]
-    Truncated(usize),
-    #[error("varint too long")]
-    BadVarint,
-    #[error("unknown cell tag {0:#04x}")]
-    BadTag(u8),
-    #[error("text is not UTF-8")]
-    BadUtf8,
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0} unexpected trailing bytes")]
-    Trailing(usize),
-}
-
-/// Appends encoded values to a byte vector.
-#[derive(Debug, Default)]
-pub struct Writer {
-    pub buf: Vec<u8>,
-}
-
-impl Writer {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn u8(&mut self, v: u8) {
-        self.buf.push(v);
-    }
-
-    /// An unsigned LEB128 varint, written here rather than through the `leb128` crate: its
-    /// byte-at-a-time `Write` made a snapshot build 17% slower (docs/design.md, "What we wrote
-    /// ourselves, and why").
-    #[inline]
-    pub fn varint(&mut self, mut v: u64) {
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                self.buf.push(byte);
-                return;
-            }
-            self.buf.push(byte | 0x80);
-        }
-    }
-
-    pub fn bytes(&mut self, b: &[u8]) {
-        self.varint(b.len() as u64);
-        self.buf.extend_from_slice(b);
-    }
-
-    pub fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
-}
-
-/// Reads encoded values from a byte slice.
-#[derive(Debug)]
-pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    /// Steps back over the byte just read (after a `u8` that peeked at a tag).
-    fn unread(&mut self) {
-        self.pos = self.pos.saturating_sub(1);
-    }
-
-    pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    /// Fails unless every byte was consumed.
-    pub fn finish(&self) -> Result<(), CodecError> {
-        match self.remaining() {
-            0 => Ok(()),
-            n => Err(CodecError::Trailing(n)),
-        }
-    }
-
-    pub fn u8(&mut self) -> Result<u8, CodecError> {
-        let b = *self.buf.get(self.pos).ok_or(CodecError::Truncated(1))?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
-        if self.remaining() < n {
-            return Err(CodecError::Truncated(n - self.remaining()));
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-
-    /// An unsigned LEB128 varint: more than 64 bits is [`CodecError::BadVarint`], running out of
-    /// bytes [`CodecError::Truncated`].
-    pub fn varint(&mut self) -> Result<u64, CodecError> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            let bits = u64::from(b & 0x7f);
-            if shift == 63 && bits > 1 {
-                return Err(CodecError::BadVarint);
-            }
-            v |= bits << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(CodecError::BadVarint)
-    }
-
-    /// A varint that must fit `u32` and be at most `max`; `what` names it in the error.
-    pub fn varint_u32(&mut self, max: u32, what: &str) -> Result<u32, CodecError> {
-        let v = self.varint()?;
-        if v > u64::from(max) {
-            return Err(CodecError::Invalid(format!("{what} {v} exceeds {max}")));
-        }
-        Ok(v as u32)
-    }
-
-    /// A length-prefixed byte string of at most `max` bytes.
-    pub fn bytes(&mut self, max: usize, what: &str) -> Result<&'a [u8], CodecError> {
-        let n = self.varint()?;
-        if n > max as u64 {
-            return Err(CodecError::Invalid(format!(
-                "{what} is {n} bytes, the limit is {max}"
-            )));
-        }
-        self.take(n as usize)
-    }
-
-    pub fn str(&mut self, max: usize, what: &str) -> Result<&'a str, CodecError> {
-        std::str::from_utf8(self.bytes(max, what)?).map_err(|_| CodecError::BadUtf8)
-    }
-}
+pub use super::bytes::{CodecError, Reader, Writer};
 
 // Cell tag byte: the low bits are the kind, FORMAT_BIT says a format string follows the value.
 const KIND_EMPTY: u8 = 0;
@@ -176,6 +29,8 @@ const KIND_INT: u8 = 6;
 /// (`KIND_EMPTY` when none is known).
 const KIND_FORMULA: u8 = 7;
 const FORMAT_BIT: u8 = 0x80;
+/// A style follows the format (snapshot chunks only: an event's cells carry none).
+const STYLE_BIT: u8 = 0x40;
 /// Integers up to this magnitude are exact in an `f64`, so the int form round-trips.
 const MAX_SAFE_INT: f64 = 9_007_199_254_740_992.0;
 
@@ -248,14 +103,95 @@ pub fn write_text_cell(w: &mut Writer, t: &str) {
     write_text_tag(w, t, 0);
 }
 
+/// Encodes a cell with its style written out in full (see [`write_cell_in`]).
 pub fn write_cell(w: &mut Writer, cell: &Cell) {
-    write_value(w, &cell.value, cell.format.as_deref());
+    write_cell_in(w, cell, &mut StyleTable::default());
 }
+
+/// Encodes a cell. A styled cell has the tag's `0x40` bit and, after its format, a varint: `0`
+/// and the style in full ([`Style::write`]), which becomes the next entry of `table`, or `i + 1`
+/// for the style already at `table[i]`. A snapshot chunk keeps one table from its first row, so
+/// each style it uses is written once.
+pub fn write_cell_in(w: &mut Writer, cell: &Cell, table: &mut StyleTable) {
+    let Some(style) = &cell.style else {
+        return write_value(w, &cell.value, cell.format.as_deref());
+    };
+    let tag_at = w.len();
+    write_value(w, &cell.value, cell.format.as_deref());
+    w.buf[tag_at] |= STYLE_BIT;
+    match table.find(style) {
+        Some(i) => w.varint(u64::from(i) + 1),
+        None => {
+            w.u8(0);
+            style.write(w);
+            table.add(style.clone());
+        }
+    }
+}
+
+/// The styles a run of encoded cells has written in full so far, in order (a snapshot chunk's,
+/// from its first row): what a later cell refers to by position.
+#[derive(Debug, Default, Clone)]
+pub struct StyleTable {
+    styles: Vec<Arc<Style>>,
+    index: HashMap<Arc<Style>, u32>,
+    /// The last style found, by pointer: runs of cells share one `Arc`.
+    last: Option<(Arc<Style>, u32)>,
+}
+
+impl StyleTable {
+    fn find(&mut self, s: &Arc<Style>) -> Option<u32> {
+        if let Some((l, i)) = &self.last
+            && Arc::ptr_eq(l, s)
+        {
+            return Some(*i);
+        }
+        let i = *self.index.get(s)?;
+        self.last = Some((s.clone(), i));
+        Some(i)
+    }
+
+    fn add(&mut self, s: Arc<Style>) {
+        let i = self.styles.len() as u32;
+        self.index.insert(s.clone(), i);
+        self.last = Some((s.clone(), i));
+        self.styles.push(s);
+    }
+
+    /// Forgets every style (a new chunk begins).
+    pub fn clear(&mut self) {
+        self.styles.clear();
+        self.index.clear();
+        self.last = None;
+    }
+
+    /// How many styles it holds.
+    pub fn len(&self) -> usize {
+        self.styles.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.styles.is_empty()
+    }
+}
+
+/// The styles a reader has met so far in a run of cells, in order (see [`write_cell_in`]).
+#[derive(Debug, Default, Clone)]
+pub struct StyleRefs(Vec<Arc<Style>>);
 
 /// Decodes what [`write_value`] wrote, checking the limits.
 pub fn read_value(r: &mut Reader<'_>) -> Result<(Value, Option<Box<str>>), CodecError> {
+    let (value, format, styled) = read_tagged(r)?;
+    if styled {
+        return Err(CodecError::Invalid("a style where none may be".into()));
+    }
+    Ok((value, format))
+}
+
+/// A value, its format, and whether a style follows.
+fn read_tagged(r: &mut Reader<'_>) -> Result<(Value, Option<Box<str>>, bool), CodecError> {
     let tag = r.u8()?;
-    let value = match tag & !FORMAT_BIT {
+    let value = match tag & !(FORMAT_BIT | STYLE_BIT) {
         KIND_EMPTY => Value::Empty,
         KIND_TEXT => {
             let t = r.str(MAX_TEXT_BYTES, "text")?;
@@ -294,7 +230,7 @@ pub fn read_value(r: &mut Reader<'_>) -> Result<(Value, Option<Box<str>>), Codec
             let mut f = Formula::new(text).map_err(|e| CodecError::Invalid(e.to_string()))?;
             let cached = match r.u8()? {
                 KIND_EMPTY => None,
-                t if t & FORMAT_BIT != 0 || t & !FORMAT_BIT == KIND_FORMULA => {
+                t if t & (FORMAT_BIT | STYLE_BIT) != 0 || t == KIND_FORMULA => {
                     return Err(CodecError::BadTag(t));
                 }
                 _ => {
@@ -312,12 +248,41 @@ pub fn read_value(r: &mut Reader<'_>) -> Result<(Value, Option<Box<str>>), Codec
     } else {
         None
     };
-    Ok((value, format))
+    Ok((value, format, tag & STYLE_BIT != 0))
 }
 
+/// Decodes a cell [`write_cell`] wrote (a style, if any, in full).
 pub fn read_cell(r: &mut Reader<'_>) -> Result<Cell, CodecError> {
-    let (value, format) = read_value(r)?;
-    Ok(Cell { value, format })
+    read_cell_in(r, &mut StyleRefs::default())
+}
+
+/// Decodes a cell [`write_cell_in`] wrote, `refs` holding the styles met before it in its run.
+pub fn read_cell_in(r: &mut Reader<'_>, refs: &mut StyleRefs) -> Result<Cell, CodecError> {
+    let (value, format, styled) = read_tagged(r)?;
+    let style = if styled {
+        let at = r.varint()?;
+        if at == 0 {
+            let s = Arc::new(Style::read(r)?);
+            if s.is_default() {
+                return Err(CodecError::Invalid("a default style stored".into()));
+            }
+            refs.0.push(s.clone());
+            Some(s)
+        } else {
+            let s = usize::try_from(at - 1)
+                .ok()
+                .and_then(|i| refs.0.get(i))
+                .ok_or_else(|| CodecError::Invalid(format!("style {at} before it was written")))?;
+            Some(s.clone())
+        }
+    } else {
+        None
+    };
+    Ok(Cell {
+        value,
+        format,
+        style,
+    })
 }
 
 #[cfg(test)]

@@ -11,9 +11,10 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::a1::{CellRef, column_name, parse_column};
+use super::a1::{CellRef, Range, column_name, parse_column};
 use super::codec::{self, CodecError, Reader, Writer};
-use super::limits::{MAX_CELLS_PER_SET, MAX_COLS, MAX_ROWS};
+use super::limits::{MAX_CELLS_PER_SET, MAX_CELLS_PER_STYLE, MAX_COLS, MAX_ROWS};
+use super::style::StylePatch;
 use super::value::{Cell, Value, check_format};
 
 /// Type code of the log's own Snapshot entry (owned by the log core).
@@ -28,6 +29,8 @@ pub const TYPE_DELETE_COLUMNS: u16 = 20;
 pub const TYPE_IMPORT: u16 = 21;
 /// Type code of `restore` (22 is the sync clients' `mutations`, `crate::mutations`).
 pub const TYPE_RESTORE: u16 = 23;
+/// Type code of `style` (24 is `undo`, `crate::undo`; 25 `authored`, `crate::authored`).
+pub const TYPE_STYLE: u16 = 26;
 
 /// The body version every type is written with today. Decoders keep accepting older versions.
 pub const BODY_VERSION: u16 = 1;
@@ -60,6 +63,63 @@ pub enum Event {
     DeleteColumns(DeleteColumns),
     Import(Import),
     Restore(Restore),
+    Style(StyleCells),
+}
+
+/// `style`: change how the cells of some ranges look, keeping their values: each field the patch
+/// names is set (or cleared by `null`), the others stay. An empty cell in a range becomes a styled
+/// empty cell; a cell left with no value, format or style is removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StyleCells {
+    pub ranges: Vec<Range>,
+    pub style: StylePatch,
+}
+
+impl StyleCells {
+    /// The cells the ranges cover, counting a cell in two overlapping ranges twice.
+    pub fn cell_count(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|r| u64::from(r.rows()) * u64::from(r.cols()))
+            .sum()
+    }
+
+    /// The first and last rows any range covers.
+    pub fn row_bounds(&self) -> Option<(u32, u32)> {
+        let lo = self.ranges.iter().map(|r| r.start.row).min()?;
+        let hi = self.ranges.iter().map(|r| r.end.row).max()?;
+        Some((lo, hi))
+    }
+
+    /// The columns the ranges cover in `row`, as sorted, disjoint, inclusive spans (empty when
+    /// no range covers it).
+    pub fn columns_in(&self, row: u32) -> Vec<(u32, u32)> {
+        let mut spans: Vec<(u32, u32)> = self
+            .ranges
+            .iter()
+            .filter(|r| (r.start.row..=r.end.row).contains(&row))
+            .map(|r| (r.start.col, r.end.col))
+            .collect();
+        spans.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(spans.len());
+        for (a, b) in spans {
+            match merged.last_mut() {
+                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        merged
+    }
+
+    /// The next row at or after `row` that a range covers.
+    pub fn next_row_from(&self, row: u32) -> Option<u32> {
+        self.ranges
+            .iter()
+            .filter(|r| r.end.row >= row)
+            .map(|r| r.start.row.max(row))
+            .min()
+    }
 }
 
 /// `set`: write cells. Each edit replaces the whole cell (value and format); `null` with no format
@@ -231,7 +291,7 @@ impl DecodeError {
     }
 }
 
-const TYPE_NAMES: [&str; 7] = [
+const TYPE_NAMES: [&str; 8] = [
     "set",
     "insert-rows",
     "delete-rows",
@@ -239,6 +299,7 @@ const TYPE_NAMES: [&str; 7] = [
     "delete-columns",
     "import",
     "restore",
+    "style",
 ];
 
 /// The JSON `type` name of a spreadsheet event's type code (`None` for the log's own entries and
@@ -248,6 +309,7 @@ pub fn type_name_of(type_code: u16) -> Option<&'static str> {
     match type_code {
         TYPE_SET..=TYPE_IMPORT => Some(TYPE_NAMES[usize::from(type_code - TYPE_SET)]),
         TYPE_RESTORE => Some(TYPE_NAMES[6]),
+        TYPE_STYLE => Some(TYPE_NAMES[7]),
         _ => None,
     }
 }
@@ -263,6 +325,7 @@ impl Event {
             Event::DeleteColumns(_) => "delete-columns",
             Event::Import(_) => "import",
             Event::Restore(_) => "restore",
+            Event::Style(_) => "style",
         }
     }
 
@@ -275,6 +338,7 @@ impl Event {
             Event::DeleteColumns(_) => TYPE_DELETE_COLUMNS,
             Event::Import(_) => TYPE_IMPORT,
             Event::Restore(_) => TYPE_RESTORE,
+            Event::Style(_) => TYPE_STYLE,
         }
     }
 
@@ -300,6 +364,7 @@ impl Event {
             "delete-columns" => Event::DeleteColumns(parse_body(body)?),
             "import" => Event::Import(parse_body(body)?),
             "restore" => Event::Restore(parse_body(body)?),
+            "style" => Event::Style(parse_body(body)?),
             other => {
                 return Err(ValidationError::new(
                     "type",
@@ -386,6 +451,29 @@ impl Event {
                 Some(g) => check_id("clientGroupID", g),
                 None => Ok(()),
             },
+            Event::Style(st) => {
+                if st.ranges.is_empty() {
+                    return Err(ValidationError::new(
+                        "ranges",
+                        "must hold at least one range",
+                    ));
+                }
+                let n = st.cell_count();
+                if n > MAX_CELLS_PER_STYLE {
+                    return Err(ValidationError::new(
+                        "ranges",
+                        format!("cover {n} cells, the limit per entry is {MAX_CELLS_PER_STYLE}"),
+                    ));
+                }
+                st.style
+                    .validate()
+                    .map_err(|e| ValidationError::new("style", e))?;
+                if let Some(Some(f)) = &st.style.format {
+                    check_format(f)
+                        .map_err(|e| ValidationError::new("style.format", e.to_string()))?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -437,6 +525,15 @@ impl Event {
                     w.str(g);
                     return (TYPE_RESTORE, GROUP_VERSION, w.buf);
                 }
+            }
+            Event::Style(st) => {
+                w.varint(st.ranges.len() as u64);
+                for r in &st.ranges {
+                    for v in [r.start.row, r.start.col, r.end.row, r.end.col] {
+                        w.varint(u64::from(v));
+                    }
+                }
+                st.style.write(&mut w);
             }
         }
         (self.type_code(), BODY_VERSION, w.buf)
@@ -568,6 +665,7 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
             seq: r.varint()?,
             group: None,
         }),
+        TYPE_STYLE => decode_style(r)?,
         _ => Event::Import(Import {
             format: match r.u8()? {
                 0 => ImportFormat::Csv,
@@ -577,6 +675,33 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
             group: None,
         }),
     })
+}
+
+/// A `style` body: the range count, each range's corners (row, column, row, column), the patch.
+fn decode_style(r: &mut Reader<'_>) -> Result<Event, CodecError> {
+    let n = r.varint()?;
+    if n > MAX_CELLS_PER_STYLE {
+        return Err(CodecError::Invalid(format!("{n} ranges")));
+    }
+    // Every range takes at least four bytes, so a lying count cannot over-allocate.
+    let mut ranges = Vec::with_capacity((n as usize).min(r.remaining() / 4));
+    for _ in 0..n {
+        let corner = |r: &mut Reader<'_>| -> Result<CellRef, CodecError> {
+            Ok(CellRef {
+                row: r.varint_u32(MAX_ROWS - 1, "row")?,
+                col: r.varint_u32(MAX_COLS - 1, "column")?,
+            })
+        };
+        let (a, b) = (corner(r)?, corner(r)?);
+        if b.row < a.row || b.col < a.col {
+            return Err(CodecError::Invalid(
+                "a range whose corners are swapped".into(),
+            ));
+        }
+        ranges.push(Range { start: a, end: b });
+    }
+    let style = StylePatch::read(r)?;
+    Ok(Event::Style(StyleCells { ranges, style }))
 }
 
 /// `at`/`count` of a row or column span: `count >= 1` and the span ends inside the sheet.

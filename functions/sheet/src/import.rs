@@ -21,6 +21,7 @@
 use std::borrow::Cow;
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use calamine::{DataRef, Reader as _, Xlsx};
 use serde::{Deserialize, Serialize};
@@ -33,9 +34,10 @@ use super::limits::{
     MAX_COLS, MAX_CSV_RECORD_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_XLSX_COMPRESSION_RATIO,
     MAX_XLSX_PART_BYTES, MAX_XLSX_UNCOMPRESSED_BYTES,
 };
+use super::style::Style;
 use super::value::{Cell, ErrorCode, Row, Value};
 use super::xlsx_formulas::{FormulaCells, Shared, first_sheet_path};
-use super::xlsx_styles::NumberFormats;
+use super::xlsx_styles::CellStyles;
 
 /// A seekable byte source (a file, or bytes in memory).
 pub trait ReadSeek: Read + Seek + Send {}
@@ -191,6 +193,7 @@ impl CsvSink for RowSink<'_> {
             Cell {
                 value: field.into_value(),
                 format: None,
+                style: None,
             },
         ));
         Ok(())
@@ -493,9 +496,9 @@ fn read_xlsx(
         summary.truncated = true;
         return Ok(summary);
     };
-    // Number formats are kept when the styles can be read; a file whose styles cannot be still
-    // imports its values.
-    let formats = NumberFormats::read(&mut zip).unwrap_or_default();
+    // Number formats and styles are kept when the styles can be read; a file whose styles cannot
+    // be still imports its values.
+    let styles = CellStyles::read(&mut zip).unwrap_or_default();
     let path = or_truncated(first_sheet_path(&mut zip), mode)?.flatten();
     let formulas = match path {
         Some(path) => or_truncated(FormulaCells::open(&mut zip, &path), mode)?.flatten(),
@@ -507,7 +510,7 @@ fn read_xlsx(
         f,
         current: None,
         formulas,
-        formats,
+        styles,
         summary,
     };
     loop {
@@ -560,8 +563,8 @@ struct XlsxRows<'a, 'z, R: std::io::Read> {
     /// The sheet's formulas, read in step with the cells (`None` when the sheet part could not
     /// be found again, which calamine having read it rules out).
     formulas: Option<FormulaCells<'z, R>>,
-    /// The number format of each cell style (`xlsx_styles.rs`).
-    formats: NumberFormats,
+    /// The number format and style of each cell style (`xlsx_styles.rs`).
+    styles: CellStyles,
     summary: ImportSummary,
 }
 
@@ -584,21 +587,24 @@ impl<R: std::io::Read + Seek> XlsxRows<'_, '_, R> {
             },
             None => (None, None),
         };
-        let format = style.and_then(|s| self.formats.of(s)).map(Box::<str>::from);
-        self.add_cell(r, c, cell.get_value(), formula, format)
+        let format = style
+            .and_then(|s| self.styles.format(s))
+            .map(Box::<str>::from);
+        let style = style.and_then(|s| self.styles.style(s)).cloned();
+        self.add_cell(r, c, cell.get_value(), formula, (format, style))
             .map(Some)
     }
 
-    /// [`Self::add`] for the cell at `r`, `c` holding `v` and, if it has them, `formula` and the
+    /// [`Self::add`] for the cell at `r`, `c` holding `v` and, if it has them, `formula`, the
     /// number format of its style, `style_format` (which a date's own format gives way to only
-    /// when the style names none).
+    /// when the style names none), and its look, `style`.
     fn add_cell(
         &mut self,
         r: u32,
         c: u32,
         v: &DataRef<'_>,
         formula: Option<Box<str>>,
-        style_format: Option<Box<str>>,
+        (style_format, style): (Option<Box<str>>, Option<Arc<Style>>),
     ) -> Result<ControlFlow<()>, ImportError> {
         let mode = self.mode;
         if r >= MAX_ROWS || c >= MAX_COLS {
@@ -622,6 +628,8 @@ impl<R: std::io::Read + Seek> XlsxRows<'_, '_, R> {
                 (Value::Formula(Formula { text, cached }), format)
             }
             (None, Some(content)) => content,
+            // An empty cell is kept only for its look.
+            (None, None) if style.is_some() => (Value::Empty, None),
             (None, None) => return Ok(ControlFlow::Continue(())),
         };
         let format = style_format.as_deref().or(format);
@@ -644,7 +652,13 @@ impl<R: std::io::Read + Seek> XlsxRows<'_, '_, R> {
             if row.cells.last().is_some_and(|(last, _)| *last >= c) {
                 return out_of_order("column", r, c, mode);
             }
-            row.cells.push((c, Cell::new(value, format)));
+            row.cells.push((
+                c,
+                Cell {
+                    style,
+                    ..Cell::new(value, format)
+                },
+            ));
         }
         Ok(ControlFlow::Continue(()))
     }

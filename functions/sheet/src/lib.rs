@@ -11,11 +11,14 @@
 //! - `a1.rs` — A1 references, column letters and ranges.
 //! - `value.rs` — cell values (text, number, boolean, empty, error, formula), cells, their JSON
 //!   form.
-//! - `codec.rs` — varints and the binary cell encoding shared with snapshot chunks.
+//! - `bytes.rs` — the binary primitives: varints, lengths, texts, and a checking reader.
+//! - `codec.rs` — the binary cell encoding shared with snapshot chunks.
 //! - `formula/` — formulas: limits, reference rewriting, the dependency closure, evaluation
 //!   with IronCalc.
 //! - `event.rs` — the events, their JSON form and validation, their versioned binary bodies.
 //! - `value.rs` also holds [`Row`], shared by the model and the importers.
+//! - `style.rs` — cell styles (font, fill, alignment, wrap, borders) and the patch a `style`
+//!   entry applies.
 //! - `model.rs` — the row-level transforms, and [`Sheet`], the in-memory state machine.
 //! - `mutations.rs` — the `mutations` entry: a sync client's run of mutations.
 //! - `entry.rs` — [`EntryBody`]: any stored entry decoded (markers, an event, client runs).
@@ -36,6 +39,7 @@
 
 pub mod a1;
 pub mod authored;
+pub mod bytes;
 pub mod codec;
 mod csv_records;
 pub mod entry;
@@ -49,6 +53,7 @@ pub mod rebase;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod snapshot;
+pub mod style;
 pub mod undo;
 pub mod undo_plan;
 pub mod value;
@@ -59,9 +64,10 @@ pub use a1::{CellRef, Range, RefError};
 pub use entry::EntryBody;
 pub use event::{
     CellEdit, ColumnName, DecodeError, DeleteColumns, DeleteRows, Event, Import, ImportFormat,
-    InsertColumns, InsertRows, Restore, RowNumber, SetCells, ValidationError,
+    InsertColumns, InsertRows, Restore, RowNumber, SetCells, StyleCells, ValidationError,
 };
 pub use model::{ApplyError, Sheet};
+pub use style::{Style, StylePatch};
 pub use value::{Cell, ErrorCode, Row, Value};
 
 #[cfg(test)]

@@ -14,6 +14,11 @@ pub const MAX_FORMAT_BYTES: usize = 255;
 /// least a few bytes, so this bound is never the binding one for a valid entry; it keeps a corrupt
 /// or hostile binary body from asking for an absurd allocation.
 pub const MAX_CELLS_PER_SET: usize = 1_000_000;
+/// Cells the ranges of one `style` event cover. A style makes a cell of each empty place it
+/// covers, and a snapshot build holds the rows a style makes below a row it has not reached yet
+/// (up to all of them at the end of the sheet), so this bounds that memory as the 1 MB entry
+/// limit bounds a `set`'s (about 100,000 cells): some 12 MB.
+pub const MAX_CELLS_PER_STYLE: u64 = 100_000;
 
 /// Bytes in one CSV record (a line, or several when a quoted field spans lines). The widest valid
 /// row of plain values is far below this; the bound keeps one endless line from holding the

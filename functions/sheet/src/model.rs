@@ -14,6 +14,7 @@ use super::event::{Event, ImportFormat, InsertRows};
 use super::formula::{Displace, displace_cells};
 use super::import::{self, ImportError, ImportPos, Mode, ReadSeek};
 use super::limits::{MAX_COLS, MAX_ROWS};
+use super::style::{StyleMemo, StylePatch};
 pub use super::value::Row;
 use super::value::{Cell, Value};
 
@@ -68,11 +69,44 @@ pub fn apply_set_to_row<'a>(
                 cells.push(kept);
             }
         }
-        if old.peek().is_some_and(|(c, _)| *c == col) {
-            old.next();
-        }
+        let cell = match old.next_if(|(c, _)| *c == col) {
+            Some((_, was)) => was.edited(cell),
+            None => cell.clone(),
+        };
         if !cell.is_blank() {
-            cells.push((col, cell.clone()));
+            cells.push((col, cell));
+        }
+    }
+    cells.extend(old);
+}
+
+/// Applies a style patch to the columns `spans` (sorted, disjoint, inclusive) of one row's sorted
+/// cells: cells there are restyled, empty places become styled empty cells, and a cell left blank
+/// goes.
+pub fn apply_style_to_row(
+    cells: &mut Vec<(u32, Cell)>,
+    spans: &[(u32, u32)],
+    patch: &StylePatch,
+    memo: &mut StyleMemo,
+) {
+    if spans.is_empty() {
+        return;
+    }
+    let old = std::mem::take(cells);
+    let mut old = old.into_iter().peekable();
+    for &(a, b) in spans {
+        while let Some(kept) = old.next_if(|(c, _)| *c < a) {
+            cells.push(kept);
+        }
+        for col in a..=b {
+            let mut cell = match old.next_if(|(c, _)| *c == col) {
+                Some((_, cell)) => cell,
+                None => Cell::default(),
+            };
+            cell.restyle(patch, memo);
+            if !cell.is_blank() {
+                cells.push((col, cell));
+            }
         }
     }
     cells.extend(old);
@@ -171,6 +205,18 @@ impl Sheet {
                 self.map_rows(|cells| delete_columns(cells, e.at.0, e.count))
             }
             Event::Restore(r) => return Err(ApplyError::NeedsHistory(r.seq)),
+            Event::Style(st) => {
+                let mut memo = StyleMemo::default();
+                let mut row = st.next_row_from(0);
+                while let Some(r) = row {
+                    let cells = self.rows.entry(r).or_default();
+                    apply_style_to_row(cells, &st.columns_in(r), &st.style, &mut memo);
+                    if cells.is_empty() {
+                        self.rows.remove(&r);
+                    }
+                    row = r.checked_add(1).and_then(|n| st.next_row_from(n));
+                }
+            }
             Event::Import(i) => {
                 let payload = payload.ok_or(ApplyError::MissingPayload)?;
                 self.rows.clear();

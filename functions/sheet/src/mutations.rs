@@ -172,7 +172,7 @@ impl Mutations {
             }
             if matches!(
                 m.event,
-                Event::Set(_) | Event::Import(_) | Event::Restore(_)
+                Event::Set(_) | Event::Style(_) | Event::Import(_) | Event::Restore(_)
             ) {
                 return Err(err(
                     &format!("sent[{i}]"),

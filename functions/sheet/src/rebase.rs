@@ -28,9 +28,10 @@
 
 use std::fmt;
 
-use super::a1::{CellRef, column_name};
+use super::a1::{CellRef, Range, column_name};
 use super::event::{
     ColumnName, DeleteColumns, DeleteRows, Event, InsertColumns, InsertRows, RowNumber, SetCells,
+    StyleCells,
 };
 use super::formula::{self, Displace, Formula, TAB};
 use super::limits::{MAX_COLS, MAX_ROWS};
@@ -388,13 +389,14 @@ pub fn rebase(event: &Event, history: &[Step<'_>]) -> Outcome {
         }
         Event::DeleteRows(e) => rebase_delete(Axis::Rows, e.at.0, e.count, history),
         Event::DeleteColumns(e) => rebase_delete(Axis::Columns, e.at.0, e.count, history),
+        Event::Style(st) => rebase_style(st, history),
         Event::Import(_) | Event::Restore(_) => Outcome::Apply(vec![event.clone()]),
     }
 }
 
 /// Whether a step can move or remove anything a reference points at.
 fn moves_anything(step: &Step<'_>) -> bool {
-    let structural = |e: &Event| !matches!(e, Event::Set(_));
+    let structural = |e: &Event| !matches!(e, Event::Set(_) | Event::Style(_));
     match step {
         Step::Other(e) => structural(e),
         Step::Own { seen, applied } => {
@@ -528,7 +530,14 @@ fn rebase_insert_rows(e: &InsertRows, history: &[Step<'_>]) -> Outcome {
     })])
 }
 
-fn rebase_delete(axis: Axis, at: u32, count: u32, history: &[Step<'_>]) -> Outcome {
+/// Where the rows (columns) `at..at + count` the author saw are now: the runs of them that still
+/// exist, sorted, as `start..end`, and why some are gone.
+fn walk_span(
+    axis: Axis,
+    at: u32,
+    count: u32,
+    history: &[Step<'_>],
+) -> (Vec<(u64, u64)>, Option<Gone>) {
     let t = Tracker::new(axis, false, vec![Run::at(u64::from(at), u64::from(count))]).walk(history);
     let mut runs: Vec<(u64, u64)> = t
         .runs
@@ -545,12 +554,59 @@ fn rebase_delete(axis: Axis, at: u32, count: u32, history: &[Step<'_>]) -> Outco
             _ => merged.push((s, e)),
         }
     }
+    (merged, t.gone)
+}
+
+/// A style moves with its cells: each range becomes the parts of its rows and columns that still
+/// exist (a row inserted inside it by someone else splits it, and is not styled); a range whose
+/// rows or columns are all gone goes, and a style with no range left is rejected.
+fn rebase_style(st: &StyleCells, history: &[Step<'_>]) -> Outcome {
+    let mut ranges = Vec::with_capacity(st.ranges.len());
+    let mut first_loss = None;
+    for r in &st.ranges {
+        let (rows, rows_gone) = walk_span(Axis::Rows, r.start.row, r.rows(), history);
+        let (cols, cols_gone) = walk_span(Axis::Columns, r.start.col, r.cols(), history);
+        if rows.is_empty() || cols.is_empty() {
+            let why = rows_gone.or(cols_gone).unwrap_or(Gone::Deleted);
+            first_loss.get_or_insert((*r, why));
+            continue;
+        }
+        for &(r0, r1) in &rows {
+            for &(c0, c1) in &cols {
+                // Positions stay inside the sheet: runs past the end were clipped by the walk.
+                ranges.push(Range {
+                    start: CellRef {
+                        row: r0 as u32,
+                        col: c0 as u32,
+                    },
+                    end: CellRef {
+                        row: (r1 - 1) as u32,
+                        col: (c1 - 1) as u32,
+                    },
+                });
+            }
+        }
+    }
+    if ranges.is_empty() {
+        let Some((r, why)) = first_loss else {
+            return Outcome::Reject("style: no ranges".into());
+        };
+        return Outcome::Reject(format!("style {r}: every cell of it {why}"));
+    }
+    Outcome::Apply(vec![Event::Style(StyleCells {
+        ranges,
+        style: st.style.clone(),
+    })])
+}
+
+fn rebase_delete(axis: Axis, at: u32, count: u32, history: &[Step<'_>]) -> Outcome {
+    let (merged, gone) = walk_span(axis, at, count, history);
     if merged.is_empty() {
         let (what, name) = match axis {
             Axis::Rows => ("rows", RowNumber(at).to_string()),
             Axis::Columns => ("columns", format!("column {}", column_name(at))),
         };
-        let why = t.gone.unwrap_or(Gone::Deleted);
+        let why = gone.unwrap_or(Gone::Deleted);
         return Outcome::Reject(format!(
             "delete-{what} from {name}: every one of those {what} {why}"
         ));

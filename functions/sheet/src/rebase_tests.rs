@@ -56,6 +56,44 @@ fn rejected(o: &Outcome) -> &str {
     }
 }
 
+fn style(ranges: &[&str]) -> Event {
+    Event::Style(StyleCells {
+        ranges: ranges.iter().map(|r| r.parse().unwrap()).collect(),
+        style: serde_json::from_str(r#"{"bold": true}"#).unwrap(),
+    })
+}
+
+/// A style moves with the cells its author selected: rows inserted inside the range by someone
+/// else are not styled (the range splits around them), deleted rows and columns shrink it, and a
+/// style whose cells are all gone is rejected with the reason.
+#[test]
+fn a_style_follows_its_cells_through_row_and_column_edits() {
+    let history = [ins_rows(0, 2), ins_rows(4, 1), ins_cols(0, 1)];
+    // B2:C4 as seen: rows 1..=3; two rows above push it to rows 3..=5, then a row at 4 splits it.
+    assert_eq!(
+        rebase(&style(&["B2:C4"]), &others(&history)),
+        apply(vec![style(&["C4:D4", "C6:D7"])])
+    );
+    assert_eq!(
+        rebase(
+            &style(&["A1:A10", "C1"]),
+            &others(&[del_rows(2, 3), del_cols(2, 1)])
+        ),
+        apply(vec![style(&["A1:A7"])])
+    );
+    let gone = rebase(&style(&["B2:C3"]), &others(&[del_rows(0, 5)]));
+    assert_eq!(
+        rejected(&gone),
+        "style B2:C3: every cell of it was deleted by an edit made at the same time"
+    );
+    // Nothing structural since: the style as it was, untouched.
+    let same = style(&["A1:B2"]);
+    assert_eq!(
+        rebase(&same, &others(&[set(0, 0, 1.0), style(&["Z9"])])),
+        apply(vec![same.clone()])
+    );
+}
+
 /// A formula typed against an older view: its cell and its references both follow what was
 /// inserted and deleted since, as that person saw the cells they named.
 #[test]
@@ -402,6 +440,7 @@ impl Model {
                 self.cells.retain(|(_, c), _| !gone.contains(c));
             }
             Event::Restore(_) => unreachable!("the test makes no restores"),
+            Event::Style(_) => unreachable!("the test makes no styles"),
             Event::Import(_) => {
                 // Room for a million untouched rows and columns each before fresh ids resume.
                 self.rows = Ids::new(*fresh + 1);

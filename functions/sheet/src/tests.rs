@@ -285,6 +285,23 @@ fn any_event() -> impl Strategy<Value = Event> {
         )
             .prop_map(|(format, group)| Event::Import(Import { format, group })),
         any::<u64>().prop_map(|seq| Event::Restore(super::event::Restore { seq, group: None })),
+        (
+            proptest::collection::vec((0..MAX_ROWS, 0..MAX_COLS, 1u32..100, 1u32..100), 1..4),
+            crate::style::tests::any_patch(),
+        )
+            .prop_map(|(ranges, style)| Event::Style(super::event::StyleCells {
+                ranges: ranges
+                    .into_iter()
+                    .map(|(r, c, h, w)| {
+                        let end = CellRef {
+                            row: (r + h - 1).min(MAX_ROWS - 1),
+                            col: (c + w - 1).min(MAX_COLS - 1),
+                        };
+                        Range::new(CellRef { row: r, col: c }, end)
+                    })
+                    .collect(),
+                style,
+            })),
     ]
 }
 

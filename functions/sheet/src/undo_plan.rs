@@ -24,10 +24,11 @@ use super::a1::{CellRef, Range};
 use super::entry::EntryBody;
 use super::event::{
     CellEdit, ColumnName, DeleteColumns, DeleteRows, Event, InsertColumns, InsertRows, RowNumber,
-    SetCells,
+    SetCells, StyleCells,
 };
 use super::limits::{MAX_CELLS_PER_SET, MAX_COLS, MAX_ROWS};
 use super::rebase::{Outcome, Step as RebaseStep, rebase};
+use super::style::StylePatch;
 use super::undo::{Target, Undo};
 use super::value::{Cell, Row, Value};
 
@@ -169,6 +170,12 @@ pub fn needs(event: &Event) -> Option<Range> {
             corner(0, d.at.0),
             corner(MAX_ROWS - 1, d.at.0 + d.count - 1),
         )),
+        Event::Style(st) => {
+            let (lo, hi) = st.row_bounds()?;
+            let left = st.ranges.iter().map(|r| r.start.col).min()?;
+            let right = st.ranges.iter().map(|r| r.end.col).max()?;
+            Some(Range::new(corner(lo, left), corner(hi, right)))
+        }
         _ => None,
     }
 }
@@ -198,7 +205,14 @@ pub fn inverse(event: &Event, before: &[Row]) -> Result<Vec<Event>, UndoError> {
         Ok(if edits.is_empty() {
             Vec::new()
         } else {
-            vec![Event::Set(SetCells { cells: edits })]
+            let mut out = vec![Event::Set(SetCells { cells: edits })];
+            // A set keeps styles, so the cells it puts back get theirs again separately.
+            out.extend(restyle(cells.iter().filter_map(|(at, c)| {
+                c.style
+                    .as_deref()
+                    .map(|st| (*at, StylePatch::replacing(Some(st), c.format.as_deref())))
+            })));
+            out
         })
     };
     Ok(match event {
@@ -238,8 +252,53 @@ pub fn inverse(event: &Event, before: &[Row]) -> Result<Vec<Event>, UndoError> {
             out.extend(all_cells()?);
             out
         }
+        Event::Style(st) => {
+            // Every cell of the ranges gets back the fields the step changed, as they were.
+            let mut places = Vec::new();
+            let mut r = st.next_row_from(0);
+            while let Some(row) = r {
+                for (a, b) in st.columns_in(row) {
+                    for col in a..=b {
+                        let at = CellRef { row, col };
+                        let was = cells.get(&at);
+                        let back = StylePatch::replacing(
+                            was.and_then(|c| c.style.as_deref()),
+                            was.and_then(|c| c.format.as_deref()),
+                        )
+                        .restricted_to(&st.style);
+                        places.push((at, back));
+                    }
+                }
+                r = row.checked_add(1).and_then(|n| st.next_row_from(n));
+            }
+            restyle(places)
+        }
         Event::Import(_) | Event::Restore(_) => return Err(UndoError::NotUndoable),
     })
+}
+
+/// `style` events that give each cell its patch: the cells sharing a patch in one event, runs of
+/// them along a row as one range. `places` come in row-major order.
+fn restyle(places: impl IntoIterator<Item = (CellRef, StylePatch)>) -> Vec<Event> {
+    let mut groups: Vec<(StylePatch, Vec<Range>)> = Vec::new();
+    for (at, patch) in places {
+        let i = match groups.iter().position(|(p, _)| *p == patch) {
+            Some(i) => i,
+            None => {
+                groups.push((patch, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        let ranges = &mut groups[i].1;
+        match ranges.last_mut() {
+            Some(r) if r.end.row == at.row && r.end.col + 1 == at.col => r.end.col = at.col,
+            _ => ranges.push(Range::new(at, at)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(style, ranges)| Event::Style(StyleCells { ranges, style }))
+        .collect()
 }
 
 fn by_ref(rows: &[Row]) -> BTreeMap<CellRef, &Cell> {
@@ -255,7 +314,7 @@ fn by_ref(rows: &[Row]) -> BTreeMap<CellRef, &Cell> {
                 )
             })
         })
-        .filter(|(_, c)| !(c.value.is_empty() && c.format.is_none()))
+        .filter(|(_, c)| !c.is_blank())
         .collect()
 }
 

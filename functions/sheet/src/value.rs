@@ -6,6 +6,7 @@
 //! (`'=1+1` is the text `=1+1`). Computed values ([`Shown`]) have no such quoting.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::formula::text::{self as formula, FormulaError};
 use super::limits::{MAX_FORMAT_BYTES, MAX_TEXT_CHARS};
+use super::style::{Style, StyleMemo, StylePatch};
 
 /// The standard spreadsheet errors a cell can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -291,12 +293,14 @@ impl<'de> Deserialize<'de> for Value {
     }
 }
 
-/// A stored cell: a value and an optional number format. A cell with an empty value and no
-/// format does not exist (it is never stored).
+/// A stored cell: a value, an optional number format and an optional style (never the default
+/// style: a plain cell holds none). A cell with an empty value, no format and no style does not
+/// exist (it is never stored).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Cell {
     pub value: Value,
     pub format: Option<Box<str>>,
+    pub style: Option<Arc<Style>>,
 }
 
 impl Cell {
@@ -304,12 +308,32 @@ impl Cell {
         Cell {
             value,
             format: format.map(Into::into),
+            style: None,
         }
     }
 
     /// True when the cell holds nothing and so is not stored.
     pub fn is_blank(&self) -> bool {
-        self.value.is_empty() && self.format.is_none()
+        self.value.is_empty() && self.format.is_none() && self.style.is_none()
+    }
+
+    /// Applies a style patch, keeping the value. `memo` (one per patch) holds the last style
+    /// given and made, so the cells of a range that shared a style share the new one.
+    pub fn restyle(&mut self, patch: &StylePatch, memo: &mut StyleMemo) {
+        self.style = memo.patched(patch, self.style.as_ref());
+        if let Some(f) = &patch.format {
+            self.format = f.as_deref().map(Into::into);
+        }
+    }
+
+    /// The cell a `set` of `edit` leaves: the edit's value and format, this cell's style (a value
+    /// edit never changes how a cell looks).
+    pub fn edited(&self, edit: &Cell) -> Cell {
+        Cell {
+            value: edit.value.clone(),
+            format: edit.format.clone(),
+            style: self.style.clone(),
+        }
     }
 }
 

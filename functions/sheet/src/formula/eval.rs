@@ -72,6 +72,7 @@ impl Evaluated {
                             Cell {
                                 value,
                                 format: cell.format.clone(),
+                                style: cell.style.clone(),
                             },
                         )
                     })

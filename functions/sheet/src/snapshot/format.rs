@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::SnapshotError;
-use crate::codec::{self, CodecError, Reader, Writer};
+use crate::codec::{self, CodecError, Reader, StyleRefs, StyleTable, Writer};
 use crate::limits::{MAX_COLS, MAX_ROWS};
 use crate::{Cell, Row};
 
@@ -445,6 +445,8 @@ pub struct ChunkBuilder {
     /// Relative index just past the last row written.
     end: u32,
     scratch: Writer,
+    /// The styles written so far, which later cells refer to by position (`codec::write_cell_in`).
+    styles: StyleTable,
 }
 
 /// What appending a row did: the bytes it added, and the hash of its contents (not its position)
@@ -503,6 +505,7 @@ impl ChunkBuilder {
             max_col: 0,
             end: 0,
             scratch,
+            styles: StyleTable::default(),
         }
     }
 
@@ -519,15 +522,34 @@ impl ChunkBuilder {
     pub fn push(&mut self, row: &Row) -> Result<Appended, SnapshotError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.buf.clear();
-        let encoded = encode_row(&mut scratch, row);
-        let appended = encoded.and_then(|e| self.push_encoded(row.index, &scratch.buf, e));
+        let encoded = encode_row(&mut scratch, row, &mut self.styles);
+        let appended = encoded.and_then(|e| self.append(row.index, &scratch.buf, e));
         self.scratch = scratch;
         appended
     }
 
     /// Appends a row already encoded by [`RowWriter`] (`bytes`, without its gap): what
-    /// [`push`](Self::push) does after encoding, so both give the same chunk bytes.
+    /// [`push`](Self::push) does after encoding, so both give the same chunk bytes. A row with
+    /// styles (an XLSX import's) is decoded and pushed: its cells must refer to the chunk's table
+    /// of styles, which the encoder of one row could not know.
     pub fn push_encoded(
+        &mut self,
+        index: u32,
+        bytes: &[u8],
+        row: EncodedRow,
+    ) -> Result<Appended, SnapshotError> {
+        if row.styled > 0 {
+            // Its styles refer to a table of its own; encoded again, they refer to the chunk's.
+            let mut r = Reader::new(bytes);
+            let cells = read_row_cells(&mut r, &mut StyleRefs::default())
+                .and_then(|cells| r.finish().map(|()| cells))
+                .map_err(|e| SnapshotError::Internal(format!("row {index} as encoded: {e}")))?;
+            return self.push(&Row { index, cells });
+        }
+        self.append(index, bytes, row)
+    }
+
+    fn append(
         &mut self,
         index: u32,
         bytes: &[u8],
@@ -606,6 +628,8 @@ pub struct EncodedRow {
     pub max_col: u32,
     /// How many of the cells are formulas.
     pub formulas: u32,
+    /// How many of the cells have a style.
+    pub styled: u32,
 }
 
 /// Writes one row in the chunk encoding, a cell at a time, at the end of a buffer: varint cell
@@ -619,6 +643,7 @@ pub struct RowWriter {
     next_col: u32,
     max_col: u32,
     formulas: u32,
+    styled: u32,
 }
 
 impl RowWriter {
@@ -631,6 +656,7 @@ impl RowWriter {
             next_col: 0,
             max_col: 0,
             formulas: 0,
+            styled: 0,
         }
     }
 
@@ -660,6 +686,7 @@ impl RowWriter {
             cells: self.cells,
             max_col: self.max_col,
             formulas: self.formulas,
+            styled: self.styled,
         }
     }
 }
@@ -669,16 +696,24 @@ fn unsorted(col: u32) -> SnapshotError {
     SnapshotError::Internal(format!("unsorted column {col}"))
 }
 
-/// Appends `row`'s cells to `w` in the chunk encoding (see [`RowWriter`]).
-pub fn encode_row(w: &mut Writer, row: &Row) -> Result<EncodedRow, SnapshotError> {
+/// Appends `row`'s cells to `w` in the chunk encoding (see [`RowWriter`]), styles referring to
+/// `styles` (the chunk's table).
+pub fn encode_row(
+    w: &mut Writer,
+    row: &Row,
+    styles: &mut StyleTable,
+) -> Result<EncodedRow, SnapshotError> {
     let mut rw = RowWriter::begin(w);
     for (col, cell) in &row.cells {
         rw.cell(w, *col).map_err(|_| {
             SnapshotError::Internal(format!("row {} has unsorted columns", row.index))
         })?;
-        codec::write_cell(w, cell);
+        codec::write_cell_in(w, cell, styles);
         if matches!(cell.value, crate::Value::Formula(_)) {
             rw.formulas += 1;
+        }
+        if cell.style.is_some() {
+            rw.styled += 1;
         }
     }
     Ok(rw.finish(w))
@@ -743,6 +778,7 @@ pub struct ChunkRows {
     left: u64,
     start: u32,
     next_rel: u64,
+    styles: StyleRefs,
 }
 
 impl ChunkRows {
@@ -756,6 +792,7 @@ impl ChunkRows {
             left,
             start,
             next_rel: 0,
+            styles: StyleRefs::default(),
         })
     }
 
@@ -773,19 +810,7 @@ impl ChunkRows {
                 "row {index} is outside the sheet"
             )));
         }
-        let n = r.varint_u32(MAX_COLS, "cells in a row")?;
-        let mut cells: Vec<(u32, Cell)> = Vec::with_capacity(n as usize);
-        let mut next_col = 0u64;
-        for _ in 0..n {
-            let col = next_col + r.varint()?;
-            if col >= u64::from(MAX_COLS) {
-                return Err(CodecError::Invalid(format!(
-                    "column {col} is outside the sheet"
-                )));
-            }
-            cells.push((col as u32, codec::read_cell(&mut r)?));
-            next_col = col + 1;
-        }
+        let cells = read_row_cells(&mut r, &mut self.styles)?;
         if cells.is_empty() {
             return Err(CodecError::Invalid("empty row stored".into()));
         }
@@ -797,6 +822,29 @@ impl ChunkRows {
             cells,
         }))
     }
+}
+
+/// A row's cells as [`RowWriter`] wrote them (its cell count, then per cell its column gap and
+/// the cell), styles referring to `refs`.
+fn read_row_cells(
+    r: &mut Reader<'_>,
+    refs: &mut StyleRefs,
+) -> Result<Vec<(u32, Cell)>, CodecError> {
+    let n = r.varint_u32(MAX_COLS, "cells in a row")?;
+    // Every cell takes at least two bytes, so a lying count cannot over-allocate.
+    let mut cells: Vec<(u32, Cell)> = Vec::with_capacity((n as usize).min(r.remaining() / 2));
+    let mut next_col = 0u64;
+    for _ in 0..n {
+        let col = next_col + r.varint()?;
+        if col >= u64::from(MAX_COLS) {
+            return Err(CodecError::Invalid(format!(
+                "column {col} is outside the sheet"
+            )));
+        }
+        cells.push((col as u32, codec::read_cell_in(r, refs)?));
+        next_col = col + 1;
+    }
+    Ok(cells)
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::format::{EncodedRow, RowWriter, encode_row};
 use crate::Row;
+use crate::codec::StyleTable;
 use crate::codec::{self, Writer};
 use crate::event::ImportFormat;
 use crate::import::{self, CsvSink, Field, ImportPos, Mode};
@@ -217,7 +218,9 @@ impl EncodingSink {
 
     /// A whole row (XLSX).
     fn row(&mut self, row: &Row, pos: ImportPos) -> Result<ControlFlow<()>, String> {
-        let encoded = encode_row(&mut self.batch.buf, row).map_err(|e| e.to_string())?;
+        // A row's own table of styles: the chunk builder encodes a styled row again for its chunk.
+        let encoded = encode_row(&mut self.batch.buf, row, &mut StyleTable::default())
+            .map_err(|e| e.to_string())?;
         Ok(self.commit(row.index, encoded, pos))
     }
 }

@@ -100,7 +100,9 @@ pub(super) fn cell_json_bytes(cell: &crate::Cell) -> usize {
         Value::Text(t) => t.len(),
         _ => 0,
     };
-    16 + text + cell.format.as_ref().map_or(0, |f| f.len() + 12)
+    16 + text
+        + cell.format.as_ref().map_or(0, |f| f.len() + 12)
+        + cell.style.as_ref().map_or(0, |s| s.json_bytes_bound())
 }
 
 /// As [`read_range`], but the non-empty cells with their formats, as sparse rows in order (rows
@@ -218,8 +220,7 @@ impl Collector {
                 continue;
             }
             r.cells.retain(|(c, cell)| {
-                (self.range.start.col..=self.range.end.col).contains(c)
-                    && !(cell.value.is_empty() && cell.format.is_none())
+                (self.range.start.col..=self.range.end.col).contains(c) && !cell.is_blank()
             });
             if !r.cells.is_empty() {
                 self.cells += r.cells.len();
@@ -322,6 +323,13 @@ pub async fn extent(
                 e.columns = e.columns.saturating_sub(*count).max(*at);
             }
             Stage::InsertColumns { .. } | Stage::DeleteColumns { .. } => {}
+            // An upper bound: a patch that clears a style may leave some of them empty.
+            Stage::Style { cells, .. } => {
+                for r in &cells.ranges {
+                    e.rows = e.rows.max(r.end.row + 1);
+                    e.columns = e.columns.max(r.end.col + 1);
+                }
+            }
         }
     }
     e.rows = e.rows.min(MAX_ROWS);

@@ -12,10 +12,13 @@
 use std::collections::BTreeMap;
 
 use super::SnapshotError;
-use crate::event::{Event, InsertRows};
+use crate::event::{Event, InsertRows, StyleCells};
 use crate::formula::{Displace, displace_cells};
 use crate::limits::MAX_ROWS;
-use crate::model::{apply_set_to_row, delete_columns, insert_columns, inserted_rows};
+use crate::model::{
+    apply_set_to_row, apply_style_to_row, delete_columns, insert_columns, inserted_rows,
+};
+use crate::style::StyleMemo;
 use crate::{Cell, CellRef, Row};
 
 /// A chunk of the base snapshot that no stage so far needed to look into.
@@ -62,6 +65,12 @@ pub enum Stage {
         at: u32,
         count: u32,
     },
+    Style {
+        cells: StyleCells,
+        /// Rows below this are done: restyled as they passed, or made as new styled rows.
+        next: u32,
+        memo: StyleMemo,
+    },
 }
 
 impl Stage {
@@ -92,6 +101,11 @@ impl Stage {
             Event::DeleteColumns(e) => Stage::DeleteColumns {
                 at: e.at.0,
                 count: e.count,
+            },
+            Event::Style(st) => Stage::Style {
+                cells: st.clone(),
+                next: 0,
+                memo: StyleMemo::default(),
             },
             Event::Import(_) | Event::Restore(_) => return None,
         })
@@ -134,13 +148,17 @@ impl Stage {
             Stage::InsertColumns { at, .. } | Stage::DeleteColumns { at, .. } => {
                 (s.max_col < *at).then_some(s.start)
             }
+            Stage::Style { cells, .. } => match cells.next_row_from(s.start) {
+                Some(r) if u64::from(r) < end => None,
+                _ => Some(s.start),
+            },
         }
     }
 
     /// The references a row or column edit moves; `None` for a `set`.
     fn displace(&self) -> Option<Displace> {
         Some(match self {
-            Stage::Set { .. } => return None,
+            Stage::Set { .. } | Stage::Style { .. } => return None,
             Stage::InsertRows { at, count, .. } => Displace::InsertRows {
                 at: *at,
                 count: *count,
@@ -228,6 +246,7 @@ impl Stage {
                 out.extend(rows.iter().cloned().map(Item::Row));
                 *emitted = true;
             }
+            Stage::Style { cells, next, memo } => emit_style_rows_before(cells, next, memo, b, out),
             _ => {}
         }
     }
@@ -238,6 +257,7 @@ impl Stage {
         match self {
             Stage::Set { rows, next } => *next = rows.partition_point(|(r, _)| *r < b),
             Stage::InsertRows { at, emitted, .. } => *emitted = b > *at,
+            Stage::Style { next, .. } => *next = b,
             _ => {}
         }
     }
@@ -294,6 +314,15 @@ impl Stage {
                             out.push(Item::Row(row));
                         }
                     }
+                    Stage::Style { cells, next, memo } => {
+                        emit_style_rows_before(cells, next, memo, row.index, out);
+                        let spans = cells.columns_in(row.index);
+                        apply_style_to_row(&mut row.cells, &spans, &cells.style, memo);
+                        *next = row.index + 1;
+                        if !row.cells.is_empty() {
+                            out.push(Item::Row(row));
+                        }
+                    }
                 }
             }
             Item::Span(mut span) => {
@@ -305,6 +334,9 @@ impl Stage {
                 })?;
                 match self {
                     Stage::Set { rows, next } => emit_set_rows_before(rows, next, span.start, out),
+                    Stage::Style { cells, next, memo } => {
+                        emit_style_rows_before(cells, next, memo, span.start, out)
+                    }
                     Stage::InsertRows {
                         at, rows, emitted, ..
                     } if span.start >= *at && !*emitted => {
@@ -324,6 +356,9 @@ impl Stage {
     pub fn finish(&mut self, out: &mut Vec<Item>) {
         match self {
             Stage::Set { rows, next } => emit_set_rows_before(rows, next, u32::MAX, out),
+            Stage::Style { cells, next, memo } => {
+                emit_style_rows_before(cells, next, memo, u32::MAX, out)
+            }
             Stage::InsertRows { rows, emitted, .. } if !*emitted => {
                 out.extend(rows.iter().cloned().map(Item::Row));
                 *emitted = true;
@@ -364,6 +399,29 @@ fn emit_set_rows_before(
         }
         *next += 1;
     }
+}
+
+/// Emits the rows a style makes where the input has none (empty cells given a style), below
+/// `bound` and from `next` on.
+fn emit_style_rows_before(
+    cells: &StyleCells,
+    next: &mut u32,
+    memo: &mut StyleMemo,
+    bound: u32,
+    out: &mut Vec<Item>,
+) {
+    while let Some(r) = cells.next_row_from(*next).filter(|r| *r < bound) {
+        let mut made = Vec::new();
+        apply_style_to_row(&mut made, &cells.columns_in(r), &cells.style, memo);
+        if !made.is_empty() {
+            out.push(Item::Row(Row {
+                index: r,
+                cells: made,
+            }));
+        }
+        *next = r + 1;
+    }
+    *next = (*next).max(bound.min(MAX_ROWS));
 }
 
 /// The stages of a list of events, in order.

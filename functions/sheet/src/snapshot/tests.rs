@@ -131,6 +131,16 @@ fn event() -> impl Strategy<Value = Event> {
         2 => (0u32..70, 1u32..6).prop_map(|(at, count)| Event::DeleteRows(DeleteRows { at: RowNumber(at), count })),
         1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Event::InsertColumns(InsertColumns { at: ColumnName(at), count })),
         1 => (0u32..12, 1u32..3).prop_map(|(at, count)| Event::DeleteColumns(DeleteColumns { at: ColumnName(at), count })),
+        // Ranges of a few rows and columns, styled with one of a sheet's few shared styles.
+        3 => (proptest::collection::vec((0u32..70, 0u32..10, 1u32..5, 1u32..4), 1..3),
+              proptest::sample::select(crate::style::tests::ten_patches()))
+            .prop_map(|(ranges, style)| Event::Style(StyleCells {
+                ranges: ranges
+                    .into_iter()
+                    .map(|(r, c, h, w)| Range::new(CellRef { row: r, col: c }, CellRef { row: r + h - 1, col: c + w - 1 }))
+                    .collect(),
+                style,
+            })),
     ]
 }
 
@@ -234,6 +244,22 @@ proptest! {
                 .await
                 .unwrap();
             prop_assert_eq!(values, want_n.read_range(full_range()));
+            // The cells themselves, formats and styles with the values (a styled empty cell too).
+            let all = ReadBudget { cells: usize::MAX, bytes: usize::MAX };
+            let (rows, _) = read_rows(&store, &payloads, LOG, Some(&snap.manifest().unwrap()), &entries[k..], full_range(), all)
+                .await
+                .unwrap();
+            let r = full_range();
+            let want_rows: Vec<crate::Row> = want_n
+                .rows()
+                .filter(|row| row.index <= r.end.row)
+                .map(|mut row| {
+                    row.cells.retain(|(c, _)| *c <= r.end.col);
+                    row
+                })
+                .filter(|row| !row.cells.is_empty())
+                .collect();
+            prop_assert_eq!(rows, want_rows);
             // Also a small range somewhere in the middle.
             let r: Range = "C7:E12".parse().unwrap();
             let (values, _) = read_range(&store, &payloads, LOG, Some(&snap.manifest().unwrap()), &entries[k..], r).await.unwrap();

@@ -21,7 +21,10 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use rust_xlsxwriter::{Format, Workbook, Worksheet, XlsxError};
+use rust_xlsxwriter::{
+    Color, Format, FormatAlign, FormatBorder, FormatPattern, FormatUnderline, Workbook, Worksheet,
+    XlsxError,
+};
 use uuid::Uuid;
 
 use super::SnapshotError;
@@ -29,6 +32,7 @@ use super::diff::{Version, WINDOW_CELLS, window_range, window_rows};
 use super::read::{ReadBudget, extent, read_rows};
 use super::shown::{ShownError, shown_rows};
 use super::store::{BlobStore, ImportSource};
+use crate::style::{Border, BorderStyle, HAlign, Look, Style, VAlign};
 use crate::value::{ErrorCode, Value};
 use crate::{Cell, Range, Row};
 
@@ -245,12 +249,95 @@ fn write_workbook(
     Ok(stats)
 }
 
-/// Writes cells, one `Format` per distinct number format.
+/// Writes cells, one `Format` per distinct number format and style.
 #[derive(Default)]
 struct Cells {
-    formats: HashMap<Box<str>, Format>,
+    formats: HashMap<Look, Format>,
     written: u64,
     formulas: u64,
+}
+
+/// The workbook format of a number format and a style.
+fn xlsx_format(number: Option<&str>, style: Option<&Style>) -> Format {
+    let mut f = Format::new();
+    if let Some(n) = number {
+        f = f.set_num_format(n);
+    }
+    let Some(s) = style else { return f };
+    if s.bold {
+        f = f.set_bold();
+    }
+    if s.italic {
+        f = f.set_italic();
+    }
+    if s.underline {
+        f = f.set_underline(FormatUnderline::Single);
+    }
+    if s.strike {
+        f = f.set_font_strikethrough();
+    }
+    if s.wrap {
+        f = f.set_text_wrap();
+    }
+    if let Some(size) = s.font_size {
+        f = f.set_font_size(size.points());
+    }
+    if let Some(c) = s.color {
+        f = f.set_font_color(Color::RGB(c.0));
+    }
+    if let Some(c) = s.fill {
+        f = f
+            .set_pattern(FormatPattern::Solid)
+            .set_background_color(Color::RGB(c.0));
+    }
+    if let Some(a) = s.h_align {
+        f = f.set_align(match a {
+            HAlign::Left => FormatAlign::Left,
+            HAlign::Center => FormatAlign::Center,
+            HAlign::Right => FormatAlign::Right,
+        });
+    }
+    if let Some(a) = s.v_align {
+        f = f.set_align(match a {
+            VAlign::Top => FormatAlign::Top,
+            VAlign::Middle => FormatAlign::VerticalCenter,
+            VAlign::Bottom => FormatAlign::Bottom,
+        });
+    }
+    let line = |b: &Border| match b.style {
+        BorderStyle::Thin => FormatBorder::Thin,
+        BorderStyle::Medium => FormatBorder::Medium,
+        BorderStyle::Thick => FormatBorder::Thick,
+        BorderStyle::Dashed => FormatBorder::Dashed,
+        BorderStyle::Dotted => FormatBorder::Dotted,
+        BorderStyle::Double => FormatBorder::Double,
+    };
+    let [top, right, bottom, left] = s.border.sides();
+    if let Some(b) = top {
+        f = f.set_border_top(line(&b));
+        if let Some(c) = b.color {
+            f = f.set_border_top_color(Color::RGB(c.0));
+        }
+    }
+    if let Some(b) = right {
+        f = f.set_border_right(line(&b));
+        if let Some(c) = b.color {
+            f = f.set_border_right_color(Color::RGB(c.0));
+        }
+    }
+    if let Some(b) = bottom {
+        f = f.set_border_bottom(line(&b));
+        if let Some(c) = b.color {
+            f = f.set_border_bottom_color(Color::RGB(c.0));
+        }
+    }
+    if let Some(b) = left {
+        f = f.set_border_left(line(&b));
+        if let Some(c) = b.color {
+            f = f.set_border_left_color(Color::RGB(c.0));
+        }
+    }
+    f
 }
 
 impl Cells {
@@ -263,10 +350,10 @@ impl Cells {
     ) -> Result<(), XlsxError> {
         // Both fit Excel's grid, which is the sheet's (limits.rs): 1,048,576 rows, 16,384 columns.
         let col = u16::try_from(col).map_err(|_| XlsxError::RowColumnLimitError)?;
-        let format = cell.format.as_ref().map(|f| {
+        let format = (cell.format.is_some() || cell.style.is_some()).then(|| {
             self.formats
-                .entry(f.clone())
-                .or_insert_with(|| Format::new().set_num_format(f.as_ref()))
+                .entry((cell.format.clone(), cell.style.clone()))
+                .or_insert_with(|| xlsx_format(cell.format.as_deref(), cell.style.as_deref()))
                 .clone()
         });
         let f = format.as_ref();

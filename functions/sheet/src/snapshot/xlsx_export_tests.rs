@@ -170,6 +170,92 @@ fn values_formulas_and_formats_read_back_in_another_library() {
     }
 }
 
+/// Styled cells (ten shared styles over ranges, empty cells among them, number formats set by a
+/// style) export as workbook formats, and both the importer and a snapshot built from importing
+/// the file give back every cell with its value, format and style.
+#[test]
+fn styles_read_back_from_the_workbook_and_survive_a_snapshot_of_its_import() {
+    rt().block_on(async {
+        let mut entries = vec![LogEntry::event(
+            0,
+            Event::Set(SetCells {
+                cells: (0..30)
+                    .flat_map(|r| {
+                        (0..4).map(move |c| CellEdit {
+                            at: CellRef { row: r, col: c },
+                            value: n(f64::from(r * 4 + c)),
+                            format: None,
+                        })
+                    })
+                    .collect(),
+            }),
+        )];
+        for (i, style) in crate::style::tests::ten_patches().into_iter().enumerate() {
+            let r = i as u32 * 3;
+            entries.push(LogEntry::event(
+                entries.len() as u64,
+                Event::Style(crate::event::StyleCells {
+                    // Two columns of values and one past them, empty until styled.
+                    ranges: vec![crate::Range::new(
+                        CellRef { row: r, col: 2 },
+                        CellRef { row: r + 4, col: 4 },
+                    )],
+                    style,
+                }),
+            ));
+        }
+        let seq = entries.len() as u64;
+        let store = MemBlobs::new();
+        let payloads = MemImports::new();
+        let v = Version {
+            base: None,
+            entries: &entries,
+        };
+        let (_, bytes, _) = export(&store, &payloads, v).await;
+        let want = replay(&entries, seq, &payloads);
+        let styled = want
+            .rows()
+            .flat_map(|r| r.cells)
+            .filter(|(_, c)| c.style.is_some())
+            .count();
+        assert!(styled > 60, "{styled} styled cells");
+        let back = imported(&bytes);
+        let missing: Vec<String> = want
+            .rows()
+            .flat_map(|r| {
+                let index = r.index;
+                r.cells.into_iter().map(move |(c, cell)| (index, c, cell))
+            })
+            .filter(|(r, c, _)| !back.iter().any(|(br, bc, _)| (br, bc) == (r, c)))
+            .map(|(row, col, cell)| format!("{} {cell:?}", CellRef { row, col }))
+            .collect();
+        assert_eq!(missing, Vec::<String>::new());
+        for (row, col, cell) in &back {
+            let at = CellRef {
+                row: *row,
+                col: *col,
+            };
+            assert_eq!(Some(cell), want.get(at), "{at}");
+        }
+        // The same file as an import entry, built into a snapshot: styled rows come from the
+        // reader thread encoded on their own, and the chunks keep them.
+        payloads.insert("book", bytes);
+        let import = vec![LogEntry {
+            seq: 0,
+            entry: EntryBody::Event(Event::Import(Import {
+                format: ImportFormat::Xlsx,
+                group: None,
+            })),
+            payload: Some("book".into()),
+        }];
+        build(&store, &payloads, SMALL, 1, None, &import).await;
+        let m = load_manifest(&store, LOG, 1).await.unwrap().unwrap();
+        assert!(m.chunks.len() > 3, "{} chunks", m.chunks.len());
+        let sheet = crate::snapshot::materialize(&store, &m).await.unwrap();
+        assert_eq!(sheet, want);
+    });
+}
+
 /// A sheet of several windows, read from a snapshot plus the entries after it (a row inserted
 /// near the top, a cell set), equals the replayed sheet at every cell.
 #[test]

@@ -112,7 +112,7 @@ impl Rebasing {
                 // Only positions move references: keep structural events without the values an
                 // insert carries, so what is held is bounded by their number, not their size.
                 self.moves.extend(body.events().filter_map(|ev| match ev {
-                    Event::Set(_) => None,
+                    Event::Set(_) | Event::Style(_) => None,
                     Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
                         values: Vec::new(),
                         ..e.clone()

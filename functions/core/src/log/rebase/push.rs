@@ -45,7 +45,7 @@ pub(in crate::log) fn too_old(base: u64, head: u64) -> String {
 /// which move nothing.
 pub(in crate::log) fn positions(event: &Event) -> Option<Event> {
     match event {
-        Event::Set(_) => None,
+        Event::Set(_) | Event::Style(_) => None,
         Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
             values: Vec::new(),
             ..e.clone()
