@@ -63,6 +63,7 @@ pub async fn read(
         }
     };
     let formats = by_ref(&rows, |cell| cell.format.as_ref().map(ToString::to_string));
+    let styles = by_ref(&rows, |cell| cell.style.as_deref().cloned());
     let formulas = by_ref(&rows, |cell| match &cell.value {
         SheetValue::Formula(f) => Some(f.typed()),
         _ => None,
@@ -85,6 +86,7 @@ pub async fn read(
         range: raw_range.to_owned(),
         values,
         formats,
+        styles,
         formulas,
     };
     // The budget above counts the values' bytes; what Lambda counts is the whole answer escaped
@@ -252,7 +254,7 @@ impl Sheet<'_> {
 }
 
 /// Something of each cell of `rows` that has it, by A1 reference.
-fn by_ref(rows: &[Row], of: impl Fn(&Cell) -> Option<String>) -> BTreeMap<String, String> {
+fn by_ref<T>(rows: &[Row], of: impl Fn(&Cell) -> Option<T>) -> BTreeMap<String, T> {
     rows.iter()
         .flat_map(|r| {
             r.cells.iter().filter_map(|(c, cell)| {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sheetlog_core::sheet::Style;
 use utoipa::ToSchema;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -52,7 +53,7 @@ pub struct ForkFrom {
 #[schema(example = json!({"type": "set", "body": {"cells": [{"ref": "B3", "value": 42}]}, "expectedSeq": 1}))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppendRequest {
-    /// One of `set`, `insert-rows`, `delete-rows`, `insert-columns`, `delete-columns`.
+    /// One of `set`, `style`, `insert-rows`, `delete-rows`, `insert-columns`, `delete-columns`.
     #[serde(rename = "type")]
     pub kind: String,
     pub body: Value,
@@ -290,6 +291,11 @@ pub struct CellsResponse {
     /// absent when none has.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub formats: BTreeMap<String, String>,
+    /// The style of every styled cell in the range, by A1 ref (`{"bold": true, "fill":
+    /// "#ffff00"}`; docs/sheet-model.md, "Styles"); absent when none has one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, Object>)]
+    pub styles: BTreeMap<String, Style>,
     /// The formula of every formula cell in the range, by A1 ref, as typed (`"=SUM(A1:A3)"`);
     /// always present (`{}` when none), which tells a client that `values` are computed values.
     pub formulas: BTreeMap<String, String>,

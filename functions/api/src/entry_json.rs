@@ -17,6 +17,9 @@ pub(crate) fn cell_json(cell: &Cell) -> Value {
     if let Some(f) = &cell.format {
         v["format"] = json!(f);
     }
+    if let Some(s) = &cell.style {
+        v["style"] = json!(s.as_ref());
+    }
     v
 }
 

@@ -26,6 +26,7 @@ mod pokes;
 mod rebase;
 mod rebuild;
 mod snapshot_s3;
+mod styles;
 mod sync;
 mod sync_queue;
 mod undo;

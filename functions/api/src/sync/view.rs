@@ -21,6 +21,8 @@ use crate::state::SharedState;
 const MIN_PUT_BYTES: usize = 40;
 /// Past this many entries since the cookie, a full reset is cheaper than reading them.
 const MAX_INCREMENTAL_ENTRIES: u64 = 5_000;
+/// The most cells a `style` may cover and still be pulled as the cells it touched.
+const STYLE_CELLS_TOUCHED: u64 = 5_000;
 
 /// A pull's answer before it is serialised.
 pub(super) struct View {
@@ -169,6 +171,15 @@ fn changes_in(
         for ev in body.events() {
             match ev {
                 Event::Set(s) => cells.extend(s.cells.iter().map(|c| c.at)),
+                // A style touches every cell of its ranges; past a few thousand, resending the
+                // view costs less than naming them.
+                Event::Style(st) if st.cell_count() <= STYLE_CELLS_TOUCHED => {
+                    for r in &st.ranges {
+                        for row in r.start.row..=r.end.row {
+                            cells.extend((r.start.col..=r.end.col).map(|col| CellRef { row, col }));
+                        }
+                    }
+                }
                 _ => reset = true,
             }
         }
@@ -266,7 +277,7 @@ fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
 /// 0-based `at`); an import or a restore is `{"op": "replace"}`.
 fn shape_json(event: &Event) -> Option<Value> {
     let (axis, op, at, count) = match event {
-        Event::Set(_) => return None,
+        Event::Set(_) | Event::Style(_) => return None,
         Event::Import(_) | Event::Restore(_) => return Some(json!({"op": "replace"})),
         Event::InsertRows(e) => ("rows", "insert", e.at.0, e.count),
         Event::DeleteRows(e) => ("rows", "delete", e.at.0, e.count),
