@@ -2,6 +2,7 @@
  * The page's calls to the sheetlog API, on the page's own origin. Every failure becomes an
  * `ApiError` whose `message` is a sentence for the person using the page.
  */
+import type { Style } from './styles';
 
 const TOKEN_KEY = 'sheetlog.token';
 
@@ -186,6 +187,8 @@ export interface CellsAnswer {
   range: string;
   values: unknown[][];
   formats?: Record<string, string>;
+  /** The style of every styled cell, by A1 ref (styles.ts). */
+  styles?: Record<string, Style>;
   /**
    * The formulas' texts by A1 ref, from a server that computes them; `values` then holds their
    * computed values and texts unquoted. Without it, `values` is the input form (model.ts).

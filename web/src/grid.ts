@@ -6,6 +6,7 @@
  */
 import { tsvField } from './clipboard';
 import { colName, type Drawn, MAX_COLS, MAX_ROWS, refOf } from './model';
+import { paint } from './styles';
 
 export const ROW_H = 24;
 export const COL_W = 104;
@@ -211,6 +212,7 @@ export class Grid {
           // not read as typed text.
           if (shown.kind) cell.classList.add(shown.kind);
           if (shown.title) cell.title = shown.title;
+          paint(cell, shown.style);
         }
         if (r === this.sel.row && c === this.sel.col) {
           cell.classList.add('selected');

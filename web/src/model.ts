@@ -11,6 +11,7 @@
 import { format as numfmt } from 'numfmt';
 import type { ReadonlyJSONValue, WriteTransaction } from 'replicache';
 import { rebasePoint, rebaseShape, type Shape, type Step } from './rebase';
+import { compose, type Style, type StylePatch } from './styles';
 
 /** Excel's limits, as the server enforces them (docs/sheet-model.md). */
 export const MAX_ROWS = 1_048_576;
@@ -20,6 +21,7 @@ export type Value = string | number | boolean | null | { error: string };
 export interface Cell {
   value: Value;
   format?: string;
+  style?: Style;
 }
 
 /** 0-based column → letters: 0 → A, 26 → AA. */
@@ -158,6 +160,7 @@ export interface Drawn {
   text: string;
   kind?: 'num' | 'bool' | 'error';
   title?: string;
+  style?: Style;
 }
 
 /**
@@ -166,6 +169,11 @@ export interface Drawn {
  * plain: a text is the text, with no quoting.
  */
 export function drawn(cell: Cell, computed?: Value): Drawn {
+  const d = shownText(cell, computed);
+  return cell.style ? { ...d, style: cell.style } : d;
+}
+
+function shownText(cell: Cell, computed?: Value): Drawn {
   const raw = cell.value;
   const v = isFormula(raw) ? (computed ?? null) : typeof raw === 'string' ? textOf(raw) : raw;
   if (v === null) return { text: '' };
@@ -301,9 +309,16 @@ export interface ColumnArgs extends Based {
   at: string;
   count: number;
 }
+export interface StyleArgs extends Based {
+  /** `A1:C3`, or one cell. */
+  ranges: string[];
+  style: StylePatch;
+}
 
 const SHAPE_PREFIX = 'shape/';
 const CELL_PREFIX = 'cell/';
+/** A pending `style` mutation's patch of one cell (styles.ts). */
+const STYLE_PREFIX = 'style/';
 /** Row and column changes others committed, as the pull brings them (`move/<seq>/<n>`). */
 export const MOVE_PREFIX = 'move/';
 
@@ -461,6 +476,25 @@ export const mutators = {
       await tx.set(CELL_PREFIX + refOf(row, col), c.format ? { value, format: c.format } : { value });
     }
   },
+  async style(tx: WriteTransaction, args: StyleArgs) {
+    // Each cell follows its row and column, as a set's do; its pending patches compose.
+    const steps = await history(tx, args.baseSeq);
+    for (const range of args.ranges) {
+      const [a, b = a] = range.split(':');
+      const p = parseRef(a);
+      const q = parseRef(b);
+      if (!p || !q) continue;
+      for (let r = Math.min(p.row, q.row); r <= Math.max(p.row, q.row); r++)
+        for (let c = Math.min(p.col, q.col); c <= Math.max(p.col, q.col); c++) {
+          const row = rebasePoint('rows', r, steps);
+          const col = rebasePoint('columns', c, steps);
+          if (row === null || col === null) continue;
+          const key = STYLE_PREFIX + refOf(row, col);
+          const before = (await tx.get(key)) as StylePatch | undefined;
+          await tx.set(key, before ? compose(before, args.style) : args.style);
+        }
+    }
+  },
   async 'insert-rows'(tx: WriteTransaction, args: RowArgs) {
     await reshape(tx, { axis: 'rows', op: 'insert', at: args.at - 1, count: args.count }, args.baseSeq);
   },
@@ -480,6 +514,8 @@ export type Mutators = typeof mutators;
 export interface LocalView {
   seq: number;
   cells: Map<string, Cell>;
+  /** Pending style patches, by A1 ref. */
+  styles: Map<string, StylePatch>;
   shapes: ShapeOp[];
 }
 
@@ -490,11 +526,12 @@ export interface LocalView {
 export interface LocalJson {
   seq: number;
   cells: [string, Cell][];
+  styles: [string, StylePatch][];
   shapes: ShapeOp[];
 }
 
 export function fromJson(j: LocalJson): LocalView {
-  return { seq: j.seq, cells: new Map(j.cells), shapes: j.shapes };
+  return { seq: j.seq, cells: new Map(j.cells), styles: new Map(j.styles), shapes: j.shapes };
 }
 
 export async function readLocal(tx: {
@@ -506,9 +543,12 @@ export async function readLocal(tx: {
   const cells: [string, Cell][] = [];
   for await (const [k, v] of tx.scan({ prefix: CELL_PREFIX }).entries())
     cells.push([k.slice(CELL_PREFIX.length), v as unknown as Cell]);
+  const styles: [string, StylePatch][] = [];
+  for await (const [k, v] of tx.scan({ prefix: STYLE_PREFIX }).entries())
+    styles.push([k.slice(STYLE_PREFIX.length), v as unknown as StylePatch]);
   const shapes: ShapeOp[] = [];
   for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) shapes.push(...shapeRecord(v).applied);
-  return { seq, cells, shapes };
+  return { seq, cells, styles, shapes };
 }
 
 /** One CSV field, quoted when it must be (RFC 4180). */

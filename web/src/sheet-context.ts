@@ -36,3 +36,5 @@ export interface SheetContext {
 
 /** What a viewer is told when they try to edit. */
 export const VIEW_ONLY = 'You can view this sheet but not edit it: ask its owner to make you an editor.';
+/** What an edit tried on a version in history is told. */
+export const HISTORY_READ_ONLY = 'History is read-only: go back to the live sheet to edit.';

@@ -179,7 +179,7 @@ export function sheetHistory(
       el('button', { type: 'button', onclick: () => exit() }, 'Back to the live sheet'),
     );
     diffList.hidden = true;
-    void view.show({ seq: seq + 1, cells: new Map(), shapes: [] });
+    void view.show({ seq: seq + 1, cells: new Map(), styles: new Map(), shapes: [] });
   }
 
   /** Lists the cells that differ between the version as of `at` and the live sheet (a page). */

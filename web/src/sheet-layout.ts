@@ -1,10 +1,11 @@
 /**
- * The elements of one sheet's page: the toolbar (format picker, edit buttons, import, export,
+ * The elements of one sheet's page: the toolbar (format picker, style controls, edit buttons, import, export,
  * history, progress, save status, link state), the formula bar (name box and the selected cell's
  * contents), the banner, the grid's host and the history panel. Only the elements: what they do
  * is wired by the other `sheet-*.ts` modules.
  */
 import type { Grid } from './grid';
+import { type StyleControls, styleControls } from './styles';
 import { el } from './ui';
 
 /** The number formats the picker offers: [code, label]. */
@@ -24,6 +25,8 @@ export interface SheetLayout {
   nameBox: HTMLInputElement;
   formula: HTMLInputElement;
   format: HTMLSelectElement;
+  /** Bold, italic, underline, strike, wrap, size, colours, alignment, borders (styles.ts). */
+  styles: StyleControls;
   undoBtn: HTMLButtonElement;
   redoBtn: HTMLButtonElement;
   insRow: HTMLButtonElement;
@@ -115,6 +118,7 @@ function toolbarControls() {
     nameBox,
     formula,
     format,
+    styles: styleControls(),
     undoBtn,
     redoBtn,
     insRow,
@@ -166,6 +170,7 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
       c.undoBtn,
       c.redoBtn,
       c.format,
+      el('span', { className: 'style-controls', role: 'group', ariaLabel: 'cell style' }, ...Object.values(c.styles)),
       c.insRow,
       c.delRow,
       c.insCol,
@@ -200,6 +205,7 @@ export function lockForViewer(ui: SheetLayout, grid: Grid): void {
   grid.el.dataset.readOnly = 'true';
   for (const b of [ui.undoBtn, ui.redoBtn, ui.insRow, ui.delRow, ui.insCol, ui.delCol, ui.format, ui.fileInput])
     b.disabled = true;
+  for (const c of Object.values(ui.styles)) c.disabled = true;
   ui.formula.readOnly = true;
   ui.importLabel.hidden = true;
 }

@@ -1,11 +1,13 @@
 /**
  * The toolbar's edits of one sheet: insert and delete a row or column at the selection, the
- * selected cell's number format, and the name box that jumps to a cell. Edits are refused in
+ * selected cell's number format and style (Ctrl+B, Ctrl+I, Ctrl+U too), and the name box that
+ * jumps to a cell. Edits are refused in
  * words on a viewer's sheet and in history.
  */
 import { colName, parseRef, refOf } from './model';
-import { type SheetContext, VIEW_ONLY } from './sheet-context';
+import { HISTORY_READ_ONLY, type SheetContext, VIEW_ONLY } from './sheet-context';
 import type { SheetView } from './sheet-view';
+import { controlPatch, type StyleControls, type StylePatch } from './styles';
 
 export function toolbarActions(ctx: SheetContext, view: SheetView): void {
   const { ui, messages } = ctx;
@@ -16,7 +18,7 @@ export function toolbarActions(ctx: SheetContext, view: SheetView): void {
       return;
     }
     if (ctx.historyAt !== undefined) {
-      messages.warn('History is read-only: go back to the live sheet to edit.');
+      messages.warn(HISTORY_READ_ONLY);
       return;
     }
     f();
@@ -34,15 +36,25 @@ export function toolbarActions(ctx: SheetContext, view: SheetView): void {
   ui.delCol.onclick = guard(() =>
     ctx.act((m) => m['delete-columns']({ at: colName(grid.selection.col), count: 1, ...based() })),
   );
-  ui.format.onchange = guard(() => {
-    const { row, col } = grid.selection;
-    const value = view.current(row, col)?.value ?? null;
-    ctx.act((m) =>
-      m.set({
-        cells: [{ ref: refOf(row, col), value, ...(ui.format.value ? { format: ui.format.value } : {}) }],
-        ...based(),
-      }),
-    );
+  // Number formats and styles change how the selected cell looks, never its value: a `style`
+  // mutation, which cannot race someone typing into the cell.
+  const restyle = (patch: StylePatch | undefined) => {
+    if (!patch) return;
+    const ref = refOf(grid.selection.row, grid.selection.col);
+    ctx.act((m) => m.style({ ranges: [ref], style: patch, ...based() }));
+  };
+  ui.format.onchange = guard(() => restyle({ format: ui.format.value || null }));
+  const now = () => view.current(grid.selection.row, grid.selection.col)?.style;
+  for (const [name, control] of Object.entries(ui.styles) as [keyof StyleControls, HTMLInputElement][]) {
+    const act = guard(() => restyle(controlPatch(name, now(), control.value)));
+    if (control instanceof HTMLButtonElement) control.onclick = act;
+    else control.onchange = act;
+  }
+  grid.el.addEventListener('keydown', (e) => {
+    const key = { b: 'bold', i: 'italic', u: 'underline' }[e.key.toLowerCase()] as keyof StyleControls | undefined;
+    if (!key || !(e.ctrlKey || e.metaKey) || e.altKey || e.shiftKey) return;
+    e.preventDefault();
+    guard(() => restyle(controlPatch(key, now(), '')))();
   });
   ui.nameBox.onkeydown = (e) => {
     if (e.key !== 'Enter') return;

@@ -11,6 +11,7 @@
 import { ApiError, type CellsAnswer, call, type Extent } from './api';
 import { pasted } from './clipboard';
 import { type BaseBlock, Calc, formulaReads, loadEngine } from './formula';
+import { formulaBar } from './formula-bar';
 import { Grid, type Shown } from './grid';
 import {
   type Area,
@@ -27,10 +28,8 @@ import {
   toBase,
   type Value,
 } from './model';
-import { type SheetContext, VIEW_ONLY } from './sheet-context';
-
-const HISTORY_READ_ONLY = 'History is read-only: go back to the live sheet to edit.';
-
+import { HISTORY_READ_ONLY, type SheetContext, VIEW_ONLY } from './sheet-context';
+import { overlaid, reflect, type Style } from './styles';
 import { el, type Messages } from './ui';
 
 const BLOCK_ROWS = 50;
@@ -60,6 +59,7 @@ interface Block {
   /** Input form (model.ts). */
   values: Value[][];
   formats: Record<string, string>;
+  styles: Record<string, Style>;
   /** The server's values of formulas, when it computes them. */
   computed: Map<string, Value>;
   /** Whether the block holds a formula, and what its formulas read (found once needed). */
@@ -128,7 +128,7 @@ class Blocks {
         if (c !== undefined) own.set(ref, c);
         if (isFormula(v)) formulas = true;
       }
-    this.blocks.set(k, { row, col, values, formats, computed: own, formulas });
+    this.blocks.set(k, { row, col, values, formats, styles: a.styles ?? {}, computed: own, formulas });
     this.failed.delete(k);
     this.version++;
     // A view whose formulas read a block dropped here reads it again (`closureOf`).
@@ -232,9 +232,11 @@ class Blocks {
     const value = movedValue(block.values[b.row % BLOCK_ROWS]?.[b.col % BLOCK_COLS] ?? null, v.shapes);
     const ref = refOf(b.row, b.col);
     const fmt = block.formats[ref];
-    if (value === null && !fmt) return undefined;
+    const style = block.styles[ref];
+    if (value === null && !fmt && !style) return undefined;
     const server = block.computed.get(ref);
-    return { cell: fmt ? { value, format: fmt } : { value }, ...(server !== undefined ? { server } : {}) };
+    const cell: Cell = { value, ...(fmt ? { format: fmt } : {}), ...(style ? { style } : {}) };
+    return { cell, ...(server !== undefined ? { server } : {}) };
   }
 
   /** The blocks read at `seq`, as the formula engine takes them. */
@@ -409,8 +411,14 @@ export function sheetView(ctx: SheetContext): SheetView {
   /** The cell at (row, col) of the view shown, with the server's value when it is a formula the server computed. */
   function lookup(row: number, col: number): { cell: Cell; server?: Value } | undefined | 'loading' {
     if (!ctx.shown) return 'loading';
-    const own = ctx.shown.cells.get(refOf(row, col));
-    return own ? { cell: own } : blocks.baseCell(ctx.shown, row, col);
+    const ref = refOf(row, col);
+    const own = ctx.shown.cells.get(ref);
+    const patch = ctx.shown.styles.get(ref);
+    if (own && !patch) return { cell: own };
+    const base = blocks.baseCell(ctx.shown, row, col);
+    if (base === 'loading') return own ? { cell: own } : base;
+    const cell = overlaid(base?.cell, own, patch, null);
+    return cell && (own ? { cell } : { ...base, cell });
   }
 
   function current(row: number, col: number): Cell | undefined {
@@ -519,6 +527,7 @@ export function sheetView(ctx: SheetContext): SheetView {
       if (code && ![...ui.format.options].some((o) => o.value === code))
         ui.format.append(el('option', { value: code, textContent: code }));
       ui.format.value = code;
+      reflect(ui.styles, c?.style);
     },
     editText: (row: number, col: number) => editText(current(row, col)),
     typing: (text: string) => bar.mirror(text),
@@ -537,60 +546,4 @@ export function sheetView(ctx: SheetContext): SheetView {
   // A failed block is retried a few seconds later, not on every frame.
   setInterval(() => blocks.retry(), 1000);
   return { grid, show, current, based };
-}
-
-/**
- * The formula bar: the selected cell's contents (a formula's text, a value as typed), in a box as
- * wide as the page. Typing there and Enter (or Tab) stores it in the cell it was begun in; Esc
- * puts back what the cell holds. While a cell is edited in place, the bar follows its editor.
- */
-function formulaBar(ctx: SheetContext, grid: Grid, edit: (row: number, col: number, text: string) => void) {
-  const input = ctx.ui.formula;
-  /** The cell being edited in the bar, from its first keystroke. */
-  let editing: { row: number; col: number; was: string } | undefined;
-  let shownFor = { row: 0, col: 0, text: '' };
-  const commit = () => {
-    const e = editing;
-    editing = undefined;
-    if (e && input.value !== e.was) edit(e.row, e.col, input.value);
-  };
-  input.addEventListener('input', () => {
-    if (!editing) editing = { ...shownFor, was: shownFor.text };
-  });
-  input.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' || e.key === 'Tab') {
-      e.preventDefault();
-      if (grid.readOnly) {
-        ctx.messages.warn(ctx.viewOnly ? VIEW_ONLY : HISTORY_READ_ONLY, 'read-only');
-        return;
-      }
-      const at = editing ?? shownFor;
-      commit();
-      grid.el.focus();
-      if (e.key === 'Enter') grid.select(at.row + (e.shiftKey ? -1 : 1), at.col);
-      else grid.select(at.row, at.col + (e.shiftKey ? -1 : 1));
-    } else if (e.key === 'Escape') {
-      e.preventDefault();
-      editing = undefined;
-      input.value = shownFor.text;
-      grid.el.focus();
-    }
-  });
-  // Clicking elsewhere keeps what was typed, as spreadsheets do.
-  input.addEventListener('blur', () => {
-    if (editing && !grid.readOnly) commit();
-    editing = undefined;
-  });
-  return {
-    /** The selected cell's contents, unless the bar is being typed in. */
-    show(row: number, col: number, text: string): void {
-      shownFor = { row, col, text };
-      input.readOnly = grid.readOnly;
-      if (!editing && input.value !== text) input.value = text;
-    },
-    /** The in-place editor's text as it is typed. */
-    mirror(text: string): void {
-      if (!editing) input.value = text;
-    },
-  };
 }

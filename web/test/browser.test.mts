@@ -76,6 +76,20 @@ async function waitCell(page: Page, ref: string, text: string, wait = WAIT): Pro
   );
 }
 
+/** Waits until a cell is drawn with `want`: its font weight and style, fill, bottom border's colour and alignment. */
+async function waitLook(page: Page, ref: string, want: string): Promise<void> {
+  await page.waitForFunction(
+    ([r, w]) => {
+      const e = document.querySelector(`[data-ref="${r}"]`);
+      if (!e) return false;
+      const s = getComputedStyle(e);
+      return [s.fontWeight, s.fontStyle, s.backgroundColor, s.borderBottomColor, s.textAlign].join(' ') === w;
+    },
+    [ref, want] as const,
+    WAIT,
+  );
+}
+
 /** Clicks a cell, types, presses Enter: as a person edits a spreadsheet. */
 async function edit(page: Page, ref: string, text: string): Promise<void> {
   await page.click(`[data-ref="${ref}"]`);
@@ -519,6 +533,48 @@ describe('the web spreadsheet in Chromium', () => {
     const after = (await api('GET', `/logs/${logId}/cells?range=A1:C1`)) as { values: unknown[][] };
     assert.deepEqual(after.values, [[null, 'right', null]]);
     await shot(page, 'rows-and-formats');
+  });
+
+  test('bold, colours, borders and alignment style cells in both pages, and a value typed keeps them', async () => {
+    const logId = await newLog();
+    const a = await openSheet(logId);
+    const b = await openSheet(logId);
+    await edit(a, 'A1', 'Total');
+    await edit(a, 'B1', '42');
+    await synced(a, logId);
+    await a.click('[data-ref="A1"]');
+    await a.keyboard.press('Control+b');
+    await a.locator('input[aria-label="fill colour"]').fill('#ffff00');
+    await a.selectOption('select[aria-label="borders"]', 'bottom');
+    await a.click('[data-ref="B1"]');
+    await a.selectOption('select[aria-label="alignment"]', 'center');
+    await a.click('button[aria-label="italic"]');
+    // The grid's own lines are grey (#dadce0); a bottom border drawn by a style is black.
+    const header = '700 normal rgb(255, 255, 0) rgb(0, 0, 0) start';
+    const centred = '400 italic rgb(255, 255, 255) rgb(218, 220, 224) center';
+    // Drawn at once in page A, and in page B once the pushes land.
+    for (const p of [a, b]) {
+      await waitLook(p, 'A1', header);
+      await waitLook(p, 'B1', centred);
+    }
+    await synced(a, logId);
+    const server = (await api('GET', `/logs/${logId}/cells?range=A1:B1`)) as { values: unknown[][]; styles?: Json };
+    assert.deepEqual(server.values, [['Total', 42]]);
+    assert.deepEqual(server.styles, {
+      A1: { bold: true, fill: '#ffff00', border: { bottom: { style: 'thin' } } },
+      B1: { italic: true, hAlign: 'center' },
+    });
+    // The toolbar shows the selected cell's style.
+    await b.click('[data-ref="A1"]');
+    assert.equal(await b.getAttribute('button[aria-label="bold"]', 'aria-pressed'), 'true');
+    // A value typed into a styled cell keeps its look, in both pages.
+    await edit(b, 'A1', 'Sum');
+    await synced(b, logId);
+    await waitCell(a, 'A1', 'Sum');
+    await waitLook(a, 'A1', header);
+    const after = (await api('GET', `/logs/${logId}/cells?range=A1:A1`)) as { styles?: Json };
+    assert.deepEqual(after.styles, server.styles && { A1: (server.styles as Json).A1 });
+    await shot(a, 'styles');
   });
 
   test('a CSV imported through the upload flow lands, and exports back', async () => {
