@@ -46,6 +46,9 @@ export class Grid {
   private readonly body: HTMLElement;
   private readonly editor: HTMLInputElement;
   private sel = { row: 0, col: 0 };
+  /** The corner of the selected range opposite the active cell (`sel` when one cell is selected). */
+  private ext = { row: 0, col: 0 };
+  private dragging = false;
   private editing = false;
   private frame = 0;
   private rows: [number, number] = [0, 0];
@@ -80,9 +83,23 @@ export class Grid {
       const ref = (e.target as HTMLElement).closest<HTMLElement>('[data-row]');
       if (!ref) return;
       if (this.editing) this.commit();
-      this.select(Number(ref.dataset.row), Number(ref.dataset.col));
+      const at = { row: Number(ref.dataset.row), col: Number(ref.dataset.col) };
+      // Shift-click extends the selection to a range; a plain click selects one cell, and a drag
+      // from it selects the range it covers.
+      if (e.shiftKey) this.extend(at.row, at.col);
+      else this.select(at.row, at.col);
+      this.dragging = !e.shiftKey;
       e.preventDefault();
       this.el.focus();
+    });
+    this.body.addEventListener('mousemove', (e) => {
+      if (!this.dragging || !(e.buttons & 1)) return;
+      const ref = (e.target as HTMLElement).closest<HTMLElement>('[data-row]');
+      if (ref && (Number(ref.dataset.row) !== this.ext.row || Number(ref.dataset.col) !== this.ext.col))
+        this.extend(Number(ref.dataset.row), Number(ref.dataset.col));
+    });
+    window.addEventListener('mouseup', () => {
+      this.dragging = false;
     });
     this.body.addEventListener('dblclick', () => this.startEdit(this.source.editText(this.sel.row, this.sel.col)));
     this.el.addEventListener('keydown', (e) => this.onKey(e));
@@ -109,6 +126,22 @@ export class Grid {
     return { ...this.sel };
   }
 
+  /** The selected range, corners ordered: one cell unless the selection was extended. */
+  get range(): { r0: number; c0: number; r1: number; c1: number } {
+    return {
+      r0: Math.min(this.sel.row, this.ext.row),
+      c0: Math.min(this.sel.col, this.ext.col),
+      r1: Math.max(this.sel.row, this.ext.row),
+      c1: Math.max(this.sel.col, this.ext.col),
+    };
+  }
+
+  /** Moves the range's far corner to (row, col), keeping the active cell. */
+  extend(row: number, col: number): void {
+    this.ext = { row: clamp(row, 0, MAX_ROWS - 1), col: clamp(col, 0, MAX_COLS - 1) };
+    this.schedule();
+  }
+
   /** Redraw on the next frame (coalesces bursts of scroll events and data arrivals). */
   schedule(): void {
     if (this.frame) return;
@@ -120,6 +153,7 @@ export class Grid {
 
   select(row: number, col: number): void {
     this.sel = { row: clamp(row, 0, MAX_ROWS - 1), col: clamp(col, 0, MAX_COLS - 1) };
+    this.ext = { ...this.sel };
     this.source.selected(this.sel.row, this.sel.col);
     this.reveal();
     this.schedule();
@@ -183,6 +217,7 @@ export class Grid {
     if (moved) this.source.viewport(this.rows, this.cols);
 
     const frag = document.createDocumentFragment();
+    const range = this.range;
     for (let j = 0; j < nc; j++) {
       const c = c0 + j;
       const head = div(c === this.sel.col ? 'head col on' : 'head col');
@@ -216,6 +251,9 @@ export class Grid {
         }
         if (r === this.sel.row && c === this.sel.col) {
           cell.classList.add('selected');
+          cell.setAttribute('aria-selected', 'true');
+        } else if (r >= range.r0 && r <= range.r1 && c >= range.c0 && c <= range.c1) {
+          cell.classList.add('in-range');
           cell.setAttribute('aria-selected', 'true');
         }
         place(cell, HEAD_W + offX + j * COL_W, y, COL_W, ROW_H);
@@ -290,7 +328,11 @@ export class Grid {
       PageUp: [-Math.floor(this.bodyH() / ROW_H), 0],
     };
     const m = moves[e.key];
-    if (m) {
+    if (m && e.shiftKey && e.key !== 'Tab') {
+      // Shift+arrows grow or shrink the range from the active cell.
+      e.preventDefault();
+      this.extend(this.ext.row + m[0], this.ext.col + m[1]);
+    } else if (m) {
       e.preventDefault();
       this.select(this.sel.row + m[0], this.sel.col + m[1]);
     } else if (e.key === 'Enter' || e.key === 'F2') {

@@ -1,13 +1,16 @@
 /**
  * The toolbar's edits of one sheet: insert and delete a row or column at the selection, the
- * selected cell's number format and style (Ctrl+B, Ctrl+I, Ctrl+U too), and the name box that
- * jumps to a cell. Edits are refused in
+ * number format and style of the selected cell or range (Ctrl+B, Ctrl+I, Ctrl+U too), and the
+ * name box that jumps to a cell. Edits are refused in
  * words on a viewer's sheet and in history.
  */
 import { colName, parseRef, refOf } from './model';
 import { HISTORY_READ_ONLY, type SheetContext, VIEW_ONLY } from './sheet-context';
 import type { SheetView } from './sheet-view';
 import { controlPatch, type StyleControls, type StylePatch } from './styles';
+
+/** Cells one style change may cover (`MAX_CELLS_PER_STYLE`, functions/sheet/src/limits.rs). */
+const MAX_STYLED_CELLS = 100_000;
 
 export function toolbarActions(ctx: SheetContext, view: SheetView): void {
   const { ui, messages } = ctx;
@@ -40,8 +43,16 @@ export function toolbarActions(ctx: SheetContext, view: SheetView): void {
   // mutation, which cannot race someone typing into the cell.
   const restyle = (patch: StylePatch | undefined) => {
     if (!patch) return;
-    const ref = refOf(grid.selection.row, grid.selection.col);
-    ctx.act((m) => m.style({ ranges: [ref], style: patch, ...based() }));
+    const { r0, c0, r1, c1 } = grid.range;
+    const cells = (r1 - r0 + 1) * (c1 - c0 + 1);
+    if (cells > MAX_STYLED_CELLS) {
+      messages.error(
+        `The selection is ${cells.toLocaleString('en')} cells; a style changes at most ${MAX_STYLED_CELLS.toLocaleString('en')} at once.`,
+      );
+      return;
+    }
+    const range = cells === 1 ? refOf(r0, c0) : `${refOf(r0, c0)}:${refOf(r1, c1)}`;
+    ctx.act((m) => m.style({ ranges: [range], style: patch, ...based() }));
   };
   ui.format.onchange = guard(() => restyle({ format: ui.format.value || null }));
   const now = () => view.current(grid.selection.row, grid.selection.col)?.style;

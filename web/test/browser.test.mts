@@ -574,6 +574,15 @@ describe('the web spreadsheet in Chromium', () => {
     await waitLook(a, 'A1', header);
     const after = (await api('GET', `/logs/${logId}/cells?range=A1:A1`)) as { styles?: Json };
     assert.deepEqual(after.styles, server.styles && { A1: (server.styles as Json).A1 });
+    // A range: shift-click selects A3:B4, and one click strikes all four cells, empty ones too.
+    await a.click('[data-ref="A3"]');
+    await a.click('[data-ref="B4"]', { modifiers: ['Shift'] });
+    assert.equal(await a.locator('.cell.in-range').count(), 3, 'the range beside the active cell');
+    await a.click('button[aria-label="strikethrough"]');
+    await synced(a, logId);
+    const struck = (await api('GET', `/logs/${logId}/cells?range=A3:B4`)) as { styles?: Json };
+    const strike = { strike: true };
+    assert.deepEqual(struck.styles, { A3: strike, B3: strike, A4: strike, B4: strike });
     await shot(a, 'styles');
   });
 
