@@ -312,29 +312,24 @@ fn xlsx_format(number: Option<&str>, style: Option<&Style>) -> Format {
         BorderStyle::Dotted => FormatBorder::Dotted,
         BorderStyle::Double => FormatBorder::Double,
     };
-    let [top, right, bottom, left] = s.border.sides();
-    if let Some(b) = top {
-        f = f.set_border_top(line(&b));
-        if let Some(c) = b.color {
-            f = f.set_border_top_color(Color::RGB(c.0));
-        }
-    }
-    if let Some(b) = right {
-        f = f.set_border_right(line(&b));
-        if let Some(c) = b.color {
-            f = f.set_border_right_color(Color::RGB(c.0));
-        }
-    }
-    if let Some(b) = bottom {
-        f = f.set_border_bottom(line(&b));
-        if let Some(c) = b.color {
-            f = f.set_border_bottom_color(Color::RGB(c.0));
-        }
-    }
-    if let Some(b) = left {
-        f = f.set_border_left(line(&b));
-        if let Some(c) = b.color {
-            f = f.set_border_left_color(Color::RGB(c.0));
+    type Side = (
+        fn(Format, FormatBorder) -> Format,
+        fn(Format, Color) -> Format,
+    );
+    let sides: [Side; 4] = [
+        (Format::set_border_top, |f, c| f.set_border_top_color(c)),
+        (Format::set_border_right, |f, c| f.set_border_right_color(c)),
+        (Format::set_border_bottom, |f, c| {
+            f.set_border_bottom_color(c)
+        }),
+        (Format::set_border_left, |f, c| f.set_border_left_color(c)),
+    ];
+    for (border, (set_line, set_color)) in s.border.sides().iter().zip(sides) {
+        if let Some(b) = border {
+            f = set_line(f, line(b));
+            if let Some(c) = b.color {
+                f = set_color(f, Color::RGB(c.0));
+            }
         }
     }
     f
