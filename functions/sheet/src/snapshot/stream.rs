@@ -316,8 +316,11 @@ impl Stage {
                     }
                     Stage::Style { cells, next, memo } => {
                         emit_style_rows_before(cells, next, memo, row.index, out);
-                        let spans = cells.columns_in(row.index);
-                        apply_style_to_row(&mut row.cells, &spans, &cells.style, memo);
+                        // Most rows are outside every range: they pass without a span list made.
+                        if cells.next_row_from(row.index) == Some(row.index) {
+                            let spans = cells.columns_in(row.index);
+                            apply_style_to_row(&mut row.cells, &spans, &cells.style, memo);
+                        }
                         *next = row.index + 1;
                         if !row.cells.is_empty() {
                             out.push(Item::Row(row));
