@@ -8,6 +8,8 @@
 //! - `snapshot.rs` — `snapshot`: snapshot build rate and peak memory, incremental write
 //!   amplification, CSV import rate. Each measured build runs in a child process (this binary
 //!   re-executed with a hidden subcommand) so its peak resident memory is its own.
+//! - `styles.rs` — for `snapshot`: the snapshot bytes of a sheet whose cells share ten styles
+//!   against the same sheet plain (`--styles-only` runs it alone).
 //! - `export.rs` — `export`: a 10M-cell sheet written as XLSX (rate, peak memory, file size),
 //!   in a child process for its peak memory.
 //! - `pipeline.rs` — `pipeline`: snapshot job latency through the running local pipeline, and the
@@ -50,6 +52,7 @@ mod lambda;
 mod pipeline;
 mod scale;
 mod snapshot;
+mod styles;
 mod versions;
 
 use bytes::Bytes;
@@ -102,6 +105,10 @@ enum Command {
         /// insert, the 1,000-row read), e.g. `--chunk-targets 16,32,64,128,256`.
         #[arg(long, value_delimiter = ',')]
         chunk_targets: Option<Vec<u32>>,
+        /// Instead of the full run: the 1M-cell sheet plain and with every cell in one of ten
+        /// styles, in memory (`styled_snapshot_bytes_ratio`; the full run reports it too).
+        #[arg(long)]
+        styles_only: bool,
     },
     /// XLSX export: a sheet of 10M cells (the snapshot benchmark's sample) written as a
     /// workbook from its snapshot, as the API writes one: cells/s, peak memory, file size.
@@ -170,7 +177,8 @@ fn main() -> anyhow::Result<()> {
             json,
             cells,
             chunk_targets,
-        } => snapshot::run(json, cells, chunk_targets),
+            styles_only,
+        } => snapshot::run(json, cells, chunk_targets, styles_only),
         Command::Export(args) => export::run(args),
         Command::ExportChild(args) => export::child(args),
         Command::Pipeline(args) => pipeline::run(args),

@@ -8,8 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use sheetlog_core::sheet::{
-    CellEdit, CellRef, EntryBody, Event, Import, ImportFormat, InsertRows, Range, RowNumber,
-    SetCells, Value,
+    CellEdit, CellRef, Event, ImportFormat, InsertRows, Range, RowNumber, SetCells, Value,
 };
 use sheetlog_core::snapshot::{
     BlobStore, BuildConfig, FsBlobs, FsImports, ImportSource, LogEntry, MemBlobs, MemImports,
@@ -105,7 +104,7 @@ pub fn child(args: ChildArgs) -> anyhow::Result<()> {
                 &mem
             }
         };
-        let entries = [import_entry(0, &name)];
+        let entries = [LogEntry::import(0, ImportFormat::Csv, &name)];
         let cpu_started = cpu_seconds()?;
         let started = Instant::now();
         let mut checkpoints = 0u64;
@@ -179,17 +178,6 @@ pub(crate) fn status_kb(field: &str) -> anyhow::Result<f64> {
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .with_context(|| format!("no {field} in /proc/self/status"))
-}
-
-fn import_entry(seq: u64, key: &str) -> LogEntry {
-    LogEntry {
-        seq,
-        entry: EntryBody::Event(Event::Import(Import {
-            format: ImportFormat::Csv,
-            group: None,
-        })),
-        payload: Some(key.to_owned()),
-    }
 }
 
 /// Writes `lines` CSV lines of `per_line` sample rows side by side (`10 * per_line` columns);
@@ -380,9 +368,20 @@ fn sweep(json: bool, targets_kib: &[u32]) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> anyhow::Result<()> {
+pub fn run(
+    json: bool,
+    cells: Option<u64>,
+    chunk_targets: Option<Vec<u32>>,
+    styles_only: bool,
+) -> anyhow::Result<()> {
     if let Some(targets) = chunk_targets {
         return sweep(json, &targets);
+    }
+    if styles_only {
+        let tmp = tempfile::tempdir()?;
+        let csv = tmp.path().join("1m.csv");
+        write_csv(&csv, 100_000, 1)?;
+        return crate::styles::run(json, &csv);
     }
     let tmp = tempfile::tempdir()?;
     let (stores, on_tmpfs) = fs_stores()?;
@@ -404,6 +403,11 @@ pub fn run(json: bool, cells: Option<u64>, chunk_targets: Option<Vec<u32>>) -> a
         .enable_all()
         .build()?;
     let inc = rt.block_on(incremental(&csv_1m, BuildConfig::default()))?;
+    say("the 1M-cell sheet again with every cell in one of ten styles (in memory)");
+    let styled = rt.block_on(crate::styles::styled_bytes(&csv_1m, 100_000))?;
+    if let serde_json::Value::Object(m) = serde_json::to_value(&styled)? {
+        extra.extend(m);
+    }
     let imp = import_100mb(tmp.path())?;
 
     let f = figures(&b1, &b10, &inc, &imp, extra);
@@ -641,7 +645,7 @@ async fn incremental(csv: &Path, cfg: BuildConfig) -> anyhow::Result<Incremental
     let payloads = MemImports::new();
     payloads.insert("1m.csv", std::fs::read(csv)?);
     let p: &dyn ImportSource = &payloads;
-    let mut entries = vec![import_entry(0, "1m.csv")];
+    let mut entries = vec![LogEntry::import(0, ImportFormat::Csv, "1m.csv")];
     let built = build_snapshot(&store, p, cfg, LOG, 1, None, entries.clone()).await?;
     let full = built.manifest()?;
     let full_bytes = store.stats().bytes;
@@ -808,7 +812,7 @@ pub(crate) async fn bytes_vs_edits(
         LOG,
         1,
         None,
-        vec![import_entry(0, "base.csv")],
+        vec![LogEntry::import(0, ImportFormat::Csv, "base.csv")],
     )
     .await?
     .manifest()?;

@@ -34,7 +34,7 @@ use super::output::{ManifestParts, Output};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline, Span, Stage};
 use crate::entry::EntryBody;
-use crate::event::{Event, ImportFormat};
+use crate::event::{Event, Import, ImportFormat};
 use crate::import::ImportPos;
 
 /// Default chunk target: 64 KiB of raw (uncompressed) chunk bytes, about 18 KB stored.
@@ -62,6 +62,18 @@ impl LogEntry {
             seq,
             entry: EntryBody::Event(event),
             payload: None,
+        }
+    }
+
+    /// An `import` of the file at `payload` (a key of the build's [`ImportSource`]).
+    pub fn import(seq: u64, format: ImportFormat, payload: &str) -> Self {
+        LogEntry {
+            seq,
+            entry: EntryBody::Event(Event::Import(Import {
+                format,
+                group: None,
+            })),
+            payload: Some(payload.to_owned()),
         }
     }
 }

@@ -12,8 +12,7 @@ use calamine::{Data, Reader, Xlsx};
 use super::super::diff::Version;
 use super::super::tests::{LOG, SMALL, build, replay, rt};
 use super::*;
-use crate::entry::EntryBody;
-use crate::event::{Event, Import, ImportFormat, InsertRows, RowNumber, SetCells};
+use crate::event::{Event, ImportFormat, InsertRows, RowNumber, SetCells};
 use crate::import::{ImportPos, Mode};
 use crate::snapshot::{LogEntry, MemBlobs, MemImports, load_manifest};
 use crate::test_support::{at, n, text};
@@ -240,14 +239,7 @@ fn styles_read_back_from_the_workbook_and_survive_a_snapshot_of_its_import() {
         // The same file as an import entry, built into a snapshot: styled rows come from the
         // reader thread encoded on their own, and the chunks keep them.
         payloads.insert("book", bytes);
-        let import = vec![LogEntry {
-            seq: 0,
-            entry: EntryBody::Event(Event::Import(Import {
-                format: ImportFormat::Xlsx,
-                group: None,
-            })),
-            payload: Some("book".into()),
-        }];
+        let import = vec![LogEntry::import(0, ImportFormat::Xlsx, "book")];
         build(&store, &payloads, SMALL, 1, None, &import).await;
         let m = load_manifest(&store, LOG, 1).await.unwrap().unwrap();
         assert!(m.chunks.len() > 3, "{} chunks", m.chunks.len());
@@ -265,14 +257,7 @@ fn a_sheet_of_many_windows_exports_every_cell_of_its_version() {
         let mut csv = Vec::new();
         crate::sample::write_sample_csv(&mut csv, 12_000).unwrap();
         payloads.insert("p", csv);
-        let mut entries = vec![LogEntry {
-            seq: 0,
-            entry: EntryBody::Event(Event::Import(Import {
-                format: ImportFormat::Csv,
-                group: None,
-            })),
-            payload: Some("p".into()),
-        }];
+        let mut entries = vec![LogEntry::import(0, ImportFormat::Csv, "p")];
         let store = MemBlobs::new();
         build(&store, &payloads, SMALL, 1, None, &entries).await;
         let base = load_manifest(&store, LOG, 1).await.unwrap().unwrap();
