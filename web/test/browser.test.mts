@@ -577,7 +577,8 @@ describe('the web spreadsheet in Chromium', () => {
     // A range: shift-click selects A3:B4, and one click strikes all four cells, empty ones too.
     await a.click('[data-ref="A3"]');
     await a.click('[data-ref="B4"]', { modifiers: ['Shift'] });
-    assert.equal(await a.locator('.cell.in-range').count(), 3, 'the range beside the active cell');
+    // The grid draws on the next frame: wait for the range beside the active cell.
+    await a.waitForFunction(() => document.querySelectorAll('.cell.in-range').length === 3, undefined, WAIT);
     await a.click('button[aria-label="strikethrough"]');
     await synced(a, logId);
     const struck = (await api('GET', `/logs/${logId}/cells?range=A3:B4`)) as { styles?: Json };
