@@ -1,7 +1,8 @@
 /** Cell styles in the page (web/src/styles.ts): patches as the server applies them, and what a view draws. */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { compose, controlPatch, overlaid, patched, restyled } from '../src/styles.ts';
+import { compose, controlPatch, overlaid, patched, restyled, type Styled, type StylePatch } from '../src/styles.ts';
 
 test('a patch sets and clears only the fields it names, and a style left empty is none', () => {
   const base = { bold: true, fill: '#ffff00', border: { bottom: { style: 'thin' as const } } };
@@ -46,4 +47,13 @@ test('the toolbar toggles from the selected cell, and Clear style clears every f
     ),
     undefined,
   );
+});
+
+test('the page applies patches as the server is held to (web/test/fixtures/style-patches.json)', () => {
+  const fixture = JSON.parse(readFileSync(new URL('fixtures/style-patches.json', import.meta.url), 'utf8')) as {
+    cases: { name: string; before: Styled<unknown> | null; patch: StylePatch; after: Styled<unknown> | null }[];
+  };
+  assert.ok(fixture.cases.length >= 8);
+  for (const c of fixture.cases)
+    assert.deepEqual(restyled(c.before ?? undefined, c.patch, null) ?? null, c.after, c.name);
 });

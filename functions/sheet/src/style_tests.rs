@@ -306,3 +306,36 @@ proptest! {
         }
     }
 }
+
+/// A cell as the fixture writes it: `{"value", "format"?, "style"?}`, or null for none.
+fn fixture_cell(v: &serde_json::Value) -> Option<Cell> {
+    if v.is_null() {
+        return None;
+    }
+    Some(Cell {
+        value: serde_json::from_value(v["value"].clone()).unwrap(),
+        format: v.get("format").map(|f| f.as_str().unwrap().into()),
+        style: v
+            .get("style")
+            .map(|s| Arc::new(serde_json::from_value(s.clone()).unwrap())),
+    })
+}
+
+/// The table the page's patches are held to as well (`web/test/styles.test.mts`): the server
+/// turns every `before` into its `after`.
+#[test]
+fn the_server_applies_patches_as_the_page_is_held_to() {
+    let fixture: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../web/test/fixtures/style-patches.json"
+    ))
+    .unwrap();
+    let cases = fixture["cases"].as_array().unwrap();
+    assert!(cases.len() >= 8);
+    for case in cases {
+        let patch: StylePatch = serde_json::from_value(case["patch"].clone()).unwrap();
+        let mut cell = fixture_cell(&case["before"]).unwrap_or_default();
+        cell.restyle(&patch, &mut StyleMemo::default());
+        let got = (!cell.is_blank()).then_some(cell);
+        assert_eq!(got, fixture_cell(&case["after"]), "{}", case["name"]);
+    }
+}
