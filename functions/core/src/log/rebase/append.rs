@@ -4,13 +4,13 @@
 //! written. A lost race reads only the entries that arrived since, and rebases again from the
 //! edit as sent.
 
-use super::push::{MAX_REBASE_ENTRIES, too_old};
+use super::push::{MAX_REBASE_ENTRIES, positions, too_old};
 use crate::domain::{EntryType, LogId, NewEntry, RequestUnits};
 use crate::error::LogError;
 use crate::log::{AppendOnce, AppendOptions, EventLog, IdempotencyKey};
 use crate::ports::{DedupeKeys, LogEntries, PayloadStore};
 use crate::sheet::entry::EntryBody;
-use crate::sheet::event::{Event, InsertRows};
+use crate::sheet::event::Event;
 use crate::sheet::rebase::{Outcome, Step, rebase};
 
 /// Entries read per page while catching up with the head.
@@ -111,14 +111,7 @@ impl Rebasing {
                 })?;
                 // Only positions move references: keep structural events without the values an
                 // insert carries, so what is held is bounded by their number, not their size.
-                self.moves.extend(body.events().filter_map(|ev| match ev {
-                    Event::Set(_) | Event::Style(_) => None,
-                    Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
-                        values: Vec::new(),
-                        ..e.clone()
-                    })),
-                    other => Some(other.clone()),
-                }));
+                self.moves.extend(body.events().filter_map(positions));
                 self.read_to += 1;
             }
             if self.read_to == before {
