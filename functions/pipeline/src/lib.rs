@@ -50,6 +50,10 @@ pub use stream::StreamDriver;
 pub use sync::SyncDriver;
 use tracing::{info, warn};
 
+/// How long one of the snapshot queue driver's receives waits for a job (a long poll: it
+/// returns as soon as one is there).
+const QUEUE_LONG_POLL: Duration = Duration::from_secs(1);
+
 /// Settings of the local pipeline.
 #[derive(Debug, Clone)]
 pub struct LocalPipelineConfig {
@@ -58,7 +62,9 @@ pub struct LocalPipelineConfig {
     pub worker_time_budget: Duration,
     /// Worker invocations at once.
     pub worker_concurrency: usize,
-    /// How often an idle driver looks again.
+    /// How often the stream driver looks again once it has caught up (Lambda polls a stream's
+    /// shards four times a second). The queue drivers long-poll instead, as Lambda's SQS event
+    /// source does: a job is taken as soon as it is sent.
     pub poll_interval: Duration,
     /// Retries of a failing stream record before it is dropped. The stack's is 10,000, which in
     /// practice means "until the record is 23 hours old"; locally, with backoff capped at 5 s, a
@@ -272,7 +278,7 @@ impl LocalPipeline {
         let queue_task = async {
             let mut stop = stop_rx.clone();
             queue
-                .run(poll, async move {
+                .run(QUEUE_LONG_POLL, async move {
                     let _ = stop.changed().await;
                 })
                 .await;

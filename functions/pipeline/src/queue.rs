@@ -106,6 +106,7 @@ impl QueueDriver {
                 job: None,
                 result: Err(sheetlog_snapshot_worker::WorkerError::TimedOut(limit)),
                 keep: true,
+                chained: 0,
             };
         };
         let result = results.pop().unwrap_or_else(|| MessageResult {
@@ -113,6 +114,7 @@ impl QueueDriver {
             job: None,
             result: Ok(sheetlog_snapshot_worker::Outcome::Duplicate),
             keep: true,
+            chained: 0,
         });
         if !result.keep
             && let Some(r) = receipt
@@ -145,29 +147,82 @@ impl QueueDriver {
     }
 
     /// Runs until `shutdown` resolves, keeping up to `concurrency` invocations in flight.
-    /// Invocations still running at shutdown are dropped, like a Lambda killed mid-job; the
-    /// protocol picks their jobs up again.
-    pub async fn run(&self, poll: Duration, shutdown: impl std::future::Future<Output = ()>) {
+    /// Receives are long polls of up to `wait` (whole seconds, as SQS counts them), as Lambda's
+    /// event source polls: a job is taken as soon as it is sent, not at the next tick. A long
+    /// poll is never abandoned half way (the messages it took would stay invisible until their
+    /// visibility timeout), so invocations finish while it waits. After a failed receive the
+    /// driver waits `wait` before the next. Invocations still running at shutdown are dropped,
+    /// like a Lambda killed mid-job; the protocol picks their jobs up again.
+    pub async fn run(&self, wait: Duration, shutdown: impl std::future::Future<Output = ()>) {
         crate::check_queue_visibility(&self.sqs, &self.url, self.timeout, "the snapshot worker")
             .await;
         tokio::pin!(shutdown);
+        let wait = wait.max(Duration::from_secs(1));
         let mut running = FuturesUnordered::new();
         loop {
             let free = self.concurrency.saturating_sub(running.len());
-            if free > 0 {
-                match self.receive(free, Duration::ZERO).await {
-                    Ok(messages) => {
-                        for m in messages {
-                            running.push(self.invoke(m));
+            if free == 0 {
+                tokio::select! {
+                    _ = &mut shutdown => return,
+                    Some(_) = running.next() => {}
+                }
+                continue;
+            }
+            let receive = self.receive(free, wait);
+            tokio::pin!(receive);
+            let mut stopping = false;
+            let received = loop {
+                tokio::select! {
+                    r = &mut receive => break r,
+                    Some(_) = running.next(), if !running.is_empty() => {}
+                    _ = &mut shutdown, if !stopping => stopping = true,
+                }
+            };
+            match received {
+                Ok(messages) if stopping => {
+                    // Stopped during the long poll: what it took is made visible again at
+                    // once rather than held for the visibility timeout.
+                    self.release(messages).await;
+                    return;
+                }
+                Ok(messages) => {
+                    for m in messages {
+                        running.push(self.invoke(m));
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %format!("{e:#}"), "receiving snapshot jobs failed");
+                    if stopping {
+                        return;
+                    }
+                    let pause = tokio::time::sleep(wait);
+                    tokio::pin!(pause);
+                    loop {
+                        tokio::select! {
+                            _ = &mut shutdown => return,
+                            _ = &mut pause => break,
+                            Some(_) = running.next(), if !running.is_empty() => {}
                         }
                     }
-                    Err(e) => warn!(error = %format!("{e:#}"), "receiving snapshot jobs failed"),
                 }
             }
-            tokio::select! {
-                _ = &mut shutdown => return,
-                Some(_) = running.next(), if !running.is_empty() => {}
-                _ = tokio::time::sleep(poll) => {}
+        }
+    }
+
+    /// Makes received messages visible again now (best effort: otherwise after the queue's
+    /// visibility timeout, as for a crashed poller).
+    async fn release(&self, messages: Vec<SqsMessage>) {
+        for r in messages.into_iter().filter_map(|m| m.receipt_handle) {
+            if let Err(e) = self
+                .sqs
+                .change_message_visibility()
+                .queue_url(&self.url)
+                .receipt_handle(r)
+                .visibility_timeout(0)
+                .send()
+                .await
+            {
+                warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "releasing a received job at shutdown failed");
             }
         }
     }
