@@ -5,8 +5,11 @@
 //! - finished (built, late duplicate, lost race, bogus job) → success: the event-source mapping
 //!   (or the local driver) deletes it;
 //! - completed → also, the log's next Snapshot entry, if it is already in the log and not built,
-//!   is sent as a fresh job with no delay, so a burst of snapshots builds one after another
-//!   instead of each waiting out its own backoff behind the one before;
+//!   is built next by the same invocation (and the one after it, while the invocation's time
+//!   lasts), so a burst of snapshots builds one after another at the speed of the builds instead
+//!   of each waiting out its own backoff behind the one before, or a queue round trip. A chained
+//!   build that waits, hands off or fails goes on as a fresh job (sent as its own message
+//!   would be); one found held by another invocation is left to it;
 //! - handed off past the hop cap (`max_handoffs`) → parked: not sent again, logged at error
 //!   level and counted in the `SnapshotJobsParked` metric; its pending item keeps the checkpoint
 //!   for `sheetlog-maintenance reprocess`;
@@ -45,6 +48,8 @@ pub struct MessageResult {
     pub result: Result<Outcome, WorkerError>,
     /// Whether the message is reported as failed (stays on the queue).
     pub keep: bool,
+    /// Later snapshots of the log this invocation built after completing the message's.
+    pub chained: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +111,7 @@ impl Handler {
                         reason: format!("malformed job: {e}"),
                     }),
                     keep: true,
+                    chained: 0,
                 };
             }
             None => {
@@ -118,12 +124,14 @@ impl Handler {
                         reason: "no body".into(),
                     }),
                     keep: true,
+                    chained: 0,
                 };
             }
         };
         // Boxed: the build's future is deep, and a boxed one keeps the Lambda's stack and the
         // compiler's layout computation small.
         let result = Box::pin(self.worker.run(&job, handoff_at)).await;
+        let mut chained = 0;
         let keep = match &result {
             Ok(outcome) => {
                 info!(log = %job.log_id, segment = job.segment, entry = job.entry,
@@ -152,7 +160,7 @@ impl Handler {
                             .await
                     }
                     Outcome::Completed { .. } => {
-                        self.start_next(&job).await;
+                        chained = self.chain(&job, handoff_at).await;
                         false
                     }
                     Outcome::Rejected { reason } => {
@@ -179,22 +187,65 @@ impl Handler {
             job: Some(job),
             result,
             keep,
+            chained,
         }
     }
 
-    /// After a completion: sends the log's next unbuilt Snapshot entry, if there is one, as a
-    /// fresh job due now. Best effort: the router's own message for it is still on its way.
-    async fn start_next(&self, job: &SnapshotJob) {
-        match self.worker.next_snapshot(job).await {
-            Ok(Some(next)) => {
-                if let Err(e) = self.queue.send(&next, Duration::ZERO).await {
-                    warn!(log = %job.log_id, error = %e, "sending the next snapshot job failed; the router's message will start it");
-                } else {
-                    info!(log = %job.log_id, segment = next.segment, entry = next.entry, "started the next snapshot");
+    /// After a completion: builds the log's next unbuilt Snapshot entry, if there is one, in
+    /// this invocation, and the one after it, until there is none or the invocation's time is up
+    /// (`handoff_at`); the next one is then sent as a fresh job due now. A chained build that
+    /// waits or hands off is re-sent as its message would be; one that fails is sent again due
+    /// now, so it is retried (and counted) as a message of its own. Best effort throughout: the
+    /// router's own message for each Snapshot entry is on its way too.
+    async fn chain(&self, done: &SnapshotJob, handoff_at: Instant) -> u32 {
+        let mut done = *done;
+        let mut built = 0;
+        loop {
+            let next = match self.worker.next_snapshot(&done).await {
+                Ok(Some(next)) => next,
+                Ok(None) => return built,
+                Err(e) => {
+                    warn!(log = %done.log_id, error = %e, "looking for the next snapshot failed");
+                    return built;
+                }
+            };
+            if Instant::now() >= handoff_at {
+                self.send_next(&next).await;
+                return built;
+            }
+            let result = Box::pin(self.worker.run(&next, handoff_at)).await;
+            info!(log = %next.log_id, segment = next.segment, entry = next.entry,
+                outcome = ?result, "chained job handled");
+            match result {
+                Ok(Outcome::Completed { .. }) => built += 1,
+                Ok(Outcome::AlreadyComplete) => {}
+                Ok(Outcome::Deferred { delay, .. }) => {
+                    self.requeue(next.deferred(now_secs()), delay, None).await;
+                    return built;
+                }
+                Ok(Outcome::HandedOff { .. }) => {
+                    self.requeue(next.handed_off(), Duration::ZERO, None).await;
+                    return built;
+                }
+                Ok(Outcome::Duplicate | Outcome::Rejected { .. } | Outcome::LogDeleted)
+                | Err(WorkerError::Stopped(_)) => return built,
+                Err(e) => {
+                    warn!(log = %next.log_id, segment = next.segment, entry = next.entry,
+                        error = %e, "a chained snapshot failed; sending it as a job of its own");
+                    self.send_next(&next).await;
+                    return built;
                 }
             }
-            Ok(None) => {}
-            Err(e) => warn!(log = %job.log_id, error = %e, "looking for the next snapshot failed"),
+            done = next;
+        }
+    }
+
+    /// Sends `next` as a fresh job due now (best effort: the router's message is on its way).
+    async fn send_next(&self, next: &SnapshotJob) {
+        if let Err(e) = self.queue.send(next, Duration::ZERO).await {
+            warn!(log = %next.log_id, error = %e, "sending the next snapshot job failed; the router's message will start it");
+        } else {
+            info!(log = %next.log_id, segment = next.segment, entry = next.entry, "sent the next snapshot job");
         }
     }
 

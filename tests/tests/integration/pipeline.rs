@@ -91,6 +91,14 @@ async fn two_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, At, At)>
     Ok((log, first, second))
 }
 
+/// [`two_snapshot_log`] with a third Snapshot entry after one more edit.
+async fn three_snapshot_log(px: &PipelineStack) -> anyhow::Result<(LogId, [At; 3])> {
+    let (log, first, second) = two_snapshot_log(px).await?;
+    append(px, log, set_entry(&[("E2", json!("third"))])).await?;
+    let third = append(px, log, snapshot_entry()).await?;
+    Ok((log, [first, second, third]))
+}
+
 /// The Snapshot entry's root and its segment's Last Snapshot.
 async fn completion(
     px: &PipelineStack,
@@ -629,6 +637,59 @@ async fn a_tiny_time_budget_hands_off_several_times_and_completes() -> anyhow::R
     px.assert_no_orphans(log, &[&root1, &root2]).await?;
     ensure!(px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0));
     ensure!(px.queue_depth(&px.queues.dead_letter_queue).await? == (0, 0, 0));
+    Ok(())
+}
+
+/// A completed snapshot builds the log's later Snapshot entries in the same invocation, with no
+/// queue round trip between them; once the invocation's time is up it sends the next as a job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_completed_snapshot_builds_the_next_ones_in_the_same_invocation() -> anyhow::Result<()> {
+    let px = PipelineStack::new("pipeline-chain").await?;
+    let cfg = LocalPipelineConfig {
+        worker_concurrency: 1,
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = px.pipeline(cfg, px.worker(test_worker_config())?)?;
+    let (log, snaps) = three_snapshot_log(&px).await?;
+    px.job_queue().send(&snaps[0].job, Duration::ZERO).await?;
+    let results = pipeline.queue.poll_once().await?;
+    ensure!(results.len() == 1, "{results:?}");
+    ensure!(
+        matches!(results[0].result, Ok(Outcome::Completed { .. })),
+        "{results:?}"
+    );
+    ensure!(results[0].chained == 2, "chained {}", results[0].chained);
+    let mut roots = Vec::new();
+    for at in snaps {
+        roots.push(assert_complete(&px, at).await?);
+    }
+    let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
+    px.assert_no_orphans(log, &roots).await?;
+    ensure!(
+        px.queue_depth(&px.queues.snapshot_queue).await? == (0, 0, 0),
+        "no job was sent for the chained snapshots"
+    );
+
+    // With no time left after the first, the second goes on as a job of its own.
+    let cfg = LocalPipelineConfig {
+        worker_time_budget: Duration::ZERO,
+        worker_concurrency: 1,
+        ..LocalPipelineConfig::default()
+    };
+    let pipeline = px.pipeline(cfg, px.worker(test_worker_config())?)?;
+    let (_, snaps) = three_snapshot_log(&px).await?;
+    px.job_queue().send(&snaps[0].job, Duration::ZERO).await?;
+    let results = pipeline.queue.poll_once().await?;
+    ensure!(
+        matches!(results.as_slice(), [r] if r.chained == 0 && matches!(r.result, Ok(Outcome::Completed { .. }))),
+        "{results:?}"
+    );
+    assert_complete(&px, snaps[0]).await?;
+    ensure!(completion(&px, snaps[1].job).await?.0.is_none());
+    ensure!(
+        px.queue_depth(&px.queues.snapshot_queue).await? == (1, 0, 0),
+        "the next snapshot was sent as a job"
+    );
     Ok(())
 }
 
