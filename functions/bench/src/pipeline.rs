@@ -64,7 +64,8 @@ pub struct PipelineArgs {
     /// Snapshot entries in the burst (each after 5 edits), appended back to back.
     #[arg(long, default_value_t = 20)]
     burst: u32,
-    /// The drivers' idle poll interval in milliseconds (default: what `sheetlog dev` uses).
+    /// The stream driver's idle poll interval in milliseconds (default: what `sheetlog dev` uses;
+    /// the queue drivers long-poll).
     #[arg(long)]
     poll_ms: Option<u64>,
 }
@@ -324,7 +325,7 @@ impl Timing<'_> {
         let log = self.log_store.create().await?.log;
         let mut out = Vec::with_capacity(snapshots as usize);
         say(&format!(
-            "timing {snapshots} snapshots, each after {edits} set entries (drivers poll every {} ms)",
+            "timing {snapshots} snapshots, each after {edits} set entries (the stream driver polls every {} ms)",
             poll.as_millis()
         ));
         for i in 0..snapshots {
@@ -562,7 +563,7 @@ fn current_rss_mb() -> anyhow::Result<f64> {
 
 fn print_table(f: &Figures) {
     println!(
-        "side-effect pipeline on the local stack (drivers poll every {} ms)",
+        "side-effect pipeline on the local stack (the stream driver polls every {} ms)",
         f.poll_interval_ms
     );
     println!(
