@@ -517,6 +517,20 @@ export interface LocalView {
   /** Pending style patches, by A1 ref. */
   styles: Map<string, StylePatch>;
   shapes: ShapeOp[];
+  /** What took the server's state to `seq` from the pull's cookie, when the pull said (changed.ts). */
+  changed?: Changed;
+}
+
+/** A `set` or `style` event as `meta/changed` lists it (functions/api/src/sync/view.rs). */
+export type ChangedEvent =
+  | { type: 'set'; body: { cells: { ref: string; value: Value; format?: string }[] } }
+  | { type: 'style'; body: { ranges: string[]; style: StylePatch } };
+
+/** A `view=none` pull's `meta/changed`: `events` null when they do more than set and style cells. */
+export interface Changed {
+  from: number | null;
+  to: number;
+  events: ChangedEvent[] | null;
 }
 
 /**
@@ -528,10 +542,13 @@ export interface LocalJson {
   cells: [string, Cell][];
   styles: [string, StylePatch][];
   shapes: ShapeOp[];
+  changed?: Changed;
 }
 
 export function fromJson(j: LocalJson): LocalView {
-  return { seq: j.seq, cells: new Map(j.cells), styles: new Map(j.styles), shapes: j.shapes };
+  const v: LocalView = { seq: j.seq, cells: new Map(j.cells), styles: new Map(j.styles), shapes: j.shapes };
+  if (j.changed) v.changed = j.changed;
+  return v;
 }
 
 export async function readLocal(tx: {
@@ -548,7 +565,8 @@ export async function readLocal(tx: {
     styles.push([k.slice(STYLE_PREFIX.length), v as unknown as StylePatch]);
   const shapes: ShapeOp[] = [];
   for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) shapes.push(...shapeRecord(v).applied);
-  return { seq, cells, styles, shapes };
+  const changed = (await tx.get('meta/changed')) as Changed | undefined;
+  return { seq, cells, styles, shapes, ...(changed?.to === seq ? { changed } : {}) };
 }
 
 /** One CSV field, quoted when it must be (RFC 4180). */

@@ -9,6 +9,7 @@
  * formula bar, and turns typing into edits.
  */
 import { ApiError, type CellsAnswer, call, type Extent } from './api';
+import { type CellOp, cellOps, patchedBlock } from './changed';
 import { pasted } from './clipboard';
 import { type BaseBlock, Calc, formulaReads, loadEngine } from './formula';
 import { formulaBar } from './formula-bar';
@@ -131,6 +132,30 @@ class Blocks {
     this.blocks.set(k, { row, col, values, formats, styles: a.styles ?? {}, computed: own, formulas });
     this.failed.delete(k);
     this.version++;
+    this.trim();
+  }
+
+  /**
+   * The blocks read at `from`, patched with `ops` (changed.ts), as the blocks of `to`: those
+   * without formulas (a formula's value is the server's, or comes from what it reads, which a
+   * change elsewhere moves). The others are read at `to` as usual.
+   */
+  carry(from: number, to: number, ops: Map<string, CellOp[]>): void {
+    const prefix = `${from}/`;
+    const carried: [string, Block][] = [];
+    for (const [k, b] of this.blocks) {
+      if (!k.startsWith(prefix) || b.formulas || b.computed.size) continue;
+      const key = `${to}/${k.slice(prefix.length)}`;
+      if (!this.blocks.has(key)) carried.push([key, patchedBlock(b, ops, BLOCK_ROWS, BLOCK_COLS)]);
+    }
+    for (const [k, b] of carried) this.blocks.set(k, b);
+    if (!carried.length) return;
+    this.version++;
+    this.trim();
+  }
+
+  /** Drops the oldest blocks past MAX_BLOCKS. */
+  private trim(): void {
     // A view whose formulas read a block dropped here reads it again (`closureOf`).
     while (this.blocks.size > MAX_BLOCKS) {
       const oldest = this.blocks.keys().next().value;
@@ -469,6 +494,10 @@ export function sheetView(ctx: SheetContext): SheetView {
     // The first view shows once its cells are read, its formulas' values as they come; a later
     // one waits for what its formulas read too, so a value never flickers back.
     const first = ctx.shown === undefined;
+    // What the pull says changed since the view shown: its blocks patched, not read again.
+    const c = v.changed;
+    const ops = c?.events && c.from === ctx.shown?.seq && c.to === v.seq ? cellOps(c.events) : undefined;
+    if (c && ops) blocks.carry(c.from ?? 0, v.seq, ops);
     await (first ? blocks.loadView(v) : blocks.loadAll(v));
     // Still what should be shown once read? (A newer view, or leaving history, supersedes it.)
     if (ctx.historyAt === undefined ? ctx.live === v : v.seq === ctx.historyAt) {

@@ -301,8 +301,19 @@ describe('the web spreadsheet in Chromium', () => {
     await b.waitForSelector('.grid[data-link="live"]', WAIT);
     assert.match(await b.locator('.link').innerText(), /live/);
     await synced(b, logId);
+    const reads: string[] = [];
+    b.on('request', (r) => {
+      if (r.url().includes('/cells?')) reads.push(r.url());
+    });
     await edit(a, 'F1', 'poked');
     await waitCell(b, 'F1', 'poked', { timeout: 2000 });
+    // B patched the blocks it held with what the pull said changed: no range read.
+    await synced(b, logId);
+    assert.deepEqual(reads, []);
+    // A formula's value is the server's to compute: B reads its blocks at the new sequence.
+    await edit(a, 'F3', '=2*21');
+    await waitCell(b, 'F3', '42', WAIT);
+    assert.ok(reads.length > 0, 'a formula is read');
     // B's connection drops: it says so, reconnects with backoff and pulls what it missed.
     await b.evaluate(() => (window as unknown as { sheetlogPokes: { drop(): void } }).sheetlogPokes.drop());
     await b.waitForSelector('.grid[data-link="reconnecting"]', WAIT);

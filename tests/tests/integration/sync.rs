@@ -686,7 +686,11 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
     assert_eq!(v["cookie"], 2);
     assert_eq!(
         v["patch"],
-        json!([{"op": "clear"}, {"op": "put", "key": "meta/seq", "value": 2}])
+        json!([
+            {"op": "clear"},
+            {"op": "put", "key": "meta/seq", "value": 2},
+            {"op": "put", "key": "meta/changed", "value": {"from": null, "to": 2, "events": null}}
+        ])
     );
 
     // A push; the next pull moves the cookie and confirms the mutations, with no cell in it.
@@ -703,9 +707,17 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["cookie"], 3);
     assert_eq!(v["lastMutationIDChanges"], json!({"c1": 2}));
+    // And what the mutations did, for the client to patch the blocks it read at the cookie
+    // rather than read them again.
     assert_eq!(
         v["patch"],
-        json!([{"op": "put", "key": "meta/seq", "value": 3}])
+        json!([
+            {"op": "put", "key": "meta/seq", "value": 3},
+            {"op": "put", "key": "meta/changed", "value": {"from": 2, "to": 3, "events": [
+                {"type": "set", "body": {"cells": [{"ref": "B1", "value": "x"}]}},
+                {"type": "set", "body": {"cells": [{"ref": "B2", "value": "y"}]}}
+            ]}}
+        ])
     );
     // Rows moved: no reset (there are no cells to move), the change itself as a `move/` key,
     // for the client to rebase its pending edits with.
@@ -724,7 +736,9 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
         json!([
             {"op": "put", "key": "move/000000000003/00000",
              "value": {"seq": 3, "applied": [{"axis": "rows", "op": "insert", "at": 0, "count": 1}]}},
-            {"op": "put", "key": "meta/seq", "value": 4}
+            {"op": "put", "key": "meta/seq", "value": 4},
+            // Cells moved: the client reads the view again.
+            {"op": "put", "key": "meta/changed", "value": {"from": 3, "to": 4, "events": null}}
         ])
     );
     // A client's row change names the client and the mutation.
@@ -741,6 +755,49 @@ async fn a_pull_without_cells_serves_any_sheet_and_still_confirms_mutations() ->
         json!({"op": "put", "key": "move/000000000004/00000", "value": {"seq": 4, "client": "c1", "id": 3,
             "applied": [{"axis": "columns", "op": "delete", "at": 1, "count": 2}]}})
     );
+
+    // A style and a number format are carried with the set after them, in log order; a
+    // formula is not (its value is the server's to compute), nor is an over-large change.
+    let changed = |from: u64| {
+        let (c, none) = (&c, &none);
+        async move {
+            let (s, v) = post(c, none, &pull_body("g", json!(from))).await?;
+            anyhow::ensure!(s == StatusCode::OK, "{v}");
+            let patch = v["patch"].as_array().cloned().unwrap_or_default();
+            let last = patch.last().cloned().unwrap_or_default();
+            anyhow::ensure!(last["key"] == "meta/changed", "{v}");
+            anyhow::Ok(last["value"].clone())
+        }
+    };
+    let entries = api.url(&format!("/logs/{log}/entries"));
+    for body in [
+        json!({"type": "style", "body": {"ranges": ["A1:B2"], "style": {"bold": true, "format": "0.00"}}}),
+        set_body(&[("A1", json!(1.5))]),
+    ] {
+        let r = c.post(entries.clone()).json(&body).send().await?;
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    assert_eq!(
+        changed(5).await?,
+        json!({"from": 5, "to": 7, "events": [
+            {"type": "style", "body": {"ranges": ["A1:B2"], "style": {"bold": true, "format": "0.00"}}},
+            {"type": "set", "body": {"cells": [{"ref": "A1", "value": 1.5}]}}
+        ]})
+    );
+    let r = c
+        .post(entries.clone())
+        .json(&set_body(&[("C1", json!("=A1*2"))]))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(changed(7).await?["events"], Value::Null, "a formula");
+    let r = c
+        .post(entries.clone())
+        .json(&json!({"type": "style", "body": {"ranges": ["A1:J101"], "style": {"italic": true}}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(changed(8).await?["events"], Value::Null, "1,010 cells");
 
     let bad = api.url(&format!("/logs/{log}/replicache/pull?view=some"));
     let (s, v) = post(&c, &bad, &pull_body("g", Value::Null)).await?;

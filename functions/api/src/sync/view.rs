@@ -8,7 +8,7 @@ use sheetlog_core::LogError;
 use sheetlog_core::domain::LogId;
 use sheetlog_core::log::{EntriesPage, SegmentHint};
 use sheetlog_core::sheet::limits::{MAX_COLS, MAX_ROWS};
-use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row};
+use sheetlog_core::sheet::{CellRef, EntryBody, Event, Range, Row, Value as SheetValue};
 use sheetlog_core::snapshot::ReadBudget;
 use tracing::warn;
 
@@ -23,6 +23,10 @@ const MIN_PUT_BYTES: usize = 40;
 const MAX_INCREMENTAL_ENTRIES: u64 = 5_000;
 /// The most cells a `style` may cover and still be pulled as the cells it touched.
 const STYLE_CELLS_TOUCHED: u64 = 5_000;
+/// The most cells the events of a `view=none` pull's `meta/changed` may touch, and the most
+/// bytes of JSON they may take; past either, the key says only that the view changed.
+const CHANGED_MAX_CELLS: u64 = 1_000;
+const CHANGED_MAX_BYTES: usize = 64 * 1024;
 
 /// A pull's answer before it is serialised.
 pub(super) struct View {
@@ -39,6 +43,9 @@ struct Changes {
     last_ids: BTreeMap<String, u64>,
     /// Their row and column changes as `move/` puts (a `view=none` pull only).
     moves: Vec<Value>,
+    /// For a `view=none` pull: the events, in order, when they only set and style cells (no
+    /// formulas, at most [`CHANGED_MAX_CELLS`]) — what `meta/changed` carries.
+    events: Option<Vec<Value>>,
 }
 
 /// What changed between the cookie and `next_seq`, as a patch and the group's clients whose last
@@ -92,13 +99,20 @@ pub(super) async fn view(
         Some(range) if with_cells => read_at(state, log, log_id, next_seq, range).await?,
         _ => Vec::new(),
     };
-    let patch = patch(
+    let mut patch = patch(
         changes.touched.as_ref(),
         changes.moves,
         rows,
         next_seq,
         with_cells,
     );
+    if !with_cells {
+        // What moved the client from its cookie to this view, for a client that shows the view
+        // by patching what it read at the cookie instead of reading it again (docs/sync.md).
+        let events = changes.events.map_or(Value::Null, Value::Array);
+        patch.push(json!({"op": "put", "key": "meta/changed",
+            "value": {"from": cookie, "to": next_seq, "events": events}}));
+    }
     Ok(View {
         patch,
         last_ids: changes.last_ids,
@@ -153,6 +167,7 @@ fn changes_in(
     let mut changes = Changes::default();
     let mut cells = BTreeSet::new();
     let mut reset = false;
+    let mut carried = (!with_cells).then(Carried::default);
     for e in page.entries.iter().filter(|e| e.seq < next_seq) {
         let body = EntryBody::decode(e.kind.0, e.version, &e.body)
             .map_err(|err| ApiError::Internal(format!("entry {} does not decode: {err}", e.seq)))?;
@@ -169,6 +184,11 @@ fn changes_in(
             }
         }
         for ev in body.events() {
+            if let Some(c) = &mut carried
+                && !c.add(ev)
+            {
+                carried = None;
+            }
             match ev {
                 Event::Set(s) => cells.extend(s.cells.iter().map(|c| c.at)),
                 // A style touches every cell of its ranges; past a few thousand, resending the
@@ -192,7 +212,41 @@ fn changes_in(
     if !reset || !with_cells {
         changes.touched = Some(cells);
     }
+    changes.events = carried.map(|c| c.events);
     Ok(changes)
+}
+
+/// The events of a `meta/changed` as they are gathered.
+#[derive(Default)]
+struct Carried {
+    events: Vec<Value>,
+    cells: u64,
+    bytes: usize,
+}
+
+impl Carried {
+    /// Adds `ev`; false when it cannot be carried (it moves cells, sets a formula, or the
+    /// events pass the limits), and the client reads the view instead.
+    fn add(&mut self, ev: &Event) -> bool {
+        self.cells += match ev {
+            Event::Set(s)
+                if s.cells
+                    .iter()
+                    .any(|c| matches!(c.value, SheetValue::Formula(_))) =>
+            {
+                return false;
+            }
+            Event::Set(s) => s.cells.len() as u64,
+            Event::Style(st) => st.cell_count(),
+            _ => return false,
+        };
+        let Ok(v) = serde_json::to_value(ev) else {
+            return false;
+        };
+        self.bytes += v.to_string().len();
+        self.events.push(v);
+        self.cells <= CHANGED_MAX_CELLS && self.bytes <= CHANGED_MAX_BYTES
+    }
 }
 
 /// The patch: `clear` for a full reset, a `put` per cell read (only those touched, when not a
