@@ -41,7 +41,8 @@ function replicache(ctx: SheetContext, user: string | undefined): Rep {
     auth: authHeader(),
     mutators,
     pullInterval: POLL_MS,
-    pushDelay: 10,
+    // Push as soon as an edit is made (Replicache waits 10 ms by default to gather more).
+    pushDelay: 0,
     logLevel: 'error',
   });
   rep.getAuth = authAfter401;
