@@ -40,7 +40,8 @@ export function cellOps(events: readonly ChangedEvent[]): Map<string, CellOp[]> 
         for (let r = Math.min(p.row, q.row); r <= Math.max(p.row, q.row); r++)
           for (let c = Math.min(p.col, q.col); c <= Math.max(p.col, q.col); c++) add(r, c, { style: e.body.style });
       }
-    } else return undefined;
+    } else if (e.type !== 'resize-columns' && e.type !== 'resize-rows' && e.type !== 'freeze') return undefined;
+    // The layout's entries change no cell (docs/sheet-model.md, "Layout").
   }
   return ops;
 }

@@ -524,7 +524,8 @@ export interface LocalView {
 /** A `set` or `style` event as `meta/changed` lists it (functions/api/src/sync/view.rs). */
 export type ChangedEvent =
   | { type: 'set'; body: { cells: { ref: string; value: Value; format?: string }[] } }
-  | { type: 'style'; body: { ranges: string[]; style: StylePatch } };
+  | { type: 'style'; body: { ranges: string[]; style: StylePatch } }
+  | { type: 'resize-columns' | 'resize-rows' | 'freeze'; body: unknown };
 
 /** A `view=none` pull's `meta/changed`: `events` null when they do more than set and style cells. */
 export interface Changed {

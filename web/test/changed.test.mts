@@ -80,6 +80,8 @@ test('a formula, another event type or a bad reference is not applied: the page 
   assert.equal(cellOps([set('nowhere', 1)]), undefined);
   assert.equal(cellOps([{ type: 'insert-rows', body: { at: 1, count: 1 } } as unknown as ChangedEvent]), undefined);
   assert.ok(cellOps([set('B2', "'=not a formula")]));
+  // A column resized changes no cell: the blocks are carried as they are.
+  assert.equal(cellOps([{ type: 'resize-columns', body: { at: 'B', count: 1, width: 90 } }])?.size, 0);
 });
 
 test('a style event does to a cell what the shared fixture says (web/test/fixtures/style-patches.json)', () => {

@@ -163,11 +163,13 @@ pub async fn extent(
             }
         )
     });
+    let layout = sheetlog_core::snapshot::layout_at(base.as_ref(), &entries);
     Ok(crate::dto::ExtentResponse {
         seq: at,
         rows: e.rows,
         columns: e.columns,
         range,
+        layout: (!layout.is_default()).then_some(layout),
     })
 }
 

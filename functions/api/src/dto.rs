@@ -53,7 +53,8 @@ pub struct ForkFrom {
 #[schema(example = json!({"type": "set", "body": {"cells": [{"ref": "B3", "value": 42}]}, "expectedSeq": 1}))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppendRequest {
-    /// One of `set`, `style`, `insert-rows`, `delete-rows`, `insert-columns`, `delete-columns`.
+    /// One of `set`, `style`, `insert-rows`, `delete-rows`, `insert-columns`, `delete-columns`,
+    /// `resize-columns`, `resize-rows`, `freeze`.
     #[serde(rename = "type")]
     pub kind: String,
     pub body: Value,
@@ -331,6 +332,12 @@ pub struct ExtentResponse {
     /// The A1 range that covers the sheet (`A1:J100`), absent for an empty sheet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<String>,
+    /// Column widths, row heights (pixels) and frozen panes, when any are set:
+    /// `{"columns": [{"at": "B", "count": 3, "width": 120}], "rows": [{"at": 3, "count": 2,
+    /// "height": 40}], "freeze": {"rows": 1, "columns": 0}}`, empty parts left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub layout: Option<sheetlog_core::sheet::layout::Layout>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -282,6 +282,11 @@ async fn work_out(
     let (base, mut before) =
         crate::cells::base_and_entries(state, log, log_id, step.target.seq).await?;
     let mut prior = step.prefix.clone();
+    // The layout before each event, for the inverse of a resize or a freeze.
+    let mut layout = sheetlog_core::snapshot::layout_at(base.as_ref(), &before);
+    for e in &prior {
+        layout.apply(e);
+    }
     let mut inverses = Vec::with_capacity(step.events.len());
     for e in &step.events {
         let rows = match needs(e) {
@@ -303,7 +308,9 @@ async fn work_out(
             }
             None => Vec::new(),
         };
-        inverses.push(inverse(e, &rows).map_err(|e| ApiError::UndoTooLarge(e.to_string()))?);
+        inverses
+            .push(inverse(e, &rows, &layout).map_err(|e| ApiError::UndoTooLarge(e.to_string()))?);
+        layout.apply(e);
         prior.push(e.clone());
     }
     let inverse: Vec<Event> = inverses.into_iter().rev().flatten().collect();

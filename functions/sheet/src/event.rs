@@ -6,14 +6,18 @@
 //! things and nothing else about the event.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::a1::{CellRef, Range, column_name, parse_column};
+use super::a1::{CellRef, Range, column_name};
 use super::codec::{self, CodecError, Reader, Writer};
+pub use super::fields::{ColumnName, RowNumber, ValidationError, check_span};
 use super::limits::{MAX_CELLS_PER_SET, MAX_CELLS_PER_STYLE, MAX_COLS, MAX_ROWS};
+use super::resize::{
+    self as layout, Freeze, ResizeColumns, ResizeRows, TYPE_FREEZE, TYPE_RESIZE_COLUMNS,
+    TYPE_RESIZE_ROWS,
+};
 use super::style::StylePatch;
 use super::value::{Cell, Value, check_format};
 
@@ -64,6 +68,9 @@ pub enum Event {
     Import(Import),
     Restore(Restore),
     Style(StyleCells),
+    ResizeColumns(ResizeColumns),
+    ResizeRows(ResizeRows),
+    Freeze(Freeze),
 }
 
 /// `style`: change how the cells of some ranges look, keeping their values: each field the patch
@@ -77,6 +84,30 @@ pub struct StyleCells {
 }
 
 impl StyleCells {
+    /// At least one range, at most [`MAX_CELLS_PER_STYLE`] cells, a valid patch.
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.ranges.is_empty() {
+            return Err(ValidationError::new(
+                "ranges",
+                "must hold at least one range",
+            ));
+        }
+        let n = self.cell_count();
+        if n > MAX_CELLS_PER_STYLE {
+            return Err(ValidationError::new(
+                "ranges",
+                format!("cover {n} cells, the limit per entry is {MAX_CELLS_PER_STYLE}"),
+            ));
+        }
+        self.style
+            .validate()
+            .map_err(|e| ValidationError::new("style", e))?;
+        if let Some(Some(f)) = &self.style.format {
+            check_format(f).map_err(|e| ValidationError::new("style.format", e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// The cells the ranges cover, counting a cell in two overlapping ranges twice.
     pub fn cell_count(&self) -> u64 {
         self.ranges
@@ -139,14 +170,6 @@ pub struct CellEdit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
 }
-
-/// A 1-based row number in JSON, held 0-based.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RowNumber(pub u32);
-
-/// Column letters in JSON (`"C"`), held as a 0-based index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ColumnName(pub u32);
 
 /// `insert-rows`: `count` empty rows so the first new row is row `at`; rows from `at` down move
 /// down by `count`. `values[i][j]` fills new row `at + i`, column `j` (from A). Cells pushed past
@@ -223,32 +246,6 @@ pub enum ImportFormat {
     Xlsx,
 }
 
-/// An event that breaks a rule; `path` names the field (`cells[2].ref`), empty for the entry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ValidationError {
-    pub path: String,
-    pub message: String,
-}
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl ValidationError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ValidationError {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
 /// Why a stored body did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -291,7 +288,7 @@ impl DecodeError {
     }
 }
 
-const TYPE_NAMES: [&str; 8] = [
+const TYPE_NAMES: [&str; 11] = [
     "set",
     "insert-rows",
     "delete-rows",
@@ -300,6 +297,9 @@ const TYPE_NAMES: [&str; 8] = [
     "import",
     "restore",
     "style",
+    "resize-columns",
+    "resize-rows",
+    "freeze",
 ];
 
 /// The JSON `type` name of a spreadsheet event's type code (`None` for the log's own entries and
@@ -309,7 +309,7 @@ pub fn type_name_of(type_code: u16) -> Option<&'static str> {
     match type_code {
         TYPE_SET..=TYPE_IMPORT => Some(TYPE_NAMES[usize::from(type_code - TYPE_SET)]),
         TYPE_RESTORE => Some(TYPE_NAMES[6]),
-        TYPE_STYLE => Some(TYPE_NAMES[7]),
+        TYPE_STYLE..=TYPE_FREEZE => Some(TYPE_NAMES[usize::from(type_code - TYPE_STYLE) + 7]),
         _ => None,
     }
 }
@@ -326,6 +326,9 @@ impl Event {
             Event::Import(_) => "import",
             Event::Restore(_) => "restore",
             Event::Style(_) => "style",
+            Event::ResizeColumns(_) => "resize-columns",
+            Event::ResizeRows(_) => "resize-rows",
+            Event::Freeze(_) => "freeze",
         }
     }
 
@@ -339,6 +342,9 @@ impl Event {
             Event::Import(_) => TYPE_IMPORT,
             Event::Restore(_) => TYPE_RESTORE,
             Event::Style(_) => TYPE_STYLE,
+            Event::ResizeColumns(_) => TYPE_RESIZE_COLUMNS,
+            Event::ResizeRows(_) => TYPE_RESIZE_ROWS,
+            Event::Freeze(_) => TYPE_FREEZE,
         }
     }
 
@@ -365,6 +371,9 @@ impl Event {
             "import" => Event::Import(parse_body(body)?),
             "restore" => Event::Restore(parse_body(body)?),
             "style" => Event::Style(parse_body(body)?),
+            "resize-columns" => Event::ResizeColumns(parse_body(body)?),
+            "resize-rows" => Event::ResizeRows(parse_body(body)?),
+            "freeze" => Event::Freeze(parse_body(body)?),
             other => {
                 return Err(ValidationError::new(
                     "type",
@@ -451,29 +460,16 @@ impl Event {
                 Some(g) => check_id("clientGroupID", g),
                 None => Ok(()),
             },
-            Event::Style(st) => {
-                if st.ranges.is_empty() {
-                    return Err(ValidationError::new(
-                        "ranges",
-                        "must hold at least one range",
-                    ));
-                }
-                let n = st.cell_count();
-                if n > MAX_CELLS_PER_STYLE {
-                    return Err(ValidationError::new(
-                        "ranges",
-                        format!("cover {n} cells, the limit per entry is {MAX_CELLS_PER_STYLE}"),
-                    ));
-                }
-                st.style
-                    .validate()
-                    .map_err(|e| ValidationError::new("style", e))?;
-                if let Some(Some(f)) = &st.style.format {
-                    check_format(f)
-                        .map_err(|e| ValidationError::new("style.format", e.to_string()))?;
-                }
-                Ok(())
-            }
+            Event::Style(st) => st.validate(),
+            Event::ResizeColumns(r) => layout::check_resize(
+                (r.at.0, r.count, MAX_COLS, "column", &column_name(r.at.0)),
+                (r.width, "width"),
+            ),
+            Event::ResizeRows(r) => layout::check_resize(
+                (r.at.0, r.count, MAX_ROWS, "row", &r.at.to_string()),
+                (r.height, "height"),
+            ),
+            Event::Freeze(f) => layout::check_freeze(f),
         }
     }
 
@@ -535,6 +531,9 @@ impl Event {
                 }
                 st.style.write(&mut w);
             }
+            Event::ResizeColumns(r) => layout::write_resize(&mut w, r.at.0, r.count, r.width),
+            Event::ResizeRows(r) => layout::write_resize(&mut w, r.at.0, r.count, r.height),
+            Event::Freeze(f) => layout::write_freeze(&mut w, f),
         }
         (self.type_code(), BODY_VERSION, w.buf)
     }
@@ -666,6 +665,9 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
             group: None,
         }),
         TYPE_STYLE => decode_style(r)?,
+        TYPE_RESIZE_COLUMNS => Event::ResizeColumns(layout::read_resize_columns(r)?),
+        TYPE_RESIZE_ROWS => Event::ResizeRows(layout::read_resize_rows(r)?),
+        TYPE_FREEZE => Event::Freeze(layout::read_freeze(r)?),
         _ => Event::Import(Import {
             format: match r.u8()? {
                 0 => ImportFormat::Csv,
@@ -704,26 +706,6 @@ fn decode_style(r: &mut Reader<'_>) -> Result<Event, CodecError> {
     Ok(Event::Style(StyleCells { ranges, style }))
 }
 
-/// `at`/`count` of a row or column span: `count >= 1` and the span ends inside the sheet.
-fn check_span(
-    at: u32,
-    count: u32,
-    max: u32,
-    unit: &str,
-    at_text: &str,
-) -> Result<(), ValidationError> {
-    if count == 0 {
-        return Err(ValidationError::new("count", "must be at least 1"));
-    }
-    if u64::from(at) + u64::from(count) > u64::from(max) {
-        return Err(ValidationError::new(
-            "count",
-            format!("{count} {unit}s from {at_text} run past the end of the sheet ({max} {unit}s)"),
-        ));
-    }
-    Ok(())
-}
-
 fn parse_body<T: DeserializeOwned>(body: serde_json::Value) -> Result<T, ValidationError> {
     serde_path_to_error::deserialize(body).map_err(|e| {
         let path = e.path().to_string();
@@ -744,45 +726,6 @@ impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawEntry::deserialize(d)?;
         Event::from_parts(&raw.kind, raw.body).map_err(serde::de::Error::custom)
-    }
-}
-
-impl fmt::Display for RowNumber {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "row {}", u64::from(self.0) + 1)
-    }
-}
-
-impl Serialize for RowNumber {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::from(self.0) + 1)
-    }
-}
-
-impl<'de> Deserialize<'de> for RowNumber {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = i64::deserialize(d)?;
-        if n < 1 || n > i64::from(MAX_ROWS) {
-            return Err(serde::de::Error::custom(format!(
-                "{n} is out of range (rows are 1..={MAX_ROWS})"
-            )));
-        }
-        Ok(RowNumber(n as u32 - 1))
-    }
-}
-
-impl Serialize for ColumnName {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&column_name(self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for ColumnName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_column(&s)
-            .map(ColumnName)
-            .map_err(serde::de::Error::custom)
     }
 }
 

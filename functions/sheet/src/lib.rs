@@ -16,6 +16,10 @@
 //! - `formula/` — formulas: limits, reference rewriting, the dependency closure, evaluation
 //!   with IronCalc.
 //! - `event.rs` — the events, their JSON form and validation, their versioned binary bodies.
+//!   `fields.rs` holds what they share (row numbers, column names, the span check, the
+//!   validation error); `resize.rs` the bodies of the layout's entries.
+//! - `layout.rs` — column widths, row heights and frozen panes: what the `resize-*` and `freeze`
+//!   entries leave.
 //! - `value.rs` also holds [`Row`], shared by the model and the importers.
 //! - `style.rs` — cell styles (font, fill, alignment, wrap, borders) and the patch a `style`
 //!   entry applies.
@@ -44,12 +48,15 @@ pub mod codec;
 mod csv_records;
 pub mod entry;
 pub mod event;
+mod fields;
 pub mod formula;
 pub mod import;
+pub mod layout;
 pub mod limits;
 pub mod model;
 pub mod mutations;
 pub mod rebase;
+mod resize;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod snapshot;

@@ -13,6 +13,7 @@ use super::a1::{CellRef, Range};
 use super::event::{Event, ImportFormat, InsertRows};
 use super::formula::{Displace, displace_cells};
 use super::import::{self, ImportError, ImportPos, Mode, ReadSeek};
+use super::layout::Layout;
 use super::limits::{MAX_COLS, MAX_ROWS};
 use super::style::{StyleMemo, StylePatch};
 pub use super::value::Row;
@@ -132,6 +133,7 @@ pub fn inserted_rows(e: &InsertRows) -> impl Iterator<Item = Row> + '_ {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sheet {
     rows: BTreeMap<u32, Vec<(u32, Cell)>>,
+    layout: Layout,
 }
 
 impl Sheet {
@@ -147,7 +149,19 @@ impl Sheet {
                 .filter(|r| !r.cells.is_empty())
                 .map(|r| (r.index, r.cells))
                 .collect(),
+            layout: Layout::default(),
         }
+    }
+
+    /// Column widths, row heights and the frozen panes (`layout.rs`).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The same sheet laid out as `layout` says.
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
     }
 
     /// Applies one event. `payload` is the import file for `import` events and ignored otherwise.
@@ -162,7 +176,12 @@ impl Sheet {
                 displace_cells(cells, s);
             }
         }
+        if let Event::Restore(r) = event {
+            return Err(ApplyError::NeedsHistory(r.seq));
+        }
+        self.layout.apply(event);
         match event {
+            Event::ResizeColumns(_) | Event::ResizeRows(_) | Event::Freeze(_) => {}
             Event::Set(s) => {
                 let edits = s.sorted_edits();
                 let mut it = edits.iter().peekable();

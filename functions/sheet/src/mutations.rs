@@ -172,7 +172,13 @@ impl Mutations {
             }
             if matches!(
                 m.event,
-                Event::Set(_) | Event::Style(_) | Event::Import(_) | Event::Restore(_)
+                Event::Set(_)
+                    | Event::Style(_)
+                    | Event::Import(_)
+                    | Event::Restore(_)
+                    | Event::ResizeColumns(_)
+                    | Event::ResizeRows(_)
+                    | Event::Freeze(_)
             ) {
                 return Err(err(
                     &format!("sent[{i}]"),

@@ -34,6 +34,7 @@ use super::event::{
     StyleCells,
 };
 use super::formula::{self, Displace, Formula, TAB};
+use super::layout::{ResizeColumns, ResizeRows};
 use super::limits::{MAX_COLS, MAX_ROWS};
 use super::value::Value;
 
@@ -390,13 +391,27 @@ pub fn rebase(event: &Event, history: &[Step<'_>]) -> Outcome {
         Event::DeleteRows(e) => rebase_delete(Axis::Rows, e.at.0, e.count, history),
         Event::DeleteColumns(e) => rebase_delete(Axis::Columns, e.at.0, e.count, history),
         Event::Style(st) => rebase_style(st, history),
-        Event::Import(_) | Event::Restore(_) => Outcome::Apply(vec![event.clone()]),
+        Event::ResizeColumns(r) => rebase_resize(Axis::Columns, r.at.0, r.count, r.width, history),
+        Event::ResizeRows(r) => rebase_resize(Axis::Rows, r.at.0, r.count, r.height, history),
+        // A split is where the author put it, whatever moved since.
+        Event::Import(_) | Event::Restore(_) | Event::Freeze(_) => {
+            Outcome::Apply(vec![event.clone()])
+        }
     }
 }
 
 /// Whether a step can move or remove anything a reference points at.
 fn moves_anything(step: &Step<'_>) -> bool {
-    let structural = |e: &Event| !matches!(e, Event::Set(_) | Event::Style(_));
+    let structural = |e: &Event| {
+        !matches!(
+            e,
+            Event::Set(_)
+                | Event::Style(_)
+                | Event::ResizeColumns(_)
+                | Event::ResizeRows(_)
+                | Event::Freeze(_)
+        )
+    };
     match step {
         Step::Other(e) => structural(e),
         Step::Own { seen, applied } => {
@@ -597,6 +612,49 @@ fn rebase_style(st: &StyleCells, history: &[Step<'_>]) -> Outcome {
         ranges,
         style: st.style.clone(),
     })])
+}
+
+/// A resize moves with its rows (columns): the parts of them that still exist, each resized (a
+/// row inserted inside by someone else splits it and keeps its size); a resize whose rows are
+/// all gone is rejected.
+fn rebase_resize(
+    axis: Axis,
+    at: u32,
+    count: u32,
+    size: Option<u16>,
+    history: &[Step<'_>],
+) -> Outcome {
+    let (merged, gone) = walk_span(axis, at, count, history);
+    if merged.is_empty() {
+        let (what, name) = match axis {
+            Axis::Rows => ("rows", RowNumber(at).to_string()),
+            Axis::Columns => ("columns", format!("column {}", column_name(at))),
+        };
+        let why = gone.unwrap_or(Gone::Deleted);
+        return Outcome::Reject(format!(
+            "resize-{what} from {name}: every one of those {what} {why}"
+        ));
+    }
+    let events = merged
+        .iter()
+        .map(|&(s, e)| {
+            // Positions stay inside the sheet: runs past the end were clipped by the walk.
+            let (s, n) = (s as u32, (e - s) as u32);
+            match axis {
+                Axis::Rows => Event::ResizeRows(ResizeRows {
+                    at: RowNumber(s),
+                    count: n,
+                    height: size,
+                }),
+                Axis::Columns => Event::ResizeColumns(ResizeColumns {
+                    at: ColumnName(s),
+                    count: n,
+                    width: size,
+                }),
+            }
+        })
+        .collect();
+    Outcome::Apply(events)
 }
 
 fn rebase_delete(axis: Axis, at: u32, count: u32, history: &[Step<'_>]) -> Outcome {

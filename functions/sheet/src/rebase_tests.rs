@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use proptest::prelude::*;
 
 use super::*;
+use crate::layout::Freeze;
 use crate::{CellEdit, ImportFormat, Sheet};
 
 fn set(row: u32, col: u32, v: f64) -> Event {
@@ -66,6 +67,58 @@ fn style(ranges: &[&str]) -> Event {
 /// A style moves with the cells its author selected: rows inserted inside the range by someone
 /// else are not styled (the range splits around them), deleted rows and columns shrink it, and a
 /// style whose cells are all gone is rejected with the reason.
+fn widths(at: u32, count: u32) -> Event {
+    Event::ResizeColumns(ResizeColumns {
+        at: ColumnName(at),
+        count,
+        width: Some(150),
+    })
+}
+
+/// A resize follows its columns (rows): a column inserted inside it by someone else splits it and
+/// keeps the default width; a resize whose columns were all deleted is rejected; a freeze stays
+/// where its author put it.
+#[test]
+fn a_resize_follows_its_columns_and_a_freeze_stays() {
+    // B:D widened while someone inserted a column at C: B, and D:E where C:D went.
+    let history = [ins_cols(2, 1)];
+    assert_eq!(
+        rebase(&widths(1, 3), &others(&history)),
+        apply(vec![widths(1, 1), widths(3, 2)])
+    );
+    // ... and deleted B: C:D, now B:C.
+    assert_eq!(
+        rebase(&widths(1, 3), &others(&[del_cols(1, 1)])),
+        apply(vec![widths(1, 2)])
+    );
+    let gone = rebase(&widths(1, 2), &others(&[del_cols(0, 4)]));
+    assert!(
+        rejected(&gone).starts_with("resize-columns from column B: every one of those columns"),
+        "{gone:?}"
+    );
+    let rows = Event::ResizeRows(ResizeRows {
+        at: RowNumber(4),
+        count: 2,
+        height: None,
+    });
+    assert_eq!(
+        rebase(&rows, &others(&[ins_rows(0, 3)])),
+        apply(vec![Event::ResizeRows(ResizeRows {
+            at: RowNumber(7),
+            count: 2,
+            height: None,
+        })])
+    );
+    let freeze = Event::Freeze(Freeze {
+        rows: 2,
+        columns: 0,
+    });
+    assert_eq!(
+        rebase(&freeze, &others(&[ins_rows(0, 3)])),
+        apply(vec![freeze.clone()])
+    );
+}
+
 #[test]
 fn a_style_follows_its_cells_through_row_and_column_edits() {
     let history = [ins_rows(0, 2), ins_rows(4, 1), ins_cols(0, 1)];
@@ -441,6 +494,9 @@ impl Model {
             }
             Event::Restore(_) => unreachable!("the test makes no restores"),
             Event::Style(_) => unreachable!("the test makes no styles"),
+            Event::ResizeColumns(_) | Event::ResizeRows(_) | Event::Freeze(_) => {
+                unreachable!("the test makes no layout changes")
+            }
             Event::Import(_) => {
                 // Room for a million untouched rows and columns each before fresh ids resume.
                 self.rows = Ids::new(*fresh + 1);

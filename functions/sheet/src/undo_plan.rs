@@ -26,6 +26,7 @@ use super::event::{
     CellEdit, ColumnName, DeleteColumns, DeleteRows, Event, InsertColumns, InsertRows, RowNumber,
     SetCells, StyleCells,
 };
+use super::layout::{Layout, ResizeColumns, ResizeRows};
 use super::limits::{MAX_CELLS_PER_SET, MAX_COLS, MAX_ROWS};
 use super::rebase::{Outcome, Step as RebaseStep, rebase};
 use super::style::StylePatch;
@@ -180,8 +181,9 @@ pub fn needs(event: &Event) -> Option<Range> {
     }
 }
 
-/// The events that take back `event`, given the cells of [`needs`] as they stood before it.
-pub fn inverse(event: &Event, before: &[Row]) -> Result<Vec<Event>, UndoError> {
+/// The events that take back `event`, given the cells of [`needs`] and the layout as they stood
+/// before it.
+pub fn inverse(event: &Event, before: &[Row], layout: &Layout) -> Result<Vec<Event>, UndoError> {
     let cells = by_ref(before);
     let old = |at: &CellRef| -> CellEdit {
         match cells.get(at) {
@@ -273,8 +275,44 @@ pub fn inverse(event: &Event, before: &[Row]) -> Result<Vec<Event>, UndoError> {
             }
             restyle(places)
         }
+        Event::ResizeColumns(_) | Event::ResizeRows(_) | Event::Freeze(_) => {
+            layout_inverse(event, layout)
+        }
         Event::Import(_) | Event::Restore(_) => return Err(UndoError::NotUndoable),
     })
+}
+
+/// The inverse of a layout entry, given the layout before it: each part of a resized span gets
+/// back the size it had (the default where it had none); a split goes back where it was.
+fn layout_inverse(event: &Event, layout: &Layout) -> Vec<Event> {
+    match event {
+        Event::ResizeColumns(r) => layout
+            .columns
+            .spans(r.at.0, r.count)
+            .into_iter()
+            .map(|(at, count, width)| {
+                Event::ResizeColumns(ResizeColumns {
+                    at: ColumnName(at),
+                    count,
+                    width,
+                })
+            })
+            .collect(),
+        Event::ResizeRows(r) => layout
+            .rows
+            .spans(r.at.0, r.count)
+            .into_iter()
+            .map(|(at, count, height)| {
+                Event::ResizeRows(ResizeRows {
+                    at: RowNumber(at),
+                    count,
+                    height,
+                })
+            })
+            .collect(),
+        Event::Freeze(_) => vec![Event::Freeze(layout.freeze)],
+        _ => Vec::new(),
+    }
 }
 
 /// `style` events that give each cell its patch: the cells sharing a patch in one event, runs of

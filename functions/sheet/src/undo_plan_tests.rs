@@ -51,7 +51,7 @@ fn undo(before: &Sheet, step: &[Event], history: &[Event]) -> (Sheet, Vec<CellRe
     let mut inverses = Vec::new();
     for e in step {
         let rows = needs(e).map_or_else(Vec::new, |r| rows_in(&sheet, r));
-        inverses.push(inverse(e, &rows).expect("inverse"));
+        inverses.push(inverse(e, &rows, sheet.layout()).expect("inverse"));
         sheet.apply(e, None).expect("apply step");
     }
     let inverse: Vec<Event> = inverses.into_iter().rev().flatten().collect();
@@ -73,6 +73,46 @@ fn sheet_of(cells: &[(&str, Value, Option<&str>)]) -> Sheet {
     let mut s = Sheet::new();
     s.apply(&set(cells), None).expect("seed");
     s
+}
+
+/// An undone resize gives each column (row) back the size it had, at wherever it went since; an
+/// undone freeze puts the split back.
+#[test]
+fn an_undone_resize_or_freeze_brings_back_the_layout_before_it() {
+    let mut before = Sheet::new();
+    let json = |v: serde_json::Value| Event::from_json(v.to_string().as_bytes()).unwrap();
+    apply(
+        &mut before,
+        &[
+            json(
+                serde_json::json!({"type": "resize-columns", "body": {"at": "C", "count": 1, "width": 90}}),
+            ),
+            json(serde_json::json!({"type": "freeze", "body": {"rows": 1}})),
+        ],
+    );
+    let step = [
+        json(
+            serde_json::json!({"type": "resize-columns", "body": {"at": "B", "count": 3, "width": 200}}),
+        ),
+        json(serde_json::json!({"type": "freeze", "body": {"rows": 3, "columns": 1}})),
+    ];
+    // Someone inserted a column at A since: B:D is C:E now.
+    let history = [Event::InsertColumns(InsertColumns {
+        at: ColumnName(0),
+        count: 1,
+    })];
+    let (after, _, _) = undo(&before, &step, &history);
+    let mut want = before.clone();
+    apply(&mut want, &history);
+    assert_eq!(after.layout(), want.layout());
+    assert_eq!(after.layout().columns.get(3), Some(90));
+    assert_eq!(
+        after.layout().freeze,
+        crate::layout::Freeze {
+            rows: 1,
+            columns: 0
+        }
+    );
 }
 
 #[test]
@@ -226,7 +266,7 @@ fn an_import_since_replaces_everything_and_skips_the_undo() {
         suffix: Vec::new(),
     };
     let rows = rows_in(&before, needs(&step[0]).expect("range"));
-    let inv = inverse(&step[0], &rows).expect("inverse");
+    let inv = inverse(&step[0], &rows, &Layout::default()).expect("inverse");
     let history = [Event::Import(crate::event::Import {
         format: crate::event::ImportFormat::Csv,
         group: None,

@@ -17,6 +17,7 @@ mod export;
 mod formulas;
 mod function_environment;
 mod lambda_runtime;
+mod layout;
 mod local_gateway;
 mod local_stack_matches_template;
 mod log_delete;

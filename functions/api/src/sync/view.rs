@@ -200,6 +200,8 @@ fn changes_in(
                         }
                     }
                 }
+                // The layout leaves every cell as it was.
+                Event::ResizeColumns(_) | Event::ResizeRows(_) | Event::Freeze(_) => {}
                 _ => reset = true,
             }
         }
@@ -238,6 +240,8 @@ impl Carried {
             }
             Event::Set(s) => s.cells.len() as u64,
             Event::Style(st) => st.cell_count(),
+            // Listed (a client may keep a layout), but no cell changes.
+            Event::ResizeColumns(_) | Event::ResizeRows(_) | Event::Freeze(_) => 0,
             _ => return false,
         };
         let Ok(v) = serde_json::to_value(ev) else {
@@ -331,7 +335,11 @@ fn move_puts(seq: u64, body: &EntryBody) -> Vec<Value> {
 /// 0-based `at`); an import or a restore is `{"op": "replace"}`.
 fn shape_json(event: &Event) -> Option<Value> {
     let (axis, op, at, count) = match event {
-        Event::Set(_) | Event::Style(_) => return None,
+        Event::Set(_)
+        | Event::Style(_)
+        | Event::ResizeColumns(_)
+        | Event::ResizeRows(_)
+        | Event::Freeze(_) => return None,
         Event::Import(_) | Event::Restore(_) => return Some(json!({"op": "replace"})),
         Event::InsertRows(e) => ("rows", "insert", e.at.0, e.count),
         Event::DeleteRows(e) => ("rows", "delete", e.at.0, e.count),

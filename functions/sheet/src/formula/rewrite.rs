@@ -349,7 +349,13 @@ impl Displace {
                 at: e.at.0,
                 count: e.count,
             },
-            Event::Set(_) | Event::Style(_) | Event::Import(_) | Event::Restore(_) => return None,
+            Event::Set(_)
+            | Event::Style(_)
+            | Event::Import(_)
+            | Event::Restore(_)
+            | Event::ResizeColumns(_)
+            | Event::ResizeRows(_)
+            | Event::Freeze(_) => return None,
         })
     }
 }

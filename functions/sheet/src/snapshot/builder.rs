@@ -36,6 +36,7 @@ use super::stream::{Item, Pipeline, Span, Stage};
 use crate::entry::EntryBody;
 use crate::event::{Event, Import, ImportFormat};
 use crate::import::ImportPos;
+use crate::layout::Layout;
 
 /// Default chunk target: 64 KiB of raw (uncompressed) chunk bytes, about 18 KB stored.
 ///
@@ -214,6 +215,8 @@ pub struct SnapshotBuilder<'a> {
     /// state kept for `restore` entries.
     out_key: String,
     base: Option<Manifest>,
+    /// The layout the manifest records: the base's, through the entries.
+    layout: Layout,
     pipeline: Pipeline,
     source: Source,
     /// Source rows below this are already in the output (set on resume; rows below it are skipped).
@@ -302,7 +305,8 @@ impl<'a> SnapshotBuilder<'a> {
         entries: impl IntoIterator<Item = LogEntry>,
     ) -> Result<Self, SnapshotError> {
         let from = base.as_ref().map_or(0, |b| b.seq);
-        let (stages, import) = plan(from, seq, entries)?;
+        let mut layout = base.as_ref().map(|b| b.layout.clone()).unwrap_or_default();
+        let (stages, import) = plan(from, seq, entries, &mut layout)?;
         let source = match import {
             Some((key, format)) if stages.is_empty() => Source::EncodedImport {
                 key,
@@ -345,6 +349,7 @@ impl<'a> SnapshotBuilder<'a> {
             out_seq: seq,
             out_key: manifest_key(log_id, seq),
             base,
+            layout,
             pipeline: Pipeline::new(stages),
             source,
             skip_below: 0,
@@ -557,7 +562,8 @@ impl<'a> SnapshotBuilder<'a> {
             self.out.target,
             self.base.as_ref(),
             std::mem::take(&mut self.out.pieces),
-        )?;
+        )?
+        .with_layout(self.layout.clone());
         let put = self.store.put_parts(&key, &mut parts).await;
         let written = parts.finished()?;
         put?;
@@ -668,6 +674,7 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
     from: u64,
     seq: u64,
     entries: impl IntoIterator<Item = E>,
+    layout: &mut Layout,
 ) -> Result<(Vec<Stage>, Option<(String, ImportFormat)>), SnapshotError> {
     let mut stages = Vec::new();
     let mut import = None;
@@ -688,6 +695,7 @@ pub(crate) fn plan<E: std::borrow::Borrow<LogEntry>>(
         }
         expect += 1;
         for ev in e.entry.events() {
+            layout.apply(ev);
             match ev {
                 Event::Import(i) => {
                     let key = e.payload.clone().ok_or_else(|| {

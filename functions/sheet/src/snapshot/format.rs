@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use super::SnapshotError;
 use crate::codec::{self, CodecError, Reader, StyleRefs, StyleTable, Writer};
+use crate::layout::Layout;
 use crate::limits::{MAX_COLS, MAX_ROWS};
 use crate::{Cell, Row};
 
@@ -89,6 +90,9 @@ pub struct Manifest {
     /// Rows covered: the last non-empty row's index plus one.
     pub rows: u32,
     pub cells: u64,
+    /// Column widths, row heights and frozen panes (`crate::layout`), when any are set.
+    #[serde(default, skip_serializing_if = "Layout::is_default")]
+    pub layout: Layout,
 }
 
 /// A chunk's name: the SHA-256 of its raw bytes. Held as the 32 bytes (a large manifest lists
@@ -220,6 +224,7 @@ impl Manifest {
             rows: 0,
             cells: 0,
             chunks: Vec::new(),
+            layout: Layout::default(),
         }
     }
 
@@ -241,7 +246,7 @@ impl Manifest {
             for c in &self.chunks {
                 w.push(c)?;
             }
-            let (blob, totals) = w.finish()?;
+            let (blob, totals) = w.finish(&self.layout)?;
             if totals.rows != u64::from(self.rows) || totals.cells != self.cells {
                 return Err(SnapshotError::Internal(
                     "manifest totals differ from its chunks".into(),
@@ -412,9 +417,9 @@ impl ManifestWriter {
         std::mem::take(self.z.get_mut())
     }
 
-    /// Writes the totals and ends the frame: the rest of the stored manifest (all of it if
-    /// nothing was taken), and what it lists.
-    pub fn finish(mut self) -> Result<(Vec<u8>, ManifestTotals), SnapshotError> {
+    /// Writes the totals and the layout and ends the frame: the rest of the stored manifest (all
+    /// of it if nothing was taken), and what it lists.
+    pub fn finish(mut self, layout: &Layout) -> Result<(Vec<u8>, ManifestTotals), SnapshotError> {
         use std::io::Write;
         let t = self.totals;
         if t.rows > u64::from(MAX_ROWS) {
@@ -423,7 +428,13 @@ impl ManifestWriter {
                 t.rows
             )));
         }
-        writeln!(self.z, "],\"rows\":{},\"cells\":{}}}", t.rows, t.cells).map_err(zstd_error)?;
+        write!(self.z, "],\"rows\":{},\"cells\":{}", t.rows, t.cells).map_err(zstd_error)?;
+        if !layout.is_default() {
+            self.z.write_all(b",\"layout\":").map_err(zstd_error)?;
+            serde_json::to_writer(&mut self.z, layout)
+                .map_err(|e| SnapshotError::Internal(format!("manifest: {e}")))?;
+        }
+        self.z.write_all(b"}\n").map_err(zstd_error)?;
         Ok((self.z.finish().map_err(zstd_error)?, t))
     }
 }

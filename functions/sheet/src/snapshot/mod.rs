@@ -47,7 +47,8 @@ pub use format::{
 };
 pub use output::KEPT_MANIFEST_BYTES;
 pub use read::{
-    Extent, ReadBudget, ReadStats, extent, grid, load_manifest, materialize, read_range, read_rows,
+    Extent, ReadBudget, ReadStats, extent, grid, layout_at, load_manifest, materialize, read_range,
+    read_rows,
 };
 pub use restore::{resolve_restores, restored_manifest, restored_seq};
 pub use shown::{ShownError, shown_rows};

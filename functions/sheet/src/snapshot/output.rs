@@ -15,6 +15,7 @@ use super::format::{
 use super::store::{BlobError, BlobParts, BlobStore};
 use super::stream::{Item, Span};
 use crate::Row;
+use crate::layout::Layout;
 
 /// A checkpoint comes after every chunk while a build has written fewer than this many, then after
 /// every `pieces / CHECKPOINT_SPACING` chunks.
@@ -326,6 +327,8 @@ pub(crate) struct ManifestParts<'a> {
     key: &'a str,
     log_id: Uuid,
     base: Option<&'a Manifest>,
+    /// What the manifest ends with.
+    layout: Layout,
     writer: Option<ManifestWriter>,
     parts: std::vec::IntoIter<ChunkHash>,
     blocks: std::vec::IntoIter<Vec<u8>>,
@@ -371,6 +374,7 @@ impl<'a> ManifestParts<'a> {
             key,
             log_id,
             base,
+            layout: Layout::default(),
             writer: Some(ManifestWriter::new(
                 FORMAT_VERSION,
                 log_id,
@@ -385,6 +389,12 @@ impl<'a> ManifestParts<'a> {
             bytes: 0,
             failed: None,
         })
+    }
+
+    /// The manifest ends with `layout` (none by default).
+    pub(crate) fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
     }
 
     /// What was written, once the store has pulled every part; the error that stopped it if
@@ -420,7 +430,7 @@ impl<'a> ManifestParts<'a> {
             } else if let Some(p) = self.last.take() {
                 self.list(p)?;
             } else if let Some(w) = self.writer.take() {
-                let (rest, totals) = w.finish()?;
+                let (rest, totals) = w.finish(&self.layout)?;
                 self.totals = Some(totals);
                 return Ok(Some(rest));
             }

@@ -15,6 +15,7 @@ use super::import_reader::{ImportMsg, spawn_import};
 use super::store::{BlobStore, ImportSource};
 use super::stream::{Item, Pipeline};
 use crate::import::ImportPos;
+use crate::layout::Layout;
 use crate::{Range, Row, Sheet, Value};
 
 /// Loads the manifest of the snapshot at `seq`, if it has been written.
@@ -105,6 +106,18 @@ pub(super) fn cell_json_bytes(cell: &crate::Cell) -> usize {
         + cell.style.as_ref().map_or(0, |s| s.json_bytes_bound())
 }
 
+/// The layout (column widths, row heights, frozen panes) as of the end of `entries`: the base
+/// snapshot's, through the entries after it. Reads nothing: the base's is in its manifest.
+pub fn layout_at(base: Option<&Manifest>, entries: &[LogEntry]) -> Layout {
+    let mut layout = base.map(|b| b.layout.clone()).unwrap_or_default();
+    for e in entries {
+        for ev in e.entry.events() {
+            layout.apply(ev);
+        }
+    }
+    layout
+}
+
 /// As [`read_range`], but the non-empty cells with their formats, as sparse rows in order (rows
 /// with no cell in the range are left out). Stops with [`SnapshotError::OverBudget`] once the
 /// cells found exceed `budget`, so a caller with a size limit never holds a whole large sheet in
@@ -119,7 +132,12 @@ pub async fn read_rows(
     budget: ReadBudget,
 ) -> Result<(Vec<Row>, ReadStats), SnapshotError> {
     let from = base.map_or(0, |b| b.seq);
-    let (stages, import) = plan(from, from + entries.len() as u64, entries)?;
+    let (stages, import) = plan(
+        from,
+        from + entries.len() as u64,
+        entries,
+        &mut Layout::default(),
+    )?;
     let mut pipeline = Pipeline::new(stages);
     let needed = pipeline.source_ranges(range.start.row, range.end.row + 1);
     let wanted = |i: u32| needed.iter().any(|(a, b)| (*a..*b).contains(&i));
@@ -191,7 +209,7 @@ pub async fn materialize(
             rows.push(r);
         }
     }
-    Ok(Sheet::from_rows(rows))
+    Ok(Sheet::from_rows(rows).with_layout(manifest.layout.clone()))
 }
 
 struct Collector {
@@ -263,7 +281,12 @@ pub async fn extent(
     use super::stream::Stage;
     use crate::limits::{MAX_COLS, MAX_ROWS};
     let from = base.map_or(0, |b| b.seq);
-    let (stages, import) = plan(from, from + entries.len() as u64, entries)?;
+    let (stages, import) = plan(
+        from,
+        from + entries.len() as u64,
+        entries,
+        &mut Layout::default(),
+    )?;
     let widest = |cells: &[(u32, crate::Cell)]| cells.iter().map(|(c, _)| c + 1).max();
     let mut e = match import {
         Some((key, format)) => {

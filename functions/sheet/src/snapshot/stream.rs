@@ -75,7 +75,7 @@ pub enum Stage {
 
 impl Stage {
     /// The stage for an event; `None` for `import` and `restore`, which are not transforms but a
-    /// new source.
+    /// new source, and for the layout's entries, which leave the cells alone.
     pub fn new(event: &Event) -> Option<Stage> {
         Some(match event {
             Event::Set(s) => {
@@ -107,7 +107,13 @@ impl Stage {
                 next: 0,
                 memo: StyleMemo::default(),
             },
-            Event::Import(_) | Event::Restore(_) => return None,
+            // Not a transform of the cells: an import or a restore is a new source, and the
+            // layout entries change only the manifest's layout (`layout.rs`).
+            Event::Import(_)
+            | Event::Restore(_)
+            | Event::ResizeColumns(_)
+            | Event::ResizeRows(_)
+            | Event::Freeze(_) => return None,
         })
     }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::*;
 use crate::entry::EntryBody;
 use crate::event::*;
+use crate::layout::{Freeze, ResizeColumns, ResizeRows};
 use crate::mutations::{Mutation, Mutations};
 use crate::sample::{SAMPLE_COLS, write_sample_csv};
 use crate::{Cell, CellRef, Range, Sheet, Value};
@@ -141,6 +142,14 @@ fn event() -> impl Strategy<Value = Event> {
                     .collect(),
                 style,
             })),
+        // The layout: a few widths and heights (some back to the default), a split.
+        1 => (0u32..12, 1u32..4, proptest::option::of(20u16..300)).prop_map(|(at, count, width)| {
+            Event::ResizeColumns(ResizeColumns { at: ColumnName(at), count, width })
+        }),
+        1 => (0u32..70, 1u32..6, proptest::option::of(10u16..90)).prop_map(|(at, count, height)| {
+            Event::ResizeRows(ResizeRows { at: RowNumber(at), count, height })
+        }),
+        1 => (0u32..5, 0u32..3).prop_map(|(rows, columns)| Event::Freeze(Freeze { rows, columns })),
     ]
 }
 
@@ -244,6 +253,8 @@ proptest! {
                 .await
                 .unwrap();
             prop_assert_eq!(values, want_n.read_range(full_range()));
+            // The layout: the manifest's, through the entries after it.
+            prop_assert_eq!(&layout_at(Some(&snap.manifest().unwrap()), &entries[k..]), want_n.layout());
             // The cells themselves, formats and styles with the values (a styled empty cell too).
             let all = ReadBudget { cells: usize::MAX, bytes: usize::MAX };
             let (rows, _) = read_rows(&store, &payloads, LOG, Some(&snap.manifest().unwrap()), &entries[k..], full_range(), all)

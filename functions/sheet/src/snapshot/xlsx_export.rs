@@ -29,9 +29,10 @@ use uuid::Uuid;
 
 use super::SnapshotError;
 use super::diff::{Version, WINDOW_CELLS, window_range, window_rows};
-use super::read::{ReadBudget, extent, read_rows};
+use super::read::{ReadBudget, extent, layout_at, read_rows};
 use super::shown::{ShownError, shown_rows};
 use super::store::{BlobStore, ImportSource};
+use crate::layout::Layout;
 use crate::style::{Border, BorderStyle, HAlign, Look, Style, VAlign};
 use crate::value::{ErrorCode, Value};
 use crate::{Cell, Range, Row};
@@ -103,9 +104,10 @@ pub async fn export_xlsx(
 ) -> Result<ExportStats, ExportError> {
     let size = extent(payloads, v.base, v.entries).await?;
     let (rows, cols) = (size.rows, size.columns.max(1));
+    let layout = layout_at(v.base, v.entries);
     let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(1);
     let target = (path.to_path_buf(), tempdir.to_path_buf());
-    let writer = tokio::task::spawn_blocking(move || write_workbook(rx, target));
+    let writer = tokio::task::spawn_blocking(move || write_workbook(rx, target, &layout));
 
     let mut window = window_rows(cols);
     let mut row = 0u32;
@@ -208,15 +210,29 @@ async fn read_window(
     Ok(Some(Window { stored, shown }))
 }
 
-/// The blocking half: every window into one constant-memory worksheet, then the file.
+/// The blocking half: every window into one constant-memory worksheet, then the file. The
+/// layout's column widths and frozen panes are set first; each row's height as the rows go by
+/// (a constant-memory worksheet writes a row out once the next one starts).
 fn write_workbook(
     mut rx: tokio::sync::mpsc::Receiver<Msg>,
     (path, tempdir): (PathBuf, PathBuf),
+    layout: &Layout,
 ) -> Result<ExportStats, ExportError> {
     let mut book = Workbook::new();
     book.set_tempdir(&tempdir)?;
     let sheet = book.add_worksheet_with_constant_memory();
     sheet.set_name(SHEET_NAME)?;
+    for (start, end, width) in layout.columns.runs() {
+        for col in start..end {
+            // Columns past 16,384 cannot be (the sheet's limit is Excel's).
+            sheet.set_column_width_pixels(u16::try_from(col).unwrap_or(u16::MAX), width)?;
+        }
+    }
+    if !layout.freeze.is_none() {
+        let cols = u16::try_from(layout.freeze.columns).unwrap_or(u16::MAX);
+        sheet.set_freeze_panes(layout.freeze.rows, cols)?;
+    }
+    let mut heights = Heights::new(layout);
     let mut cells = Cells::default();
     let mut stats = ExportStats::default();
     loop {
@@ -226,6 +242,7 @@ fn write_workbook(
             None => return Err(ExportError::Write("the export was cancelled".into())),
         };
         for (i, row) in w.stored.iter().enumerate() {
+            heights.until(sheet, row.index + 1)?;
             let shown = w
                 .shown
                 .as_ref()
@@ -240,6 +257,7 @@ fn write_workbook(
             }
         }
     }
+    heights.until(sheet, u32::MAX)?;
     stats.cells = cells.written;
     stats.formulas = cells.formulas;
     book.save(&path)?;
@@ -247,6 +265,39 @@ fn write_workbook(
         .map_err(|e| ExportError::Write(format!("{}: {e}", path.display())))?
         .len();
     Ok(stats)
+}
+
+/// The row heights of a layout, set on the worksheet in row order as the rows are written.
+struct Heights {
+    runs: std::vec::IntoIter<(u32, u32, u16)>,
+    current: Option<(u32, u32, u16)>,
+}
+
+impl Heights {
+    fn new(layout: &Layout) -> Self {
+        let mut runs = layout.rows.runs().collect::<Vec<_>>().into_iter();
+        let current = runs.next();
+        Heights { runs, current }
+    }
+
+    /// Sets the heights of every resized row before `end` not set yet.
+    fn until(&mut self, sheet: &mut Worksheet, end: u32) -> Result<(), ExportError> {
+        while let Some((start, stop, height)) = self.current {
+            if start >= end {
+                break;
+            }
+            let upto = stop.min(end);
+            for row in start..upto {
+                sheet.set_row_height_pixels(row, height)?;
+            }
+            self.current = if upto < stop {
+                Some((upto, stop, height))
+            } else {
+                self.runs.next()
+            };
+        }
+        Ok(())
+    }
 }
 
 /// Writes cells, one `Format` per distinct number format and style.

@@ -294,6 +294,73 @@ fn a_sheet_of_many_windows_exports_every_cell_of_its_version() {
     });
 }
 
+/// The worksheet's XML in `bytes` (a reader independent of the writer for what calamine does
+/// not read: widths, heights, panes).
+fn sheet_xml(bytes: &[u8]) -> String {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(Cursor::new(bytes.to_vec())).unwrap();
+    let mut xml = String::new();
+    zip.by_name("xl/worksheets/sheet1.xml")
+        .unwrap()
+        .read_to_string(&mut xml)
+        .unwrap();
+    xml
+}
+
+/// Column widths and the split from the snapshot, a row height from an entry after it: the
+/// workbook has them, and its cells are where they were.
+#[test]
+fn widths_heights_and_frozen_panes_are_in_the_workbook() {
+    rt().block_on(async {
+        let payloads = MemImports::new();
+        let json = |v: serde_json::Value| Event::from_json(v.to_string().as_bytes()).unwrap();
+        let mut entries = vec![
+            LogEntry::event(
+                0,
+                Event::Set(SetCells {
+                    cells: vec![edit("A1", n(1.0), None), edit("E9", text("end"), None)],
+                }),
+            ),
+            LogEntry::event(
+                1,
+                json(serde_json::json!({"type": "resize-columns", "body": {"at": "B", "count": 2, "width": 120}})),
+            ),
+            LogEntry::event(
+                2,
+                json(serde_json::json!({"type": "freeze", "body": {"rows": 2, "columns": 1}})),
+            ),
+        ];
+        let store = MemBlobs::new();
+        build(&store, &payloads, SMALL, 3, None, &entries).await;
+        let base = load_manifest(&store, LOG, 3).await.unwrap().unwrap();
+        assert_eq!(base.layout.columns.get(2), Some(120), "the manifest keeps the layout");
+        entries.push(LogEntry::event(
+            3,
+            json(serde_json::json!({"type": "resize-rows", "body": {"at": 3, "count": 1, "height": 40}})),
+        ));
+        let v = Version {
+            base: Some(&base),
+            entries: &entries[3..],
+        };
+        let (_, bytes, _) = export(&store, &payloads, v).await;
+        let xml = sheet_xml(&bytes);
+        // B and C, one `col` element for the two (120 pixels are 17.14 characters).
+        assert!(
+            xml.contains("<col min=\"2\" max=\"3\" width=\"17.140625\" customWidth=\"1\"/>"),
+            "{xml}"
+        );
+        assert_eq!(xml.matches("<col ").count(), 1, "{xml}");
+        // 40 pixels are 30 points.
+        assert!(xml.contains("<row r=\"3\" ht=\"30\" customHeight=\"1\""), "{xml}");
+        assert!(
+            xml.contains("<pane xSplit=\"1\" ySplit=\"2\" topLeftCell=\"B3\""),
+            "{xml}"
+        );
+        let back = imported(&bytes);
+        assert_eq!(back.len(), 2);
+    });
+}
+
 #[test]
 fn an_empty_sheet_is_a_workbook_of_one_empty_worksheet() {
     let store = MemBlobs::new();

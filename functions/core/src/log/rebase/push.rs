@@ -41,11 +41,15 @@ pub(in crate::log) fn too_old(base: u64, head: u64) -> String {
     )
 }
 
-/// The positions an event moves, without the values an insert carries; `None` for cell edits,
-/// which move nothing.
+/// The positions an event moves, without the values an insert carries; `None` for cell edits
+/// and the layout's entries, which move nothing.
 pub(in crate::log) fn positions(event: &Event) -> Option<Event> {
     match event {
-        Event::Set(_) | Event::Style(_) => None,
+        Event::Set(_)
+        | Event::Style(_)
+        | Event::ResizeColumns(_)
+        | Event::ResizeRows(_)
+        | Event::Freeze(_) => None,
         Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
             values: Vec::new(),
             ..e.clone()
