@@ -2,6 +2,7 @@
  * The page's calls to the sheetlog API, on the page's own origin. Every failure becomes an
  * `ApiError` whose `message` is a sentence for the person using the page.
  */
+import type { LayoutJson } from './grid-layout';
 import type { Style } from './styles';
 
 const TOKEN_KEY = 'sheetlog.token';
@@ -200,6 +201,8 @@ export interface Extent {
   rows: number;
   columns: number;
   range?: string;
+  /** Column widths, row heights and the split, when any are set (grid-layout.ts). */
+  layout?: LayoutJson;
 }
 export interface Entry {
   seq: number;

@@ -4,6 +4,7 @@
  * be (Chrome stops near 33.5M px, Firefox near 17.9M), so past `MAX_SCROLL_PX` the scrollbar is
  * scaled: its position picks a fraction of the sheet, and the rows are drawn from there.
  */
+import { Axis, type Run, resized } from './axis';
 import { tsvField } from './clipboard';
 import { colName, type Drawn, MAX_COLS, MAX_ROWS, refOf } from './model';
 import { paint } from './styles';
@@ -13,6 +14,8 @@ export const COL_W = 104;
 const HEAD_W = 64;
 const HEAD_H = 24;
 const MAX_SCROLL_PX = 8_000_000;
+/** The widest a column is dragged (the server's limit, functions/sheet/src/layout.rs). */
+const MAX_SIZE_PX = 2_000;
 
 /**
  * What the grid shows in a cell: its text and alignment, nothing, or a placeholder while its
@@ -22,8 +25,13 @@ export type Shown = Drawn | undefined | 'loading';
 
 export interface GridSource {
   cell(row: number, col: number): Shown;
-  /** The cells in view changed (scroll, resize): fetch what they need. */
-  viewport(rows: [number, number], cols: [number, number]): void;
+  /**
+   * The cells in view changed (scroll, resize): fetch what they need. `frozen` rows and columns
+   * from the first are in view too, whatever the scroll.
+   */
+  viewport(rows: [number, number], cols: [number, number], frozen: { rows: number; columns: number }): void;
+  /** A column's edge was dragged to `width` pixels (`null`: double-clicked, back to the default). */
+  resizeColumn?(col: number, width: number | null): void;
   edit(row: number, col: number, text: string): void;
   clear(row: number, col: number): void;
   selected(row: number, col: number): void;
@@ -53,6 +61,12 @@ export class Grid {
   private frame = 0;
   private rows: [number, number] = [0, 0];
   private cols: [number, number] = [0, 0];
+  private readonly colAxis = new Axis(MAX_COLS, COL_W);
+  private readonly rowAxis = new Axis(MAX_ROWS, ROW_H);
+  private frozen = { rows: 0, columns: 0 };
+  private colRuns: Run[] = [];
+  /** A column edge being dragged: the column, where the drag started, its width then and now. */
+  private drag: { col: number; x: number; from: number; width: number } | undefined;
 
   constructor(
     host: HTMLElement,
@@ -80,6 +94,14 @@ export class Grid {
     this.scroller.addEventListener('scroll', () => this.schedule());
     new ResizeObserver(() => this.schedule()).observe(this.scroller);
     this.body.addEventListener('mousedown', (e) => {
+      const grip = (e.target as HTMLElement).closest<HTMLElement>('.col-grip');
+      if (grip) {
+        const col = Number(grip.dataset.col);
+        const from = this.colAxis.size(col);
+        this.drag = { col, x: e.clientX, from, width: from };
+        e.preventDefault();
+        return;
+      }
       const ref = (e.target as HTMLElement).closest<HTMLElement>('[data-row]');
       if (!ref) return;
       if (this.editing) this.commit();
@@ -98,10 +120,34 @@ export class Grid {
       if (ref && (Number(ref.dataset.row) !== this.ext.row || Number(ref.dataset.col) !== this.ext.col))
         this.extend(Number(ref.dataset.row), Number(ref.dataset.col));
     });
+    window.addEventListener('mousemove', (e) => {
+      if (!this.drag) return;
+      this.drag.width = clamp(Math.round(this.drag.from + e.clientX - this.drag.x), 8, MAX_SIZE_PX);
+      this.colAxis.set(resized(this.colRuns, this.drag.col, 1, this.drag.width));
+      this.schedule();
+    });
     window.addEventListener('mouseup', () => {
       this.dragging = false;
+      const d = this.drag;
+      if (!d) return;
+      this.drag = undefined;
+      this.colAxis.set(this.colRuns);
+      if (d.width === d.from) return;
+      if (this.readOnly) this.source.refused?.();
+      else this.source.resizeColumn?.(d.col, d.width);
+      this.schedule();
     });
-    this.body.addEventListener('dblclick', () => this.startEdit(this.source.editText(this.sel.row, this.sel.col)));
+    this.body.addEventListener('dblclick', (e) => {
+      const grip = (e.target as HTMLElement).closest<HTMLElement>('.col-grip');
+      if (!grip) return;
+      e.stopPropagation();
+      if (this.readOnly) this.source.refused?.();
+      else this.source.resizeColumn?.(Number(grip.dataset.col), null);
+    });
+    this.body.addEventListener('dblclick', (e) => {
+      if (!(e.target as HTMLElement).closest('.col-grip'))
+        this.startEdit(this.source.editText(this.sel.row, this.sel.col));
+    });
     this.el.addEventListener('keydown', (e) => this.onKey(e));
     this.el.addEventListener('paste', (e) => {
       const text = e.clipboardData?.getData('text/plain');
@@ -142,6 +188,16 @@ export class Grid {
     this.schedule();
   }
 
+  /** The sheet's layout: sized runs of columns and of rows (0-based), and the frozen split. */
+  setLayout(columns: Run[], rows: Run[], freeze: { rows: number; columns: number }): void {
+    this.colRuns = columns;
+    if (!this.drag) this.colAxis.set(columns);
+    this.rowAxis.set(rows);
+    this.frozen = { rows: clamp(freeze.rows, 0, MAX_ROWS - 1), columns: clamp(freeze.columns, 0, MAX_COLS - 1) };
+    this.el.dataset.frozen = `${this.frozen.rows},${this.frozen.columns}`;
+    this.schedule();
+  }
+
   /** Redraw on the next frame (coalesces bursts of scroll events and data arrivals). */
   schedule(): void {
     if (this.frame) return;
@@ -159,14 +215,21 @@ export class Grid {
     this.schedule();
   }
 
-  /** Scrolls so the selected cell is in view, if it is not. */
+  /** Scrolls so the selected cell is in view (past the frozen rows and columns), if it is not. */
   private reveal(): void {
     const { row, col } = this.sel;
-    const viewRows = Math.max(1, Math.floor(this.bodyH() / ROW_H) - 1);
-    if (row < this.rows[0] || row >= this.rows[0] + viewRows)
-      this.scrollToRow(Math.max(0, row - Math.floor(viewRows / 3)));
-    const viewCols = Math.max(1, Math.floor(this.bodyW() / COL_W) - 1);
-    if (col < this.cols[0] || col >= this.cols[0] + viewCols) this.scroller.scrollLeft = Math.max(0, col - 1) * COL_W;
+    const fr = this.frozen.rows;
+    const fixedH = this.rowAxis.offset(fr);
+    const y = this.rowAxis.offset(row) - this.virtualTop();
+    if (row >= fr && (y < fixedH || y + this.rowAxis.size(row) > this.bodyH())) {
+      const third = Math.floor((this.bodyH() - fixedH) / ROW_H / 3);
+      this.scrollToRow(Math.max(fr, row - third));
+    }
+    const fc = this.frozen.columns;
+    const fixedW = this.colAxis.offset(fc);
+    const x = this.colAxis.offset(col) - this.scroller.scrollLeft;
+    if (col >= fc && (x < fixedW || x + this.colAxis.size(col) > this.bodyW()))
+      this.scroller.scrollLeft = Math.max(0, this.colAxis.offset(Math.max(fc, col - 1)) - fixedW);
   }
 
   private bodyH(): number {
@@ -176,14 +239,15 @@ export class Grid {
     return Math.max(0, this.scroller.clientWidth - HEAD_W);
   }
   private contentH(): number {
-    return MAX_ROWS * ROW_H;
+    return this.rowAxis.total();
   }
 
-  /** Sets the scrollbar so `row` is the first row drawn. */
+  /** Sets the scrollbar so `row` is the first row drawn under the frozen ones. */
   private scrollToRow(row: number): void {
     const maxTop = this.scroller.scrollHeight - this.scroller.clientHeight;
     const span = this.contentH() - this.bodyH();
-    this.scroller.scrollTop = span > 0 ? Math.round(((row * ROW_H) / span) * maxTop) : 0;
+    const want = this.rowAxis.offset(row) - this.rowAxis.offset(this.frozen.rows);
+    this.scroller.scrollTop = span > 0 ? Math.round((want / span) * maxTop) : 0;
   }
 
   /** The virtual pixel offset of the top of the drawn area. */
@@ -201,41 +265,52 @@ export class Grid {
     this.pane.style.height = `${h}px`;
     const virtH = Math.min(this.contentH(), MAX_SCROLL_PX);
     this.spacer.style.height = `${Math.max(0, HEAD_H + virtH - h)}px`;
-    this.spacer.style.width = `${HEAD_W + MAX_COLS * COL_W}px`;
+    this.spacer.style.width = `${HEAD_W + this.colAxis.total()}px`;
 
-    const top = this.virtualTop();
-    const left = this.scroller.scrollLeft;
-    const r0 = Math.min(MAX_ROWS - 1, Math.floor(top / ROW_H));
-    const c0 = Math.min(MAX_COLS - 1, Math.floor(left / COL_W));
-    const offY = r0 * ROW_H - top;
-    const offX = c0 * COL_W - left;
-    const nr = Math.min(MAX_ROWS - r0, Math.ceil((this.bodyH() - offY) / ROW_H));
-    const nc = Math.min(MAX_COLS - c0, Math.ceil((this.bodyW() - offX) / COL_W));
-    const moved = this.rows[0] !== r0 || this.rows[1] !== r0 + nr || this.cols[0] !== c0 || this.cols[1] !== c0 + nc;
-    this.rows = [r0, r0 + nr];
-    this.cols = [c0, c0 + nc];
-    if (moved) this.source.viewport(this.rows, this.cols);
+    const rows = lines(this.rowAxis, this.frozen.rows, this.virtualTop(), this.bodyH());
+    const cols = lines(this.colAxis, this.frozen.columns, this.scroller.scrollLeft, this.bodyW());
+    const span = (ls: Line[], frozen: number): [number, number] => {
+      const scrolled = ls.filter((l) => !l.frozen);
+      return scrolled.length ? [scrolled[0].i, scrolled[scrolled.length - 1].i + 1] : [frozen, frozen];
+    };
+    const [rs, cs] = [span(rows, this.frozen.rows), span(cols, this.frozen.columns)];
+    const moved = this.rows[0] !== rs[0] || this.rows[1] !== rs[1] || this.cols[0] !== cs[0] || this.cols[1] !== cs[1];
+    this.rows = rs;
+    this.cols = cs;
+    if (moved) this.source.viewport(this.rows, this.cols, this.frozen);
 
+    // Scrolled cells first: the frozen ones are drawn over any scrolled one under them.
     const frag = document.createDocumentFragment();
     const range = this.range;
-    for (let j = 0; j < nc; j++) {
-      const c = c0 + j;
+    const order = (ls: Line[]) => [...ls.filter((l) => !l.frozen), ...ls.filter((l) => l.frozen)];
+    for (const col of order(cols)) {
+      const c = col.i;
       const head = div(c === this.sel.col ? 'head col on' : 'head col');
+      if (col.frozen) head.classList.add('frozen');
+      if (c === this.frozen.columns - 1) head.classList.add('split-right');
       head.textContent = colName(c);
-      place(head, HEAD_W + offX + j * COL_W, 0, COL_W, HEAD_H);
+      const grip = div('col-grip');
+      grip.dataset.col = String(c);
+      head.append(grip);
+      place(head, HEAD_W + col.at, 0, col.size, HEAD_H);
       frag.append(head);
     }
-    for (let i = 0; i < nr; i++) {
-      const r = r0 + i;
-      const y = HEAD_H + offY + i * ROW_H;
+    for (const row of order(rows)) {
+      const r = row.i;
+      const y = HEAD_H + row.at;
       const head = div(r === this.sel.row ? 'head row on' : 'head row');
+      if (row.frozen) head.classList.add('frozen');
+      if (r === this.frozen.rows - 1) head.classList.add('split-below');
       head.textContent = String(r + 1);
-      place(head, 0, y, HEAD_W, ROW_H);
+      place(head, 0, y, HEAD_W, row.size);
       frag.append(head);
-      for (let j = 0; j < nc; j++) {
-        const c = c0 + j;
+      for (const col of order(cols)) {
+        const c = col.i;
         const shown = this.source.cell(r, c);
         const cell = div('cell');
+        if (row.frozen || col.frozen) cell.classList.add('frozen');
+        if (r === this.frozen.rows - 1) cell.classList.add('split-below');
+        if (c === this.frozen.columns - 1) cell.classList.add('split-right');
         cell.dataset.ref = refOf(r, c);
         cell.dataset.row = String(r);
         cell.dataset.col = String(c);
@@ -256,7 +331,7 @@ export class Grid {
           cell.classList.add('in-range');
           cell.setAttribute('aria-selected', 'true');
         }
-        place(cell, HEAD_W + offX + j * COL_W, y, COL_W, ROW_H);
+        place(cell, HEAD_W + col.at, y, col.size, row.size);
         frag.append(cell);
       }
     }
@@ -264,13 +339,19 @@ export class Grid {
     place(corner, 0, 0, HEAD_W, HEAD_H);
     frag.append(corner);
     this.body.replaceChildren(frag);
-    if (this.editing) this.placeEditor(r0, c0, offX, offY);
+    if (this.editing) this.placeEditor(rows, cols);
   }
 
-  private placeEditor(r0: number, c0: number, offX: number, offY: number): void {
-    const x = HEAD_W + offX + (this.sel.col - c0) * COL_W;
-    const y = HEAD_H + offY + (this.sel.row - r0) * ROW_H;
-    Object.assign(this.editor.style, { left: `${x}px`, top: `${y}px`, width: `${COL_W}px`, height: `${ROW_H}px` });
+  private placeEditor(rows: Line[], cols: Line[]): void {
+    const row = rows.find((l) => l.i === this.sel.row);
+    const col = cols.find((l) => l.i === this.sel.col);
+    if (!row || !col) return;
+    Object.assign(this.editor.style, {
+      left: `${HEAD_W + col.at}px`,
+      top: `${HEAD_H + row.at}px`,
+      width: `${col.size}px`,
+      height: `${row.size}px`,
+    });
   }
 
   startEdit(text: string): void {
@@ -348,6 +429,30 @@ export class Grid {
       this.startEdit(e.key);
     }
   }
+}
+
+/** A row or column drawn: its index, where it starts in the body (pixels) and its size. */
+interface Line {
+  i: number;
+  at: number;
+  size: number;
+  frozen: boolean;
+}
+
+/**
+ * The rows (columns) of `axis` in view: the first `frozen` where they are, then the scrolled
+ * ones from `scroll` pixels past the frozen ones until `room` is filled.
+ */
+function lines(axis: Axis, frozen: number, scroll: number, room: number): Line[] {
+  const out: Line[] = [];
+  for (let i = 0; i < frozen; i++) out.push({ i, at: axis.offset(i), size: axis.size(i), frozen: true });
+  const fixed = axis.offset(frozen);
+  for (let i = Math.max(frozen, axis.indexAt(fixed + scroll)); i < axis.count; i++) {
+    const at = axis.offset(i) - scroll;
+    if (at >= room) break;
+    out.push({ i, at, size: axis.size(i), frozen: false });
+  }
+  return out;
 }
 
 function div(className: string): HTMLDivElement {

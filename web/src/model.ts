@@ -10,6 +10,7 @@
  */
 import { format as numfmt } from 'numfmt';
 import type { ReadonlyJSONValue, WriteTransaction } from 'replicache';
+import { ERRORS, errorValue } from './errors';
 import { rebasePoint, rebaseShape, type Shape, type Step } from './rebase';
 import { compose, type Style, type StylePatch } from './styles';
 
@@ -53,32 +54,7 @@ export function parseCol(letters: string): number {
   return col - 1;
 }
 
-/**
- * The spreadsheet errors a cell can hold, with what each means (the server's list,
- * functions/sheet/src/value.rs). `#CIRC!`, `#ERROR!` and `#N/IMPL` are what the formula engine
- * gives a cycle, a formula it cannot read and a function it lacks.
- */
-export const ERRORS: Readonly<Record<string, string>> = {
-  '#NULL!': 'ranges that do not intersect',
-  '#DIV/0!': 'division by zero',
-  '#VALUE!': 'a value of the wrong type',
-  '#REF!': 'a reference to a cell that is gone',
-  '#NAME?': 'a name or function the engine does not know',
-  '#NUM!': 'a number out of range',
-  '#N/A': 'a value that is not available',
-  '#GETTING_DATA': 'data still being read',
-  '#SPILL!': 'an array result that has no room',
-  '#CALC!': 'a calculation the engine cannot do',
-  '#CIRC!': 'a circular reference: the formula reads its own value',
-  '#ERROR!': 'a formula that cannot be read',
-  '#N/IMPL': 'a function the engine does not implement',
-};
-
-/** The error value for a text such as `#div/0!` (as spreadsheets accept it), or undefined. */
-export function errorValue(text: string): { error: string } | undefined {
-  const code = text.trim().toUpperCase();
-  return Object.hasOwn(ERRORS, code) ? { error: code } : undefined;
-}
+export { ERRORS, errorValue };
 
 /** Characters in one formula, `=` excluded (Excel's limit, as the server enforces it). */
 export const MAX_FORMULA_CHARS = 8_192;
@@ -507,7 +483,42 @@ export const mutators = {
   async 'delete-columns'(tx: WriteTransaction, args: ColumnArgs) {
     await reshape(tx, { axis: 'columns', op: 'delete', at: parseCol(args.at), count: args.count }, args.baseSeq);
   },
+  // The layout (docs/sheet-model.md, "Layout"): each pending size by position, following its
+  // column (row) as a set's cells do; a pending split as it was set.
+  async 'resize-columns'(tx: WriteTransaction, args: ColumnArgs & { width?: number | null }) {
+    await resize(tx, 'columns', parseCol(args.at), args.count, args.width ?? null, args.baseSeq);
+  },
+  async 'resize-rows'(tx: WriteTransaction, args: RowArgs & { height?: number | null }) {
+    await resize(tx, 'rows', args.at - 1, args.count, args.height ?? null, args.baseSeq);
+  },
+  async freeze(tx: WriteTransaction, args: Partial<Freeze>) {
+    await tx.set(FREEZE_KEY, { rows: args.rows ?? 0, columns: args.columns ?? 0 });
+  },
 };
+
+/** The rows and columns a split keeps in view. */
+export interface Freeze {
+  rows: number;
+  columns: number;
+}
+const SIZE_PREFIX = 'size/';
+const FREEZE_KEY = 'freeze';
+
+/** A resize's positions, each where the rows and columns others changed since moved it. */
+async function resize(
+  tx: WriteTransaction,
+  axis: ShapeOp['axis'],
+  at: number,
+  count: number,
+  size: number | null,
+  base?: number,
+) {
+  const steps = await history(tx, base);
+  for (let i = at; i < at + Math.min(count, MAX_COLS); i++) {
+    const now = rebasePoint(axis, i, steps);
+    if (now !== null) await tx.set(`${SIZE_PREFIX}${axis}/${now}`, size);
+  }
+}
 export type Mutators = typeof mutators;
 
 /** One consistent read of Replicache's store: the pinned sequence and the pending overlay. */
@@ -519,6 +530,9 @@ export interface LocalView {
   shapes: ShapeOp[];
   /** What took the server's state to `seq` from the pull's cookie, when the pull said (changed.ts). */
   changed?: Changed;
+  /** Pending sizes (`null`: back to the default) by position, and a pending split. */
+  sizes?: { columns: [number, number | null][]; rows: [number, number | null][] };
+  freeze?: Freeze;
 }
 
 /** A `set` or `style` event as `meta/changed` lists it (functions/api/src/sync/view.rs). */
@@ -544,12 +558,13 @@ export interface LocalJson {
   styles: [string, StylePatch][];
   shapes: ShapeOp[];
   changed?: Changed;
+  sizes?: LocalView['sizes'];
+  freeze?: Freeze;
 }
 
 export function fromJson(j: LocalJson): LocalView {
-  const v: LocalView = { seq: j.seq, cells: new Map(j.cells), styles: new Map(j.styles), shapes: j.shapes };
-  if (j.changed) v.changed = j.changed;
-  return v;
+  const { cells, styles, ...rest } = j;
+  return { ...rest, cells: new Map(cells), styles: new Map(styles) };
 }
 
 export async function readLocal(tx: {
@@ -567,33 +582,19 @@ export async function readLocal(tx: {
   const shapes: ShapeOp[] = [];
   for await (const [, v] of tx.scan({ prefix: SHAPE_PREFIX }).entries()) shapes.push(...shapeRecord(v).applied);
   const changed = (await tx.get('meta/changed')) as Changed | undefined;
-  return { seq, cells, styles, shapes, ...(changed?.to === seq ? { changed } : {}) };
-}
-
-/** One CSV field, quoted when it must be (RFC 4180). */
-export function csvField(text: string): string {
-  return /[",\r\n]/.test(text) || /^\s|\s$/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
-}
-
-/**
- * Texts a spreadsheet program would run as a formula when it opens the CSV (`=HYPERLINK(…)`, a
- * DDE payload, `@SUM(…)`; tab and carriage return can hide one): OWASP's "CSV injection" list.
- */
-const FORMULA_START = /^[=+\-@\t\r]/;
-
-/** A text as an exported CSV field holds it: with a leading `'` if it would run as a formula, unless `raw`. */
-export function neutralise(text: string, raw = false): string {
-  return !raw && FORMULA_START.test(text) ? `'${text}` : text;
-}
-
-/**
- * A value as an exported CSV field holds it: raw numbers (-1.5 stays a number), not their
- * formatted text; texts neutralised unless `raw` (see `neutralise`).
- */
-export function csvValue(v: Value, raw = false): string {
-  if (v === null) return '';
-  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
-  if (typeof v === 'object') return v.error;
-  if (typeof v === 'number') return csvField(String(v));
-  return csvField(neutralise(v, raw));
+  const sizes: NonNullable<LocalView['sizes']> = { columns: [], rows: [] };
+  for await (const [k, v] of tx.scan({ prefix: SIZE_PREFIX }).entries()) {
+    const [axis, at] = k.slice(SIZE_PREFIX.length).split('/');
+    if (axis === 'columns' || axis === 'rows') sizes[axis].push([Number(at), v as number | null]);
+  }
+  const freeze = (await tx.get(FREEZE_KEY)) as Freeze | undefined;
+  return {
+    seq,
+    cells,
+    styles,
+    shapes,
+    ...(changed?.to === seq ? { changed } : {}),
+    ...(sizes.columns.length || sizes.rows.length ? { sizes } : {}),
+    ...(freeze ? { freeze } : {}),
+  };
 }

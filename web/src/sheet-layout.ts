@@ -33,6 +33,7 @@ export interface SheetLayout {
   delRow: HTMLButtonElement;
   insCol: HTMLButtonElement;
   delCol: HTMLButtonElement;
+  freeze: HTMLButtonElement;
   fileInput: HTMLInputElement;
   importLabel: HTMLLabelElement;
   exportBtn: HTMLButtonElement;
@@ -88,6 +89,11 @@ function toolbarControls() {
   const delRow = button('− Row', "Delete the selected cell's row");
   const insCol = button('+ Column', 'Insert a column left of the selected cell');
   const delCol = button('− Column', "Delete the selected cell's column");
+  const freeze = button(
+    'Freeze',
+    'Keep the rows above and the columns left of the selected cell in view while scrolling (again: unfreeze)',
+  );
+  freeze.ariaLabel = 'freeze panes';
   const fileInput = el('input', {
     type: 'file',
     accept: '.csv,.xlsx,text/csv',
@@ -125,6 +131,7 @@ function toolbarControls() {
     delRow,
     insCol,
     delCol,
+    freeze,
     fileInput,
     importLabel,
     exportBtn,
@@ -175,6 +182,7 @@ export function sheetLayout(root: HTMLElement, logId: string, opts: LayoutOption
       c.delRow,
       c.insCol,
       c.delCol,
+      c.freeze,
       c.importLabel,
       c.exportBtn,
       c.xlsxBtn,
@@ -203,7 +211,17 @@ export function lockForViewer(ui: SheetLayout, grid: Grid): void {
   grid.readOnly = true;
   grid.el.classList.add('readonly');
   grid.el.dataset.readOnly = 'true';
-  for (const b of [ui.undoBtn, ui.redoBtn, ui.insRow, ui.delRow, ui.insCol, ui.delCol, ui.format, ui.fileInput])
+  for (const b of [
+    ui.undoBtn,
+    ui.redoBtn,
+    ui.insRow,
+    ui.delRow,
+    ui.insCol,
+    ui.delCol,
+    ui.freeze,
+    ui.format,
+    ui.fileInput,
+  ])
     b.disabled = true;
   for (const c of Object.values(ui.styles)) c.disabled = true;
   ui.formula.readOnly = true;

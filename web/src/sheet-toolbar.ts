@@ -39,6 +39,13 @@ export function toolbarActions(ctx: SheetContext, view: SheetView): void {
   ui.delCol.onclick = guard(() =>
     ctx.act((m) => m['delete-columns']({ at: colName(grid.selection.col), count: 1, ...based() })),
   );
+  // Freeze at the selected cell as spreadsheets do (the rows above it, the columns left of it);
+  // with a split already there, unfreeze.
+  ui.freeze.onclick = guard(() => {
+    const frozen = grid.el.dataset.frozen ?? '0,0';
+    const { row, col } = grid.selection;
+    ctx.act((m) => m.freeze(frozen === '0,0' ? { rows: row, columns: col } : { rows: 0, columns: 0 }));
+  });
   // Number formats and styles change how the selected cell looks, never its value: a `style`
   // mutation, which cannot race someone typing into the cell.
   const restyle = (patch: StylePatch | undefined) => {

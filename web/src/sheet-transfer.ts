@@ -6,7 +6,8 @@
  * the version shown as a workbook and downloads it from S3.
  */
 import { ApiError, type CellsAnswer, call, type Extent, putWithProgress, type Upload } from './api';
-import { colName, csvValue, plain, type Value } from './model';
+import { csvValue } from './csv';
+import { colName, plain, type Value } from './model';
 import type { SheetContext } from './sheet-context';
 import { el } from './ui';
 

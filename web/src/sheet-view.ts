@@ -14,9 +14,11 @@ import { pasted } from './clipboard';
 import { type BaseBlock, Calc, formulaReads, loadEngine } from './formula';
 import { formulaBar } from './formula-bar';
 import { Grid, type Shown } from './grid';
+import { inView, LayoutTracker } from './grid-layout';
 import {
   type Area,
   type Cell,
+  colName,
   drawn,
   editText,
   formulaProblem,
@@ -73,7 +75,10 @@ type Closure = 'complete' | 'partial' | 'loading';
 
 /** The blocks read so far, keyed `<seq>/<block row>/<block column>`, and the cells in view. */
 class Blocks {
-  viewport: { rows: [number, number]; cols: [number, number] } = { rows: [0, 40], cols: [0, 12] };
+  viewport: { rows: [number, number]; cols: [number, number]; frozen?: { rows: number; columns: number } } = {
+    rows: [0, 40],
+    cols: [0, 12],
+  };
   /** Changes whenever a block is read or dropped. */
   version = 0;
   private readonly blocks = new Map<string, Block>();
@@ -99,9 +104,9 @@ class Blocks {
   /** The blocks a view needs for the cells in view (through its pending row/column changes). */
   needed(v: LocalView): Set<string> {
     const out = new Set<string>();
-    const { rows, cols } = this.viewport;
-    for (let r = rows[0]; r < rows[1]; r++) {
-      for (let c = cols[0]; c < cols[1]; c++) {
+    const { rows, cols, frozen } = this.viewport;
+    for (const r of inView(rows, frozen?.rows)) {
+      for (const c of inView(cols, frozen?.columns)) {
         if (v.cells.has(refOf(r, c))) continue;
         const b = toBase(r, c, v.shapes);
         if (b) out.add(this.key(v.seq, Math.floor(b.row / BLOCK_ROWS), Math.floor(b.col / BLOCK_COLS)));
@@ -378,7 +383,7 @@ class Blocks {
   }
 
   /** The sheet's extent at `seq` (read once), or undefined when it cannot be read. */
-  private extent(seq: number): Promise<Extent | undefined> {
+  extent(seq: number): Promise<Extent | undefined> {
     let p = this.extents.get(seq);
     if (!p) {
       p = call<Extent>('GET', `${this.api}/extent?at=${seq}`).catch(() => undefined);
@@ -424,6 +429,7 @@ export interface SheetView {
 export function sheetView(ctx: SheetContext): SheetView {
   const { ui, messages } = ctx;
   const blocks = new Blocks(ctx.api, messages, () => grid.schedule());
+  const layouts = new LayoutTracker((seq) => blocks.extent(seq));
   const calc = new Calc(
     () => grid.schedule(),
     () => {
@@ -483,9 +489,18 @@ export function sheetView(ctx: SheetContext): SheetView {
     });
   }
 
+  /** Draws the layout of `v`: the server's at its sequence, with `v`'s pending changes. */
+  async function lay(v: LocalView): Promise<void> {
+    const d = LayoutTracker.overlaid(await layouts.at(v), v);
+    if (ctx.shown !== v) return;
+    grid.setLayout(d.columns, d.rows, d.freeze);
+    ui.freeze.textContent = d.freeze.rows || d.freeze.columns ? 'Unfreeze' : 'Freeze';
+  }
+
   async function show(v: LocalView): Promise<void> {
     if (ctx.shown && v.seq === ctx.shown.seq) {
       ctx.shown = v;
+      void lay(v);
       // A pending edit's formula may read cells not read yet; nothing to wait for when it does not.
       void blocks.closure(v);
       grid.schedule();
@@ -502,6 +517,7 @@ export function sheetView(ctx: SheetContext): SheetView {
     // Still what should be shown once read? (A newer view, or leaving history, supersedes it.)
     if (ctx.historyAt === undefined ? ctx.live === v : v.seq === ctx.historyAt) {
       ctx.shown = v;
+      void lay(v);
       if (first) void blocks.closure(v);
       grid.schedule();
     }
@@ -528,14 +544,17 @@ export function sheetView(ctx: SheetContext): SheetView {
   let settle: ReturnType<typeof setTimeout> | undefined;
   const source = {
     cell: shownAt,
-    viewport(rows: [number, number], cols: [number, number]) {
-      blocks.viewport = { rows, cols };
+    viewport(rows: [number, number], cols: [number, number], frozen: { rows: number; columns: number }) {
+      blocks.viewport = { rows, cols, frozen };
       clearTimeout(settle);
       settle = setTimeout(() => {
         if (ctx.shown) void blocks.loadAll(ctx.shown);
       }, SETTLE_MS);
     },
     edit,
+    resizeColumn(col: number, width: number | null) {
+      ctx.act((m) => m['resize-columns']({ at: colName(col), count: 1, width, ...based() }));
+    },
     clear(row: number, col: number) {
       ctx.act((m) => m.set({ cells: [{ ref: refOf(row, col), value: null }], ...based() }));
     },

@@ -598,6 +598,54 @@ describe('the web spreadsheet in Chromium', () => {
     await shot(a, 'styles');
   });
 
+  test('a column dragged wider and a frozen split reach the other page, and stay after a reload', async () => {
+    const logId = await newLog();
+    const a = await openSheet(logId);
+    const b = await openSheet(logId);
+    await edit(a, 'B1', 'wide');
+    await synced(a, logId);
+    const width = (p: Page) =>
+      p.locator('[data-ref="B1"]').evaluate((e) => Math.round(e.getBoundingClientRect().width));
+    assert.equal(await width(a), 104);
+    // Drag column B's right edge about 100 pixels to the right.
+    const grip = await a.locator('.col-grip[data-col="1"]').boundingBox();
+    assert.ok(grip);
+    await a.mouse.move(grip.x + grip.width / 2, grip.y + grip.height / 2);
+    await a.mouse.down();
+    await a.mouse.move(grip.x + grip.width / 2 + 100, grip.y + grip.height / 2, { steps: 5 });
+    await a.mouse.up();
+    for (const p of [a, b])
+      await p.waitForFunction(
+        () => (document.querySelector('[data-ref="B1"]')?.getBoundingClientRect().width ?? 0) > 190,
+        undefined,
+        WAIT,
+      );
+    // Freeze at B3: rows 1 and 2 and column A stay in view.
+    await a.click('[data-ref="B3"]');
+    await a.click('button[aria-label="freeze panes"]');
+    await b.waitForSelector('.grid[data-frozen="2,1"]', WAIT);
+    assert.equal(await a.innerText('button[aria-label="freeze panes"]'), 'Unfreeze');
+    await b.evaluate(() => {
+      (document.querySelector('.scroller') as HTMLElement).scrollTop += 6000;
+    });
+    await b.waitForFunction(
+      () => Number(document.querySelector<HTMLElement>('.cell[data-col="1"]:not(.frozen)')?.dataset.row) > 100,
+      undefined,
+      WAIT,
+    );
+    await waitCell(b, 'B1', 'wide');
+    await synced(a, logId);
+    const layout = ((await api('GET', `/logs/${logId}/extent`)) as { layout?: Json }).layout;
+    const drawn = await width(a);
+    assert.deepEqual(layout, { columns: [{ at: 'B', count: 1, width: drawn }], freeze: { rows: 2, columns: 1 } });
+    // A reload reads it back with the sheet.
+    await a.reload();
+    await a.waitForSelector('.grid[data-frozen="2,1"]', WAIT);
+    await waitCell(a, 'B1', 'wide');
+    assert.equal(await width(a), drawn);
+    await shot(b, 'layout');
+  });
+
   test('a CSV imported through the upload flow lands, and exports back', async () => {
     const logId = await newLog();
     const page = await openSheet(logId);

@@ -10,12 +10,11 @@ import { describe, test } from 'node:test';
 import * as ironcalc from '@ironcalc/wasm';
 import type { WriteTransaction } from 'replicache';
 import { parseTsv, pasted, tsvField } from '../src/clipboard.ts';
+import { csvField, csvValue } from '../src/csv.ts';
 import { useEngine } from '../src/formula.ts';
 import {
   type Cell,
   colName,
-  csvField,
-  csvValue,
   display,
   drawn,
   editText,
