@@ -224,9 +224,14 @@ pub async fn commit_upload(
         Some("csv") => ImportFormat::Csv,
         _ => sniff_format(&state, &file).await?,
     };
-    let summary = validate_copy(&state, &file, format, &upload_id).await?;
+    let (summary, layout) = validate_copy(&state, &file, format, &upload_id).await?;
     let group = req.client_group_id.clone();
-    let (code, version, encoded) = Event::Import(Import { format, group }).encode();
+    let (code, version, encoded) = Event::Import(Import {
+        format,
+        group,
+        layout,
+    })
+    .encode();
     let entry = NewEntry::new(EntryType(code), version, encoded).with_payload(&file);
     // Two commits racing to here still append once: the upload id's key and the entry are
     // written in one transaction, and the key stands for the upload, not for the copy.
@@ -324,12 +329,17 @@ async fn copy_upload(
 /// Validates the copy (the bytes the entry will name) before the linchpin write: a file that will
 /// not import never enters the log. Streamed to a temporary file and read from there, so memory
 /// stays bounded whatever the file's size.
+/// Checks the committed copy against the import limits, and reads the layout it brings (an XLSX
+/// file's widths, heights and frozen panes).
 async fn validate_copy(
     state: &SharedState,
     file: &str,
     format: ImportFormat,
     upload_id: &str,
-) -> ApiResult<import::ImportSummary> {
+) -> ApiResult<(
+    import::ImportSummary,
+    Option<sheetlog_core::sheet::layout::LayoutRuns>,
+)> {
     let local = match state
         .bucket
         .download(file, state.cfg.max_upload_bytes)
@@ -345,8 +355,14 @@ async fn validate_copy(
         }
         Err(e) => return Err(ApiError::from_store(e)),
     };
-    let reader = Box::new(std::io::BufReader::with_capacity(256 * 1024, local));
-    tokio::task::spawn_blocking(move || import::validate(format, reader))
+    let checked = move || {
+        let copy = local.try_clone()?;
+        let reader = Box::new(std::io::BufReader::with_capacity(256 * 1024, local));
+        let summary = import::validate(format, reader)?;
+        let layout = import::layout_of(format, std::io::BufReader::new(copy))?;
+        Ok::<_, import::ImportError>((summary, layout))
+    };
+    tokio::task::spawn_blocking(checked)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .map_err(|e| ApiError::InvalidPayload {

@@ -63,6 +63,7 @@ async fn sheet() -> anyhow::Result<(MemBlobs, MemImports, Manifest, Vec<LogEntry
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
             group: None,
+            layout: None,
         })),
         payload: Some("1m.csv".into()),
     }];

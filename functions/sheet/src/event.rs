@@ -15,8 +15,8 @@ use super::codec::{self, CodecError, Reader, Writer};
 pub use super::fields::{ColumnName, RowNumber, ValidationError, check_span};
 use super::limits::{MAX_CELLS_PER_SET, MAX_CELLS_PER_STYLE, MAX_COLS, MAX_ROWS};
 use super::resize::{
-    self as layout, Freeze, ResizeColumns, ResizeRows, TYPE_FREEZE, TYPE_RESIZE_COLUMNS,
-    TYPE_RESIZE_ROWS,
+    self as layout, Freeze, LayoutRuns, ResizeColumns, ResizeRows, TYPE_FREEZE,
+    TYPE_RESIZE_COLUMNS, TYPE_RESIZE_ROWS,
 };
 use super::style::StylePatch;
 use super::value::{Cell, Value, check_format};
@@ -40,6 +40,11 @@ pub const TYPE_STYLE: u16 = 26;
 pub const BODY_VERSION: u16 = 1;
 /// The body version of an `import` or a `restore` that names the client group that made it.
 pub const GROUP_VERSION: u16 = 2;
+/// The body version of an `import` that carries its file's layout: the format, a byte of flags
+/// (1: a client group follows, 2: the layout's JSON follows), then those.
+pub const LAYOUT_VERSION: u16 = 3;
+/// The most bytes of layout JSON an `import` carries.
+pub const MAX_IMPORT_LAYOUT_BYTES: usize = 64 * 1024;
 /// Longest client or client group id, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
@@ -220,6 +225,10 @@ pub struct Import {
         skip_serializing_if = "Option::is_none"
     )]
     pub group: Option<String>,
+    /// The file's column widths, row heights and frozen panes (an XLSX file's, read when the
+    /// upload was committed): the sheet's layout after the import. Body version 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<LayoutRuns>,
 }
 
 /// `restore`: make the sheet what it was as of sequence `seq` (the state of every entry before
@@ -510,6 +519,14 @@ impl Event {
                     ImportFormat::Csv => 0,
                     ImportFormat::Xlsx => 1,
                 });
+                if let Some(layout) = &i.layout {
+                    w.u8(u8::from(i.group.is_some()) | 2);
+                    if let Some(g) = &i.group {
+                        w.str(g);
+                    }
+                    w.str(&serde_json::to_string(layout).unwrap_or_default());
+                    return (TYPE_IMPORT, LAYOUT_VERSION, w.buf);
+                }
                 if let Some(g) = &i.group {
                     w.str(g);
                     return (TYPE_IMPORT, GROUP_VERSION, w.buf);
@@ -569,12 +586,26 @@ impl Event {
         };
         let with_group =
             (type_code == TYPE_IMPORT || type_code == TYPE_RESTORE) && version == GROUP_VERSION;
-        if version != BODY_VERSION && !with_group {
+        let with_layout = type_code == TYPE_IMPORT && version == LAYOUT_VERSION;
+        if version != BODY_VERSION && !with_group && !with_layout {
             return Err(DecodeError::UnsupportedVersion { type_name, version });
         }
         let codec_err = |source| DecodeError::Codec { type_name, source };
         let mut r = Reader::new(body);
         let mut event = decode_v1(type_code, &mut r).map_err(codec_err)?;
+        if let (true, Event::Import(i)) = (with_layout, &mut event) {
+            let flags = r.u8().map_err(codec_err)?;
+            if flags & 1 != 0 {
+                let group = r.str(MAX_ID_BYTES, "client group id").map_err(codec_err)?;
+                i.group = Some(group.to_owned());
+            }
+            let json = r
+                .str(MAX_IMPORT_LAYOUT_BYTES, "layout")
+                .map_err(codec_err)?;
+            let layout = serde_json::from_str(json)
+                .map_err(|e| codec_err(CodecError::Invalid(format!("layout: {e}"))))?;
+            i.layout = Some(layout);
+        }
         if with_group {
             let group = r.str(MAX_ID_BYTES, "client group id").map_err(codec_err)?;
             match &mut event {
@@ -675,6 +706,7 @@ fn decode_v1(type_code: u16, r: &mut Reader<'_>) -> Result<Event, CodecError> {
                 b => return Err(CodecError::Invalid(format!("unknown import format {b}"))),
             },
             group: None,
+            layout: None,
         }),
     })
 }

@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use super::a1::CellRef;
 use super::csv_records::{CsvRecords, RecordError};
-use super::event::ImportFormat;
+use super::event::{ImportFormat, MAX_IMPORT_LAYOUT_BYTES};
 use super::formula::Formula;
+use super::layout::LayoutRuns;
 use super::limits::{
     MAX_COLS, MAX_CSV_RECORD_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_XLSX_COMPRESSION_RATIO,
     MAX_XLSX_PART_BYTES, MAX_XLSX_UNCOMPRESSED_BYTES,
@@ -219,6 +220,32 @@ pub fn read_csv_with<S: CsvSink>(
     sink: &mut S,
 ) -> Result<ImportSummary, ImportError> {
     read_csv(reader, from, mode, sink)
+}
+
+/// The layout an import of the file brings (an XLSX file's column widths, row heights and frozen
+/// panes, `xlsx_layout.rs`; none for CSV or a workbook without any): at most
+/// [`MAX_IMPORT_LAYOUT_BYTES`] of JSON, its row heights left out past that, then its widths.
+/// Read after [`validate`] has checked the file's parts against the decompression limits.
+pub fn layout_of<R: Read + Seek>(
+    format: ImportFormat,
+    reader: R,
+) -> Result<Option<LayoutRuns>, ImportError> {
+    if format != ImportFormat::Xlsx {
+        return Ok(None);
+    }
+    let layout = crate::xlsx_layout::read_layout(reader).map_err(|e| ImportError::Unreadable {
+        format: "XLSX workbook",
+        message: e.0,
+    })?;
+    let mut runs = layout.to_runs();
+    let size = |r: &LayoutRuns| serde_json::to_string(r).map_or(usize::MAX, |j| j.len());
+    if size(&runs) > MAX_IMPORT_LAYOUT_BYTES {
+        runs.rows.clear();
+    }
+    if size(&runs) > MAX_IMPORT_LAYOUT_BYTES {
+        runs.columns.clear();
+    }
+    Ok((!runs.is_empty()).then_some(runs))
 }
 
 /// Checks that a file would import within the limits (what the API runs before committing).

@@ -18,13 +18,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ColumnName, Event, RowNumber, check_span};
+use crate::event::{ColumnName, Event, RowNumber};
 use crate::limits::{MAX_COLS, MAX_ROWS};
 pub use crate::resize::{
-    Freeze, MAX_FROZEN_COLUMNS, MAX_FROZEN_ROWS, MAX_RESIZE_SPAN, MAX_SIZE_PX, ResizeColumns,
-    ResizeRows, TYPE_FREEZE, TYPE_RESIZE_COLUMNS, TYPE_RESIZE_ROWS,
+    Freeze, LayoutRuns, MAX_FROZEN_COLUMNS, MAX_FROZEN_ROWS, MAX_RESIZE_SPAN, MAX_SIZE_PX,
+    ResizeColumns, ResizeRows, TYPE_FREEZE, TYPE_RESIZE_COLUMNS, TYPE_RESIZE_ROWS,
 };
-use crate::resize::{check_freeze, check_size};
 
 /// Sizes along one axis: runs of positions `start..end` with one size each, disjoint and
 /// sorted, touching runs of one size merged; a position no run covers has the default size. A
@@ -186,7 +185,10 @@ impl Layout {
                 self.columns.delete(e.at.0, e.count);
                 shrink(&mut self.freeze.columns, e.at.0, e.count);
             }
-            Event::Import(_) => *self = Layout::default(),
+            // The file's layout (an XLSX file's, when its import carried one), or none.
+            Event::Import(i) => {
+                *self = i.layout.as_ref().map(Layout::from_runs).unwrap_or_default();
+            }
             // A restore's layout is the restored state's (`snapshot::resolve_restores`).
             Event::Set(_) | Event::Style(_) | Event::Restore(_) => {}
         }
@@ -228,22 +230,10 @@ fn pieces(start: u32, end: u32) -> impl Iterator<Item = (u32, u32)> {
         .map(move |at| (at, (end - at).min(MAX_RESIZE_SPAN)))
 }
 
-/// The JSON form (a manifest's `layout`, the API's): `{"columns": [{"at", "count", "width"}],
-/// "rows": [{"at", "count", "height"}], "freeze": {"rows", "columns"}}`, empty parts left out.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LayoutJson {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    columns: Vec<ResizeColumns>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    rows: Vec<ResizeRows>,
-    #[serde(default, skip_serializing_if = "Freeze::is_none")]
-    freeze: Freeze,
-}
-
-impl Serialize for Layout {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        LayoutJson {
+impl Layout {
+    /// The layout as runs (its JSON form, and what an XLSX import carries).
+    pub fn to_runs(&self) -> LayoutRuns {
+        LayoutRuns {
             columns: self
                 .columns
                 .runs()
@@ -264,31 +254,35 @@ impl Serialize for Layout {
                 .collect(),
             freeze: self.freeze,
         }
-        .serialize(s)
+    }
+
+    /// The layout runs (checked when they were read) describe.
+    pub fn from_runs(runs: &LayoutRuns) -> Layout {
+        let mut layout = Layout {
+            freeze: runs.freeze,
+            ..Layout::default()
+        };
+        for r in &runs.columns {
+            layout.columns.set(r.at.0, r.count, r.width);
+        }
+        for r in &runs.rows {
+            layout.rows.set(r.at.0, r.count, r.height);
+        }
+        layout
+    }
+}
+
+/// JSON: `{"columns": [{"at", "count", "width"}], "rows": [{"at", "count", "height"}],
+/// "freeze": {"rows", "columns"}}`, empty parts left out ([`LayoutRuns`]).
+impl Serialize for Layout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_runs().serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for Layout {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let json = LayoutJson::deserialize(d)?;
-        let mut layout = Layout {
-            freeze: json.freeze,
-            ..Layout::default()
-        };
-        let bad = serde::de::Error::custom;
-        check_freeze(&json.freeze).map_err(bad)?;
-        // Runs may be longer than one resize (touching resizes of one size merge).
-        for r in json.columns {
-            check_span(r.at.0, r.count, MAX_COLS, "column", "the layout").map_err(bad)?;
-            check_size(r.width, "width").map_err(bad)?;
-            layout.columns.set(r.at.0, r.count, r.width);
-        }
-        for r in json.rows {
-            check_span(r.at.0, r.count, MAX_ROWS, "row", "the layout").map_err(bad)?;
-            check_size(r.height, "height").map_err(bad)?;
-            layout.rows.set(r.at.0, r.count, r.height);
-        }
-        Ok(layout)
+        Ok(Layout::from_runs(&LayoutRuns::deserialize(d)?))
     }
 }
 

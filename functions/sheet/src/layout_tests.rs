@@ -92,6 +92,7 @@ fn a_split_moves_with_rows_and_columns_inserted_or_deleted_before_it() {
     l.apply(&Event::Import(crate::event::Import {
         format: crate::event::ImportFormat::Csv,
         group: None,
+        layout: None,
     }));
     assert!(l.is_default(), "an import replaces the layout");
 }
@@ -150,6 +151,46 @@ fn entries_round_trip_through_the_binary_form() {
         let back = serde_json::to_value(&ev).unwrap();
         assert_eq!(event(back), ev);
     }
+}
+
+/// An XLSX import carries its file's layout (body version 3), which the sheet takes; one without
+/// leaves none.
+#[test]
+fn an_import_brings_its_files_layout() {
+    let mut file = Layout::default();
+    file.columns.set(0, 2, Some(90));
+    file.rows.set(4, 1, Some(33));
+    file.freeze = Freeze {
+        rows: 1,
+        columns: 0,
+    };
+    for group in [None, Some("g".to_owned())] {
+        let ev = Event::Import(crate::event::Import {
+            format: crate::event::ImportFormat::Xlsx,
+            group: group.clone(),
+            layout: Some(file.to_runs()),
+        });
+        let (code, version, body) = ev.encode();
+        assert_eq!(version, crate::event::LAYOUT_VERSION);
+        assert_eq!(Event::decode(code, version, &body).unwrap(), ev);
+        let mut l = Layout::default();
+        l.columns.set(5, 1, Some(300));
+        l.apply(&ev);
+        assert_eq!(l, file);
+    }
+    // Without a layout, the body is what it always was.
+    let plain = Event::Import(crate::event::Import {
+        format: crate::event::ImportFormat::Csv,
+        group: None,
+        layout: None,
+    });
+    assert_eq!(plain.encode().1, 1);
+    // A stored layout past the limits does not decode.
+    let mut w = crate::bytes::Writer::new();
+    w.u8(1);
+    w.u8(2);
+    w.str(r#"{"columns": [{"at": "A", "count": 1, "width": 0}]}"#);
+    assert!(Event::decode(crate::event::TYPE_IMPORT, 3, &w.buf).is_err());
 }
 
 #[test]

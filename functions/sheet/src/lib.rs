@@ -33,7 +33,7 @@
 //! - `import.rs` — streaming CSV and XLSX readers used by `import` events; `csv_records.rs`
 //!   splits CSV into records; `xlsx_formulas.rs` reads an XLSX sheet's formulas (shared ones
 //!   spread) in step with calamine's values, `xlsx_styles.rs` the number format of each cell
-//!   style.
+//!   style, `xlsx_layout.rs` its first worksheet's column widths, row heights and frozen panes.
 //! - `snapshot/` — the snapshot engine: format, incremental builder, range reads, store ports.
 //! - `sample.rs` — deterministic realistic sample data for tests and benchmarks (feature
 //!   `sample`; not in the Lambda functions).
@@ -65,6 +65,7 @@ pub mod undo;
 pub mod undo_plan;
 pub mod value;
 mod xlsx_formulas;
+mod xlsx_layout;
 mod xlsx_styles;
 
 pub use a1::{CellRef, Range, RefError};

@@ -267,6 +267,7 @@ impl Sheet {
             &Event::Import(super::event::Import {
                 format,
                 group: None,
+                layout: None,
             }),
             Some(Box::new(std::io::Cursor::new(bytes))),
         )

@@ -315,6 +315,7 @@ fn an_import_after_the_base_rejects_the_edit() {
     let import = [Event::Import(crate::Import {
         format: ImportFormat::Csv,
         group: None,
+        layout: None,
     })];
     for e in [
         set(1, 1, 1.0),
@@ -875,6 +876,7 @@ impl World {
                 let e = Event::Import(crate::Import {
                     format: ImportFormat::Csv,
                     group: None,
+                    layout: None,
                 });
                 self.commit(Author::Other, vec![e], vec![]);
             }

@@ -144,3 +144,54 @@ pub(crate) fn read_freeze(r: &mut Reader<'_>) -> Result<Freeze, CodecError> {
         columns: r.varint_u32(MAX_FROZEN_COLUMNS, "frozen columns")?,
     })
 }
+
+/// A layout as runs of one size (the JSON form of `layout::Layout`): `{"columns": [{"at",
+/// "count", "width"}], "rows": [{"at", "count", "height"}], "freeze": {"rows", "columns"}}`,
+/// empty parts left out. A run may be longer than one resize takes (touching resizes of one
+/// size merge); each is checked as it is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LayoutRuns {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ResizeColumns>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<ResizeRows>,
+    #[serde(skip_serializing_if = "Freeze::is_none")]
+    pub freeze: Freeze,
+}
+
+impl<'de> Deserialize<'de> for LayoutRuns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            #[serde(default)]
+            columns: Vec<ResizeColumns>,
+            #[serde(default)]
+            rows: Vec<ResizeRows>,
+            #[serde(default)]
+            freeze: Freeze,
+        }
+        let raw = Raw::deserialize(d)?;
+        let bad = serde::de::Error::custom;
+        check_freeze(&raw.freeze).map_err(bad)?;
+        for r in &raw.columns {
+            check_span(r.at.0, r.count, MAX_COLS, "column", "the layout").map_err(bad)?;
+            check_size(r.width, "width").map_err(bad)?;
+        }
+        for r in &raw.rows {
+            check_span(r.at.0, r.count, MAX_ROWS, "row", "the layout").map_err(bad)?;
+            check_size(r.height, "height").map_err(bad)?;
+        }
+        Ok(LayoutRuns {
+            columns: raw.columns,
+            rows: raw.rows,
+            freeze: raw.freeze,
+        })
+    }
+}
+
+impl LayoutRuns {
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty() && self.rows.is_empty() && self.freeze.is_none()
+    }
+}

@@ -283,7 +283,11 @@ fn any_event() -> impl Strategy<Value = Event> {
             prop_oneof![Just(ImportFormat::Csv), Just(ImportFormat::Xlsx)],
             proptest::option::of("[!-~]{1,128}"),
         )
-            .prop_map(|(format, group)| Event::Import(Import { format, group })),
+            .prop_map(|(format, group)| Event::Import(Import {
+                format,
+                group,
+                layout: None
+            })),
         any::<u64>().prop_map(|seq| Event::Restore(super::event::Restore { seq, group: None })),
         (
             proptest::collection::vec((0..MAX_ROWS, 0..MAX_COLS, 1u32..100, 1u32..100), 1..4),
@@ -585,6 +589,7 @@ fn an_import_without_its_payload_is_an_error() {
             &Event::Import(Import {
                 format: ImportFormat::Csv,
                 group: None,
+                layout: None,
             }),
             None,
         )

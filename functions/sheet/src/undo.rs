@@ -230,6 +230,7 @@ mod tests {
         u.events = vec![Event::Import(crate::event::Import {
             format: crate::event::ImportFormat::Csv,
             group: None,
+            layout: None,
         })];
         assert!(u.validate().is_err());
     }

@@ -270,6 +270,7 @@ fn an_import_since_replaces_everything_and_skips_the_undo() {
     let history = [Event::Import(crate::event::Import {
         format: crate::event::ImportFormat::Csv,
         group: None,
+        layout: None,
     })];
     let settled = settle(&s, &inv, &history);
     assert!(settled.events.is_empty());
@@ -413,6 +414,7 @@ fn an_import_by_the_group_is_a_step_undone_by_a_restore_while_nothing_follows() 
         EntryBody::Event(Event::Import(crate::event::Import {
             format: crate::event::ImportFormat::Csv,
             group: group.map(str::to_owned),
+            layout: None,
         }))
     };
     let entries = [

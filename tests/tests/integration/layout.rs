@@ -2,14 +2,14 @@
 //! `resize-columns`, `resize-rows` and `freeze` entries, the `layout` of the extent answer now and
 //! at older versions (from a snapshot and the entries after it), a resize made against an older
 //! view through someone's column insert, a pushed resize undone and redone, an XLSX export that
-//! carries the layout, and bad entries refused naming the field.
+//! carries the layout and imports back with it, and bad entries refused naming the field.
 
 use std::io::Read;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sheetlog_tests::api::{
-    ApiClient, TestApi, append_ok, new_log, post_entry, send_json_with as send_json,
+    ApiClient, TestApi, append_ok, new_log, post_entry, send_json_with as send_json, upload_file,
 };
 use sheetlog_tests::fixtures::{pull_body, push_body, set_body};
 
@@ -228,6 +228,31 @@ async fn an_xlsx_export_carries_the_layout() -> anyhow::Result<()> {
     assert!(
         xml.contains("<pane ySplit=\"1\" topLeftCell=\"A2\""),
         "{xml}"
+    );
+    // The workbook imported into another sheet through the upload flow brings its layout.
+    let copy = new_log(&c, &api).await?;
+    let file = reqwest::get(url).await?.bytes().await?.to_vec();
+    let u = upload_file(
+        &c,
+        &api,
+        &copy,
+        json!({"type": "import", "body": {"format": "xlsx"}}),
+        &file,
+    )
+    .await?;
+    let id = u["uploadId"].as_str().unwrap_or_default();
+    let r = c
+        .post(api.url(&format!("/logs/{copy}/uploads/{id}/commit")))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(
+        layout(&c, &api, &copy, None).await?,
+        layout(&c, &api, &log, None).await?
+    );
+    assert_eq!(
+        layout(&c, &api, &copy, None).await?,
+        json!({"columns": [{"at": "A", "count": 1, "width": 200}], "freeze": {"rows": 1, "columns": 0}})
     );
     Ok(())
 }

@@ -54,6 +54,7 @@ async fn snapshot_round_trips_through_s3() -> anyhow::Result<()> {
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
                 group: None,
+                layout: None,
             })),
             payload: Some(payload_key),
         },
@@ -402,6 +403,7 @@ async fn a_build_resumed_across_chunk_list_parts_in_s3_writes_the_same_manifest(
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
             group: None,
+            layout: None,
         })),
         payload: Some(payload_key),
     }];

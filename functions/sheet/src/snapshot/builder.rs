@@ -73,6 +73,7 @@ impl LogEntry {
             entry: EntryBody::Event(Event::Import(Import {
                 format,
                 group: None,
+                layout: None,
             })),
             payload: Some(payload.to_owned()),
         }

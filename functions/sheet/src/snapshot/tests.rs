@@ -208,6 +208,7 @@ pub(super) fn entries_of(specs: &[Spec], payloads: &MemImports) -> Vec<LogEntry>
                         entry: EntryBody::Event(Event::Import(Import {
                             format: ImportFormat::Csv,
                             group: None,
+                            layout: None,
                         })),
                         payload: Some(key),
                     }
@@ -445,6 +446,7 @@ pub(super) async fn million_cell_sheet(
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
                 group: None,
+                layout: None,
             })),
             payload: Some("payloads/big.csv".into()),
         },
@@ -619,6 +621,7 @@ fn sample_import(rows: u64) -> (MemImports, Vec<LogEntry>) {
         entry: EntryBody::Event(Event::Import(Import {
             format: ImportFormat::Csv,
             group: None,
+            layout: None,
         })),
         payload: Some("p".into()),
     }];
@@ -955,6 +958,7 @@ fn filesystem_store_round_trips_a_snapshot() {
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
                 group: None,
+                layout: None,
             })),
             payload: Some("in.csv".into()),
         }];
@@ -994,6 +998,7 @@ fn xlsx_imports_stream_into_a_snapshot() {
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Xlsx,
                 group: None,
+                layout: None,
             })),
             payload: Some("x".into()),
         }];
@@ -1049,6 +1054,7 @@ fn xlsx_formulas_import_into_chunks_that_count_them() {
                 entry: EntryBody::Event(Event::Import(Import {
                     format: ImportFormat::Xlsx,
                     group: None,
+                    layout: None,
                 })),
                 payload: Some("x".into()),
             },
@@ -1153,6 +1159,7 @@ fn the_extent_follows_inserts_and_deletes() {
             entry: EntryBody::Event(Event::Import(Import {
                 format: ImportFormat::Csv,
                 group: None,
+                layout: None,
             })),
             payload: Some("p/0".into()),
         },
@@ -1254,7 +1261,7 @@ proptest! {
         payloads.insert("p", csv);
         let entries = vec![LogEntry {
             seq: 0,
-            entry: EntryBody::Event(Event::Import(Import { format: ImportFormat::Csv, group: None })),
+            entry: EntryBody::Event(Event::Import(Import { format: ImportFormat::Csv, group: None, layout: None })),
             payload: Some("p".into()),
         }];
         rt().block_on(async {

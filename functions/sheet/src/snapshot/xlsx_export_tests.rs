@@ -358,6 +358,14 @@ fn widths_heights_and_frozen_panes_are_in_the_workbook() {
         );
         let back = imported(&bytes);
         assert_eq!(back.len(), 2);
+        // And an import of the workbook reads the same layout back (xlsx_layout.rs).
+        let layout = crate::import::layout_of(ImportFormat::Xlsx, Cursor::new(bytes))
+            .unwrap()
+            .expect("a layout");
+        assert_eq!(
+            crate::layout::Layout::from_runs(&layout),
+            crate::snapshot::layout_at(Some(&base), &entries[3..])
+        );
     });
 }
 
