@@ -248,11 +248,25 @@ pub fn layout_of<R: Read + Seek>(
     Ok((!runs.is_empty()).then_some(runs))
 }
 
-/// Checks that a file would import within the limits (what the API runs before committing).
+/// Checks that a file would import within the limits (what the API runs before committing). A
+/// ZIP file (an XLSX workbook) said to be CSV is refused rather than read as text.
 pub fn validate(
     format: ImportFormat,
-    reader: Box<dyn ReadSeek>,
+    mut reader: Box<dyn ReadSeek>,
 ) -> Result<ImportSummary, ImportError> {
+    if format == ImportFormat::Csv {
+        let mut magic = [0u8; 4];
+        let n = reader.read(&mut magic)?;
+        if magic[..n] == *b"PK\x03\x04" {
+            return Err(ImportError::Unreadable {
+                format: "CSV file",
+                message: "it is an XLSX workbook (a ZIP file): upload it as one \
+                    (`\"body\": {\"format\": \"xlsx\"}` or its media type)"
+                    .into(),
+            });
+        }
+        reader.seek(SeekFrom::Start(0))?;
+    }
     read_rows(
         format,
         reader,

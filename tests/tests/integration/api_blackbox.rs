@@ -503,6 +503,25 @@ async fn upload_errors_are_reported_and_write_nothing() -> anyhow::Result<()> {
         .await?;
     expect_error(r, StatusCode::UNPROCESSABLE_ENTITY, "invalid-payload").await?;
 
+    // A workbook sent as CSV (the default format) is refused in words, not imported as bytes.
+    let zip = upload(
+        &c,
+        &api,
+        &log,
+        json!({"type": "import"}),
+        b"PK\x03\x04\x14\x00\x00\x00\x08\x00 rest of a zip",
+    )
+    .await?;
+    let r = c
+        .post(api.url(&format!("/logs/{log}/uploads/{zip}/commit")))
+        .send()
+        .await?;
+    let v = expect_error(r, StatusCode::UNPROCESSABLE_ENTITY, "invalid-payload").await?;
+    assert!(
+        json_str(&v, "/error/message").contains("an XLSX workbook"),
+        "{v}"
+    );
+
     // A file that breaks a limit: the error names it.
     let mut endless = b"a,b\n\"".to_vec();
     endless.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
