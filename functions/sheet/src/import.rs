@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::a1::CellRef;
 use super::csv_records::{CsvRecords, RecordError};
-use super::event::{ImportFormat, MAX_IMPORT_LAYOUT_BYTES};
+use super::event::ImportFormat;
 use super::formula::Formula;
 use super::layout::LayoutRuns;
 use super::limits::{
@@ -233,19 +233,10 @@ pub fn layout_of<R: Read + Seek>(
     if format != ImportFormat::Xlsx {
         return Ok(None);
     }
-    let layout = crate::xlsx_layout::read_layout(reader).map_err(|e| ImportError::Unreadable {
+    crate::xlsx_layout::import_layout(reader).map_err(|e| ImportError::Unreadable {
         format: "XLSX workbook",
         message: e.0,
-    })?;
-    let mut runs = layout.to_runs();
-    let size = |r: &LayoutRuns| serde_json::to_string(r).map_or(usize::MAX, |j| j.len());
-    if size(&runs) > MAX_IMPORT_LAYOUT_BYTES {
-        runs.rows.clear();
-    }
-    if size(&runs) > MAX_IMPORT_LAYOUT_BYTES {
-        runs.columns.clear();
-    }
-    Ok((!runs.is_empty()).then_some(runs))
+    })
 }
 
 /// Checks that a file would import within the limits (what the API runs before committing). A

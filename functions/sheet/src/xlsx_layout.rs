@@ -11,7 +11,8 @@ use std::io::{Read, Seek};
 use quick_xml::events::Event as XmlEvent;
 use zip::ZipArchive;
 
-use crate::layout::{Freeze, Layout, MAX_FROZEN_COLUMNS, MAX_FROZEN_ROWS, MAX_SIZE_PX};
+use crate::event::MAX_IMPORT_LAYOUT_BYTES;
+use crate::layout::{Freeze, Layout, LayoutRuns, MAX_FROZEN_COLUMNS, MAX_FROZEN_ROWS, MAX_SIZE_PX};
 use crate::limits::{MAX_COLS, MAX_ROWS};
 use crate::xlsx_formulas::{FormulaReadError, attribute, first_sheet_path, xml_reader};
 
@@ -19,6 +20,21 @@ use crate::xlsx_formulas::{FormulaReadError, attribute, first_sheet_path, xml_re
 const PX_PER_CHAR: f64 = 7.0;
 /// Pixels of one point of row height.
 const PX_PER_POINT: f64 = 4.0 / 3.0;
+
+/// The first worksheet's layout as an `import` entry carries it: at most
+/// [`MAX_IMPORT_LAYOUT_BYTES`] of JSON, its row heights left out past that, then its widths;
+/// `None` when it has none.
+pub fn import_layout<R: Read + Seek>(reader: R) -> Result<Option<LayoutRuns>, FormulaReadError> {
+    let mut runs = read_layout(reader)?.to_runs();
+    let size = |r: &LayoutRuns| serde_json::to_string(r).map_or(usize::MAX, |j| j.len());
+    if size(&runs) > MAX_IMPORT_LAYOUT_BYTES {
+        runs.rows.clear();
+    }
+    if size(&runs) > MAX_IMPORT_LAYOUT_BYTES {
+        runs.columns.clear();
+    }
+    Ok((!runs.is_empty()).then_some(runs))
+}
 
 /// The first worksheet's layout; the default one when the workbook has no worksheet.
 pub fn read_layout<R: Read + Seek>(reader: R) -> Result<Layout, FormulaReadError> {
