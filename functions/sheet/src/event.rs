@@ -357,6 +357,23 @@ impl Event {
         }
     }
 
+    /// Whether the event inserts or deletes rows or columns.
+    pub fn shifts(&self) -> bool {
+        matches!(
+            self,
+            Event::InsertRows(_)
+                | Event::DeleteRows(_)
+                | Event::InsertColumns(_)
+                | Event::DeleteColumns(_)
+        )
+    }
+
+    /// Whether the event moves cells: a row or column insert or delete, or an import or a
+    /// restore, which replace them all. Cell edits, styles and the layout's entries move none.
+    pub fn moves_cells(&self) -> bool {
+        self.shifts() || matches!(self, Event::Import(_) | Event::Restore(_))
+    }
+
     /// Parses and validates a whole JSON entry `{"type": ..., "body": ...}`.
     pub fn from_json(bytes: &[u8]) -> Result<Event, ValidationError> {
         let raw: RawEntry = serde_json::from_slice(bytes).map_err(|e| {

@@ -170,16 +170,7 @@ impl Mutations {
                     ),
                 ));
             }
-            if matches!(
-                m.event,
-                Event::Set(_)
-                    | Event::Style(_)
-                    | Event::Import(_)
-                    | Event::Restore(_)
-                    | Event::ResizeColumns(_)
-                    | Event::ResizeRows(_)
-                    | Event::Freeze(_)
-            ) {
+            if !m.event.shifts() {
                 return Err(err(
                     &format!("sent[{i}]"),
                     "only row and column changes are recorded as sent".into(),

@@ -402,16 +402,7 @@ pub fn rebase(event: &Event, history: &[Step<'_>]) -> Outcome {
 
 /// Whether a step can move or remove anything a reference points at.
 fn moves_anything(step: &Step<'_>) -> bool {
-    let structural = |e: &Event| {
-        !matches!(
-            e,
-            Event::Set(_)
-                | Event::Style(_)
-                | Event::ResizeColumns(_)
-                | Event::ResizeRows(_)
-                | Event::Freeze(_)
-        )
-    };
+    let structural = Event::moves_cells;
     match step {
         Step::Other(e) => structural(e),
         Step::Own { seen, applied } => {
@@ -614,6 +605,33 @@ fn rebase_style(st: &StyleCells, history: &[Step<'_>]) -> Outcome {
     })])
 }
 
+/// The parts of rows (columns) `at..at + count` the author saw that still exist, as `(start,
+/// count)` in order; when none does, the rejection of the `kind` of entry (`delete`, `resize`)
+/// that named them.
+fn surviving(
+    axis: Axis,
+    (at, count): (u32, u32),
+    history: &[Step<'_>],
+    kind: &str,
+) -> Result<Vec<(u32, u32)>, Outcome> {
+    let (merged, gone) = walk_span(axis, at, count, history);
+    if merged.is_empty() {
+        let (what, name) = match axis {
+            Axis::Rows => ("rows", RowNumber(at).to_string()),
+            Axis::Columns => ("columns", format!("column {}", column_name(at))),
+        };
+        let why = gone.unwrap_or(Gone::Deleted);
+        return Err(Outcome::Reject(format!(
+            "{kind}-{what} from {name}: every one of those {what} {why}"
+        )));
+    }
+    // Positions stay inside the sheet: runs past the end were clipped by the walk.
+    Ok(merged
+        .iter()
+        .map(|&(s, e)| (s as u32, (e - s) as u32))
+        .collect())
+}
+
 /// A resize moves with its rows (columns): the parts of them that still exist, each resized (a
 /// row inserted inside by someone else splits it and keeps its size); a resize whose rows are
 /// all gone is rejected.
@@ -624,71 +642,51 @@ fn rebase_resize(
     size: Option<u16>,
     history: &[Step<'_>],
 ) -> Outcome {
-    let (merged, gone) = walk_span(axis, at, count, history);
-    if merged.is_empty() {
-        let (what, name) = match axis {
-            Axis::Rows => ("rows", RowNumber(at).to_string()),
-            Axis::Columns => ("columns", format!("column {}", column_name(at))),
-        };
-        let why = gone.unwrap_or(Gone::Deleted);
-        return Outcome::Reject(format!(
-            "resize-{what} from {name}: every one of those {what} {why}"
-        ));
-    }
-    let events = merged
-        .iter()
-        .map(|&(s, e)| {
-            // Positions stay inside the sheet: runs past the end were clipped by the walk.
-            let (s, n) = (s as u32, (e - s) as u32);
-            match axis {
+    let spans = match surviving(axis, (at, count), history, "resize") {
+        Ok(spans) => spans,
+        Err(rejected) => return rejected,
+    };
+    Outcome::Apply(
+        spans
+            .into_iter()
+            .map(|(at, count)| match axis {
                 Axis::Rows => Event::ResizeRows(ResizeRows {
-                    at: RowNumber(s),
-                    count: n,
+                    at: RowNumber(at),
+                    count,
                     height: size,
                 }),
                 Axis::Columns => Event::ResizeColumns(ResizeColumns {
-                    at: ColumnName(s),
-                    count: n,
+                    at: ColumnName(at),
+                    count,
                     width: size,
                 }),
-            }
-        })
-        .collect();
-    Outcome::Apply(events)
+            })
+            .collect(),
+    )
 }
 
 fn rebase_delete(axis: Axis, at: u32, count: u32, history: &[Step<'_>]) -> Outcome {
-    let (merged, gone) = walk_span(axis, at, count, history);
-    if merged.is_empty() {
-        let (what, name) = match axis {
-            Axis::Rows => ("rows", RowNumber(at).to_string()),
-            Axis::Columns => ("columns", format!("column {}", column_name(at))),
-        };
-        let why = gone.unwrap_or(Gone::Deleted);
-        return Outcome::Reject(format!(
-            "delete-{what} from {name}: every one of those {what} {why}"
-        ));
-    }
+    let spans = match surviving(axis, (at, count), history, "delete") {
+        Ok(spans) => spans,
+        Err(rejected) => return rejected,
+    };
     // Bottom-up, so each delete leaves the positions of the ones after it unchanged.
-    let events = merged
-        .iter()
-        .rev()
-        .map(|&(s, e)| {
-            // Positions stay inside the sheet: runs past the end were clipped by the walk.
-            let (s, n) = (s as u32, (e - s) as u32);
-            match axis {
+    Outcome::Apply(
+        spans
+            .into_iter()
+            .rev()
+            .map(|(at, count)| match axis {
                 Axis::Rows => Event::DeleteRows(DeleteRows {
-                    at: RowNumber(s),
-                    count: n,
+                    at: RowNumber(at),
+                    count,
                 }),
                 Axis::Columns => Event::DeleteColumns(DeleteColumns {
-                    at: ColumnName(s),
-                    count: n,
+                    at: ColumnName(at),
+                    count,
                 }),
-            }
-        })
-        .collect();
-    Outcome::Apply(events)
+            })
+            .collect(),
+    )
 }
 
 fn a1(at: CellRef) -> String {

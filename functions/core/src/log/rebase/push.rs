@@ -45,11 +45,7 @@ pub(in crate::log) fn too_old(base: u64, head: u64) -> String {
 /// and the layout's entries, which move nothing.
 pub(in crate::log) fn positions(event: &Event) -> Option<Event> {
     match event {
-        Event::Set(_)
-        | Event::Style(_)
-        | Event::ResizeColumns(_)
-        | Event::ResizeRows(_)
-        | Event::Freeze(_) => None,
+        e if !e.moves_cells() => None,
         Event::InsertRows(e) => Some(Event::InsertRows(InsertRows {
             values: Vec::new(),
             ..e.clone()
