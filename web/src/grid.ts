@@ -65,6 +65,7 @@ export class Grid {
   private readonly rowAxis = new Axis(MAX_ROWS, ROW_H);
   private frozen = { rows: 0, columns: 0 };
   private colRuns: Run[] = [];
+  private layoutKey = '';
   /** A column edge being dragged: the column, where the drag started, its width then and now. */
   private drag: { col: number; x: number; from: number; width: number } | undefined;
 
@@ -190,6 +191,10 @@ export class Grid {
 
   /** The sheet's layout: sized runs of columns and of rows (0-based), and the frozen split. */
   setLayout(columns: Run[], rows: Run[], freeze: { rows: number; columns: number }): void {
+    // Called with every view shown: only a change is drawn again.
+    const key = JSON.stringify([columns, rows, freeze]);
+    if (key === this.layoutKey) return;
+    this.layoutKey = key;
     this.colRuns = columns;
     if (!this.drag) this.colAxis.set(columns);
     this.rowAxis.set(rows);

@@ -423,7 +423,10 @@ describe('the web spreadsheet in Chromium', () => {
       await waitCell(p, 'B4', '=1+1');
       await waitCell(p, 'B5', '48 per unit');
     }
-    assert.equal(await a.locator('[data-ref="B1"]').evaluate((e) => getComputedStyle(e).textAlign), 'center');
+    // Read in the page, so the element is the one drawn now (a locator's may be replaced by the
+    // next frame's render before it is read).
+    const align = () => getComputedStyle(document.querySelector('[data-ref="B1"]') as Element).textAlign;
+    assert.equal(await a.evaluate(align), 'center');
     assert.match((await a.locator('[data-ref="B1"]').getAttribute('title')) ?? '', /division by zero/);
     await a.click('[data-ref="B4"]');
     assert.equal(await a.inputValue('input[aria-label="formula bar"]'), "'=1+1");
@@ -605,7 +608,7 @@ describe('the web spreadsheet in Chromium', () => {
     await edit(a, 'B1', 'wide');
     await synced(a, logId);
     const width = (p: Page) =>
-      p.locator('[data-ref="B1"]').evaluate((e) => Math.round(e.getBoundingClientRect().width));
+      p.evaluate(() => Math.round(document.querySelector('[data-ref="B1"]')?.getBoundingClientRect().width ?? 0));
     assert.equal(await width(a), 104);
     // Drag column B's right edge about 100 pixels to the right.
     const grip = await a.locator('.col-grip[data-col="1"]').boundingBox();
