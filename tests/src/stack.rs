@@ -71,8 +71,9 @@ impl TestStack {
         let dynamo = emulator.dynamodb().await;
         let s3 = emulator.s3().await;
         // A freshly started moto listens before its backends are loaded; under load its first
-        // requests can fail with a bare 500. One answered call each first.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        // requests can fail with a bare 500. One answered call each first. A full run loads two
+        // cores with the other tests' emulators and builds: 20 s was once not enough there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while dynamo.list_tables().send().await.is_err() || s3.list_buckets().send().await.is_err()
         {
             anyhow::ensure!(
