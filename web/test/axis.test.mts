@@ -3,8 +3,9 @@
  * a page draws from the server's, the pull's events and its own pending changes.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { Axis, resized } from '../src/axis.ts';
+import { Axis, type Run, resized } from '../src/axis.ts';
 import { applied, fromJson, inView, LayoutTracker } from '../src/grid-layout.ts';
 import type { LocalView } from '../src/model.ts';
 
@@ -80,4 +81,19 @@ test('the layout drawn: the server JSON, the pull events after it, the pending c
     freeze: { rows: 0, columns: 0 },
   });
   assert.deepEqual(inView([40, 43], 2), [0, 1, 40, 41, 42]);
+});
+
+test('resizes agree with the server (web/test/fixtures/layout-resizes.json)', () => {
+  const fixture = JSON.parse(readFileSync(new URL('fixtures/layout-resizes.json', import.meta.url), 'utf8')) as {
+    cases: { name: string; resizes: { at: number; count: number; size: number | null }[]; sizes: (number | null)[] }[];
+  };
+  assert.ok(fixture.cases.length >= 4);
+  for (const c of fixture.cases) {
+    let runs: Run[] = [];
+    for (const r of c.resizes) runs = resized(runs, r.at, r.count, r.size);
+    const a = new Axis(c.sizes.length, 24);
+    a.set(runs);
+    const got = c.sizes.map((_, i) => (runs.some((r) => i >= r.at && i < r.at + r.count) ? a.size(i) : null));
+    assert.deepEqual(got, c.sizes, c.name);
+  }
 });

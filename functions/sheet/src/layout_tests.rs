@@ -241,3 +241,40 @@ fn bad_entries_are_refused_naming_the_field() {
     write_resize(&mut w, 1, 1, Some(2001));
     assert!(Event::decode(TYPE_RESIZE_COLUMNS, 1, &w.buf).is_err());
 }
+
+/// The page applies resizes as the server does: one table of cases for both
+/// (`web/test/fixtures/layout-resizes.json`, also read by `web/test/axis.test.mts`).
+#[test]
+fn resizes_agree_with_the_pages_table() {
+    #[derive(serde::Deserialize)]
+    struct Resize {
+        at: u32,
+        count: u32,
+        size: Option<u16>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Case {
+        name: String,
+        resizes: Vec<Resize>,
+        sizes: Vec<Option<u16>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        cases: Vec<Case>,
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../web/test/fixtures/layout-resizes.json"
+    );
+    let text = std::fs::read_to_string(path).expect("the shared fixture");
+    let fixture: Fixture = serde_json::from_str(&text).expect("fixture JSON");
+    assert!(fixture.cases.len() >= 4);
+    for c in fixture.cases {
+        let mut s = Sizes::default();
+        for r in &c.resizes {
+            s.set(r.at, r.count, r.size);
+        }
+        let got: Vec<Option<u16>> = (0..c.sizes.len() as u32).map(|i| s.get(i)).collect();
+        assert_eq!(got, c.sizes, "{}", c.name);
+    }
+}
